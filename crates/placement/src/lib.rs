@@ -1,0 +1,21 @@
+//! The placement engine of deskbroker: which session host of a pool gets a
+//! logon, by the rules of `shared/spec/behaviour.md`.
+//!
+//! **This crate performs no IO, reads no clock and owns no random number
+//! generator**: time and randomness come in as arguments, so every decision
+//! is a pure function of the pool's state and the request, and can be
+//! replayed (tests, the simulator, a restart). It cannot fail for reasons
+//! other than the request: every refusal is an [`Error`] that says why.
+//!
+//! Each pool is a [`Pool`]: settings, hosts in query order, sessions, and an
+//! order-statistic index of open hosts by session count, so a placement
+//! costs O(log n) however many hosts the pool has.
+
+mod error;
+pub mod model;
+pub mod pipeline;
+mod pool;
+
+pub use error::Error;
+pub use model::*;
+pub use pool::{Change, ConnectRequest, Placement, Pool, PoolCounters, Upsert};

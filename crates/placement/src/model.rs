@@ -1,0 +1,471 @@
+//! The data the engine reasons about: pool settings, session hosts, sessions.
+//!
+//! These types are plain data with serde derives so that the store can keep
+//! them and the API can show them; they carry no behaviour beyond validation
+//! of settings (rules P1–P7), which must be the same wherever a pool is
+//! created or changed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// The highest `maxSessionLimit`, and its default (rule P4). A pool with this
+/// limit has, in practice, no limit.
+pub const MAX_SESSION_LIMIT: u32 = 999_999;
+
+/// Milliseconds since the Unix epoch. The engine never reads a clock: every
+/// operation that depends on time is given `now` by its caller.
+pub type TimestampMs = i64;
+
+/// Rule P1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HostPoolType {
+    Pooled,
+    Personal,
+}
+
+/// Rule P2. The first three apply to pooled pools, the last two to personal ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LoadBalancerType {
+    BreadthFirst,
+    DepthFirst,
+    LoadIndex,
+    Persistent,
+    MultiplePersistent,
+}
+
+/// Rule P7.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PersonalDesktopAssignmentType {
+    Automatic,
+    Direct,
+}
+
+/// The states of a live session. Logoff ends a session: an ended session is
+/// removed, so there is no `LoggedOff` state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SessionState {
+    Pending,
+    Active,
+    Disconnected,
+}
+
+/// Health of a session host (rule S7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HostStatus {
+    Available,
+    Unavailable,
+    Shutdown,
+}
+
+/// Factors of the Server Load Index and host-side rejection (rules H2, H3, H6).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadIndexSettings {
+    pub include_session_count: bool,
+    pub cpu_threshold: u32,
+    pub memory_threshold: u32,
+    pub disk_queue_length_threshold: u32,
+    pub disk_read_latency_threshold: u32,
+    pub disk_write_latency_threshold: u32,
+    pub use_custom_script: bool,
+    pub load_index_threshold: u32,
+    pub connecting_session_threshold: u32,
+}
+
+impl Default for LoadIndexSettings {
+    fn default() -> Self {
+        LoadIndexSettings {
+            include_session_count: true,
+            cpu_threshold: 0,
+            memory_threshold: 0,
+            disk_queue_length_threshold: 0,
+            disk_read_latency_threshold: 0,
+            disk_write_latency_threshold: 0,
+            use_custom_script: false,
+            load_index_threshold: 0,
+            connecting_session_threshold: 0,
+        }
+    }
+}
+
+/// Logon-storm handling of the `LoadIndex` algorithm (rule H5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogonStormSettings {
+    pub load_index_threshold: u32,
+    pub connecting_session_threshold: u32,
+    pub min_hosts_in_queue: u32,
+}
+
+impl Default for LogonStormSettings {
+    fn default() -> Self {
+        LogonStormSettings {
+            load_index_threshold: 20,
+            connecting_session_threshold: 20,
+            min_hosts_in_queue: 4,
+        }
+    }
+}
+
+/// Everything an administrator sets on a host pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolConfig {
+    pub name: String,
+    pub host_pool_type: HostPoolType,
+    pub load_balancer_type: LoadBalancerType,
+    pub max_session_limit: u32,
+    pub breadth_first_randomized: bool,
+    pub personal_desktop_assignment_type: Option<PersonalDesktopAssignmentType>,
+    pub pending_timeout_seconds: u32,
+    pub heartbeat_timeout_seconds: u32,
+    pub standard_capabilities: Vec<String>,
+    pub load_index_settings: LoadIndexSettings,
+    pub logon_storm_settings: LogonStormSettings,
+    pub description: String,
+    pub friendly_name: String,
+}
+
+impl PoolConfig {
+    /// A pool with every default of the contract; personal pools get the
+    /// `Automatic` assignment type (rule P7).
+    pub fn new(name: &str, host_pool_type: HostPoolType, lb: LoadBalancerType) -> PoolConfig {
+        PoolConfig {
+            name: name.to_string(),
+            host_pool_type,
+            load_balancer_type: lb,
+            max_session_limit: MAX_SESSION_LIMIT,
+            breadth_first_randomized: true,
+            personal_desktop_assignment_type: match host_pool_type {
+                HostPoolType::Pooled => None,
+                HostPoolType::Personal => Some(PersonalDesktopAssignmentType::Automatic),
+            },
+            pending_timeout_seconds: 120,
+            heartbeat_timeout_seconds: 90,
+            standard_capabilities: vec!["rdp".to_string()],
+            load_index_settings: LoadIndexSettings::default(),
+            logon_storm_settings: LogonStormSettings::default(),
+            description: String::new(),
+            friendly_name: String::new(),
+        }
+    }
+
+    /// Checks every setting at once and answers the warnings a valid
+    /// configuration still deserves (rule P5). The first problem found is
+    /// the error, naming its field.
+    pub fn validate(&self) -> Result<Vec<String>, Error> {
+        validate_name("name", &self.name)?;
+        use HostPoolType::*;
+        use LoadBalancerType::*;
+        match (self.host_pool_type, self.load_balancer_type) {
+            (Pooled, BreadthFirst | DepthFirst) => {}
+            (Pooled, LoadIndex) => {
+                return Err(Error::InvalidParameter(
+                    "loadBalancerType: LoadIndex is not available in this version of \
+                     deskbroker yet; use BreadthFirst or DepthFirst"
+                        .into(),
+                ));
+            }
+            (Personal, Persistent | MultiplePersistent) => {}
+            (t, lb) => {
+                return Err(Error::InvalidParameter(format!(
+                    "loadBalancerType: {lb:?} cannot be used with hostPoolType {t:?}; \
+                     Pooled pools take BreadthFirst, DepthFirst or LoadIndex, \
+                     Personal pools take Persistent or MultiplePersistent"
+                )));
+            }
+        }
+        match (self.host_pool_type, self.personal_desktop_assignment_type) {
+            (Pooled, Some(_)) => {
+                return Err(Error::InvalidParameter(
+                    "personalDesktopAssignmentType: only Personal host pools have one".into(),
+                ));
+            }
+            (Personal, None) => {
+                return Err(Error::InvalidParameter(
+                    "personalDesktopAssignmentType: a Personal host pool needs Automatic or Direct"
+                        .into(),
+                ));
+            }
+            _ => {}
+        }
+        check_range("maxSessionLimit", self.max_session_limit, 0, MAX_SESSION_LIMIT)?;
+        check_range("pendingTimeoutSeconds", self.pending_timeout_seconds, 1, 86_400)?;
+        check_range("heartbeatTimeoutSeconds", self.heartbeat_timeout_seconds, 5, 86_400)?;
+        validate_capabilities("standardCapabilities", &self.standard_capabilities)?;
+        let li = &self.load_index_settings;
+        check_range("loadIndexSettings.cpuThreshold", li.cpu_threshold, 0, 100)?;
+        check_range("loadIndexSettings.memoryThreshold", li.memory_threshold, 0, 100)?;
+        check_range("loadIndexSettings.loadIndexThreshold", li.load_index_threshold, 0, 100)?;
+        check_range(
+            "loadIndexSettings.connectingSessionThreshold",
+            li.connecting_session_threshold,
+            0,
+            150,
+        )?;
+        let ls = &self.logon_storm_settings;
+        check_range("logonStormSettings.loadIndexThreshold", ls.load_index_threshold, 0, 100)?;
+        check_range(
+            "logonStormSettings.connectingSessionThreshold",
+            ls.connecting_session_threshold,
+            0,
+            150,
+        )?;
+        check_range("logonStormSettings.minHostsInQueue", ls.min_hosts_in_queue, 1, 10_000)?;
+        check_text("description", &self.description, 1024)?;
+        check_text("friendlyName", &self.friendly_name, 256)?;
+
+        let mut warnings = Vec::new();
+        if self.load_balancer_type == DepthFirst && self.max_session_limit == MAX_SESSION_LIMIT {
+            warnings.push(
+                "DepthFirst with the default maxSessionLimit (999999) fills the first host \
+                 without bound: set a real maxSessionLimit"
+                    .to_string(),
+            );
+        }
+        Ok(warnings)
+    }
+}
+
+fn check_range(field: &str, value: u32, min: u32, max: u32) -> Result<(), Error> {
+    if value < min || value > max {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: {value} is out of range; it must be from {min} to {max}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_text(field: &str, value: &str, max_len: usize) -> Result<(), Error> {
+    if value.len() > max_len {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: longer than {max_len} bytes"
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: control characters are not allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// Names of pools and hosts: 1 to 253 characters of letters, digits, `.`,
+/// `-` and `_`, starting with a letter or digit, so that they are safe in
+/// URLs, file names and log lines.
+pub fn validate_name(field: &str, name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if !ok {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: {name:?} is not a valid name; use 1 to 253 letters, digits, '.', '-' \
+             or '_', starting with a letter or digit"
+        )));
+    }
+    Ok(())
+}
+
+/// A user principal name: 1 to 256 characters, no white space or control
+/// characters. Users are matched without regard to ASCII case, as UPNs are.
+pub fn validate_user(field: &str, user: &str) -> Result<(), Error> {
+    if user.is_empty() || user.len() > 256 || user.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: {user:?} is not a valid user name; use 1 to 256 characters without \
+             white space"
+        )));
+    }
+    Ok(())
+}
+
+/// Capabilities are short lowercase words (`rdp`, `gpu`, …), at most 32 of them.
+pub fn validate_capabilities(field: &str, caps: &[String]) -> Result<(), Error> {
+    if caps.len() > 32 {
+        return Err(Error::InvalidParameter(format!("{field}: at most 32 capabilities")));
+    }
+    for c in caps {
+        let ok = !c.is_empty()
+            && c.len() <= 64
+            && c.chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || matches!(ch, '-' | '_' | '.'));
+        if !ok {
+            return Err(Error::InvalidParameter(format!(
+                "{field}: {c:?} is not a valid capability; use lowercase letters, digits, \
+                 '-', '_' or '.'"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Per-host overrides of the pool's host-side rejection thresholds (rule H6).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostPolicy {
+    pub load_index_threshold: Option<u32>,
+    pub connecting_session_threshold: Option<u32>,
+}
+
+impl HostPolicy {
+    pub fn validate(&self) -> Result<(), Error> {
+        if let Some(v) = self.load_index_threshold {
+            check_range("policy.loadIndexThreshold", v, 0, 100)?;
+        }
+        if let Some(v) = self.connecting_session_threshold {
+            check_range("policy.connectingSessionThreshold", v, 0, 150)?;
+        }
+        Ok(())
+    }
+}
+
+/// The last metrics a host reported in a heartbeat. Every field is optional:
+/// a metric the last heartbeat lacks is unknown (rule H2).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostMetrics {
+    pub cpu_percent: Option<f64>,
+    pub memory_percent: Option<f64>,
+    pub disk_queue_length: Option<f64>,
+    pub disk_read_latency_ms: Option<f64>,
+    pub disk_write_latency_ms: Option<f64>,
+    pub custom_load_index: Option<i64>,
+}
+
+impl HostMetrics {
+    pub fn validate(&self) -> Result<(), Error> {
+        let fields = [
+            ("cpuPercent", self.cpu_percent, 100.0),
+            ("memoryPercent", self.memory_percent, 100.0),
+            ("diskQueueLength", self.disk_queue_length, 1e9),
+            ("diskReadLatencyMs", self.disk_read_latency_ms, 1e9),
+            ("diskWriteLatencyMs", self.disk_write_latency_ms, 1e9),
+        ];
+        for (name, value, max) in fields {
+            if let Some(v) = value
+                && !(v.is_finite() && (0.0..=max).contains(&v))
+            {
+                return Err(Error::InvalidParameter(format!(
+                    "{name}: {v} is out of range; it must be from 0 to {max}"
+                )));
+            }
+        }
+        if let Some(v) = self.custom_load_index
+            && v < 0
+        {
+            return Err(Error::InvalidParameter(format!(
+                "customLoadIndex: {v} is negative; it must be 0 or more"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What an administrator (or an agent's registration) says about a host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostSpec {
+    pub name: String,
+    pub address: String,
+    pub allow_new_session: bool,
+    pub capabilities: Vec<String>,
+    pub policy: HostPolicy,
+    pub assigned_user: Option<String>,
+}
+
+impl HostSpec {
+    pub fn new(name: &str, address: &str) -> HostSpec {
+        HostSpec {
+            name: name.to_string(),
+            address: address.to_string(),
+            allow_new_session: true,
+            capabilities: vec!["rdp".to_string()],
+            policy: HostPolicy::default(),
+            assigned_user: None,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), Error> {
+        validate_name("name", &self.name)?;
+        validate_address(&self.address)?;
+        validate_capabilities("capabilities", &self.capabilities)?;
+        self.policy.validate()?;
+        if let Some(u) = &self.assigned_user {
+            validate_user("assignedUser", u)?;
+        }
+        Ok(())
+    }
+}
+
+/// `HOST:PORT`, where HOST is a DNS name, an IPv4 address or a bracketed
+/// IPv6 address, and PORT is 1..=65535.
+pub fn validate_address(address: &str) -> Result<(), Error> {
+    let bad = || {
+        Error::InvalidParameter(format!(
+            "address: {address:?} is not HOST:PORT (for example 10.0.0.5:3389)"
+        ))
+    };
+    let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if port == 0 || host.is_empty() || host.len() > 253 {
+        return Err(bad());
+    }
+    let host_ok = if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        inner.parse::<std::net::Ipv6Addr>().is_ok()
+    } else {
+        host.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    };
+    if !host_ok {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+/// A registered session host with what the broker knows of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Host {
+    /// Query order: the registration sequence in the pool, never reused.
+    pub seq: u64,
+    pub spec: HostSpec,
+    pub registered_at_ms: TimestampMs,
+    pub last_heartbeat_ms: Option<TimestampMs>,
+    pub metrics: Option<HostMetrics>,
+    /// Derived: never stored, recomputed from heartbeats and the clock.
+    #[serde(skip, default = "available")]
+    pub status: HostStatus,
+    /// Derived from the pool's sessions (Pending + Active + Disconnected).
+    #[serde(skip)]
+    pub sessions: u32,
+    /// Derived: the Pending sessions of this host.
+    #[serde(skip)]
+    pub connecting_sessions: u32,
+}
+
+fn available() -> HostStatus {
+    HostStatus::Available
+}
+
+/// One user's session on one host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    pub id: String,
+    pub host: String,
+    pub user: String,
+    pub state: SessionState,
+    pub create_time_ms: TimestampMs,
+    /// When the session entered its current state; a Pending session expires
+    /// `pendingTimeoutSeconds` after this (rule S4).
+    pub state_since_ms: TimestampMs,
+}
+
+/// The key under which users are matched: UPNs compare without regard to
+/// ASCII case, so `Alice@Contoso.com` reconnects to `alice@contoso.com`'s session.
+pub fn user_key(user: &str) -> String {
+    user.to_ascii_lowercase()
+}

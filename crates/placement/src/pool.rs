@@ -1,0 +1,817 @@
+//! One host pool's state and every operation on it: the placement pipeline
+//! (affinity → filter → rank → pick → reserve) and the bookkeeping that
+//! keeps its indexes true.
+//!
+//! Derived state (session counts, host status, the indexes) is never given
+//! from outside: it is rebuilt from hosts and sessions by [`Pool::restore`],
+//! so what the store keeps and what the engine decides cannot drift apart.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::Error;
+use crate::model::*;
+use crate::pipeline::{self, FilterCounts, Ranked};
+
+/// What an operation changed, for the caller to persist. Drained with
+/// [`Pool::take_changes`] after every operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The pool's settings.
+    Config,
+    /// The pool's counters (registration sequence, random draws).
+    Counters,
+    Host(String),
+    HostRemoved(String),
+    Session(String),
+    SessionEnded(String),
+}
+
+/// A connect request (rules S1, P7).
+#[derive(Clone, Debug, Default)]
+pub struct ConnectRequest<'a> {
+    pub user: &'a str,
+    /// Capabilities the session needs; hosts lacking one are filtered out.
+    pub requires: &'a [String],
+    /// In a `MultiplePersistent` pool, which of the user's hosts to use.
+    pub session_host: Option<&'a str>,
+}
+
+/// The answer to a connect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub session_id: String,
+    pub host: String,
+    pub address: String,
+    /// True when rule S1 sent the user back to an existing session.
+    pub reconnect: bool,
+    pub state: SessionState,
+}
+
+/// Whether an upsert made a new host or replaced one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upsert {
+    Created,
+    Replaced,
+}
+
+/// A host pool: settings, hosts in query order, sessions, and the indexes
+/// that make one placement cost O(log n).
+#[derive(Clone, Debug)]
+pub struct Pool {
+    config: PoolConfig,
+    /// The next registration sequence (query order, rule "query order").
+    next_seq: u64,
+    /// Seed and count of random draws: the caller derives each placement's
+    /// randomness from them, so a restart continues the same sequence.
+    random_seed: u64,
+    random_draws: u64,
+    hosts: BTreeMap<u64, Host>,
+    host_by_name: HashMap<String, u64>,
+    sessions: HashMap<String, Session>,
+    /// User key → that user's session ids.
+    user_sessions: HashMap<String, Vec<String>>,
+    /// User key → the hosts they own (personal pools), in query order.
+    owners: HashMap<String, BTreeSet<u64>>,
+    /// Capability → how many hosts offer it, for the fast path of `requires`.
+    capability_hosts: HashMap<String, usize>,
+    /// Hosts that allow new sessions and are available, as
+    /// `(sessions, seq)`: the limit is applied at query time as a prefix.
+    open: indexset::BTreeSet<(u32, u64)>,
+    /// Personal pools: unassigned hosts that could take their first owner.
+    open_unassigned: BTreeSet<u64>,
+    /// Pending sessions as `(state_since_ms, id)`, oldest first (rule S4).
+    pending: BTreeSet<(TimestampMs, String)>,
+    /// Available hosts that have sent heartbeats, as `(last seen, seq)`,
+    /// most silent first (rule S7).
+    watched: BTreeSet<(TimestampMs, u64)>,
+    /// When this engine started: silence is counted from here at the earliest.
+    started_ms: TimestampMs,
+    changes: Vec<Change>,
+}
+
+fn is_open(h: &Host) -> bool {
+    h.spec.allow_new_session && h.status == HostStatus::Available
+}
+
+impl Pool {
+    /// A new, empty pool. The settings must already be valid.
+    pub fn new(config: PoolConfig, random_seed: u64, started_ms: TimestampMs) -> Pool {
+        Pool {
+            config,
+            next_seq: 1,
+            random_seed,
+            random_draws: 0,
+            hosts: BTreeMap::new(),
+            host_by_name: HashMap::new(),
+            sessions: HashMap::new(),
+            user_sessions: HashMap::new(),
+            owners: HashMap::new(),
+            capability_hosts: HashMap::new(),
+            open: indexset::BTreeSet::new(),
+            open_unassigned: BTreeSet::new(),
+            pending: BTreeSet::new(),
+            watched: BTreeSet::new(),
+            started_ms,
+            changes: Vec::new(),
+        }
+    }
+
+    /// Rebuilds a pool from what the store kept. Session counts, statuses
+    /// and indexes are derived here; sessions on unknown hosts are skipped.
+    pub fn restore(
+        config: PoolConfig,
+        counters: PoolCounters,
+        hosts: Vec<Host>,
+        sessions: Vec<Session>,
+        started_ms: TimestampMs,
+    ) -> Pool {
+        let mut pool = Pool::new(config, counters.random_seed, started_ms);
+        pool.random_draws = counters.random_draws;
+        let mut max_seq = 0;
+        for mut h in hosts {
+            h.status = HostStatus::Available;
+            h.sessions = 0;
+            h.connecting_sessions = 0;
+            max_seq = max_seq.max(h.seq);
+            pool.insert_host(h);
+        }
+        pool.next_seq = counters.next_seq.max(max_seq + 1);
+        for s in sessions {
+            if pool.host_by_name.contains_key(&s.host) {
+                pool.insert_session(s);
+            }
+        }
+        pool.changes.clear();
+        pool
+    }
+
+    pub fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn counters(&self) -> PoolCounters {
+        PoolCounters {
+            next_seq: self.next_seq,
+            random_seed: self.random_seed,
+            random_draws: self.random_draws,
+        }
+    }
+
+    /// What every operation since the last call changed.
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Hosts in query order.
+    pub fn hosts(&self) -> impl Iterator<Item = &Host> {
+        self.hosts.values()
+    }
+
+    pub fn host_count(&self) -> usize {
+        self.hosts.len()
+    }
+
+    pub fn host(&self, name: &str) -> Option<&Host> {
+        self.host_by_name.get(name).and_then(|seq| self.hosts.get(seq))
+    }
+
+    pub fn session(&self, id: &str) -> Option<&Session> {
+        self.sessions.get(id)
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Every session, in no particular order.
+    pub fn sessions(&self) -> impl Iterator<Item = &Session> {
+        self.sessions.values()
+    }
+
+    /// The sessions of one user (matched without regard to case).
+    pub fn user_sessions(&self, user: &str) -> impl Iterator<Item = &Session> {
+        self.user_sessions
+            .get(&user_key(user))
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.sessions.get(id))
+    }
+
+    // ---- settings ------------------------------------------------------
+
+    /// Replaces the pool's settings (rule P3: applies to the next placement;
+    /// existing sessions never move). Answers the warnings of rule P5.
+    pub fn set_config(&mut self, config: PoolConfig) -> Result<Vec<String>, Error> {
+        let warnings = config.validate()?;
+        if config.name != self.config.name {
+            return Err(Error::InvalidParameter("name: a host pool cannot be renamed".into()));
+        }
+        if config.host_pool_type != self.config.host_pool_type && !self.hosts.is_empty() {
+            return Err(Error::Conflict(format!(
+                "hostPoolType: host pool {} has session hosts; remove them before changing \
+                 it from {:?} to {:?}",
+                self.config.name, self.config.host_pool_type, config.host_pool_type
+            )));
+        }
+        if config.load_balancer_type == LoadBalancerType::Persistent
+            && self.config.load_balancer_type == LoadBalancerType::MultiplePersistent
+            && let Some((user, _)) = self.owners.iter().find(|(_, hosts)| hosts.len() > 1)
+        {
+            return Err(Error::Conflict(format!(
+                "loadBalancerType: user {user} owns several session hosts, which a \
+                 Persistent pool does not allow"
+            )));
+        }
+        self.config = config;
+        self.changes.push(Change::Config);
+        Ok(warnings)
+    }
+
+    // ---- hosts -----------------------------------------------------------
+
+    /// Registers a host, or replaces its settings keeping its place in query
+    /// order and its sessions.
+    pub fn upsert_host(&mut self, spec: HostSpec, now_ms: TimestampMs) -> Result<Upsert, Error> {
+        spec.validate()?;
+        let pooled = self.config.host_pool_type == HostPoolType::Pooled;
+        if pooled && spec.assigned_user.is_some() {
+            return Err(Error::InvalidParameter(
+                "assignedUser: only session hosts of Personal host pools have an owner".into(),
+            ));
+        }
+        let existing = self.host_by_name.get(&spec.name).copied();
+        let old_owner = existing.and_then(|seq| self.hosts[&seq].spec.assigned_user.clone());
+        let new_owner = spec.assigned_user.clone();
+        if old_owner.as_deref().map(user_key) != new_owner.as_deref().map(user_key) {
+            self.check_assignment(&spec.name, existing, old_owner.as_deref(), new_owner.as_deref())?;
+        }
+        match existing {
+            Some(seq) => {
+                let old = self.remove_host_entry(seq);
+                let mut h = old;
+                h.spec = spec;
+                self.insert_host(h);
+                self.changes.push(Change::Host(self.hosts[&seq].spec.name.clone()));
+                Ok(Upsert::Replaced)
+            }
+            None => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                let name = spec.name.clone();
+                self.insert_host(Host {
+                    seq,
+                    spec,
+                    registered_at_ms: now_ms,
+                    last_heartbeat_ms: None,
+                    metrics: None,
+                    status: HostStatus::Available,
+                    sessions: 0,
+                    connecting_sessions: 0,
+                });
+                self.changes.push(Change::Host(name));
+                self.changes.push(Change::Counters);
+                Ok(Upsert::Created)
+            }
+        }
+    }
+
+    /// Rule P7: a host has one owner; a `Persistent` user owns one host; an
+    /// owner with sessions on the host cannot be taken away.
+    fn check_assignment(
+        &self,
+        host: &str,
+        existing: Option<u64>,
+        old: Option<&str>,
+        new: Option<&str>,
+    ) -> Result<(), Error> {
+        if let Some(old) = old {
+            let has_sessions = existing.is_some_and(|seq| self.hosts[&seq].sessions > 0);
+            match new {
+                Some(_) => {
+                    return Err(Error::Conflict(format!(
+                        "assignedUser: session host {host} is already assigned to {old}; \
+                         unassign it first"
+                    )));
+                }
+                None if has_sessions => {
+                    return Err(Error::Conflict(format!(
+                        "assignedUser: {old} has a session on session host {host}; log it \
+                         off before unassigning the host"
+                    )));
+                }
+                None => {}
+            }
+        }
+        if let Some(new) = new
+            && self.config.load_balancer_type == LoadBalancerType::Persistent
+            && let Some(owned) = self.owners.get(&user_key(new))
+            && let Some(other) = owned.iter().next()
+        {
+            return Err(Error::Conflict(format!(
+                "assignedUser: {new} already has session host {} and a Persistent pool gives \
+                 a user one host; use MultiplePersistent for several",
+                self.hosts[other].spec.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Removes a host. With sessions it is a conflict unless `force`, which
+    /// ends them.
+    pub fn remove_host(&mut self, name: &str, force: bool) -> Result<(), Error> {
+        let seq = self.seq_of(name)?;
+        let sessions = self.hosts[&seq].sessions;
+        if sessions > 0 && !force {
+            return Err(Error::Conflict(format!(
+                "session host {name} has {sessions} session(s); log them off or remove it \
+                 with force"
+            )));
+        }
+        if sessions > 0 {
+            let ids: Vec<String> = self
+                .sessions
+                .values()
+                .filter(|s| s.host == name)
+                .map(|s| s.id.clone())
+                .collect();
+            for id in ids {
+                self.end_session(&id);
+            }
+        }
+        self.remove_host_entry(seq);
+        self.changes.push(Change::HostRemoved(name.to_string()));
+        Ok(())
+    }
+
+    fn seq_of(&self, name: &str) -> Result<u64, Error> {
+        self.host_by_name.get(name).copied().ok_or_else(|| {
+            Error::SessionHostNotFound(format!(
+                "session host {name} is not in host pool {}",
+                self.config.name
+            ))
+        })
+    }
+
+    /// Rule S7: a heartbeat makes the host `Available` and replaces its metrics.
+    pub fn heartbeat(
+        &mut self,
+        name: &str,
+        metrics: HostMetrics,
+        now_ms: TimestampMs,
+    ) -> Result<(), Error> {
+        metrics.validate()?;
+        let seq = self.seq_of(name)?;
+        self.watched.remove(&self.watch_key(seq));
+        self.update_host(seq, |h| {
+            h.last_heartbeat_ms = Some(now_ms);
+            h.metrics = Some(metrics);
+            if h.status == HostStatus::Unavailable {
+                h.status = HostStatus::Available;
+            }
+        });
+        self.watched.insert(self.watch_key(seq));
+        self.changes.push(Change::Host(name.to_string()));
+        Ok(())
+    }
+
+    fn watch_key(&self, seq: u64) -> (TimestampMs, u64) {
+        let h = &self.hosts[&seq];
+        let seen = h.last_heartbeat_ms.unwrap_or(TimestampMs::MIN).max(self.started_ms);
+        (seen, seq)
+    }
+
+    /// Applies the passing of time: Pending sessions older than the pool's
+    /// `pendingTimeoutSeconds` end (S4); hosts silent for
+    /// `heartbeatTimeoutSeconds` become `Unavailable` (S7). Costs O(1) when
+    /// nothing is due, so every connect calls it first.
+    pub fn tick(&mut self, now_ms: TimestampMs) {
+        let pending_ms = i64::from(self.config.pending_timeout_seconds) * 1000;
+        while let Some((since, id)) = self.pending.first() {
+            if since + pending_ms > now_ms {
+                break;
+            }
+            let id = id.clone();
+            self.end_session(&id);
+        }
+        let silence_ms = i64::from(self.config.heartbeat_timeout_seconds) * 1000;
+        while let Some(&(seen, seq)) = self.watched.first() {
+            if seen + silence_ms > now_ms {
+                break;
+            }
+            self.watched.remove(&(seen, seq));
+            self.update_host(seq, |h| h.status = HostStatus::Unavailable);
+            // Status is derived, not stored: nothing to persist.
+        }
+    }
+
+    // ---- sessions --------------------------------------------------------
+
+    /// Sets a session `Active` or `Disconnected` (rule S4).
+    pub fn set_session_state(
+        &mut self,
+        id: &str,
+        state: SessionState,
+        now_ms: TimestampMs,
+    ) -> Result<(), Error> {
+        if state == SessionState::Pending {
+            return Err(Error::InvalidParameter(
+                "sessionState: a session can be set Active or Disconnected, not Pending".into(),
+            ));
+        }
+        let Some(s) = self.sessions.get(id) else {
+            return Err(self.session_not_found(id));
+        };
+        if s.state == state {
+            return Ok(());
+        }
+        let s = self.remove_session_entry(id);
+        self.insert_session(Session {
+            state,
+            state_since_ms: now_ms,
+            ..s
+        });
+        self.changes.push(Change::Session(id.to_string()));
+        Ok(())
+    }
+
+    /// Ends a session (logoff).
+    pub fn logoff(&mut self, id: &str) -> Result<(), Error> {
+        if !self.sessions.contains_key(id) {
+            return Err(self.session_not_found(id));
+        }
+        self.end_session(id);
+        Ok(())
+    }
+
+    fn session_not_found(&self, id: &str) -> Error {
+        Error::SessionNotFound(format!(
+            "session {id} is not in host pool {}",
+            self.config.name
+        ))
+    }
+
+    fn end_session(&mut self, id: &str) {
+        self.remove_session_entry(id);
+        self.changes.push(Change::SessionEnded(id.to_string()));
+    }
+
+    // ---- placement -------------------------------------------------------
+
+    /// Places a user: affinity (S1), then filter, rank, pick and reserve.
+    /// `random` is this placement's randomness (B1); `session_id` names the
+    /// session if one is made.
+    pub fn connect(
+        &mut self,
+        req: &ConnectRequest,
+        now_ms: TimestampMs,
+        random: u64,
+        session_id: &str,
+    ) -> Result<Placement, Error> {
+        validate_user("user", req.user)?;
+        validate_capabilities("requires", req.requires)?;
+        if let Some(h) = req.session_host {
+            validate_name("sessionHost", h)?;
+        }
+        self.tick(now_ms);
+        let seq = match self.config.host_pool_type {
+            HostPoolType::Pooled => {
+                if req.session_host.is_some() {
+                    return Err(Error::InvalidParameter(
+                        "sessionHost: only Personal host pools let a user choose a host".into(),
+                    ));
+                }
+                if let Some(p) = self.reconnect(req.user, None)? {
+                    return Ok(p);
+                }
+                self.pick_pooled(req.requires, random)?
+            }
+            HostPoolType::Personal => match self.pick_personal(req)? {
+                Chosen::Reconnect(p) => return Ok(p),
+                Chosen::Host(seq) => seq,
+            },
+        };
+        Ok(self.reserve(seq, req.user, session_id, now_ms))
+    }
+
+    /// Rule S1: the user's existing session (on `only_host` if given).
+    fn reconnect(&self, user: &str, only_host: Option<u64>) -> Result<Option<Placement>, Error> {
+        let Some(ids) = self.user_sessions.get(&user_key(user)) else {
+            return Ok(None);
+        };
+        let mut found: Option<(&Host, &Session)> = None;
+        for id in ids {
+            let s = &self.sessions[id];
+            let seq = self.host_by_name[&s.host];
+            if only_host.is_some_and(|o| o != seq) {
+                continue;
+            }
+            let h = &self.hosts[&seq];
+            if found.is_none_or(|(f, _)| h.seq < f.seq) {
+                found = Some((h, s));
+            }
+        }
+        let Some((h, s)) = found else {
+            return Ok(None);
+        };
+        if h.status != HostStatus::Available {
+            return Err(Error::SessionHostUnavailable(format!(
+                "{user} has a session on session host {}, which is {:?}; the session is kept \
+                 there and no second session is opened",
+                h.spec.name, h.status
+            )));
+        }
+        Ok(Some(Placement {
+            session_id: s.id.clone(),
+            host: h.spec.name.clone(),
+            address: h.spec.address.clone(),
+            reconnect: true,
+            state: s.state,
+        }))
+    }
+
+    /// Filter, rank and pick in a pooled pool.
+    fn pick_pooled(&self, requires: &[String], random: u64) -> Result<u64, Error> {
+        let lb = self.config.load_balancer_type;
+        let randomized = self.config.breadth_first_randomized;
+        let limit = self.config.max_session_limit;
+        let everyone_has = requires
+            .iter()
+            .all(|c| self.capability_hosts.get(c).copied().unwrap_or(0) == self.hosts.len());
+        let picked = if everyone_has {
+            let view = OpenBelowLimit {
+                open: &self.open,
+                len: self.open.rank(&(limit, 0)),
+            };
+            pipeline::pick(lb, randomized, &view, random)
+        } else {
+            let ranked: Vec<(u32, u64)> = self
+                .open
+                .iter()
+                .take_while(|&&(s, _)| s < limit)
+                .filter(|(_, seq)| has_all(&self.hosts[seq], requires))
+                .copied()
+                .collect();
+            pipeline::pick(lb, randomized, ranked.as_slice(), random)
+        };
+        picked.ok_or_else(|| self.refusal(requires))
+    }
+
+    /// Rule S3: why nothing fits, counted over every host (a refusal is
+    /// rare, so the scan is fine).
+    fn refusal(&self, requires: &[String]) -> Error {
+        let limit = self.config.max_session_limit;
+        let mut c = FilterCounts {
+            hosts: self.hosts.len(),
+            ..FilterCounts::default()
+        };
+        for h in self.hosts.values() {
+            if !has_all(h, requires) {
+                c.lacking_capability += 1;
+            } else if h.status != HostStatus::Available {
+                c.unavailable += 1;
+            } else if !h.spec.allow_new_session {
+                c.drained += 1;
+            } else if h.sessions >= limit {
+                c.at_limit += 1;
+            }
+        }
+        Error::NoSessionHostAvailable(pipeline::explain_refusal(&c, limit, requires))
+    }
+
+    /// Rule P7 in a personal pool.
+    fn pick_personal(&mut self, req: &ConnectRequest) -> Result<Chosen, Error> {
+        let user = req.user;
+        let key = user_key(user);
+        let owned = self.owners.get(&key);
+        let target = match req.session_host {
+            Some(name) => {
+                let seq = self.seq_of(name)?;
+                if !owned.is_some_and(|o| o.contains(&seq)) {
+                    return Err(Error::NoPersonalDesktopAssigned(format!(
+                        "session host {name} is not assigned to {user}"
+                    )));
+                }
+                Some(seq)
+            }
+            None => {
+                if let Some(p) = self.reconnect(user, None)? {
+                    return Ok(Chosen::Reconnect(p));
+                }
+                owned.and_then(|o| o.first().copied())
+            }
+        };
+        if let Some(seq) = target {
+            if let Some(p) = self.reconnect(user, Some(seq))? {
+                return Ok(Chosen::Reconnect(p));
+            }
+            let h = &self.hosts[&seq];
+            if h.status != HostStatus::Available {
+                return Err(Error::SessionHostUnavailable(format!(
+                    "{user}'s session host {} is {:?}",
+                    h.spec.name, h.status
+                )));
+            }
+            if !h.spec.allow_new_session {
+                return Err(Error::NoSessionHostAvailable(format!(
+                    "{user}'s session host {} is in drain mode: allow new sessions on it",
+                    h.spec.name
+                )));
+            }
+            return Ok(Chosen::Host(seq));
+        }
+        if self.config.personal_desktop_assignment_type
+            == Some(PersonalDesktopAssignmentType::Direct)
+        {
+            return Err(Error::NoPersonalDesktopAssigned(format!(
+                "no session host of host pool {} is assigned to {user}: an administrator \
+                 must assign one",
+                self.config.name
+            )));
+        }
+        let Some(&seq) = self.open_unassigned.first() else {
+            return Err(Error::NoSessionHostAvailable(format!(
+                "host pool {} has no unassigned session host that is available and not in \
+                 drain mode: add session hosts",
+                self.config.name
+            )));
+        };
+        // Automatic assignment: the user keeps this host after logoff.
+        self.update_host(seq, |h| h.spec.assigned_user = Some(user.to_string()));
+        self.owners.entry(key).or_default().insert(seq);
+        self.changes.push(Change::Host(self.hosts[&seq].spec.name.clone()));
+        Ok(Chosen::Host(seq))
+    }
+
+    /// Rule S4: the Pending session counts at once.
+    fn reserve(&mut self, seq: u64, user: &str, id: &str, now_ms: TimestampMs) -> Placement {
+        let h = &self.hosts[&seq];
+        let placement = Placement {
+            session_id: id.to_string(),
+            host: h.spec.name.clone(),
+            address: h.spec.address.clone(),
+            reconnect: false,
+            state: SessionState::Pending,
+        };
+        self.insert_session(Session {
+            id: id.to_string(),
+            host: h.spec.name.clone(),
+            user: user.to_string(),
+            state: SessionState::Pending,
+            create_time_ms: now_ms,
+            state_since_ms: now_ms,
+        });
+        self.random_draws += 1;
+        self.changes.push(Change::Session(id.to_string()));
+        self.changes.push(Change::Counters);
+        placement
+    }
+
+    // ---- index bookkeeping ---------------------------------------------
+
+    /// Applies `f` to a host, keeping the indexes true around it.
+    fn update_host<R>(&mut self, seq: u64, f: impl FnOnce(&mut Host) -> R) -> R {
+        self.unindex(seq);
+        let r = f(self.hosts.get_mut(&seq).expect("update_host: host exists"));
+        self.reindex(seq);
+        r
+    }
+
+    fn unindex(&mut self, seq: u64) {
+        let h = &self.hosts[&seq];
+        self.open.remove(&(h.sessions, seq));
+        self.open_unassigned.remove(&seq);
+    }
+
+    fn reindex(&mut self, seq: u64) {
+        let h = &self.hosts[&seq];
+        if is_open(h) {
+            self.open.insert((h.sessions, seq));
+            if h.spec.assigned_user.is_none() {
+                self.open_unassigned.insert(seq);
+            }
+        }
+    }
+
+    fn insert_host(&mut self, h: Host) {
+        let seq = h.seq;
+        self.host_by_name.insert(h.spec.name.clone(), seq);
+        for c in &h.spec.capabilities {
+            *self.capability_hosts.entry(c.clone()).or_default() += 1;
+        }
+        if let Some(u) = &h.spec.assigned_user {
+            self.owners.entry(user_key(u)).or_default().insert(seq);
+        }
+        let watch = h.last_heartbeat_ms.is_some() && h.status == HostStatus::Available;
+        self.hosts.insert(seq, h);
+        self.reindex(seq);
+        if watch {
+            self.watched.insert(self.watch_key(seq));
+        }
+    }
+
+    /// Takes a host out of every map and index; its sessions stay.
+    fn remove_host_entry(&mut self, seq: u64) -> Host {
+        self.unindex(seq);
+        self.watched.remove(&self.watch_key(seq));
+        let h = self.hosts.remove(&seq).expect("remove_host_entry: host exists");
+        self.host_by_name.remove(&h.spec.name);
+        for c in &h.spec.capabilities {
+            if let Some(n) = self.capability_hosts.get_mut(c) {
+                *n -= 1;
+                if *n == 0 {
+                    self.capability_hosts.remove(c);
+                }
+            }
+        }
+        if let Some(u) = &h.spec.assigned_user {
+            let key = user_key(u);
+            if let Some(o) = self.owners.get_mut(&key) {
+                o.remove(&seq);
+                if o.is_empty() {
+                    self.owners.remove(&key);
+                }
+            }
+        }
+        h
+    }
+
+    fn insert_session(&mut self, s: Session) {
+        let seq = self.host_by_name[&s.host];
+        let pending = s.state == SessionState::Pending;
+        self.update_host(seq, |h| {
+            h.sessions += 1;
+            if pending {
+                h.connecting_sessions += 1;
+            }
+        });
+        if pending {
+            self.pending.insert((s.state_since_ms, s.id.clone()));
+        }
+        self.user_sessions.entry(user_key(&s.user)).or_default().push(s.id.clone());
+        self.sessions.insert(s.id.clone(), s);
+    }
+
+    fn remove_session_entry(&mut self, id: &str) -> Session {
+        let s = self.sessions.remove(id).expect("remove_session_entry: session exists");
+        let pending = s.state == SessionState::Pending;
+        if pending {
+            self.pending.remove(&(s.state_since_ms, s.id.clone()));
+        }
+        let key = user_key(&s.user);
+        if let Some(ids) = self.user_sessions.get_mut(&key) {
+            ids.retain(|i| i != id);
+            if ids.is_empty() {
+                self.user_sessions.remove(&key);
+            }
+        }
+        if let Some(&seq) = self.host_by_name.get(&s.host) {
+            self.update_host(seq, |h| {
+                h.sessions -= 1;
+                if pending {
+                    h.connecting_sessions -= 1;
+                }
+            });
+        }
+        s
+    }
+}
+
+/// What the store keeps of a pool besides its settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolCounters {
+    pub next_seq: u64,
+    pub random_seed: u64,
+    pub random_draws: u64,
+}
+
+enum Chosen {
+    Reconnect(Placement),
+    Host(u64),
+}
+
+fn has_all(h: &Host, requires: &[String]) -> bool {
+    requires.iter().all(|c| h.spec.capabilities.contains(c))
+}
+
+/// The open hosts below the session limit: a prefix of the index.
+struct OpenBelowLimit<'a> {
+    open: &'a indexset::BTreeSet<(u32, u64)>,
+    len: usize,
+}
+
+impl Ranked for OpenBelowLimit<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn get(&self, i: usize) -> (u32, u64) {
+        *self.open.get_index(i).expect("index within the prefix")
+    }
+    fn count_below(&self, sessions: u32) -> usize {
+        self.open.rank(&(sessions, 0)).min(self.len)
+    }
+}
