@@ -1,14 +1,70 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Durable state of deskbroker behind one [`Store`] trait.
+//!
+//! The broker keeps every pool's state in memory (the `placement` engine)
+//! and writes each change here before it acknowledges it (rule S5). A store
+//! only has to do two things well: give everything back at start
+//! ([`Store::load`]) and apply a batch of changes atomically and durably
+//! ([`Store::apply`]). Batches let the broker group-commit many requests in
+//! one transaction.
+//!
+//! Backends: [`SqliteStore`] (embedded, the default). Every backend passes
+//! the same conformance suite, [`conformance::run_all`].
+
+pub mod conformance;
+mod sqlite;
+
+use placement::{Host, PoolConfig, PoolCounters, Session};
+
+pub use sqlite::SqliteStore;
+
+/// One change to persist. Deleting a pool removes its hosts and sessions;
+/// deleting a host removes its sessions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mutation {
+    PutPool { config: PoolConfig, counters: PoolCounters },
+    PutCounters { pool: String, counters: PoolCounters },
+    DeletePool { pool: String },
+    PutHost { pool: String, host: Host },
+    DeleteHost { pool: String, host: String },
+    PutSession { pool: String, session: Session },
+    DeleteSession { pool: String, id: String },
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Everything a store keeps about one pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolRecord {
+    pub config: PoolConfig,
+    pub counters: PoolCounters,
+    /// In query order.
+    pub hosts: Vec<Host>,
+    pub sessions: Vec<Session>,
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
+/// Everything a store keeps, pools in name order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub pools: Vec<PoolRecord>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("stored record is not valid: {0}")]
+    Corrupt(String),
+    #[error("a mutation refers to a missing {0}")]
+    Missing(String),
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+/// A durable home for the broker's state.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Everything kept, to rebuild the engine at start.
+    async fn load(&self) -> Result<Snapshot, StoreError>;
+
+    /// Applies `batch` in order, all or nothing. When this returns `Ok`,
+    /// every mutation survives a crash of the process or the machine.
+    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError>;
 }

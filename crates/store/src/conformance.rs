@@ -1,0 +1,175 @@
+//! The conformance suite every [`Store`] backend must pass (in the manner
+//! of Garage's `test_suite(db)`): the same cases, run by each backend's
+//! tests, so the broker can rely on one behaviour whatever the store.
+//!
+//! `open(case)` must open the storage named `case`: fresh the first time a
+//! name is used, and the same storage again when called again with that
+//! name (that is how durability across a reopen is checked).
+
+use placement::{
+    Host, HostMetrics, HostPoolType, HostSpec, HostStatus, LoadBalancerType, PoolConfig,
+    PoolCounters, Session, SessionState,
+};
+
+use crate::{Mutation, Store};
+
+/// Opens the storage named by the case (see the module documentation).
+pub type Opener<'a> = &'a (dyn Fn(&str) -> Box<dyn Store> + Sync);
+
+/// Runs every case; panics (as a test should) on the first failure, naming it.
+pub async fn run_all(open: Opener<'_>) {
+    empty_store_loads_empty(open).await;
+    everything_comes_back_after_reopen(open).await;
+    a_failing_batch_changes_nothing(open).await;
+    deletes_cascade(open).await;
+    puts_replace_and_counters_update(open).await;
+}
+
+pub fn pool(name: &str) -> PoolConfig {
+    let mut c = PoolConfig::new(name, HostPoolType::Pooled, LoadBalancerType::DepthFirst);
+    c.max_session_limit = 10;
+    c.description = "conformance — ünïcode".into();
+    c
+}
+
+pub fn host(name: &str, seq: u64) -> Host {
+    Host {
+        seq,
+        spec: HostSpec::new(name, &format!("10.0.0.{seq}:3389")),
+        registered_at_ms: 1_700_000_000_000 + seq as i64,
+        last_heartbeat_ms: Some(1_700_000_100_000),
+        metrics: Some(HostMetrics {
+            cpu_percent: Some(29.0),
+            ..HostMetrics::default()
+        }),
+        status: HostStatus::Available,
+        sessions: 0,
+        connecting_sessions: 0,
+    }
+}
+
+pub fn session(id: &str, host: &str, user: &str) -> Session {
+    Session {
+        id: id.into(),
+        host: host.into(),
+        user: user.into(),
+        state: SessionState::Active,
+        create_time_ms: 1_700_000_200_000,
+        state_since_ms: 1_700_000_300_000,
+    }
+}
+
+fn counters(n: u64) -> PoolCounters {
+    PoolCounters {
+        next_seq: n,
+        random_seed: 0xdead_beef,
+        random_draws: n * 7,
+    }
+}
+
+fn seed_batch(p: &str) -> Vec<Mutation> {
+    vec![
+        Mutation::PutPool { config: pool(p), counters: counters(3) },
+        // Registered out of name order: query order is seq, not name.
+        Mutation::PutHost { pool: p.into(), host: host("h2", 1) },
+        Mutation::PutHost { pool: p.into(), host: host("h1", 2) },
+        Mutation::PutSession { pool: p.into(), session: session("s1", "h2", "alice@contoso.com") },
+        Mutation::PutSession { pool: p.into(), session: session("s2", "h1", "bob@contoso.com") },
+    ]
+}
+
+async fn empty_store_loads_empty(open: Opener<'_>) {
+    let store = open("empty");
+    let snap = store.load().await.expect("load");
+    assert!(snap.pools.is_empty(), "empty_store_loads_empty: {snap:?}");
+}
+
+async fn everything_comes_back_after_reopen(open: Opener<'_>) {
+    let store = open("reopen");
+    store.apply(seed_batch("p1")).await.expect("apply");
+    store.apply(seed_batch("p0")).await.expect("apply");
+    drop(store);
+    let snap = open("reopen").load().await.expect("load");
+    let names: Vec<_> = snap.pools.iter().map(|p| p.config.name.as_str()).collect();
+    assert_eq!(names, ["p0", "p1"], "pools come back in name order");
+    let p = &snap.pools[1];
+    assert_eq!(p.config, pool("p1"));
+    assert_eq!(p.counters, counters(3));
+    let hosts: Vec<_> = p.hosts.iter().map(|h| h.spec.name.as_str()).collect();
+    assert_eq!(hosts, ["h2", "h1"], "hosts come back in query order");
+    assert_eq!(p.hosts[0], host("h2", 1), "a host comes back whole");
+    let mut sessions = p.sessions.clone();
+    sessions.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(
+        sessions,
+        [session("s1", "h2", "alice@contoso.com"), session("s2", "h1", "bob@contoso.com")]
+    );
+}
+
+async fn a_failing_batch_changes_nothing(open: Opener<'_>) {
+    let store = open("atomic");
+    store.apply(seed_batch("p")).await.expect("apply");
+    let before = store.load().await.expect("load");
+    let bad = vec![
+        Mutation::PutHost { pool: "p".into(), host: host("h3", 3) },
+        Mutation::DeleteSession { pool: "p".into(), id: "s1".into() },
+        // The host does not exist: the whole batch must be refused.
+        Mutation::PutSession { pool: "p".into(), session: session("s9", "nope", "carol") },
+    ];
+    assert!(store.apply(bad).await.is_err(), "a session on a missing host is refused");
+    let missing_pool = vec![Mutation::PutCounters { pool: "nope".into(), counters: counters(1) }];
+    assert!(store.apply(missing_pool).await.is_err(), "counters of a missing pool are refused");
+    let after = store.load().await.expect("load");
+    assert_eq!(before, after, "a failing batch leaves nothing behind");
+}
+
+async fn deletes_cascade(open: Opener<'_>) {
+    let store = open("cascade");
+    store.apply(seed_batch("p")).await.expect("apply");
+    store.apply(seed_batch("q")).await.expect("apply");
+    store
+        .apply(vec![Mutation::DeleteHost { pool: "p".into(), host: "h2".into() }])
+        .await
+        .expect("delete host");
+    let snap = store.load().await.expect("load");
+    let p = &snap.pools[0];
+    assert_eq!(p.hosts.len(), 1);
+    assert_eq!(p.sessions.len(), 1, "the deleted host's session went with it");
+    assert_eq!(p.sessions[0].id, "s2");
+    store
+        .apply(vec![Mutation::DeletePool { pool: "p".into() }])
+        .await
+        .expect("delete pool");
+    let snap = store.load().await.expect("load");
+    assert_eq!(snap.pools.len(), 1);
+    assert_eq!(snap.pools[0].config.name, "q");
+    assert_eq!(snap.pools[0].sessions.len(), 2, "other pools are untouched");
+}
+
+async fn puts_replace_and_counters_update(open: Opener<'_>) {
+    let store = open("replace");
+    store.apply(seed_batch("p")).await.expect("apply");
+    let mut cfg = pool("p");
+    cfg.max_session_limit = 3;
+    let mut h = host("h1", 2);
+    h.spec.allow_new_session = false;
+    let mut s = session("s1", "h2", "alice@contoso.com");
+    s.state = SessionState::Disconnected;
+    store
+        .apply(vec![
+            Mutation::PutPool { config: cfg.clone(), counters: counters(3) },
+            Mutation::PutCounters { pool: "p".into(), counters: counters(9) },
+            Mutation::PutHost { pool: "p".into(), host: h.clone() },
+            Mutation::PutSession { pool: "p".into(), session: s.clone() },
+        ])
+        .await
+        .expect("apply");
+    let snap = store.load().await.expect("load");
+    let p = &snap.pools[0];
+    assert_eq!(p.config, cfg);
+    assert_eq!(p.counters, counters(9));
+    assert_eq!(p.hosts.len(), 2, "a put of an existing host replaces it");
+    assert_eq!(p.hosts[1], h);
+    assert_eq!(p.sessions.iter().find(|x| x.id == "s1"), Some(&s));
+    assert_eq!(p.sessions.len(), 2);
+}

@@ -1,0 +1,220 @@
+//! The embedded default store: one SQLite database file in the data
+//! directory, in WAL mode with `synchronous=FULL`, so a committed batch is
+//! on disk before [`Store::apply`] returns.
+//!
+//! Records are kept as JSON in a few tables keyed by name; the keys and the
+//! few columns queries need are real columns. Schema changes are numbered
+//! migrations applied at open, inside a transaction, recorded in
+//! `PRAGMA user_version`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, params};
+
+use crate::{Mutation, PoolRecord, Snapshot, Store, StoreError};
+
+/// Migrations, in order; `user_version` is how many have been applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: pools, hosts, sessions.
+    "CREATE TABLE pools (
+        name TEXT PRIMARY KEY,
+        config TEXT NOT NULL,
+        counters TEXT NOT NULL
+     ) STRICT;
+     CREATE TABLE hosts (
+        pool TEXT NOT NULL REFERENCES pools(name) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (pool, name)
+     ) STRICT;
+     CREATE TABLE sessions (
+        pool TEXT NOT NULL,
+        id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (pool, id),
+        FOREIGN KEY (pool, host) REFERENCES hosts(pool, name) ON DELETE CASCADE
+     ) STRICT;
+     CREATE INDEX sessions_by_host ON sessions(pool, host);",
+];
+
+/// SQLite behind a mutex: the broker's writer is the only frequent caller,
+/// and it sends whole batches, so one connection is all that is needed.
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) `dir/deskbroker.sqlite3` and applies migrations.
+    pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Task(format!("cannot create {}: {e}", dir.display())))?;
+        let conn = Connection::open(dir.join("deskbroker.sqlite3"))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let mut store = SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let version: usize =
+            conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))? as usize;
+        if version > MIGRATIONS.len() {
+            return Err(StoreError::Corrupt(format!(
+                "the database has schema version {version}, newer than this deskbroker \
+                 knows ({}): upgrade deskbroker",
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+            let tx = conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+            tracing::info!(version = i + 1, "applied store migration");
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave a half-applied batch
+        // (transactions roll back on drop), so a poisoned lock is usable.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn load_sync(&self) -> Result<Snapshot, StoreError> {
+        let conn = self.lock();
+        let mut pools = Vec::new();
+        let mut stmt = conn.prepare_cached("SELECT config, counters FROM pools ORDER BY name")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        for row in rows {
+            let (config, counters) = row?;
+            pools.push(PoolRecord {
+                config: from_json(&config)?,
+                counters: from_json(&counters)?,
+                hosts: Vec::new(),
+                sessions: Vec::new(),
+            });
+        }
+        for p in &mut pools {
+            let mut stmt =
+                conn.prepare_cached("SELECT record FROM hosts WHERE pool = ?1 ORDER BY seq")?;
+            for rec in stmt.query_map([&p.config.name], |r| r.get::<_, String>(0))? {
+                p.hosts.push(from_json(&rec?)?);
+            }
+            let mut stmt =
+                conn.prepare_cached("SELECT record FROM sessions WHERE pool = ?1 ORDER BY id")?;
+            for rec in stmt.query_map([&p.config.name], |r| r.get::<_, String>(0))? {
+                p.sessions.push(from_json(&rec?)?);
+            }
+        }
+        Ok(Snapshot { pools })
+    }
+
+    fn apply_sync(&self, batch: &[Mutation]) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        for m in batch {
+            apply_one(&tx, m)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError> {
+    match m {
+        Mutation::PutPool { config, counters } => {
+            tx.prepare_cached(
+                "INSERT INTO pools (name, config, counters) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(name) DO UPDATE SET config = excluded.config,
+                                                 counters = excluded.counters",
+            )?
+            .execute(params![config.name, to_json(config), to_json(counters)])?;
+        }
+        Mutation::PutCounters { pool, counters } => {
+            let n = tx
+                .prepare_cached("UPDATE pools SET counters = ?2 WHERE name = ?1")?
+                .execute(params![pool, to_json(counters)])?;
+            if n == 0 {
+                return Err(StoreError::Missing(format!("host pool {pool}")));
+            }
+        }
+        Mutation::DeletePool { pool } => {
+            tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1")?.execute([pool])?;
+            tx.prepare_cached("DELETE FROM pools WHERE name = ?1")?.execute([pool])?;
+        }
+        Mutation::PutHost { pool, host } => {
+            tx.prepare_cached(
+                "INSERT INTO hosts (pool, name, seq, record) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(pool, name) DO UPDATE SET seq = excluded.seq,
+                                                       record = excluded.record",
+            )?
+            .execute(params![pool, host.spec.name, host.seq as i64, to_json(host)])
+            .map_err(|e| missing_parent(e, || format!("host pool {pool}")))?;
+        }
+        Mutation::DeleteHost { pool, host } => {
+            tx.prepare_cached("DELETE FROM hosts WHERE pool = ?1 AND name = ?2")?
+                .execute([pool, host])?;
+        }
+        Mutation::PutSession { pool, session } => {
+            tx.prepare_cached(
+                "INSERT INTO sessions (pool, id, host, record) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(pool, id) DO UPDATE SET host = excluded.host,
+                                                     record = excluded.record",
+            )?
+            .execute(params![pool, session.id, session.host, to_json(session)])
+            .map_err(|e| missing_parent(e, || format!("session host {}/{}", pool, session.host)))?;
+        }
+        Mutation::DeleteSession { pool, id } => {
+            tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1 AND id = ?2")?
+                .execute([pool, id])?;
+        }
+    }
+    Ok(())
+}
+
+fn missing_parent(e: rusqlite::Error, what: impl FnOnce() -> String) -> StoreError {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY =>
+        {
+            StoreError::Missing(what())
+        }
+        e => StoreError::Sqlite(e),
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("records serialize to JSON")
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn load(&self) -> Result<Snapshot, StoreError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.load_sync())
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.apply_sync(&batch))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+}
