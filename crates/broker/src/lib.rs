@@ -1,14 +1,83 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! The deskbroker service: the HTTP API over the placement engine, with
+//! every acknowledged change durable in a [`store::Store`].
+//!
+//! Shape: [`state::Broker`] holds each pool's engine behind its own lock;
+//! handlers in [`api`] call [`state::Broker::write`] or
+//! [`state::Broker::read`]; the [`writer`] group-commits changes and
+//! releases answers once they are durable. A ticker applies the passing of
+//! time (Pending expiry, heartbeat loss) every [`TICK_INTERVAL`].
+
+pub mod api;
+pub mod error;
+pub mod state;
+pub mod telemetry;
+pub mod writer;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use error::ApiError;
+pub use state::Broker;
+
+/// How often Pending sessions are expired and silent hosts marked
+/// unavailable, besides the check at the start of every connect.
+pub const TICK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Loads the store and builds the broker (nothing is served yet).
+pub async fn open(
+    store: Arc<dyn store::Store>,
+    admin_token: String,
+) -> Result<Arc<Broker>, store::StoreError> {
+    telemetry::init();
+    let snapshot = store.load().await?;
+    Ok(Arc::new(Broker::new(store, snapshot, admin_token)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+/// Serves the API on `listener` until `shutdown` resolves or the store
+/// fails; then finishes in-flight requests and flushes the store.
+pub async fn serve(
+    broker: Arc<Broker>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let ticker = {
+        let b = broker.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(TICK_INTERVAL);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                if let Err(e) = b.tick_all().await {
+                    tracing::warn!(error = %e.message, "tick failed");
+                }
+            }
+        })
+    };
+    let failed = {
+        let b = broker.clone();
+        async move { b.writer.failed().await }
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<Option<String>>();
+    tokio::spawn(async move {
+        let reason = tokio::select! {
+            () = shutdown => None,
+            e = failed => Some(e),
+        };
+        let _ = stop_tx.send(reason);
+    });
+    let (reason_tx, reason_rx) = tokio::sync::oneshot::channel();
+    let app = api::router(broker.clone());
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let reason = stop_rx.await.unwrap_or(None);
+        let _ = reason_tx.send(reason);
+    });
+    server.await.map_err(|e| format!("server: {e}"))?;
+    ticker.abort();
+    let reason = reason_rx.await.unwrap_or(None);
+    if let Some(e) = reason {
+        return Err(format!("the store failed, so the broker stopped: {e}"));
     }
+    broker.writer.flush().await.map_err(|e| e.message)?;
+    Ok(())
 }

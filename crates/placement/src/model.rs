@@ -19,6 +19,7 @@ pub type TimestampMs = i64;
 
 /// Rule P1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum HostPoolType {
     Pooled,
     Personal,
@@ -26,6 +27,7 @@ pub enum HostPoolType {
 
 /// Rule P2. The first three apply to pooled pools, the last two to personal ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum LoadBalancerType {
     BreadthFirst,
     DepthFirst,
@@ -36,6 +38,7 @@ pub enum LoadBalancerType {
 
 /// Rule P7.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum PersonalDesktopAssignmentType {
     Automatic,
     Direct,
@@ -44,6 +47,7 @@ pub enum PersonalDesktopAssignmentType {
 /// The states of a live session. Logoff ends a session: an ended session is
 /// removed, so there is no `LoggedOff` state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum SessionState {
     Pending,
     Active,
@@ -52,6 +56,7 @@ pub enum SessionState {
 
 /// Health of a session host (rule S7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum HostStatus {
     Available,
     Unavailable,
@@ -60,6 +65,7 @@ pub enum HostStatus {
 
 /// Factors of the Server Load Index and host-side rejection (rules H2, H3, H6).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LoadIndexSettings {
     pub include_session_count: bool,
@@ -91,6 +97,7 @@ impl Default for LoadIndexSettings {
 
 /// Logon-storm handling of the `LoadIndex` algorithm (rule H5).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LogonStormSettings {
     pub load_index_threshold: u32,
@@ -110,6 +117,7 @@ impl Default for LogonStormSettings {
 
 /// Everything an administrator sets on a host pool.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolConfig {
     pub name: String,
@@ -304,6 +312,7 @@ pub fn validate_capabilities(field: &str, caps: &[String]) -> Result<(), Error> 
 
 /// Per-host overrides of the pool's host-side rejection thresholds (rule H6).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HostPolicy {
     pub load_index_threshold: Option<u32>,
@@ -325,6 +334,7 @@ impl HostPolicy {
 /// The last metrics a host reported in a heartbeat. Every field is optional:
 /// a metric the last heartbeat lacks is unknown (rule H2).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HostMetrics {
     pub cpu_percent: Option<f64>,
@@ -366,6 +376,7 @@ impl HostMetrics {
 
 /// What an administrator (or an agent's registration) says about a host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HostSpec {
     pub name: String,
@@ -427,6 +438,7 @@ pub fn validate_address(address: &str) -> Result<(), Error> {
 
 /// A registered session host with what the broker knows of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Host {
     /// Query order: the registration sequence in the pool, never reused.
@@ -452,6 +464,7 @@ fn available() -> HostStatus {
 
 /// One user's session on one host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     pub id: String,

@@ -1,0 +1,152 @@
+//! Session hosts: register, replace, change (drain, owner), list, remove,
+//! and heartbeats.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use placement::{HostSpec, Upsert};
+
+use super::types::{ForceQuery, HeartbeatInput, List, SessionHostInput, SessionHostOutput, SessionHostPatch};
+use super::{Json, Query};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::Broker;
+
+fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, ApiError> {
+    p.host(host).map(SessionHostOutput::from).ok_or_else(|| {
+        placement::Error::SessionHostNotFound(format!(
+            "session host {host} is not in host pool {}",
+            p.name()
+        ))
+        .into()
+    })
+}
+
+/// Session hosts in query order.
+#[utoipa::path(get, path = "/api/v1/hostPools/{pool}/sessionHosts", tag = "sessionHosts",
+    responses((status = 200, body = List<SessionHostOutput>), (status = 404, body = ErrorBody)))]
+pub async fn list(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+) -> Result<axum::Json<List<SessionHostOutput>>, ApiError> {
+    let value = b.read(&pool, |p| Ok(p.hosts().map(SessionHostOutput::from).collect())).await?;
+    Ok(axum::Json(List { value }))
+}
+
+#[utoipa::path(get, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}", tag = "sessionHosts",
+    responses((status = 200, body = SessionHostOutput), (status = 404, body = ErrorBody)))]
+pub async fn show(
+    State(b): State<Arc<Broker>>,
+    Path((pool, host)): Path<(String, String)>,
+) -> Result<axum::Json<SessionHostOutput>, ApiError> {
+    Ok(axum::Json(b.read(&pool, |p| host_output(p, &host)).await?))
+}
+
+/// Register (201) or replace (200); a replaced host keeps its place in
+/// query order and its sessions.
+#[utoipa::path(put, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}", tag = "sessionHosts",
+    request_body = SessionHostInput,
+    responses((status = 201, body = SessionHostOutput), (status = 200, body = SessionHostOutput),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn put(
+    State(b): State<Arc<Broker>>,
+    Path((pool, host)): Path<(String, String)>,
+    Json(input): Json<SessionHostInput>,
+) -> Result<(StatusCode, axum::Json<SessionHostOutput>), ApiError> {
+    if let Some(n) = &input.name
+        && n != &host
+    {
+        return Err(ApiError::invalid(format!(
+            "name: {n:?} does not match the session host in the path ({host:?})"
+        )));
+    }
+    let defaults = HostSpec::new(&host, &input.address);
+    let spec = HostSpec {
+        allow_new_session: input.allow_new_session.unwrap_or(true),
+        capabilities: input.capabilities.unwrap_or(defaults.capabilities.clone()),
+        policy: input.policy.unwrap_or_default(),
+        assigned_user: input.assigned_user,
+        ..defaults
+    };
+    let (upsert, out) = b
+        .write(&pool, |p, now| {
+            let upsert = p.upsert_host(spec, now)?;
+            Ok((upsert, host_output(p, &host)?))
+        })
+        .await?;
+    let status = if upsert == Upsert::Created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(out)))
+}
+
+/// Change only the fields given: `{"allowNewSession": false}` drains,
+/// `{"assignedUser": "…"}` assigns, `{"assignedUser": null}` unassigns.
+#[utoipa::path(patch, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}", tag = "sessionHosts",
+    request_body = SessionHostPatch,
+    responses((status = 200, body = SessionHostOutput), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn patch(
+    State(b): State<Arc<Broker>>,
+    Path((pool, host)): Path<(String, String)>,
+    Json(input): Json<SessionHostPatch>,
+) -> Result<axum::Json<SessionHostOutput>, ApiError> {
+    let out = b
+        .write(&pool, |p, now| {
+            let current = p.host(&host).ok_or_else(|| {
+                placement::Error::SessionHostNotFound(format!(
+                    "session host {host} is not in host pool {}",
+                    p.name()
+                ))
+            })?;
+            let mut spec = current.spec.clone();
+            if let Some(a) = input.address {
+                spec.address = a;
+            }
+            if let Some(v) = input.allow_new_session {
+                spec.allow_new_session = v;
+            }
+            if let Some(c) = input.capabilities {
+                spec.capabilities = c;
+            }
+            if let Some(pol) = input.policy {
+                spec.policy = pol;
+            }
+            if let Some(u) = input.assigned_user {
+                spec.assigned_user = u;
+            }
+            p.upsert_host(spec, now)?;
+            host_output(p, &host)
+        })
+        .await?;
+    Ok(axum::Json(out))
+}
+
+/// 409 while the host has sessions, unless `?force=true` (which ends them).
+#[utoipa::path(delete, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}", tag = "sessionHosts",
+    params(("force" = Option<bool>, Query, description = "remove with its sessions")),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn delete(
+    State(b): State<Arc<Broker>>,
+    Path((pool, host)): Path<(String, String)>,
+    Query(q): Query<ForceQuery>,
+) -> Result<StatusCode, ApiError> {
+    b.write(&pool, |p, _| Ok(p.remove_host(&host, q.force)?)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// From the host's agent: metrics, and the host is alive (rule S7).
+#[utoipa::path(post, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}/heartbeat", tag = "sessionHosts",
+    request_body = HeartbeatInput,
+    responses((status = 200, body = SessionHostOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn heartbeat(
+    State(b): State<Arc<Broker>>,
+    Path((pool, host)): Path<(String, String)>,
+    Json(input): Json<HeartbeatInput>,
+) -> Result<axum::Json<SessionHostOutput>, ApiError> {
+    let out = b
+        .write(&pool, |p, now| {
+            p.heartbeat(&host, input.metrics, now)?;
+            host_output(p, &host)
+        })
+        .await?;
+    Ok(axum::Json(out))
+}

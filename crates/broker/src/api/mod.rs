@@ -1,0 +1,149 @@
+//! The HTTP API of `shared/spec/api.md`: routing, authentication, and the
+//! extractors that turn every malformed request into the contract's error
+//! shape before a handler runs.
+
+mod hosts;
+mod pools;
+mod service;
+mod sessions;
+pub mod types;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
+use subtle::ConstantTimeEq;
+use tower_http::timeout::TimeoutLayer;
+
+use crate::error::ApiError;
+use crate::state::Broker;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+/// A request that takes longer than this is answered 503 and dropped.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub use service::ApiDoc;
+
+/// Every route of the broker.
+pub fn router(broker: Arc<Broker>) -> Router {
+    let api = Router::new()
+        .route("/hostPools", get(pools::list))
+        .route(
+            "/hostPools/{pool}",
+            get(pools::show).put(pools::put).patch(pools::patch).delete(pools::delete),
+        )
+        .route("/hostPools/{pool}/sessionHosts", get(hosts::list))
+        .route(
+            "/hostPools/{pool}/sessionHosts/{host}",
+            get(hosts::show).put(hosts::put).patch(hosts::patch).delete(hosts::delete),
+        )
+        .route("/hostPools/{pool}/sessionHosts/{host}/heartbeat", post(hosts::heartbeat))
+        .route("/hostPools/{pool}/connect", post(sessions::connect))
+        .route("/hostPools/{pool}/userSessions", get(sessions::list))
+        .route(
+            "/hostPools/{pool}/userSessions/{id}",
+            get(sessions::show).patch(sessions::patch).delete(sessions::logoff),
+        )
+        .fallback(not_found)
+        .route_layer(middleware::from_fn_with_state(broker.clone(), require_admin));
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/healthz", get(service::healthz))
+        .route("/metrics", get(service::metrics).route_layer(middleware::from_fn_with_state(broker.clone(), require_admin)))
+        .route("/openapi.json", get(service::openapi))
+        .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            REQUEST_TIMEOUT,
+        ))
+        .with_state(broker)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "NotFound",
+        "no such path in the deskbroker API (see /openapi.json)",
+    )
+}
+
+/// The admin bearer token, compared in constant time.
+async fn require_admin(
+    axum::extract::State(broker): axum::extract::State<Arc<Broker>>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let header = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let Some(token) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
+        return Err(ApiError::unauthorized(
+            "missing Authorization: Bearer TOKEN header (the admin token is in \
+             DATA_DIR/admin.token or DESKBROKER_ADMIN_TOKEN)",
+        ));
+    };
+    if !bool::from(token.as_bytes().ct_eq(broker.admin_token.as_bytes())) {
+        return Err(ApiError::unauthorized("the bearer token is not valid"));
+    }
+    Ok(next.run(req).await)
+}
+
+/// JSON body extractor whose every rejection (bad syntax, wrong type,
+/// unknown field or enum value, wrong content type, too large) is an
+/// `InvalidParameter` in the contract's shape.
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Json(v)),
+            Err(rejection) => {
+                use axum::extract::rejection::JsonRejection::*;
+                let message = match &rejection {
+                    JsonDataError(e) => format!(
+                        "request body: {}",
+                        e.body_text().trim_start_matches(
+                            "Failed to deserialize the JSON body into the target type: "
+                        )
+                    ),
+                    JsonSyntaxError(e) => format!("request body is not valid JSON: {}", e.body_text()),
+                    MissingJsonContentType(_) => {
+                        "request body: the Content-Type must be application/json".to_string()
+                    }
+                    other => format!("request body: {}", other.body_text()),
+                };
+                let status = if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    axum::http::StatusCode::PAYLOAD_TOO_LARGE
+                } else {
+                    axum::http::StatusCode::BAD_REQUEST
+                };
+                Err(ApiError::new(status, "InvalidParameter", message))
+            }
+        }
+    }
+}
+
+/// Query-string extractor with the same error shape.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(v)| Query(v))
+            .map_err(|e| ApiError::invalid(format!("query string: {}", e.body_text())))
+    }
+}

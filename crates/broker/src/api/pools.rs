@@ -1,0 +1,87 @@
+//! Host pools: create, replace, change, show, list, delete.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use placement::{PoolConfig, validate_name};
+
+use super::types::{ForceQuery, HostPoolInput, HostPoolOutput, List};
+use super::{Json, Query};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::Broker;
+
+#[utoipa::path(get, path = "/api/v1/hostPools", tag = "hostPools",
+    responses((status = 200, body = List<HostPoolOutput>)))]
+pub async fn list(State(b): State<Arc<Broker>>) -> Result<axum::Json<List<HostPoolOutput>>, ApiError> {
+    let mut value = Vec::new();
+    b.for_each_pool(|p| value.push(HostPoolOutput::of(p, Vec::new())));
+    b.writer.flush().await?;
+    Ok(axum::Json(List { value }))
+}
+
+#[utoipa::path(get, path = "/api/v1/hostPools/{pool}", tag = "hostPools",
+    responses((status = 200, body = HostPoolOutput), (status = 404, body = ErrorBody)))]
+pub async fn show(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+) -> Result<axum::Json<HostPoolOutput>, ApiError> {
+    let out = b
+        .read(&pool, |p| Ok(HostPoolOutput::of(p, p.config().validate().unwrap_or_default())))
+        .await?;
+    Ok(axum::Json(out))
+}
+
+/// Create (201) or replace (200): fields not given take their defaults.
+#[utoipa::path(put, path = "/api/v1/hostPools/{pool}", tag = "hostPools", request_body = HostPoolInput,
+    responses((status = 201, body = HostPoolOutput), (status = 200, body = HostPoolOutput),
+              (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn put(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+    Json(input): Json<HostPoolInput>,
+) -> Result<(StatusCode, axum::Json<HostPoolOutput>), ApiError> {
+    validate_name("name", &pool)?;
+    let (Some(t), Some(lb)) = (input.host_pool_type, input.load_balancer_type) else {
+        return Err(ApiError::invalid(
+            "hostPoolType and loadBalancerType are required to create or replace a host pool",
+        ));
+    };
+    let config = input.apply_to(PoolConfig::new(&pool, t, lb))?;
+    let (created, warnings) = b.put_pool(config).await?;
+    let out = b.read(&pool, |p| Ok(HostPoolOutput::of(p, warnings))).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(out)))
+}
+
+/// Change only the fields given.
+#[utoipa::path(patch, path = "/api/v1/hostPools/{pool}", tag = "hostPools", request_body = HostPoolInput,
+    responses((status = 200, body = HostPoolOutput), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn patch(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+    Json(input): Json<HostPoolInput>,
+) -> Result<axum::Json<HostPoolOutput>, ApiError> {
+    let out = b
+        .write(&pool, |p, _| {
+            let config = input.apply_to(p.config().clone())?;
+            let warnings = p.set_config(config)?;
+            Ok(HostPoolOutput::of(p, warnings))
+        })
+        .await?;
+    Ok(axum::Json(out))
+}
+
+/// 409 while the pool has session hosts, unless `?force=true`.
+#[utoipa::path(delete, path = "/api/v1/hostPools/{pool}", tag = "hostPools",
+    params(("force" = Option<bool>, Query, description = "delete with its hosts and sessions")),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn delete(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+    Query(q): Query<ForceQuery>,
+) -> Result<StatusCode, ApiError> {
+    b.delete_pool(&pool, q.force).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,125 @@
+//! Connecting users, and their sessions.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use placement::ConnectRequest;
+
+use super::types::{ConnectInput, ConnectOutput, List, SessionOutput, SessionPatch, SessionQuery};
+use super::{Json, Query};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::{Broker, placement_random};
+
+/// Places a user (rules S1–S4, B, D, P7): the user's existing session if
+/// any, else a new Pending session on the host the pool's algorithm picks.
+#[utoipa::path(post, path = "/api/v1/hostPools/{pool}/connect", tag = "sessions",
+    request_body = ConnectInput,
+    responses((status = 200, body = ConnectOutput), (status = 400, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn connect(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+    Json(input): Json<ConnectInput>,
+) -> Result<axum::Json<ConnectOutput>, ApiError> {
+    let started = Instant::now();
+    let session_id = uuid::Uuid::new_v4().to_string();
+    let result = b
+        .write(&pool, |p, now| {
+            let req = ConnectRequest {
+                user: &input.user,
+                requires: &input.requires,
+                session_host: input.session_host.as_deref(),
+            };
+            let engine_started = Instant::now();
+            let random = placement_random(p);
+            let r = p.connect(&req, now, random, &session_id);
+            metrics::histogram!("deskbroker_placement_engine_seconds").record(engine_started.elapsed());
+            Ok(r?)
+        })
+        .await;
+    let outcome = match &result {
+        Ok(p) if p.reconnect => "reconnect",
+        Ok(_) => "placed",
+        Err(e) => e.code,
+    };
+    metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
+    metrics::histogram!("deskbroker_connect_duration_seconds").record(started.elapsed());
+    let p = result?;
+    Ok(axum::Json(ConnectOutput {
+        session_id: p.session_id,
+        session_host: p.host,
+        address: p.address,
+        reconnect: p.reconnect,
+        session_state: p.state,
+    }))
+}
+
+/// Sessions of the pool, optionally of one user and/or one host.
+#[utoipa::path(get, path = "/api/v1/hostPools/{pool}/userSessions", tag = "sessions",
+    params(("user" = Option<String>, Query, description = "only this user's sessions (case-insensitive)"),
+           ("sessionHost" = Option<String>, Query, description = "only sessions on this host")),
+    responses((status = 200, body = List<SessionOutput>), (status = 404, body = ErrorBody)))]
+pub async fn list(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+    Query(q): Query<SessionQuery>,
+) -> Result<axum::Json<List<SessionOutput>>, ApiError> {
+    let value = b
+        .read(&pool, |p| {
+            let on_host = |s: &&placement::Session| q.session_host.as_ref().is_none_or(|h| &s.host == h);
+            let mut v: Vec<&placement::Session> = match &q.user {
+                Some(u) => p.user_sessions(u).filter(on_host).collect(),
+                None => p.sessions().filter(on_host).collect(),
+            };
+            v.sort_by(|a, b| (a.create_time_ms, &a.id).cmp(&(b.create_time_ms, &b.id)));
+            Ok(v.into_iter().map(SessionOutput::from).collect())
+        })
+        .await?;
+    Ok(axum::Json(List { value }))
+}
+
+fn find(p: &placement::Pool, id: &str) -> Result<SessionOutput, ApiError> {
+    p.session(id).map(SessionOutput::from).ok_or_else(|| {
+        placement::Error::SessionNotFound(format!("session {id} is not in host pool {}", p.name())).into()
+    })
+}
+
+#[utoipa::path(get, path = "/api/v1/hostPools/{pool}/userSessions/{id}", tag = "sessions",
+    responses((status = 200, body = SessionOutput), (status = 404, body = ErrorBody)))]
+pub async fn show(
+    State(b): State<Arc<Broker>>,
+    Path((pool, id)): Path<(String, String)>,
+) -> Result<axum::Json<SessionOutput>, ApiError> {
+    Ok(axum::Json(b.read(&pool, |p| find(p, &id)).await?))
+}
+
+/// `{"sessionState": "Active"}` or `"Disconnected"` (rule S4).
+#[utoipa::path(patch, path = "/api/v1/hostPools/{pool}/userSessions/{id}", tag = "sessions",
+    request_body = SessionPatch,
+    responses((status = 200, body = SessionOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn patch(
+    State(b): State<Arc<Broker>>,
+    Path((pool, id)): Path<(String, String)>,
+    Json(input): Json<SessionPatch>,
+) -> Result<axum::Json<SessionOutput>, ApiError> {
+    let out = b
+        .write(&pool, |p, now| {
+            p.set_session_state(&id, input.session_state, now)?;
+            find(p, &id)
+        })
+        .await?;
+    Ok(axum::Json(out))
+}
+
+/// Logoff: ends the session.
+#[utoipa::path(delete, path = "/api/v1/hostPools/{pool}/userSessions/{id}", tag = "sessions",
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub async fn logoff(
+    State(b): State<Arc<Broker>>,
+    Path((pool, id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    b.write(&pool, |p, _| Ok(p.logoff(&id)?)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,269 @@
+//! The broker's state: every pool's engine in memory, each behind its own
+//! lock, and the one way to change it — [`Broker::write`] — which runs an
+//! engine operation, queues what it changed for the store while still
+//! holding the lock, and answers only once that is durable.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use placement::{Change, Pool, PoolConfig, TimestampMs};
+use rand::SeedableRng;
+use store::{Mutation, PoolRecord, Snapshot, Store};
+
+use crate::error::ApiError;
+use crate::writer::WriteQueue;
+
+/// One pool's engine. `deleted` is set when the pool is removed, so that a
+/// request that fetched the slot before the removal finds it gone instead
+/// of writing into a pool the store no longer has.
+pub struct PoolSlot {
+    pub pool: Pool,
+    pub deleted: bool,
+}
+
+pub type SharedSlot = Arc<Mutex<PoolSlot>>;
+
+/// The running broker's state, shared by every request.
+pub struct Broker {
+    pools: RwLock<HashMap<String, SharedSlot>>,
+    pub writer: Arc<WriteQueue>,
+    pub admin_token: String,
+    pub started_ms: TimestampMs,
+}
+
+pub fn now_ms() -> TimestampMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as TimestampMs)
+        .unwrap_or(0)
+}
+
+fn lock(slot: &SharedSlot) -> MutexGuard<'_, PoolSlot> {
+    // Engine operations do not panic on request input; if one ever did, the
+    // pool's state is still the consistent state before the call's change
+    // was queued, so a poisoned lock is usable.
+    slot.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Broker {
+    /// Rebuilds every pool from the store's snapshot and starts the writer.
+    pub fn new(store: Arc<dyn Store>, snapshot: Snapshot, admin_token: String) -> Broker {
+        let started_ms = now_ms();
+        let pools = snapshot
+            .pools
+            .into_iter()
+            .map(|r: PoolRecord| {
+                let name = r.config.name.clone();
+                let pool = Pool::restore(r.config, r.counters, r.hosts, r.sessions, started_ms);
+                (name, Arc::new(Mutex::new(PoolSlot { pool, deleted: false })))
+            })
+            .collect();
+        Broker {
+            pools: RwLock::new(pools),
+            writer: WriteQueue::start(store),
+            admin_token,
+            started_ms,
+        }
+    }
+
+    fn slot(&self, pool: &str) -> Result<SharedSlot, ApiError> {
+        let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
+        pools.get(pool).cloned().ok_or_else(|| ApiError::pool_not_found(pool))
+    }
+
+    /// Names of every pool, sorted.
+    pub fn pool_names(&self) -> Vec<String> {
+        let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<String> = pools.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Runs `f` on a pool without changing it, and answers once what it
+    /// saw is durable.
+    pub async fn read<R>(
+        &self,
+        pool: &str,
+        f: impl FnOnce(&Pool) -> Result<R, ApiError>,
+    ) -> Result<R, ApiError> {
+        let slot = self.slot(pool)?;
+        let (r, ticket) = {
+            let s = lock(&slot);
+            if s.deleted {
+                return Err(ApiError::pool_not_found(pool));
+            }
+            (f(&s.pool), self.writer.send(None, Vec::new()))
+        };
+        self.writer.wait(ticket).await?;
+        r
+    }
+
+    /// Runs `f` on a pool, persists whatever it changed (even when it
+    /// refuses: a connect first expires stale Pending sessions), and
+    /// answers once that is durable.
+    pub async fn write<R>(
+        &self,
+        pool: &str,
+        f: impl FnOnce(&mut Pool, TimestampMs) -> Result<R, ApiError>,
+    ) -> Result<R, ApiError> {
+        let slot = self.slot(pool)?;
+        let reserved = self.writer.reserve().await?;
+        let (r, ticket) = {
+            let mut s = lock(&slot);
+            if s.deleted {
+                return Err(ApiError::pool_not_found(pool));
+            }
+            let r = f(&mut s.pool, now_ms());
+            let mutations = mutations_for(&mut s.pool);
+            (r, self.writer.send(Some(reserved), mutations))
+        };
+        self.writer.wait(ticket).await?;
+        r
+    }
+
+    /// Creates a pool, or replaces the settings of an existing one.
+    /// Answers whether it was created, and the warnings of rule P5.
+    pub async fn put_pool(&self, config: PoolConfig) -> Result<(bool, Vec<String>), ApiError> {
+        let name = config.name.clone();
+        if self.slot(&name).is_ok() {
+            let warnings = self.write(&name, |p, _| Ok(p.set_config(config)?)).await?;
+            return Ok((false, warnings));
+        }
+        let warnings = config.validate()?;
+        let reserved = self.writer.reserve().await?;
+        let ticket = {
+            let mut pools = self.pools.write().unwrap_or_else(|p| p.into_inner());
+            if pools.contains_key(&name) {
+                None
+            } else {
+                let seed: u64 = rand::random();
+                let pool = Pool::new(config.clone(), seed, self.started_ms);
+                let mutation = Mutation::PutPool {
+                    config: pool.config().clone(),
+                    counters: pool.counters(),
+                };
+                pools.insert(name.clone(), Arc::new(Mutex::new(PoolSlot { pool, deleted: false })));
+                Some(self.writer.send(Some(reserved), vec![mutation]))
+            }
+        };
+        match ticket {
+            Some(ticket) => {
+                self.writer.wait(ticket).await?;
+                Ok((true, warnings))
+            }
+            None => {
+                // Created meanwhile by another request: this is a replace.
+                let warnings = self.write(&name, |p, _| Ok(p.set_config(config)?)).await?;
+                Ok((false, warnings))
+            }
+        }
+    }
+
+    /// Removes a pool; with session hosts only when `force`.
+    pub async fn delete_pool(&self, name: &str, force: bool) -> Result<(), ApiError> {
+        let reserved = self.writer.reserve().await?;
+        let ticket = {
+            let mut pools = self.pools.write().unwrap_or_else(|p| p.into_inner());
+            let slot = pools.get(name).cloned().ok_or_else(|| ApiError::pool_not_found(name))?;
+            let mut s = lock(&slot);
+            let hosts = s.pool.host_count();
+            if hosts > 0 && !force {
+                return Err(placement::Error::Conflict(format!(
+                    "host pool {name} has {hosts} session host(s); remove them or delete \
+                     with force"
+                ))
+                .into());
+            }
+            s.deleted = true;
+            pools.remove(name);
+            self.writer.send(
+                Some(reserved),
+                vec![Mutation::DeletePool { pool: name.to_string() }],
+            )
+        };
+        self.writer.wait(ticket).await
+    }
+
+    /// Applies the passing of time to every pool (rules S4, S7).
+    pub async fn tick_all(&self) -> Result<(), ApiError> {
+        for name in self.pool_names() {
+            match self.write(&name, |p, now| {
+                p.tick(now);
+                Ok(())
+            })
+            .await
+            {
+                Ok(()) => {}
+                Err(e) if e.code == "HostPoolNotFound" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Visits every pool under its lock (for metrics and listings).
+    pub fn for_each_pool(&self, mut f: impl FnMut(&Pool)) {
+        let slots: Vec<SharedSlot> = {
+            let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
+            let mut v: Vec<(String, SharedSlot)> =
+                pools.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v.into_iter().map(|(_, s)| s).collect()
+        };
+        for slot in slots {
+            let s = lock(&slot);
+            if !s.deleted {
+                f(&s.pool);
+            }
+        }
+    }
+}
+
+/// This placement's randomness, derived from the pool's seed and its count
+/// of draws, so that after a restart the next placement draws exactly what
+/// it would have drawn (rule S5: "decides exactly as it would have").
+pub fn placement_random(pool: &Pool) -> u64 {
+    use rand::Rng;
+    let c = pool.counters();
+    rand::rngs::SmallRng::seed_from_u64(c.random_seed ^ c.random_draws.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .next_u64()
+}
+
+/// Turns the engine's record of what changed into store mutations, read
+/// from the pool's current state (so several changes to one record in one
+/// operation write its final form once, in order).
+fn mutations_for(pool: &mut Pool) -> Vec<Mutation> {
+    let changes = pool.take_changes();
+    let name = pool.name().to_string();
+    let mut out = Vec::with_capacity(changes.len());
+    let mut counters = false;
+    for c in changes {
+        match c {
+            Change::Config => out.push(Mutation::PutPool {
+                config: pool.config().clone(),
+                counters: pool.counters(),
+            }),
+            Change::Counters => counters = true,
+            Change::Host(h) => {
+                if let Some(host) = pool.host(&h) {
+                    out.push(Mutation::PutHost { pool: name.clone(), host: host.clone() });
+                }
+            }
+            Change::HostRemoved(h) => {
+                out.push(Mutation::DeleteHost { pool: name.clone(), host: h })
+            }
+            Change::Session(id) => {
+                if let Some(s) = pool.session(&id) {
+                    out.push(Mutation::PutSession { pool: name.clone(), session: s.clone() });
+                }
+            }
+            Change::SessionEnded(id) => {
+                out.push(Mutation::DeleteSession { pool: name.clone(), id })
+            }
+        }
+    }
+    if counters {
+        out.push(Mutation::PutCounters { pool: name, counters: pool.counters() });
+    }
+    out
+}
