@@ -1,5 +1,140 @@
-//! The `deskbroker` binary: broker, CLI, load generator.
+//! The `deskbroker` binary: the broker (`serve`), the az-style CLI client of
+//! its HTTP API (`hostpool`, `sessionhost`, `session`, `connect`) and the load
+//! generator (`bench`). This file parses the command line, sets up logging
+//! and hands over; it is also the one place where errors become an exit code.
+
 mod bench;
+mod cli;
 mod serve;
 
-fn main() {}
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// A session broker for remote-desktop farms.
+#[derive(Parser)]
+#[command(name = "deskbroker", version, about, propagate_version = true)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker: the HTTP API on the embedded SQLite store or PostgreSQL.
+    Serve(serve::ServeArgs),
+    /// Load-test a running broker.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Create, change, show, list and delete host pools.
+    Hostpool(cli::hostpool::HostpoolArgs),
+    /// Register, drain, assign, show, list and remove session hosts.
+    Sessionhost(cli::sessionhost::SessionhostArgs),
+    /// List, show, update and log off user sessions.
+    Session(cli::session::SessionArgs),
+    /// Place a user: ask the broker which session host to connect to.
+    Connect(cli::connect::ConnectArgs),
+}
+
+impl Command {
+    /// The log level when `RUST_LOG` is not set: the broker reports what it
+    /// does; a CLI command prints its answer, and only warnings besides.
+    fn default_log_level(&self) -> &'static str {
+        match self {
+            Command::Serve(_) => "info",
+            _ => "warn",
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    init_tracing(args.command.default_log_level());
+
+    let result = match args.command {
+        Command::Serve(serve_args) => serve::run(serve_args).await,
+        Command::Bench(bench_command) => bench::run(bench_command).await,
+        Command::Hostpool(hostpool_args) => cli::hostpool::run(hostpool_args).await,
+        Command::Sessionhost(sessionhost_args) => cli::sessionhost::run(sessionhost_args).await,
+        Command::Session(session_args) => cli::session::run(session_args).await,
+        Command::Connect(connect_args) => cli::connect::run(connect_args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // `{:#}` joins the context chain on one line: "outer: inner".
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr, so stdout carries only the data a command prints.
+/// `RUST_LOG` overrides the default level (e.g. `RUST_LOG=debug` shows every
+/// request the CLI makes).
+fn init_tracing(default_level: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_definition_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_subcommand() {
+        for line in [
+            "deskbroker hostpool show --name p1 --output json --broker http://b:1",
+            "deskbroker hostpool --output json --broker http://b:1 show --name p1",
+            "deskbroker hostpool -o json show --broker http://b:1 --name p1",
+        ] {
+            let parsed = Args::try_parse_from(line.split_whitespace());
+            assert!(parsed.is_ok(), "{line}: {:?}", parsed.err());
+        }
+    }
+
+    #[test]
+    fn contract_command_lines_parse() {
+        for line in [
+            "deskbroker hostpool create --name p1 --host-pool-type Pooled --load-balancer-type DepthFirst --max-session-limit 10",
+            "deskbroker hostpool create --name p2 --host-pool-type Personal --load-balancer-type Persistent --personal-desktop-assignment-type Direct",
+            "deskbroker hostpool update --name p1 --load-balancer-type BreadthFirst --breadth-first-randomized false",
+            "deskbroker hostpool list",
+            "deskbroker hostpool delete --name p1 --force",
+            "deskbroker sessionhost add --host-pool p1 --name h1 --address 10.0.0.5:3389 --capabilities rdp,gpu",
+            "deskbroker sessionhost update --host-pool p1 --name h1 --allow-new-session false",
+            "deskbroker sessionhost update --host-pool p1 --name h1 --assigned-user alice@contoso.com",
+            "deskbroker sessionhost list --host-pool p1",
+            "deskbroker sessionhost remove --host-pool p1 --name h1 --force",
+            "deskbroker session list --host-pool p1 --user alice@contoso.com",
+            "deskbroker session logoff --host-pool p1 --id s1",
+            "deskbroker session update --host-pool p1 --id s1 --state Disconnected",
+            "deskbroker connect --host-pool p1 --user alice@contoso.com --requires rdp,gpu",
+            "deskbroker connect --host-pool p1 --user alice@contoso.com --output tsv",
+        ] {
+            let parsed = Args::try_parse_from(line.split_whitespace());
+            assert!(parsed.is_ok(), "{line}: {:?}", parsed.err());
+        }
+    }
+
+    #[test]
+    fn assigning_and_unassigning_at_once_is_refused() {
+        let line =
+            "deskbroker sessionhost update --host-pool p1 --name h1 --assigned-user a --unassign";
+        assert!(Args::try_parse_from(line.split_whitespace()).is_err());
+    }
+}

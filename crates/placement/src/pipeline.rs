@@ -14,6 +14,9 @@ use crate::model::LoadBalancerType;
 /// fewest first, ties in query order. Entries are `(sessions, seq)`.
 pub trait Ranked {
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     fn get(&self, i: usize) -> (u32, u64);
     /// How many candidates have fewer than `sessions` sessions.
     fn count_below(&self, sessions: u32) -> usize;
@@ -45,10 +48,10 @@ pub fn pick(
     candidates: &(impl Ranked + ?Sized),
     random: u64,
 ) -> Option<u64> {
-    let n = candidates.len();
-    if n == 0 {
+    if candidates.is_empty() {
         return None;
     }
+    let n = candidates.len();
     match lb {
         // B1: the least-loaded half, rounded up, uniformly at random.
         LoadBalancerType::BreadthFirst if randomized => {

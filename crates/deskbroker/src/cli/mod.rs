@@ -1,0 +1,220 @@
+//! The az-style command-line client of the broker's HTTP API:
+//! `deskbroker hostpool …`, `sessionhost …`, `session …` and `connect`
+//! (`shared/spec/api.md`, section "CLI").
+//!
+//! This module holds what the command groups share: the global options
+//! (`--broker`, `--token`, `--output`), where the token comes from, and how an
+//! answer is printed. Each group lives in its own file with its flags and the
+//! request it makes; `client` speaks HTTP and `output` formats.
+
+pub mod client;
+pub mod connect;
+pub mod hostpool;
+pub mod output;
+pub mod session;
+pub mod sessionhost;
+
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde_json::{Map, Value};
+
+use client::Client;
+use output::{Columns, OutputFormat};
+
+/// Where `deskbroker serve` keeps its data, and so its generated
+/// `admin.token`, when `DESKBROKER_DATA_DIR` does not say otherwise.
+const DEFAULT_DATA_DIR: &str = "./deskbroker-data";
+
+/// The options every CLI command takes. They are `global`, so they may be
+/// written before or after the subcommand (`deskbroker hostpool list -o json`
+/// and `deskbroker hostpool -o json list` both work). They are not on the
+/// top-level command because `serve` and `bench` have options of their own.
+#[derive(clap::Args, Clone)]
+#[command(next_help_heading = "Global Options")]
+pub struct GlobalArgs {
+    /// Base URL of the broker's HTTP API.
+    #[arg(
+        long,
+        global = true,
+        env = "DESKBROKER_URL",
+        default_value = "http://127.0.0.1:8080",
+        value_name = "URL"
+    )]
+    pub broker: String,
+
+    /// Admin token of the broker. Default: the contents of
+    /// $DESKBROKER_DATA_DIR/admin.token (./deskbroker-data/admin.token) if it exists.
+    #[arg(
+        long,
+        global = true,
+        env = "DESKBROKER_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+
+    /// Output format.
+    #[arg(
+        long,
+        short = 'o',
+        global = true,
+        value_enum,
+        default_value_t = OutputFormat::Table
+    )]
+    pub output: OutputFormat,
+}
+
+/// What a command needs to run: the client and the output format.
+pub struct Context {
+    pub client: Client,
+    pub output: OutputFormat,
+}
+
+impl Context {
+    pub fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
+        let data_dir = std::env::var_os("DESKBROKER_DATA_DIR")
+            .filter(|dir| !dir.is_empty())
+            .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from);
+        let token = resolve_token(global.token.as_deref(), &data_dir)?;
+        Ok(Context {
+            client: Client::new(&global.broker, token)?,
+            output: global.output,
+        })
+    }
+
+    /// Prints an answer: its `warnings` to stderr as `warning: …` lines, then
+    /// the answer itself to stdout in the chosen format. A `null` answer (a
+    /// DELETE's 204) prints nothing, as az prints nothing for a delete.
+    pub fn print(&self, answer: &Value, columns: Columns) -> anyhow::Result<()> {
+        print_warnings(answer);
+        if answer.is_null() {
+            return Ok(());
+        }
+        write_stdout(&output::render(answer, self.output, columns))
+    }
+}
+
+/// The token to send: the flag or `DESKBROKER_TOKEN` (clap reads both), else
+/// the admin token file of a local broker when there is one, else none (the
+/// broker then answers `Unauthorized` and the error says how to give one).
+fn resolve_token(given: Option<&str>, data_dir: &Path) -> anyhow::Result<Option<String>> {
+    if let Some(token) = given.map(str::trim).filter(|token| !token.is_empty()) {
+        return Ok(Some(token.to_owned()));
+    }
+    let path = data_dir.join("admin.token");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let token = text.trim();
+            tracing::debug!(path = %path.display(), "using the admin token file");
+            Ok((!token.is_empty()).then(|| token.to_owned()))
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err).with_context(|| {
+            format!(
+                "cannot read the admin token file {} (pass --token or set DESKBROKER_TOKEN)",
+                path.display()
+            )
+        }),
+    }
+}
+
+/// The broker's warnings on an answer (for example rule P5: `DepthFirst` with
+/// the default session limit) go to stderr, so they are seen but never mix
+/// with the data a script reads from stdout.
+fn print_warnings(answer: &Value) {
+    let Some(warnings) = answer.get("warnings").and_then(Value::as_array) else {
+        return;
+    };
+    for warning in warnings {
+        let text = match warning {
+            Value::String(text) => text.clone(),
+            // A structured warning: show its message, else the whole object.
+            other => other
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| other.to_string(), str::to_owned),
+        };
+        eprintln!("warning: {text}");
+    }
+}
+
+/// Writes to stdout; a closed pipe (`deskbroker … | head -1`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() != io::ErrorKind::BrokenPipe => {
+            Err(err).context("cannot write to stdout")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A request body holding only the fields the user gave: on PATCH a missing
+/// field means "leave as is", on PUT "use the default", and the API refuses
+/// fields it does not know, so nothing else may be sent.
+#[derive(Default)]
+pub struct Body(Map<String, Value>);
+
+impl Body {
+    /// Sets `key` when `value` was given.
+    pub fn set(&mut self, key: &str, value: Option<impl Into<Value>>) -> &mut Self {
+        if let Some(value) = value {
+            self.0.insert(key.to_owned(), value.into());
+        }
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn into_value(self) -> Value {
+        Value::Object(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_flag_wins_then_the_data_dir_file_then_none() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        assert_eq!(
+            resolve_token(None, dir.path()).expect("no file is fine"),
+            None
+        );
+
+        std::fs::write(dir.path().join("admin.token"), "from-file\n").expect("write token");
+        assert_eq!(
+            resolve_token(None, dir.path()).expect("readable"),
+            Some("from-file".to_owned())
+        );
+        assert_eq!(
+            resolve_token(Some("from-flag"), dir.path()).expect("flag"),
+            Some("from-flag".to_owned())
+        );
+        // An empty flag or env value does not hide the file.
+        assert_eq!(
+            resolve_token(Some(" "), dir.path()).expect("readable"),
+            Some("from-file".to_owned())
+        );
+    }
+
+    #[test]
+    fn body_holds_only_given_fields() {
+        let mut body = Body::default();
+        body.set("maxSessionLimit", Some(10))
+            .set("description", None::<String>)
+            .set("assignedUser", Some(Value::Null));
+        assert_eq!(
+            body.into_value(),
+            serde_json::json!({"maxSessionLimit": 10, "assignedUser": null})
+        );
+    }
+}

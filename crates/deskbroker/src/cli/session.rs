@@ -1,0 +1,109 @@
+//! `deskbroker session list|show|update|logoff`: user sessions of a pool,
+//! through `/api/v1/hostPools/{pool}/userSessions`.
+
+use super::output::Columns;
+use super::{Body, Context, GlobalArgs};
+
+/// Columns of a session in a table.
+const SESSION_COLUMNS: Columns = &[
+    "id",
+    "sessionHost",
+    "userPrincipalName",
+    "sessionState",
+    "createTime",
+];
+
+/// Flags of `deskbroker session`.
+#[derive(clap::Args)]
+#[command(arg_required_else_help = true)]
+pub struct SessionArgs {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: SessionCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum SessionCommand {
+    /// List the sessions of a pool, optionally of one user or one host.
+    List(ListArgs),
+    /// Show one session.
+    Show(SessionIdArg),
+    /// Mark a session Active or Disconnected (PATCH).
+    Update(UpdateArgs),
+    /// Log a session off: it ends and frees its slot (DELETE).
+    Logoff(SessionIdArg),
+}
+
+#[derive(clap::Args)]
+struct ListArgs {
+    /// Name of the host pool.
+    #[arg(long, value_name = "POOL")]
+    host_pool: String,
+    /// Only the sessions of this user.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// Only the sessions on this session host.
+    #[arg(long, value_name = "HOST")]
+    session_host: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct SessionIdArg {
+    /// Name of the host pool.
+    #[arg(long, value_name = "POOL")]
+    host_pool: String,
+    /// Id of the session (session list shows it).
+    #[arg(long, value_name = "ID")]
+    id: String,
+}
+
+#[derive(clap::Args)]
+struct UpdateArgs {
+    #[command(flatten)]
+    session: SessionIdArg,
+    /// New state: Active or Disconnected.
+    #[arg(long, value_name = "Active|Disconnected")]
+    state: String,
+}
+
+pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
+    let ctx = Context::new(&args.global)?;
+    let client = &ctx.client;
+    match args.command {
+        SessionCommand::List(list) => {
+            let mut query = Vec::new();
+            if let Some(user) = &list.user {
+                query.push(("user", user.as_str()));
+            }
+            if let Some(host) = &list.session_host {
+                query.push(("sessionHost", host.as_str()));
+            }
+            let sessions = client
+                .list(&["hostPools", &list.host_pool, "userSessions"], &query)
+                .await?;
+            ctx.print(&sessions, SESSION_COLUMNS)
+        }
+        SessionCommand::Show(show) => {
+            let session = client.get(&session_path(&show), &[]).await?;
+            ctx.print(&session, SESSION_COLUMNS)
+        }
+        SessionCommand::Update(update) => {
+            let mut body = Body::default();
+            body.set("sessionState", Some(update.state));
+            let session = client
+                .patch(&session_path(&update.session), &body.into_value())
+                .await?;
+            ctx.print(&session, SESSION_COLUMNS)
+        }
+        SessionCommand::Logoff(logoff) => {
+            let answer = client.delete(&session_path(&logoff), &[]).await?;
+            ctx.print(&answer, SESSION_COLUMNS)
+        }
+    }
+}
+
+/// `hostPools/{pool}/userSessions/{id}`.
+fn session_path(session: &SessionIdArg) -> [&str; 4] {
+    ["hostPools", &session.host_pool, "userSessions", &session.id]
+}
