@@ -63,7 +63,9 @@ impl From<placement::Error> for ApiError {
             InvalidParameter(_) => StatusCode::BAD_REQUEST,
             SessionHostNotFound(_) | SessionNotFound(_) => StatusCode::NOT_FOUND,
             Conflict(_) => StatusCode::CONFLICT,
-            NoSessionHostAvailable(_) | SessionHostUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            NoSessionHostAvailable(_) | SessionHostUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             NoPersonalDesktopAssigned(_) => StatusCode::FORBIDDEN,
         };
         ApiError::new(status, e.code(), e.to_string())

@@ -55,7 +55,13 @@ impl Broker {
             .map(|r: PoolRecord| {
                 let name = r.config.name.clone();
                 let pool = Pool::restore(r.config, r.counters, r.hosts, r.sessions, started_ms);
-                (name, Arc::new(Mutex::new(PoolSlot { pool, deleted: false })))
+                (
+                    name,
+                    Arc::new(Mutex::new(PoolSlot {
+                        pool,
+                        deleted: false,
+                    })),
+                )
             })
             .collect();
         Broker {
@@ -68,7 +74,10 @@ impl Broker {
 
     fn slot(&self, pool: &str) -> Result<SharedSlot, ApiError> {
         let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
-        pools.get(pool).cloned().ok_or_else(|| ApiError::pool_not_found(pool))
+        pools
+            .get(pool)
+            .cloned()
+            .ok_or_else(|| ApiError::pool_not_found(pool))
     }
 
     /// Names of every pool, sorted.
@@ -142,7 +151,13 @@ impl Broker {
                     config: pool.config().clone(),
                     counters: pool.counters(),
                 };
-                pools.insert(name.clone(), Arc::new(Mutex::new(PoolSlot { pool, deleted: false })));
+                pools.insert(
+                    name.clone(),
+                    Arc::new(Mutex::new(PoolSlot {
+                        pool,
+                        deleted: false,
+                    })),
+                );
                 Some(self.writer.send(Some(reserved), vec![mutation]))
             }
         };
@@ -164,7 +179,10 @@ impl Broker {
         let reserved = self.writer.reserve().await?;
         let ticket = {
             let mut pools = self.pools.write().unwrap_or_else(|p| p.into_inner());
-            let slot = pools.get(name).cloned().ok_or_else(|| ApiError::pool_not_found(name))?;
+            let slot = pools
+                .get(name)
+                .cloned()
+                .ok_or_else(|| ApiError::pool_not_found(name))?;
             let mut s = lock(&slot);
             let hosts = s.pool.host_count();
             if hosts > 0 && !force {
@@ -178,7 +196,9 @@ impl Broker {
             pools.remove(name);
             self.writer.send(
                 Some(reserved),
-                vec![Mutation::DeletePool { pool: name.to_string() }],
+                vec![Mutation::DeletePool {
+                    pool: name.to_string(),
+                }],
             )
         };
         self.writer.wait(ticket).await
@@ -187,11 +207,12 @@ impl Broker {
     /// Applies the passing of time to every pool (rules S4, S7).
     pub async fn tick_all(&self) -> Result<(), ApiError> {
         for name in self.pool_names() {
-            match self.write(&name, |p, now| {
-                p.tick(now);
-                Ok(())
-            })
-            .await
+            match self
+                .write(&name, |p, now| {
+                    p.tick(now);
+                    Ok(())
+                })
+                .await
             {
                 Ok(()) => {}
                 Err(e) if e.code == "HostPoolNotFound" => {}
@@ -225,8 +246,10 @@ impl Broker {
 pub fn placement_random(pool: &Pool) -> u64 {
     use rand::Rng;
     let c = pool.counters();
-    rand::rngs::SmallRng::seed_from_u64(c.random_seed ^ c.random_draws.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        .next_u64()
+    rand::rngs::SmallRng::seed_from_u64(
+        c.random_seed ^ c.random_draws.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    )
+    .next_u64()
 }
 
 /// Turns the engine's record of what changed into store mutations, read
@@ -246,24 +269,35 @@ fn mutations_for(pool: &mut Pool) -> Vec<Mutation> {
             Change::Counters => counters = true,
             Change::Host(h) => {
                 if let Some(host) = pool.host(&h) {
-                    out.push(Mutation::PutHost { pool: name.clone(), host: host.clone() });
+                    out.push(Mutation::PutHost {
+                        pool: name.clone(),
+                        host: host.clone(),
+                    });
                 }
             }
-            Change::HostRemoved(h) => {
-                out.push(Mutation::DeleteHost { pool: name.clone(), host: h })
-            }
+            Change::HostRemoved(h) => out.push(Mutation::DeleteHost {
+                pool: name.clone(),
+                host: h,
+            }),
             Change::Session(id) => {
                 if let Some(s) = pool.session(&id) {
-                    out.push(Mutation::PutSession { pool: name.clone(), session: s.clone() });
+                    out.push(Mutation::PutSession {
+                        pool: name.clone(),
+                        session: s.clone(),
+                    });
                 }
             }
-            Change::SessionEnded(id) => {
-                out.push(Mutation::DeleteSession { pool: name.clone(), id })
-            }
+            Change::SessionEnded(id) => out.push(Mutation::DeleteSession {
+                pool: name.clone(),
+                id,
+            }),
         }
     }
     if counters {
-        out.push(Mutation::PutCounters { pool: name, counters: pool.counters() });
+        out.push(Mutation::PutCounters {
+            pool: name,
+            counters: pool.counters(),
+        });
     }
     out
 }

@@ -12,14 +12,18 @@ const SECONDS_BUCKETS: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
     2.5, 5.0, 10.0,
 ];
-const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 4096.0];
+const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 4096.0,
+];
 
 /// Installs the recorder if no other is installed yet.
 pub fn init() {
     HANDLE.get_or_init(|| {
         let builder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
-            .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_requests".into()), BATCH_BUCKETS))
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Suffix("_requests".into()), BATCH_BUCKETS)
+            })
             .expect("bucket lists are not empty");
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
@@ -32,11 +36,26 @@ pub fn init() {
 }
 
 fn describe() {
-    metrics::describe_counter!("deskbroker_placements_total", "Connects by outcome: placed, reconnect, or the error code.");
-    metrics::describe_histogram!("deskbroker_connect_duration_seconds", "Connect requests, end to end including the durable write.");
-    metrics::describe_histogram!("deskbroker_placement_engine_seconds", "Time the placement engine spends deciding one connect.");
-    metrics::describe_histogram!("deskbroker_store_commit_seconds", "Time to commit one batch to the store.");
-    metrics::describe_histogram!("deskbroker_store_batch_requests", "Requests group-committed per store batch.");
+    metrics::describe_counter!(
+        "deskbroker_placements_total",
+        "Connects by outcome: placed, reconnect, or the error code."
+    );
+    metrics::describe_histogram!(
+        "deskbroker_connect_duration_seconds",
+        "Connect requests, end to end including the durable write."
+    );
+    metrics::describe_histogram!(
+        "deskbroker_placement_engine_seconds",
+        "Time the placement engine spends deciding one connect."
+    );
+    metrics::describe_histogram!(
+        "deskbroker_store_commit_seconds",
+        "Time to commit one batch to the store."
+    );
+    metrics::describe_histogram!(
+        "deskbroker_store_batch_requests",
+        "Requests group-committed per store batch."
+    );
 }
 
 /// The recorded metrics in Prometheus text format.

@@ -160,8 +160,10 @@ async fn run_writer(
     let mut batch = Vec::with_capacity(MAX_BATCH_REQUESTS);
     while rx.recv_many(&mut batch, MAX_BATCH_REQUESTS).await > 0 {
         let last_lsn = batch.last().map_or(0, |r: &WriteRequest| r.lsn);
-        let mutations: Vec<Mutation> =
-            batch.iter_mut().flat_map(|r| std::mem::take(&mut r.mutations)).collect();
+        let mutations: Vec<Mutation> = batch
+            .iter_mut()
+            .flat_map(|r| std::mem::take(&mut r.mutations))
+            .collect();
         let started = std::time::Instant::now();
         let result = store.apply(mutations).await;
         metrics::histogram!("deskbroker_store_commit_seconds").record(started.elapsed());

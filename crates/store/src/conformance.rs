@@ -69,12 +69,27 @@ fn counters(n: u64) -> PoolCounters {
 
 fn seed_batch(p: &str) -> Vec<Mutation> {
     vec![
-        Mutation::PutPool { config: pool(p), counters: counters(3) },
+        Mutation::PutPool {
+            config: pool(p),
+            counters: counters(3),
+        },
         // Registered out of name order: query order is seq, not name.
-        Mutation::PutHost { pool: p.into(), host: host("h2", 1) },
-        Mutation::PutHost { pool: p.into(), host: host("h1", 2) },
-        Mutation::PutSession { pool: p.into(), session: session("s1", "h2", "alice@contoso.com") },
-        Mutation::PutSession { pool: p.into(), session: session("s2", "h1", "bob@contoso.com") },
+        Mutation::PutHost {
+            pool: p.into(),
+            host: host("h2", 1),
+        },
+        Mutation::PutHost {
+            pool: p.into(),
+            host: host("h1", 2),
+        },
+        Mutation::PutSession {
+            pool: p.into(),
+            session: session("s1", "h2", "alice@contoso.com"),
+        },
+        Mutation::PutSession {
+            pool: p.into(),
+            session: session("s2", "h1", "bob@contoso.com"),
+        },
     ]
 }
 
@@ -102,7 +117,10 @@ async fn everything_comes_back_after_reopen(open: Opener<'_>) {
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(
         sessions,
-        [session("s1", "h2", "alice@contoso.com"), session("s2", "h1", "bob@contoso.com")]
+        [
+            session("s1", "h2", "alice@contoso.com"),
+            session("s2", "h1", "bob@contoso.com")
+        ]
     );
 }
 
@@ -111,14 +129,32 @@ async fn a_failing_batch_changes_nothing(open: Opener<'_>) {
     store.apply(seed_batch("p")).await.expect("apply");
     let before = store.load().await.expect("load");
     let bad = vec![
-        Mutation::PutHost { pool: "p".into(), host: host("h3", 3) },
-        Mutation::DeleteSession { pool: "p".into(), id: "s1".into() },
+        Mutation::PutHost {
+            pool: "p".into(),
+            host: host("h3", 3),
+        },
+        Mutation::DeleteSession {
+            pool: "p".into(),
+            id: "s1".into(),
+        },
         // The host does not exist: the whole batch must be refused.
-        Mutation::PutSession { pool: "p".into(), session: session("s9", "nope", "carol") },
+        Mutation::PutSession {
+            pool: "p".into(),
+            session: session("s9", "nope", "carol"),
+        },
     ];
-    assert!(store.apply(bad).await.is_err(), "a session on a missing host is refused");
-    let missing_pool = vec![Mutation::PutCounters { pool: "nope".into(), counters: counters(1) }];
-    assert!(store.apply(missing_pool).await.is_err(), "counters of a missing pool are refused");
+    assert!(
+        store.apply(bad).await.is_err(),
+        "a session on a missing host is refused"
+    );
+    let missing_pool = vec![Mutation::PutCounters {
+        pool: "nope".into(),
+        counters: counters(1),
+    }];
+    assert!(
+        store.apply(missing_pool).await.is_err(),
+        "counters of a missing pool are refused"
+    );
     let after = store.load().await.expect("load");
     assert_eq!(before, after, "a failing batch leaves nothing behind");
 }
@@ -128,13 +164,20 @@ async fn deletes_cascade(open: Opener<'_>) {
     store.apply(seed_batch("p")).await.expect("apply");
     store.apply(seed_batch("q")).await.expect("apply");
     store
-        .apply(vec![Mutation::DeleteHost { pool: "p".into(), host: "h2".into() }])
+        .apply(vec![Mutation::DeleteHost {
+            pool: "p".into(),
+            host: "h2".into(),
+        }])
         .await
         .expect("delete host");
     let snap = store.load().await.expect("load");
     let p = &snap.pools[0];
     assert_eq!(p.hosts.len(), 1);
-    assert_eq!(p.sessions.len(), 1, "the deleted host's session went with it");
+    assert_eq!(
+        p.sessions.len(),
+        1,
+        "the deleted host's session went with it"
+    );
     assert_eq!(p.sessions[0].id, "s2");
     store
         .apply(vec![Mutation::DeletePool { pool: "p".into() }])
@@ -157,10 +200,22 @@ async fn puts_replace_and_counters_update(open: Opener<'_>) {
     s.state = SessionState::Disconnected;
     store
         .apply(vec![
-            Mutation::PutPool { config: cfg.clone(), counters: counters(3) },
-            Mutation::PutCounters { pool: "p".into(), counters: counters(9) },
-            Mutation::PutHost { pool: "p".into(), host: h.clone() },
-            Mutation::PutSession { pool: "p".into(), session: s.clone() },
+            Mutation::PutPool {
+                config: cfg.clone(),
+                counters: counters(3),
+            },
+            Mutation::PutCounters {
+                pool: "p".into(),
+                counters: counters(9),
+            },
+            Mutation::PutHost {
+                pool: "p".into(),
+                host: h.clone(),
+            },
+            Mutation::PutSession {
+                pool: "p".into(),
+                session: s.clone(),
+            },
         ])
         .await
         .expect("apply");

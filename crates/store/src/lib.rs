@@ -21,13 +21,33 @@ pub use sqlite::SqliteStore;
 /// deleting a host removes its sessions.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mutation {
-    PutPool { config: PoolConfig, counters: PoolCounters },
-    PutCounters { pool: String, counters: PoolCounters },
-    DeletePool { pool: String },
-    PutHost { pool: String, host: Host },
-    DeleteHost { pool: String, host: String },
-    PutSession { pool: String, session: Session },
-    DeleteSession { pool: String, id: String },
+    PutPool {
+        config: PoolConfig,
+        counters: PoolCounters,
+    },
+    PutCounters {
+        pool: String,
+        counters: PoolCounters,
+    },
+    DeletePool {
+        pool: String,
+    },
+    PutHost {
+        pool: String,
+        host: Host,
+    },
+    DeleteHost {
+        pool: String,
+        host: String,
+    },
+    PutSession {
+        pool: String,
+        session: Session,
+    },
+    DeleteSession {
+        pool: String,
+        id: String,
+    },
 }
 
 /// Everything a store keeps about one pool.

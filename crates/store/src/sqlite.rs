@@ -16,7 +16,9 @@ use crate::{Mutation, PoolRecord, Snapshot, Store, StoreError};
 
 /// Migrations, in order; `user_version` is how many have been applied.
 const MIGRATIONS: &[&str] = &[
-    // 1: pools, hosts, sessions.
+    // 1: pools, hosts, sessions. Sessions have no index by host: it would
+    // take a random B-tree insert per placement, and only a host's removal
+    // (rare) looks sessions up by host.
     "CREATE TABLE pools (
         name TEXT PRIMARY KEY,
         config TEXT NOT NULL,
@@ -28,7 +30,7 @@ const MIGRATIONS: &[&str] = &[
         seq INTEGER NOT NULL,
         record TEXT NOT NULL,
         PRIMARY KEY (pool, name)
-     ) STRICT;
+     ) STRICT, WITHOUT ROWID;
      CREATE TABLE sessions (
         pool TEXT NOT NULL,
         id TEXT NOT NULL,
@@ -36,8 +38,7 @@ const MIGRATIONS: &[&str] = &[
         record TEXT NOT NULL,
         PRIMARY KEY (pool, id),
         FOREIGN KEY (pool, host) REFERENCES hosts(pool, name) ON DELETE CASCADE
-     ) STRICT;
-     CREATE INDEX sessions_by_host ON sessions(pool, host);",
+     ) STRICT, WITHOUT ROWID;",
 ];
 
 /// SQLite behind a mutex: the broker's writer is the only frequent caller,
@@ -56,11 +57,19 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // The broker reads everything once at start and then only writes:
+        // a page cache that holds the indexes keeps each write to a few
+        // in-memory B-tree steps (64 MiB at most).
+        conn.pragma_update(None, "cache_size", -65_536)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Checkpoints run on their own connection and thread (below), not
+        // inside a commit, so a placement never waits for one.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         let mut store = SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
         };
         store.migrate()?;
+        spawn_checkpointer(dir.join("deskbroker.sqlite3"), Arc::downgrade(&store.conn))?;
         Ok(store)
     }
 
@@ -123,12 +132,57 @@ impl SqliteStore {
     fn apply_sync(&self, batch: &[Mutation]) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
-        for m in batch {
+        // Only the last counters of each pool in a batch matter.
+        let mut last_counters = std::collections::HashMap::new();
+        for (i, m) in batch.iter().enumerate() {
+            if let Mutation::PutCounters { pool, .. } = m {
+                last_counters.insert(pool.as_str(), i);
+            }
+        }
+        for (i, m) in batch.iter().enumerate() {
+            if let Mutation::PutCounters { pool, .. } = m
+                && last_counters.get(pool.as_str()) != Some(&i)
+            {
+                continue;
+            }
             apply_one(&tx, m)?;
         }
         tx.commit()?;
         Ok(())
     }
+}
+
+/// How often the checkpointer copies the WAL into the database file.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Checkpoints the WAL in the background (PASSIVE: never blocks the
+/// writer), and truncates it when it has grown past 64 MiB and no commit is
+/// in the way. Stops when the store is dropped.
+fn spawn_checkpointer(
+    path: std::path::PathBuf,
+    alive: std::sync::Weak<Mutex<Connection>>,
+) -> Result<(), StoreError> {
+    let conn = Connection::open(&path)?;
+    conn.busy_timeout(std::time::Duration::from_millis(100))?;
+    std::thread::Builder::new()
+        .name("sqlite-checkpoint".into())
+        .spawn(move || {
+            while alive.strong_count() > 0 {
+                std::thread::sleep(CHECKPOINT_INTERVAL);
+                let r = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                    Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+                });
+                match r {
+                    Ok((wal_pages, done)) if wal_pages > 16_384 && done == wal_pages => {
+                        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "sqlite checkpoint failed"),
+                }
+            }
+        })
+        .map_err(|e| StoreError::Task(format!("cannot start the checkpointer: {e}")))?;
+    Ok(())
 }
 
 fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError> {
@@ -150,8 +204,10 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
             }
         }
         Mutation::DeletePool { pool } => {
-            tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1")?.execute([pool])?;
-            tx.prepare_cached("DELETE FROM pools WHERE name = ?1")?.execute([pool])?;
+            tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1")?
+                .execute([pool])?;
+            tx.prepare_cached("DELETE FROM pools WHERE name = ?1")?
+                .execute([pool])?;
         }
         Mutation::PutHost { pool, host } => {
             tx.prepare_cached(
@@ -159,7 +215,12 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
                  ON CONFLICT(pool, name) DO UPDATE SET seq = excluded.seq,
                                                        record = excluded.record",
             )?
-            .execute(params![pool, host.spec.name, host.seq as i64, to_json(host)])
+            .execute(params![
+                pool,
+                host.spec.name,
+                host.seq as i64,
+                to_json(host)
+            ])
             .map_err(|e| missing_parent(e, || format!("host pool {pool}")))?;
         }
         Mutation::DeleteHost { pool, host } => {

@@ -17,7 +17,8 @@ async fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     drop(SqliteStore::open(dir.path()).expect("open"));
     let conn = rusqlite::Connection::open(dir.path().join("deskbroker.sqlite3")).expect("raw open");
-    conn.pragma_update(None, "user_version", 99).expect("set version");
+    conn.pragma_update(None, "user_version", 99)
+        .expect("set version");
     drop(conn);
     let err = SqliteStore::open(dir.path()).err().expect("refused");
     assert!(err.to_string().contains("newer"), "{err}");

@@ -7,7 +7,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use placement::{HostSpec, Upsert};
 
-use super::types::{ForceQuery, HeartbeatInput, List, SessionHostInput, SessionHostOutput, SessionHostPatch};
+use super::types::{
+    ForceQuery, HeartbeatInput, List, SessionHostInput, SessionHostOutput, SessionHostPatch,
+};
 use super::{Json, Query};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::Broker;
@@ -29,7 +31,11 @@ pub async fn list(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
 ) -> Result<axum::Json<List<SessionHostOutput>>, ApiError> {
-    let value = b.read(&pool, |p| Ok(p.hosts().map(SessionHostOutput::from).collect())).await?;
+    let value = b
+        .read(&pool, |p| {
+            Ok(p.hosts().map(SessionHostOutput::from).collect())
+        })
+        .await?;
     Ok(axum::Json(List { value }))
 }
 
@@ -74,7 +80,11 @@ pub async fn put(
             Ok((upsert, host_output(p, &host)?))
         })
         .await?;
-    let status = if upsert == Upsert::Created { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if upsert == Upsert::Created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((status, axum::Json(out)))
 }
 
@@ -129,7 +139,8 @@ pub async fn delete(
     Path((pool, host)): Path<(String, String)>,
     Query(q): Query<ForceQuery>,
 ) -> Result<StatusCode, ApiError> {
-    b.write(&pool, |p, _| Ok(p.remove_host(&host, q.force)?)).await?;
+    b.write(&pool, |p, _| Ok(p.remove_host(&host, q.force)?))
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

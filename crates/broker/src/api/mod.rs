@@ -37,26 +37,46 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/hostPools", get(pools::list))
         .route(
             "/hostPools/{pool}",
-            get(pools::show).put(pools::put).patch(pools::patch).delete(pools::delete),
+            get(pools::show)
+                .put(pools::put)
+                .patch(pools::patch)
+                .delete(pools::delete),
         )
         .route("/hostPools/{pool}/sessionHosts", get(hosts::list))
         .route(
             "/hostPools/{pool}/sessionHosts/{host}",
-            get(hosts::show).put(hosts::put).patch(hosts::patch).delete(hosts::delete),
+            get(hosts::show)
+                .put(hosts::put)
+                .patch(hosts::patch)
+                .delete(hosts::delete),
         )
-        .route("/hostPools/{pool}/sessionHosts/{host}/heartbeat", post(hosts::heartbeat))
+        .route(
+            "/hostPools/{pool}/sessionHosts/{host}/heartbeat",
+            post(hosts::heartbeat),
+        )
         .route("/hostPools/{pool}/connect", post(sessions::connect))
         .route("/hostPools/{pool}/userSessions", get(sessions::list))
         .route(
             "/hostPools/{pool}/userSessions/{id}",
-            get(sessions::show).patch(sessions::patch).delete(sessions::logoff),
+            get(sessions::show)
+                .patch(sessions::patch)
+                .delete(sessions::logoff),
         )
         .fallback(not_found)
-        .route_layer(middleware::from_fn_with_state(broker.clone(), require_admin));
+        .route_layer(middleware::from_fn_with_state(
+            broker.clone(),
+            require_admin,
+        ));
     Router::new()
         .nest("/api/v1", api)
         .route("/healthz", get(service::healthz))
-        .route("/metrics", get(service::metrics).route_layer(middleware::from_fn_with_state(broker.clone(), require_admin)))
+        .route(
+            "/metrics",
+            get(service::metrics).route_layer(middleware::from_fn_with_state(
+                broker.clone(),
+                require_admin,
+            )),
+        )
         .route("/openapi.json", get(service::openapi))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -117,7 +137,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
                             "Failed to deserialize the JSON body into the target type: "
                         )
                     ),
-                    JsonSyntaxError(e) => format!("request body is not valid JSON: {}", e.body_text()),
+                    JsonSyntaxError(e) => {
+                        format!("request body is not valid JSON: {}", e.body_text())
+                    }
                     MissingJsonContentType(_) => {
                         "request body: the Content-Type must be application/json".to_string()
                     }

@@ -13,7 +13,9 @@ use crate::state::Broker;
 
 #[utoipa::path(get, path = "/api/v1/hostPools", tag = "hostPools",
     responses((status = 200, body = List<HostPoolOutput>)))]
-pub async fn list(State(b): State<Arc<Broker>>) -> Result<axum::Json<List<HostPoolOutput>>, ApiError> {
+pub async fn list(
+    State(b): State<Arc<Broker>>,
+) -> Result<axum::Json<List<HostPoolOutput>>, ApiError> {
     let mut value = Vec::new();
     b.for_each_pool(|p| value.push(HostPoolOutput::of(p, Vec::new())));
     b.writer.flush().await?;
@@ -27,7 +29,12 @@ pub async fn show(
     Path(pool): Path<String>,
 ) -> Result<axum::Json<HostPoolOutput>, ApiError> {
     let out = b
-        .read(&pool, |p| Ok(HostPoolOutput::of(p, p.config().validate().unwrap_or_default())))
+        .read(&pool, |p| {
+            Ok(HostPoolOutput::of(
+                p,
+                p.config().validate().unwrap_or_default(),
+            ))
+        })
         .await?;
     Ok(axum::Json(out))
 }
@@ -49,8 +56,14 @@ pub async fn put(
     };
     let config = input.apply_to(PoolConfig::new(&pool, t, lb))?;
     let (created, warnings) = b.put_pool(config).await?;
-    let out = b.read(&pool, |p| Ok(HostPoolOutput::of(p, warnings))).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let out = b
+        .read(&pool, |p| Ok(HostPoolOutput::of(p, warnings)))
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((status, axum::Json(out)))
 }
 

@@ -51,7 +51,10 @@ pub async fn openapi() -> impl IntoResponse {
 pub async fn healthz(State(b): State<Arc<Broker>>) -> impl IntoResponse {
     match b.writer.failure() {
         None => (StatusCode::OK, "ok\n".to_string()),
-        Some(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("store failed: {e}\n")),
+        Some(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("store failed: {e}\n"),
+        ),
     }
 }
 
@@ -75,10 +78,22 @@ pub async fn metrics(State(b): State<Arc<Broker>>) -> impl IntoResponse {
         let pool = p.name();
         for h in p.hosts() {
             let host = &h.spec.name;
-            let _ = writeln!(out, "deskbroker_host_sessions{{pool=\"{pool}\",host=\"{host}\"}} {}", h.sessions);
-            let _ = writeln!(connecting, "deskbroker_host_connecting_sessions{{pool=\"{pool}\",host=\"{host}\"}} {}", h.connecting_sessions);
+            let _ = writeln!(
+                out,
+                "deskbroker_host_sessions{{pool=\"{pool}\",host=\"{host}\"}} {}",
+                h.sessions
+            );
+            let _ = writeln!(
+                connecting,
+                "deskbroker_host_connecting_sessions{{pool=\"{pool}\",host=\"{host}\"}} {}",
+                h.connecting_sessions
+            );
             let open = h.status == placement::HostStatus::Available && h.spec.allow_new_session;
-            let _ = writeln!(available, "deskbroker_host_available{{pool=\"{pool}\",host=\"{host}\"}} {}", u8::from(open));
+            let _ = writeln!(
+                available,
+                "deskbroker_host_available{{pool=\"{pool}\",host=\"{host}\"}} {}",
+                u8::from(open)
+            );
         }
     });
     out.push_str(&connecting);

@@ -24,7 +24,8 @@ pub async fn connect(
     Json(input): Json<ConnectInput>,
 ) -> Result<axum::Json<ConnectOutput>, ApiError> {
     let started = Instant::now();
-    let session_id = uuid::Uuid::new_v4().to_string();
+    // Time-ordered ids: new sessions append at the end of the store's index.
+    let session_id = uuid::Uuid::now_v7().to_string();
     let result = b
         .write(&pool, |p, now| {
             let req = ConnectRequest {
@@ -35,7 +36,8 @@ pub async fn connect(
             let engine_started = Instant::now();
             let random = placement_random(p);
             let r = p.connect(&req, now, random, &session_id);
-            metrics::histogram!("deskbroker_placement_engine_seconds").record(engine_started.elapsed());
+            metrics::histogram!("deskbroker_placement_engine_seconds")
+                .record(engine_started.elapsed());
             Ok(r?)
         })
         .await;
@@ -68,7 +70,8 @@ pub async fn list(
 ) -> Result<axum::Json<List<SessionOutput>>, ApiError> {
     let value = b
         .read(&pool, |p| {
-            let on_host = |s: &&placement::Session| q.session_host.as_ref().is_none_or(|h| &s.host == h);
+            let on_host =
+                |s: &&placement::Session| q.session_host.as_ref().is_none_or(|h| &s.host == h);
             let mut v: Vec<&placement::Session> = match &q.user {
                 Some(u) => p.user_sessions(u).filter(on_host).collect(),
                 None => p.sessions().filter(on_host).collect(),
@@ -82,7 +85,8 @@ pub async fn list(
 
 fn find(p: &placement::Pool, id: &str) -> Result<SessionOutput, ApiError> {
     p.session(id).map(SessionOutput::from).ok_or_else(|| {
-        placement::Error::SessionNotFound(format!("session {id} is not in host pool {}", p.name())).into()
+        placement::Error::SessionNotFound(format!("session {id} is not in host pool {}", p.name()))
+            .into()
     })
 }
 

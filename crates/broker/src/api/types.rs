@@ -3,9 +3,9 @@
 //! silently), except heartbeats, which newer agents may extend.
 
 use placement::{
-    Host, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType,
-    LoadIndexSettings, LogonStormSettings, PersonalDesktopAssignmentType, Pool, PoolConfig,
-    Session, SessionState, TimestampMs,
+    Host, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType, LoadIndexSettings,
+    LogonStormSettings, PersonalDesktopAssignmentType, Pool, PoolConfig, Session, SessionState,
+    TimestampMs,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -83,10 +83,24 @@ impl HostPoolInput {
                 base.name
             )));
         }
-        let type_changed = self.host_pool_type.is_some_and(|t| t != base.host_pool_type);
-        merge!(base, self, [host_pool_type, load_balancer_type, max_session_limit,
-            breadth_first_randomized, pending_timeout_seconds, heartbeat_timeout_seconds,
-            standard_capabilities, description, friendly_name]);
+        let type_changed = self
+            .host_pool_type
+            .is_some_and(|t| t != base.host_pool_type);
+        merge!(
+            base,
+            self,
+            [
+                host_pool_type,
+                load_balancer_type,
+                max_session_limit,
+                breadth_first_randomized,
+                pending_timeout_seconds,
+                heartbeat_timeout_seconds,
+                standard_capabilities,
+                description,
+                friendly_name
+            ]
+        );
         if let Some(t) = self.personal_desktop_assignment_type {
             base.personal_desktop_assignment_type = Some(t);
         } else if type_changed {
@@ -97,14 +111,33 @@ impl HostPoolInput {
         }
         if let Some(li) = self.load_index_settings {
             let t: &mut LoadIndexSettings = &mut base.load_index_settings;
-            merge!(t, li, [include_session_count, cpu_threshold, memory_threshold,
-                disk_queue_length_threshold, disk_read_latency_threshold,
-                disk_write_latency_threshold, use_custom_script, load_index_threshold,
-                connecting_session_threshold]);
+            merge!(
+                t,
+                li,
+                [
+                    include_session_count,
+                    cpu_threshold,
+                    memory_threshold,
+                    disk_queue_length_threshold,
+                    disk_read_latency_threshold,
+                    disk_write_latency_threshold,
+                    use_custom_script,
+                    load_index_threshold,
+                    connecting_session_threshold
+                ]
+            );
         }
         if let Some(ls) = self.logon_storm_settings {
             let t: &mut LogonStormSettings = &mut base.logon_storm_settings;
-            merge!(t, ls, [load_index_threshold, connecting_session_threshold, min_hosts_in_queue]);
+            merge!(
+                t,
+                ls,
+                [
+                    load_index_threshold,
+                    connecting_session_threshold,
+                    min_hosts_in_queue
+                ]
+            );
         }
         Ok(base)
     }
