@@ -19,7 +19,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DESKBROKER_DATA_DIR", default_value = "./deskbroker-data")]
     pub data_dir: PathBuf,
     /// The admin bearer token; generated into DATA_DIR/admin.token when unset.
-    #[arg(long = "admin-token", env = "DESKBROKER_ADMIN_TOKEN", hide_env_values = true)]
+    #[arg(
+        long = "admin-token",
+        env = "DESKBROKER_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
     pub admin_token: Option<String>,
 }
 
@@ -33,7 +37,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let store = store::SqliteStore::open(&args.data_dir)
         .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
-    let broker = broker::open(Arc::new(store), token).await.context("cannot load the store")?;
+    let broker = broker::open(Arc::new(store), token)
+        .await
+        .context("cannot load the store")?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -78,13 +84,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},

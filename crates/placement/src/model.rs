@@ -198,14 +198,39 @@ impl PoolConfig {
             }
             _ => {}
         }
-        check_range("maxSessionLimit", self.max_session_limit, 0, MAX_SESSION_LIMIT)?;
-        check_range("pendingTimeoutSeconds", self.pending_timeout_seconds, 1, 86_400)?;
-        check_range("heartbeatTimeoutSeconds", self.heartbeat_timeout_seconds, 5, 86_400)?;
+        check_range(
+            "maxSessionLimit",
+            self.max_session_limit,
+            0,
+            MAX_SESSION_LIMIT,
+        )?;
+        check_range(
+            "pendingTimeoutSeconds",
+            self.pending_timeout_seconds,
+            1,
+            86_400,
+        )?;
+        check_range(
+            "heartbeatTimeoutSeconds",
+            self.heartbeat_timeout_seconds,
+            5,
+            86_400,
+        )?;
         validate_capabilities("standardCapabilities", &self.standard_capabilities)?;
         let li = &self.load_index_settings;
         check_range("loadIndexSettings.cpuThreshold", li.cpu_threshold, 0, 100)?;
-        check_range("loadIndexSettings.memoryThreshold", li.memory_threshold, 0, 100)?;
-        check_range("loadIndexSettings.loadIndexThreshold", li.load_index_threshold, 0, 100)?;
+        check_range(
+            "loadIndexSettings.memoryThreshold",
+            li.memory_threshold,
+            0,
+            100,
+        )?;
+        check_range(
+            "loadIndexSettings.loadIndexThreshold",
+            li.load_index_threshold,
+            0,
+            100,
+        )?;
         check_range(
             "loadIndexSettings.connectingSessionThreshold",
             li.connecting_session_threshold,
@@ -213,14 +238,24 @@ impl PoolConfig {
             150,
         )?;
         let ls = &self.logon_storm_settings;
-        check_range("logonStormSettings.loadIndexThreshold", ls.load_index_threshold, 0, 100)?;
+        check_range(
+            "logonStormSettings.loadIndexThreshold",
+            ls.load_index_threshold,
+            0,
+            100,
+        )?;
         check_range(
             "logonStormSettings.connectingSessionThreshold",
             ls.connecting_session_threshold,
             0,
             150,
         )?;
-        check_range("logonStormSettings.minHostsInQueue", ls.min_hosts_in_queue, 1, 10_000)?;
+        check_range(
+            "logonStormSettings.minHostsInQueue",
+            ls.min_hosts_in_queue,
+            1,
+            10_000,
+        )?;
         check_text("description", &self.description, 1024)?;
         check_text("friendlyName", &self.friendly_name, 256)?;
 
@@ -281,7 +316,10 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), Error> {
 /// A user principal name: 1 to 256 characters, no white space or control
 /// characters. Users are matched without regard to ASCII case, as UPNs are.
 pub fn validate_user(field: &str, user: &str) -> Result<(), Error> {
-    if user.is_empty() || user.len() > 256 || user.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    if user.is_empty()
+        || user.len() > 256
+        || user.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
         return Err(Error::InvalidParameter(format!(
             "{field}: {user:?} is not a valid user name; use 1 to 256 characters without \
              white space"
@@ -293,13 +331,16 @@ pub fn validate_user(field: &str, user: &str) -> Result<(), Error> {
 /// Capabilities are short lowercase words (`rdp`, `gpu`, …), at most 32 of them.
 pub fn validate_capabilities(field: &str, caps: &[String]) -> Result<(), Error> {
     if caps.len() > 32 {
-        return Err(Error::InvalidParameter(format!("{field}: at most 32 capabilities")));
+        return Err(Error::InvalidParameter(format!(
+            "{field}: at most 32 capabilities"
+        )));
     }
     for c in caps {
         let ok = !c.is_empty()
             && c.len() <= 64
-            && c.chars()
-                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || matches!(ch, '-' | '_' | '.'));
+            && c.chars().all(|ch| {
+                ch.is_ascii_lowercase() || ch.is_ascii_digit() || matches!(ch, '-' | '_' | '.')
+            });
         if !ok {
             return Err(Error::InvalidParameter(format!(
                 "{field}: {c:?} is not a valid capability; use lowercase letters, digits, \

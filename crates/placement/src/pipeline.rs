@@ -129,5 +129,8 @@ pub fn explain_refusal(counts: &FilterCounts, limit: u32, requires: &[String]) -
             requires.join(", ")
         ));
     }
-    format!("no session host can take a new session: {}", parts.join(", "))
+    format!(
+        "no session host can take a new session: {}",
+        parts.join(", ")
+    )
 }

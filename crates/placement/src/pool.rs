@@ -176,7 +176,9 @@ impl Pool {
     }
 
     pub fn host(&self, name: &str) -> Option<&Host> {
-        self.host_by_name.get(name).and_then(|seq| self.hosts.get(seq))
+        self.host_by_name
+            .get(name)
+            .and_then(|seq| self.hosts.get(seq))
     }
 
     pub fn session(&self, id: &str) -> Option<&Session> {
@@ -208,7 +210,9 @@ impl Pool {
     pub fn set_config(&mut self, config: PoolConfig) -> Result<Vec<String>, Error> {
         let warnings = config.validate()?;
         if config.name != self.config.name {
-            return Err(Error::InvalidParameter("name: a host pool cannot be renamed".into()));
+            return Err(Error::InvalidParameter(
+                "name: a host pool cannot be renamed".into(),
+            ));
         }
         if config.host_pool_type != self.config.host_pool_type && !self.hosts.is_empty() {
             return Err(Error::Conflict(format!(
@@ -247,7 +251,12 @@ impl Pool {
         let old_owner = existing.and_then(|seq| self.hosts[&seq].spec.assigned_user.clone());
         let new_owner = spec.assigned_user.clone();
         if old_owner.as_deref().map(user_key) != new_owner.as_deref().map(user_key) {
-            self.check_assignment(&spec.name, existing, old_owner.as_deref(), new_owner.as_deref())?;
+            self.check_assignment(
+                &spec.name,
+                existing,
+                old_owner.as_deref(),
+                new_owner.as_deref(),
+            )?;
         }
         match existing {
             Some(seq) => {
@@ -255,7 +264,8 @@ impl Pool {
                 let mut h = old;
                 h.spec = spec;
                 self.insert_host(h);
-                self.changes.push(Change::Host(self.hosts[&seq].spec.name.clone()));
+                self.changes
+                    .push(Change::Host(self.hosts[&seq].spec.name.clone()));
                 Ok(Upsert::Replaced)
             }
             None => {
@@ -380,7 +390,10 @@ impl Pool {
 
     fn watch_key(&self, seq: u64) -> (TimestampMs, u64) {
         let h = &self.hosts[&seq];
-        let seen = h.last_heartbeat_ms.unwrap_or(TimestampMs::MIN).max(self.started_ms);
+        let seen = h
+            .last_heartbeat_ms
+            .unwrap_or(TimestampMs::MIN)
+            .max(self.started_ms);
         (seen, seq)
     }
 
@@ -642,7 +655,8 @@ impl Pool {
         // Automatic assignment: the user keeps this host after logoff.
         self.update_host(seq, |h| h.spec.assigned_user = Some(user.to_string()));
         self.owners.entry(key).or_default().insert(seq);
-        self.changes.push(Change::Host(self.hosts[&seq].spec.name.clone()));
+        self.changes
+            .push(Change::Host(self.hosts[&seq].spec.name.clone()));
         Ok(Chosen::Host(seq))
     }
 
@@ -717,7 +731,10 @@ impl Pool {
     fn remove_host_entry(&mut self, seq: u64) -> Host {
         self.unindex(seq);
         self.watched.remove(&self.watch_key(seq));
-        let h = self.hosts.remove(&seq).expect("remove_host_entry: host exists");
+        let h = self
+            .hosts
+            .remove(&seq)
+            .expect("remove_host_entry: host exists");
         self.host_by_name.remove(&h.spec.name);
         for c in &h.spec.capabilities {
             if let Some(n) = self.capability_hosts.get_mut(c) {
@@ -751,12 +768,18 @@ impl Pool {
         if pending {
             self.pending.insert((s.state_since_ms, s.id.clone()));
         }
-        self.user_sessions.entry(user_key(&s.user)).or_default().push(s.id.clone());
+        self.user_sessions
+            .entry(user_key(&s.user))
+            .or_default()
+            .push(s.id.clone());
         self.sessions.insert(s.id.clone(), s);
     }
 
     fn remove_session_entry(&mut self, id: &str) -> Session {
-        let s = self.sessions.remove(id).expect("remove_session_entry: session exists");
+        let s = self
+            .sessions
+            .remove(id)
+            .expect("remove_session_entry: session exists");
         let pending = s.state == SessionState::Pending;
         if pending {
             self.pending.remove(&(s.state_since_ms, s.id.clone()));
