@@ -1,0 +1,519 @@
+//! The HTTP API: bad input, concurrency, time-driven rules, service endpoints.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{App, TOKEN, eventually, pool_with_hosts};
+
+/// Everything the broker holds about a pool, to check nothing changed.
+async fn state(app: &App, pool: &str) -> (Value, Value, Value) {
+    (
+        app.ok("GET", &format!("/api/v1/hostPools/{pool}"), None, 200)
+            .await,
+        app.ok(
+            "GET",
+            &format!("/api/v1/hostPools/{pool}/sessionHosts"),
+            None,
+            200,
+        )
+        .await,
+        app.ok(
+            "GET",
+            &format!("/api/v1/hostPools/{pool}/userSessions"),
+            None,
+            200,
+        )
+        .await,
+    )
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_whole_with_the_error_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "BreadthFirst", 10, 2).await;
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/p/connect",
+        Some(json!({"user": "alice"})),
+        200,
+    )
+    .await;
+    let before = state(&app, "p").await;
+
+    // (method, path, body as raw text, token, expected status, expected code, text in message)
+    let cases: &[(&str, &str, &str, Option<&str>, u16, &str, &str)] = &[
+        (
+            "PATCH",
+            "/api/v1/hostPools/p",
+            "{\"maxSessionLimit\": ",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "not valid JSON",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p",
+            "{\"loadBalancerType\": \"Fastest\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "unknown variant",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p",
+            "{\"maxSessionLimit\": 1000000}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "maxSessionLimit",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p",
+            "{\"maxSessionLimit\": -1}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "maxSessionLimit",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p",
+            "{\"maxSesionLimit\": 5}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "maxSesionLimit",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p",
+            "{\"loadBalancerType\": \"Persistent\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "Persistent",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p",
+            "{\"pendingTimeoutSeconds\": 0}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "pendingTimeoutSeconds",
+        ),
+        (
+            "PUT",
+            "/api/v1/hostPools/q",
+            "{\"loadBalancerType\": \"DepthFirst\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "hostPoolType",
+        ),
+        (
+            "PUT",
+            "/api/v1/hostPools/bad%20name",
+            "{\"hostPoolType\": \"Pooled\", \"loadBalancerType\": \"DepthFirst\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "name",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/nope",
+            "{\"maxSessionLimit\": 5}",
+            Some(TOKEN),
+            404,
+            "HostPoolNotFound",
+            "nope",
+        ),
+        (
+            "POST",
+            "/api/v1/hostPools/nope/connect",
+            "{\"user\": \"bob\"}",
+            Some(TOKEN),
+            404,
+            "HostPoolNotFound",
+            "nope",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p/sessionHosts/h9",
+            "{\"allowNewSession\": false}",
+            Some(TOKEN),
+            404,
+            "SessionHostNotFound",
+            "h9",
+        ),
+        (
+            "PUT",
+            "/api/v1/hostPools/p/sessionHosts/h3",
+            "{\"address\": \"no-port\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "address",
+        ),
+        (
+            "PUT",
+            "/api/v1/hostPools/p/sessionHosts/h3",
+            "{\"address\": \"10.0.0.3:3389\", \"assignedUser\": \"bob\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "assignedUser",
+        ),
+        (
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            "{\"user\": \"\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "user",
+        ),
+        (
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            "{\"usr\": \"bob\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "usr",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p/userSessions/nope",
+            "{\"sessionState\": \"Active\"}",
+            Some(TOKEN),
+            404,
+            "SessionNotFound",
+            "nope",
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/p/userSessions/nope",
+            "{\"sessionState\": \"Gone\"}",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "unknown variant",
+        ),
+        (
+            "DELETE",
+            "/api/v1/hostPools/p",
+            "",
+            Some(TOKEN),
+            409,
+            "Conflict",
+            "session host",
+        ),
+        (
+            "DELETE",
+            "/api/v1/hostPools/p/sessionHosts/h1?force=maybe",
+            "",
+            Some(TOKEN),
+            400,
+            "InvalidParameter",
+            "query",
+        ),
+        (
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            "{\"user\": \"bob\"}",
+            None,
+            401,
+            "Unauthorized",
+            "Bearer",
+        ),
+        (
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            "{\"user\": \"bob\"}",
+            Some("wrong-token"),
+            401,
+            "Unauthorized",
+            "not valid",
+        ),
+        ("GET", "/metrics", "", None, 401, "Unauthorized", "Bearer"),
+    ];
+    for &(method, path, body, token, status, code, text) in cases {
+        let mut req = app.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}{}", app.url, path),
+        );
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if !body.is_empty() {
+            req = req
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        let got = resp.status().as_u16();
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        assert_eq!(got, status, "{method} {path} {body}: {v}");
+        assert_eq!(v["error"]["code"], code, "{method} {path} {body}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(text),
+            "{method} {path} {body}: message {message:?} lacks {text:?}"
+        );
+    }
+    // Bob was never placed, and nothing else changed either.
+    assert_eq!(
+        state(&app, "p").await,
+        before,
+        "refused requests changed nothing"
+    );
+}
+
+#[tokio::test]
+async fn parallel_connects_never_exceed_the_limit_nor_double_book() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = Arc::new(App::spawn(&dir));
+    // 8 hosts × limit 5 = 40 places for 120 distinct users, each trying 3 times at once.
+    pool_with_hosts(&app, "storm", "BreadthFirst", 5, 8).await;
+    let mut tasks = Vec::new();
+    for i in 0..360 {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            let user = format!("user{}", i % 120);
+            let (status, v) = app
+                .call(
+                    "POST",
+                    "/api/v1/hostPools/storm/connect",
+                    Some(json!({"user": user})),
+                )
+                .await;
+            (user, status, v)
+        }));
+    }
+    let mut by_user: HashMap<String, HashSet<String>> = HashMap::new();
+    let mut placed = 0;
+    for t in tasks {
+        let (user, status, v) = t.await.unwrap();
+        match status {
+            200 => {
+                placed += 1;
+                by_user
+                    .entry(user)
+                    .or_default()
+                    .insert(v["sessionId"].as_str().unwrap().to_string());
+            }
+            503 => assert_eq!(v["error"]["code"], "NoSessionHostAvailable", "{v}"),
+            s => panic!("unexpected {s}: {v}"),
+        }
+    }
+    assert!(placed >= 40, "every place was taken ({placed} answers)");
+    assert!(
+        by_user.values().all(|ids| ids.len() == 1),
+        "a user got two sessions: {by_user:?}"
+    );
+    assert_eq!(by_user.len(), 40, "exactly the 40 places were given");
+    let hosts = app
+        .ok("GET", "/api/v1/hostPools/storm/sessionHosts", None, 200)
+        .await;
+    for h in hosts["value"].as_array().unwrap() {
+        assert_eq!(
+            h["sessions"], 5,
+            "every host filled to the limit and no further: {h}"
+        );
+    }
+    let sessions = app
+        .ok("GET", "/api/v1/hostPools/storm/userSessions", None, 200)
+        .await;
+    assert_eq!(sessions["value"].as_array().unwrap().len(), 40);
+}
+
+#[tokio::test]
+async fn pending_sessions_expire_and_confirmed_ones_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "BreadthFirst", 10, 1).await;
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"pendingTimeoutSeconds": 1})),
+        200,
+    )
+    .await;
+    let a = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "alice"})),
+            200,
+        )
+        .await;
+    let b = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "bob"})),
+            200,
+        )
+        .await;
+    let bob = b["sessionId"].as_str().unwrap();
+    let confirmed = app
+        .ok(
+            "PATCH",
+            &format!("/api/v1/hostPools/p/userSessions/{bob}"),
+            Some(json!({"sessionState": "Active"})),
+            200,
+        )
+        .await;
+    assert_eq!(confirmed["sessionState"], "Active");
+    let alice = a["sessionId"].as_str().unwrap().to_string();
+    let gone = eventually(Duration::from_secs(5), || async {
+        app.call(
+            "GET",
+            &format!("/api/v1/hostPools/p/userSessions/{alice}"),
+            None,
+        )
+        .await
+        .0 == 404
+    })
+    .await;
+    assert!(gone, "alice's Pending session expired (S4)");
+    let sessions = app
+        .ok("GET", "/api/v1/hostPools/p/userSessions", None, 200)
+        .await;
+    let users: Vec<_> = sessions["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["userPrincipalName"].clone())
+        .collect();
+    assert_eq!(users, [json!("bob")], "the Active session stays");
+}
+
+#[tokio::test]
+async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "DepthFirst", 10, 2).await;
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"heartbeatTimeoutSeconds": 5})),
+        200,
+    )
+    .await;
+    let hb = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/p/sessionHosts/h1/heartbeat",
+            Some(json!({"cpuPercent": 12.5, "futureField": 1})),
+            200,
+        )
+        .await;
+    assert_eq!(hb["status"], "Available");
+    assert_eq!(hb["metrics"]["cpuPercent"], 12.5);
+    let a = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "alice"})),
+            200,
+        )
+        .await;
+    assert_eq!(a["sessionHost"], "h1");
+    let down = eventually(Duration::from_secs(10), || async {
+        app.ok("GET", "/api/v1/hostPools/p/sessionHosts/h1", None, 200)
+            .await["status"]
+            == "Unavailable"
+    })
+    .await;
+    assert!(down, "h1 went silent for heartbeatTimeoutSeconds (S7)");
+    // h2 never sent a heartbeat: it stays Available and takes new users.
+    let b = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "bob"})),
+            200,
+        )
+        .await;
+    assert_eq!(b["sessionHost"], "h2");
+    // Alice's session is on the unavailable host: refused, never moved (S1).
+    let (status, v) = app
+        .call(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "alice"})),
+        )
+        .await;
+    assert_eq!(status, 503);
+    assert_eq!(v["error"]["code"], "SessionHostUnavailable");
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/p/sessionHosts/h1/heartbeat",
+        Some(json!({})),
+        200,
+    )
+    .await;
+    let again = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "alice"})),
+            200,
+        )
+        .await;
+    assert_eq!(again["sessionHost"], "h1");
+    assert_eq!(again["reconnect"], true);
+}
+
+#[tokio::test]
+async fn service_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let (status, _) = app.call_with("GET", "/healthz", None, None).await;
+    assert_eq!(status, 200);
+    pool_with_hosts(&app, "p", "BreadthFirst", 10, 2).await;
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/p/connect",
+        Some(json!({"user": "alice"})),
+        200,
+    )
+    .await;
+    let resp = app
+        .http
+        .get(format!("{}/metrics", app.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.unwrap();
+    assert!(
+        text.contains("deskbroker_placements_total{outcome=\"placed\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deskbroker_connect_duration_seconds_bucket"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deskbroker_host_sessions{pool=\"p\",host=\"h1\"}"),
+        "{text}"
+    );
+    let doc = app.ok("GET", "/openapi.json", None, 200).await;
+    assert!(
+        doc["paths"]["/api/v1/hostPools/{pool}/connect"]["post"].is_object(),
+        "{doc}"
+    );
+    assert!(doc["components"]["schemas"]["ConnectOutput"].is_object());
+}

@@ -1,0 +1,180 @@
+//! End-to-end tests of the real `deskbroker` binary: each test starts
+//! `deskbroker serve` on port 0 with a fresh data directory (like
+//! zero-to-production's `spawn_app`) and talks to it over real HTTP, or
+//! through the CLI.
+
+mod api;
+mod cli;
+mod durability;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const TOKEN: &str = "test-admin-token-0123456789";
+
+/// A running broker.
+pub struct App {
+    pub url: String,
+    pub http: reqwest::Client,
+    pub child: Child,
+    pub data_dir: PathBuf,
+}
+
+pub fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_deskbroker")
+}
+
+impl App {
+    /// Starts a broker on a new temporary data dir.
+    pub fn spawn(dir: &tempfile::TempDir) -> App {
+        App::spawn_on(&dir.path().join("data"))
+    }
+
+    /// Starts a broker on `data_dir` (an existing one after a restart).
+    pub fn spawn_on(data_dir: &Path) -> App {
+        let mut child = Command::new(exe())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
+            .env(
+                "RUST_LOG",
+                if std::env::var_os("TEST_LOG").is_some() {
+                    "info"
+                } else {
+                    "warn"
+                },
+            )
+            .stdout(Stdio::piped())
+            .stderr(if std::env::var_os("TEST_LOG").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("start deskbroker serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line from serve: {line:?}"))
+            .to_string();
+        App {
+            url,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+            child,
+            data_dir: data_dir.to_path_buf(),
+        }
+    }
+
+    pub fn kill9(mut self) {
+        self.child.kill().expect("kill -9");
+        self.child.wait().expect("reap");
+    }
+
+    /// A request with the admin token; answers (status, JSON or Null).
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.call_with(method, path, body, Some(TOKEN)).await
+    }
+
+    pub async fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self.http.request(method, format!("{}{}", self.url, path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        (status, value)
+    }
+
+    /// Like `call`, but asserts the status.
+    pub async fn ok(&self, method: &str, path: &str, body: Option<Value>, want: u16) -> Value {
+        let (status, v) = self.call(method, path, body).await;
+        assert_eq!(status, want, "{method} {path} answered {status}: {v}");
+        v
+    }
+
+    /// Runs the CLI against this broker; answers (exit success, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(exe())
+            .args(args)
+            .env("DESKBROKER_URL", &self.url)
+            .env("DESKBROKER_TOKEN", TOKEN)
+            .output()
+            .expect("run the CLI");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Creates a pooled pool with `hosts` hosts h1..hN.
+pub async fn pool_with_hosts(app: &App, pool: &str, lb: &str, limit: u32, hosts: usize) {
+    app.ok(
+        "PUT",
+        &format!("/api/v1/hostPools/{pool}"),
+        Some(serde_json::json!({"hostPoolType": "Pooled", "loadBalancerType": lb, "maxSessionLimit": limit})),
+        201,
+    )
+    .await;
+    for i in 1..=hosts {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/{pool}/sessionHosts/h{i}"),
+            Some(serde_json::json!({"address": format!("10.0.0.{i}:3389")})),
+            201,
+        )
+        .await;
+    }
+}
+
+/// Polls `check` until it is true or `timeout` passes.
+pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
