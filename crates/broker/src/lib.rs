@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod error;
+pub mod listener;
 pub mod state;
 pub mod telemetry;
 pub mod writer;
@@ -68,7 +69,7 @@ pub async fn serve(
     });
     let (reason_tx, reason_rx) = tokio::sync::oneshot::channel();
     let app = api::router(broker.clone());
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let server = axum::serve(listener::LimitedListener::new(listener), app).with_graceful_shutdown(async move {
         let reason = stop_rx.await.unwrap_or(None);
         let _ = reason_tx.send(reason);
     });
