@@ -69,10 +69,12 @@ pub async fn serve(
     });
     let (reason_tx, reason_rx) = tokio::sync::oneshot::channel();
     let app = api::router(broker.clone());
-    let server = axum::serve(listener::LimitedListener::new(listener), app).with_graceful_shutdown(async move {
-        let reason = stop_rx.await.unwrap_or(None);
-        let _ = reason_tx.send(reason);
-    });
+    let server = axum::serve(listener::LimitedListener::new(listener), app).with_graceful_shutdown(
+        async move {
+            let reason = stop_rx.await.unwrap_or(None);
+            let _ = reason_tx.send(reason);
+        },
+    );
     server.await.map_err(|e| format!("server: {e}"))?;
     ticker.abort();
     let reason = reason_rx.await.unwrap_or(None);

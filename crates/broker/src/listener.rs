@@ -47,7 +47,13 @@ impl axum::serve::Listener for LimitedListener {
         let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
         // Small JSON answers: send them now, not after a delayed ACK.
         let _ = stream.set_nodelay(true);
-        (LimitedStream { stream, _permit: permit }, addr)
+        (
+            LimitedStream {
+                stream,
+                _permit: permit,
+            },
+            addr,
+        )
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
@@ -78,10 +84,7 @@ impl AsyncWrite for LimitedStream {
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 

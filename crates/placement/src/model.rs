@@ -335,7 +335,12 @@ pub fn validate_capabilities(field: &str, caps: &[String]) -> Result<(), Error> 
             "{field}: at most 32 capabilities"
         )));
     }
-    for c in caps {
+    for (i, c) in caps.iter().enumerate() {
+        if caps[..i].contains(c) {
+            return Err(Error::InvalidParameter(format!(
+                "{field}: {c:?} is listed twice"
+            )));
+        }
         let ok = !c.is_empty()
             && c.len() <= 64
             && c.chars().all(|ch| {

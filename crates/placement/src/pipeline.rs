@@ -99,6 +99,11 @@ pub fn explain_refusal(counts: &FilterCounts, limit: u32, requires: &[String]) -
             .into();
     }
     let limit_text = format!("the max session limit ({limit})");
+    // "All session hosts …" only when no host was set aside for lacking a
+    // capability; otherwise the mixed list below names every reason.
+    if c.lacking_capability > 0 {
+        return mixed(c, &limit_text, requires);
+    }
     if c.at_limit == considered {
         return format!(
             "all session hosts have reached {limit_text}: increase the limit or add session hosts"
@@ -112,6 +117,10 @@ pub fn explain_refusal(counts: &FilterCounts, limit: u32, requires: &[String]) -
                 heartbeats"
             .into();
     }
+    mixed(c, &limit_text, requires)
+}
+
+fn mixed(c: &FilterCounts, limit_text: &str, requires: &[String]) -> String {
     let mut parts = Vec::new();
     if c.unavailable > 0 {
         parts.push(format!("{} unavailable", c.unavailable));

@@ -489,6 +489,11 @@ impl Pool {
         if let Some(h) = req.session_host {
             validate_name("sessionHost", h)?;
         }
+        if session_id.is_empty() || self.sessions.contains_key(session_id) {
+            return Err(Error::Conflict(format!(
+                "session id {session_id:?} is empty or already in use"
+            )));
+        }
         self.tick(now_ms);
         let seq = match self.config.host_pool_type {
             HostPoolType::Pooled => {

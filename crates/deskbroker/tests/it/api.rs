@@ -30,6 +30,17 @@ async fn state(app: &App, pool: &str) -> (Value, Value, Value) {
     )
 }
 
+/// (method, path, raw body, token, expected status, expected code, text the message must hold)
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    u16,
+    &'a str,
+    &'a str,
+);
+
 #[tokio::test]
 async fn bad_input_is_refused_whole_with_the_error_shape() {
     let dir = tempfile::tempdir().unwrap();
@@ -44,8 +55,7 @@ async fn bad_input_is_refused_whole_with_the_error_shape() {
     .await;
     let before = state(&app, "p").await;
 
-    // (method, path, body as raw text, token, expected status, expected code, text in message)
-    let cases: &[(&str, &str, &str, Option<&str>, u16, &str, &str)] = &[
+    let cases: &[Case] = &[
         (
             "PATCH",
             "/api/v1/hostPools/p",

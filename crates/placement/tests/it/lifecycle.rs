@@ -1,0 +1,198 @@
+//! Rule S4: a placement makes a Pending session that counts at once; the
+//! host confirms it Active, a dropped client leaves it Disconnected, logoff
+//! ends it, and a Pending session not confirmed in time ends by itself.
+
+use placement::{Error, SessionState};
+
+use crate::{Alg, World};
+
+const SECOND_MS: i64 = 1000;
+
+#[test]
+fn s4_a_placement_is_pending_and_counts_at_once() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    let p = w.connect("alice@x", 0).unwrap();
+    let s = w.pool.session(&p.session_id).unwrap().clone();
+    assert_eq!(
+        (s.state, s.host.as_str(), s.user.as_str()),
+        (SessionState::Pending, "a", "alice@x")
+    );
+    assert_eq!((s.create_time_ms, s.state_since_ms), (w.now_ms, w.now_ms));
+    let a = w.pool.host("a").unwrap();
+    assert_eq!((a.sessions, a.connecting_sessions), (1, 1));
+}
+
+#[test]
+fn s4_state_transitions() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    let id = w.connect("alice@x", 0).unwrap().session_id;
+    let connecting = |w: &World| w.pool.host("a").unwrap().connecting_sessions;
+
+    w.advance_ms(5 * SECOND_MS);
+    w.set_state(&id, SessionState::Active);
+    let s = w.pool.session(&id).unwrap();
+    assert_eq!(s.state, SessionState::Active);
+    assert_eq!(
+        s.state_since_ms, w.now_ms,
+        "the state's start moves with it"
+    );
+    assert_eq!(
+        s.create_time_ms,
+        w.now_ms - 5 * SECOND_MS,
+        "the creation time does not"
+    );
+    assert_eq!(
+        connecting(&w),
+        0,
+        "an Active session is no longer connecting"
+    );
+
+    w.set_state(&id, SessionState::Disconnected);
+    assert_eq!(
+        w.pool.session(&id).unwrap().state,
+        SessionState::Disconnected
+    );
+    w.set_state(&id, SessionState::Active);
+    assert_eq!(w.pool.session(&id).unwrap().state, SessionState::Active);
+    assert_eq!(
+        w.sessions_on("a"),
+        1,
+        "the count does not change with the state"
+    );
+
+    // Back to Pending is refused; so is an unknown session.
+    let e = w
+        .pool
+        .set_session_state(&id, SessionState::Pending, w.now_ms)
+        .unwrap_err();
+    assert_eq!(e.code(), "InvalidParameter");
+    assert_eq!(w.pool.session(&id).unwrap().state, SessionState::Active);
+    let e = w
+        .pool
+        .set_session_state("nope", SessionState::Active, w.now_ms)
+        .unwrap_err();
+    assert_eq!(e.code(), "SessionNotFound");
+    w.assert_consistent();
+}
+
+#[test]
+fn s4_logoff_ends_the_session() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    let p1 = w.connect("alice@x", 0).unwrap();
+    let p2 = w.connect("bob@x", 0).unwrap();
+    assert_eq!((p1.host.as_str(), p2.host.as_str()), ("a", "b"));
+    w.pool.logoff(&p1.session_id).unwrap();
+    assert!(w.pool.session(&p1.session_id).is_none());
+    assert_eq!(w.pool.session_count(), 1);
+    assert_eq!(w.counts(), [("a".into(), 0), ("b".into(), 1)]);
+    assert_eq!(w.pool.user_sessions("alice@x").count(), 0);
+    // Twice is an error and changes nothing.
+    let e = w.pool.logoff(&p1.session_id).unwrap_err();
+    assert!(matches!(e, Error::SessionNotFound(_)), "{e:?}");
+    assert_eq!(w.pool.session_count(), 1);
+    // The freed slot is used again: classic takes a (0) over b (1).
+    assert_eq!(w.connect("carol@x", 0).unwrap().host, "a");
+    w.assert_consistent();
+}
+
+#[test]
+fn s4_a_pending_session_expires_after_the_pending_timeout() {
+    // Default pendingTimeoutSeconds: 120.
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    let id = w.connect("alice@x", 0).unwrap().session_id;
+    w.tick_after_ms(120 * SECOND_MS - 1);
+    assert!(w.pool.session(&id).is_some(), "still within 120 s");
+    assert_eq!(w.sessions_on("a"), 1);
+    w.pool.take_changes();
+    w.tick_after_ms(1);
+    assert!(w.pool.session(&id).is_none(), "120 s without confirmation");
+    assert_eq!(w.sessions_on("a"), 0);
+    assert_eq!(w.pool.host("a").unwrap().connecting_sessions, 0);
+    assert_eq!(w.pool.user_sessions("alice@x").count(), 0);
+    assert_eq!(w.pool.take_changes(), [placement::Change::SessionEnded(id)]);
+    // alice is placed afresh, not reconnected to the expired session.
+    assert!(!w.connect("alice@x", 0).unwrap().reconnect);
+    w.assert_consistent();
+}
+
+#[test]
+fn s4_the_pool_sets_the_pending_timeout() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.pending_timeout_seconds = 30);
+    let id1 = w.connect("alice@x", 0).unwrap().session_id;
+    w.advance_ms(10 * SECOND_MS);
+    let id2 = w.connect("bob@x", 0).unwrap().session_id;
+    // t = 30 s: alice's (placed at 0) ends, bob's (placed at 10 s) stays.
+    w.tick_after_ms(20 * SECOND_MS);
+    assert!(w.pool.session(&id1).is_none());
+    assert!(w.pool.session(&id2).is_some());
+    // t = 40 s: bob's ends too.
+    w.tick_after_ms(10 * SECOND_MS);
+    assert!(w.pool.session(&id2).is_none());
+    assert_eq!(w.sessions_on("a"), 0);
+}
+
+#[test]
+fn s4_the_connect_itself_expires_stale_pending_sessions_first() {
+    // Limit 1 on the only host: alice's Pending session fills it.
+    let mut w = World::with_hosts(Alg::Depth, &["a"]);
+    w.set_limit(1);
+    let id = w.connect("alice@x", 0).unwrap().session_id;
+    w.advance_ms(60 * SECOND_MS);
+    assert_eq!(
+        w.connect("bob@x", 0).unwrap_err().code(),
+        "NoSessionHostAvailable"
+    );
+    // No tick from outside: bob's connect at t = 120 s ends alice's session
+    // before placing, so bob gets the slot it freed.
+    w.advance_ms(60 * SECOND_MS);
+    let p = w.connect("bob@x", 0).unwrap();
+    assert_eq!(p.host, "a");
+    assert!(w.pool.session(&id).is_none());
+    assert_eq!(w.sessions_on("a"), 1);
+    w.assert_consistent();
+}
+
+#[test]
+fn s4_confirmed_sessions_never_expire() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    let active = w.connect("alice@x", 0).unwrap().session_id;
+    let disconnected = w.connect("bob@x", 0).unwrap().session_id;
+    // Confirmed just before the timeout.
+    w.advance_ms(119 * SECOND_MS);
+    w.set_state(&active, SessionState::Active);
+    w.set_state(&disconnected, SessionState::Disconnected);
+    // Thirty days later both are still there.
+    w.tick_after_ms(30 * 24 * 3600 * SECOND_MS);
+    assert_eq!(w.pool.session(&active).unwrap().state, SessionState::Active);
+    assert_eq!(
+        w.pool.session(&disconnected).unwrap().state,
+        SessionState::Disconnected
+    );
+    assert_eq!(w.sessions_on("a"), 2);
+}
+
+/// A connect whose session id is already in use must be refused, leaving
+/// the pool as it was (the engine promises every refusal as an `Error`).
+/// Today the second session silently replaces the first in the session map
+/// while the host's count goes up by one, so the count and the sessions
+/// disagree (S6) and alice's index entry points at bob's session; after a
+/// logoff, alice's next connect panics on the missing entry.
+#[test]
+fn s4_a_session_id_already_in_use_is_refused() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    let now = w.now_ms;
+    let req = |user| placement::ConnectRequest {
+        user,
+        ..Default::default()
+    };
+    w.pool.connect(&req("alice@x"), now, 0, "dup").unwrap();
+    let before = (w.counts(), w.pool.session_count());
+    let second = w.pool.connect(&req("bob@x"), now, 0, "dup");
+    assert!(
+        second.is_err(),
+        "a second session with id \"dup\" was made: {second:?}"
+    );
+    assert_eq!((w.counts(), w.pool.session_count()), before);
+    w.assert_consistent();
+}
