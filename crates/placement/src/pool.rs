@@ -185,6 +185,21 @@ impl Pool {
         self.sessions.get(id)
     }
 
+    /// The host named `name`, or `SessionHostNotFound` saying so.
+    pub fn find_host(&self, name: &str) -> Result<&Host, Error> {
+        self.seq_of(name).map(|seq| &self.hosts[&seq])
+    }
+
+    /// The session `id`, or `SessionNotFound` saying so.
+    pub fn find_session(&self, id: &str) -> Result<&Session, Error> {
+        self.sessions.get(id).ok_or_else(|| {
+            Error::SessionNotFound(format!(
+                "session {id} is not in host pool {}",
+                self.config.name
+            ))
+        })
+    }
+
     pub fn session_count(&self) -> usize {
         self.sessions.len()
     }
@@ -435,9 +450,7 @@ impl Pool {
                 "sessionState: a session can be set Active or Disconnected, not Pending".into(),
             ));
         }
-        let Some(s) = self.sessions.get(id) else {
-            return Err(self.session_not_found(id));
-        };
+        let s = self.find_session(id)?;
         if s.state == state {
             return Ok(());
         }
@@ -453,18 +466,9 @@ impl Pool {
 
     /// Ends a session (logoff).
     pub fn logoff(&mut self, id: &str) -> Result<(), Error> {
-        if !self.sessions.contains_key(id) {
-            return Err(self.session_not_found(id));
-        }
+        self.find_session(id)?;
         self.end_session(id);
         Ok(())
-    }
-
-    fn session_not_found(&self, id: &str) -> Error {
-        Error::SessionNotFound(format!(
-            "session {id} is not in host pool {}",
-            self.config.name
-        ))
     }
 
     fn end_session(&mut self, id: &str) {

@@ -15,13 +15,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::state::Broker;
 
 fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, ApiError> {
-    p.host(host).map(SessionHostOutput::from).ok_or_else(|| {
-        placement::Error::SessionHostNotFound(format!(
-            "session host {host} is not in host pool {}",
-            p.name()
-        ))
-        .into()
-    })
+    Ok(SessionHostOutput::from(p.find_host(host)?))
 }
 
 /// Session hosts in query order.
@@ -101,12 +95,7 @@ pub async fn patch(
 ) -> Result<axum::Json<SessionHostOutput>, ApiError> {
     let out = b
         .write(&pool, |p, now| {
-            let current = p.host(&host).ok_or_else(|| {
-                placement::Error::SessionHostNotFound(format!(
-                    "session host {host} is not in host pool {}",
-                    p.name()
-                ))
-            })?;
+            let current = p.find_host(&host)?;
             let mut spec = current.spec.clone();
             if let Some(a) = input.address {
                 spec.address = a;

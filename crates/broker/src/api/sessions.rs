@@ -84,10 +84,7 @@ pub async fn list(
 }
 
 fn find(p: &placement::Pool, id: &str) -> Result<SessionOutput, ApiError> {
-    p.session(id).map(SessionOutput::from).ok_or_else(|| {
-        placement::Error::SessionNotFound(format!("session {id} is not in host pool {}", p.name()))
-            .into()
-    })
+    Ok(SessionOutput::from(p.find_session(id)?))
 }
 
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/userSessions/{id}", tag = "sessions",
