@@ -12,6 +12,7 @@
 //! costs O(log n) however many hosts the pool has.
 
 mod error;
+pub mod load_index;
 pub mod model;
 pub mod pipeline;
 mod pool;

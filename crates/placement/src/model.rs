@@ -167,14 +167,7 @@ impl PoolConfig {
         use HostPoolType::*;
         use LoadBalancerType::*;
         match (self.host_pool_type, self.load_balancer_type) {
-            (Pooled, BreadthFirst | DepthFirst) => {}
-            (Pooled, LoadIndex) => {
-                return Err(Error::InvalidParameter(
-                    "loadBalancerType: LoadIndex is not available in this version of \
-                     deskbroker yet; use BreadthFirst or DepthFirst"
-                        .into(),
-                ));
-            }
+            (Pooled, BreadthFirst | DepthFirst | LoadIndex) => {}
             (Personal, Persistent | MultiplePersistent) => {}
             (t, lb) => {
                 return Err(Error::InvalidParameter(format!(
@@ -502,10 +495,17 @@ pub struct Host {
     /// Derived: the Pending sessions of this host.
     #[serde(skip)]
     pub connecting_sessions: u32,
+    /// Derived: the Server Load Index, 0..=100 or -1 (rules H1–H3).
+    #[serde(skip, default = "unknown_index")]
+    pub load_index: i32,
 }
 
 fn available() -> HostStatus {
     HostStatus::Available
+}
+
+fn unknown_index() -> i32 {
+    crate::load_index::UNKNOWN
 }
 
 /// One user's session on one host.

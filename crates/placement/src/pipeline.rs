@@ -78,6 +78,8 @@ pub struct FilterCounts {
     pub unavailable: usize,
     pub drained: usize,
     pub at_limit: usize,
+    /// LoadIndex pools: hosts refusing logons at their own thresholds (H6).
+    pub rejecting: usize,
 }
 
 /// Rule S3: the message of a refused connect, saying why no host fits.
@@ -112,6 +114,11 @@ pub fn explain_refusal(counts: &FilterCounts, limit: u32, requires: &[String]) -
     if c.drained == considered {
         return "all session hosts are in drain mode: allow new sessions on a host".into();
     }
+    if c.rejecting == considered {
+        return "every session host refuses new logons: each is at its load index or \
+                connecting session threshold (loadIndexSettings or the host's policy)"
+            .into();
+    }
     if c.unavailable == considered {
         return "no session host is available: every session host has stopped sending \
                 heartbeats"
@@ -130,6 +137,12 @@ fn mixed(c: &FilterCounts, limit_text: &str, requires: &[String]) -> String {
     }
     if c.at_limit > 0 {
         parts.push(format!("{} at {limit_text}", c.at_limit));
+    }
+    if c.rejecting > 0 {
+        parts.push(format!(
+            "{} refusing new logons at their load index or connecting session threshold",
+            c.rejecting
+        ));
     }
     if c.lacking_capability > 0 {
         parts.push(format!(

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::Error;
+use crate::load_index::{self, MinTree};
 use crate::model::*;
 use crate::pipeline::{self, FilterCounts, Ranked};
 
@@ -86,7 +87,39 @@ pub struct Pool {
     watched: BTreeSet<(TimestampMs, u64)>,
     /// When this engine started: silence is counted from here at the earliest.
     started_ms: TimestampMs,
+    /// How many hosts' last heartbeat carried a custom load index (H3).
+    custom_reporters: usize,
+    /// The host the `LoadIndex` round robin served last (H5), 0 for none.
+    last_served_seq: u64,
+    /// The `LoadIndex` buckets' indexes, kept only while the pool uses it.
+    buckets: Option<Buckets>,
     changes: Vec<Change>,
+}
+
+/// Indexes of the `LoadIndex` algorithm over its eligible hosts (open,
+/// below the limit, not refusing by H6).
+#[derive(Clone, Debug, Default)]
+struct Buckets {
+    /// Bucket-1 candidates (every standard capability, under the connecting
+    /// threshold, known index) as `(index, seq)`: the threshold raise reads
+    /// the `minHostsInQueue`-th lowest index here.
+    first_sorted: indexset::BTreeSet<(i32, u64)>,
+    /// The same hosts' indexes by query order, for round robin.
+    first: MinTree,
+    /// Bucket-2 candidates (lacking a standard capability) by query order.
+    second: MinTree,
+    /// Every eligible host, in bucket-3 order: known index lowest first
+    /// (unknown last), then fewest connecting sessions, then query order.
+    third: BTreeSet<(i32, u32, u64)>,
+}
+
+fn third_key(h: &Host) -> (i32, u32, u64) {
+    let index = if h.load_index >= 0 {
+        h.load_index
+    } else {
+        i32::MAX
+    };
+    (index, h.connecting_sessions, h.seq)
 }
 
 fn is_open(h: &Host) -> bool {
@@ -112,8 +145,12 @@ impl Pool {
             pending: BTreeSet::new(),
             watched: BTreeSet::new(),
             started_ms,
+            custom_reporters: 0,
+            last_served_seq: 0,
+            buckets: None,
             changes: Vec::new(),
         }
+        .with_indexes_rebuilt()
     }
 
     /// Rebuilds a pool from what the store kept. Session counts, statuses
@@ -127,6 +164,7 @@ impl Pool {
     ) -> Pool {
         let mut pool = Pool::new(config, counters.random_seed, started_ms);
         pool.random_draws = counters.random_draws;
+        pool.last_served_seq = counters.last_served_seq;
         let mut max_seq = 0;
         for mut h in hosts {
             h.status = HostStatus::Available;
@@ -142,7 +180,7 @@ impl Pool {
             }
         }
         pool.changes.clear();
-        pool
+        pool.with_indexes_rebuilt()
     }
 
     pub fn config(&self) -> &PoolConfig {
@@ -158,6 +196,7 @@ impl Pool {
             next_seq: self.next_seq,
             random_seed: self.random_seed,
             random_draws: self.random_draws,
+            last_served_seq: self.last_served_seq,
         }
     }
 
@@ -246,6 +285,9 @@ impl Pool {
             )));
         }
         self.config = config;
+        // Limits, thresholds, factors or the algorithm may have changed:
+        // every derived index is recomputed (settings change rarely).
+        self.rebuild_indexes();
         self.changes.push(Change::Config);
         Ok(warnings)
     }
@@ -296,6 +338,7 @@ impl Pool {
                     status: HostStatus::Available,
                     sessions: 0,
                     connecting_sessions: 0,
+                    load_index: load_index::UNKNOWN,
                 });
                 self.changes.push(Change::Host(name));
                 self.changes.push(Change::Counters);
@@ -391,6 +434,12 @@ impl Pool {
         metrics.validate()?;
         let seq = self.seq_of(name)?;
         self.watched.remove(&self.watch_key(seq));
+        let reported_before = self.custom_reporters > 0;
+        let (was, is) = (
+            reports_custom(&self.hosts[&seq]),
+            metrics.custom_load_index.is_some(),
+        );
+        self.custom_reporters = self.custom_reporters + usize::from(is) - usize::from(was);
         self.update_host(seq, |h| {
             h.last_heartbeat_ms = Some(now_ms);
             h.metrics = Some(metrics);
@@ -398,6 +447,11 @@ impl Pool {
                 h.status = HostStatus::Available;
             }
         });
+        if reported_before != (self.custom_reporters > 0) {
+            // H3: the first or last custom reporter changes every other
+            // host's index (25 or -1).
+            self.rebuild_indexes();
+        }
         self.watched.insert(self.watch_key(seq));
         self.changes.push(Change::Host(name.to_string()));
         Ok(())
@@ -509,7 +563,11 @@ impl Pool {
                 if let Some(p) = self.reconnect(req.user, None)? {
                     return Ok(p);
                 }
-                self.pick_pooled(req.requires, random)?
+                if self.config.load_balancer_type == LoadBalancerType::LoadIndex {
+                    self.pick_load_index(req.requires)?
+                } else {
+                    self.pick_pooled(req.requires, random)?
+                }
             }
             HostPoolType::Personal => match self.pick_personal(req)? {
                 Chosen::Reconnect(p) => return Ok(p),
@@ -599,6 +657,8 @@ impl Pool {
                 c.drained += 1;
             } else if h.sessions >= limit {
                 c.at_limit += 1;
+            } else if self.rejects(h) {
+                c.rejecting += 1;
             }
         }
         Error::NoSessionHostAvailable(pipeline::explain_refusal(&c, limit, requires))
@@ -688,6 +748,9 @@ impl Pool {
             state_since_ms: now_ms,
         });
         self.random_draws += 1;
+        if self.config.load_balancer_type == LoadBalancerType::LoadIndex {
+            self.last_served_seq = seq;
+        }
         self.changes.push(Change::Session(id.to_string()));
         self.changes.push(Change::Counters);
         placement
@@ -707,20 +770,136 @@ impl Pool {
         let h = &self.hosts[&seq];
         self.open.remove(&(h.sessions, seq));
         self.open_unassigned.remove(&seq);
+        if let Some(b) = &mut self.buckets {
+            b.first_sorted.remove(&(h.load_index, seq));
+            b.first.set(seq as usize, i32::MAX);
+            b.second.set(seq as usize, i32::MAX);
+            b.third.remove(&third_key(h));
+        }
     }
 
+    /// Recomputes the host's load index and puts it back in every index it
+    /// belongs to.
     fn reindex(&mut self, seq: u64) {
+        let cfg = &self.config;
+        let h = self.hosts.get_mut(&seq).expect("reindex: host exists");
+        h.load_index = load_index::compute(
+            &cfg.load_index_settings,
+            cfg.max_session_limit,
+            h.sessions,
+            h.metrics.as_ref(),
+            self.custom_reporters > 0,
+        );
         let h = &self.hosts[&seq];
-        if is_open(h) {
-            self.open.insert((h.sessions, seq));
-            if h.spec.assigned_user.is_none() {
-                self.open_unassigned.insert(seq);
+        if !is_open(h) {
+            return;
+        }
+        self.open.insert((h.sessions, seq));
+        if h.spec.assigned_user.is_none() {
+            self.open_unassigned.insert(seq);
+        }
+        if self.buckets.is_none() || h.sessions >= cfg.max_session_limit || self.rejects(h) {
+            return;
+        }
+        let connecting = cfg.logon_storm_settings.connecting_session_threshold;
+        let under_connecting = connecting == 0 || h.connecting_sessions < connecting;
+        let standard = cfg
+            .standard_capabilities
+            .iter()
+            .all(|c| h.spec.capabilities.contains(c));
+        let key = third_key(h);
+        let index = h.load_index;
+        let b = self.buckets.as_mut().expect("checked above");
+        b.third.insert(key);
+        if index >= 0 && under_connecting {
+            if standard {
+                b.first_sorted.insert((index, seq));
+                b.first.set(seq as usize, index);
+            } else {
+                b.second.set(seq as usize, index);
             }
         }
     }
 
+    /// H6: a host of a `LoadIndex` pool at or over its load index or
+    /// connecting session threshold refuses new logons (its own policy
+    /// overrides the pool's values; 0 disables).
+    fn rejects(&self, h: &Host) -> bool {
+        if self.config.load_balancer_type != LoadBalancerType::LoadIndex {
+            return false;
+        }
+        let s = &self.config.load_index_settings;
+        let index_max = h
+            .spec
+            .policy
+            .load_index_threshold
+            .unwrap_or(s.load_index_threshold);
+        let connecting_max = h
+            .spec
+            .policy
+            .connecting_session_threshold
+            .unwrap_or(s.connecting_session_threshold);
+        (index_max > 0 && h.load_index >= index_max as i32)
+            || (connecting_max > 0 && h.connecting_sessions >= connecting_max)
+    }
+
+    /// Recomputes every derived index from scratch (after a settings change,
+    /// a restore, or a change of custom reporters).
+    fn rebuild_indexes(&mut self) {
+        self.open = indexset::BTreeSet::new();
+        self.open_unassigned.clear();
+        self.buckets =
+            (self.config.load_balancer_type == LoadBalancerType::LoadIndex).then(Buckets::default);
+        let seqs: Vec<u64> = self.hosts.keys().copied().collect();
+        for seq in seqs {
+            self.reindex(seq);
+        }
+    }
+
+    fn with_indexes_rebuilt(mut self) -> Pool {
+        self.rebuild_indexes();
+        self
+    }
+
+    /// H5: logon-storm buckets, round robin inside the chosen one.
+    fn pick_load_index(&self, requires: &[String]) -> Result<u64, Error> {
+        let b = self
+            .buckets
+            .as_ref()
+            .expect("a LoadIndex pool keeps its buckets");
+        let storm = &self.config.logon_storm_settings;
+        let configured = if storm.load_index_threshold == 0 {
+            i32::MAX
+        } else {
+            storm.load_index_threshold as i32
+        };
+        // Raise the threshold until minHostsInQueue hosts qualify (or no
+        // host is left to add): the k-th lowest index, plus one.
+        let raised = match b.first_sorted.len() {
+            0 => configured,
+            n => {
+                let k = (storm.min_hosts_in_queue as usize).clamp(1, n);
+                let kth = b.first_sorted.get_index(k - 1).expect("k <= n").0;
+                configured.max(kth.saturating_add(1))
+            }
+        };
+        let fits = |seq: usize| has_all(&self.hosts[&(seq as u64)], requires);
+        let start = self.last_served_seq as usize + 1;
+        let found = round_robin(&b.first, start, raised, fits)
+            .or_else(|| round_robin(&b.second, start, configured, fits))
+            .map(|seq| seq as u64)
+            .or_else(|| {
+                b.third
+                    .iter()
+                    .map(|&(_, _, seq)| seq)
+                    .find(|&seq| fits(seq as usize))
+            });
+        found.ok_or_else(|| self.refusal(requires))
+    }
+
     fn insert_host(&mut self, h: Host) {
         let seq = h.seq;
+        self.custom_reporters += usize::from(reports_custom(&h));
         self.host_by_name.insert(h.spec.name.clone(), seq);
         for c in &h.spec.capabilities {
             *self.capability_hosts.entry(c.clone()).or_default() += 1;
@@ -744,6 +923,7 @@ impl Pool {
             .hosts
             .remove(&seq)
             .expect("remove_host_entry: host exists");
+        self.custom_reporters -= usize::from(reports_custom(&h));
         self.host_by_name.remove(&h.spec.name);
         for c in &h.spec.capabilities {
             if let Some(n) = self.capability_hosts.get_mut(c) {
@@ -819,11 +999,48 @@ pub struct PoolCounters {
     pub next_seq: u64,
     pub random_seed: u64,
     pub random_draws: u64,
+    /// The `LoadIndex` round robin's last host (0: none yet).
+    #[serde(default)]
+    pub last_served_seq: u64,
 }
 
 enum Chosen {
     Reconnect(Placement),
     Host(u64),
+}
+
+fn reports_custom(h: &Host) -> bool {
+    h.metrics
+        .as_ref()
+        .is_some_and(|m| m.custom_load_index.is_some())
+}
+
+/// The first position of `tree` from `start` on, wrapping around to the
+/// start, whose value is below `below` and that `fits`.
+fn round_robin(
+    tree: &MinTree,
+    start: usize,
+    below: i32,
+    fits: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let mut from = start;
+    while let Some(p) = tree.first_below(from, below) {
+        if fits(p) {
+            return Some(p);
+        }
+        from = p + 1;
+    }
+    let mut from = 0;
+    while let Some(p) = tree.first_below(from, below) {
+        if p >= start {
+            return None;
+        }
+        if fits(p) {
+            return Some(p);
+        }
+        from = p + 1;
+    }
+    None
 }
 
 fn has_all(h: &Host, requires: &[String]) -> bool {

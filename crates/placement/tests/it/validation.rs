@@ -86,12 +86,12 @@ fn p2_p4_p5_settings_table() {
             |c| c.load_balancer_type = LoadIndex,
             Want::Invalid("loadBalancerType"),
         ),
-        // LoadIndex is a valid pooled algorithm (P2) that this version refuses, saying so.
+        // LoadIndex is a valid pooled algorithm (P2).
         (
             "pooled LoadIndex",
             pooled,
             |c| c.load_balancer_type = LoadIndex,
-            Want::Invalid("loadBalancerType"),
+            Want::Ok(0),
         ),
         (
             "pooled with an assignment type",

@@ -1,0 +1,145 @@
+//! The Horizon-style Server Load Index of a host (rules H1–H3), and the
+//! two small structures that let the `LoadIndex` algorithm (H5) place a
+//! logon in O(log n): a min-tree over query order for round robin inside a
+//! bucket, and the threshold raise.
+
+use crate::model::{HostMetrics, LoadIndexSettings, MAX_SESSION_LIMIT};
+
+/// The index of a host whose load is unknown (H1).
+pub const UNKNOWN: i32 = -1;
+
+/// What a custom-script pool counts for a host that reports no value while
+/// others do (H3).
+pub const CUSTOM_MISSING: i32 = 25;
+
+/// `min(100, floor(100 * value / threshold))`, exact for values given with
+/// up to six decimals: the value is taken in millionths as an integer, so
+/// 29 % against a threshold of 100 is 29, not 28.999….
+pub fn factor(value: f64, threshold: u32) -> i32 {
+    let micro = (value * 1e6).round() as i128;
+    let f = (100 * micro).div_euclid(i128::from(threshold) * 1_000_000);
+    f.clamp(0, 100) as i32
+}
+
+/// The session factor (H2): against the limit when it is set below 999999
+/// (100 when the limit is 0), else the raw count capped at 100.
+pub fn session_factor(sessions: u32, limit: u32) -> i32 {
+    if limit == 0 {
+        return 100;
+    }
+    if limit < MAX_SESSION_LIMIT {
+        return (u64::from(sessions) * 100 / u64::from(limit)).min(100) as i32;
+    }
+    sessions.min(100) as i32
+}
+
+/// A host's Server Load Index, 0..=100, or -1 when unknown (H1–H3).
+///
+/// `metrics` is the last heartbeat's (None: the host never sent one);
+/// `any_custom` tells whether some host of the pool reports a custom value.
+pub fn compute(
+    s: &LoadIndexSettings,
+    limit: u32,
+    sessions: u32,
+    metrics: Option<&HostMetrics>,
+    any_custom: bool,
+) -> i32 {
+    if s.use_custom_script {
+        return match metrics.and_then(|m| m.custom_load_index) {
+            Some(v) => v.clamp(0, 100) as i32,
+            None if any_custom => CUSTOM_MISSING,
+            None => UNKNOWN,
+        };
+    }
+    let metric_factors = [
+        (s.cpu_threshold, metrics.map(|m| m.cpu_percent)),
+        (s.memory_threshold, metrics.map(|m| m.memory_percent)),
+        (
+            s.disk_queue_length_threshold,
+            metrics.map(|m| m.disk_queue_length),
+        ),
+        (
+            s.disk_read_latency_threshold,
+            metrics.map(|m| m.disk_read_latency_ms),
+        ),
+        (
+            s.disk_write_latency_threshold,
+            metrics.map(|m| m.disk_write_latency_ms),
+        ),
+    ];
+    let any_metric = metric_factors.iter().any(|(t, _)| *t > 0);
+    let use_sessions = s.include_session_count || !any_metric;
+    let mut index = if use_sessions {
+        session_factor(sessions, limit)
+    } else {
+        UNKNOWN
+    };
+    for (threshold, value) in metric_factors {
+        if threshold == 0 {
+            continue;
+        }
+        match value {
+            // H1: a factor in use needs a metric the host never reported.
+            None => return UNKNOWN,
+            // H2: a factor whose metric the last heartbeat lacks is left out.
+            Some(None) => {}
+            Some(Some(v)) => index = index.max(factor(v, threshold)),
+        }
+    }
+    index
+}
+
+/// Minimum over positions (query order) with "first position at or after
+/// `from` whose value is below `x`" in O(log n): how round robin finds the
+/// next host of a bucket. Positions not in the bucket hold `i32::MAX`.
+#[derive(Clone, Debug, Default)]
+pub struct MinTree {
+    /// Leaves start at `size`; node `i` is the minimum of `2i` and `2i+1`.
+    nodes: Vec<i32>,
+    size: usize,
+}
+
+impl MinTree {
+    pub fn set(&mut self, pos: usize, value: i32) {
+        if pos >= self.size {
+            self.grow(pos + 1);
+        }
+        let mut i = self.size + pos;
+        self.nodes[i] = value;
+        while i > 1 {
+            i /= 2;
+            self.nodes[i] = self.nodes[2 * i].min(self.nodes[2 * i + 1]);
+        }
+    }
+
+    fn grow(&mut self, at_least: usize) {
+        let size = at_least.next_power_of_two().max(64);
+        let mut nodes = vec![i32::MAX; 2 * size];
+        nodes[size..size + self.size].copy_from_slice(&self.nodes[self.size..]);
+        for i in (1..size).rev() {
+            nodes[i] = nodes[2 * i].min(nodes[2 * i + 1]);
+        }
+        self.nodes = nodes;
+        self.size = size;
+    }
+
+    /// The first position `>= from` whose value is `< x`.
+    pub fn first_below(&self, from: usize, x: i32) -> Option<usize> {
+        if from >= self.size || self.nodes[1] >= x {
+            return None;
+        }
+        self.find(1, 0, self.size, from, x)
+    }
+
+    fn find(&self, node: usize, lo: usize, hi: usize, from: usize, x: i32) -> Option<usize> {
+        if hi <= from || self.nodes[node] >= x {
+            return None;
+        }
+        if hi - lo == 1 {
+            return Some(lo);
+        }
+        let mid = (lo + hi) / 2;
+        self.find(2 * node, lo, mid, from, x)
+            .or_else(|| self.find(2 * node + 1, mid, hi, from, x))
+    }
+}
