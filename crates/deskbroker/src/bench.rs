@@ -44,6 +44,12 @@ pub struct StormArgs {
     /// Algorithm of the benchmark pool.
     #[arg(long, default_value = "BreadthFirst")]
     pub load_balancer_type: String,
+    /// LoadIndex pools: the CPU threshold of the index (0 leaves the CPU
+    /// out). Each host then sends one heartbeat with a CPU between 0 and
+    /// 60 % while it is added, and none during the storm: the index the
+    /// broker sees is stale, as it is during a real logon storm (H4).
+    #[arg(long, default_value_t = 90)]
+    pub cpu_threshold: u32,
     /// Name of the benchmark pool (replaced if it exists).
     #[arg(long, default_value = "bench-storm")]
     pub pool: String,
@@ -89,29 +95,23 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 
 async fn storm(client: &Arc<Client>, args: &StormArgs) -> anyhow::Result<Value> {
     let pool = args.pool.as_str();
-    client
-        .put(
-            &["hostPools", pool],
-            &json!({"hostPoolType": "Pooled", "loadBalancerType": args.load_balancer_type,
-                    "maxSessionLimit": 999_999}),
-        )
-        .await
-        .context("cannot create the benchmark pool")?;
+    let load_index = args.load_balancer_type == "LoadIndex";
+    let cpu_threshold = if load_index { args.cpu_threshold } else { 0 };
+    let pool_body = json!({
+        "hostPoolType": "Pooled",
+        "loadBalancerType": args.load_balancer_type,
+        "loadIndexSettings": {"cpuThreshold": cpu_threshold},
+    });
     // A pool left from an earlier run: clear it (force removes sessions).
-    let existing = client
-        .list(&["hostPools", pool, "sessionHosts"], &[])
-        .await?;
-    if existing.as_array().is_some_and(|a| !a.is_empty()) {
+    if client.get(&["hostPools", pool], &[]).await.is_ok() {
         client
             .delete(&["hostPools", pool], &[("force", "true")])
             .await?;
-        client
-            .put(
-                &["hostPools", pool],
-                &json!({"hostPoolType": "Pooled", "loadBalancerType": args.load_balancer_type}),
-            )
-            .await?;
     }
+    client
+        .put(&["hostPools", pool], &pool_body)
+        .await
+        .context("cannot create the benchmark pool")?;
 
     let setup_started = Instant::now();
     let bar = progress(args.quiet, u64::from(args.hosts), "adding hosts");
@@ -126,14 +126,17 @@ async fn storm(client: &Arc<Client>, args: &StormArgs) -> anyhow::Result<Value> 
             async move {
                 let host = format!("h{i:06}");
                 let address = format!("10.{}.{}.{}:3389", (i >> 16) & 255, (i >> 8) & 255, i & 255);
-                let r = client
-                    .put(
-                        &["hostPools", &pool, "sessionHosts", &host],
-                        &json!({"address": address}),
-                    )
-                    .await;
+                let path = ["hostPools", &pool, "sessionHosts", &host];
+                client.put(&path, &json!({"address": address})).await?;
+                if cpu_threshold > 0 {
+                    // One heartbeat, never refreshed during the storm: a
+                    // fixed, spread-out CPU of 0..60 % per host.
+                    let cpu = (i.wrapping_mul(0x9E37_79B9) % 6_000) as f64 / 100.0;
+                    let beat = ["hostPools", &pool, "sessionHosts", &host, "heartbeat"];
+                    client.post(&beat, &json!({"cpuPercent": cpu})).await?;
+                }
                 bar.inc(1);
-                r.map(|_| ())
+                Ok(())
             }
         }
     })
@@ -205,8 +208,18 @@ async fn storm(client: &Arc<Client>, args: &StormArgs) -> anyhow::Result<Value> 
     let elapsed = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
 
-    // Check the outcome from the broker itself: every placement is there.
+    // Check the outcome from the broker itself: every placement is there,
+    // and how evenly the hosts were loaded.
     let sessions = client.get(&["hostPools", pool], &[]).await?;
+    let hosts = client.list(&["hostPools", pool, "sessionHosts"], &[]).await?;
+    let per_host = |field: &str| -> Vec<u64> {
+        hosts
+            .as_array()
+            .map(|a| a.iter().filter_map(|h| h[field].as_u64()).collect())
+            .unwrap_or_default()
+    };
+    let sessions_per_host = per_host("sessions");
+    let connecting_per_host = per_host("connectingSessions");
     let h = histogram.lock().unwrap_or_else(|p| p.into_inner());
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     Ok(json!({
@@ -220,6 +233,10 @@ async fn storm(client: &Arc<Client>, args: &StormArgs) -> anyhow::Result<Value> 
         "placed": placed.load(Ordering::Relaxed),
         "errors": *errors.lock().unwrap_or_else(|p| p.into_inner()),
         "sessionsInPool": sessions.get("sessionCount"),
+        "hostsUsed": sessions_per_host.iter().filter(|&&n| n > 0).count(),
+        "minSessionsPerHost": sessions_per_host.iter().min(),
+        "maxSessionsPerHost": sessions_per_host.iter().max(),
+        "maxConnectingSessionsPerHost": connecting_per_host.iter().max(),
         "latencyMs": {"p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999),
                       "max": h.max() as f64 / 1000.0, "mean": round3(h.mean() / 1000.0)},
     }))
@@ -249,6 +266,10 @@ fn print_table(r: &Value) {
     println!(
         "  placed      {} (pool now holds {} sessions); errors {}",
         r["placed"], r["sessionsInPool"], r["errors"]
+    );
+    println!(
+        "  spread      {} hosts used; sessions per host {}..{}; most connecting on one host {}",
+        r["hostsUsed"], r["minSessionsPerHost"], r["maxSessionsPerHost"], r["maxConnectingSessionsPerHost"]
     );
 }
 

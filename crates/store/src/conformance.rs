@@ -45,6 +45,7 @@ pub fn host(name: &str, seq: u64) -> Host {
         status: HostStatus::Available,
         sessions: 0,
         connecting_sessions: 0,
+        load_index: placement::load_index::UNKNOWN,
     }
 }
 
@@ -64,6 +65,7 @@ fn counters(n: u64) -> PoolCounters {
         next_seq: n,
         random_seed: 0xdead_beef,
         random_draws: n * 7,
+        last_served_seq: n + 1,
     }
 }
 

@@ -70,6 +70,10 @@ pub async fn metrics(State(b): State<Arc<Broker>>) -> impl IntoResponse {
         "# HELP deskbroker_host_connecting_sessions Pending sessions per session host.\n\
          # TYPE deskbroker_host_connecting_sessions gauge\n",
     );
+    let mut load = String::from(
+        "# HELP deskbroker_host_load_index Server Load Index per session host, 0..100, or -1 when unknown.\n\
+         # TYPE deskbroker_host_load_index gauge\n",
+    );
     let mut available = String::from(
         "# HELP deskbroker_host_available 1 when the session host is Available and allows new sessions.\n\
          # TYPE deskbroker_host_available gauge\n",
@@ -88,6 +92,11 @@ pub async fn metrics(State(b): State<Arc<Broker>>) -> impl IntoResponse {
                 "deskbroker_host_connecting_sessions{{pool=\"{pool}\",host=\"{host}\"}} {}",
                 h.connecting_sessions
             );
+            let _ = writeln!(
+                load,
+                "deskbroker_host_load_index{{pool=\"{pool}\",host=\"{host}\"}} {}",
+                h.load_index
+            );
             let open = h.status == placement::HostStatus::Available && h.spec.allow_new_session;
             let _ = writeln!(
                 available,
@@ -97,6 +106,7 @@ pub async fn metrics(State(b): State<Arc<Broker>>) -> impl IntoResponse {
         }
     });
     out.push_str(&connecting);
+    out.push_str(&load);
     out.push_str(&available);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }

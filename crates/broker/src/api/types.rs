@@ -240,7 +240,7 @@ impl From<&Host> for SessionHostOutput {
             status: h.status,
             sessions: h.sessions,
             connecting_sessions: h.connecting_sessions,
-            load_index: -1,
+            load_index: h.load_index,
             last_heart_beat: h.last_heartbeat_ms.map(rfc3339),
             assigned_user: h.spec.assigned_user.clone(),
             capabilities: h.spec.capabilities.clone(),

@@ -6,6 +6,7 @@
 mod api;
 mod cli;
 mod durability;
+mod load_index;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
