@@ -1,6 +1,8 @@
 //! `deskbroker hostpool create|update|show|list|delete`: host pools, through
 //! `/api/v1/hostPools`.
 
+use serde_json::Value;
+
 use super::output::Columns;
 use super::{Body, Context, GlobalArgs};
 
@@ -109,6 +111,10 @@ struct PoolSettings {
     /// Name shown to users.
     #[arg(long, value_name = "TEXT")]
     friendly_name: Option<String>,
+    #[command(flatten)]
+    load_index: LoadIndexFlags,
+    #[command(flatten)]
+    logon_storm: LogonStormFlags,
 }
 
 impl PoolSettings {
@@ -123,7 +129,143 @@ impl PoolSettings {
             .set("heartbeatTimeoutSeconds", self.heartbeat_timeout_seconds)
             .set("standardCapabilities", self.standard_capabilities)
             .set("description", self.description)
-            .set("friendlyName", self.friendly_name);
+            .set("friendlyName", self.friendly_name)
+            .set_object("loadIndexSettings", self.load_index.into_body())
+            .set_object("logonStormSettings", self.logon_storm.into_body());
+    }
+}
+
+/// The pool's `loadIndexSettings` (rules H2, H3, H6): which factors make up
+/// a host's Server Load Index, and when a host refuses new logons. Only the
+/// flags given are sent; on update the broker keeps the other fields.
+///
+/// Thresholds are whole numbers; their ranges are the broker's to check (its
+/// `InvalidParameter` names the field). `allow_negative_numbers` makes `-1`
+/// an invalid value of its flag rather than an unknown flag.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Load Index Settings (LoadIndex pools)")]
+struct LoadIndexFlags {
+    /// Count sessions as a load index factor (default true).
+    #[arg(long, value_name = "true|false")]
+    include_session_count: Option<bool>,
+    /// CPU percent that counts as full load, 0..=100 (0: not used, the default).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    cpu_threshold: Option<u32>,
+    /// Memory percent that counts as full load, 0..=100 (0: not used, the
+    /// default).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    memory_threshold: Option<u32>,
+    /// Disk queue length, in requests, that counts as full load (0: not used,
+    /// the default).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    disk_queue_length_threshold: Option<u32>,
+    /// Disk read latency, in milliseconds, that counts as full load (0: not
+    /// used, the default).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    disk_read_latency_threshold: Option<u32>,
+    /// Disk write latency, in milliseconds, that counts as full load (0: not
+    /// used, the default).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    disk_write_latency_threshold: Option<u32>,
+    /// Use the load index each host's agent script reports instead of the
+    /// factors above (default false).
+    #[arg(long, value_name = "true|false")]
+    use_custom_script: Option<bool>,
+    /// Host-side rejection: a host whose load index is at or over this value
+    /// refuses new logons, 0..=100 (0: disabled, the default). A host's own
+    /// policy overrides it.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    load_index_threshold: Option<u32>,
+    /// Host-side rejection: a host with this many connecting sessions or more
+    /// refuses new logons, 0..=150 (0: disabled, the default). A host's own
+    /// policy overrides it.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    connecting_session_threshold: Option<u32>,
+}
+
+impl LoadIndexFlags {
+    fn into_body(self) -> Body {
+        let mut body = Body::default();
+        body.set("includeSessionCount", self.include_session_count)
+            .set("cpuThreshold", self.cpu_threshold)
+            .set("memoryThreshold", self.memory_threshold)
+            .set("diskQueueLengthThreshold", self.disk_queue_length_threshold)
+            .set("diskReadLatencyThreshold", self.disk_read_latency_threshold)
+            .set(
+                "diskWriteLatencyThreshold",
+                self.disk_write_latency_threshold,
+            )
+            .set("useCustomScript", self.use_custom_script)
+            .set("loadIndexThreshold", self.load_index_threshold)
+            .set(
+                "connectingSessionThreshold",
+                self.connecting_session_threshold,
+            );
+        body
+    }
+}
+
+/// The pool's `logonStormSettings` (rule H5): which hosts form the queue that
+/// new logons are spread over while the load indexes are stale.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Logon Storm Settings (LoadIndex pools)")]
+struct LogonStormFlags {
+    /// Hosts with a load index below this value qualify for the queue,
+    /// 0..=100 (default 20; 0: no limit). Sent as
+    /// logonStormSettings.loadIndexThreshold.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    storm_load_index_threshold: Option<u32>,
+    /// Hosts with fewer connecting sessions than this qualify for the queue,
+    /// 0..=150 (default 20; 0: no limit). Sent as
+    /// logonStormSettings.connectingSessionThreshold.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    storm_connecting_session_threshold: Option<u32>,
+    /// Fewest hosts in the queue: the load index threshold is raised until
+    /// this many qualify, 1..=10000 (default 4).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    min_hosts_in_queue: Option<u32>,
+}
+
+impl LogonStormFlags {
+    fn into_body(self) -> Body {
+        let mut body = Body::default();
+        body.set("loadIndexThreshold", self.storm_load_index_threshold)
+            .set(
+                "connectingSessionThreshold",
+                self.storm_connecting_session_threshold,
+            )
+            .set("minHostsInQueue", self.min_hosts_in_queue);
+        body
+    }
+}
+
+impl CreateArgs {
+    /// The pool's name and the body of the PUT: the two required settings and
+    /// the optional ones given.
+    fn into_request(self) -> (String, Value) {
+        let mut body = Body::default();
+        body.set("hostPoolType", Some(self.host_pool_type))
+            .set("loadBalancerType", Some(self.load_balancer_type));
+        self.settings.add_to(&mut body);
+        (self.name, body.into_value())
+    }
+}
+
+impl UpdateArgs {
+    /// The pool's name and the body of the PATCH: only the settings given,
+    /// nested settings in their object (the broker merges them field by
+    /// field).
+    fn into_request(self) -> anyhow::Result<(String, Value)> {
+        let mut body = Body::default();
+        body.set("loadBalancerType", self.load_balancer_type);
+        self.settings.add_to(&mut body);
+        if body.is_empty() {
+            anyhow::bail!(
+                "hostpool update: nothing to change; give at least one setting, \
+                 e.g. --load-balancer-type, --max-session-limit or --cpu-threshold"
+            );
+        }
+        Ok((self.name, body.into_value()))
     }
 }
 
@@ -142,28 +284,13 @@ pub async fn run(args: HostpoolArgs) -> anyhow::Result<()> {
     let client = &ctx.client;
     match args.command {
         HostpoolCommand::Create(create) => {
-            let mut body = Body::default();
-            body.set("hostPoolType", Some(create.host_pool_type))
-                .set("loadBalancerType", Some(create.load_balancer_type));
-            create.settings.add_to(&mut body);
-            let pool = client
-                .put(&["hostPools", &create.name], &body.into_value())
-                .await?;
+            let (name, body) = create.into_request();
+            let pool = client.put(&["hostPools", &name], &body).await?;
             ctx.print(&pool, POOL_COLUMNS)
         }
         HostpoolCommand::Update(update) => {
-            let mut body = Body::default();
-            body.set("loadBalancerType", update.load_balancer_type);
-            update.settings.add_to(&mut body);
-            if body.is_empty() {
-                anyhow::bail!(
-                    "hostpool update: nothing to change; give at least one setting, \
-                     e.g. --load-balancer-type or --max-session-limit"
-                );
-            }
-            let pool = client
-                .patch(&["hostPools", &update.name], &body.into_value())
-                .await?;
+            let (name, body) = update.into_request()?;
+            let pool = client.patch(&["hostPools", &name], &body).await?;
             ctx.print(&pool, POOL_COLUMNS)
         }
         HostpoolCommand::Show(show) => {
@@ -183,5 +310,193 @@ pub async fn run(args: HostpoolArgs) -> anyhow::Result<()> {
             let answer = client.delete(&["hostPools", &delete.name], query).await?;
             ctx.print(&answer, POOL_COLUMNS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+    use serde_json::json;
+
+    use super::super::output::{self, OutputFormat};
+    use super::*;
+
+    /// `deskbroker hostpool …` on its own, to parse a command line as the
+    /// binary does.
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: HostpoolArgs,
+    }
+
+    fn parse(line: &str) -> Result<HostpoolCommand, clap::Error> {
+        Cli::try_parse_from(std::iter::once("hostpool").chain(line.split_whitespace()))
+            .map(|cli| cli.args.command)
+    }
+
+    fn update_body(line: &str) -> anyhow::Result<Value> {
+        match parse(line).expect("valid command line") {
+            HostpoolCommand::Update(update) => update.into_request().map(|(_, body)| body),
+            _ => panic!("not an update: {line}"),
+        }
+    }
+
+    fn create_request(line: &str) -> (String, Value) {
+        match parse(line).expect("valid command line") {
+            HostpoolCommand::Create(create) => create.into_request(),
+            _ => panic!("not a create: {line}"),
+        }
+    }
+
+    #[test]
+    fn command_line_definition_is_consistent() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn update_nests_load_index_and_logon_storm_flags_in_their_objects() {
+        assert_eq!(
+            update_body("update --name p1 --cpu-threshold 90 --min-hosts-in-queue 4")
+                .expect("something to change"),
+            json!({
+                "loadIndexSettings": {"cpuThreshold": 90},
+                "logonStormSettings": {"minHostsInQueue": 4}
+            })
+        );
+        assert_eq!(
+            update_body(
+                "update --name N --load-balancer-type LoadIndex --cpu-threshold 90 \
+                 --storm-load-index-threshold 20 --min-hosts-in-queue 4"
+            )
+            .expect("something to change"),
+            json!({
+                "loadBalancerType": "LoadIndex",
+                "loadIndexSettings": {"cpuThreshold": 90},
+                "logonStormSettings": {"loadIndexThreshold": 20, "minHostsInQueue": 4}
+            })
+        );
+    }
+
+    #[test]
+    fn host_side_and_storm_thresholds_go_to_different_objects() {
+        assert_eq!(
+            update_body(
+                "update --name p1 --load-index-threshold 80 --connecting-session-threshold 10 \
+                 --storm-load-index-threshold 30 --storm-connecting-session-threshold 5"
+            )
+            .expect("something to change"),
+            json!({
+                "loadIndexSettings": {"loadIndexThreshold": 80, "connectingSessionThreshold": 10},
+                "logonStormSettings": {"loadIndexThreshold": 30, "connectingSessionThreshold": 5}
+            })
+        );
+    }
+
+    #[test]
+    fn update_without_nested_flags_sends_no_nested_object() {
+        assert_eq!(
+            update_body("update --name p1 --max-session-limit 5").expect("something to change"),
+            json!({"maxSessionLimit": 5})
+        );
+        let error = update_body("update --name p1").expect_err("nothing to change");
+        assert!(error.to_string().contains("nothing to change"), "{error}");
+    }
+
+    #[test]
+    fn create_sends_every_load_index_flag_given_with_its_type() {
+        let (name, body) = create_request(
+            "create --name p1 --host-pool-type Pooled --load-balancer-type LoadIndex \
+             --standard-capabilities rdp,gpu \
+             --include-session-count false --cpu-threshold 90 --memory-threshold 80 \
+             --disk-queue-length-threshold 4 --disk-read-latency-threshold 20 \
+             --disk-write-latency-threshold 25 --use-custom-script true \
+             --load-index-threshold 95 --connecting-session-threshold 30 \
+             --storm-load-index-threshold 20 --storm-connecting-session-threshold 15 \
+             --min-hosts-in-queue 4",
+        );
+        assert_eq!(name, "p1");
+        assert_eq!(
+            body,
+            json!({
+                "hostPoolType": "Pooled",
+                "loadBalancerType": "LoadIndex",
+                "standardCapabilities": ["rdp", "gpu"],
+                "loadIndexSettings": {
+                    "includeSessionCount": false,
+                    "cpuThreshold": 90,
+                    "memoryThreshold": 80,
+                    "diskQueueLengthThreshold": 4,
+                    "diskReadLatencyThreshold": 20,
+                    "diskWriteLatencyThreshold": 25,
+                    "useCustomScript": true,
+                    "loadIndexThreshold": 95,
+                    "connectingSessionThreshold": 30
+                },
+                "logonStormSettings": {
+                    "loadIndexThreshold": 20,
+                    "connectingSessionThreshold": 15,
+                    "minHostsInQueue": 4
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn create_without_load_index_flags_sends_only_the_required_settings() {
+        let (_, body) = create_request(
+            "create --name p1 --host-pool-type Pooled --load-balancer-type BreadthFirst",
+        );
+        assert_eq!(
+            body,
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})
+        );
+    }
+
+    #[test]
+    fn thresholds_must_be_whole_numbers_but_ranges_are_left_to_the_broker() {
+        for bad in [
+            "update --name p1 --cpu-threshold 9x",
+            "update --name p1 --cpu-threshold -1",
+            "update --name p1 --min-hosts-in-queue 2.5",
+            "update --name p1 --use-custom-script yes",
+        ] {
+            assert!(parse(bad).is_err(), "{bad} was accepted");
+        }
+        // Over 100 % is the broker's to refuse (InvalidParameter), with its
+        // message naming loadIndexSettings.cpuThreshold.
+        assert_eq!(
+            update_body("update --name p1 --cpu-threshold 150").expect("parses"),
+            json!({"loadIndexSettings": {"cpuThreshold": 150}})
+        );
+    }
+
+    /// `hostpool show` keeps the contract's three columns for a LoadIndex pool
+    /// too, and `--output json` prints the broker's answer unchanged, nested
+    /// settings included.
+    #[test]
+    fn show_keeps_the_contract_table_and_passes_json_through() {
+        let pool = json!({
+            "name": "contosohp01",
+            "hostPoolType": "Pooled",
+            "loadBalancerType": "LoadIndex",
+            "maxSessionLimit": 10,
+            "loadIndexSettings": {"includeSessionCount": true, "cpuThreshold": 90},
+            "logonStormSettings": {"loadIndexThreshold": 20, "minHostsInQueue": 4},
+            "warnings": []
+        });
+        assert_eq!(
+            output::render(&pool, OutputFormat::Table, POOL_COLUMNS),
+            "\
+Name         LoadBalancerType    MaxSessionLimit
+-----------  ------------------  -----------------
+contosohp01  LoadIndex           10
+"
+        );
+        let json_text = output::render(&pool, OutputFormat::Json, POOL_COLUMNS);
+        assert_eq!(
+            serde_json::from_str::<Value>(&json_text).expect("JSON"),
+            pool
+        );
     }
 }

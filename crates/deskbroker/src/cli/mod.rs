@@ -169,6 +169,16 @@ impl Body {
         self
     }
 
+    /// Sets `key` to the nested object `object` when it holds any field, so
+    /// that a group of flags none of which was given sends nothing (the
+    /// broker then keeps, on PATCH, or defaults, on PUT, the whole group).
+    pub fn set_object(&mut self, key: &str, object: Body) -> &mut Self {
+        if !object.is_empty() {
+            self.0.insert(key.to_owned(), object.into_value());
+        }
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -215,6 +225,19 @@ mod tests {
         assert_eq!(
             body.into_value(),
             serde_json::json!({"maxSessionLimit": 10, "assignedUser": null})
+        );
+    }
+
+    #[test]
+    fn nested_objects_are_sent_only_when_they_hold_a_field() {
+        let mut given = Body::default();
+        given.set("cpuThreshold", Some(90));
+        let mut body = Body::default();
+        body.set_object("loadIndexSettings", given)
+            .set_object("logonStormSettings", Body::default());
+        assert_eq!(
+            body.into_value(),
+            serde_json::json!({"loadIndexSettings": {"cpuThreshold": 90}})
         );
     }
 }
