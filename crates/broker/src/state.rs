@@ -23,9 +23,50 @@ pub struct PoolSlot {
 
 pub type SharedSlot = Arc<Mutex<PoolSlot>>;
 
+/// Registration tokens and host credentials, by the SHA-256 (hex) of the
+/// secret. Changed only under the lock of the pool they belong to, in the
+/// same step that queues the change for the store.
+#[derive(Default)]
+pub struct Secrets {
+    /// Registration token hash → (pool, expiry).
+    pub tokens: HashMap<String, (String, TimestampMs)>,
+    /// Host credential hash → (pool, host).
+    pub hosts: HashMap<String, (String, String)>,
+}
+
+impl Secrets {
+    /// Forgets the credential of `host` in `pool` (all of the pool's when
+    /// `host` is None), and with a pool its registration tokens.
+    pub fn forget(&mut self, pool: &str, host: Option<&str>) {
+        self.hosts
+            .retain(|_, (p, h)| !(p == pool && host.is_none_or(|host| host == h)));
+        if host.is_none() {
+            self.tokens.retain(|_, (p, _)| p != pool);
+        }
+    }
+}
+
+/// SHA-256 of a secret, in hex: what is stored and compared.
+pub fn secret_hash(secret: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A new random secret with a recognisable prefix (`dbr_` registration
+/// token, `dbh_` host credential).
+pub fn new_secret(prefix: &str) -> String {
+    let bytes: [u8; 32] = rand::random();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}{hex}")
+}
+
 /// The running broker's state, shared by every request.
 pub struct Broker {
     pools: RwLock<HashMap<String, SharedSlot>>,
+    pub secrets: RwLock<Secrets>,
     pub writer: Arc<WriteQueue>,
     pub admin_token: String,
     pub started_ms: TimestampMs,
@@ -48,7 +89,20 @@ fn lock(slot: &SharedSlot) -> MutexGuard<'_, PoolSlot> {
 impl Broker {
     /// Rebuilds every pool from the store's snapshot and starts the writer.
     pub fn new(store: Arc<dyn Store>, snapshot: Snapshot, admin_token: String) -> Broker {
-        let started_ms = now_ms();
+                let started_ms = now_ms();
+        let mut secrets = Secrets::default();
+        for r in &snapshot.pools {
+            for t in &r.registration_tokens {
+                secrets
+                    .tokens
+                    .insert(t.hash.clone(), (r.config.name.clone(), t.expires_ms));
+            }
+            for c in &r.host_credentials {
+                secrets
+                    .hosts
+                    .insert(c.hash.clone(), (r.config.name.clone(), c.host.clone()));
+            }
+        }
         let pools = snapshot
             .pools
             .into_iter()
@@ -65,7 +119,8 @@ impl Broker {
             })
             .collect();
         Broker {
-            pools: RwLock::new(pools),
+                        pools: RwLock::new(pools),
+            secrets: RwLock::new(secrets),
             writer: WriteQueue::start(store),
             admin_token,
             started_ms,
@@ -110,10 +165,22 @@ impl Broker {
     /// Runs `f` on a pool, persists whatever it changed (even when it
     /// refuses: a connect first expires stale Pending sessions), and
     /// answers once that is durable.
-    pub async fn write<R>(
+        pub async fn write<R>(
         &self,
         pool: &str,
         f: impl FnOnce(&mut Pool, TimestampMs) -> Result<R, ApiError>,
+    ) -> Result<R, ApiError> {
+        self.write_with(pool, |p, now| f(p, now).map(|r| (r, Vec::new())))
+            .await
+    }
+
+    /// Like [`Broker::write`], for operations that also change what the
+    /// engine does not keep (tokens, credentials): `f` answers those
+    /// mutations, queued after the engine's.
+    pub async fn write_with<R>(
+        &self,
+        pool: &str,
+        f: impl FnOnce(&mut Pool, TimestampMs) -> Result<(R, Vec<Mutation>), ApiError>,
     ) -> Result<R, ApiError> {
         let slot = self.slot(pool)?;
         let reserved = self.writer.reserve().await?;
@@ -122,8 +189,12 @@ impl Broker {
             if s.deleted {
                 return Err(ApiError::pool_not_found(pool));
             }
-            let r = f(&mut s.pool, now_ms());
-            let mutations = mutations_for(&mut s.pool);
+                        let r = f(&mut s.pool, now_ms());
+            let mut mutations = mutations_for(&mut s.pool);
+            let r = r.map(|(r, extra)| {
+                mutations.extend(extra);
+                r
+            });
             (r, self.writer.send(Some(reserved), mutations))
         };
         self.writer.wait(ticket).await?;
@@ -192,8 +263,12 @@ impl Broker {
                 ))
                 .into());
             }
-            s.deleted = true;
+                        s.deleted = true;
             pools.remove(name);
+            self.secrets
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .forget(name, None);
             self.writer.send(
                 Some(reserved),
                 vec![Mutation::DeletePool {

@@ -11,7 +11,7 @@ use placement::{
     PoolCounters, Session, SessionState,
 };
 
-use crate::{Mutation, Store};
+use crate::{HostCredential, Mutation, RegistrationToken, Store};
 
 /// Opens the storage named by the case (see the module documentation).
 pub type Opener<'a> = &'a (dyn Fn(&str) -> Box<dyn Store> + Sync);
@@ -88,11 +88,37 @@ fn seed_batch(p: &str) -> Vec<Mutation> {
             pool: p.into(),
             session: session("s1", "h2", "alice@contoso.com"),
         },
-        Mutation::PutSession {
+                Mutation::PutSession {
             pool: p.into(),
             session: session("s2", "h1", "bob@contoso.com"),
         },
+        Mutation::PutRegistrationToken {
+            pool: p.into(),
+            token: token("aa", 5),
+        },
+        Mutation::PutHostCredential {
+            pool: p.into(),
+            credential: credential("h2", "c2"),
+        },
+        Mutation::PutHostCredential {
+            pool: p.into(),
+            credential: credential("h1", "c1"),
+        },
     ]
+}
+
+fn token(hash: &str, expires_ms: i64) -> RegistrationToken {
+    RegistrationToken {
+        hash: hash.into(),
+        expires_ms,
+    }
+}
+
+fn credential(host: &str, hash: &str) -> HostCredential {
+    HostCredential {
+        host: host.into(),
+        hash: hash.into(),
+    }
 }
 
 async fn empty_store_loads_empty(open: Opener<'_>) {
@@ -115,6 +141,8 @@ async fn everything_comes_back_after_reopen(open: Opener<'_>) {
     let hosts: Vec<_> = p.hosts.iter().map(|h| h.spec.name.as_str()).collect();
     assert_eq!(hosts, ["h2", "h1"], "hosts come back in query order");
     assert_eq!(p.hosts[0], host("h2", 1), "a host comes back whole");
+        assert_eq!(p.registration_tokens, [token("aa", 5)]);
+    assert_eq!(p.host_credentials, [credential("h1", "c1"), credential("h2", "c2")]);
     let mut sessions = p.sessions.clone();
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(
@@ -180,7 +208,21 @@ async fn deletes_cascade(open: Opener<'_>) {
         1,
         "the deleted host's session went with it"
     );
-    assert_eq!(p.sessions[0].id, "s2");
+        assert_eq!(p.sessions[0].id, "s2");
+    assert_eq!(p.host_credentials, [credential("h1", "c1")], "and its credential");
+    store
+        .apply(vec![
+            Mutation::PutHostCredential {
+                pool: "p".into(),
+                credential: credential("h1", "c1-new"),
+            },
+            Mutation::DeleteRegistrationTokens { pool: "p".into() },
+        ])
+        .await
+        .expect("replace credential, revoke tokens");
+    let snap = store.load().await.expect("load");
+    assert_eq!(snap.pools[0].host_credentials, [credential("h1", "c1-new")], "one credential a host");
+    assert!(snap.pools[0].registration_tokens.is_empty(), "tokens revoked");
     store
         .apply(vec![Mutation::DeletePool { pool: "p".into() }])
         .await

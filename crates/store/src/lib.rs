@@ -44,10 +44,39 @@ pub enum Mutation {
         pool: String,
         session: Session,
     },
-    DeleteSession {
+        DeleteSession {
         pool: String,
         id: String,
     },
+    PutRegistrationToken {
+        pool: String,
+        token: RegistrationToken,
+    },
+    /// Revokes every registration token of the pool.
+    DeleteRegistrationTokens {
+        pool: String,
+    },
+    /// A host has one credential: this replaces the previous one. Removing
+    /// the host removes it.
+    PutHostCredential {
+        pool: String,
+        credential: HostCredential,
+    },
+}
+
+/// A registration token, kept only as its SHA-256 (hex): the secret itself
+/// is shown once, to the administrator who created it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistrationToken {
+    pub hash: String,
+    pub expires_ms: i64,
+}
+
+/// A host's credential, kept only as its SHA-256 (hex).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostCredential {
+    pub host: String,
+    pub hash: String,
 }
 
 /// Everything a store keeps about one pool.
@@ -57,7 +86,9 @@ pub struct PoolRecord {
     pub counters: PoolCounters,
     /// In query order.
     pub hosts: Vec<Host>,
-    pub sessions: Vec<Session>,
+        pub sessions: Vec<Session>,
+    pub registration_tokens: Vec<RegistrationToken>,
+    pub host_credentials: Vec<HostCredential>,
 }
 
 /// Everything a store keeps, pools in name order.

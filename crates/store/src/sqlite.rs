@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, params};
 
-use crate::{Mutation, PoolRecord, Snapshot, Store, StoreError};
+use crate::{
+    HostCredential, Mutation, PoolRecord, RegistrationToken, Snapshot, Store, StoreError,
+};
 
 /// Migrations, in order; `user_version` is how many have been applied.
 const MIGRATIONS: &[&str] = &[
@@ -37,6 +39,20 @@ const MIGRATIONS: &[&str] = &[
         host TEXT NOT NULL,
         record TEXT NOT NULL,
         PRIMARY KEY (pool, id),
+        FOREIGN KEY (pool, host) REFERENCES hosts(pool, name) ON DELETE CASCADE
+          ) STRICT, WITHOUT ROWID;",
+    // 2: registration tokens and host credentials (hashes only).
+    "CREATE TABLE registration_tokens (
+        pool TEXT NOT NULL REFERENCES pools(name) ON DELETE CASCADE,
+        hash TEXT NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        PRIMARY KEY (pool, hash)
+     ) STRICT, WITHOUT ROWID;
+     CREATE TABLE host_credentials (
+        pool TEXT NOT NULL,
+        host TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        PRIMARY KEY (pool, host),
         FOREIGN KEY (pool, host) REFERENCES hosts(pool, name) ON DELETE CASCADE
      ) STRICT, WITHOUT ROWID;",
 ];
@@ -110,8 +126,10 @@ impl SqliteStore {
             pools.push(PoolRecord {
                 config: from_json(&config)?,
                 counters: from_json(&counters)?,
-                hosts: Vec::new(),
+                                hosts: Vec::new(),
                 sessions: Vec::new(),
+                registration_tokens: Vec::new(),
+                host_credentials: Vec::new(),
             });
         }
         for p in &mut pools {
@@ -122,8 +140,30 @@ impl SqliteStore {
             }
             let mut stmt =
                 conn.prepare_cached("SELECT record FROM sessions WHERE pool = ?1 ORDER BY id")?;
-            for rec in stmt.query_map([&p.config.name], |r| r.get::<_, String>(0))? {
+                        for rec in stmt.query_map([&p.config.name], |r| r.get::<_, String>(0))? {
                 p.sessions.push(from_json(&rec?)?);
+            }
+            let mut stmt = conn.prepare_cached(
+                "SELECT hash, expires_ms FROM registration_tokens WHERE pool = ?1 ORDER BY hash",
+            )?;
+            for row in stmt.query_map([&p.config.name], |r| {
+                Ok(RegistrationToken {
+                    hash: r.get(0)?,
+                    expires_ms: r.get(1)?,
+                })
+            })? {
+                p.registration_tokens.push(row?);
+            }
+            let mut stmt = conn.prepare_cached(
+                "SELECT host, hash FROM host_credentials WHERE pool = ?1 ORDER BY host",
+            )?;
+            for row in stmt.query_map([&p.config.name], |r| {
+                Ok(HostCredential {
+                    host: r.get(0)?,
+                    hash: r.get(1)?,
+                })
+            })? {
+                p.host_credentials.push(row?);
             }
         }
         Ok(Snapshot { pools })
@@ -203,7 +243,9 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
                 return Err(StoreError::Missing(format!("host pool {pool}")));
             }
         }
-        Mutation::DeletePool { pool } => {
+                Mutation::DeletePool { pool } => {
+            tx.prepare_cached("DELETE FROM host_credentials WHERE pool = ?1")?
+                .execute([pool])?;
             tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1")?
                 .execute([pool])?;
             tx.prepare_cached("DELETE FROM pools WHERE name = ?1")?
@@ -235,6 +277,27 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
             )?
             .execute(params![pool, session.id, session.host, to_json(session)])
             .map_err(|e| missing_parent(e, || format!("session host {}/{}", pool, session.host)))?;
+        }
+                Mutation::PutRegistrationToken { pool, token } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO registration_tokens (pool, hash, expires_ms)
+                 VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![pool, token.hash, token.expires_ms])
+            .map_err(|e| missing_parent(e, || format!("host pool {pool}")))?;
+        }
+        Mutation::DeleteRegistrationTokens { pool } => {
+            tx.prepare_cached("DELETE FROM registration_tokens WHERE pool = ?1")?
+                .execute([pool])?;
+        }
+        Mutation::PutHostCredential { pool, credential } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO host_credentials (pool, host, hash) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![pool, credential.host, credential.hash])
+            .map_err(|e| {
+                missing_parent(e, || format!("session host {pool}/{}", credential.host))
+            })?;
         }
         Mutation::DeleteSession { pool, id } => {
             tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1 AND id = ?2")?

@@ -128,8 +128,16 @@ pub async fn delete(
     Path((pool, host)): Path<(String, String)>,
     Query(q): Query<ForceQuery>,
 ) -> Result<StatusCode, ApiError> {
-    b.write(&pool, |p, _| Ok(p.remove_host(&host, q.force)?))
-        .await?;
+        let secrets = &b.secrets;
+    b.write(&pool, |p, _| {
+        p.remove_host(&host, q.force)?;
+        secrets
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(p.name(), Some(&host));
+        Ok(())
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -142,9 +150,27 @@ pub async fn heartbeat(
     Path((pool, host)): Path<(String, String)>,
     Json(input): Json<HeartbeatInput>,
 ) -> Result<axum::Json<SessionHostOutput>, ApiError> {
+    let reported: Option<Vec<(String, placement::SessionState)>> = input
+        .sessions
+        .map(|v| v.into_iter().map(|s| (s.user, s.state)).collect());
     let out = b
         .write(&pool, |p, now| {
+            if let Some(policy) = input.policy {
+                let current = p.find_host(&host)?;
+                if current.spec.policy != policy {
+                    let spec = HostSpec {
+                        policy,
+                        ..current.spec.clone()
+                    };
+                    p.upsert_host(spec, now)?;
+                }
+            }
             p.heartbeat(&host, input.metrics, now)?;
+            if let Some(reported) = &reported {
+                p.reconcile(&host, reported, now, &mut || {
+                    uuid::Uuid::now_v7().to_string()
+                })?;
+            }
             host_output(p, &host)
         })
         .await?;

@@ -4,6 +4,7 @@
 
 mod hosts;
 mod pools;
+mod registration;
 mod service;
 mod sessions;
 pub mod types;
@@ -22,7 +23,7 @@ use subtle::ConstantTimeEq;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::error::ApiError;
-use crate::state::Broker;
+use crate::state::{Broker, secret_hash};
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -56,25 +57,33 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route("/hostPools/{pool}/connect", post(sessions::connect))
         .route("/hostPools/{pool}/userSessions", get(sessions::list))
-        .route(
+                .route(
             "/hostPools/{pool}/userSessions/{id}",
             get(sessions::show)
                 .patch(sessions::patch)
                 .delete(sessions::logoff),
         )
+        .route(
+            "/hostPools/{pool}/registrationToken",
+            post(registration::create_token).delete(registration::revoke_tokens),
+        )
         .fallback(not_found)
         .route_layer(middleware::from_fn_with_state(
             broker.clone(),
-            require_admin,
+            authenticate,
         ));
+    // Registration carries its token in the body: no bearer token.
+    let api = Router::new()
+        .route("/register", post(registration::register))
+        .merge(api);
     Router::new()
         .nest("/api/v1", api)
         .route("/healthz", get(service::healthz))
         .route(
             "/metrics",
-            get(service::metrics).route_layer(middleware::from_fn_with_state(
+                        get(service::metrics).route_layer(middleware::from_fn_with_state(
                 broker.clone(),
-                require_admin,
+                authenticate,
             )),
         )
         .route("/openapi.json", get(service::openapi))
@@ -95,8 +104,10 @@ async fn not_found() -> ApiError {
     )
 }
 
-/// The admin bearer token, compared in constant time.
-async fn require_admin(
+/// Who may call what: the admin token (compared in constant time) may
+/// call everything; a host credential only its own host's heartbeat and
+/// `GET` of that host.
+async fn authenticate(
     axum::extract::State(broker): axum::extract::State<Arc<Broker>>,
     req: Request,
     next: Next,
@@ -111,8 +122,33 @@ async fn require_admin(
              DATA_DIR/admin.token or DESKBROKER_ADMIN_TOKEN)",
         ));
     };
-    if !bool::from(token.as_bytes().ct_eq(broker.admin_token.as_bytes())) {
+    if bool::from(token.as_bytes().ct_eq(broker.admin_token.as_bytes())) {
+        return Ok(next.run(req).await);
+    }
+    let host = broker
+        .secrets
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .hosts
+        .get(&secret_hash(token))
+        .cloned();
+    let Some((pool, host)) = host else {
         return Err(ApiError::unauthorized("the bearer token is not valid"));
+    };
+    let path = req.uri().path();
+    let path = path.strip_prefix("/api/v1").unwrap_or(path);
+    let own = format!("/hostPools/{pool}/sessionHosts/{host}");
+    let allowed = (req.method() == axum::http::Method::GET && path == own)
+        || (req.method() == axum::http::Method::POST && path == format!("{own}/heartbeat"));
+    if !allowed {
+        return Err(ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "Forbidden",
+            format!(
+                "a host credential only allows heartbeats and reading its own session host \
+                 ({pool}/{host})"
+            ),
+        ));
     }
     Ok(next.run(req).await)
 }

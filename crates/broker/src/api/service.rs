@@ -8,7 +8,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
-use super::{hosts, pools, sessions, types};
+use super::{hosts, pools, registration, sessions, types};
 use crate::error::ErrorBody;
 use crate::state::Broker;
 
@@ -19,7 +19,8 @@ use crate::state::Broker;
     paths(
         pools::list, pools::show, pools::put, pools::patch, pools::delete,
         hosts::list, hosts::show, hosts::put, hosts::patch, hosts::delete, hosts::heartbeat,
-        sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
+                sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
+        registration::create_token, registration::revoke_tokens, registration::register,
     ),
     components(schemas(ErrorBody, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,

@@ -258,6 +258,56 @@ impl From<&Host> for SessionHostOutput {
 pub struct HeartbeatInput {
     #[serde(flatten)]
     pub metrics: HostMetrics,
+    /// The host's full list of user sessions, reconciled with the broker's.
+    /// Absent: the host does not know (its sessions are left alone).
+    pub sessions: Option<Vec<ReportedSession>>,
+    /// The host's own thresholds (H6), from its agent's configuration.
+    pub policy: Option<HostPolicy>,
+}
+
+/// A session as the host sees it.
+#[derive(Deserialize, ToSchema, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedSession {
+    pub user: String,
+    pub state: SessionState,
+}
+
+/// Body of `POST …/registrationToken`.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistrationTokenInput {
+    /// Life of the token, 1..=2592000 seconds (default 86400).
+    pub expires_in_seconds: Option<u64>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrationTokenOutput {
+    /// Shown once: only its hash is kept.
+    pub token: String,
+    pub expiration_time: String,
+}
+
+/// Body of `POST /api/v1/register`, from an agent.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegisterInput {
+    pub token: String,
+    /// The pool the agent expects; refused if the token is for another.
+    pub host_pool: Option<String>,
+    pub name: String,
+    pub address: String,
+    pub capabilities: Option<Vec<String>>,
+    pub policy: Option<HostPolicy>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterOutput {
+    pub session_host: SessionHostOutput,
+    /// Bearer token for this host's heartbeats; it allows nothing else.
+    pub host_credential: String,
 }
 
 /// Body of `connect`.

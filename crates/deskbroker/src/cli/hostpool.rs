@@ -39,9 +39,29 @@ enum HostpoolCommand {
     Show(NameArg),
     /// List the host pools.
     List,
-    /// Delete a host pool (refused while it has session hosts, unless --force).
+        /// Delete a host pool (refused while it has session hosts, unless --force).
     Delete(DeleteArgs),
+    /// Create a registration token for agents to enroll hosts (shown once),
+    /// or revoke every token of the pool with --revoke.
+    RegistrationToken(TokenArgs),
 }
+
+#[derive(clap::Args)]
+struct TokenArgs {
+    /// Name of the host pool.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// How long the token is valid: 90m, 24h, 7d… (at most 30 days).
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+    expires_in: std::time::Duration,
+    /// Revoke every registration token of the pool instead (hosts already
+    /// registered keep working).
+    #[arg(long, conflicts_with = "expires_in")]
+    revoke: bool,
+}
+
+/// Columns of `hostpool registration-token`.
+const TOKEN_COLUMNS: Columns = &["token", "expirationTime"];
 
 #[derive(clap::Args)]
 struct NameArg {
@@ -307,8 +327,18 @@ pub async fn run(args: HostpoolArgs) -> anyhow::Result<()> {
             } else {
                 &[]
             };
-            let answer = client.delete(&["hostPools", &delete.name], query).await?;
+                        let answer = client.delete(&["hostPools", &delete.name], query).await?;
             ctx.print(&answer, POOL_COLUMNS)
+        }
+        HostpoolCommand::RegistrationToken(t) => {
+            let path = ["hostPools", t.name.as_str(), "registrationToken"];
+            if t.revoke {
+                let answer = client.delete(&path, &[]).await?;
+                return ctx.print(&answer, TOKEN_COLUMNS);
+            }
+            let body = serde_json::json!({"expiresInSeconds": t.expires_in.as_secs()});
+            let answer = client.post(&path, &body).await?;
+            ctx.print(&answer, TOKEN_COLUMNS)
         }
     }
 }

@@ -7,6 +7,7 @@ mod api;
 mod cli;
 mod durability;
 mod load_index;
+mod registration;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
