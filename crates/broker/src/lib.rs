@@ -8,6 +8,7 @@
 //! time (Pending expiry, heartbeat loss) every [`TICK_INTERVAL`].
 
 pub mod api;
+pub mod connect;
 pub mod error;
 pub mod listener;
 pub mod state;
@@ -18,6 +19,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use connect::Connect;
 pub use error::ApiError;
 pub use state::Broker;
 

@@ -89,7 +89,7 @@ fn lock(slot: &SharedSlot) -> MutexGuard<'_, PoolSlot> {
 impl Broker {
     /// Rebuilds every pool from the store's snapshot and starts the writer.
     pub fn new(store: Arc<dyn Store>, snapshot: Snapshot, admin_token: String) -> Broker {
-                let started_ms = now_ms();
+        let started_ms = now_ms();
         let mut secrets = Secrets::default();
         for r in &snapshot.pools {
             for t in &r.registration_tokens {
@@ -119,7 +119,7 @@ impl Broker {
             })
             .collect();
         Broker {
-                        pools: RwLock::new(pools),
+            pools: RwLock::new(pools),
             secrets: RwLock::new(secrets),
             writer: WriteQueue::start(store),
             admin_token,
@@ -165,7 +165,7 @@ impl Broker {
     /// Runs `f` on a pool, persists whatever it changed (even when it
     /// refuses: a connect first expires stale Pending sessions), and
     /// answers once that is durable.
-        pub async fn write<R>(
+    pub async fn write<R>(
         &self,
         pool: &str,
         f: impl FnOnce(&mut Pool, TimestampMs) -> Result<R, ApiError>,
@@ -189,7 +189,7 @@ impl Broker {
             if s.deleted {
                 return Err(ApiError::pool_not_found(pool));
             }
-                        let r = f(&mut s.pool, now_ms());
+            let r = f(&mut s.pool, now_ms());
             let mut mutations = mutations_for(&mut s.pool);
             let r = r.map(|(r, extra)| {
                 mutations.extend(extra);
@@ -263,7 +263,7 @@ impl Broker {
                 ))
                 .into());
             }
-                        s.deleted = true;
+            s.deleted = true;
             pools.remove(name);
             self.secrets
                 .write()

@@ -80,6 +80,8 @@ pub struct FilterCounts {
     pub at_limit: usize,
     /// LoadIndex pools: hosts refusing logons at their own thresholds (H6).
     pub rejecting: usize,
+    /// Hosts the caller passed over (the front door could not reach them).
+    pub excluded: usize,
 }
 
 /// Rule S3: the message of a refused connect, saying why no host fits.
@@ -137,6 +139,9 @@ fn mixed(c: &FilterCounts, limit_text: &str, requires: &[String]) -> String {
     }
     if c.at_limit > 0 {
         parts.push(format!("{} at {limit_text}", c.at_limit));
+    }
+    if c.excluded > 0 {
+        parts.push(format!("{} could not be reached", c.excluded));
     }
     if c.rejecting > 0 {
         parts.push(format!(

@@ -611,6 +611,20 @@ impl Pool {
         random: u64,
         session_id: &str,
     ) -> Result<Placement, Error> {
+        self.connect_excluding(req, &[], now_ms, random, session_id)
+    }
+
+    /// [`Pool::connect`] that passes over the hosts named in `exclude` for a
+    /// new session (the RDP front door's retry after a host could not be
+    /// reached, rule R5). A reconnect is never sent elsewhere.
+    pub fn connect_excluding(
+        &mut self,
+        req: &ConnectRequest,
+        exclude: &[String],
+        now_ms: TimestampMs,
+        random: u64,
+        session_id: &str,
+    ) -> Result<Placement, Error> {
         validate_user("user", req.user)?;
         validate_capabilities("requires", req.requires)?;
         if let Some(h) = req.session_host {
@@ -633,9 +647,9 @@ impl Pool {
                     return Ok(p);
                 }
                 if self.config.load_balancer_type == LoadBalancerType::LoadIndex {
-                    self.pick_load_index(req.requires)?
+                    self.pick_load_index(req.requires, exclude)?
                 } else {
-                    self.pick_pooled(req.requires, random)?
+                    self.pick_pooled(req.requires, exclude, random)?
                 }
             }
             HostPoolType::Personal => match self.pick_personal(req)? {
@@ -683,13 +697,19 @@ impl Pool {
     }
 
     /// Filter, rank and pick in a pooled pool.
-    fn pick_pooled(&self, requires: &[String], random: u64) -> Result<u64, Error> {
+    fn pick_pooled(
+        &self,
+        requires: &[String],
+        exclude: &[String],
+        random: u64,
+    ) -> Result<u64, Error> {
         let lb = self.config.load_balancer_type;
         let randomized = self.config.breadth_first_randomized;
         let limit = self.config.max_session_limit;
-        let everyone_has = requires
-            .iter()
-            .all(|c| self.capability_hosts.get(c).copied().unwrap_or(0) == self.hosts.len());
+        let everyone_has = exclude.is_empty()
+            && requires
+                .iter()
+                .all(|c| self.capability_hosts.get(c).copied().unwrap_or(0) == self.hosts.len());
         let picked = if everyone_has {
             let view = OpenBelowLimit {
                 open: &self.open,
@@ -701,17 +721,17 @@ impl Pool {
                 .open
                 .iter()
                 .take_while(|&&(s, _)| s < limit)
-                .filter(|(_, seq)| has_all(&self.hosts[seq], requires))
+                .filter(|(_, seq)| fits(&self.hosts[seq], requires, exclude))
                 .copied()
                 .collect();
             pipeline::pick(lb, randomized, ranked.as_slice(), random)
         };
-        picked.ok_or_else(|| self.refusal(requires))
+        picked.ok_or_else(|| self.refusal(requires, exclude))
     }
 
     /// Rule S3: why nothing fits, counted over every host (a refusal is
     /// rare, so the scan is fine).
-    fn refusal(&self, requires: &[String]) -> Error {
+    fn refusal(&self, requires: &[String], exclude: &[String]) -> Error {
         let limit = self.config.max_session_limit;
         let mut c = FilterCounts {
             hosts: self.hosts.len(),
@@ -720,6 +740,8 @@ impl Pool {
         for h in self.hosts.values() {
             if !has_all(h, requires) {
                 c.lacking_capability += 1;
+            } else if exclude.contains(&h.spec.name) {
+                c.excluded += 1;
             } else if h.status != HostStatus::Available {
                 c.unavailable += 1;
             } else if !h.spec.allow_new_session {
@@ -931,7 +953,7 @@ impl Pool {
     }
 
     /// H5: logon-storm buckets, round robin inside the chosen one.
-    fn pick_load_index(&self, requires: &[String]) -> Result<u64, Error> {
+    fn pick_load_index(&self, requires: &[String], exclude: &[String]) -> Result<u64, Error> {
         let b = self
             .buckets
             .as_ref()
@@ -952,7 +974,7 @@ impl Pool {
                 configured.max(kth.saturating_add(1))
             }
         };
-        let fits = |seq: usize| has_all(&self.hosts[&(seq as u64)], requires);
+        let fits = |seq: usize| fits(&self.hosts[&(seq as u64)], requires, exclude);
         let start = self.last_served_seq as usize + 1;
         let found = round_robin(&b.first, start, raised, fits)
             .or_else(|| round_robin(&b.second, start, configured, fits))
@@ -963,7 +985,7 @@ impl Pool {
                     .map(|&(_, _, seq)| seq)
                     .find(|&seq| fits(seq as usize))
             });
-        found.ok_or_else(|| self.refusal(requires))
+        found.ok_or_else(|| self.refusal(requires, exclude))
     }
 
     fn insert_host(&mut self, h: Host) {
@@ -1110,6 +1132,11 @@ fn round_robin(
         from = p + 1;
     }
     None
+}
+
+/// The host offers every required capability and is not excluded.
+fn fits(h: &Host, requires: &[String], exclude: &[String]) -> bool {
+    has_all(h, requires) && !exclude.contains(&h.spec.name)
 }
 
 fn has_all(h: &Host, requires: &[String]) -> bool {

@@ -88,7 +88,7 @@ fn seed_batch(p: &str) -> Vec<Mutation> {
             pool: p.into(),
             session: session("s1", "h2", "alice@contoso.com"),
         },
-                Mutation::PutSession {
+        Mutation::PutSession {
             pool: p.into(),
             session: session("s2", "h1", "bob@contoso.com"),
         },
@@ -141,8 +141,11 @@ async fn everything_comes_back_after_reopen(open: Opener<'_>) {
     let hosts: Vec<_> = p.hosts.iter().map(|h| h.spec.name.as_str()).collect();
     assert_eq!(hosts, ["h2", "h1"], "hosts come back in query order");
     assert_eq!(p.hosts[0], host("h2", 1), "a host comes back whole");
-        assert_eq!(p.registration_tokens, [token("aa", 5)]);
-    assert_eq!(p.host_credentials, [credential("h1", "c1"), credential("h2", "c2")]);
+    assert_eq!(p.registration_tokens, [token("aa", 5)]);
+    assert_eq!(
+        p.host_credentials,
+        [credential("h1", "c1"), credential("h2", "c2")]
+    );
     let mut sessions = p.sessions.clone();
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(
@@ -208,8 +211,12 @@ async fn deletes_cascade(open: Opener<'_>) {
         1,
         "the deleted host's session went with it"
     );
-        assert_eq!(p.sessions[0].id, "s2");
-    assert_eq!(p.host_credentials, [credential("h1", "c1")], "and its credential");
+    assert_eq!(p.sessions[0].id, "s2");
+    assert_eq!(
+        p.host_credentials,
+        [credential("h1", "c1")],
+        "and its credential"
+    );
     store
         .apply(vec![
             Mutation::PutHostCredential {
@@ -221,8 +228,15 @@ async fn deletes_cascade(open: Opener<'_>) {
         .await
         .expect("replace credential, revoke tokens");
     let snap = store.load().await.expect("load");
-    assert_eq!(snap.pools[0].host_credentials, [credential("h1", "c1-new")], "one credential a host");
-    assert!(snap.pools[0].registration_tokens.is_empty(), "tokens revoked");
+    assert_eq!(
+        snap.pools[0].host_credentials,
+        [credential("h1", "c1-new")],
+        "one credential a host"
+    );
+    assert!(
+        snap.pools[0].registration_tokens.is_empty(),
+        "tokens revoked"
+    );
     store
         .apply(vec![Mutation::DeletePool { pool: "p".into() }])
         .await

@@ -44,7 +44,7 @@ pub enum Mutation {
         pool: String,
         session: Session,
     },
-        DeleteSession {
+    DeleteSession {
         pool: String,
         id: String,
     },
@@ -86,7 +86,7 @@ pub struct PoolRecord {
     pub counters: PoolCounters,
     /// In query order.
     pub hosts: Vec<Host>,
-        pub sessions: Vec<Session>,
+    pub sessions: Vec<Session>,
     pub registration_tokens: Vec<RegistrationToken>,
     pub host_credentials: Vec<HostCredential>,
 }

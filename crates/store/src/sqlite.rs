@@ -12,9 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, params};
 
-use crate::{
-    HostCredential, Mutation, PoolRecord, RegistrationToken, Snapshot, Store, StoreError,
-};
+use crate::{HostCredential, Mutation, PoolRecord, RegistrationToken, Snapshot, Store, StoreError};
 
 /// Migrations, in order; `user_version` is how many have been applied.
 const MIGRATIONS: &[&str] = &[
@@ -126,7 +124,7 @@ impl SqliteStore {
             pools.push(PoolRecord {
                 config: from_json(&config)?,
                 counters: from_json(&counters)?,
-                                hosts: Vec::new(),
+                hosts: Vec::new(),
                 sessions: Vec::new(),
                 registration_tokens: Vec::new(),
                 host_credentials: Vec::new(),
@@ -140,7 +138,7 @@ impl SqliteStore {
             }
             let mut stmt =
                 conn.prepare_cached("SELECT record FROM sessions WHERE pool = ?1 ORDER BY id")?;
-                        for rec in stmt.query_map([&p.config.name], |r| r.get::<_, String>(0))? {
+            for rec in stmt.query_map([&p.config.name], |r| r.get::<_, String>(0))? {
                 p.sessions.push(from_json(&rec?)?);
             }
             let mut stmt = conn.prepare_cached(
@@ -243,7 +241,7 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
                 return Err(StoreError::Missing(format!("host pool {pool}")));
             }
         }
-                Mutation::DeletePool { pool } => {
+        Mutation::DeletePool { pool } => {
             tx.prepare_cached("DELETE FROM host_credentials WHERE pool = ?1")?
                 .execute([pool])?;
             tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1")?
@@ -278,7 +276,7 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
             .execute(params![pool, session.id, session.host, to_json(session)])
             .map_err(|e| missing_parent(e, || format!("session host {}/{}", pool, session.host)))?;
         }
-                Mutation::PutRegistrationToken { pool, token } => {
+        Mutation::PutRegistrationToken { pool, token } => {
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO registration_tokens (pool, hash, expires_ms)
                  VALUES (?1, ?2, ?3)",

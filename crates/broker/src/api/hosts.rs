@@ -128,7 +128,7 @@ pub async fn delete(
     Path((pool, host)): Path<(String, String)>,
     Query(q): Query<ForceQuery>,
 ) -> Result<StatusCode, ApiError> {
-        let secrets = &b.secrets;
+    let secrets = &b.secrets;
     b.write(&pool, |p, _| {
         p.remove_host(&host, q.force)?;
         secrets

@@ -57,7 +57,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route("/hostPools/{pool}/connect", post(sessions::connect))
         .route("/hostPools/{pool}/userSessions", get(sessions::list))
-                .route(
+        .route(
             "/hostPools/{pool}/userSessions/{id}",
             get(sessions::show)
                 .patch(sessions::patch)
@@ -68,10 +68,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             post(registration::create_token).delete(registration::revoke_tokens),
         )
         .fallback(not_found)
-        .route_layer(middleware::from_fn_with_state(
-            broker.clone(),
-            authenticate,
-        ));
+        .route_layer(middleware::from_fn_with_state(broker.clone(), authenticate));
     // Registration carries its token in the body: no bearer token.
     let api = Router::new()
         .route("/register", post(registration::register))
@@ -81,10 +78,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/healthz", get(service::healthz))
         .route(
             "/metrics",
-                        get(service::metrics).route_layer(middleware::from_fn_with_state(
-                broker.clone(),
-                authenticate,
-            )),
+            get(service::metrics)
+                .route_layer(middleware::from_fn_with_state(broker.clone(), authenticate)),
         )
         .route("/openapi.json", get(service::openapi))
         .fallback(not_found)

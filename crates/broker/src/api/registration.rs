@@ -126,7 +126,10 @@ pub async fn register(
             let spec = match p.host(&name) {
                 Some(h) => HostSpec {
                     address: input.address.clone(),
-                    capabilities: input.capabilities.clone().unwrap_or(h.spec.capabilities.clone()),
+                    capabilities: input
+                        .capabilities
+                        .clone()
+                        .unwrap_or(h.spec.capabilities.clone()),
                     policy: input.policy.clone().unwrap_or(h.spec.policy.clone()),
                     ..h.spec.clone()
                 },
@@ -142,13 +145,33 @@ pub async fn register(
             let upsert = p.upsert_host(spec, now)?;
             let mut s = secrets.write().unwrap_or_else(|e| e.into_inner());
             s.forget(p.name(), Some(&name));
-            s.hosts.insert(hash.clone(), (p.name().to_string(), name.clone()));
+            s.hosts
+                .insert(hash.clone(), (p.name().to_string(), name.clone()));
             let out = SessionHostOutput::from(p.find_host(&name)?);
-            let credential = HostCredential { host: name.clone(), hash };
-            Ok(((upsert, out), vec![Mutation::PutHostCredential { pool: p.name().to_string(), credential }]))
+            let credential = HostCredential {
+                host: name.clone(),
+                hash,
+            };
+            Ok((
+                (upsert, out),
+                vec![Mutation::PutHostCredential {
+                    pool: p.name().to_string(),
+                    credential,
+                }],
+            ))
         })
         .await?;
     tracing::info!(pool = %pool, host = %input.name, "session host registered");
-    let status = if upsert == Upsert::Created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(RegisterOutput { session_host: host, host_credential: credential })))
+    let status = if upsert == Upsert::Created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        axum::Json(RegisterOutput {
+            session_host: host,
+            host_credential: credential,
+        }),
+    ))
 }

@@ -1,16 +1,15 @@
 //! Connecting users, and their sessions.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use placement::ConnectRequest;
 
 use super::types::{ConnectInput, ConnectOutput, List, SessionOutput, SessionPatch, SessionQuery};
 use super::{Json, Query};
+use crate::Connect;
 use crate::error::{ApiError, ErrorBody};
-use crate::state::{Broker, placement_random};
+use crate::state::Broker;
 
 /// Places a user (rules S1–S4, B, D, P7): the user's existing session if
 /// any, else a new Pending session on the host the pool's algorithm picks.
@@ -23,32 +22,13 @@ pub async fn connect(
     Path(pool): Path<String>,
     Json(input): Json<ConnectInput>,
 ) -> Result<axum::Json<ConnectOutput>, ApiError> {
-    let started = Instant::now();
-    // Time-ordered ids: new sessions append at the end of the store's index.
-    let session_id = uuid::Uuid::now_v7().to_string();
-    let result = b
-        .write(&pool, |p, now| {
-            let req = ConnectRequest {
-                user: &input.user,
-                requires: &input.requires,
-                session_host: input.session_host.as_deref(),
-            };
-            let engine_started = Instant::now();
-            let random = placement_random(p);
-            let r = p.connect(&req, now, random, &session_id);
-            metrics::histogram!("deskbroker_placement_engine_seconds")
-                .record(engine_started.elapsed());
-            Ok(r?)
-        })
-        .await;
-    let outcome = match &result {
-        Ok(p) if p.reconnect => "reconnect",
-        Ok(_) => "placed",
-        Err(e) => e.code,
+    let c = Connect {
+        user: input.user,
+        requires: input.requires,
+        session_host: input.session_host,
+        exclude: Vec::new(),
     };
-    metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
-    metrics::histogram!("deskbroker_connect_duration_seconds").record(started.elapsed());
-    let p = result?;
+    let p = b.connect(&pool, &c).await?;
     Ok(axum::Json(ConnectOutput {
         session_id: p.session_id,
         session_host: p.host,

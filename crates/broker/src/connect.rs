@@ -1,0 +1,82 @@
+//! Placing users, for every way a logon arrives: the HTTP API's `connect`
+//! and the RDP front door. One implementation, so both follow every rule
+//! and both are counted in the same metrics.
+
+use std::time::Instant;
+
+use placement::{ConnectRequest, Placement, SessionState};
+
+use crate::error::ApiError;
+use crate::state::{Broker, placement_random};
+
+/// A placement request, owned so it can cross an await.
+#[derive(Clone, Debug, Default)]
+pub struct Connect {
+    pub user: String,
+    pub requires: Vec<String>,
+    /// MultiplePersistent: which of the user's hosts.
+    pub session_host: Option<String>,
+    /// Hosts to pass over for a new session (the front door could not
+    /// reach them, rule R5).
+    pub exclude: Vec<String>,
+}
+
+impl Broker {
+    /// Places a user (rules S1–S4, B, D, H, P7) and answers once the new
+    /// session is durable.
+    pub async fn connect(&self, pool: &str, c: &Connect) -> Result<Placement, ApiError> {
+        let started = Instant::now();
+        // Time-ordered ids: new sessions append at the end of the store's index.
+        let session_id = uuid::Uuid::now_v7().to_string();
+        let result = self
+            .write(pool, |p, now| {
+                let req = ConnectRequest {
+                    user: &c.user,
+                    requires: &c.requires,
+                    session_host: c.session_host.as_deref(),
+                };
+                let engine_started = Instant::now();
+                let random = placement_random(p);
+                let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
+                metrics::histogram!("deskbroker_placement_engine_seconds")
+                    .record(engine_started.elapsed());
+                Ok(r?)
+            })
+            .await;
+        let outcome = match &result {
+            Ok(p) if p.reconnect => "reconnect",
+            Ok(_) => "placed",
+            Err(e) => e.code,
+        };
+        metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
+        metrics::histogram!("deskbroker_connect_duration_seconds").record(started.elapsed());
+        result
+    }
+
+    /// Sets a session Active or Disconnected (rule S4).
+    pub async fn set_session_state(
+        &self,
+        pool: &str,
+        id: &str,
+        state: SessionState,
+    ) -> Result<(), ApiError> {
+        self.write(pool, |p, now| Ok(p.set_session_state(id, state, now)?))
+            .await
+    }
+
+    /// Ends a session.
+    pub async fn logoff(&self, pool: &str, id: &str) -> Result<(), ApiError> {
+        self.write(pool, |p, _| Ok(p.logoff(id)?)).await
+    }
+
+    /// The name of the host of `pool` registered with `address` (an RDP
+    /// redirection cookie names a host by address, rule R3).
+    pub async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, ApiError> {
+        self.read(pool, |p| {
+            Ok(p.hosts()
+                .find(|h| h.spec.address == address)
+                .map(|h| h.spec.name.clone()))
+        })
+        .await
+    }
+}
