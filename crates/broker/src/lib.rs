@@ -11,6 +11,7 @@ pub mod api;
 pub mod connect;
 pub mod error;
 pub mod listener;
+pub mod rdp_file;
 pub mod state;
 pub mod telemetry;
 pub mod writer;

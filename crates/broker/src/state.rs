@@ -70,6 +70,9 @@ pub struct Broker {
     pub writer: Arc<WriteQueue>,
     pub admin_token: String,
     pub started_ms: TimestampMs,
+    /// Where RDP clients reach this broker's front door (`host:port`), for
+    /// the `.rdp` connection files; None when it runs none.
+    pub rdp_front_door: RwLock<Option<String>>,
 }
 
 pub fn now_ms() -> TimestampMs {
@@ -124,6 +127,7 @@ impl Broker {
             writer: WriteQueue::start(store),
             admin_token,
             started_ms,
+            rdp_front_door: RwLock::new(None),
         }
     }
 

@@ -211,7 +211,9 @@ async fn storm(client: &Arc<Client>, args: &StormArgs) -> anyhow::Result<Value> 
     // Check the outcome from the broker itself: every placement is there,
     // and how evenly the hosts were loaded.
     let sessions = client.get(&["hostPools", pool], &[]).await?;
-    let hosts = client.list(&["hostPools", pool, "sessionHosts"], &[]).await?;
+    let hosts = client
+        .list(&["hostPools", pool, "sessionHosts"], &[])
+        .await?;
     let per_host = |field: &str| -> Vec<u64> {
         hosts
             .as_array()
@@ -269,7 +271,10 @@ fn print_table(r: &Value) {
     );
     println!(
         "  spread      {} hosts used; sessions per host {}..{}; most connecting on one host {}",
-        r["hostsUsed"], r["minSessionsPerHost"], r["maxSessionsPerHost"], r["maxConnectingSessionsPerHost"]
+        r["hostsUsed"],
+        r["minSessionsPerHost"],
+        r["maxSessionsPerHost"],
+        r["maxConnectingSessionsPerHost"]
     );
 }
 

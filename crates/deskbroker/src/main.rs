@@ -1,10 +1,12 @@
-//! The `deskbroker` binary: the broker (`serve`), the az-style CLI client of
-//! its HTTP API (`hostpool`, `sessionhost`, `session`, `connect`) and the load
+//! The `deskbroker` binary: the broker (`serve`), the session-host agent
+//! (`agent`, in `crates/agent`), the az-style CLI client of its HTTP API
+//! (`hostpool`, `sessionhost`, `session`, `connect`) and the load
 //! generator (`bench`). This file parses the command line, sets up logging
 //! and hands over; it is also the one place where errors become an exit code.
 
 mod bench;
 mod cli;
+mod gateway_cmd;
 mod serve;
 
 use std::io::IsTerminal as _;
@@ -25,6 +27,11 @@ struct Args {
 enum Command {
     /// Run the broker: the HTTP API on the embedded SQLite store or PostgreSQL.
     Serve(serve::ServeArgs),
+    /// Run on a session host: register with the broker, then send heartbeats
+    /// with metrics and sessions.
+    Agent(agent::AgentArgs),
+    /// Run the RDP front door on its own, placing users through a broker's API.
+    Gateway(gateway_cmd::GatewayArgs),
     /// Load-test a running broker.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -43,7 +50,7 @@ impl Command {
     /// does; a CLI command prints its answer, and only warnings besides.
     fn default_log_level(&self) -> &'static str {
         match self {
-            Command::Serve(_) => "info",
+            Command::Serve(_) | Command::Agent(_) | Command::Gateway(_) => "info",
             _ => "warn",
         }
     }
@@ -56,6 +63,8 @@ async fn main() -> ExitCode {
 
     let result = match args.command {
         Command::Serve(serve_args) => serve::run(serve_args).await,
+        Command::Agent(agent_args) => agent::run_with_args(agent_args).await.map_err(Into::into),
+        Command::Gateway(gateway_args) => gateway_cmd::run(gateway_args).await,
         Command::Bench(bench_command) => bench::run(bench_command).await,
         Command::Hostpool(hostpool_args) => cli::hostpool::run(hostpool_args).await,
         Command::Sessionhost(sessionhost_args) => cli::sessionhost::run(sessionhost_args).await,
@@ -125,6 +134,8 @@ mod tests {
             "deskbroker session update --host-pool p1 --id s1 --state Disconnected",
             "deskbroker connect --host-pool p1 --user alice@contoso.com --requires rdp,gpu",
             "deskbroker connect --host-pool p1 --user alice@contoso.com --output tsv",
+            "deskbroker agent --broker http://b:8080 --host-pool p1 --registration-token T",
+            "deskbroker agent --broker http://b:8080 --host-pool p1 --registration-token T --name h7 --address 10.0.0.7:3389 --state-dir /tmp/s --interval 30 --load-script /l.sh --sessions-command cmd --config /etc/deskbroker/agent.toml",
         ] {
             let parsed = Args::try_parse_from(line.split_whitespace());
             assert!(parsed.is_ok(), "{line}: {:?}", parsed.err());

@@ -1,5 +1,6 @@
 //! `deskbroker serve`: runs the broker (HTTP API) on the embedded SQLite
-//! store in `--data-dir`.
+//! store in `--data-dir`, and with `--rdp-listen` the RDP front door
+//! (crate `gateway`) in the same process, stopped by the same signal.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -25,11 +26,30 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
+    /// Address of the RDP front door (rules R1–R6); no front door when
+    /// unset. Port 0 picks a free port; the address is printed.
+    #[arg(long = "rdp-listen", env = "DESKBROKER_RDP_LISTEN")]
+    pub rdp_listen: Option<SocketAddr>,
+    /// Pool of RDP clients that send no `tsv://MS Terminal Services
+    /// Plugin.1.<pool>` routing token (rule R1); without it they are refused.
+    #[arg(long = "rdp-default-pool", env = "DESKBROKER_RDP_DEFAULT_POOL")]
+    pub rdp_default_pool: Option<String>,
+    /// How clients reach the front door (`host:port`), written into the
+    /// `.rdp` files the broker hands out; default: the listen address.
+    #[arg(long = "rdp-public-address", env = "DESKBROKER_RDP_PUBLIC_ADDRESS")]
+    pub rdp_public_address: Option<String>,
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    if let Some(pool) = &args.rdp_default_pool {
+        anyhow::ensure!(
+            args.rdp_listen.is_some(),
+            "--rdp-default-pool needs --rdp-listen"
+        );
+        placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
+    }
     let token = match args.admin_token {
         Some(t) if t.len() >= 16 => t,
         Some(_) => anyhow::bail!("DESKBROKER_ADMIN_TOKEN must be at least 16 characters"),
@@ -44,13 +64,59 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
+    let rdp_listener = match args.rdp_listen {
+        Some(rdp_addr) => Some(
+            tokio::net::TcpListener::bind(rdp_addr)
+                .await
+                .with_context(|| format!("cannot listen for RDP on {rdp_addr}"))?,
+        ),
+        None => None,
+    };
     tracing::info!(%addr, data_dir = %args.data_dir.display(), "deskbroker listening");
-    // Tests and scripts read this line to find a port-0 listener.
+    // Tests and scripts read these lines to find port-0 listeners.
     println!("listening on http://{addr}");
+    if let Some(l) = &rdp_listener {
+        let rdp_addr = l.local_addr()?;
+        tracing::info!(%rdp_addr, default_pool = ?args.rdp_default_pool, "rdp front door listening");
+        println!("rdp front door listening on {rdp_addr}");
+        let public = args
+            .rdp_public_address
+            .clone()
+            .unwrap_or_else(|| rdp_addr.to_string());
+        *broker
+            .rdp_front_door
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(public);
+    }
     std::io::stdout().flush()?;
-    broker::serve(broker, listener, shutdown_signal())
-        .await
-        .map_err(anyhow::Error::msg)?;
+
+    // One signal stops both: the HTTP API finishes in-flight requests, the
+    // front door stops accepting (relayed connections are dropped with the
+    // process). If the API stops on its own (the store failed), so does
+    // the front door.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    {
+        let stop_tx = stop_tx.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        });
+    }
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let front_door = rdp_listener.map(|l| {
+        let placer = Arc::new(gateway::InProcess::new(broker.clone()));
+        let config = gateway::Config::new(args.rdp_default_pool.clone());
+        tokio::spawn(gateway::serve(l, placer, config, stopped(stop_rx.clone())))
+    });
+    let served = broker::serve(broker, listener, stopped(stop_rx)).await;
+    let _ = stop_tx.send(true);
+    if let Some(task) = front_door {
+        let _ = task.await;
+    }
+    served.map_err(anyhow::Error::msg)?;
     tracing::info!("deskbroker stopped cleanly");
     Ok(())
 }
@@ -80,7 +146,7 @@ fn admin_token_file(dir: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

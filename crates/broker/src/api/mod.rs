@@ -63,6 +63,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
                 .patch(sessions::patch)
                 .delete(sessions::logoff),
         )
+        .route("/hostPools/{pool}/rdpFile", get(pools::rdp_file))
         .route(
             "/hostPools/{pool}/registrationToken",
             post(registration::create_token).delete(registration::revoke_tokens),

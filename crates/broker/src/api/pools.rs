@@ -98,3 +98,41 @@ pub async fn delete(
     b.delete_pool(&pool, q.force).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// An `.rdp` file that points mstsc or xfreerdp at this broker's RDP front
+/// door with the pool's routing token (rule R1).
+#[utoipa::path(get, path = "/api/v1/hostPools/{pool}/rdpFile", tag = "hostPools",
+    responses((status = 200, content_type = "application/x-rdp", body = String),
+              (status = 404, body = ErrorBody)))]
+pub async fn rdp_file(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+) -> Result<impl axum::response::IntoResponse, ApiError> {
+    let name = b.read(&pool, |p| Ok(p.name().to_string())).await?;
+    let front_door = b
+        .rdp_front_door
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "this broker runs no RDP front door: start it with serve --rdp-listen",
+            )
+        })?;
+    let file = crate::rdp_file::rdp_file(&front_door, &name);
+    Ok((
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/x-rdp".to_string(),
+            ),
+            (
+                axum::http::header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}.rdp\""),
+            ),
+        ],
+        file,
+    ))
+}

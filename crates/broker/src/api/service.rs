@@ -17,7 +17,7 @@ use crate::state::Broker;
 #[openapi(
     info(title = "deskbroker", description = "Session broker for remote-desktop farms"),
     paths(
-        pools::list, pools::show, pools::put, pools::patch, pools::delete,
+        pools::list, pools::show, pools::put, pools::patch, pools::delete, pools::rdp_file,
         hosts::list, hosts::show, hosts::put, hosts::patch, hosts::delete, hosts::heartbeat,
                 sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
         registration::create_token, registration::revoke_tokens, registration::register,

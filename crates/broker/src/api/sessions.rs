@@ -26,7 +26,7 @@ pub async fn connect(
         user: input.user,
         requires: input.requires,
         session_host: input.session_host,
-        exclude: Vec::new(),
+        exclude: input.exclude,
     };
     let p = b.connect(&pool, &c).await?;
     Ok(axum::Json(ConnectOutput {

@@ -318,6 +318,10 @@ pub struct ConnectInput {
     #[serde(default)]
     pub requires: Vec<String>,
     pub session_host: Option<String>,
+    /// Hosts to pass over for a new session: a front door that could not
+    /// reach them (rule R5). Never moves an existing session.
+    #[serde(default)]
+    pub exclude: Vec<String>,
 }
 
 /// The answer to `connect`.

@@ -137,15 +137,23 @@ impl Client {
         self.send(Method::DELETE, segments, query, None).await
     }
 
-    /// Sends one request and turns the answer into JSON or one error. An empty
-    /// success body (204) is `Value::Null`.
-    async fn send(
+    /// `GET` of a document that is not JSON (an `.rdp` file); answers its text.
+    pub async fn get_text(&self, segments: &[&str]) -> anyhow::Result<String> {
+        let (status, bytes) = self.exchange(Method::GET, segments, &[], None).await?;
+        if status.is_success() {
+            return Ok(String::from_utf8_lossy(&bytes).into_owned());
+        }
+        Err(self.api_error(status, &bytes).into())
+    }
+
+    /// Sends one request; answers the status and the body.
+    async fn exchange(
         &self,
         method: Method,
         segments: &[&str],
         query: &[(&str, &str)],
         body: Option<&Value>,
-    ) -> anyhow::Result<Value> {
+    ) -> anyhow::Result<(StatusCode, Vec<u8>)> {
         let url = self.url(segments, query);
         tracing::debug!(%method, %url, "request");
         let mut request = self.http.request(method, url.clone());
@@ -163,9 +171,22 @@ impl Client {
         let bytes = response
             .bytes()
             .await
-            .map_err(|err| self.transport_error(&err))?;
+            .map_err(|err| self.transport_error(&err))?
+            .to_vec();
         tracing::debug!(%status, bytes = bytes.len(), "response");
+        Ok((status, bytes))
+    }
 
+    /// Sends one request and turns the answer into JSON or one error. An empty
+    /// success body (204) is `Value::Null`.
+    async fn send(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> anyhow::Result<Value> {
+        let (status, bytes) = self.exchange(method, segments, query, body).await?;
         if status.is_success() {
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 return Ok(Value::Null);

@@ -1,6 +1,7 @@
 //! `deskbroker hostpool create|update|show|list|delete`: host pools, through
 //! `/api/v1/hostPools`.
 
+use anyhow::Context as _;
 use serde_json::Value;
 
 use super::output::Columns;
@@ -39,11 +40,24 @@ enum HostpoolCommand {
     Show(NameArg),
     /// List the host pools.
     List,
-        /// Delete a host pool (refused while it has session hosts, unless --force).
+    /// Delete a host pool (refused while it has session hosts, unless --force).
     Delete(DeleteArgs),
     /// Create a registration token for agents to enroll hosts (shown once),
     /// or revoke every token of the pool with --revoke.
     RegistrationToken(TokenArgs),
+    /// Print (or save with --file) an .rdp file that points mstsc or
+    /// xfreerdp at the broker's RDP front door for this pool.
+    RdpFile(RdpFileArgs),
+}
+
+#[derive(clap::Args)]
+struct RdpFileArgs {
+    /// Name of the host pool.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// Write the file here instead of printing it.
+    #[arg(long, value_name = "PATH")]
+    file: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -327,8 +341,19 @@ pub async fn run(args: HostpoolArgs) -> anyhow::Result<()> {
             } else {
                 &[]
             };
-                        let answer = client.delete(&["hostPools", &delete.name], query).await?;
+            let answer = client.delete(&["hostPools", &delete.name], query).await?;
             ctx.print(&answer, POOL_COLUMNS)
+        }
+        HostpoolCommand::RdpFile(r) => {
+            let text = client.get_text(&["hostPools", &r.name, "rdpFile"]).await?;
+            match r.file {
+                Some(path) => std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display())),
+                None => {
+                    print!("{text}");
+                    Ok(())
+                }
+            }
         }
         HostpoolCommand::RegistrationToken(t) => {
             let path = ["hostPools", t.name.as_str(), "registrationToken"];

@@ -6,7 +6,9 @@
 mod api;
 mod cli;
 mod durability;
+mod gateway;
 mod load_index;
+mod rdp;
 mod registration;
 
 use std::io::{BufRead, BufReader};

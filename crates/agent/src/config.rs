@@ -1,0 +1,763 @@
+//! The agent's configuration: the raw inputs (flags and `DESKBROKER_*`
+//! variables through clap, and the TOML file of `--config`), and the one
+//! validation that turns them into a typed [`Config`].
+//!
+//! Precedence is flags, then environment, then the file, then defaults:
+//! clap already gives a flag precedence over its variable, so the merge here
+//! only has to put [`AgentArgs`] over [`FileConfig`]. Parsing never performs
+//! IO (ripgrep's low/high args); the only IO is reading the file and, when no
+//! `--name` or `--address` is given, asking the machine for its hostname and
+//! primary IPv4 address ([`Config::load`]).
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reqwest::Url;
+use serde::Deserialize;
+
+use crate::sessions::SessionsSource;
+
+/// Where the agent keeps its state file unless told otherwise.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/deskbroker-agent";
+
+/// Seconds between two samples and heartbeats unless told otherwise (rule H4).
+pub const DEFAULT_INTERVAL_SECONDS: u64 = 30;
+
+/// The shortest interval allowed (rule H4: hosts sample every 5 seconds at
+/// least). Shorter intervals would only load the broker's write path.
+pub const MIN_INTERVAL_SECONDS: u64 = 5;
+
+/// The longest interval allowed: a day, the largest `heartbeatTimeoutSeconds`
+/// a pool may have (any longer and every host would be `Unavailable`).
+pub const MAX_INTERVAL_SECONDS: u64 = 86_400;
+
+/// The RDP port, used when `--address` is not given.
+pub const DEFAULT_RDP_PORT: u16 = 3389;
+
+/// Rule H6: a host's `loadIndexThreshold` is 0..=100.
+pub const MAX_LOAD_INDEX_THRESHOLD: u32 = 100;
+
+/// Rule H6: a host's `connectingSessionThreshold` is 0..=150.
+pub const MAX_CONNECTING_SESSION_THRESHOLD: u32 = 150;
+
+/// Flags of `deskbroker agent` (see `shared/spec/api.md`). Every one is
+/// optional here because it may come from the `--config` file instead;
+/// [`Config::load`] says what is missing.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AgentArgs {
+    /// The broker's base URL, e.g. http://broker.contoso.com:8080.
+    #[arg(long, env = "DESKBROKER_URL", value_name = "URL")]
+    pub broker: Option<String>,
+    /// The host pool this session host joins.
+    #[arg(long, env = "DESKBROKER_HOST_POOL", value_name = "N")]
+    pub host_pool: Option<String>,
+    /// A registration token of the pool (from
+    /// `POST /api/v1/hostPools/{pool}/registrationToken`). Needed to register
+    /// and to register again when the host credential is revoked.
+    #[arg(
+        long,
+        env = "DESKBROKER_REGISTRATION_TOKEN",
+        hide_env_values = true,
+        value_name = "T"
+    )]
+    pub registration_token: Option<String>,
+    /// The session host's name in the pool [default: the machine's hostname].
+    #[arg(long, value_name = "H")]
+    pub name: Option<String>,
+    /// Where RDP clients reach this host [default: the machine's primary IPv4
+    /// address, port 3389].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub address: Option<String>,
+    /// Directory of the agent's state file, agent.json, which holds the host
+    /// credential [default: /var/lib/deskbroker-agent].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Seconds between two samples and heartbeats, at least 5 [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub interval: Option<u64>,
+    /// A program run through `sh -c` at every sample; it prints an integer
+    /// >= 0, reported as the host's customLoadIndex (rule H3).
+    #[arg(long, value_name = "PATH")]
+    pub load_script: Option<String>,
+    /// A command run through `sh -c` at every sample instead of asking
+    /// systemd-logind; it prints one JSON object a line,
+    /// {"user": "alice@contoso.com", "state": "Active"}.
+    #[arg(long, value_name = "CMD")]
+    pub sessions_command: Option<String>,
+    /// What the host offers, e.g. rdp,gpu [default: the broker's, rdp].
+    #[arg(long, value_delimiter = ',', value_name = "C1,C2")]
+    pub capabilities: Option<Vec<String>>,
+    /// This host refuses new logons at this load index, 0..=100 (rule H6;
+    /// 0 disables it) [default: the pool's].
+    #[arg(long, value_name = "N")]
+    pub load_index_threshold: Option<u32>,
+    /// This host refuses new logons with this many logons in progress,
+    /// 0..=150 (rule H6; 0 disables it) [default: the pool's].
+    #[arg(long, value_name = "N")]
+    pub connecting_session_threshold: Option<u32>,
+    /// Domain added to logind user names that have none, so that `alice`
+    /// is reported as `alice@DOMAIN`, the name users connect with.
+    #[arg(long, value_name = "DOMAIN")]
+    pub user_domain: Option<String>,
+    /// A TOML file with any of the settings above, named with underscores
+    /// (host_pool = "farm"); flags and DESKBROKER_* variables win over it.
+    #[arg(long, env = "DESKBROKER_AGENT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The `--config` file as written: every key optional, unknown keys refused
+/// (a typo must not pass silently).
+#[derive(Deserialize, Debug, Default, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub broker: Option<String>,
+    pub host_pool: Option<String>,
+    pub registration_token: Option<String>,
+    pub name: Option<String>,
+    pub address: Option<String>,
+    pub state_dir: Option<PathBuf>,
+    #[serde(alias = "interval_seconds")]
+    pub interval: Option<u64>,
+    pub load_script: Option<String>,
+    pub sessions_command: Option<String>,
+    pub capabilities: Option<Vec<String>>,
+    pub load_index_threshold: Option<u32>,
+    pub connecting_session_threshold: Option<u32>,
+    pub user_domain: Option<String>,
+}
+
+impl FileConfig {
+    /// Parses the text of a config file; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            message: e.message().to_string(),
+        })
+    }
+}
+
+/// The host's own policy (rule H6), sent when registering and with every
+/// heartbeat. A threshold the configuration does not set is left out, so it
+/// does not override what an administrator set on the host.
+#[derive(serde::Serialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HostPolicy {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_index_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connecting_session_threshold: Option<u32>,
+}
+
+impl HostPolicy {
+    /// True when the configuration sets no threshold at all.
+    pub fn is_empty(&self) -> bool {
+        self.load_index_threshold.is_none() && self.connecting_session_threshold.is_none()
+    }
+}
+
+/// The validated configuration the agent runs with. Fields are public so
+/// that tests can build one directly (for example with an interval below
+/// the 5 seconds users may set).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The broker's base URL; API paths are appended to its path.
+    pub broker: Url,
+    pub host_pool: String,
+    /// Needed only when there is no saved credential, or it was revoked.
+    pub registration_token: Option<String>,
+    pub name: String,
+    /// `HOST:PORT` where RDP clients reach this host.
+    pub address: String,
+    pub state_dir: PathBuf,
+    pub interval: Duration,
+    pub load_script: Option<String>,
+    pub sessions: SessionsSource,
+    /// `None` lets the broker apply its default (`["rdp"]`).
+    pub capabilities: Option<Vec<String>>,
+    pub policy: HostPolicy,
+}
+
+/// A configuration that cannot be used, said in one line naming the setting.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("cannot read the config file {}: {message}", path.display())]
+    Read { path: PathBuf, message: String },
+    #[error("config file {}: {message}", path.display())]
+    File { path: PathBuf, message: String },
+    #[error("no {what}: pass {flag}{env}, or set {key} in the config file")]
+    Missing {
+        what: &'static str,
+        flag: &'static str,
+        env: &'static str,
+        key: &'static str,
+    },
+    #[error("{setting}: {message}")]
+    Invalid {
+        setting: &'static str,
+        message: String,
+    },
+}
+
+fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        setting,
+        message: message.into(),
+    }
+}
+
+/// A string setting with surrounding blanks removed; an empty one counts as
+/// not given (an empty `DESKBROKER_REGISTRATION_TOKEN=` is not a token).
+fn given(value: Option<String>) -> Option<String> {
+    value
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+impl Config {
+    /// Reads the `--config` file if any, asks the machine for what is left
+    /// to defaults, and validates everything.
+    pub fn load(args: AgentArgs) -> Result<Config, ConfigError> {
+        let file = match &args.config {
+            None => FileConfig::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                FileConfig::parse(&text, path)?
+            }
+        };
+        Config::resolve(args, file, machine_hostname, primary_ipv4)
+    }
+
+    /// Merges flags over the file and validates the result. The machine's
+    /// hostname and primary address are asked for only when needed, so this
+    /// is pure for callers (tests) that pass both settings.
+    pub fn resolve(
+        args: AgentArgs,
+        file: FileConfig,
+        hostname: impl FnOnce() -> Result<String, String>,
+        primary_ipv4: impl FnOnce() -> Result<Ipv4Addr, String>,
+    ) -> Result<Config, ConfigError> {
+        let broker = given(args.broker.or(file.broker)).ok_or(ConfigError::Missing {
+            what: "broker URL",
+            flag: "--broker",
+            env: " (or DESKBROKER_URL)",
+            key: "broker",
+        })?;
+        let broker = parse_broker_url(&broker)?;
+
+        let host_pool = given(args.host_pool.or(file.host_pool)).ok_or(ConfigError::Missing {
+            what: "host pool",
+            flag: "--host-pool",
+            env: " (or DESKBROKER_HOST_POOL)",
+            key: "host_pool",
+        })?;
+        check_name("host pool (--host-pool)", &host_pool)?;
+
+        let registration_token = given(args.registration_token.or(file.registration_token));
+
+        let name = match given(args.name.or(file.name)) {
+            Some(name) => name,
+            None => {
+                hostname().map_err(|e| invalid("name (--name)", format!("{e}; pass --name")))?
+            }
+        };
+        check_name("name (--name)", &name)?;
+
+        let address = match given(args.address.or(file.address)) {
+            Some(address) => {
+                check_address(&address)?;
+                address
+            }
+            None => {
+                let ip = primary_ipv4().map_err(|e| {
+                    invalid(
+                        "address (--address)",
+                        format!("{e}; pass --address HOST:PORT"),
+                    )
+                })?;
+                SocketAddr::from((ip, DEFAULT_RDP_PORT)).to_string()
+            }
+        };
+
+        let state_dir = args
+            .state_dir
+            .or(file.state_dir)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+        if state_dir.as_os_str().is_empty() {
+            return Err(invalid("state dir (--state-dir)", "must not be empty"));
+        }
+
+        let interval_seconds = args
+            .interval
+            .or(file.interval)
+            .unwrap_or(DEFAULT_INTERVAL_SECONDS);
+        if interval_seconds < MIN_INTERVAL_SECONDS {
+            return Err(invalid(
+                "interval (--interval)",
+                format!(
+                    "{interval_seconds} seconds is too short: hosts sample every \
+                     {MIN_INTERVAL_SECONDS} seconds at least (rule H4)"
+                ),
+            ));
+        }
+        if interval_seconds > MAX_INTERVAL_SECONDS {
+            return Err(invalid(
+                "interval (--interval)",
+                format!(
+                    "{interval_seconds} seconds is too long: at most {MAX_INTERVAL_SECONDS} \
+                     (a pool's longest heartbeat timeout)"
+                ),
+            ));
+        }
+
+        let load_script = given(args.load_script.or(file.load_script));
+        let sessions = match given(args.sessions_command.or(file.sessions_command)) {
+            Some(command) => SessionsSource::Command(command),
+            None => SessionsSource::Loginctl {
+                user_domain: given(args.user_domain.or(file.user_domain))
+                    .map(|d| d.trim_start_matches('@').to_string())
+                    .filter(|d| !d.is_empty()),
+            },
+        };
+
+        let capabilities = match args.capabilities.or(file.capabilities) {
+            None => None,
+            Some(list) => {
+                let list: Vec<String> = list.into_iter().map(|c| c.trim().to_string()).collect();
+                if list.is_empty() || list.iter().any(|c| c.is_empty()) {
+                    return Err(invalid(
+                        "capabilities (--capabilities)",
+                        "give one or more names, e.g. rdp,gpu",
+                    ));
+                }
+                Some(list)
+            }
+        };
+
+        let policy = HostPolicy {
+            load_index_threshold: args.load_index_threshold.or(file.load_index_threshold),
+            connecting_session_threshold: args
+                .connecting_session_threshold
+                .or(file.connecting_session_threshold),
+        };
+        if let Some(t) = policy.load_index_threshold
+            && t > MAX_LOAD_INDEX_THRESHOLD
+        {
+            return Err(invalid(
+                "load_index_threshold",
+                format!("{t} is out of range 0..={MAX_LOAD_INDEX_THRESHOLD} (rule H6)"),
+            ));
+        }
+        if let Some(t) = policy.connecting_session_threshold
+            && t > MAX_CONNECTING_SESSION_THRESHOLD
+        {
+            return Err(invalid(
+                "connecting_session_threshold",
+                format!("{t} is out of range 0..={MAX_CONNECTING_SESSION_THRESHOLD} (rule H6)"),
+            ));
+        }
+
+        Ok(Config {
+            broker,
+            host_pool,
+            registration_token,
+            name,
+            address,
+            state_dir,
+            interval: Duration::from_secs(interval_seconds),
+            load_script,
+            sessions,
+            capabilities,
+            policy,
+        })
+    }
+}
+
+/// Checks the broker URL once, up front, with the same rules and words as
+/// the CLI: plain `http://HOST[:PORT][/PATH]`.
+fn parse_broker_url(text: &str) -> Result<Url, ConfigError> {
+    const SETTING: &str = "broker URL (--broker / DESKBROKER_URL)";
+    if !text.contains("://") {
+        return Err(invalid(
+            SETTING,
+            format!("{text:?}: write it as http://HOST:PORT, e.g. http://{text}"),
+        ));
+    }
+    let url = Url::parse(text).map_err(|e| invalid(SETTING, format!("{text:?}: {e}")))?;
+    match url.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(invalid(
+                SETTING,
+                format!(
+                    "{text}: this build of deskbroker speaks plain HTTP only; use http:// \
+                     or put a TLS-terminating proxy in front of the broker"
+                ),
+            ));
+        }
+        other => {
+            return Err(invalid(
+                SETTING,
+                format!("{text}: unsupported scheme {other:?}, use http://"),
+            ));
+        }
+    }
+    if url.cannot_be_a_base() || url.host().is_none() {
+        return Err(invalid(
+            SETTING,
+            format!("{text:?} needs a host, e.g. http://127.0.0.1:8080"),
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(
+            SETTING,
+            format!("{text:?}: a base URL takes no ?query or #fragment"),
+        ));
+    }
+    Ok(url)
+}
+
+/// Pool and host names travel in URL paths and logs: no blanks or control
+/// characters (the broker has the final word on everything else).
+fn check_name(setting: &'static str, name: &str) -> Result<(), ConfigError> {
+    if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(
+            setting,
+            format!("{name:?} must not contain blanks or control characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// `HOST:PORT`, where HOST is a name, an IPv4 address or a bracketed IPv6
+/// address and PORT is 1..=65535.
+fn check_address(address: &str) -> Result<(), ConfigError> {
+    const SETTING: &str = "address (--address)";
+    let bad = |why: &str| {
+        invalid(
+            SETTING,
+            format!("{address:?} {why}; write HOST:PORT, e.g. 10.0.0.7:3389"),
+        )
+    };
+    let Some((host, port)) = address.rsplit_once(':') else {
+        return Err(bad("has no port"));
+    };
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => {}
+        _ => return Err(bad("has no valid port")),
+    }
+    let host_ok = if let Some(inner) = host.strip_prefix('[') {
+        inner
+            .strip_suffix(']')
+            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok())
+    } else {
+        !host.is_empty()
+            && !host.contains(':')
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_')
+    };
+    if !host_ok {
+        return Err(bad("has no valid host"));
+    }
+    Ok(())
+}
+
+/// The machine's hostname, the default session host name.
+pub fn machine_hostname() -> Result<String, String> {
+    let name = gethostname::gethostname();
+    let name = name
+        .into_string()
+        .map_err(|n| format!("the hostname {n:?} is not UTF-8"))?;
+    if name.trim().is_empty() {
+        return Err("the machine has no hostname".to_string());
+    }
+    Ok(name.trim().to_string())
+}
+
+/// The machine's primary IPv4 address: the source address the kernel would
+/// use to reach a private-range address. `connect` on a UDP socket only
+/// chooses a route; it sends nothing, so this causes no network traffic.
+pub fn primary_ipv4() -> Result<Ipv4Addr, String> {
+    /// Any private-range address will do: only the routing decision matters.
+    const PROBE: (Ipv4Addr, u16) = (Ipv4Addr::new(10, 254, 254, 254), 9);
+    let fail = |e: std::io::Error| format!("cannot find the machine's primary IPv4 address: {e}");
+    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(fail)?;
+    socket.connect(PROBE).map_err(fail)?;
+    match socket.local_addr().map_err(fail)?.ip() {
+        std::net::IpAddr::V4(ip) if !ip.is_unspecified() && !ip.is_loopback() => Ok(ip),
+        other => Err(format!(
+            "cannot find the machine's primary IPv4 address (the route says {other})"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        agent: AgentArgs,
+    }
+
+    /// Parses a command line the way the binary does. Settings that clap
+    /// would take from `DESKBROKER_*` variables are cleared unless the line
+    /// gives them, so a developer's environment cannot change the outcome.
+    fn args(line: &str) -> AgentArgs {
+        let words = std::iter::once("agent").chain(line.split_whitespace());
+        let mut a = Cli::try_parse_from(words)
+            .expect("command line parses")
+            .agent;
+        let has = |flag: &str| line.split_whitespace().any(|w| w == flag);
+        if !has("--broker") {
+            a.broker = None;
+        }
+        if !has("--host-pool") {
+            a.host_pool = None;
+        }
+        if !has("--registration-token") {
+            a.registration_token = None;
+        }
+        if !has("--config") {
+            a.config = None;
+        }
+        a
+    }
+
+    fn file(text: &str) -> FileConfig {
+        FileConfig::parse(text, Path::new("agent.toml")).expect("file parses")
+    }
+
+    fn no_hostname() -> Result<String, String> {
+        Err("hostname asked for".into())
+    }
+
+    fn no_ipv4() -> Result<Ipv4Addr, String> {
+        Err("address asked for".into())
+    }
+
+    fn resolve(args: AgentArgs, file: FileConfig) -> Result<Config, ConfigError> {
+        Config::resolve(args, file, no_hostname, no_ipv4)
+    }
+
+    const MINIMAL: &str =
+        "--broker http://127.0.0.1:8080 --host-pool farm --name h7 --address 10.0.0.7:3389";
+
+    #[test]
+    fn flags_alone_give_the_documented_defaults() {
+        let c = resolve(args(MINIMAL), FileConfig::default()).unwrap();
+        assert_eq!(c.broker.as_str(), "http://127.0.0.1:8080/");
+        assert_eq!(c.host_pool, "farm");
+        assert_eq!(c.name, "h7");
+        assert_eq!(c.address, "10.0.0.7:3389");
+        assert_eq!(c.state_dir, PathBuf::from("/var/lib/deskbroker-agent"));
+        assert_eq!(c.interval, Duration::from_secs(30));
+        assert_eq!(c.load_script, None);
+        assert_eq!(c.sessions, SessionsSource::Loginctl { user_domain: None });
+        assert_eq!(c.capabilities, None);
+        assert!(c.policy.is_empty());
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_the_file_fills_the_rest() {
+        let f = file(
+            r#"
+            broker = "http://file:1"
+            host_pool = "file-pool"
+            registration_token = "file-token"
+            name = "file-name"
+            address = "file-host:3390"
+            state_dir = "/file/state"
+            interval = 60
+            load_script = "/file/load.sh"
+            sessions_command = "file-sessions"
+            capabilities = ["rdp", "gpu"]
+            load_index_threshold = 80
+            connecting_session_threshold = 10
+            "#,
+        );
+        let c = resolve(
+            args("--broker http://flag:2 --name flag-name --interval 5 --load-index-threshold 90"),
+            f,
+        )
+        .unwrap();
+        assert_eq!(c.broker.as_str(), "http://flag:2/");
+        assert_eq!(c.name, "flag-name");
+        assert_eq!(c.interval, Duration::from_secs(5));
+        assert_eq!(c.policy.load_index_threshold, Some(90));
+        // From the file:
+        assert_eq!(c.host_pool, "file-pool");
+        assert_eq!(c.registration_token.as_deref(), Some("file-token"));
+        assert_eq!(c.address, "file-host:3390");
+        assert_eq!(c.state_dir, PathBuf::from("/file/state"));
+        assert_eq!(c.load_script.as_deref(), Some("/file/load.sh"));
+        assert_eq!(c.sessions, SessionsSource::Command("file-sessions".into()));
+        assert_eq!(
+            c.capabilities,
+            Some(vec!["rdp".to_string(), "gpu".to_string()])
+        );
+        assert_eq!(c.policy.connecting_session_threshold, Some(10));
+    }
+
+    #[test]
+    fn machine_defaults_are_asked_for_only_when_needed() {
+        let c = Config::resolve(
+            args("--broker http://b:1 --host-pool p"),
+            FileConfig::default(),
+            || Ok("h-from-machine".into()),
+            || Ok(Ipv4Addr::new(192, 0, 2, 7)),
+        )
+        .unwrap();
+        assert_eq!(c.name, "h-from-machine");
+        assert_eq!(c.address, "192.0.2.7:3389");
+
+        let err = Config::resolve(
+            args("--broker http://b:1 --host-pool p --name h"),
+            FileConfig::default(),
+            no_hostname,
+            || Err("no route".into()),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "address (--address): no route; pass --address HOST:PORT"
+        );
+    }
+
+    #[test]
+    fn missing_and_invalid_settings_are_named() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "--host-pool p --name h --address a:1",
+                "",
+                "no broker URL: pass --broker (or DESKBROKER_URL), or set broker in the config file",
+            ),
+            (
+                "--broker http://b:1 --name h --address a:1",
+                "",
+                "no host pool: pass --host-pool (or DESKBROKER_HOST_POOL), or set host_pool in the config file",
+            ),
+            (
+                "--broker b:1 --host-pool p --name h --address a:1",
+                "",
+                "broker URL (--broker / DESKBROKER_URL): \"b:1\": write it as http://HOST:PORT, e.g. http://b:1",
+            ),
+            (
+                "--broker https://b:1 --host-pool p --name h --address a:1",
+                "",
+                "broker URL (--broker / DESKBROKER_URL): https://b:1: this build of deskbroker speaks plain HTTP only; use http:// or put a TLS-terminating proxy in front of the broker",
+            ),
+            (
+                &format!("{MINIMAL} --interval 4"),
+                "",
+                "interval (--interval): 4 seconds is too short: hosts sample every 5 seconds at least (rule H4)",
+            ),
+            (
+                MINIMAL,
+                "interval = 0",
+                "interval (--interval): 0 seconds is too short: hosts sample every 5 seconds at least (rule H4)",
+            ),
+            (
+                &format!("{MINIMAL} --interval 86401"),
+                "",
+                "interval (--interval): 86401 seconds is too long: at most 86400 (a pool's longest heartbeat timeout)",
+            ),
+            (
+                "--broker http://b:1 --host-pool p --name h --address 10.0.0.7",
+                "",
+                "address (--address): \"10.0.0.7\" has no port; write HOST:PORT, e.g. 10.0.0.7:3389",
+            ),
+            (
+                "--broker http://b:1 --host-pool p --name h --address 10.0.0.7:0",
+                "",
+                "address (--address): \"10.0.0.7:0\" has no valid port; write HOST:PORT, e.g. 10.0.0.7:3389",
+            ),
+            (
+                "--broker http://b:1 --host-pool p --name h --address ::1:3389",
+                "",
+                "address (--address): \"::1:3389\" has no valid host; write HOST:PORT, e.g. 10.0.0.7:3389",
+            ),
+            (
+                &format!("{MINIMAL} --load-index-threshold 101"),
+                "",
+                "load_index_threshold: 101 is out of range 0..=100 (rule H6)",
+            ),
+            (
+                MINIMAL,
+                "connecting_session_threshold = 151",
+                "connecting_session_threshold: 151 is out of range 0..=150 (rule H6)",
+            ),
+            (
+                &format!("{MINIMAL} --capabilities rdp,,gpu"),
+                "",
+                "capabilities (--capabilities): give one or more names, e.g. rdp,gpu",
+            ),
+        ];
+        for (line, file_text, want) in cases {
+            let err = resolve(args(line), file(file_text)).unwrap_err();
+            assert_eq!(err.to_string(), *want, "{line} / {file_text}");
+        }
+    }
+
+    #[test]
+    fn good_addresses_pass() {
+        for address in [
+            "10.0.0.7:3389",
+            "h7.contoso.com:3389",
+            "[fe80::1]:3389",
+            "h_7:1",
+        ] {
+            assert_eq!(check_address(address), Ok(()), "{address}");
+        }
+    }
+
+    #[test]
+    fn the_file_refuses_unknown_keys_and_wrong_types() {
+        let err =
+            FileConfig::parse("brokr = \"http://b:1\"", Path::new("/etc/a.toml")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("config file /etc/a.toml: unknown field `brokr`"),
+            "{text}"
+        );
+
+        let err = FileConfig::parse("interval = \"30\"", Path::new("a.toml")).unwrap_err();
+        assert!(err.to_string().contains("invalid type"), "{err}");
+    }
+
+    #[test]
+    fn empty_values_count_as_not_given_and_user_domain_is_normalised() {
+        let f = file("registration_token = \"  \"\nuser_domain = \"@contoso.com\"");
+        let c = resolve(args(MINIMAL), f).unwrap();
+        assert_eq!(c.registration_token, None);
+        assert_eq!(
+            c.sessions,
+            SessionsSource::Loginctl {
+                user_domain: Some("contoso.com".into())
+            }
+        );
+    }
+
+    #[test]
+    fn interval_seconds_is_accepted_as_a_file_key() {
+        let c = resolve(args(MINIMAL), file("interval_seconds = 10")).unwrap();
+        assert_eq!(c.interval, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_machine_has_a_hostname_and_maybe_a_primary_address() {
+        assert!(!machine_hostname().unwrap().is_empty());
+        // A machine without a route has no primary address; either way the
+        // answer is a usable IPv4 address or a sentence.
+        match primary_ipv4() {
+            Ok(ip) => assert!(!ip.is_loopback() && !ip.is_unspecified()),
+            Err(e) => assert!(e.contains("primary IPv4"), "{e}"),
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! The agent's loop: register once (or reuse the saved credential), then
+//! sample and send a heartbeat every interval, for as long as it runs.
+//!
+//! Two clocks drive it. Samples are taken every interval whatever happens
+//! to the broker, so the load script keeps its last good value fresh and
+//! CPU/disk windows stay one interval long. Sends follow samples while the
+//! broker answers; when it does not, they are retried on the backoff clock
+//! (1 s doubling to 60 s) with the newest sample, and the agent never gives
+//! up. The shutdown future is raced against every wait, sample and request,
+//! so SIGTERM stops the agent at once, whatever it is doing.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::AgentError;
+use crate::backoff::Backoff;
+use crate::client::{BrokerClient, CallError, Heartbeat, RegisterRequest};
+use crate::config::{Config, HostPolicy};
+use crate::load_script::LoadScript;
+use crate::metrics::SystemSampler;
+use crate::sessions::{SessionsProbe, SessionsSource};
+use crate::state::{SavedState, StateFile};
+
+/// The window of the first sample: CPU and disk figures need two readings,
+/// and a heartbeat should follow registration without waiting a whole
+/// interval.
+const FIRST_SAMPLE_WINDOW: Duration = Duration::from_secs(1);
+
+/// Everything one heartbeat reports, gathered from the machine, the load
+/// script and the sessions source.
+#[derive(Debug)]
+pub struct Sampler {
+    system: SystemSampler,
+    load_script: Option<LoadScript>,
+    sessions: SessionsProbe,
+    policy: Option<HostPolicy>,
+}
+
+impl Sampler {
+    pub fn new(config: &Config) -> Sampler {
+        Sampler {
+            system: SystemSampler::new(),
+            load_script: config.load_script.clone().map(LoadScript::new),
+            sessions: SessionsProbe::new(config.sessions.clone()),
+            policy: (!config.policy.is_empty()).then(|| config.policy.clone()),
+        }
+    }
+
+    /// Takes one sample: metrics over the window since the last one, the
+    /// load script's value, and the session list. The two probes run at the
+    /// same time, so a slow load script does not delay the session list.
+    pub async fn sample(&mut self) -> Heartbeat {
+        let system = self.system.sample();
+        let load = async {
+            match &mut self.load_script {
+                Some(script) => script.sample().await,
+                None => None,
+            }
+        };
+        let (custom_load_index, sessions) = tokio::join!(load, self.sessions.sample());
+        let disk = system.disk;
+        Heartbeat {
+            cpu_percent: system.cpu_percent.map(round2),
+            memory_percent: system.memory_percent.map(round2),
+            disk_queue_length: disk.map(|d| round2(d.queue_length)),
+            disk_read_latency_ms: disk.map(|d| round2(d.read_latency_ms)),
+            disk_write_latency_ms: disk.map(|d| round2(d.write_latency_ms)),
+            custom_load_index,
+            sessions,
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+/// Two decimals are more than the broker's integer factors need, and keep
+/// the JSON readable.
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// What came of one attempt to reach the broker.
+enum Outcome {
+    /// The heartbeat was accepted.
+    Delivered,
+    /// Registered, but there is no sample to send yet.
+    Registered,
+    /// The broker refused this heartbeat (4xx other than 401); the next
+    /// sample is sent as usual.
+    Refused,
+    /// Not done; try again after a backoff delay. The message says why, in
+    /// one line; `severe` ones need a person (a refused token).
+    Retry { message: String, severe: bool },
+}
+
+struct Agent {
+    config: Config,
+    client: BrokerClient,
+    state: StateFile,
+    credential: Option<String>,
+    /// Whether a heartbeat got through since the agent started.
+    delivered_any: bool,
+}
+
+impl Agent {
+    /// Registers if there is no credential, then sends `heartbeat` if any.
+    async fn attempt(&mut self, heartbeat: Option<&Heartbeat>) -> Outcome {
+        if self.credential.is_none()
+            && let Err(outcome) = self.register().await
+        {
+            return outcome;
+        }
+        let (Some(credential), Some(heartbeat)) = (&self.credential, heartbeat) else {
+            return Outcome::Registered;
+        };
+        let c = &self.config;
+        match self
+            .client
+            .heartbeat(&c.host_pool, &c.name, credential, heartbeat)
+            .await
+        {
+            Ok(answer) => {
+                let status = answer.as_ref().and_then(|a| a.status.as_deref());
+                let load_index = answer.as_ref().and_then(|a| a.load_index);
+                let sessions = answer.as_ref().and_then(|a| a.sessions);
+                if self.delivered_any {
+                    tracing::debug!(status, load_index, sessions, "heartbeat delivered");
+                } else {
+                    // Once, so the log shows the agent works end to end.
+                    tracing::info!(status, load_index, sessions, "first heartbeat delivered");
+                    self.delivered_any = true;
+                }
+                Outcome::Delivered
+            }
+            Err(e) if e.is_unauthorized() => {
+                self.credential = None;
+                if let Err(e) = self.state.remove() {
+                    tracing::warn!("cannot remove the revoked credential: {e}");
+                }
+                let next = if c.registration_token.is_some() {
+                    "registering again with the registration token"
+                } else {
+                    "and there is no registration token to register again with"
+                };
+                Outcome::Retry {
+                    message: format!(
+                        "heartbeat refused, the host credential is no longer valid (the host \
+                         was removed, or registered again by another agent): {e}; {next}"
+                    ),
+                    severe: true,
+                }
+            }
+            Err(e @ CallError::Rejected { .. }) => {
+                tracing::error!("heartbeat refused by the broker: {e}");
+                Outcome::Refused
+            }
+            Err(e) => Outcome::Retry {
+                message: format!("heartbeat not delivered: {e}"),
+                severe: false,
+            },
+        }
+    }
+
+    async fn register(&mut self) -> Result<(), Outcome> {
+        let c = &self.config;
+        let Some(token) = &c.registration_token else {
+            return Err(Outcome::Retry {
+                message: format!(
+                    "no valid host credential and no registration token: create one with \
+                     POST /api/v1/hostPools/{}/registrationToken, put it in the agent's \
+                     configuration and restart the agent",
+                    c.host_pool
+                ),
+                severe: true,
+            });
+        };
+        let request = RegisterRequest {
+            token,
+            host_pool: &c.host_pool,
+            name: &c.name,
+            address: &c.address,
+            capabilities: c.capabilities.as_deref(),
+            policy: (!c.policy.is_empty()).then_some(&c.policy),
+        };
+        match self.client.register(&request).await {
+            Ok(registered) => {
+                let how = if registered.created {
+                    "registered as a new session host"
+                } else {
+                    "registered again (the broker keeps the host's sessions)"
+                };
+                tracing::info!(
+                    pool = %c.host_pool, host = %c.name, address = %c.address,
+                    "{how}"
+                );
+                let saved = SavedState {
+                    broker: c.broker.to_string(),
+                    host_pool: c.host_pool.clone(),
+                    name: c.name.clone(),
+                    host_credential: registered.host_credential.clone(),
+                };
+                if let Err(e) = self.state.save(&saved) {
+                    // The credential works from memory; after a restart the
+                    // agent registers again, which keeps the host's sessions.
+                    tracing::error!("cannot save the host credential: {e}");
+                }
+                self.credential = Some(registered.host_credential);
+                Ok(())
+            }
+            Err(e @ CallError::Rejected { .. }) => Err(Outcome::Retry {
+                message: format!(
+                    "registration refused: {e}{}",
+                    if e.is_unauthorized() {
+                        "; put a new registration token in the agent's configuration and \
+                         restart the agent"
+                    } else {
+                        ""
+                    }
+                ),
+                severe: true,
+            }),
+            Err(e) => Err(Outcome::Retry {
+                message: format!("cannot register: {e}"),
+                severe: false,
+            }),
+        }
+    }
+}
+
+/// Runs the agent with a validated configuration until `shutdown` completes
+/// (then it returns `Ok`). It fails only at start: an unusable state
+/// directory, or neither a saved credential nor a registration token. Once
+/// running it never gives up: an unreachable broker, a refused heartbeat or
+/// a revoked credential are logged and retried.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let state = StateFile::new(&config.state_dir);
+    state.prepare()?;
+    let credential = match state.load() {
+        Ok(Some(saved))
+            if saved.is_for(config.broker.as_str(), &config.host_pool, &config.name) =>
+        {
+            tracing::info!(
+                "using the host credential saved in {}",
+                state.path().display()
+            );
+            Some(saved.host_credential)
+        }
+        Ok(Some(saved)) => {
+            tracing::info!(
+                "{} is for host {} of pool {} at {}: registering as {} of pool {}",
+                state.path().display(),
+                saved.name,
+                saved.host_pool,
+                saved.broker,
+                config.name,
+                config.host_pool
+            );
+            None
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!("{e}; registering anew");
+            None
+        }
+    };
+    if credential.is_none() && config.registration_token.is_none() {
+        return Err(AgentError::NoRegistrationToken {
+            host_pool: config.host_pool.clone(),
+            state_file: state.path().to_path_buf(),
+        });
+    }
+
+    tracing::info!(
+        broker = %config.broker,
+        pool = %config.host_pool,
+        host = %config.name,
+        address = %config.address,
+        interval_seconds = config.interval.as_secs_f64(),
+        sessions = %match &config.sessions {
+            SessionsSource::Command(c) => format!("command `{c}`"),
+            SessionsSource::Loginctl { .. } => "loginctl".to_string(),
+        },
+        load_script = config.load_script.as_deref().unwrap_or("none"),
+        "deskbroker agent starting"
+    );
+
+    let interval = config.interval;
+    let mut sampler = Sampler::new(&config);
+    let mut agent = Agent {
+        client: BrokerClient::new(config.broker.clone()),
+        state,
+        credential,
+        config,
+        delivered_any: false,
+    };
+
+    tokio::pin!(shutdown);
+    let start = Instant::now();
+    let mut next_sample = start + FIRST_SAMPLE_WINDOW.min(interval);
+    // Register at once, so a wrong token shows before the first sample.
+    let mut next_send = agent.credential.is_none().then_some(start);
+    let mut latest: Option<Heartbeat> = None;
+    let mut backoff = Backoff::default();
+
+    loop {
+        let wake = next_send.map_or(next_sample, |t| t.min(next_sample));
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            () = tokio::time::sleep_until(wake) => {}
+        }
+
+        if Instant::now() >= next_sample {
+            let heartbeat = tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                h = sampler.sample() => h,
+            };
+            latest = Some(heartbeat);
+            let now = Instant::now();
+            next_sample += interval;
+            if next_sample <= now {
+                // A sample took longer than the interval: skip, don't burst.
+                next_sample = now + interval;
+            }
+            // While backing off, the retry clock decides; it will send this
+            // newest sample.
+            if backoff.failures() == 0 {
+                next_send = Some(now);
+            }
+        }
+
+        if next_send.is_some_and(|t| t <= Instant::now()) {
+            let outcome = tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                o = agent.attempt(latest.as_ref()) => o,
+            };
+            match outcome {
+                Outcome::Delivered => {
+                    if backoff.failures() > 0 {
+                        tracing::info!(
+                            "heartbeat delivered after {} failed attempts",
+                            backoff.failures()
+                        );
+                    }
+                    backoff.reset();
+                    next_send = None;
+                }
+                Outcome::Registered | Outcome::Refused => {
+                    backoff.reset();
+                    next_send = None;
+                }
+                Outcome::Retry { message, severe } => {
+                    let delay = backoff.next_delay();
+                    let attempt = backoff.failures();
+                    if severe {
+                        tracing::error!("{message}; retrying in {delay:.1?} (attempt {attempt})");
+                    } else {
+                        tracing::warn!("{message}; retrying in {delay:.1?} (attempt {attempt})");
+                    }
+                    next_send = Some(Instant::now() + delay);
+                }
+            }
+        }
+    }
+    tracing::info!("deskbroker agent stopped");
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! The `.rdp` connection file that points an RDP client at the front door
+//! for one pool (`GET /api/v1/hostPools/{pool}/rdpFile`). Pure, so the
+//! HTTP route and the CLI serve the same bytes.
+//!
+//! The pool travels in `loadbalanceinfo`, which mstsc and FreeRDP send as
+//! the routing token of their first PDU (rule R1). Lines end in CR LF, as
+//! mstsc writes them; mstsc and xfreerdp also read UTF-8 files.
+
+/// The routing token that names a pool (rule R1), without its CR LF.
+pub fn routing_token(pool: &str) -> String {
+    format!("tsv://MS Terminal Services Plugin.1.{pool}")
+}
+
+/// An `.rdp` file for `pool` through the front door at `front_door`
+/// (`host:port`, or a name when the port is 3389).
+///
+/// `pool` should be a valid pool name (the broker admits only letters,
+/// digits, `.`, `-` and `_`); control characters in either argument are
+/// dropped so that no value can add a line to the file.
+pub fn rdp_file(front_door: &str, pool: &str) -> String {
+    let clean = |s: &str| s.chars().filter(|c| !c.is_control()).collect::<String>();
+    let settings = [
+        format!("full address:s:{}", clean(front_door)),
+        format!("loadbalanceinfo:s:{}", routing_token(&clean(pool))),
+        // Full screen, the mstsc default for a published desktop.
+        "screen mode id:i:2".to_string(),
+        // Warn, but let the user go on, when the host's certificate cannot
+        // be verified: TLS runs end to end with the session host.
+        "authentication level:i:2".to_string(),
+        "prompt for credentials:i:0".to_string(),
+        "redirectclipboard:i:1".to_string(),
+    ];
+    let mut file = String::new();
+    for line in settings {
+        file.push_str(&line);
+        file.push_str("\r\n");
+    }
+    file
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an `.rdp` reader sees: `name:type:value` per line.
+    fn settings(file: &str) -> Vec<(String, String, String)> {
+        file.split("\r\n")
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let name = parts.next().unwrap_or_default().to_string();
+                let kind = parts.next().unwrap_or_default().to_string();
+                let value = parts.next().unwrap_or_default().to_string();
+                (name, kind, value)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn points_at_the_front_door_with_the_pool_as_routing_token() {
+        let file = rdp_file("rdp.contoso.com:3389", "contosohp01");
+        assert!(file.ends_with("\r\n"));
+        assert!(
+            !file.replace("\r\n", "").contains('\n'),
+            "CR LF line ends only"
+        );
+        let s = settings(&file);
+        assert!(s.contains(&(
+            "full address".into(),
+            "s".into(),
+            "rdp.contoso.com:3389".into()
+        )));
+        assert!(s.contains(&(
+            "loadbalanceinfo".into(),
+            "s".into(),
+            "tsv://MS Terminal Services Plugin.1.contosohp01".into()
+        )));
+        for (name, kind, _) in &s {
+            assert!(matches!(kind.as_str(), "s" | "i"), "{name} has type {kind}");
+        }
+    }
+
+    #[test]
+    fn values_cannot_add_lines() {
+        let file = rdp_file("a:1\r\nalternate shell:s:evil", "p\r\nx:s:y");
+        assert_eq!(file.matches("\r\n").count(), settings(&file).len());
+        assert!(!file.contains("\r\nalternate shell"));
+        assert!(!file.contains("\r\nx:s:y"));
+    }
+}

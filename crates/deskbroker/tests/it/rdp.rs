@@ -1,0 +1,511 @@
+//! The RDP front door end to end, with real programs (rules R1–R5, S1):
+//! two xrdp servers on loopback ports are the session hosts, xfreerdp is
+//! the client, and `deskbroker serve --rdp-listen` sits between them.
+//! Which host a connection reached is read from that xrdp's own log (its
+//! "TLS connection established" line: the TLS handshake ran end to end
+//! through the front door). Logging in fails (no xrdp-sesman): the
+//! connection is what is tested, not the desktop.
+//!
+//! Needs xrdp, xfreerdp and Xvfb (`scripts/install-test-deps.sh`); without
+//! them the test fails and says so — it never passes untested.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{App, TOKEN, eventually, exe};
+
+/// How long to wait for anything a working setup does in a second or two.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Finds `program` on PATH (and in the sbin directories, where xrdp lives),
+/// or fails the test saying how to install it.
+fn require(program: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from));
+    for dir in dirs {
+        let candidate = dir.join(program);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "the RDP end-to-end test needs `{program}` (Debian package {package}), which is not \
+         installed: run scripts/install-test-deps.sh"
+    );
+}
+
+/// A child process killed when the test ends, pass or fail.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A free loopback port (released for the program that will bind it).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// One xrdp server, its configuration and log in a directory of its own.
+struct Xrdp {
+    _process: Killed,
+    address: String,
+    log: PathBuf,
+}
+
+impl Xrdp {
+    fn start(xrdp: &Path, dir: &Path) -> Xrdp {
+        std::fs::create_dir_all(dir).expect("xrdp dir");
+        // A port picked by binding 0 could be taken before xrdp binds it: retry.
+        let mut last_log = String::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let log = dir.join("xrdp.log");
+            let _ = std::fs::remove_file(&log);
+            let ini = dir.join("xrdp.ini");
+            std::fs::write(&ini, xrdp_ini(port, &log)).expect("write xrdp.ini");
+            let child = Command::new(xrdp)
+                .arg("--nodaemon")
+                .arg("--config")
+                .arg(&ini)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start xrdp");
+            let mut process = Killed(child);
+            let listening = format!("listening to port {port} on 127.0.0.1");
+            let deadline = std::time::Instant::now() + PATIENCE;
+            while std::time::Instant::now() < deadline {
+                last_log = std::fs::read_to_string(&log).unwrap_or_default();
+                if last_log.contains(&listening) {
+                    return Xrdp {
+                        _process: process,
+                        address: format!("127.0.0.1:{port}"),
+                        log,
+                    };
+                }
+                if let Ok(Some(_)) = process.0.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("xrdp did not start listening; its log:\n{last_log}");
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Connections whose TLS handshake with this host completed.
+    fn tls_connections(&self) -> usize {
+        self.log().matches("TLS connection established").count()
+    }
+}
+
+/// A minimal xrdp.ini: one loopback port, threads instead of forks (so
+/// killing the server ends its connections), the log in the test's dir.
+fn xrdp_ini(port: u16, log: &Path) -> String {
+    format!(
+        "[Globals]\n\
+         ini_version=1\n\
+         fork=false\n\
+         port=tcp://127.0.0.1:{port}\n\
+         use_vsock=false\n\
+         security_layer=negotiate\n\
+         crypt_level=high\n\
+         certificate=\n\
+         key_file=\n\
+         ssl_protocols=TLSv1.2, TLSv1.3\n\
+         max_bpp=32\n\
+         allow_channels=true\n\
+         allow_multimon=true\n\
+         \n\
+         [Logging]\n\
+         LogFile={log}\n\
+         LogLevel=INFO\n\
+         EnableSyslog=false\n\
+         EnableConsole=false\n\
+         \n\
+         [Channels]\n\
+         rdpdr=true\n\
+         rdpsnd=true\n\
+         drdynvc=true\n\
+         cliprdr=true\n\
+         rail=true\n\
+         xrdpvr=true\n\
+         \n\
+         [Xorg]\n\
+         name=Xorg\n\
+         lib=libxup.so\n\
+         username=ask\n\
+         password=ask\n\
+         ip=127.0.0.1\n\
+         port=-1\n\
+         code=20\n",
+        log = log.display()
+    )
+}
+
+/// An X display for xfreerdp, which needs one to draw its window.
+struct Display {
+    _process: Killed,
+    number: String,
+}
+
+impl Display {
+    fn start(xvfb: &Path) -> Display {
+        let mut child = Command::new(xvfb)
+            .args([
+                "-displayfd",
+                "1",
+                "-nolisten",
+                "tcp",
+                "-screen",
+                "0",
+                "1024x768x24",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start Xvfb");
+        let stdout = child.stdout.take().expect("stdout");
+        let process = Killed(child);
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("Xvfb prints its display number");
+        let number = line.trim().to_string();
+        assert!(
+            !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()),
+            "Xvfb did not start: {line:?}"
+        );
+        Display {
+            _process: process,
+            number,
+        }
+    }
+}
+
+/// One xfreerdp client; killing it closes its connection.
+struct Client {
+    process: Killed,
+    log: PathBuf,
+}
+
+impl Client {
+    fn start(xfreerdp: &Path, display: &Display, home: &Path, args: &[String]) -> Client {
+        std::fs::create_dir_all(home).expect("client home");
+        let log = home.join(format!("xfreerdp-{}.log", free_port()));
+        let out = std::fs::File::create(&log).expect("client log");
+        let err = out.try_clone().expect("client log");
+        let child = Command::new(xfreerdp)
+            .args(args)
+            .arg("/cert:ignore")
+            .env("DISPLAY", format!(":{}", display.number))
+            .env("HOME", home)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start xfreerdp");
+        Client {
+            process: Killed(child),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether the client gave up on its own.
+    fn exited(&mut self) -> bool {
+        matches!(self.process.0.try_wait(), Ok(Some(_)))
+    }
+}
+
+/// Starts `deskbroker serve` with the front door on a free port; answers
+/// the app and the front door's address (both read from stdout).
+fn spawn_with_front_door(data_dir: &Path, default_pool: &str) -> (App, String) {
+    let mut child = Command::new(exe())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--rdp-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--rdp-default-pool", default_pool, "--data-dir"])
+        .arg(data_dir)
+        .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
+        .env(
+            "RUST_LOG",
+            if std::env::var_os("TEST_LOG").is_some() {
+                "info"
+            } else {
+                "warn"
+            },
+        )
+        .stdout(Stdio::piped())
+        .stderr(if std::env::var_os("TEST_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .expect("start deskbroker serve");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut read = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read a line from serve");
+        line.trim().to_string()
+    };
+    let http = read();
+    let rdp = read();
+    let url = http
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line from serve: {http:?}"))
+        .to_string();
+    let rdp = rdp
+        .strip_prefix("rdp front door listening on ")
+        .unwrap_or_else(|| panic!("unexpected second line from serve: {rdp:?}"))
+        .to_string();
+    let app = App {
+        url,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client"),
+        child,
+        data_dir: data_dir.to_path_buf(),
+    };
+    (app, rdp)
+}
+
+/// The user's one session in `pool`: (host, state), if any.
+async fn session_of(app: &App, pool: &str, user: &str) -> Option<(String, String)> {
+    let v = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/{pool}/userSessions?user={user}"),
+            None,
+            200,
+        )
+        .await;
+    let s = v["value"].as_array()?.first()?.clone();
+    Some((
+        s["sessionHost"].as_str()?.to_string(),
+        s["sessionState"].as_str()?.to_string(),
+    ))
+}
+
+async fn sessions(app: &App, pool: &str) -> Vec<Value> {
+    let v = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/{pool}/userSessions"),
+            None,
+            200,
+        )
+        .await;
+    v["value"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits until `user` has a session on `host` in `state`.
+async fn wait_session(app: &App, pool: &str, user: &str, host: &str, state: &str) {
+    let want = Some((host.to_string(), state.to_string()));
+    let reached = eventually(PATIENCE, || async {
+        session_of(app, pool, user).await == want
+    })
+    .await;
+    assert!(
+        reached,
+        "{user} in {pool}: expected {want:?}, have {:?}",
+        session_of(app, pool, user).await
+    );
+}
+
+/// Waits until `host` has seen `n` TLS handshakes and `other` still `m`.
+async fn wait_tls(host: &Xrdp, n: usize, other: &Xrdp, m: usize, client: &Client) {
+    let reached = eventually(PATIENCE, || async { host.tls_connections() >= n }).await;
+    assert!(
+        reached,
+        "host {} saw {} TLS connections, expected {n}\nits log:\n{}\nclient log:\n{}",
+        host.address,
+        host.tls_connections(),
+        host.log(),
+        client.log()
+    );
+    assert_eq!(
+        other.tls_connections(),
+        m,
+        "the other host {} was reached",
+        other.address
+    );
+}
+
+#[tokio::test]
+async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_restart() {
+    let xrdp = require("xrdp", "xrdp");
+    let xfreerdp = require("xfreerdp", "freerdp2-x11");
+    let xvfb = require("Xvfb", "xvfb");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let a = Xrdp::start(&xrdp, &dir.path().join("xrdp-a"));
+    let b = Xrdp::start(&xrdp, &dir.path().join("xrdp-b"));
+    let display = Display::start(&xvfb);
+    let client = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        Client::start(&xfreerdp, &display, &home, &args)
+    };
+
+    let data = dir.path().join("data");
+    let (app, front_door) = spawn_with_front_door(&data, "farm");
+    // DepthFirst with a limit of 1: the first user goes to h1, the next to h2.
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 1})),
+        201,
+    )
+    .await;
+    for (name, host) in [("h1", &a), ("h2", &b)] {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/farm/sessionHosts/{name}"),
+            Some(json!({"address": host.address})),
+            201,
+        )
+        .await;
+    }
+    let v = format!("/v:{front_door}");
+
+    // alice: placed on h1, Active while connected, Disconnected once she leaves.
+    let alice = client(&[&v, "/u:alice"]);
+    wait_tls(&a, 1, &b, 0, &alice).await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // bob: h1 is at its limit, so h2.
+    let bob = client(&[&v, "/u:bob"]);
+    wait_tls(&b, 1, &a, 1, &bob).await;
+    wait_session(&app, "farm", "bob", "h2", "Active").await;
+
+    // alice again: back to her session on h1 (S1), though h1 is at its limit.
+    let a_before = a.tls_connections();
+    let alice = client(&[&v, "/u:alice"]);
+    wait_tls(&a, a_before + 1, &b, 1, &alice).await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // carol: both hosts are at the limit; refused without reaching either.
+    let mut carol = client(&[&v, "/u:carol"]);
+    let gave_up = eventually(PATIENCE, || {
+        let exited = carol.exited();
+        async move { exited }
+    })
+    .await;
+    assert!(gave_up, "carol's client was not refused: {}", carol.log());
+    assert_eq!(session_of(&app, "farm", "carol").await, None);
+    assert_eq!(a.tls_connections(), a_before + 1);
+    assert_eq!(b.tls_connections(), 1);
+
+    // kill -9 (bob's relayed connection dies with it), then the same data dir.
+    app.kill9();
+    drop(bob);
+    let (app, front_door) = spawn_with_front_door(&data, "farm");
+    let v = format!("/v:{front_door}");
+    let a_before = a.tls_connections();
+    let alice = client(&[&v, "/u:alice"]);
+    wait_tls(&a, a_before + 1, &b, 1, &alice).await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // A connection file: its routing token names the pool (R1); with no
+    // user, the session is anonymous and ends with the connection (R2).
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm2",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm2/sessionHosts/b",
+        Some(json!({"address": b.address})),
+        201,
+    )
+    .await;
+    let rdp_file = dir.path().join("farm2.rdp");
+    // The file as users get it: from the broker, through the CLI.
+    let path = rdp_file.display().to_string();
+    let (ok, _, err) = app.cli(&["hostpool", "rdp-file", "--name", "farm2", "--file", &path]);
+    assert!(ok, "hostpool rdp-file: {err}");
+    let text = std::fs::read_to_string(&rdp_file).expect("read .rdp");
+    assert_eq!(
+        text,
+        gateway::rdp_file(&front_door, "farm2"),
+        "the served file"
+    );
+    let anonymous = client(&[&rdp_file.display().to_string()]);
+    wait_tls(&b, 2, &a, a_before + 1, &anonymous).await;
+    let placed = eventually(PATIENCE, || async {
+        sessions(&app, "farm2").await.iter().any(|s| {
+            s["sessionHost"] == "b"
+                && s["sessionState"] == "Active"
+                && s["userPrincipalName"]
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("anonymous-"))
+        })
+    })
+    .await;
+    assert!(
+        placed,
+        "no anonymous session: {:?}",
+        sessions(&app, "farm2").await
+    );
+    drop(anonymous);
+    let ended = eventually(PATIENCE, || async {
+        sessions(&app, "farm2").await.is_empty()
+    })
+    .await;
+    assert!(
+        ended,
+        "anonymous session left: {:?}",
+        sessions(&app, "farm2").await
+    );
+    // The front door's work is in the broker's metrics.
+    let metrics = app
+        .http
+        .get(format!("{}/metrics", app.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    assert!(
+        metrics.contains("deskbroker_rdp_connections_total{outcome=\"relayed\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("deskbroker_rdp_bytes_total{direction=\"host_to_client\"}"));
+}

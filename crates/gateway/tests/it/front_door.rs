@@ -1,0 +1,558 @@
+//! The front door over real sockets (rules R1–R6), with a recording
+//! placer that follows rule S1 and fake session hosts that record what
+//! they receive. The real broker and real RDP programs are driven by the
+//! end-to-end test in `crates/deskbroker/tests/it/rdp.rs`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gateway::placer::Connect;
+use gateway::{Config, Placer, PlacerError};
+use placement::{Placement, SessionState};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{build_pdu, fixture};
+
+/// How long a test waits for something that should happen at once.
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Event {
+    Connect {
+        pool: String,
+        user: String,
+        exclude: Vec<String>,
+    },
+    State(String, SessionState),
+    Logoff(String),
+    HostAt(String, String),
+}
+
+struct Session {
+    pool: String,
+    user: String,
+    host: String,
+}
+
+/// A placer with hosts in query order that places each new user on the
+/// first host not excluded, and sends a user with a session back (S1).
+#[derive(Default)]
+struct Recorder {
+    hosts: Vec<(String, String)>,
+    sessions: Mutex<HashMap<String, Session>>,
+    events: Mutex<Vec<Event>>,
+    next_id: Mutex<u32>,
+}
+
+impl Recorder {
+    fn new(hosts: &[(&str, &str)]) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            hosts: hosts
+                .iter()
+                .map(|(n, a)| (n.to_string(), a.to_string()))
+                .collect(),
+            ..Recorder::default()
+        })
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.events.lock().expect("lock").clone()
+    }
+
+    fn record(&self, e: Event) {
+        self.events.lock().expect("lock").push(e);
+    }
+
+    /// Waits until `n` events were recorded (the front door reports a
+    /// close asynchronously).
+    async fn wait_events(&self, n: usize) -> Vec<Event> {
+        let deadline = tokio::time::Instant::now() + PROMPTLY;
+        loop {
+            let events = self.events();
+            if events.len() >= n || tokio::time::Instant::now() > deadline {
+                return events;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn address_of(&self, host: &str) -> String {
+        self.hosts
+            .iter()
+            .find(|(n, _)| n == host)
+            .map(|(_, a)| a.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Placer for Recorder {
+    async fn connect(&self, pool: &str, request: &Connect) -> Result<Placement, PlacerError> {
+        self.record(Event::Connect {
+            pool: pool.into(),
+            user: request.user.clone(),
+            exclude: request.exclude.clone(),
+        });
+        let mut sessions = self.sessions.lock().expect("lock");
+        if let Some((id, s)) = sessions
+            .iter()
+            .find(|(_, s)| s.pool == pool && s.user == request.user)
+        {
+            return Ok(Placement {
+                session_id: id.clone(),
+                host: s.host.clone(),
+                address: self.address_of(&s.host),
+                reconnect: true,
+                state: SessionState::Disconnected,
+            });
+        }
+        let Some((host, address)) = self
+            .hosts
+            .iter()
+            .find(|(n, _)| !request.exclude.contains(n))
+        else {
+            return Err(PlacerError::Refused {
+                code: "NoSessionHostAvailable".into(),
+                message: "no session host is available".into(),
+            });
+        };
+        let mut next = self.next_id.lock().expect("lock");
+        *next += 1;
+        let id = format!("s{next}");
+        sessions.insert(
+            id.clone(),
+            Session {
+                pool: pool.into(),
+                user: request.user.clone(),
+                host: host.clone(),
+            },
+        );
+        Ok(Placement {
+            session_id: id,
+            host: host.clone(),
+            address: address.clone(),
+            reconnect: false,
+            state: SessionState::Pending,
+        })
+    }
+
+    async fn set_session_state(
+        &self,
+        _pool: &str,
+        session_id: &str,
+        state: SessionState,
+    ) -> Result<(), PlacerError> {
+        self.record(Event::State(session_id.into(), state));
+        Ok(())
+    }
+
+    async fn logoff(&self, _pool: &str, session_id: &str) -> Result<(), PlacerError> {
+        self.record(Event::Logoff(session_id.into()));
+        self.sessions.lock().expect("lock").remove(session_id);
+        Ok(())
+    }
+
+    async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {
+        self.record(Event::HostAt(pool.into(), address.into()));
+        Ok(self
+            .hosts
+            .iter()
+            .find(|(_, a)| a == address)
+            .map(|(n, _)| n.clone()))
+    }
+}
+
+/// A fake session host: for each connection, sends what it received
+/// first (up to the first PDU's length) on `seen`, writes its name, then
+/// echoes until the client closes.
+async fn fake_host(name: &'static str) -> (String, mpsc::UnboundedReceiver<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("addr").to_string();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut header = [0u8; 4];
+                if s.read_exact(&mut header).await.is_err() {
+                    return;
+                }
+                let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+                let mut pdu = header.to_vec();
+                pdu.resize(len.max(4), 0);
+                if s.read_exact(&mut pdu[4..]).await.is_err() {
+                    return;
+                }
+                let _ = tx.send(pdu);
+                let _ = s.write_all(name.as_bytes()).await;
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (address, rx)
+}
+
+/// An address where nothing listens.
+async fn dead_address() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    l.local_addr().expect("addr").to_string()
+}
+
+/// A running front door; dropping it stops it.
+struct Door {
+    address: String,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn door(placer: Arc<Recorder>, config: Config) -> Door {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("addr").to_string();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(gateway::serve(listener, placer, config, async move {
+        let _ = stopped.await;
+    }));
+    Door {
+        address,
+        _stop: stop,
+    }
+}
+
+fn config(default_pool: Option<&str>) -> Config {
+    let mut c = Config::new(default_pool.map(String::from));
+    c.host_connect_timeout = Duration::from_secs(1);
+    c
+}
+
+/// Reads exactly `n` bytes, or fails the test.
+async fn read_n(s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; n];
+    tokio::time::timeout(PROMPTLY, s.read_exact(&mut buf))
+        .await
+        .expect("in time")
+        .expect("read");
+    buf
+}
+
+/// Asserts that the front door closes the connection without a byte.
+async fn assert_closed(s: &mut TcpStream) {
+    let mut buf = [0u8; 16];
+    match tokio::time::timeout(PROMPTLY, s.read(&mut buf)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => {}
+        Ok(Ok(n)) => panic!("expected a close, got {n} bytes"),
+        Err(_) => panic!("the front door did not close the connection"),
+    }
+}
+
+fn connect(pool: &str, user: &str, exclude: &[&str]) -> Event {
+    Event::Connect {
+        pool: pool.into(),
+        user: user.into(),
+        exclude: exclude.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+#[tokio::test]
+async fn a_user_is_placed_and_relayed_and_reconnects_to_the_same_host() {
+    let (h1, mut seen1) = fake_host("h1").await;
+    let (h2, _seen2) = fake_host("h2").await;
+    let placer = Recorder::new(&[("h1", &h1), ("h2", &h2)]);
+    let door = door(placer.clone(), config(Some("farm"))).await;
+    let first = fixture("xfreerdp-2.11.7-user.bin");
+
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    assert_eq!(seen1.recv().await.expect("pdu"), first, "R4: byte for byte");
+    c.write_all(b"ping").await.expect("write");
+    assert_eq!(read_n(&mut c, 4).await, b"ping", "relayed both ways");
+    drop(c);
+    assert_eq!(
+        placer.wait_events(3).await,
+        vec![
+            connect("farm", "alice", &[]),
+            Event::State("s1".into(), SessionState::Active),
+            Event::State("s1".into(), SessionState::Disconnected),
+        ]
+    );
+
+    // S1: the same user again goes to the same session.
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    drop(c);
+    let events = placer.wait_events(6).await;
+    assert_eq!(
+        events[3..],
+        [
+            connect("farm", "alice", &[]),
+            Event::State("s1".into(), SessionState::Active),
+            Event::State("s1".into(), SessionState::Disconnected),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_routing_token_names_the_pool_and_an_anonymous_session_ends_with_its_connection() {
+    let (h1, mut seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let door = door(placer.clone(), config(None)).await;
+    let first = fixture("xfreerdp-2.11.7-loadbalanceinfo.bin");
+
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    assert_eq!(seen1.recv().await.expect("pdu"), first);
+    drop(c);
+    let events = placer.wait_events(3).await;
+    let Event::Connect { pool, user, .. } = &events[0] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(pool, "farm");
+    assert!(user.starts_with("anonymous-"), "{user}");
+    assert_eq!(
+        events[1..],
+        [
+            Event::State("s1".into(), SessionState::Active),
+            Event::Logoff("s1".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn without_a_routing_token_or_default_pool_the_connection_is_refused() {
+    let placer = Recorder::new(&[]);
+    let door = door(placer.clone(), config(None)).await;
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
+        .await
+        .expect("write");
+    assert_closed(&mut c).await;
+    assert_eq!(placer.events(), vec![]);
+}
+
+#[tokio::test]
+async fn an_unreachable_new_host_is_released_and_the_next_one_tried() {
+    let dead = dead_address().await;
+    let (h2, mut seen2) = fake_host("h2").await;
+    let placer = Recorder::new(&[("h1", &dead), ("h2", &h2)]);
+    let door = door(placer.clone(), config(Some("farm"))).await;
+    let first = fixture("rdesktop-1.9.0-user.bin");
+
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h2");
+    assert_eq!(seen2.recv().await.expect("pdu"), first);
+    drop(c);
+    assert_eq!(
+        placer.wait_events(5).await,
+        vec![
+            connect("farm", "alice", &[]),
+            Event::Logoff("s1".into()),
+            connect("farm", "alice", &["h1"]),
+            Event::State("s2".into(), SessionState::Active),
+            Event::State("s2".into(), SessionState::Disconnected),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn placement_attempts_are_bounded() {
+    let dead: Vec<String> = futures_dead(5).await;
+    let hosts: Vec<(String, String)> = dead
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("h{}", i + 1), a.clone()))
+        .collect();
+    let refs: Vec<(&str, &str)> = hosts
+        .iter()
+        .map(|(n, a)| (n.as_str(), a.as_str()))
+        .collect();
+    let placer = Recorder::new(&refs);
+    let door = door(placer.clone(), config(Some("farm"))).await;
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
+        .await
+        .expect("write");
+    assert_closed(&mut c).await;
+    let events = placer
+        .wait_events(2 * gateway::front_door::MAX_PLACEMENT_ATTEMPTS)
+        .await;
+    let connects = events
+        .iter()
+        .filter(|e| matches!(e, Event::Connect { .. }))
+        .count();
+    let logoffs = events
+        .iter()
+        .filter(|e| matches!(e, Event::Logoff(_)))
+        .count();
+    assert_eq!(connects, gateway::front_door::MAX_PLACEMENT_ATTEMPTS);
+    assert_eq!(logoffs, connects, "every Pending session was released");
+}
+
+async fn futures_dead(n: usize) -> Vec<String> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(dead_address().await);
+    }
+    v
+}
+
+#[tokio::test]
+async fn a_reconnect_to_an_unreachable_host_is_closed_never_placed_elsewhere() {
+    let (h1, _seen1) = fake_host("h1").await;
+    let (h2, _seen2) = fake_host("h2").await;
+    let dead = dead_address().await;
+    let placer = Recorder::new(&[("h1", &h1), ("h2", &h2), ("gone", &dead)]);
+    // alice already has a session on a host that is now unreachable.
+    placer.sessions.lock().expect("lock").insert(
+        "old".into(),
+        Session {
+            pool: "farm".into(),
+            user: "alice".into(),
+            host: "gone".into(),
+        },
+    );
+    let door = door(placer.clone(), config(Some("farm"))).await;
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
+        .await
+        .expect("write");
+    assert_closed(&mut c).await;
+    assert_eq!(
+        placer.wait_events(1).await,
+        vec![connect("farm", "alice", &[])]
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(placer.events().len(), 1, "no logoff, no second placement");
+}
+
+#[tokio::test]
+async fn an_msts_cookie_goes_straight_to_the_registered_host_or_is_refused() {
+    let (h1, _seen1) = fake_host("h1").await;
+    let (h2, mut seen2) = fake_host("h2").await;
+    let placer = Recorder::new(&[("h1", &h1), ("h2", &h2)]);
+    let door = door(placer.clone(), config(Some("farm"))).await;
+    let addr: std::net::SocketAddrV4 = h2.parse().expect("v4");
+    let cookie = gateway::pdu::msts_cookie(addr);
+    let first = build_pdu(Some(cookie.as_bytes()), Some((0, 3)), None);
+
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h2");
+    assert_eq!(seen2.recv().await.expect("pdu"), first);
+    drop(c);
+    assert_eq!(
+        placer.wait_events(1).await,
+        vec![Event::HostAt("farm".into(), h2.clone())]
+    );
+
+    // An address no host has.
+    let unknown = gateway::pdu::msts_cookie("127.0.0.1:9".parse().expect("addr"));
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&build_pdu(Some(unknown.as_bytes()), None, None))
+        .await
+        .expect("write");
+    assert_closed(&mut c).await;
+    assert_eq!(placer.events().len(), 2);
+    assert!(
+        placer
+            .events()
+            .iter()
+            .all(|e| matches!(e, Event::HostAt(..)))
+    );
+}
+
+#[tokio::test]
+async fn junk_oversized_and_slow_clients_never_reach_a_host_nor_disturb_others() {
+    let (h1, mut seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let mut cfg = config(Some("farm"));
+    cfg.handshake_timeout = Duration::from_millis(500);
+    let door = door(placer.clone(), cfg).await;
+
+    // A slow client holds its connection open, sending half a PDU.
+    let first = fixture("xfreerdp-2.11.7-user.bin");
+    let mut slow = TcpStream::connect(&door.address).await.expect("connect");
+    slow.write_all(&first[..10]).await.expect("write");
+
+    // Junk and an oversized header are refused at once.
+    for junk in [
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        vec![3, 0, 0xff, 0xff],
+        vec![0x16, 3, 1, 2, 0, 1, 0, 1, 0xfc, 3, 3],
+    ] {
+        let mut c = TcpStream::connect(&door.address).await.expect("connect");
+        c.write_all(&junk).await.expect("write");
+        assert_closed(&mut c).await;
+    }
+
+    // Meanwhile a good client goes through.
+    let mut good = TcpStream::connect(&door.address).await.expect("connect");
+    good.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut good, 2).await, b"h1");
+    assert_eq!(seen1.recv().await.expect("pdu"), first);
+
+    // The slow one is cut off after the handshake timeout.
+    assert_closed(&mut slow).await;
+    drop(good);
+    let events = placer.wait_events(3).await;
+    assert_eq!(
+        events.len(),
+        3,
+        "only the good client was placed: {events:?}"
+    );
+    assert!(seen1.try_recv().is_err(), "no junk reached the host");
+}
+
+#[tokio::test]
+async fn at_the_connection_limit_new_clients_wait() {
+    let (h1, _seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let mut cfg = config(Some("farm"));
+    cfg.max_connections = 1;
+    let door = door(placer.clone(), cfg).await;
+    let first = fixture("xfreerdp-2.11.7-user.bin");
+
+    let mut a = TcpStream::connect(&door.address).await.expect("connect");
+    a.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut a, 2).await, b"h1");
+    // The kernel accepts the second, but the front door does not read it yet.
+    let mut b = TcpStream::connect(&door.address).await.expect("connect");
+    b.write_all(&first).await.expect("write");
+    let mut buf = [0u8; 2];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), b.read_exact(&mut buf))
+            .await
+            .is_err(),
+        "served beyond the limit"
+    );
+    drop(a);
+    assert_eq!(read_n(&mut b, 2).await, b"h1", "served once a slot is free");
+}
+
+#[tokio::test]
+async fn shutdown_stops_accepting() {
+    let placer = Recorder::new(&[]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("addr");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(gateway::serve(listener, placer, config(None), async move {
+        let _ = stopped.await;
+    }));
+    stop.send(()).expect("send");
+    tokio::time::timeout(PROMPTLY, served)
+        .await
+        .expect("stops promptly")
+        .expect("no panic");
+    assert!(
+        TcpStream::connect(address).await.is_err(),
+        "listener closed"
+    );
+}
