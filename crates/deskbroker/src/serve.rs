@@ -1,6 +1,7 @@
 //! `deskbroker serve`: runs the broker (HTTP API) on the embedded SQLite
-//! store in `--data-dir`, and with `--rdp-listen` the RDP front door
-//! (crate `gateway`) in the same process, stopped by the same signal.
+//! store in `--data-dir`, or on PostgreSQL with `--database-url`, and with
+//! `--rdp-listen` the RDP front door (crate `gateway`) in the same process,
+//! stopped by the same signal.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,6 +20,17 @@ pub struct ServeArgs {
     /// Directory of the embedded SQLite store and the generated admin token.
     #[arg(long, env = "DESKBROKER_DATA_DIR", default_value = "./deskbroker-data")]
     pub data_dir: PathBuf,
+    /// `postgres://…` or `postgresql://…`: keep the state in that PostgreSQL
+    /// database instead of SQLite (the data dir still holds a generated
+    /// admin token). One broker process per database for now: a second one
+    /// is refused.
+    #[arg(
+        long = "database-url",
+        env = "DESKBROKER_DATABASE_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
     /// The admin bearer token; generated into DATA_DIR/admin.token when unset.
     #[arg(
         long = "admin-token",
@@ -55,9 +67,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(_) => anyhow::bail!("DESKBROKER_ADMIN_TOKEN must be at least 16 characters"),
         None => admin_token_file(&args.data_dir)?,
     };
-    let store = store::SqliteStore::open(&args.data_dir)
-        .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
-    let broker = broker::open(Arc::new(store), token)
+    let (store, store_name) = open_store(args.database_url.as_deref(), &args.data_dir).await?;
+    let broker = broker::open(store, token)
         .await
         .context("cannot load the store")?;
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -72,7 +83,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    tracing::info!(%addr, data_dir = %args.data_dir.display(), "deskbroker listening");
+    tracing::info!(%addr, store = %store_name, "deskbroker listening");
     // Tests and scripts read these lines to find port-0 listeners.
     println!("listening on http://{addr}");
     if let Some(l) = &rdp_listener {
@@ -119,6 +130,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     served.map_err(anyhow::Error::msg)?;
     tracing::info!("deskbroker stopped cleanly");
     Ok(())
+}
+
+/// The store to use: PostgreSQL for a `postgres://` database URL,
+/// otherwise SQLite in the data dir; and how to name it in logs (never
+/// with a password).
+async fn open_store(
+    database_url: Option<&str>,
+    data_dir: &Path,
+) -> anyhow::Result<(Arc<dyn store::Store>, String)> {
+    match database_url.filter(|u| !u.trim().is_empty()) {
+        Some(url) if store::postgres::is_postgres_url(url) => {
+            let store = store::PostgresStore::connect(url)
+                .await
+                .context("cannot open the PostgreSQL store")?;
+            let name = format!("postgres {}", store.target());
+            Ok((Arc::new(store), name))
+        }
+        Some(_) => anyhow::bail!(
+            "--database-url must start with postgres:// or postgresql:// \
+             (leave it unset for the embedded SQLite store)"
+        ),
+        None => {
+            let store = store::SqliteStore::open(data_dir)
+                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+            Ok((Arc::new(store), format!("sqlite {}", data_dir.display())))
+        }
+    }
 }
 
 /// Reads `DATA_DIR/admin.token`, or creates it (mode 0600) with a new

@@ -11,10 +11,12 @@
 //! the same conformance suite, [`conformance::run_all`].
 
 pub mod conformance;
+pub mod postgres;
 mod sqlite;
 
 use placement::{Host, PoolConfig, PoolCounters, Session};
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 /// One change to persist. Deleting a pool removes its hosts and sessions;
@@ -101,6 +103,8 @@ pub struct Snapshot {
 pub enum StoreError {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {0}")]
+    Postgres(#[from] postgres::PostgresError),
     #[error("stored record is not valid: {0}")]
     Corrupt(String),
     #[error("a mutation refers to a missing {0}")]

@@ -3,11 +3,13 @@
 //! zero-to-production's `spawn_app`) and talks to it over real HTTP, or
 //! through the CLI.
 
+mod agent;
 mod api;
 mod cli;
 mod durability;
 mod gateway;
 mod load_index;
+mod postgres;
 mod rdp;
 mod registration;
 
@@ -40,9 +42,18 @@ impl App {
 
     /// Starts a broker on `data_dir` (an existing one after a restart).
     pub fn spawn_on(data_dir: &Path) -> App {
+        App::spawn_with(data_dir, "127.0.0.1:0", &[]).0
+    }
+
+    /// Starts a broker on `data_dir` listening on `listen` (the same port
+    /// again after a restart, for clients that keep their URL), with extra
+    /// `serve` flags. Answers the app and the further lines serve printed
+    /// about its listeners (the RDP front door's, with `--rdp-listen`).
+    pub fn spawn_with(data_dir: &Path, listen: &str, extra: &[&str]) -> (App, Vec<String>) {
         let mut child = Command::new(exe())
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
+            .args(extra)
             .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
             .env(
                 "RUST_LOG",
@@ -60,17 +71,25 @@ impl App {
             })
             .spawn()
             .expect("start deskbroker serve");
-        let stdout = child.stdout.take().expect("stdout");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut line = String::new();
-        BufReader::new(stdout)
+        stdout
             .read_line(&mut line)
             .expect("read the listening line");
+        let mut more = Vec::new();
+        if extra.contains(&"--rdp-listen") {
+            let mut rdp = String::new();
+            stdout
+                .read_line(&mut rdp)
+                .expect("read the rdp listening line");
+            more.push(rdp.trim().to_string());
+        }
         let url = line
             .trim()
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line from serve: {line:?}"))
             .to_string();
-        App {
+        let app = App {
             url,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
@@ -78,7 +97,13 @@ impl App {
                 .expect("client"),
             child,
             data_dir: data_dir.to_path_buf(),
-        }
+        };
+        (app, more)
+    }
+
+    /// The `host:port` this broker listens on.
+    pub fn listen_addr(&self) -> String {
+        self.url.trim_start_matches("http://").to_string()
     }
 
     pub fn kill9(mut self) {

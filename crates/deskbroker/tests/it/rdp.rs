@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{App, TOKEN, eventually, exe};
+use crate::{App, TOKEN, eventually};
 
 /// How long to wait for anything a working setup does in a second or two.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -241,58 +241,18 @@ impl Client {
 /// Starts `deskbroker serve` with the front door on a free port; answers
 /// the app and the front door's address (both read from stdout).
 fn spawn_with_front_door(data_dir: &Path, default_pool: &str) -> (App, String) {
-    let mut child = Command::new(exe())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--rdp-listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--rdp-default-pool", default_pool, "--data-dir"])
-        .arg(data_dir)
-        .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
-        .env(
-            "RUST_LOG",
-            if std::env::var_os("TEST_LOG").is_some() {
-                "info"
-            } else {
-                "warn"
-            },
-        )
-        .stdout(Stdio::piped())
-        .stderr(if std::env::var_os("TEST_LOG").is_some() {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        })
-        .spawn()
-        .expect("start deskbroker serve");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut read = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("read a line from serve");
-        line.trim().to_string()
-    };
-    let http = read();
-    let rdp = read();
-    let url = http
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line from serve: {http:?}"))
+    let extra = [
+        "--rdp-listen",
+        "127.0.0.1:0",
+        "--rdp-default-pool",
+        default_pool,
+    ];
+    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &extra);
+    let rdp = lines
+        .first()
+        .and_then(|l| l.strip_prefix("rdp front door listening on "))
+        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
         .to_string();
-    let rdp = rdp
-        .strip_prefix("rdp front door listening on ")
-        .unwrap_or_else(|| panic!("unexpected second line from serve: {rdp:?}"))
-        .to_string();
-    let app = App {
-        url,
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .expect("client"),
-        child,
-        data_dir: data_dir.to_path_buf(),
-    };
     (app, rdp)
 }
 

@@ -1,0 +1,248 @@
+//! Real agents (`deskbroker agent` processes) against a real broker:
+//! registration, heartbeats, sessions from a `--sessions-command`, drain,
+//! a broker restart under running agents, an agent that stops and comes back.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{App, eventually};
+
+/// A running agent, killed when dropped.
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Agent {
+    /// Starts `deskbroker agent` for host `name`, whose sessions are the
+    /// lines of `sessions_file`.
+    fn start(app: &App, token: &str, name: &str, dir: &Path, sessions_file: &Path) -> Agent {
+        let state = dir.join(format!("state-{name}"));
+        let child = Command::new(crate::exe())
+            .args([
+                "agent",
+                "--broker",
+                &app.url,
+                "--host-pool",
+                "farm",
+                "--registration-token",
+                token,
+            ])
+            .args([
+                "--name",
+                name,
+                "--address",
+                &format!("10.9.0.{}:3389", name.len()),
+            ])
+            .args(["--interval", "5", "--state-dir"])
+            .arg(&state)
+            .arg("--sessions-command")
+            .arg(format!("cat {}", sessions_file.display()))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("TEST_LOG").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("start deskbroker agent");
+        Agent(child)
+    }
+
+    /// SIGTERM, and the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+        self.0.wait().unwrap()
+    }
+}
+
+fn sessions_file(dir: &Path, name: &str, lines: &[Value]) -> PathBuf {
+    let path = dir.join(format!("sessions-{name}.jsonl"));
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn host(app: &App, name: &str) -> Value {
+    app.call(
+        "GET",
+        &format!("/api/v1/hostPools/farm/sessionHosts/{name}"),
+        None,
+    )
+    .await
+    .1
+}
+
+/// Patience for anything that needs a heartbeat (interval 5 s).
+const BEAT: Duration = Duration::from_secs(15);
+
+#[tokio::test]
+async fn agents_register_report_and_survive_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok("PUT", "/api/v1/hostPools/farm",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 10,
+                    "heartbeatTimeoutSeconds": 5})), 201).await;
+    let token = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/registrationToken",
+            Some(json!({})),
+            200,
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // h1's console has carol logged on, whom the broker never placed.
+    let h1_sessions = sessions_file(
+        dir.path(),
+        "h1",
+        &[json!({"user": "carol@contoso.com", "state": "Active"})],
+    );
+    let h2_sessions = sessions_file(dir.path(), "h2", &[]);
+    let a1 = Agent::start(&app, &token, "h1", dir.path(), &h1_sessions);
+    let _a2 = Agent::start(&app, &token, "h2", dir.path(), &h2_sessions);
+
+    // Both register, and heartbeats bring metrics and sessions.
+    let up = eventually(BEAT, || async {
+        let (a, b) = (host(&app, "h1").await, host(&app, "h2").await);
+        a["lastHeartBeat"].is_string() && b["lastHeartBeat"].is_string() && a["sessions"] == 1
+    })
+    .await;
+    assert!(
+        up,
+        "both agents registered and h1 reported carol: {} {}",
+        host(&app, "h1").await,
+        host(&app, "h2").await
+    );
+    let h1 = host(&app, "h1").await;
+    let cpu = h1["metrics"]["cpuPercent"].as_f64().expect("cpu reported");
+    assert!((0.0..=100.0).contains(&cpu), "{h1}");
+    assert!(
+        h1["metrics"]["memoryPercent"]
+            .as_f64()
+            .is_some_and(|m| m > 0.0 && m <= 100.0),
+        "{h1}"
+    );
+    // Carol was adopted: she reconnects to h1.
+    let v = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(json!({"user": "carol@contoso.com"})),
+            200,
+        )
+        .await;
+    assert_eq!(
+        (v["sessionHost"].clone(), v["reconnect"].clone()),
+        (json!("h1"), json!(true))
+    );
+
+    // Drain h1 from the CLI: a new user goes to h2 although h1 has more
+    // sessions (DepthFirst), and the agents' heartbeats do not undo it.
+    let (ok, _, err) = app.cli(&[
+        "sessionhost",
+        "update",
+        "--host-pool",
+        "farm",
+        "--name",
+        "h1",
+        "--allow-new-session",
+        "false",
+    ]);
+    assert!(ok, "{err}");
+    let dave = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(json!({"user": "dave@contoso.com"})),
+            200,
+        )
+        .await;
+    assert_eq!(dave["sessionHost"], "h2");
+    // h2's agent confirms dave: Pending → Active.
+    sessions_file(
+        dir.path(),
+        "h2",
+        &[json!({"user": "dave@contoso.com", "state": "Active"})],
+    );
+    let dave_id = dave["sessionId"].as_str().unwrap().to_string();
+    let active = eventually(BEAT, || async {
+        app.call(
+            "GET",
+            &format!("/api/v1/hostPools/farm/userSessions/{dave_id}"),
+            None,
+        )
+        .await
+        .1["sessionState"]
+            == "Active"
+    })
+    .await;
+    assert!(active, "dave confirmed Active by his host");
+    assert_eq!(
+        host(&app, "h1").await["allowNewSession"],
+        false,
+        "drain holds under heartbeats"
+    );
+
+    // The broker is killed and restarted while the agents run: they carry
+    // on with their saved credentials.
+    let data = app.data_dir.clone();
+    let listen = app.listen_addr();
+    app.kill9();
+    let app = App::spawn_with(&data, &listen, &[]).0;
+    let before = host(&app, "h2").await["lastHeartBeat"].clone();
+    let resumed = eventually(Duration::from_secs(30), || async {
+        host(&app, "h2").await["lastHeartBeat"] != before
+    })
+    .await;
+    assert!(resumed, "agents heartbeat the restarted broker");
+
+    // Carol logs off on h1: her session ends at the next heartbeat.
+    sessions_file(dir.path(), "h1", &[]);
+    let ended = eventually(BEAT, || async { host(&app, "h1").await["sessions"] == 0 }).await;
+    assert!(ended, "a session the host no longer has ends");
+
+    // h1's agent stops cleanly; h1 becomes Unavailable, then Available
+    // again when an agent runs once more (same state dir, no new token needed).
+    let status = a1.stop();
+    assert!(
+        status.success(),
+        "the agent stops cleanly on SIGTERM: {status}"
+    );
+    let down = eventually(BEAT, || async {
+        host(&app, "h1").await["status"] == "Unavailable"
+    })
+    .await;
+    assert!(down, "a silent host becomes Unavailable (S7)");
+    let _a1 = Agent::start(
+        &app,
+        "dbr_not-needed-any-more",
+        "h1",
+        dir.path(),
+        &h1_sessions,
+    );
+    let back = eventually(BEAT, || async {
+        host(&app, "h1").await["status"] == "Available"
+    })
+    .await;
+    assert!(back, "it returns on its next heartbeat");
+    let hosts = app
+        .ok("GET", "/api/v1/hostPools/farm/sessionHosts", None, 200)
+        .await;
+    assert_eq!(
+        hosts["value"].as_array().unwrap().len(),
+        2,
+        "no host registered twice"
+    );
+}

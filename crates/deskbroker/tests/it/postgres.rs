@@ -1,0 +1,154 @@
+//! `serve --database-url postgres://…`: rule S5 on PostgreSQL. What was
+//! acknowledged survives `kill -9`, and a restart on the same database (even
+//! with an empty data dir) has it all. Needs the PostgreSQL server of
+//! `store`'s tests (`DESKBROKER_TEST_DATABASE_URL`, default this machine's);
+//! each test uses a fresh database of its own, dropped at the end.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use store::postgres::{ScratchDatabase, test_server_url};
+
+use crate::{App, TOKEN, exe, pool_with_hosts};
+
+/// A fresh database, or a clear failure when the server cannot be reached.
+async fn scratch(label: &str) -> ScratchDatabase {
+    ScratchDatabase::create(&test_server_url(), label)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "this test needs a PostgreSQL server and could not use it: {e}\n\
+                 Start this machine's with scripts/start-postgres.sh, or name another \
+                 with DESKBROKER_TEST_DATABASE_URL."
+            )
+        })
+}
+
+/// `deskbroker serve` with `--data-dir data_dir` and `extra` arguments;
+/// answers the running broker, or the exit status and stderr of one that
+/// stopped before listening.
+fn spawn_with(data_dir: &Path, extra: &[&str]) -> Result<App, String> {
+    let mut child = Command::new(exe())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .args(extra)
+        .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
+        .env(
+            "RUST_LOG",
+            if std::env::var_os("TEST_LOG").is_some() {
+                "info"
+            } else {
+                "warn"
+            },
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start deskbroker serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the listening line");
+    let Some(url) = line.trim().strip_prefix("listening on ") else {
+        let out = child.wait_with_output().expect("wait for serve");
+        return Err(format!(
+            "{}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    };
+    // The broker's log goes on to stderr: drain it so it never blocks.
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if std::env::var_os("TEST_LOG").is_some() {
+                eprintln!("{line}");
+            }
+        }
+    });
+    Ok(App {
+        url: url.to_string(),
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client"),
+        child,
+        data_dir: data_dir.to_path_buf(),
+    })
+}
+
+#[tokio::test]
+async fn acknowledged_connects_survive_kill_9_on_postgres() {
+    let db = scratch("kill9").await;
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--database-url", db.url()];
+    let app = spawn_with(&dir.path().join("data"), &args).expect("serve on postgres");
+    pool_with_hosts(&app, "p", "BreadthFirst", 50, 10).await;
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p/sessionHosts/h3",
+        Some(json!({"allowNewSession": false})),
+        200,
+    )
+    .await;
+    let mut placed = Vec::new();
+    for i in 0..100 {
+        let v = app
+            .ok(
+                "POST",
+                "/api/v1/hostPools/p/connect",
+                Some(json!({"user": format!("u{i}")})),
+                200,
+            )
+            .await;
+        placed.push((
+            format!("u{i}"),
+            v["sessionId"].clone(),
+            v["sessionHost"].clone(),
+        ));
+    }
+    assert!(
+        !app.data_dir.join("deskbroker.sqlite3").exists(),
+        "nothing is kept in SQLite"
+    );
+    app.kill9();
+
+    // A new, empty data dir: everything must come from PostgreSQL.
+    let app = spawn_with(&dir.path().join("other-data"), &args).expect("restart on postgres");
+    let pool = app.ok("GET", "/api/v1/hostPools/p", None, 200).await;
+    assert_eq!(pool["maxSessionLimit"], 50);
+    let h3 = app
+        .ok("GET", "/api/v1/hostPools/p/sessionHosts/h3", None, 200)
+        .await;
+    assert_eq!(h3["allowNewSession"], false, "drain survives");
+    let sessions = app
+        .ok("GET", "/api/v1/hostPools/p/userSessions", None, 200)
+        .await;
+    assert_eq!(sessions["value"].as_array().unwrap().len(), 100);
+    for (user, id, host) in placed {
+        let v = app
+            .ok(
+                "POST",
+                "/api/v1/hostPools/p/connect",
+                Some(json!({"user": user})),
+                200,
+            )
+            .await;
+        assert_eq!(v["reconnect"], true, "{v}");
+        assert_eq!(v["sessionId"], id);
+        assert_eq!(v["sessionHost"], host);
+    }
+}
+
+#[tokio::test]
+async fn a_database_url_that_is_not_postgres_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = spawn_with(dir.path(), &["--database-url", "mysql://127.0.0.1/x"])
+        .err()
+        .expect("refused");
+    assert!(err.contains("postgres://"), "{err}");
+}

@@ -1,0 +1,295 @@
+//! The conformance suite, and what is particular to it, on the PostgreSQL
+//! store. Needs a PostgreSQL server: this machine's
+//! (`postgres://postgres@127.0.0.1:5432/test`, trust auth) unless
+//! `DESKBROKER_TEST_DATABASE_URL` names another. Each test works in fresh
+//! databases of its own, dropped at the end. A server that is down fails
+//! the tests (`scripts/start-postgres.sh` starts this machine's).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use placement::PoolCounters;
+use store::conformance::{host, pool, session};
+use store::postgres::{ScratchDatabase, test_server_url};
+use store::{Mutation, PostgresStore, SqliteStore, Store, StoreError};
+
+/// A fresh database, or a clear failure when the server cannot be reached.
+async fn scratch(label: &str) -> ScratchDatabase {
+    ScratchDatabase::create(&test_server_url(), label)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "these tests need a PostgreSQL server and could not use it: {e}\n\
+                 Start this machine's with scripts/start-postgres.sh, or name another \
+                 with DESKBROKER_TEST_DATABASE_URL."
+            )
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_passes_the_conformance_suite() {
+    // One database per case name, made on first use and opened again when
+    // the suite reopens that case.
+    let databases: Mutex<HashMap<String, ScratchDatabase>> = Mutex::new(HashMap::new());
+    let open = |case: &str| -> Box<dyn Store> {
+        // The suite's opener is synchronous; connecting is not.
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(async {
+                let known = databases
+                    .lock()
+                    .expect("lock")
+                    .get(case)
+                    .map(|d| d.url().to_string());
+                let url = match known {
+                    Some(url) => url,
+                    None => {
+                        let db = scratch(case).await;
+                        let url = db.url().to_string();
+                        databases.lock().expect("lock").insert(case.into(), db);
+                        url
+                    }
+                };
+                Box::new(
+                    PostgresStore::connect(&url)
+                        .await
+                        .unwrap_or_else(|e| panic!("open case {case}: {e}")),
+                ) as Box<dyn Store>
+            })
+        })
+    };
+    store::conformance::run_all(&open).await;
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let db = scratch("newer").await;
+    let url = format!("{}?sslmode=disable", db.url());
+    drop(PostgresStore::connect(&url).await.expect("open"));
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("raw connect");
+    tokio::spawn(connection);
+    client
+        .batch_execute("UPDATE schema_version SET version = 99")
+        .await
+        .expect("set version");
+    drop(client);
+    let err = PostgresStore::connect(&url).await.err().expect("refused");
+    assert!(err.to_string().contains("newer"), "{err}");
+}
+
+#[tokio::test]
+async fn one_broker_per_database() {
+    let db = scratch("owner").await;
+    let wait = Duration::from_millis(300);
+    // Two processes starting at once on a fresh database: one migrates and
+    // owns it, the other is refused and says why.
+    let (a, b) = tokio::join!(
+        PostgresStore::connect_with_lock_wait(db.url(), wait),
+        PostgresStore::connect_with_lock_wait(db.url(), wait),
+    );
+    let (owner, refused) = match (a, b) {
+        (Ok(s), Err(e)) | (Err(e), Ok(s)) => (s, e),
+        (a, b) => panic!(
+            "exactly one store may own a database: {:?} / {:?}",
+            a.err(),
+            b.err()
+        ),
+    };
+    assert!(
+        refused.to_string().contains("in use by another deskbroker"),
+        "{refused}"
+    );
+    owner
+        .apply(vec![Mutation::PutPool {
+            config: pool("p"),
+            counters: PoolCounters::default(),
+        }])
+        .await
+        .expect("the owner writes");
+    // Once the owner is gone (its connection closed), the next one starts.
+    drop(owner);
+    let next = PostgresStore::connect(db.url()).await.expect("reopen");
+    let snap = next.load().await.expect("load");
+    assert_eq!(snap.pools.len(), 1);
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_be_reached_is_a_clear_error() {
+    // Port 1 on loopback: nothing listens there.
+    let err = PostgresStore::connect("postgres://postgres@127.0.0.1:1/nope?connect_timeout=5")
+        .await
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("cannot connect to PostgreSQL at 127.0.0.1:1/nope"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("postgres@"),
+        "messages never repeat the URL: {msg}"
+    );
+    let err = PostgresStore::connect("mysql://x/y")
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("postgres://"), "{err}");
+}
+
+/// A tiny deterministic generator (no dependency, same batches every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Random batches of every kind of mutation, mostly valid (a model of which
+/// pools and hosts exist keeps them so), sometimes not: PostgreSQL must
+/// accept and refuse exactly what SQLite does, and keep exactly what SQLite
+/// keeps. This is what checks that grouping runs of mutations into
+/// multi-row statements changes nothing.
+#[tokio::test]
+async fn postgres_keeps_exactly_what_sqlite_keeps() {
+    let db = scratch("differential").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pg = PostgresStore::connect(db.url())
+        .await
+        .expect("open postgres");
+    let lite = SqliteStore::open(dir.path()).expect("open sqlite");
+    let mut rng = Lcg(7);
+    let pools = ["a", "b", "c"];
+    let mut accepted = 0;
+    for round in 0..300 {
+        let snap = lite.load().await.expect("load sqlite");
+        let mut hosts: Vec<(String, String)> = snap
+            .pools
+            .iter()
+            .flat_map(|p| {
+                p.hosts
+                    .iter()
+                    .map(|h| (p.config.name.clone(), h.spec.name.clone()))
+            })
+            .collect();
+        let mut live: Vec<String> = snap.pools.iter().map(|p| p.config.name.clone()).collect();
+        let mut batch = Vec::new();
+        let len = 1 + rng.below(if round % 50 == 49 { 3_000 } else { 40 });
+        for _ in 0..len {
+            let p = pools[rng.below(3) as usize].to_string();
+            let m = match rng.below(20) {
+                0 | 1 => {
+                    let mut config = pool(&p);
+                    config.description = format!("round {round} \u{0} ünïcode");
+                    live.push(p);
+                    Mutation::PutPool {
+                        config,
+                        counters: PoolCounters {
+                            next_seq: rng.below(100),
+                            ..PoolCounters::default()
+                        },
+                    }
+                }
+                // Any pool: counters of a missing one are refused.
+                2 => Mutation::PutCounters {
+                    pool: p,
+                    counters: PoolCounters {
+                        random_draws: rng.below(1 << 40),
+                        ..PoolCounters::default()
+                    },
+                },
+                3..=6 if !live.is_empty() => {
+                    let p = live[rng.below(live.len() as u64) as usize].clone();
+                    let n = rng.below(30);
+                    // The same name keeps the same place in query order.
+                    let mut h = host(&format!("h{n}"), n + 1);
+                    h.spec.allow_new_session = rng.below(2) == 0;
+                    hosts.push((p.clone(), h.spec.name.clone()));
+                    Mutation::PutHost { pool: p, host: h }
+                }
+                7..=12 if !hosts.is_empty() => {
+                    let (p, h) = hosts[rng.below(hosts.len() as u64) as usize].clone();
+                    let id = format!("s{:03}", rng.below(400));
+                    let user = format!("u{}@contoso.com", rng.below(1_000));
+                    Mutation::PutSession {
+                        pool: p,
+                        session: session(&id, &h, &user),
+                    }
+                }
+                13 | 14 => Mutation::DeleteSession {
+                    pool: p,
+                    id: format!("s{:03}", rng.below(400)),
+                },
+                15 if !hosts.is_empty() => {
+                    let (p, h) = hosts.swap_remove(rng.below(hosts.len() as u64) as usize);
+                    Mutation::DeleteHost { pool: p, host: h }
+                }
+                16 if !hosts.is_empty() => {
+                    let (p, h) = hosts[rng.below(hosts.len() as u64) as usize].clone();
+                    Mutation::PutHostCredential {
+                        pool: p,
+                        credential: store::HostCredential {
+                            host: h,
+                            hash: format!("c{}", rng.below(1_000)),
+                        },
+                    }
+                }
+                17 if !live.is_empty() => Mutation::PutRegistrationToken {
+                    pool: live[rng.below(live.len() as u64) as usize].clone(),
+                    token: store::RegistrationToken {
+                        hash: format!("t{}", rng.below(5)),
+                        expires_ms: rng.below(1 << 50) as i64,
+                    },
+                },
+                18 => Mutation::DeleteRegistrationTokens { pool: p },
+                19 if rng.below(8) == 0 => {
+                    live.retain(|x| *x != p);
+                    hosts.retain(|(x, _)| *x != p);
+                    Mutation::DeletePool { pool: p }
+                }
+                // Now and then something refers to what is not there.
+                _ if rng.below(40) == 0 => Mutation::PutSession {
+                    pool: p,
+                    session: session("s999", "nope", "x"),
+                },
+                _ => Mutation::DeleteSession {
+                    pool: p,
+                    id: "s000".into(),
+                },
+            };
+            batch.push(m);
+        }
+        let want = lite.apply(batch.clone()).await;
+        let got = pg.apply(batch.clone()).await;
+        match (&want, &got) {
+            (Ok(()), Ok(())) => accepted += 1,
+            (Err(StoreError::Missing(_)), Err(StoreError::Missing(_))) => {}
+            _ => panic!("round {round}: sqlite {want:?}, postgres {got:?} for {batch:#?}"),
+        }
+        let want = lite.load().await.expect("load sqlite");
+        let got = pg.load().await.expect("load postgres");
+        assert!(
+            want == got,
+            "round {round}: the stores differ after {batch:#?}"
+        );
+    }
+    assert!(
+        accepted > 150,
+        "most batches are valid, or this test checks little: {accepted}"
+    );
+    let sessions: usize = pg
+        .load()
+        .await
+        .expect("load")
+        .pools
+        .iter()
+        .map(|p| p.sessions.len())
+        .sum();
+    assert!(sessions > 100, "the stores hold a fair amount: {sessions}");
+}
