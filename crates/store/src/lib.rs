@@ -7,7 +7,8 @@
 //! ([`Store::apply`]). Batches let the broker group-commit many requests in
 //! one transaction.
 //!
-//! Backends: [`SqliteStore`] (embedded, the default). Every backend passes
+//! Backends: [`SqliteStore`] (embedded, the default) and [`PostgresStore`]
+//! (one broker per database for now). Every backend passes
 //! the same conformance suite, [`conformance::run_all`].
 
 pub mod conformance;
