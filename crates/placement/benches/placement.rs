@@ -17,8 +17,20 @@
 //! ones by (sessions, query order) and pick with the same
 //! `pipeline::pick`; it keeps sessions and users in hash maps like the engine.
 //!
-//! `cargo bench -p placement` runs everything in about two minutes on two
-//! cores; `cargo bench -p placement -- DepthFirst/engine` runs a subset.
+//! `LoadIndex` (H1–H6) pools also have varied Server Load Indexes: every
+//! host reports a CPU percentage (0 to 100 %, two decimals) in a heartbeat
+//! and the index is `max(cpu, sessions / limit)`; every 97th host never
+//! reports (-1), every 25th lacks the standard capability `blast` (bucket
+//! 2), and hosts at index 95 or more refuse logons (H6). The logon storm
+//! settings are the defaults (20/20/4). Its naive reference recomputes
+//! every host's index on every connect (`load_index::compute`), filters
+//! (S2, H6), forms the three buckets by scanning every host, sorts bucket 1's
+//! candidates to find the raised threshold, and walks the hosts in query
+//! order from the last one served (round robin).
+//!
+//! `cargo bench -p placement` runs everything in about three minutes on two
+//! cores; `cargo bench -p placement -- DepthFirst/engine` runs a subset,
+//! `cargo bench -p placement -- LoadIndex` the `LoadIndex` part.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -26,8 +38,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use placement::{
-    ConnectRequest, HostPoolType, HostSpec, LoadBalancerType, Pool, PoolConfig, Session,
-    SessionState, pipeline,
+    ConnectRequest, HostMetrics, HostPoolType, HostSpec, LoadBalancerType, LoadIndexSettings,
+    LogonStormSettings, Pool, PoolConfig, Session, SessionState, load_index, pipeline,
 };
 
 const SIZES: [usize; 4] = [100, 1_000, 10_000, 100_000];
@@ -36,21 +48,23 @@ const NOW_MS: i64 = 1_700_000_000_000;
 const USER: &str = "bench-user@contoso.com";
 const SESSION_ID: &str = "bench-session";
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Alg {
     Breadth,
     Classic,
     Depth,
+    Load,
 }
 
 impl Alg {
-    const ALL: [Alg; 3] = [Alg::Breadth, Alg::Classic, Alg::Depth];
+    const ALL: [Alg; 4] = [Alg::Breadth, Alg::Classic, Alg::Depth, Alg::Load];
 
     fn name(self) -> &'static str {
         match self {
             Alg::Breadth => "BreadthFirst-randomized",
             Alg::Classic => "BreadthFirst-classic",
             Alg::Depth => "DepthFirst",
+            Alg::Load => "LoadIndex",
         }
     }
 
@@ -59,6 +73,7 @@ impl Alg {
             Alg::Breadth => (LoadBalancerType::BreadthFirst, true),
             Alg::Classic => (LoadBalancerType::BreadthFirst, false),
             Alg::Depth => (LoadBalancerType::DepthFirst, true),
+            Alg::Load => (LoadBalancerType::LoadIndex, true),
         }
     }
 }
@@ -76,12 +91,52 @@ fn drained(i: usize) -> bool {
     i % 100 == 37
 }
 
+/// `LoadIndex` pools: the CPU percentage host `i` reports, `None` for the
+/// hosts that never send a heartbeat (index -1).
+fn cpu_of(i: usize) -> Option<f64> {
+    if i % 97 == 3 {
+        return None;
+    }
+    let h = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
+    Some((h % 10_001) as f64 / 100.0)
+}
+
+/// `LoadIndex` pools: every 25th host lacks the standard capability `blast`.
+fn standard(i: usize) -> bool {
+    i % 25 != 11
+}
+
+fn load_index_settings() -> LoadIndexSettings {
+    LoadIndexSettings {
+        cpu_threshold: 100,
+        load_index_threshold: 95,
+        ..LoadIndexSettings::default()
+    }
+}
+
 fn config(alg: Alg) -> PoolConfig {
     let (lb, randomized) = alg.lb();
     let mut c = PoolConfig::new("bench", HostPoolType::Pooled, lb);
     c.breadth_first_randomized = randomized;
     c.max_session_limit = LIMIT;
+    if alg == Alg::Load {
+        c.standard_capabilities = vec!["rdp".into(), "blast".into()];
+        c.load_index_settings = load_index_settings();
+        c.logon_storm_settings = LogonStormSettings::default();
+    }
     c
+}
+
+fn spec_of(i: usize, alg: Alg) -> HostSpec {
+    let mut spec = HostSpec::new(
+        &format!("host{i}"),
+        &format!("10.{}.{}.{}:3389", i >> 16, (i >> 8) & 255, i & 255),
+    );
+    spec.allow_new_session = !drained(i);
+    if alg == Alg::Load && standard(i) {
+        spec.capabilities.push("blast".into());
+    }
+    spec
 }
 
 /// The engine's pool with `n` hosts and their sessions, built the way a
@@ -89,12 +144,17 @@ fn config(alg: Alg) -> PoolConfig {
 fn engine_pool(n: usize, alg: Alg) -> Pool {
     let mut p = Pool::new(config(alg), 1, NOW_MS);
     for i in 0..n {
-        let mut spec = HostSpec::new(
-            &format!("host{i}"),
-            &format!("10.{}.{}.{}:3389", i >> 16, (i >> 8) & 255, i & 255),
-        );
-        spec.allow_new_session = !drained(i);
-        p.upsert_host(spec, NOW_MS).expect("valid host");
+        p.upsert_host(spec_of(i, alg), NOW_MS).expect("valid host");
+        if alg == Alg::Load
+            && let Some(cpu) = cpu_of(i)
+        {
+            let metrics = HostMetrics {
+                cpu_percent: Some(cpu),
+                ..HostMetrics::default()
+            };
+            p.heartbeat(&format!("host{i}"), metrics, NOW_MS)
+                .expect("valid heartbeat");
+        }
     }
     let mut sessions = Vec::new();
     for (i, h) in p.hosts().enumerate() {
@@ -194,6 +254,196 @@ impl Naive {
     }
 }
 
+/// The `LoadIndex` baseline: every connect recomputes every host's index,
+/// filters, forms the buckets by scanning all hosts and sorting bucket 1's
+/// candidates, then walks the hosts in query order from the last served.
+struct NaiveLoad {
+    hosts: Vec<NaiveLoadHost>,
+    sessions: HashMap<String, (usize, String)>,
+    users: HashMap<String, String>,
+    settings: LoadIndexSettings,
+    storm: LogonStormSettings,
+    limit: u32,
+    /// Position of the host served last, `None` before the first.
+    last_served: Option<usize>,
+}
+
+struct NaiveLoadHost {
+    name: String,
+    allow_new_session: bool,
+    available: bool,
+    standard: bool,
+    sessions: u32,
+    connecting: u32,
+    metrics: Option<HostMetrics>,
+}
+
+impl NaiveLoad {
+    fn new(n: usize) -> NaiveLoad {
+        let mut naive = NaiveLoad {
+            hosts: Vec::with_capacity(n),
+            sessions: HashMap::new(),
+            users: HashMap::new(),
+            settings: load_index_settings(),
+            storm: LogonStormSettings::default(),
+            limit: LIMIT,
+            last_served: None,
+        };
+        for i in 0..n {
+            naive.hosts.push(NaiveLoadHost {
+                name: format!("host{i}"),
+                allow_new_session: !drained(i),
+                available: true,
+                standard: standard(i),
+                sessions: sessions_of(i),
+                connecting: 0,
+                metrics: cpu_of(i).map(|cpu| HostMetrics {
+                    cpu_percent: Some(cpu),
+                    ..HostMetrics::default()
+                }),
+            });
+            for k in 0..sessions_of(i) {
+                let user = format!("u{i}-{k}@contoso.com");
+                naive.users.insert(user.clone(), format!("s{i}-{k}"));
+                naive.sessions.insert(format!("s{i}-{k}"), (i, user));
+            }
+        }
+        naive
+    }
+
+    fn connect(&mut self, user: &str, id: &str) -> Option<usize> {
+        let key = user.to_ascii_lowercase();
+        if let Some(existing) = self.users.get(&key) {
+            return Some(self.sessions[existing].0);
+        }
+        let storm = &self.storm;
+        let threshold = match storm.load_index_threshold {
+            0 => i32::MAX,
+            t => t as i32,
+        };
+        let connecting_max = storm.connecting_session_threshold;
+        let under = |c: u32| connecting_max == 0 || c < connecting_max;
+        // Filter (S2, H6) and classify every host: (position, index, connecting).
+        let mut first = Vec::new();
+        let mut second = Vec::new();
+        let mut third = Vec::new();
+        for (i, h) in self.hosts.iter().enumerate() {
+            if !h.allow_new_session || !h.available || h.sessions >= self.limit {
+                continue;
+            }
+            let index = load_index::compute(
+                &self.settings,
+                self.limit,
+                h.sessions,
+                h.metrics.as_ref(),
+                false,
+            );
+            let refuse_index = self.settings.load_index_threshold;
+            let refuse_connecting = self.settings.connecting_session_threshold;
+            if (refuse_index > 0 && index >= refuse_index as i32)
+                || (refuse_connecting > 0 && h.connecting >= refuse_connecting)
+            {
+                continue;
+            }
+            let key = (index, h.connecting, i);
+            if index >= 0 && under(h.connecting) {
+                if h.standard {
+                    first.push(key);
+                } else if index < threshold {
+                    second.push(key);
+                } else {
+                    third.push(key);
+                }
+            } else {
+                third.push(key);
+            }
+        }
+        // The raise: the minHostsInQueue-th lowest index of bucket 1's candidates.
+        let mut by_index: Vec<i32> = first.iter().map(|&(index, _, _)| index).collect();
+        by_index.sort_unstable();
+        let raised = match by_index.len() {
+            0 => threshold,
+            n => {
+                let k = (storm.min_hosts_in_queue as usize).clamp(1, n);
+                threshold.max(by_index[k - 1] + 1)
+            }
+        };
+        let (bucket1, over): (Vec<_>, Vec<_>) =
+            first.into_iter().partition(|&(index, _, _)| index < raised);
+        third.extend(over);
+        // Round robin in query order from the host after the last served.
+        let after = self.last_served.map_or(0, |p| p + 1);
+        let round_robin = |bucket: &[(i32, u32, usize)]| {
+            bucket
+                .iter()
+                .find(|&&(_, _, i)| i >= after)
+                .or(bucket.first())
+                .map(|&(_, _, i)| i)
+        };
+        let i = round_robin(&bucket1)
+            .or_else(|| round_robin(&second))
+            .or_else(|| {
+                third.sort_unstable_by_key(|&(index, c, i)| {
+                    (if index < 0 { i32::MAX } else { index }, c, i)
+                });
+                third.first().map(|&(_, _, i)| i)
+            })?;
+        let h = &mut self.hosts[i];
+        h.sessions += 1;
+        h.connecting += 1;
+        self.last_served = Some(i);
+        self.sessions.insert(id.to_string(), (i, key.clone()));
+        self.users.insert(key, id.to_string());
+        Some(i)
+    }
+
+    fn logoff(&mut self, id: &str) {
+        let (i, key) = self.sessions.remove(id).expect("session exists");
+        self.users.remove(&key);
+        let h = &mut self.hosts[i];
+        h.sessions -= 1;
+        // Only the benchmark's own sessions are ever logged off, and they
+        // are all still Pending.
+        h.connecting -= 1;
+    }
+}
+
+/// Either baseline, so that the measuring loop is written once.
+enum Baseline {
+    Ranked(Naive),
+    Load(NaiveLoad),
+}
+
+impl Baseline {
+    fn new(n: usize, alg: Alg) -> Baseline {
+        match alg {
+            Alg::Load => Baseline::Load(NaiveLoad::new(n)),
+            _ => Baseline::Ranked(Naive::new(n, alg)),
+        }
+    }
+
+    fn connect(&mut self, user: &str, random: u64, id: &str) -> Option<usize> {
+        match self {
+            Baseline::Ranked(n) => n.connect(user, random, id),
+            Baseline::Load(n) => n.connect(user, id),
+        }
+    }
+
+    fn logoff(&mut self, id: &str) {
+        match self {
+            Baseline::Ranked(n) => n.logoff(id),
+            Baseline::Load(n) => n.logoff(id),
+        }
+    }
+
+    fn host_name(&self, i: usize) -> &str {
+        match self {
+            Baseline::Ranked(n) => &n.hosts[i].name,
+            Baseline::Load(n) => &n.hosts[i].name,
+        }
+    }
+}
+
 /// A fast, fixed sequence of random values.
 fn next_random(state: &mut u64) -> u64 {
     *state ^= *state << 13;
@@ -204,7 +454,7 @@ fn next_random(state: &mut u64) -> u64 {
 
 /// Before measuring: the engine and the baseline must agree, or the
 /// comparison means nothing.
-fn assert_same_choices(pool: &mut Pool, naive: &mut Naive) {
+fn assert_same_choices(pool: &mut Pool, naive: &mut Baseline) {
     let mut rng = 0x2545_f491_4f6c_dd1d_u64;
     for _ in 0..50 {
         let r = next_random(&mut rng);
@@ -216,7 +466,7 @@ fn assert_same_choices(pool: &mut Pool, naive: &mut Naive) {
             .connect(&req, NOW_MS, r, SESSION_ID)
             .expect("a host fits");
         let i = naive.connect(USER, r, SESSION_ID).expect("a host fits");
-        assert_eq!(p.host, naive.hosts[i].name, "engine and baseline disagree");
+        assert_eq!(p.host, naive.host_name(i), "engine and baseline disagree");
         pool.logoff(SESSION_ID).expect("session exists");
         naive.logoff(SESSION_ID);
     }
@@ -228,7 +478,7 @@ fn connect_logoff(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("connect+logoff/{}", alg.name()));
         for n in SIZES {
             let mut pool = engine_pool(n, alg);
-            let mut naive = Naive::new(n, alg);
+            let mut naive = Baseline::new(n, alg);
             assert_same_choices(&mut pool, &mut naive);
             // Small pools are fast and steady; the naive reference at
             // 100,000 hosts takes milliseconds per call.

@@ -16,6 +16,10 @@ pub const CUSTOM_MISSING: i32 = 25;
 /// up to six decimals: the value is taken in millionths as an integer, so
 /// 29 % against a threshold of 100 is 29, not 28.999….
 pub fn factor(value: f64, threshold: u32) -> i32 {
+    if threshold == 0 {
+        // A threshold of 0 means "not used"; never divide by it.
+        return 0;
+    }
     let micro = (value * 1e6).round() as i128;
     let f = (100 * micro).div_euclid(i128::from(threshold) * 1_000_000);
     f.clamp(0, 100) as i32

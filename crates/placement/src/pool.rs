@@ -410,7 +410,12 @@ impl Pool {
                 self.end_session(&id);
             }
         }
+                let reported_before = self.custom_reporters > 0;
         self.remove_host_entry(seq);
+        if reported_before != (self.custom_reporters > 0) {
+            // H3: the last custom reporter is gone: every host is -1 again.
+            self.rebuild_indexes();
+        }
         self.changes.push(Change::HostRemoved(name.to_string()));
         Ok(())
     }

@@ -16,12 +16,14 @@ mod changes;
 mod depth;
 mod health;
 mod lifecycle;
+mod load_index;
 mod personal;
 mod props;
 mod reconnect;
 mod refusal;
 mod requires;
 mod restore;
+mod storm;
 mod validation;
 
 /// When every test's engine starts (any fixed instant will do).
@@ -39,6 +41,8 @@ pub enum Alg {
     Classic,
     /// D1.
     Depth,
+    /// H1–H6: the Server Load Index with logon-storm buckets.
+    Load,
 }
 
 impl Alg {
@@ -53,6 +57,7 @@ impl Alg {
                 c.breadth_first_randomized = false;
             }
             Alg::Depth => c.load_balancer_type = LoadBalancerType::DepthFirst,
+            Alg::Load => c.load_balancer_type = LoadBalancerType::LoadIndex,
         }
     }
 }
@@ -203,6 +208,16 @@ impl World {
     /// ordinary connects: every other host is drained meanwhile, the limit
     /// lifted, and both put back afterwards.
     pub fn fill(&mut self, host: &str, n: u32) {
+        self.place_on(host, n, SessionState::Active);
+    }
+
+    /// Puts `n` new sessions of fresh users on `host` and leaves them in
+    /// `state` (`Pending` ones count as connecting sessions, H5/H6), through
+    /// ordinary connects: every other host is drained meanwhile, the limit
+    /// lifted and the algorithm set to classic BreadthFirst (so no `LoadIndex`
+    /// threshold refuses them and the round robin's last served host stays
+    /// what it was), and all of it put back afterwards. Answers the session ids.
+    pub fn place_on(&mut self, host: &str, n: u32, state: SessionState) -> Vec<String> {
         let config = self.pool.config().clone();
         let others: Vec<(String, bool)> = self
             .pool
@@ -220,14 +235,21 @@ impl World {
             self.set_drained(o, true);
         }
         self.set_drained(host, false);
-        self.configure(|c| c.max_session_limit = MAX_SESSION_LIMIT);
+        self.configure(|c| {
+            c.max_session_limit = MAX_SESSION_LIMIT;
+            Alg::Classic.apply(c);
+        });
+        let mut ids = Vec::new();
         for _ in 0..n {
             let user = self.fresh_user();
             let p = self
                 .connect(&user, 0)
                 .expect("the only open host takes the session");
             assert_eq!(p.host, host);
-            self.set_state(&p.session_id, SessionState::Active);
+            if state != SessionState::Pending {
+                self.set_state(&p.session_id, state);
+            }
+            ids.push(p.session_id);
         }
         for (o, allowed) in &others {
             self.set_drained(o, !allowed);
@@ -235,6 +257,46 @@ impl World {
         self.set_drained(host, !own);
         self.pool.set_config(config).expect("settings restored");
         self.pool.take_changes();
+        ids
+    }
+
+    /// A heartbeat carrying `metrics` (H2, H3), at the current time.
+    pub fn heartbeat_with(&mut self, host: &str, metrics: HostMetrics) -> Result<(), Error> {
+        self.pool.heartbeat(host, metrics, self.now_ms)
+    }
+
+    /// The host's Server Load Index as the pool shows it (H1–H3).
+    pub fn load_index(&self, host: &str) -> i32 {
+        self.pool.host(host).expect("host exists").load_index
+    }
+
+    /// Every host's Server Load Index, in query order.
+    pub fn load_indexes(&self) -> Vec<(String, i32)> {
+        self.pool
+            .hosts()
+            .map(|h| (h.spec.name.clone(), h.load_index))
+            .collect()
+    }
+
+    /// The host's connecting (Pending) sessions.
+    pub fn connecting(&self, host: &str) -> u32 {
+        self.pool
+            .host(host)
+            .expect("host exists")
+            .connecting_sessions
+    }
+
+    /// `n` connects of fresh users; answers the host each one was placed on
+    /// (every connect must succeed).
+    pub fn connect_fresh(&mut self, n: usize) -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                let user = self.fresh_user();
+                let p = self.connect(&user, 0).expect("a host takes the session");
+                assert!(!p.reconnect, "a fresh user is not a reconnect");
+                p.host
+            })
+            .collect()
     }
 
     /// Makes hosts `Unavailable` (S7): they heartbeat now, then nobody hears
@@ -426,6 +488,22 @@ pub fn check(case: &Case) {
 pub fn check_all(cases: &[Case]) {
     for case in cases {
         check(case);
+    }
+}
+
+/// Metrics with only a CPU percentage (H2).
+pub fn cpu(percent: f64) -> HostMetrics {
+    HostMetrics {
+        cpu_percent: Some(percent),
+        ..HostMetrics::default()
+    }
+}
+
+/// Metrics with only a custom load index (H3).
+pub fn custom(value: i64) -> HostMetrics {
+    HostMetrics {
+        custom_load_index: Some(value),
+        ..HostMetrics::default()
     }
 }
 

@@ -8,17 +8,26 @@
 //! - a new placement never leaves its host over `maxSessionLimit`;
 //! - no user holds two sessions in the pooled pool;
 //! - each host's session count (and connecting count) is the number of
-//!   sessions (Pending sessions) on it.
+//!   sessions (Pending sessions) on it;
+//! - each host's Server Load Index is the one the rules give (H1–H3).
+//!
+//! For `LoadIndex` (H1–H6) the model recomputes everything on every
+//! connect: every host's index from its last heartbeat's metrics (kept in
+//! hundredths, so its arithmetic is exact integers: `floor(100 * (n / 100)
+//! / t) = n / t`), the H6 refusals, the three H5 buckets with the threshold
+//! raised one step at a time, and round robin from the last host served.
 //!
 //! The model shares nothing with the engine but `pipeline::uniform_below`,
-//! the documented mapping of a random value to an index (B1).
+//! the documented mapping of a random value to an index (B1), and the plain
+//! settings types it is configured with.
 
 use std::collections::HashMap;
 
 use placement::pipeline::uniform_below;
 use placement::{
-    ConnectRequest, HostMetrics, HostPoolType, HostStatus, LoadBalancerType, MAX_SESSION_LIMIT,
-    Pool, PoolConfig, SessionState, TimestampMs,
+    ConnectRequest, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType,
+    LoadIndexSettings, LogonStormSettings, MAX_SESSION_LIMIT, Pool, PoolConfig, SessionState,
+    TimestampMs,
 };
 use proptest::prelude::*;
 
@@ -51,15 +60,27 @@ pub enum Op {
     },
     Limit(u32),
     Algorithm(Alg),
+    /// Registers a host offering `rdp`, and `gpu` and `blast` when set.
     AddHost {
         gpu: bool,
+        blast: bool,
     },
     /// Removes the `pick`-th host with force, ending its sessions.
     RemoveHost {
         pick: usize,
     },
+    /// The `pick`-th host reports these metrics (H2, H3; S7).
     Heartbeat {
         pick: usize,
+        metrics: MMetrics,
+    },
+    /// The pool's load index, logon storm and standard capability settings.
+    LoadSettings(LoadSettings),
+    /// The `pick`-th host's own H6 thresholds.
+    Policy {
+        pick: usize,
+        index: Option<u32>,
+        connecting: Option<u32>,
     },
     /// Time passes and the engine ticks (S4, S7).
     Advance {
@@ -70,12 +91,96 @@ pub enum Op {
     Restart,
 }
 
+/// A heartbeat's metrics as the model keeps them: in hundredths (of a
+/// percent, a request, a millisecond), so that the model's factors are
+/// exact integer divisions. The engine is sent `n / 100` as `f64`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MMetrics {
+    cpu: Option<u32>,
+    memory: Option<u32>,
+    queue: Option<u32>,
+    read: Option<u32>,
+    write: Option<u32>,
+    custom: Option<i64>,
+}
+
+impl MMetrics {
+    fn to_engine(&self) -> HostMetrics {
+        let f = |v: Option<u32>| v.map(|n| f64::from(n) / 100.0);
+        HostMetrics {
+            cpu_percent: f(self.cpu),
+            memory_percent: f(self.memory),
+            disk_queue_length: f(self.queue),
+            disk_read_latency_ms: f(self.read),
+            disk_write_latency_ms: f(self.write),
+            custom_load_index: self.custom,
+        }
+    }
+}
+
+/// The pool's `standardCapabilities` (H5: hosts lacking one are bucket 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standard {
+    /// `rdp`, the default: every host is standard.
+    Rdp,
+    /// `rdp, gpu`: a request requiring gpu can be served by bucket 1.
+    RdpGpu,
+    /// `rdp, blast`: a gpu host without blast is in bucket 2, so a gpu
+    /// request may need bucket 2 while bucket 1 serves everyone else.
+    RdpBlast,
+}
+
+impl Standard {
+    fn capabilities(self) -> Vec<String> {
+        let list: &[&str] = match self {
+            Standard::Rdp => &["rdp"],
+            Standard::RdpGpu => &["rdp", "gpu"],
+            Standard::RdpBlast => &["rdp", "blast"],
+        };
+        list.iter().map(|c| c.to_string()).collect()
+    }
+
+    fn met_by(self, h: &MHost) -> bool {
+        match self {
+            Standard::Rdp => true,
+            Standard::RdpGpu => h.gpu,
+            Standard::RdpBlast => h.blast,
+        }
+    }
+}
+
+/// The settings a `LoadSettings` step applies.
+#[derive(Clone, Debug)]
+pub struct LoadSettings {
+    load_index: LoadIndexSettings,
+    storm: LogonStormSettings,
+    standard: Standard,
+}
+
 #[derive(Clone, Debug)]
 struct MHost {
     name: String,
+    /// Query order: hosts are named `h<seq>` in registration order.
+    seq: u64,
     drained: bool,
     gpu: bool,
+    blast: bool,
     last_heartbeat_ms: Option<TimestampMs>,
+    /// The last heartbeat's metrics; `None`: never sent one (H1).
+    metrics: Option<MMetrics>,
+    /// H6 overrides: (loadIndexThreshold, connectingSessionThreshold).
+    policy: (Option<u32>, Option<u32>),
+}
+
+/// A host as a `LoadIndex` connect sees it.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    at: usize,
+    seq: u64,
+    index: i32,
+    connecting: u32,
+    standard: bool,
+    fits: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +203,11 @@ struct Model {
     alg: Alg,
     now_ms: TimestampMs,
     started_ms: TimestampMs,
+    load_index: LoadIndexSettings,
+    storm: LogonStormSettings,
+    standard: Standard,
+    /// The seq of the host the `LoadIndex` round robin served last, 0: none.
+    last_served: u64,
 }
 
 /// An outcome both sides can produce: (host, reconnect, session id) or an error code.
@@ -128,6 +238,154 @@ impl Model {
         c
     }
 
+    fn pending(&self) -> HashMap<&str, u32> {
+        let mut c = HashMap::new();
+        for s in &self.sessions {
+            if s.state == SessionState::Pending {
+                *c.entry(s.host.as_str()).or_default() += 1;
+            }
+        }
+        c
+    }
+
+    /// H1–H3: the host's Server Load Index with `sessions` sessions.
+    fn index(&self, h: &MHost, sessions: u32) -> i32 {
+        let s = &self.load_index;
+        if s.use_custom_script {
+            let anyone = self
+                .hosts
+                .iter()
+                .any(|h| h.metrics.as_ref().is_some_and(|m| m.custom.is_some()));
+            return match h.metrics.as_ref().and_then(|m| m.custom) {
+                Some(v) if v > 100 => 100,
+                Some(v) => v as i32,
+                None if anyone => 25,
+                None => -1,
+            };
+        }
+        type Metric = fn(&MMetrics) -> Option<u32>;
+        let metric: [(u32, Metric); 5] = [
+            (s.cpu_threshold, |m| m.cpu),
+            (s.memory_threshold, |m| m.memory),
+            (s.disk_queue_length_threshold, |m| m.queue),
+            (s.disk_read_latency_threshold, |m| m.read),
+            (s.disk_write_latency_threshold, |m| m.write),
+        ];
+        let selected = metric.iter().any(|(t, _)| *t > 0);
+        let mut factors = Vec::new();
+        if s.include_session_count || !selected {
+            factors.push(if self.limit == 0 {
+                100
+            } else if self.limit < MAX_SESSION_LIMIT {
+                (100 * sessions / self.limit).min(100) as i32
+            } else {
+                sessions.min(100) as i32
+            });
+        }
+        for (threshold, get) in metric {
+            if threshold == 0 {
+                continue;
+            }
+            let Some(m) = &h.metrics else {
+                return -1; // H1: in use, never reported.
+            };
+            // H2: in hundredths, 100 * (n / 100) / t = n / t; left out if missing.
+            if let Some(n) = get(m) {
+                factors.push((n / threshold).min(100) as i32);
+            }
+        }
+        factors.into_iter().max().unwrap_or(-1)
+    }
+
+    /// H5–H6: the host a new session goes to in a `LoadIndex` pool.
+    fn pick_load_index(&self, gpu: bool) -> Option<usize> {
+        let counts = self.counts();
+        let pending = self.pending();
+        let mut eligible = Vec::new();
+        for (at, h) in self.hosts.iter().enumerate() {
+            let n = counts.get(h.name.as_str()).copied().unwrap_or(0);
+            let connecting = pending.get(h.name.as_str()).copied().unwrap_or(0);
+            // S2.
+            if h.drained || !self.available(h) || n >= self.limit {
+                continue;
+            }
+            let index = self.index(h, n);
+            // H6: the host's policy, else the pool's; 0 disables.
+            let index_max = h.policy.0.unwrap_or(self.load_index.load_index_threshold);
+            let connecting_max = h
+                .policy
+                .1
+                .unwrap_or(self.load_index.connecting_session_threshold);
+            if (index_max > 0 && index >= index_max as i32)
+                || (connecting_max > 0 && connecting >= connecting_max)
+            {
+                continue;
+            }
+            eligible.push(Candidate {
+                at,
+                seq: h.seq,
+                index,
+                connecting,
+                standard: self.standard.met_by(h),
+                fits: h.gpu || !gpu,
+            });
+        }
+        let storm = &self.storm;
+        // A threshold of 0 is off: 101 is above every index.
+        let threshold = match storm.load_index_threshold {
+            0 => 101,
+            t => t as i32,
+        };
+        let under_connecting = |c: &Candidate| {
+            storm.connecting_session_threshold == 0
+                || c.connecting < storm.connecting_session_threshold
+        };
+        let qualifies = |c: &Candidate, t: i32| c.index >= 0 && c.index < t && under_connecting(c);
+        // Bucket 1: raise the threshold one step at a time until
+        // minHostsInQueue standard hosts qualify, or none is left to add.
+        let mut by_index = [0usize; 101];
+        for c in eligible.iter().filter(|c| c.standard && qualifies(c, 101)) {
+            by_index[c.index as usize] += 1;
+        }
+        let below = |t: i32| by_index[..t as usize].iter().sum::<usize>();
+        let everyone = below(101);
+        let mut raised = threshold;
+        while below(raised) < storm.min_hosts_in_queue as usize && below(raised) < everyone {
+            raised += 1;
+        }
+        let bucket1: Vec<Candidate> = eligible
+            .iter()
+            .filter(|c| c.standard && qualifies(c, raised))
+            .copied()
+            .collect();
+        let bucket2: Vec<Candidate> = eligible
+            .iter()
+            .filter(|c| !c.standard && qualifies(c, threshold))
+            .copied()
+            .collect();
+        // Round robin: the first fitting host after the last served one in
+        // query order, else the first (wrapping around).
+        let round_robin = |bucket: &[Candidate]| {
+            let mut fit: Vec<Candidate> = bucket.iter().filter(|c| c.fits).copied().collect();
+            fit.sort_by_key(|c| c.seq);
+            fit.iter()
+                .find(|c| c.seq > self.last_served)
+                .or(fit.first())
+                .map(|c| c.at)
+        };
+        round_robin(&bucket1)
+            .or_else(|| round_robin(&bucket2))
+            .or_else(|| {
+                // Bucket 3: nobody in 1 or 2 fits, so any fitting host;
+                // known indexes lowest first, then fewest connecting, then
+                // query order, unknown (-1) last.
+                let mut third: Vec<Candidate> =
+                    eligible.iter().filter(|c| c.fits).copied().collect();
+                third.sort_by_key(|c| (c.index < 0, c.index, c.connecting, c.seq));
+                third.first().map(|c| c.at)
+            })
+    }
+
     fn connect(&mut self, user: &str, gpu: bool, random: u64, id: &str) -> Outcome {
         self.expire();
         let key = user.to_lowercase();
@@ -142,6 +400,21 @@ impl Model {
                 return Err("SessionHostUnavailable");
             }
             return Ok((s.host.clone(), true, s.id.clone()));
+        }
+        if self.alg == Alg::Load {
+            let Some(at) = self.pick_load_index(gpu) else {
+                return Err("NoSessionHostAvailable");
+            };
+            let host = self.hosts[at].name.clone();
+            self.last_served = self.hosts[at].seq;
+            self.sessions.push(MSession {
+                id: id.to_string(),
+                host: host.clone(),
+                user: key,
+                state: SessionState::Pending,
+                since_ms: self.now_ms,
+            });
+            return Ok((host, false, id.to_string()));
         }
         // S2: every host, filtered; then ranked by (sessions, query order).
         let counts = self.counts();
@@ -164,6 +437,7 @@ impl Model {
             // B3: the fewest, ties in query order.
             Alg::Classic => eligible[0].1,
             // D1: walk in query order, keep the first with strictly more.
+            Alg::Load => unreachable!("LoadIndex is placed above"),
             Alg::Depth => {
                 let mut best = eligible[0];
                 for &(n, i) in &eligible {
@@ -218,6 +492,10 @@ impl Harness {
                 alg,
                 now_ms: T0,
                 started_ms: T0,
+                load_index: LoadIndexSettings::default(),
+                storm: LogonStormSettings::default(),
+                standard: Standard::Rdp,
+                last_served: 0,
             },
             next_host: 0,
             next_session: 0,
@@ -226,23 +504,33 @@ impl Harness {
             steps: 0,
         };
         for i in 0..hosts {
-            h.add_host(gpu_every > 0 && i % gpu_every == 0);
+            h.add_host(gpu_every > 0 && i % gpu_every == 0, i % 2 == 1);
         }
         h
     }
 
-    fn add_host(&mut self, gpu: bool) {
+    fn add_host(&mut self, gpu: bool, blast: bool) {
         self.next_host += 1;
         let name = format!("h{}", self.next_host);
-        let extra: &[&str] = if gpu { &["gpu"] } else { &[] };
+        let mut extra = Vec::new();
+        if gpu {
+            extra.push("gpu");
+        }
+        if blast {
+            extra.push("blast");
+        }
         self.pool
-            .upsert_host(host_spec(&name, extra), self.model.now_ms)
+            .upsert_host(host_spec(&name, &extra), self.model.now_ms)
             .unwrap();
         self.model.hosts.push(MHost {
             name,
+            seq: u64::from(self.next_host),
             drained: false,
             gpu,
+            blast,
             last_heartbeat_ms: None,
+            metrics: None,
+            policy: (None, None),
         });
     }
 
@@ -362,7 +650,7 @@ impl Harness {
                 self.pool.set_config(c).unwrap();
                 self.model.alg = alg;
             }
-            Op::AddHost { gpu } => self.add_host(gpu),
+            Op::AddHost { gpu, blast } => self.add_host(gpu, blast),
             Op::RemoveHost { pick } => {
                 let Some(name) = self.host_name(pick) else {
                     return;
@@ -371,19 +659,60 @@ impl Harness {
                 self.model.hosts.retain(|h| h.name != name);
                 self.model.sessions.retain(|s| s.host != name);
             }
-            Op::Heartbeat { pick } => {
+            Op::Heartbeat { pick, ref metrics } => {
                 let Some(name) = self.host_name(pick) else {
                     return;
                 };
-                self.pool
-                    .heartbeat(&name, HostMetrics::default(), now)
-                    .unwrap();
+                let got = self
+                    .pool
+                    .heartbeat(&name, metrics.to_engine(), now)
+                    .map_err(|e| e.code());
+                // H3: a negative custom index is refused, and nothing changes.
+                let want = if metrics.custom.is_some_and(|v| v < 0) {
+                    Err("InvalidParameter")
+                } else {
+                    let h = self
+                        .model
+                        .hosts
+                        .iter_mut()
+                        .find(|h| h.name == name)
+                        .unwrap();
+                    h.last_heartbeat_ms = Some(now);
+                    h.metrics = Some(metrics.clone());
+                    Ok(())
+                };
+                assert_eq!(got, want, "heartbeat {name} {metrics:?}");
+            }
+            Op::LoadSettings(ref s) => {
+                let mut c = self.pool.config().clone();
+                c.load_index_settings = s.load_index.clone();
+                c.logon_storm_settings = s.storm.clone();
+                c.standard_capabilities = s.standard.capabilities();
+                self.pool.set_config(c).unwrap();
+                self.model.load_index = s.load_index.clone();
+                self.model.storm = s.storm.clone();
+                self.model.standard = s.standard;
+            }
+            Op::Policy {
+                pick,
+                index,
+                connecting,
+            } => {
+                let Some(name) = self.host_name(pick) else {
+                    return;
+                };
+                let mut spec = self.pool.host(&name).unwrap().spec.clone();
+                spec.policy = HostPolicy {
+                    load_index_threshold: index,
+                    connecting_session_threshold: connecting,
+                };
+                self.pool.upsert_host(spec, now).unwrap();
                 self.model
                     .hosts
                     .iter_mut()
                     .find(|h| h.name == name)
                     .unwrap()
-                    .last_heartbeat_ms = Some(now);
+                    .policy = (index, connecting);
             }
             Op::Advance { seconds } => {
                 self.model.now_ms += i64::from(seconds) * 1000;
@@ -434,6 +763,14 @@ impl Harness {
             assert_eq!(h.spec.name, m.name, "query order");
             let (n, pending) = on.get(h.spec.name.as_str()).copied().unwrap_or_default();
             assert_eq!(
+                h.load_index,
+                self.model.index(m, n),
+                "load index of {} ({:?}, {n} sessions, settings {:?})",
+                m.name,
+                m.metrics,
+                self.model.load_index
+            );
+            assert_eq!(
                 (h.sessions, h.connecting_sessions),
                 (n, pending),
                 "counts of {}",
@@ -467,7 +804,101 @@ impl Harness {
 }
 
 fn alg() -> impl Strategy<Value = Alg> {
-    prop_oneof![Just(Alg::Breadth), Just(Alg::Classic), Just(Alg::Depth)]
+    prop_oneof![
+        1 => Just(Alg::Breadth),
+        1 => Just(Alg::Classic),
+        1 => Just(Alg::Depth),
+        2 => Just(Alg::Load),
+    ]
+}
+
+fn some<T: std::fmt::Debug + Clone>(
+    s: impl Strategy<Value = T>,
+) -> impl Strategy<Value = Option<T>> {
+    proptest::option::weighted(0.7, s)
+}
+
+/// Random heartbeat metrics: each metric present or not, values with two
+/// decimals (57.3 %, 12.25 ms, …), a custom index now and then, sometimes
+/// negative (refused).
+fn metrics() -> impl Strategy<Value = MMetrics> {
+    (
+        some(0u32..=10_000),
+        some(0u32..=10_000),
+        some(0u32..=800),
+        some(0u32..=4_000),
+        some(0u32..=5_000),
+        proptest::option::weighted(0.3, prop_oneof![1 => -3i64..0, 8 => 0i64..=150]),
+    )
+        .prop_map(|(cpu, memory, queue, read, write, custom)| MMetrics {
+            cpu,
+            memory,
+            queue,
+            read,
+            write,
+            custom,
+        })
+}
+
+fn select(values: &[u32]) -> impl Strategy<Value = u32> + use<> {
+    proptest::sample::select(values.to_vec())
+}
+
+fn load_settings() -> impl Strategy<Value = LoadSettings> {
+    (
+        (
+            any::<bool>(),
+            select(&[0, 0, 50, 90, 100]),
+            select(&[0, 0, 80]),
+            select(&[0, 0, 2, 4]),
+            select(&[0, 0, 20]),
+            select(&[0, 0, 25]),
+            proptest::bool::weighted(0.2),
+        ),
+        (
+            select(&[0, 0, 0, 30, 60, 90]),
+            select(&[0, 0, 0, 1, 2, 3]),
+            select(&[0, 5, 20, 50]),
+            select(&[0, 1, 2, 20]),
+            1u32..6,
+            prop_oneof![
+                Just(Standard::Rdp),
+                Just(Standard::RdpGpu),
+                Just(Standard::RdpBlast)
+            ],
+        ),
+    )
+        .prop_map(
+            |(
+                (include, cpu, memory, queue, read, write, script),
+                (
+                    reject_index,
+                    reject_connecting,
+                    storm_index,
+                    storm_connecting,
+                    min_hosts,
+                    standard,
+                ),
+            )| LoadSettings {
+                load_index: LoadIndexSettings {
+                    include_session_count: include,
+                    cpu_threshold: cpu,
+                    memory_threshold: memory,
+                    disk_queue_length_threshold: queue,
+                    disk_read_latency_threshold: read,
+                    disk_write_latency_threshold: write,
+                    use_custom_script: script,
+                    load_index_threshold: reject_index,
+                    connecting_session_threshold: reject_connecting,
+                },
+                storm: LogonStormSettings {
+                    load_index_threshold: storm_index,
+                    connecting_session_threshold: storm_connecting,
+                    min_hosts_in_queue: min_hosts,
+                },
+                standard,
+            },
+        )
 }
 
 fn limit() -> impl Strategy<Value = u32> {
@@ -483,12 +914,65 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<usize>(), any::<bool>()).prop_map(|(pick, drained)| Op::Drain { pick, drained }),
         1 => limit().prop_map(Op::Limit),
         1 => alg().prop_map(Op::Algorithm),
-        1 => proptest::bool::weighted(0.3).prop_map(|gpu| Op::AddHost { gpu }),
+        1 => (proptest::bool::weighted(0.3), any::<bool>())
+            .prop_map(|(gpu, blast)| Op::AddHost { gpu, blast }),
         1 => any::<usize>().prop_map(|pick| Op::RemoveHost { pick }),
-        1 => any::<usize>().prop_map(|pick| Op::Heartbeat { pick }),
+        3 => (any::<usize>(), metrics()).prop_map(|(pick, metrics)| Op::Heartbeat { pick, metrics }),
+        1 => load_settings().prop_map(Op::LoadSettings),
+        1 => (any::<usize>(), some(select(&[0, 10, 50])), some(select(&[0, 1, 2])))
+            .prop_map(|(pick, index, connecting)| Op::Policy { pick, index, connecting }),
         1 => (0u32..150).prop_map(|seconds| Op::Advance { seconds }),
         1 => Just(Op::Restart),
     ]
+}
+
+/// The operations of a `LoadIndex` storm: mostly connects (a third of
+/// them requiring gpu, which only some hosts have), state changes that
+/// move hosts in and out of the buckets, heartbeats that move indexes,
+/// settings and policies; the algorithm changes now and then.
+fn load_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        12 => (any::<usize>(), any::<bool>(), proptest::bool::weighted(0.35), any::<u64>())
+            .prop_map(|(user, upper, gpu, random)| Op::Connect { user, upper, gpu, random }),
+        4 => (any::<usize>(), any::<bool>()).prop_map(|(pick, active)| Op::SetState { pick, active }),
+        2 => any::<usize>().prop_map(|pick| Op::Logoff { pick }),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(pick, drained)| Op::Drain { pick, drained }),
+        1 => prop_oneof![Just(MAX_SESSION_LIMIT), 2u32..12].prop_map(Op::Limit),
+        1 => alg().prop_map(Op::Algorithm),
+        1 => (proptest::bool::weighted(0.5), any::<bool>())
+            .prop_map(|(gpu, blast)| Op::AddHost { gpu, blast }),
+        1 => any::<usize>().prop_map(|pick| Op::RemoveHost { pick }),
+        5 => (any::<usize>(), metrics()).prop_map(|(pick, metrics)| Op::Heartbeat { pick, metrics }),
+        2 => load_settings().prop_map(Op::LoadSettings),
+        2 => (any::<usize>(), some(select(&[0, 10, 30, 50])), some(select(&[0, 1, 2, 3])))
+            .prop_map(|(pick, index, connecting)| Op::Policy { pick, index, connecting }),
+        1 => (0u32..100).prop_map(|seconds| Op::Advance { seconds }),
+        1 => Just(Op::Restart),
+    ]
+}
+
+/// One run of the comparison: `hosts` hosts (every 3rd with gpu, every
+/// 2nd with blast), the settings, a first heartbeat from some of them, then
+/// the operations.
+fn agree(
+    hosts: usize,
+    alg: Alg,
+    limit: u32,
+    users: usize,
+    settings: LoadSettings,
+    first_heartbeats: Vec<Option<MMetrics>>,
+    ops: &[Op],
+) {
+    let mut h = Harness::new(hosts, 3, alg, limit, users);
+    h.step(&Op::LoadSettings(settings));
+    for (pick, m) in first_heartbeats.into_iter().take(hosts).enumerate() {
+        if let Some(metrics) = m {
+            h.step(&Op::Heartbeat { pick, metrics });
+        }
+    }
+    for op in ops {
+        h.step(op);
+    }
 }
 
 proptest! {
@@ -496,16 +980,30 @@ proptest! {
 
     #[test]
     fn engine_agrees_with_the_reference_model(
-        hosts in 0usize..6,
+        hosts in 0usize..8,
         alg in alg(),
         limit in limit(),
         users in 1usize..10,
+        settings in load_settings(),
+        first_heartbeats in proptest::collection::vec(proptest::option::of(metrics()), 8),
         ops in proptest::collection::vec(op(), 1..120),
     ) {
-        let mut h = Harness::new(hosts, 3, alg, limit, users);
-        for op in &ops {
-            h.step(op);
-        }
+        agree(hosts, alg, limit, users, settings, first_heartbeats, &ops);
+    }
+
+    /// The same comparison aimed at `LoadIndex` in a storm: more hosts and
+    /// users, limits that are mostly not in the way, most hosts reporting.
+    #[test]
+    fn load_index_agrees_with_the_reference_model(
+        hosts in 2usize..10,
+        limit in prop_oneof![Just(MAX_SESSION_LIMIT), 3u32..12],
+        users in 4usize..30,
+        settings in load_settings(),
+        first_heartbeats in proptest::collection::vec(
+            proptest::option::weighted(0.8, metrics()), 10),
+        ops in proptest::collection::vec(load_op(), 1..150),
+    ) {
+        agree(hosts, Alg::Load, limit, users, settings, first_heartbeats, &ops);
     }
 
     /// Same operations, same results: the engine is a pure function of its
@@ -580,12 +1078,16 @@ fn engine_agrees_with_the_reference_model_on_thousands_of_hosts() {
                         _ => Alg::Depth,
                     }),
                     94..=95 => Op::Limit(1 + rng.below(4) as u32),
-                    96 => Op::AddHost { gpu: false },
+                    96 => Op::AddHost {
+                        gpu: false,
+                        blast: false,
+                    },
                     97 => Op::RemoveHost {
                         pick: rng.next() as usize,
                     },
                     98 => Op::Heartbeat {
                         pick: rng.next() as usize,
+                        metrics: MMetrics::default(),
                     },
                     _ => Op::Advance {
                         seconds: rng.below(60) as u32,
@@ -596,6 +1098,106 @@ fn engine_agrees_with_the_reference_model_on_thousands_of_hosts() {
         });
         if let Err(e) = result {
             eprintln!("engine_agrees_with_the_reference_model_on_thousands_of_hosts: seed {seed}");
+            std::panic::resume_unwind(e);
+        }
+    }
+}
+
+/// CPU and memory with two decimals, each present nine times in ten.
+fn random_metrics(rng: &mut SplitMix) -> MMetrics {
+    let mut maybe = |max: u64| (rng.below(10) != 0).then(|| rng.below(max + 1) as u32);
+    MMetrics {
+        cpu: maybe(10_000),
+        memory: maybe(10_000),
+        ..MMetrics::default()
+    }
+}
+
+/// `LoadIndex` with thousands of hosts, so that the engine's per-bucket
+/// trees grow several times and every round robin and threshold raise
+/// crosses many nodes; storm thresholds low enough that hosts keep leaving
+/// and rejoining bucket 1. Seeded: the seed is printed on failure.
+#[test]
+fn load_index_agrees_with_the_reference_model_on_thousands_of_hosts() {
+    for seed in [3u64, 4] {
+        let result = std::panic::catch_unwind(|| {
+            let mut rng = SplitMix(seed);
+            let mut h = Harness::new(2200, 7, Alg::Load, 40, 100_000);
+            h.full_check_every = 53;
+            h.step(&Op::LoadSettings(LoadSettings {
+                load_index: LoadIndexSettings {
+                    cpu_threshold: 100,
+                    memory_threshold: 90,
+                    load_index_threshold: 95,
+                    connecting_session_threshold: 3,
+                    ..LoadIndexSettings::default()
+                },
+                storm: LogonStormSettings {
+                    load_index_threshold: 20,
+                    connecting_session_threshold: 2,
+                    min_hosts_in_queue: 8,
+                },
+                standard: Standard::RdpBlast,
+            }));
+            // Nearly every host reports; the rest stay unknown (-1).
+            for pick in 0..2200 {
+                if rng.below(50) != 0 {
+                    let metrics = random_metrics(&mut rng);
+                    h.step(&Op::Heartbeat { pick, metrics });
+                }
+            }
+            for _ in 0..2000 {
+                let op = match rng.below(100) {
+                    0..=54 => Op::Connect {
+                        user: rng.next() as usize,
+                        upper: false,
+                        gpu: rng.below(10) == 0,
+                        random: rng.next(),
+                    },
+                    55..=68 => Op::Logoff {
+                        pick: rng.next() as usize,
+                    },
+                    69..=83 => Op::SetState {
+                        pick: rng.next() as usize,
+                        active: rng.below(2) == 0,
+                    },
+                    84..=86 => Op::Drain {
+                        pick: rng.next() as usize,
+                        drained: rng.below(2) == 0,
+                    },
+                    87..=92 => Op::Heartbeat {
+                        pick: rng.next() as usize,
+                        metrics: random_metrics(&mut rng),
+                    },
+                    93..=94 => Op::Policy {
+                        pick: rng.next() as usize,
+                        index: (rng.below(2) == 0).then(|| rng.below(60) as u32),
+                        connecting: (rng.below(2) == 0).then(|| rng.below(4) as u32),
+                    },
+                    95 => Op::Limit(20 + rng.below(30) as u32),
+                    96 => Op::Algorithm(if rng.below(3) == 0 {
+                        Alg::Classic
+                    } else {
+                        Alg::Load
+                    }),
+                    97 => Op::AddHost {
+                        gpu: rng.below(4) == 0,
+                        blast: rng.below(2) == 0,
+                    },
+                    98 => Op::RemoveHost {
+                        pick: rng.next() as usize,
+                    },
+                    _ => Op::Advance {
+                        seconds: rng.below(3) as u32,
+                    },
+                };
+                h.step(&op);
+            }
+        });
+        if let Err(e) = result {
+            eprintln!(
+                "load_index_agrees_with_the_reference_model_on_thousands_of_hosts: seed {seed}"
+            );
             std::panic::resume_unwind(e);
         }
     }
