@@ -410,7 +410,7 @@ impl Pool {
                 self.end_session(&id);
             }
         }
-                let reported_before = self.custom_reporters > 0;
+        let reported_before = self.custom_reporters > 0;
         self.remove_host_entry(seq);
         if reported_before != (self.custom_reporters > 0) {
             // H3: the last custom reporter is gone: every host is -1 again.
