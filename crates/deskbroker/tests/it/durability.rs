@@ -5,11 +5,13 @@ use serde_json::json;
 
 use crate::{App, pool_with_hosts};
 
-#[tokio::test]
-async fn acknowledged_connects_survive_kill_9() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
-    pool_with_hosts(&app, "p", "BreadthFirst", 50, 10).await;
+/// What was acknowledged before a crash: (user, session id, host).
+pub type Placed = Vec<(String, serde_json::Value, serde_json::Value)>;
+
+/// Before the crash: a pool of 10 hosts (limit 50, h3 drained) and 100
+/// acknowledged connects. Shared by every store's kill -9 test.
+pub async fn acknowledge_before_crash(app: &App) -> Placed {
+    pool_with_hosts(app, "p", "BreadthFirst", 50, 10).await;
     app.ok(
         "PATCH",
         "/api/v1/hostPools/p/sessionHosts/h3",
@@ -33,10 +35,12 @@ async fn acknowledged_connects_survive_kill_9() {
             v["sessionHost"].clone(),
         ));
     }
-    let data = app.data_dir.clone();
-    app.kill9();
+    placed
+}
 
-    let app = App::spawn_on(&data);
+/// After the restart: settings, drain and every session are back, and
+/// each user reconnects to the same session on the same host (S1, S5).
+pub async fn check_after_crash(app: &App, placed: Placed) {
     let pool = app.ok("GET", "/api/v1/hostPools/p", None, 200).await;
     assert_eq!(pool["maxSessionLimit"], 50);
     let h3 = app
@@ -60,6 +64,16 @@ async fn acknowledged_connects_survive_kill_9() {
         assert_eq!(v["sessionId"], id);
         assert_eq!(v["sessionHost"], host);
     }
+}
+
+#[tokio::test]
+async fn acknowledged_connects_survive_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let placed = acknowledge_before_crash(&app).await;
+    let data = app.data_dir.clone();
+    app.kill9();
+    check_after_crash(&App::spawn_on(&data), placed).await;
 }
 
 #[tokio::test]

@@ -9,10 +9,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::json;
 use store::postgres::{ScratchDatabase, test_server_url};
 
-use crate::{App, TOKEN, exe, pool_with_hosts};
+use crate::durability::{acknowledge_before_crash, check_after_crash};
+use crate::{App, TOKEN, exe};
 
 /// A fresh database, or a clear failure when the server cannot be reached.
 async fn scratch(label: &str) -> ScratchDatabase {
@@ -87,61 +87,15 @@ async fn acknowledged_connects_survive_kill_9_on_postgres() {
     let dir = tempfile::tempdir().unwrap();
     let args = ["--database-url", db.url()];
     let app = spawn_with(&dir.path().join("data"), &args).expect("serve on postgres");
-    pool_with_hosts(&app, "p", "BreadthFirst", 50, 10).await;
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/p/sessionHosts/h3",
-        Some(json!({"allowNewSession": false})),
-        200,
-    )
-    .await;
-    let mut placed = Vec::new();
-    for i in 0..100 {
-        let v = app
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({"user": format!("u{i}")})),
-                200,
-            )
-            .await;
-        placed.push((
-            format!("u{i}"),
-            v["sessionId"].clone(),
-            v["sessionHost"].clone(),
-        ));
-    }
+    let placed = acknowledge_before_crash(&app).await;
     assert!(
         !app.data_dir.join("deskbroker.sqlite3").exists(),
         "nothing is kept in SQLite"
     );
     app.kill9();
-
     // A new, empty data dir: everything must come from PostgreSQL.
     let app = spawn_with(&dir.path().join("other-data"), &args).expect("restart on postgres");
-    let pool = app.ok("GET", "/api/v1/hostPools/p", None, 200).await;
-    assert_eq!(pool["maxSessionLimit"], 50);
-    let h3 = app
-        .ok("GET", "/api/v1/hostPools/p/sessionHosts/h3", None, 200)
-        .await;
-    assert_eq!(h3["allowNewSession"], false, "drain survives");
-    let sessions = app
-        .ok("GET", "/api/v1/hostPools/p/userSessions", None, 200)
-        .await;
-    assert_eq!(sessions["value"].as_array().unwrap().len(), 100);
-    for (user, id, host) in placed {
-        let v = app
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({"user": user})),
-                200,
-            )
-            .await;
-        assert_eq!(v["reconnect"], true, "{v}");
-        assert_eq!(v["sessionId"], id);
-        assert_eq!(v["sessionHost"], host);
-    }
+    check_after_crash(&app, placed).await;
 }
 
 #[tokio::test]
