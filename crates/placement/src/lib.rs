@@ -19,4 +19,4 @@ mod pool;
 
 pub use error::Error;
 pub use model::*;
-pub use pool::{Change, ConnectRequest, Placement, Pool, PoolCounters, Upsert};
+pub use pool::{Candidates, Change, ConnectRequest, Placement, Pool, PoolCounters, Upsert};

@@ -48,9 +48,28 @@ pub fn compute(
     metrics: Option<&HostMetrics>,
     any_custom: bool,
 ) -> i32 {
+    compute_corrected(s, limit, sessions, metrics, any_custom, 0)
+}
+
+/// [`compute`] with the stale-index correction of rule H7: `correction`
+/// index points (the pool's `logonCost` times the logons placed since the
+/// host's last heartbeat) are added to every factor that comes from a
+/// reported metric (CPU, memory, disk, custom value), each still capped at
+/// 100. The session factor is never corrected: the broker counts sessions
+/// as it places them, so it is never stale. With `correction` 0 this is the
+/// sources' index exactly.
+pub fn compute_corrected(
+    s: &LoadIndexSettings,
+    limit: u32,
+    sessions: u32,
+    metrics: Option<&HostMetrics>,
+    any_custom: bool,
+    correction: i32,
+) -> i32 {
+    let corrected = |f: i32| f.saturating_add(correction).min(100);
     if s.use_custom_script {
         return match metrics.and_then(|m| m.custom_load_index) {
-            Some(v) => v.clamp(0, 100) as i32,
+            Some(v) => corrected(v.clamp(0, 100) as i32),
             None if any_custom => CUSTOM_MISSING,
             None => UNKNOWN,
         };
@@ -87,7 +106,7 @@ pub fn compute(
             None => return UNKNOWN,
             // H2: a factor whose metric the last heartbeat lacks is left out.
             Some(None) => {}
-            Some(Some(v)) => index = index.max(factor(v, threshold)),
+            Some(Some(v)) => index = index.max(corrected(factor(v, threshold))),
         }
     }
     index

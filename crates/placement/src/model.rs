@@ -103,6 +103,13 @@ pub struct LogonStormSettings {
     pub load_index_threshold: u32,
     pub connecting_session_threshold: u32,
     pub min_hosts_in_queue: u32,
+    /// Stale-index correction (rule H7, beyond the sources): index points
+    /// that each logon placed on a host since its last heartbeat adds to the
+    /// host's metric factors, until the next heartbeat replaces them. 0 (the
+    /// default) turns it off: the index is the sources' (H2, H3). Absent in
+    /// settings stored before it existed, hence the serde default.
+    #[serde(default)]
+    pub logon_cost: u32,
 }
 
 impl Default for LogonStormSettings {
@@ -111,6 +118,7 @@ impl Default for LogonStormSettings {
             load_index_threshold: 20,
             connecting_session_threshold: 20,
             min_hosts_in_queue: 4,
+            logon_cost: 0,
         }
     }
 }
@@ -249,6 +257,7 @@ impl PoolConfig {
             1,
             10_000,
         )?;
+        check_range("logonStormSettings.logonCost", ls.logon_cost, 0, 100)?;
         check_text("description", &self.description, 1024)?;
         check_text("friendlyName", &self.friendly_name, 256)?;
 
@@ -495,9 +504,15 @@ pub struct Host {
     /// Derived: the Pending sessions of this host.
     #[serde(skip)]
     pub connecting_sessions: u32,
-    /// Derived: the Server Load Index, 0..=100 or -1 (rules H1–H3).
+    /// Derived: the Server Load Index, 0..=100 or -1 (rules H1–H3), with
+    /// the stale-index correction of H7 when the pool sets one.
     #[serde(skip, default = "unknown_index")]
     pub load_index: i32,
+    /// Derived: logons placed on this host since its last heartbeat (H7).
+    /// Not stored: after a restart it counts from 0 again, which errs for
+    /// at most one heartbeat interval.
+    #[serde(skip)]
+    pub logons_since_heartbeat: u32,
 }
 
 fn available() -> HostStatus {

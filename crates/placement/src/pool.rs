@@ -13,6 +13,9 @@ use crate::load_index::{self, MinTree};
 use crate::model::*;
 use crate::pipeline::{self, FilterCounts, Ranked};
 
+mod picked;
+pub use picked::Candidates;
+
 /// What an operation changed, for the caller to persist. Drained with
 /// [`Pool::take_changes`] after every operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,6 +173,7 @@ impl Pool {
             h.status = HostStatus::Available;
             h.sessions = 0;
             h.connecting_sessions = 0;
+            h.logons_since_heartbeat = 0;
             max_seq = max_seq.max(h.seq);
             pool.insert_host(h);
         }
@@ -339,6 +343,7 @@ impl Pool {
                     sessions: 0,
                     connecting_sessions: 0,
                     load_index: load_index::UNKNOWN,
+                    logons_since_heartbeat: 0,
                 });
                 self.changes.push(Change::Host(name));
                 self.changes.push(Change::Counters);
@@ -448,6 +453,7 @@ impl Pool {
         self.update_host(seq, |h| {
             h.last_heartbeat_ms = Some(now_ms);
             h.metrics = Some(metrics);
+            h.logons_since_heartbeat = 0;
             if h.status == HostStatus::Unavailable {
                 h.status = HostStatus::Available;
             }
@@ -827,6 +833,11 @@ impl Pool {
 
     /// Rule S4: the Pending session counts at once.
     fn reserve(&mut self, seq: u64, user: &str, id: &str, now_ms: TimestampMs) -> Placement {
+        // H7: one more logon the host's last metrics cannot show. Counted
+        // before `insert_session`, whose reindex then corrects the index
+        // (no index key depends on this count, so unindexing stays exact).
+        let h = self.hosts.get_mut(&seq).expect("reserve: host exists");
+        h.logons_since_heartbeat = h.logons_since_heartbeat.saturating_add(1);
         let h = &self.hosts[&seq];
         let placement = Placement {
             session_id: id.to_string(),
@@ -879,12 +890,18 @@ impl Pool {
     fn reindex(&mut self, seq: u64) {
         let cfg = &self.config;
         let h = self.hosts.get_mut(&seq).expect("reindex: host exists");
-        h.load_index = load_index::compute(
+        let correction = cfg
+            .logon_storm_settings
+            .logon_cost
+            .saturating_mul(h.logons_since_heartbeat)
+            .min(100) as i32;
+        h.load_index = load_index::compute_corrected(
             &cfg.load_index_settings,
             cfg.max_session_limit,
             h.sessions,
             h.metrics.as_ref(),
             self.custom_reporters > 0,
+            correction,
         );
         let h = &self.hosts[&seq];
         if !is_open(h) {

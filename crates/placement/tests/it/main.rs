@@ -18,11 +18,13 @@ mod health;
 mod lifecycle;
 mod load_index;
 mod personal;
+mod picked;
 mod props;
 mod reconnect;
 mod refusal;
 mod requires;
 mod restore;
+mod stale_index;
 mod storm;
 mod validation;
 

@@ -895,6 +895,7 @@ fn load_settings() -> impl Strategy<Value = LoadSettings> {
                     load_index_threshold: storm_index,
                     connecting_session_threshold: storm_connecting,
                     min_hosts_in_queue: min_hosts,
+                    logon_cost: 0,
                 },
                 standard,
             },
@@ -1136,6 +1137,7 @@ fn load_index_agrees_with_the_reference_model_on_thousands_of_hosts() {
                     load_index_threshold: 20,
                     connecting_session_threshold: 2,
                     min_hosts_in_queue: 8,
+                    logon_cost: 0,
                 },
                 standard: Standard::RdpBlast,
             }));

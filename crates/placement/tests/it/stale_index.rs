@@ -1,0 +1,190 @@
+//! Rule H7 (beyond the sources): the stale-index correction of a
+//! `LoadIndex` pool. Each logon placed on a host since its last heartbeat
+//! adds `logonStormSettings.logonCost` to the host's metric factors; the
+//! next heartbeat replaces the metrics and the correction starts again from
+//! zero. With `logonCost` 0 (the default) the index is the sources'.
+
+use placement::{
+    Error, HostPoolType, LoadBalancerType, LogonStormSettings, PoolConfig, SessionState,
+};
+
+use crate::{World, cpu, custom};
+
+/// A `LoadIndex` pool indexing CPU against a 100 % threshold and session
+/// count (limit 999999, so the session factor is the raw count).
+fn cpu_pool(names: &[&str], logon_cost: u32) -> World {
+    let mut c = PoolConfig::new("farm", HostPoolType::Pooled, LoadBalancerType::LoadIndex);
+    c.load_index_settings.cpu_threshold = 100;
+    c.logon_storm_settings.logon_cost = logon_cost;
+    let mut w = World::new(c);
+    for n in names {
+        w.add_host(n);
+    }
+    w
+}
+
+fn index(w: &World, host: &str) -> i32 {
+    w.pool.host(host).expect("host exists").load_index
+}
+
+#[test]
+fn h7_each_logon_since_the_last_heartbeat_adds_the_logon_cost() {
+    let mut w = cpu_pool(&["h1"], 10);
+    w.pool.heartbeat("h1", cpu(20.0), w.now_ms).unwrap();
+    assert_eq!(index(&w, "h1"), 20, "max(sessions 0, cpu 20)");
+    // (logons since heartbeat, want, arithmetic)
+    for (n, want, why) in [
+        (1, 30, "max(sessions 1, 20 + 1 * 10)"),
+        (2, 40, "max(sessions 2, 20 + 2 * 10)"),
+        (3, 50, "max(sessions 3, 20 + 3 * 10)"),
+    ] {
+        let u = w.fresh_user();
+        w.connect(&u, 0).unwrap();
+        assert_eq!(index(&w, "h1"), want, "{n} logon(s): {why}");
+        assert_eq!(w.pool.host("h1").unwrap().logons_since_heartbeat, n);
+    }
+    // The next heartbeat shows the load itself: the correction restarts.
+    w.pool.heartbeat("h1", cpu(35.0), w.now_ms).unwrap();
+    assert_eq!(index(&w, "h1"), 35, "max(sessions 3, 35 + 0 * 10)");
+    assert_eq!(w.pool.host("h1").unwrap().logons_since_heartbeat, 0);
+}
+
+#[test]
+fn h7_off_by_default_leaves_the_sources_index() {
+    let mut w = cpu_pool(&["h1"], 0);
+    w.pool.heartbeat("h1", cpu(20.0), w.now_ms).unwrap();
+    for _ in 0..5 {
+        let u = w.fresh_user();
+        w.connect(&u, 0).unwrap();
+    }
+    assert_eq!(
+        index(&w, "h1"),
+        20,
+        "max(sessions 5, cpu 20): nothing added"
+    );
+}
+
+#[test]
+fn h7_the_corrected_factor_is_capped_at_100() {
+    let mut w = cpu_pool(&["h1"], 40);
+    w.pool.heartbeat("h1", cpu(50.0), w.now_ms).unwrap();
+    let u = w.fresh_user();
+    w.connect(&u, 0).unwrap();
+    assert_eq!(index(&w, "h1"), 90, "50 + 40");
+    let u = w.fresh_user();
+    w.connect(&u, 0).unwrap();
+    assert_eq!(index(&w, "h1"), 100, "min(100, 50 + 80)");
+}
+
+#[test]
+fn h7_never_corrects_the_session_factor_or_an_unknown_index() {
+    // Session count only: the broker counts sessions live, nothing is stale.
+    let mut c = PoolConfig::new("farm", HostPoolType::Pooled, LoadBalancerType::LoadIndex);
+    c.logon_storm_settings.logon_cost = 10;
+    let mut w = World::new(c);
+    w.add_host("h1");
+    for n in 1..=3 {
+        let u = w.fresh_user();
+        w.connect(&u, 0).unwrap();
+        assert_eq!(index(&w, "h1"), n, "the raw session count");
+    }
+    // CPU in use but never reported: unknown stays unknown (H1).
+    let mut w = cpu_pool(&["h1"], 10);
+    let u = w.fresh_user();
+    w.connect(&u, 0).unwrap();
+    assert_eq!(index(&w, "h1"), -1);
+}
+
+#[test]
+fn h7_corrects_a_custom_script_value_too() {
+    let mut c = PoolConfig::new("farm", HostPoolType::Pooled, LoadBalancerType::LoadIndex);
+    c.load_index_settings.use_custom_script = true;
+    c.logon_storm_settings.logon_cost = 5;
+    // One host in the queue: the lowest index, not round robin (H5).
+    c.logon_storm_settings.min_hosts_in_queue = 1;
+    let mut w = World::new(c);
+    w.add_host("h1");
+    w.add_host("h2");
+    w.pool.heartbeat("h1", custom(30), w.now_ms).unwrap();
+    let u = w.fresh_user();
+    let p = w.connect(&u, 0).unwrap();
+    assert_eq!(p.host, "h2", "h2 counts as 25 (H3), below h1's 30");
+    assert_eq!(index(&w, "h2"), 25, "a missing value is not a metric");
+    w.pool.heartbeat("h2", custom(30), w.now_ms).unwrap();
+    let u = w.fresh_user();
+    let p = w.connect(&u, 0).unwrap();
+    assert_eq!(index(&w, &p.host), 35, "30 + 1 * 5");
+}
+
+/// The storm the correction is for: two hosts report the same stale CPU.
+/// Without it, the index moves only by the session factor, so the queue
+/// keeps both hosts; with it, every logon makes its host look busier and the
+/// next-lowest host tops the queue up (H5 buckets are formed per request).
+#[test]
+fn h7_spreads_a_storm_over_hosts_whose_metrics_are_stale() {
+    let names = ["h1", "h2", "h3", "h4", "h5", "h6"];
+    let placed = |logon_cost: u32| {
+        let mut w = cpu_pool(&names, logon_cost);
+        w.configure(|c| {
+            c.logon_storm_settings = LogonStormSettings {
+                load_index_threshold: 20,
+                connecting_session_threshold: 20,
+                min_hosts_in_queue: 1,
+                logon_cost,
+            }
+        });
+        // h1 looks idle; the others reported some load.
+        for (n, load) in names.iter().zip([5.0, 30.0, 30.0, 30.0, 30.0, 30.0]) {
+            w.pool.heartbeat(n, cpu(load), w.now_ms).unwrap();
+        }
+        for _ in 0..8 {
+            let u = w.fresh_user();
+            w.connect(&u, 0).unwrap();
+        }
+        w.sessions_on("h1")
+    };
+    // Without correction, h1's index is max(sessions, 5): it stays alone
+    // under the threshold 20 and takes all 8 logons.
+    assert_eq!(placed(0), 8);
+    // With 10 points a logon: 5 → 15 → 25 → 35, above the others' 30, so
+    // logons 4 to 8 go round robin to h2..h6 (30 → 40 each).
+    assert_eq!(placed(10), 3);
+}
+
+#[test]
+fn h7_logon_cost_is_validated_and_defaults_to_0_in_stored_settings() {
+    let mut c = PoolConfig::new("farm", HostPoolType::Pooled, LoadBalancerType::LoadIndex);
+    c.logon_storm_settings.logon_cost = 101;
+    match c.validate() {
+        Err(Error::InvalidParameter(m)) => {
+            assert!(m.contains("logonStormSettings.logonCost"), "{m}")
+        }
+        other => panic!("want InvalidParameter, got {other:?}"),
+    }
+    // Settings stored before logonCost existed read as 0 (off).
+    let stored: LogonStormSettings = serde_json::from_str(
+        r#"{"loadIndexThreshold": 20, "connectingSessionThreshold": 20, "minHostsInQueue": 4}"#,
+    )
+    .unwrap();
+    assert_eq!(stored, LogonStormSettings::default());
+    assert_eq!(stored.logon_cost, 0);
+}
+
+#[test]
+fn h7_a_restarted_pool_counts_from_zero_until_the_next_heartbeat() {
+    let mut w = cpu_pool(&["h1"], 10);
+    w.pool.heartbeat("h1", cpu(20.0), w.now_ms).unwrap();
+    let u = w.fresh_user();
+    let p = w.connect(&u, 0).unwrap();
+    w.set_state(&p.session_id, SessionState::Active);
+    let restored = placement::Pool::restore(
+        w.pool.config().clone(),
+        w.pool.counters(),
+        w.pool.hosts().cloned().collect(),
+        w.pool.sessions().cloned().collect(),
+        w.now_ms,
+    );
+    let h = restored.host("h1").unwrap();
+    assert_eq!(h.logons_since_heartbeat, 0, "derived, not stored");
+    assert_eq!(h.load_index, 20);
+}
