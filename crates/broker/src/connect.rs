@@ -26,6 +26,15 @@ impl Broker {
     /// session is durable.
     pub async fn connect(&self, pool: &str, c: &Connect) -> Result<Placement, ApiError> {
         let started = Instant::now();
+        if self.writer.failure().is_some() {
+            let result = self.reconnect_from_memory(pool, c);
+            let outcome = match &result {
+                Ok(_) => "reconnect_from_memory",
+                Err(e) => e.code,
+            };
+            metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
+            return result;
+        }
         // Time-ordered ids: new sessions append at the end of the store's index.
         let session_id = uuid::Uuid::now_v7().to_string();
         let result = self
@@ -51,6 +60,26 @@ impl Broker {
         metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
         metrics::histogram!("deskbroker_connect_duration_seconds").record(started.elapsed());
         result
+    }
+
+    /// While the store is unreachable: a user whose session is known (and
+    /// durable) is sent back to it from memory, nothing is written; anyone
+    /// else is refused with 503 `StoreUnavailable`, at once.
+    fn reconnect_from_memory(&self, pool: &str, c: &Connect) -> Result<Placement, ApiError> {
+        let unavailable = || {
+            ApiError::store_unavailable(format!(
+                "the store is unreachable ({}); only users with a session can reconnect \
+                 until it is back",
+                self.writer.failure().unwrap_or_default()
+            ))
+        };
+        let found = self.peek(pool, |p| {
+            Ok(p.existing_placement(&c.user, c.session_host.as_deref())?)
+        })?;
+        match found {
+            Some(placed) if self.writer.is_saved(pool, &placed.session_id) => Ok(placed),
+            _ => Err(unavailable()),
+        }
     }
 
     /// Sets a session Active or Disconnected (rule S4).

@@ -12,6 +12,7 @@ pub mod connect;
 pub mod error;
 pub mod listener;
 pub mod rdp_file;
+pub mod replica;
 pub mod state;
 pub mod telemetry;
 pub mod writer;
@@ -45,19 +46,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    let ticker = {
-        let b = broker.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(TICK_INTERVAL);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                every.tick().await;
-                if let Err(e) = b.tick_all().await {
-                    tracing::warn!(error = %e.message, "tick failed");
-                }
-            }
-        })
-    };
+    let ticker = spawn_ticker(broker.clone());
     let failed = {
         let b = broker.clone();
         async move { b.writer.failed().await }
@@ -86,4 +75,23 @@ pub async fn serve(
     }
     broker.writer.flush().await.map_err(|e| e.message)?;
     Ok(())
+}
+
+/// Applies the passing of time to every pool every [`TICK_INTERVAL`],
+/// until aborted.
+pub fn spawn_ticker(broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(TICK_INTERVAL);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            if broker.writer.failure().is_some() {
+                // Nothing can be saved; the replica re-elects or stops.
+                continue;
+            }
+            if let Err(e) = broker.tick_all().await {
+                tracing::warn!(error = %e.message, "tick failed");
+            }
+        }
+    })
 }

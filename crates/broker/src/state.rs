@@ -166,6 +166,22 @@ impl Broker {
         r
     }
 
+    /// Runs `f` on a pool as memory holds it, without waiting for the
+    /// store: only for answers that do not depend on the store (reconnects
+    /// while it is unreachable).
+    pub fn peek<R>(
+        &self,
+        pool: &str,
+        f: impl FnOnce(&Pool) -> Result<R, ApiError>,
+    ) -> Result<R, ApiError> {
+        let slot = self.slot(pool)?;
+        let s = lock(&slot);
+        if s.deleted {
+            return Err(ApiError::pool_not_found(pool));
+        }
+        f(&s.pool)
+    }
+
     /// Runs `f` on a pool, persists whatever it changed (even when it
     /// refuses: a connect first expires stale Pending sessions), and
     /// answers once that is durable.

@@ -14,6 +14,8 @@
 //! waits until everything enqueued before it is durable, so nobody is ever
 //! told of a session that a crash could take back.
 
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +31,10 @@ pub const QUEUE_CAPACITY: usize = 16_384;
 pub const MAX_BATCH_REQUESTS: usize = 4_096;
 /// How long a request waits for a queue slot before it is refused (503).
 pub const RESERVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// After this long without a write, the writer checks that the store still
+/// answers ([`Store::ping`]), so that a lost database is noticed within
+/// about this long even when nothing is written.
+pub const PING_INTERVAL: Duration = Duration::from_secs(1);
 
 struct WriteRequest {
     lsn: u64,
@@ -42,9 +48,15 @@ pub struct WriteQueue {
     /// The last LSN given out. Held only to assign an LSN and send.
     enqueued: Mutex<u64>,
     durable: watch::Receiver<u64>,
-    /// Set once the store failed: the broker then refuses everything and
-    /// stops, and a restart rebuilds the engine from what is durable.
+    /// Set once the store failed: the broker then refuses every change, and
+    /// a restart (or, on PostgreSQL, a new election) rebuilds the engine
+    /// from what is durable.
     failed: watch::Receiver<Option<String>>,
+    /// Sessions written by the batches that failed (and by everything
+    /// queued behind them), as [`session_key`]s: memory holds them, the
+    /// store may not, so they are never answered from memory. Filled before
+    /// `failed` is set.
+    unsaved: Arc<Mutex<HashSet<u64>>>,
 }
 
 /// A reserved slot in the queue, taken before the engine is touched so that
@@ -65,13 +77,32 @@ impl WriteQueue {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let (durable_tx, durable) = watch::channel(0);
         let (failed_tx, failed) = watch::channel(None);
-        tokio::spawn(run_writer(store, rx, durable_tx, failed_tx));
+        let unsaved = Arc::new(Mutex::new(HashSet::new()));
+        tokio::spawn(run_writer(
+            store,
+            rx,
+            durable_tx,
+            failed_tx,
+            unsaved.clone(),
+        ));
         Arc::new(WriteQueue {
             tx,
             enqueued: Mutex::new(0),
             durable,
             failed,
+            unsaved,
         })
+    }
+
+    /// Whether the session `id` of `pool` is known to be durable as memory
+    /// holds it: always while the store works; after a failure, unless the
+    /// failed writes touched it.
+    pub fn is_saved(&self, pool: &str, id: &str) -> bool {
+        !self
+            .unsaved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&session_key(pool, id))
     }
 
     /// Waits for a queue slot (bounded by [`RESERVE_TIMEOUT`]).
@@ -151,19 +182,55 @@ impl WriteQueue {
     }
 }
 
+/// A session's key in the `unsaved` set: a hash, so that tracking costs
+/// no allocation per write. A collision only makes a reconnect wait for the
+/// store, never answers one wrongly.
+fn session_key(pool: &str, id: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (pool, id).hash(&mut h);
+    h.finish()
+}
+
+/// The [`session_key`]s of the sessions a list of mutations writes.
+fn sessions_written<'a>(mutations: impl IntoIterator<Item = &'a Mutation>) -> Vec<u64> {
+    mutations
+        .into_iter()
+        .filter_map(|m| match m {
+            Mutation::PutSession { pool, session } => Some(session_key(pool, &session.id)),
+            Mutation::DeleteSession { pool, id } => Some(session_key(pool, id)),
+            _ => None,
+        })
+        .collect()
+}
+
 async fn run_writer(
     store: Arc<dyn Store>,
     mut rx: mpsc::Receiver<WriteRequest>,
     durable: watch::Sender<u64>,
     failed: watch::Sender<Option<String>>,
+    unsaved: Arc<Mutex<HashSet<u64>>>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH_REQUESTS);
-    while rx.recv_many(&mut batch, MAX_BATCH_REQUESTS).await > 0 {
+    loop {
+        let received = tokio::select! {
+            n = rx.recv_many(&mut batch, MAX_BATCH_REQUESTS) => n,
+            () = tokio::time::sleep(PING_INTERVAL) => {
+                if let Err(e) = store.ping().await {
+                    fail(e.to_string(), Vec::new(), &mut batch, &mut rx, &failed, &unsaved).await;
+                    return;
+                }
+                continue;
+            }
+        };
+        if received == 0 {
+            return;
+        }
         let last_lsn = batch.last().map_or(0, |r: &WriteRequest| r.lsn);
         let mutations: Vec<Mutation> = batch
             .iter_mut()
             .flat_map(|r| std::mem::take(&mut r.mutations))
             .collect();
+        let written = sessions_written(&mutations);
         let started = std::time::Instant::now();
         let result = store.apply(mutations).await;
         metrics::histogram!("deskbroker_store_commit_seconds").record(started.elapsed());
@@ -176,21 +243,46 @@ async fn run_writer(
                 }
             }
             Err(e) => {
-                // Memory now holds changes the store refused. Crash-only:
-                // acknowledge nothing more, and let the process restart from
-                // what is durable.
-                let msg = e.to_string();
-                tracing::error!(error = %msg, "store write failed; the broker stops");
-                failed.send_replace(Some(msg.clone()));
-                for r in batch.drain(..) {
-                    let _ = r.done.send(Err(msg.clone()));
-                }
-                rx.close();
-                while let Some(r) = rx.recv().await {
-                    let _ = r.done.send(Err(msg.clone()));
-                }
+                fail(
+                    e.to_string(),
+                    written,
+                    &mut batch,
+                    &mut rx,
+                    &failed,
+                    &unsaved,
+                )
+                .await;
                 return;
             }
         }
+    }
+}
+
+/// The store failed. Memory may now hold changes the store refused:
+/// acknowledge nothing more, remember which sessions are not saved, refuse
+/// everything queued, and let the process restart (or re-elect) from what
+/// is durable.
+async fn fail(
+    msg: String,
+    written: Vec<u64>,
+    batch: &mut Vec<WriteRequest>,
+    rx: &mut mpsc::Receiver<WriteRequest>,
+    failed: &watch::Sender<Option<String>>,
+    unsaved: &Mutex<HashSet<u64>>,
+) {
+    tracing::error!(error = %msg, "store write failed; this broker refuses changes from now on");
+    rx.close();
+    let mut refused: Vec<WriteRequest> = batch.drain(..).collect();
+    while let Some(r) = rx.recv().await {
+        refused.push(r);
+    }
+    {
+        let mut unsaved = unsaved.lock().unwrap_or_else(|p| p.into_inner());
+        unsaved.extend(written);
+        unsaved.extend(sessions_written(refused.iter().flat_map(|r| &r.mutations)));
+    }
+    failed.send_replace(Some(msg.clone()));
+    for r in refused {
+        let _ = r.done.send(Err(msg.clone()));
     }
 }

@@ -33,10 +33,19 @@ pub enum BenchCommand {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct StormArgs {
-    /// Broker to load. Without it, a private broker is started on a fresh
-    /// SQLite data directory and stopped at the end.
-    #[arg(long, value_name = "URL")]
-    pub broker: Option<String>,
+    /// Broker to load; several replicas of one broker as a list (repeat the
+    /// flag or separate with commas): the clients are spread evenly over
+    /// them. Without it, private brokers are started and stopped at the end.
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    pub broker: Vec<String>,
+    /// Private brokers keep their state in this PostgreSQL database instead
+    /// of a fresh SQLite data directory.
+    #[arg(long = "database-url", value_name = "URL", conflicts_with = "broker")]
+    pub database_url: Option<String>,
+    /// Private broker replicas to start (more than one needs
+    /// --database-url): one leads, the others forward to it.
+    #[arg(long, default_value_t = 1, conflicts_with = "broker")]
+    pub replicas: u32,
     /// Admin token of `--broker` (default: DESKBROKER_TOKEN).
     #[arg(long, env = "DESKBROKER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -83,19 +92,33 @@ async fn run_storm(args: StormArgs) -> anyhow::Result<()> {
     if args.hosts == 0 || args.users == 0 || args.concurrency == 0 {
         anyhow::bail!("--hosts, --users and --concurrency must be at least 1");
     }
-    let mut private = None;
-    let (url, token) = match &args.broker {
-        Some(url) => (url.clone(), args.token.clone()),
-        None => {
-            let b = PrivateBroker::start(None).await?;
-            let r = (b.url.clone(), Some(b.token.clone()));
-            private = Some(b);
-            r
+    if !(1..=MAX_REPLICAS).contains(&args.replicas)
+        || (args.replicas > 1 && args.database_url.is_none())
+    {
+        anyhow::bail!(
+            "--replicas must be 1..={MAX_REPLICAS}, and more than 1 needs --database-url"
+        );
+    }
+    let mut private = Vec::new();
+    let (urls, token) = if args.broker.is_empty() {
+        let token = format!("bench-{:032x}", rand::random::<u128>());
+        let store: Vec<&str> = match &args.database_url {
+            Some(url) => vec!["--database-url", url],
+            None => Vec::new(),
+        };
+        for _ in 0..args.replicas {
+            private.push(PrivateBroker::start(None, &store, &token).await?);
         }
+        (private.iter().map(|b| b.url.clone()).collect(), Some(token))
+    } else {
+        (args.broker.clone(), args.token.clone())
     };
-    let client = Arc::new(Client::new(&url, token)?);
-    let report = storm(&client, &args).await;
-    if let Some(b) = private {
+    let clients = urls
+        .iter()
+        .map(|url| Client::new(url, token.clone()).map(Arc::new))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let report = storm(&clients, &args).await;
+    for b in private {
         b.stop().await;
     }
     let report = report?;
@@ -107,7 +130,11 @@ async fn run_storm(args: StormArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn storm(client: &Arc<Client>, args: &StormArgs) -> anyhow::Result<Value> {
+/// Most private replicas `bench storm` starts.
+const MAX_REPLICAS: u32 = 16;
+
+async fn storm(clients: &[Arc<Client>], args: &StormArgs) -> anyhow::Result<Value> {
+    let client = &clients[0];
     let pool = args.pool.as_str();
     let load_index = args.load_balancer_type == "LoadIndex";
     let cpu_threshold = if load_index { args.cpu_threshold } else { 0 };
@@ -172,14 +199,14 @@ async fn storm(client: &Arc<Client>, args: &StormArgs) -> anyhow::Result<Value> 
     let placed = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     run_parallel(args.concurrency, args.users, {
-        let client = client.clone();
+        let clients = clients.to_vec();
         let pool = pool.to_string();
         let histogram = histogram.clone();
         let errors = errors.clone();
         let placed = placed.clone();
         let bar = bar.clone();
         move |i| {
-            let client = client.clone();
+            let client = clients[(i % clients.len() as u64) as usize].clone();
             let pool = pool.clone();
             let histogram = histogram.clone();
             let errors = errors.clone();
@@ -242,6 +269,7 @@ async fn storm(client: &Arc<Client>, args: &StormArgs) -> anyhow::Result<Value> 
         "hosts": args.hosts,
         "users": args.users,
         "concurrency": args.concurrency,
+        "brokers": clients.len(),
         "loadBalancerType": args.load_balancer_type,
         "setupSeconds": round3(setup_seconds),
         "seconds": round3(elapsed),
@@ -265,10 +293,11 @@ fn round3(x: f64) -> f64 {
 fn print_table(r: &Value) {
     let l = &r["latencyMs"];
     println!(
-        "storm: {} connects of distinct users, {} hosts, {} clients, {}",
+        "storm: {} connects of distinct users, {} hosts, {} clients over {} broker(s), {}",
         r["users"],
         r["hosts"],
         r["concurrency"],
+        r["brokers"],
         r["loadBalancerType"].as_str().unwrap_or("")
     );
     println!(
@@ -360,16 +389,22 @@ struct PrivateBroker {
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl PrivateBroker {
-    /// Starts `serve`; with `rdp_default_pool`, also its RDP front door
-    /// (`--rdp-listen 127.0.0.1:0 --rdp-default-pool POOL`).
-    async fn start(rdp_default_pool: Option<&str>) -> anyhow::Result<PrivateBroker> {
+    /// Starts `serve` with `extra` flags and admin `token`; with
+    /// `rdp_default_pool`, also its RDP front door (`--rdp-listen
+    /// 127.0.0.1:0 --rdp-default-pool POOL`).
+    async fn start(
+        rdp_default_pool: Option<&str>,
+        extra: &[&str],
+        token: &str,
+    ) -> anyhow::Result<PrivateBroker> {
         let dir = tempfile::tempdir().context("cannot create a temporary data dir")?;
-        let token = format!("bench-{:032x}", rand::random::<u128>());
+        let token = token.to_string();
         let exe = std::env::current_exe().context("cannot find the deskbroker binary")?;
         let mut command = tokio::process::Command::new(exe);
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path());
+            .arg(dir.path())
+            .args(extra);
         if let Some(pool) = rdp_default_pool {
             command.args(["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", pool]);
         }
@@ -665,7 +700,8 @@ pub mod rdp {
             let (url, token, rdp) = match (&args.broker, args.rdp) {
                 (Some(url), Some(rdp)) => (url.clone(), args.token.clone(), rdp),
                 _ => {
-                    let b = PrivateBroker::start(Some(&args.pool)).await?;
+                    let token = format!("bench-{:032x}", rand::random::<u128>());
+                    let b = PrivateBroker::start(Some(&args.pool), &[], &token).await?;
                     let rdp = b.rdp.context("the private broker started no front door")?;
                     endpoints.deskbroker_pid = b.child.id();
                     let r = (b.url.clone(), Some(b.token.clone()), rdp);

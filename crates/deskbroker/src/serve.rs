@@ -22,8 +22,9 @@ pub struct ServeArgs {
     pub data_dir: PathBuf,
     /// `postgres://…` or `postgresql://…`: keep the state in that PostgreSQL
     /// database instead of SQLite (the data dir still holds a generated
-    /// admin token). One broker process per database for now: a second one
-    /// is refused.
+    /// admin token). Any number of brokers may share one database: one
+    /// leads and decides, the others forward to it and take over if it
+    /// goes (give them all the same admin token).
     #[arg(
         long = "database-url",
         env = "DESKBROKER_DATABASE_URL",
@@ -38,6 +39,11 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
+    /// With `--database-url`: how the other replicas reach this one's API
+    /// (`http://host:port`); default `http://` + the listen address, which
+    /// must then not be a wildcard (0.0.0.0, ::).
+    #[arg(long = "advertise-url", env = "DESKBROKER_ADVERTISE_URL")]
+    pub advertise_url: Option<String>,
     /// Address of the RDP front door (rules R1–R6); no front door when
     /// unset. Port 0 picks a free port; the address is printed.
     #[arg(long = "rdp-listen", env = "DESKBROKER_RDP_LISTEN")]
@@ -62,43 +68,39 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
         placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
     }
-    let token = match args.admin_token {
+    let token = match args.admin_token.clone() {
         Some(t) if t.len() >= 16 => t,
         Some(_) => anyhow::bail!("DESKBROKER_ADMIN_TOKEN must be at least 16 characters"),
         None => admin_token_file(&args.data_dir)?,
     };
-    let (store, store_name) = open_store(args.database_url.as_deref(), &args.data_dir).await?;
-    let broker = broker::open(store, token)
+    let database_url = args.database_url.clone().filter(|u| !u.trim().is_empty());
+    if let Some(url) = database_url.as_deref() {
+        anyhow::ensure!(
+            store::postgres::is_postgres_url(url),
+            "--database-url must start with postgres:// or postgresql:// \
+             (leave it unset for the embedded SQLite store)"
+        );
+        return run_replica(args, url, token).await;
+    }
+    let store = store::SqliteStore::open(&args.data_dir)
+        .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
+    let store_name = format!("sqlite {}", args.data_dir.display());
+    let broker = broker::open(Arc::new(store), token)
         .await
         .context("cannot load the store")?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let rdp_listener = match args.rdp_listen {
-        Some(rdp_addr) => Some(
-            tokio::net::TcpListener::bind(rdp_addr)
-                .await
-                .with_context(|| format!("cannot listen for RDP on {rdp_addr}"))?,
-        ),
-        None => None,
-    };
+    let rdp_listener = bind_rdp(args.rdp_listen).await?;
     tracing::info!(%addr, store = %store_name, "deskbroker listening");
     // Tests and scripts read these lines to find port-0 listeners.
     println!("listening on http://{addr}");
-    if let Some(l) = &rdp_listener {
-        let rdp_addr = l.local_addr()?;
-        tracing::info!(%rdp_addr, default_pool = ?args.rdp_default_pool, "rdp front door listening");
-        println!("rdp front door listening on {rdp_addr}");
-        let public = args
-            .rdp_public_address
-            .clone()
-            .unwrap_or_else(|| rdp_addr.to_string());
-        *broker
-            .rdp_front_door
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(public);
-    }
+    announce_rdp(rdp_listener.as_ref())?;
+    *broker
+        .rdp_front_door
+        .write()
+        .unwrap_or_else(|e| e.into_inner()) = rdp_public_address(&args, rdp_listener.as_ref())?;
     std::io::stdout().flush()?;
 
     // One signal stops both: the HTTP API finishes in-flight requests, the
@@ -114,9 +116,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let _ = stop_tx.send(true);
         });
     }
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
     let front_door = rdp_listener.map(|l| {
         let placer = Arc::new(gateway::InProcess::new(broker.clone()));
         let config = gateway::Config::new(args.rdp_default_pool.clone());
@@ -132,31 +131,119 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The store to use: PostgreSQL for a `postgres://` database URL,
-/// otherwise SQLite in the data dir; and how to name it in logs (never
-/// with a password).
-async fn open_store(
-    database_url: Option<&str>,
-    data_dir: &Path,
-) -> anyhow::Result<(Arc<dyn store::Store>, String)> {
-    match database_url.filter(|u| !u.trim().is_empty()) {
-        Some(url) if store::postgres::is_postgres_url(url) => {
-            let store = store::PostgresStore::connect(url)
-                .await
-                .context("cannot open the PostgreSQL store")?;
-            let name = format!("postgres {}", store.target());
-            Ok((Arc::new(store), name))
+/// `serve --database-url`: one replica among any number sharing the
+/// database (see `broker::replica`). The RDP front door, if any, places
+/// through this replica's own API, so that it follows the leader too.
+async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let advertise_url = match &args.advertise_url {
+        Some(u) => {
+            anyhow::ensure!(
+                u.starts_with("http://") && u.len() > "http://".len(),
+                "--advertise-url must be http://HOST:PORT"
+            );
+            u.trim_end_matches('/').to_string()
         }
-        Some(_) => anyhow::bail!(
-            "--database-url must start with postgres:// or postgresql:// \
-             (leave it unset for the embedded SQLite store)"
-        ),
         None => {
-            let store = store::SqliteStore::open(data_dir)
-                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-            Ok((Arc::new(store), format!("sqlite {}", data_dir.display())))
+            anyhow::ensure!(
+                !addr.ip().is_unspecified(),
+                "--listen {addr} is a wildcard address: set --advertise-url to how the \
+                 other replicas reach this one"
+            );
+            format!("http://{addr}")
         }
+    };
+    let rdp_listener = bind_rdp(args.rdp_listen).await?;
+    let rdp_public = rdp_public_address(&args, rdp_listener.as_ref())?;
+    let replica = broker::replica::Replica::start(broker::replica::ReplicaConfig {
+        database_url: database_url.to_string(),
+        advertise_url: advertise_url.clone(),
+        admin_token: token.clone(),
+        rdp_front_door: rdp_public,
+    })
+    .await
+    .map_err(anyhow::Error::msg)
+    .context("cannot use the PostgreSQL database")?;
+    tracing::info!(%addr, role = replica.role_name(), advertise = %advertise_url, "deskbroker replica listening");
+    println!("listening on http://{addr}");
+    announce_rdp(rdp_listener.as_ref())?;
+    std::io::stdout().flush()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let front_door = match rdp_listener {
+        Some(l) => {
+            let own = if addr.ip().is_unspecified() {
+                let loopback = if addr.is_ipv4() { "127.0.0.1" } else { "[::1]" };
+                format!("http://{loopback}:{}", addr.port())
+            } else {
+                format!("http://{addr}")
+            };
+            let placer = gateway::Http::new(&own, &token).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let config = gateway::Config::new(args.rdp_default_pool.clone());
+            Some(tokio::spawn(gateway::serve(
+                l,
+                Arc::new(placer),
+                config,
+                stopped(stop_rx.clone()),
+            )))
+        }
+        None => None,
+    };
+    let served = broker::replica::serve(replica, listener, stopped(stop_rx)).await;
+    if let Some(task) = front_door {
+        let _ = task.await;
     }
+    served.map_err(anyhow::Error::msg)?;
+    tracing::info!("deskbroker replica stopped cleanly");
+    Ok(())
+}
+
+/// The RDP front door's listener, with `--rdp-listen`.
+async fn bind_rdp(
+    rdp_listen: Option<SocketAddr>,
+) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    let Some(rdp_addr) = rdp_listen else {
+        return Ok(None);
+    };
+    let l = tokio::net::TcpListener::bind(rdp_addr)
+        .await
+        .with_context(|| format!("cannot listen for RDP on {rdp_addr}"))?;
+    Ok(Some(l))
+}
+
+/// Prints the front door's address (after the API's "listening on" line).
+fn announce_rdp(rdp_listener: Option<&tokio::net::TcpListener>) -> anyhow::Result<()> {
+    if let Some(l) = rdp_listener {
+        let rdp_addr = l.local_addr()?;
+        tracing::info!(%rdp_addr, "rdp front door listening");
+        println!("rdp front door listening on {rdp_addr}");
+    }
+    Ok(())
+}
+
+/// How clients reach the front door, for `.rdp` files: the flag, or the
+/// listen address.
+fn rdp_public_address(
+    args: &ServeArgs,
+    rdp_listener: Option<&tokio::net::TcpListener>,
+) -> anyhow::Result<Option<String>> {
+    let Some(l) = rdp_listener else {
+        return Ok(None);
+    };
+    Ok(Some(match &args.rdp_public_address {
+        Some(p) => p.clone(),
+        None => l.local_addr()?.to_string(),
+    }))
+}
+
+async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
 }
 
 /// Reads `DATA_DIR/admin.token`, or creates it (mode 0600) with a new

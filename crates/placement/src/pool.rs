@@ -671,6 +671,19 @@ impl Pool {
         Ok(self.reserve(seq, req.user, session_id, now_ms))
     }
 
+    /// Rule S1 alone, changing nothing: where a connect of `user` (to
+    /// `session_host`, in a personal pool) would send them back to their
+    /// existing session, if they have one. The broker answers reconnects
+    /// from this while its store is unreachable.
+    pub fn existing_placement(
+        &self,
+        user: &str,
+        session_host: Option<&str>,
+    ) -> Result<Option<Placement>, Error> {
+        let only_host = session_host.map(|h| self.seq_of(h)).transpose()?;
+        self.reconnect(user, only_host)
+    }
+
     /// Rule S1: the user's existing session (on `only_host` if given).
     fn reconnect(&self, user: &str, only_host: Option<u64>) -> Result<Option<Placement>, Error> {
         let Some(ids) = self.user_sessions.get(&user_key(user)) else {

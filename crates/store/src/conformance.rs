@@ -46,6 +46,7 @@ pub fn host(name: &str, seq: u64) -> Host {
         sessions: 0,
         connecting_sessions: 0,
         load_index: placement::load_index::UNKNOWN,
+        logons_since_heartbeat: 0,
     }
 }
 

@@ -17,7 +17,7 @@ mod sqlite;
 
 use placement::{Host, PoolConfig, PoolCounters, Session};
 
-pub use postgres::PostgresStore;
+pub use postgres::{Campaign, PostgresStore};
 pub use sqlite::SqliteStore;
 
 /// One change to persist. Deleting a pool removes its hosts and sessions;
@@ -123,4 +123,11 @@ pub trait Store: Send + Sync + 'static {
     /// Applies `batch` in order, all or nothing. When this returns `Ok`,
     /// every mutation survives a crash of the process or the machine.
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError>;
+
+    /// Checks that the store can still be written, cheaply; the writer
+    /// calls it when idle, so that a lost database is noticed before the
+    /// next write. Embedded stores have nothing to check.
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

@@ -69,6 +69,8 @@ pub const OWNER_LOCK_WAIT: Duration = Duration::from_secs(10);
 /// batch fails with an unknown outcome, the broker stops, and its restart
 /// reads what was really committed.
 pub const APPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a liveness check of the connection may take.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long loading everything at start may take.
 pub const LOAD_TIMEOUT: Duration = Duration::from_secs(300);
 /// TCP keepalive asked of the server for this connection (idle seconds,
@@ -261,9 +263,105 @@ impl PostgresStore {
         })
     }
 
+    /// One try at becoming the leader of the broker replicas that share
+    /// the database of `url`: connects, waits at most `wait` for the owner
+    /// lock, and if it gets it applies migrations and publishes
+    /// `advertise_url` as the leader's address (in the same session that
+    /// holds the lock, so the address dies with the lock). Otherwise
+    /// answers the current leader's address, if one is published.
+    ///
+    /// The store of a won campaign is the only one that may write: its
+    /// connection holds the lock, and every write goes through it, so a
+    /// leader that lost its connection cannot write any more (a new store
+    /// needs a new campaign).
+    pub async fn campaign(
+        url: &str,
+        advertise_url: &str,
+        wait: Duration,
+    ) -> Result<Campaign, StoreError> {
+        let (client, target) = open_connection(url).await?;
+        configure_session(&client).await?;
+        match take_owner_lock(&client, &target, wait).await {
+            Ok(()) => {}
+            Err(StoreError::Postgres(PostgresError::InUse { .. })) => {
+                return Ok(Campaign::Lost {
+                    leader: leader_url(&client).await?,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        migrate(&client).await?;
+        publish_leader(&client, advertise_url).await?;
+        let statements = Statements::prepare(&client).await?;
+        tracing::info!(database = %target, advertise = advertise_url, "elected leader of the broker replicas");
+        Ok(Campaign::Won(PostgresStore {
+            conn: Arc::new(tokio::sync::Mutex::new(Connection {
+                client,
+                statements,
+                in_transaction: false,
+            })),
+            target: target.into(),
+        }))
+    }
+
     /// `host:port/database` of this store, for messages.
     pub fn target(&self) -> &str {
         &self.target
+    }
+}
+
+/// What one [`PostgresStore::campaign`] found.
+pub enum Campaign {
+    /// This process holds the owner lock: it decides, through this store.
+    Won(PostgresStore),
+    /// Another replica holds it; `leader` is its published address (None
+    /// for the moment between taking the lock and publishing).
+    Lost { leader: Option<String> },
+}
+
+/// Publishes the leader's address, tied to this session by its pid.
+async fn publish_leader(client: &Client, advertise_url: &str) -> Result<(), StoreError> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS deskbroker_leader (
+                one boolean PRIMARY KEY DEFAULT true CHECK (one),
+                pid integer NOT NULL,
+                url text NOT NULL,
+                since timestamptz NOT NULL
+             )",
+        )
+        .await
+        .map_err(|e| PostgresError::query("cannot create the leader table", e))?;
+    client
+        .execute(
+            "INSERT INTO deskbroker_leader (pid, url, since) VALUES (pg_backend_pid(), $1, now())
+             ON CONFLICT (one) DO UPDATE SET pid = excluded.pid, url = excluded.url,
+                                             since = excluded.since",
+            &[&advertise_url],
+        )
+        .await
+        .map_err(|e| PostgresError::query("cannot publish the leader's address", e))?;
+    Ok(())
+}
+
+/// The published address of the session that holds the owner lock now
+/// (an address left by a leader whose session ended is not answered).
+async fn leader_url(client: &Client) -> Result<Option<String>, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT l.url FROM deskbroker_leader l
+              WHERE EXISTS (
+                SELECT 1 FROM pg_locks k
+                 WHERE k.pid = l.pid AND k.locktype = 'advisory' AND k.granted
+                   AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                   AND k.classid::int8 = $1 AND k.objid::int8 = $2 AND k.objsubid = 2)",
+            &[&i64::from(LOCK_CLASS), &i64::from(OWNER_LOCK)],
+        )
+        .await;
+    match row {
+        Ok(row) => Ok(row.map(|r| r.get(0))),
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+        Err(e) => Err(PostgresError::query("cannot read the leader's address", e).into()),
     }
 }
 
@@ -988,6 +1086,27 @@ impl Store for PostgresStore {
                 Err(PostgresError::Timeout {
                     what: "load the store",
                     timeout: LOAD_TIMEOUT,
+                }
+                .into())
+            })
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let run = async {
+            let mut conn = self.conn.lock().await;
+            conn.recover().await?;
+            conn.client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(|e| PostgresError::query("the database does not answer", e))?;
+            Ok(())
+        };
+        tokio::time::timeout(PING_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PostgresError::Timeout {
+                    what: "check the connection",
+                    timeout: PING_TIMEOUT,
                 }
                 .into())
             })

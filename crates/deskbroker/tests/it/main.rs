@@ -12,6 +12,7 @@ mod load_index;
 mod postgres;
 mod rdp;
 mod registration;
+mod replicas;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -15,7 +15,7 @@ use crate::durability::{acknowledge_before_crash, check_after_crash};
 use crate::{App, TOKEN, exe};
 
 /// A fresh database, or a clear failure when the server cannot be reached.
-async fn scratch(label: &str) -> ScratchDatabase {
+pub async fn scratch(label: &str) -> ScratchDatabase {
     ScratchDatabase::create(&test_server_url(), label)
         .await
         .unwrap_or_else(|e| {
@@ -30,7 +30,7 @@ async fn scratch(label: &str) -> ScratchDatabase {
 /// `deskbroker serve` with `--data-dir data_dir` and `extra` arguments;
 /// answers the running broker, or the exit status and stderr of one that
 /// stopped before listening.
-fn spawn_with(data_dir: &Path, extra: &[&str]) -> Result<App, String> {
+pub fn spawn_with(data_dir: &Path, extra: &[&str]) -> Result<App, String> {
     let mut child = Command::new(exe())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)

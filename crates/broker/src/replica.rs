@@ -1,0 +1,574 @@
+//! Several broker processes on one PostgreSQL database: one **leader**
+//! decides, the others **follow** and forward requests to it.
+//!
+//! Why a leader and not row locks: a placement is a decision over the
+//! whole pool (the least loaded host, round robin, random draws, the
+//! session limit), and the engine makes it in about a microsecond because
+//! the pool lives in memory with its indexes. Deciding in the database
+//! would mean locking the pool and reading back what other replicas
+//! changed on every connect; deciding in memory on several replicas would
+//! need a distributed lock per pool anyway. So exactly one replica holds
+//! the engines: the one holding PostgreSQL's session-level advisory lock
+//! (the *owner lock* of [`store::postgres`]). It writes through the very
+//! connection that holds the lock, so a leader that lost its connection
+//! can write nothing more: there is never a second writer. The others keep
+//! trying for the lock, learn the leader's published address from the
+//! database, and forward every API request to it — so any replica answers
+//! any request, every rule holds across replicas by construction (there
+//! is one engine), and a change made through one replica is seen by the
+//! next request through any other (0 ms: there is nothing to propagate).
+//!
+//! Failures:
+//! - The leader dies (`kill -9`): its connection closes, PostgreSQL frees
+//!   the lock, a follower waiting on it takes it at once, loads the state
+//!   and leads. Requests arriving meanwhile wait (up to [`FORWARD_WAIT`])
+//!   and are retried against the new leader. Nothing acknowledged is lost:
+//!   every answer waited for its commit.
+//! - The database goes away: the leader's writer fails on its next write or
+//!   idle ping ([`crate::writer::PING_INTERVAL`]). From then on it changes
+//!   nothing and answers users who have a durable session from memory
+//!   (see `Broker::connect`); every other request gets 503 at once.
+//!   Followers keep forwarding to it. Meanwhile every replica keeps
+//!   campaigning; when the database is back one of them wins, loads what
+//!   is durable and leads, and the others follow it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use store::{Campaign, PostgresStore, Store};
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+use crate::api::MAX_BODY_BYTES;
+use crate::error::ApiError;
+use crate::state::Broker;
+
+/// How long one campaign waits on the owner lock before it looks up the
+/// leader again: how stale a follower's idea of the leader can get.
+pub const CAMPAIGN_WAIT: Duration = Duration::from_secs(1);
+/// Pause after a failed campaign (no database), doubling up to
+/// [`MAX_RETRY_PAUSE`].
+pub const MIN_RETRY_PAUSE: Duration = Duration::from_millis(100);
+pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
+/// How long a request waits for a leader (electing, or the leader
+/// unreachable) before it is answered 503.
+pub const FORWARD_WAIT: Duration = Duration::from_secs(10);
+/// How long to wait for the leader to answer a forwarded request.
+pub const FORWARD_TIMEOUT: Duration = crate::api::REQUEST_TIMEOUT;
+/// Idle connections kept to the leader.
+pub const FORWARD_IDLE_CONNECTIONS: usize = 256;
+/// Marks a request forwarded by a replica (its value: the sender's
+/// address). A replica that is not the leader answers it with
+/// [`NOT_LEADER_HEADER`] instead of forwarding it again.
+pub const FORWARDED_HEADER: &str = "x-deskbroker-forwarded-by";
+/// On a 503: the replica that answered is not the leader; ask again.
+pub const NOT_LEADER_HEADER: &str = "x-deskbroker-not-leader";
+
+/// What a replica needs to run.
+#[derive(Clone, Debug)]
+pub struct ReplicaConfig {
+    /// `postgres://…` of the shared database.
+    pub database_url: String,
+    /// How the other replicas reach this one's HTTP API (`http://host:port`).
+    pub advertise_url: String,
+    pub admin_token: String,
+    /// Where RDP clients reach this process's front door, for `.rdp` files.
+    pub rdp_front_door: Option<String>,
+}
+
+/// What this replica is now.
+#[derive(Clone)]
+enum Role {
+    /// No leader known yet: requests wait for one.
+    Electing,
+    /// This replica decides (its store may have failed meanwhile: then it
+    /// answers reconnects from memory until a new election).
+    Leader(Arc<Leading>),
+    /// Another replica decides; its address.
+    Follower(Arc<str>),
+}
+
+/// The engine of a leading replica and what runs with it.
+struct Leading {
+    broker: Arc<Broker>,
+    router: Router,
+    ticker: tokio::task::AbortHandle,
+}
+
+impl Drop for Leading {
+    fn drop(&mut self) {
+        self.ticker.abort();
+    }
+}
+
+/// One broker process among replicas sharing a PostgreSQL database.
+pub struct Replica {
+    config: ReplicaConfig,
+    role: watch::Sender<Role>,
+    http: reqwest::Client,
+}
+
+impl Replica {
+    pub fn new(config: ReplicaConfig) -> Result<Arc<Replica>, String> {
+        crate::telemetry::init();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(FORWARD_TIMEOUT)
+            .pool_max_idle_per_host(FORWARD_IDLE_CONNECTIONS)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
+        Ok(Arc::new(Replica {
+            config,
+            role: watch::Sender::new(Role::Electing),
+            http,
+        }))
+    }
+
+    /// Starts a replica: one campaign, whose errors (a wrong URL, no
+    /// server, no access) are reported instead of retried, so that a
+    /// misconfigured replica stops at once. Then it leads or follows;
+    /// [`serve`] keeps campaigning.
+    pub async fn start(config: ReplicaConfig) -> Result<Arc<Replica>, String> {
+        let replica = Replica::new(config)?;
+        match PostgresStore::campaign(
+            &replica.config.database_url,
+            &replica.config.advertise_url,
+            CAMPAIGN_WAIT,
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        {
+            Campaign::Won(store) => replica.lead(store).await?,
+            Campaign::Lost {
+                leader: Some(leader),
+            } => replica.follow(leader),
+            Campaign::Lost { leader: None } => {}
+        }
+        Ok(replica)
+    }
+
+    /// This replica's engine, while it leads.
+    pub fn leader_broker(&self) -> Option<Arc<Broker>> {
+        match &*self.role.borrow() {
+            Role::Leader(l) => Some(l.broker.clone()),
+            _ => None,
+        }
+    }
+
+    /// `leader`, `follower` or `electing`, for logs and `/healthz`.
+    pub fn role_name(&self) -> &'static str {
+        match &*self.role.borrow() {
+            Role::Electing => "electing",
+            Role::Leader(_) => "leader",
+            Role::Follower(_) => "follower",
+        }
+    }
+
+    /// Resolves once this replica has a role other than electing (or
+    /// after `timeout`).
+    pub async fn settled(&self, timeout: Duration) -> bool {
+        let mut rx = self.role.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|r| !matches!(r, Role::Electing)))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Campaigns for the owner lock for as long as the process runs:
+    /// leads when it wins, follows the winner otherwise, and campaigns
+    /// again when its own store fails.
+    pub async fn run_elections(self: Arc<Replica>) {
+        let mut pause = MIN_RETRY_PAUSE;
+        let mut last_error: Option<String> = None;
+        loop {
+            // A working leader stays one until its store fails.
+            if let Some(broker) = self.leader_broker() {
+                if broker.writer.failure().is_none() {
+                    let reason = broker.writer.failed().await;
+                    tracing::warn!(error = %reason, "lost the store: answering reconnects from memory and campaigning again");
+                }
+            }
+            let campaign = PostgresStore::campaign(
+                &self.config.database_url,
+                &self.config.advertise_url,
+                CAMPAIGN_WAIT,
+            )
+            .await;
+            let result = match campaign {
+                Ok(Campaign::Won(store)) => self.lead(store).await,
+                // Our own address: the lock is still held by the session of
+                // a store of ours that failed and is closing. Look again.
+                Ok(Campaign::Lost {
+                    leader: Some(leader),
+                }) if leader == self.config.advertise_url => Ok(()),
+                Ok(Campaign::Lost {
+                    leader: Some(leader),
+                }) => {
+                    self.follow(leader);
+                    Ok(())
+                }
+                // The lock is held but no address is published yet (a
+                // leader between the two): keep what we had, look again.
+                Ok(Campaign::Lost { leader: None }) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            };
+            match result {
+                Ok(()) => {
+                    pause = MIN_RETRY_PAUSE;
+                    if last_error.take().is_some() {
+                        tracing::info!(role = self.role_name(), "the database is reachable again");
+                    }
+                }
+                Err(e) => {
+                    if last_error.as_deref() != Some(&e) {
+                        tracing::warn!(error = %e, role = self.role_name(), "campaign failed; retrying");
+                        last_error = Some(e);
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                }
+            }
+        }
+    }
+
+    /// Won: loads what is durable and starts deciding.
+    async fn lead(&self, store: PostgresStore) -> Result<(), String> {
+        let store: Arc<dyn Store> = Arc::new(store);
+        let snapshot = store
+            .load()
+            .await
+            .map_err(|e| format!("cannot load the store: {e}"))?;
+        let broker = Arc::new(Broker::new(
+            store,
+            snapshot,
+            self.config.admin_token.clone(),
+        ));
+        *broker
+            .rdp_front_door
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = self.config.rdp_front_door.clone();
+        let router = crate::api::router(broker.clone());
+        let ticker = crate::spawn_ticker(broker.clone()).abort_handle();
+        self.role.send_replace(Role::Leader(Arc::new(Leading {
+            broker,
+            router,
+            ticker,
+        })));
+        tracing::info!(advertise = %self.config.advertise_url, "leading: this replica decides");
+        metrics::counter!("deskbroker_replica_elections_won_total").increment(1);
+        Ok(())
+    }
+
+    fn follow(&self, leader: String) {
+        let changed = self.role.send_if_modified(|role| match role {
+            Role::Follower(current) if **current == *leader => false,
+            _ => {
+                *role = Role::Follower(leader.as_str().into());
+                true
+            }
+        });
+        if changed {
+            tracing::info!(%leader, "following");
+        }
+    }
+
+    /// The HTTP service of a replica: `/healthz` and `/metrics` of this
+    /// process, everything else decided by the leader.
+    pub fn router(self: &Arc<Replica>) -> Router {
+        Router::new()
+            .route("/healthz", get(healthz))
+            .route("/metrics", get(metrics))
+            .fallback(dispatch)
+            .with_state(self.clone())
+    }
+
+    /// Sends a buffered request to `leader`.
+    async fn forward(
+        &self,
+        leader: &str,
+        method: &Method,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Forwarded {
+        let mut request = self
+            .http
+            .request(method.clone(), format!("{leader}{path_and_query}"))
+            .body(body);
+        for (name, value) in headers {
+            if !is_hop_by_hop(name) {
+                request = request.header(name, value);
+            }
+        }
+        request = request.header(FORWARDED_HEADER, &self.config.advertise_url);
+        let answer = match request.send().await {
+            Ok(answer) => answer,
+            Err(e) if e.is_connect() => return Forwarded::Retry,
+            Err(e) => return self.lost(method, path_and_query, &e),
+        };
+        let status = answer.status();
+        if status == StatusCode::SERVICE_UNAVAILABLE
+            && answer.headers().contains_key(NOT_LEADER_HEADER)
+        {
+            return Forwarded::Retry;
+        }
+        let mut out = Response::builder().status(status);
+        for (name, value) in answer.headers() {
+            if !is_hop_by_hop(name) && name != header::CONTENT_LENGTH {
+                out = out.header(name, value);
+            }
+        }
+        match answer.bytes().await {
+            Ok(bytes) => Forwarded::Answer(
+                out.body(Body::from(bytes))
+                    .unwrap_or_else(|e| internal(format!("cannot relay the answer: {e}"))),
+            ),
+            Err(e) => self.lost(method, path_and_query, &e),
+        }
+    }
+
+    /// The leader went away while handling a request: retried when doing
+    /// it twice is harmless, otherwise the outcome is unknown.
+    fn lost(&self, method: &Method, path_and_query: &str, e: &reqwest::Error) -> Forwarded {
+        if e.is_timeout() {
+            return Forwarded::Answer(
+                ApiError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "LeaderTimeout",
+                    format!(
+                        "the leading replica did not answer within {} s; the outcome is unknown",
+                        FORWARD_TIMEOUT.as_secs()
+                    ),
+                )
+                .into_response(),
+            );
+        }
+        if repeatable(method, path_and_query) {
+            return Forwarded::Retry;
+        }
+        Forwarded::Answer(
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "LeaderLost",
+                format!(
+                    "the leading replica went away while handling the request ({e}); its \
+                     outcome is unknown: check before retrying"
+                ),
+            )
+            .into_response(),
+        )
+    }
+}
+
+enum Forwarded {
+    Answer(Response),
+    /// Not delivered, or safe to repeat: ask the leader (perhaps a new
+    /// one) again.
+    Retry,
+}
+
+/// Requests that may be sent twice with the same result: reads, replaces,
+/// and connects (rule S1 sends a repeated connect to the session the first
+/// one made).
+fn repeatable(method: &Method, path_and_query: &str) -> bool {
+    let path = path_and_query.split('?').next().unwrap_or("");
+    matches!(*method, Method::GET | Method::HEAD | Method::PUT)
+        || (*method == Method::POST && path.ends_with("/connect"))
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+    )
+}
+
+fn internal(message: String) -> Response {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message).into_response()
+}
+
+fn no_leader(why: &str) -> Response {
+    let mut r = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "NoLeader",
+        format!("no broker replica can decide right now ({why}); retry shortly"),
+    )
+    .into_response();
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+/// Every API request: decided here when this replica leads, otherwise
+/// forwarded to the leader, waiting up to [`FORWARD_WAIT`] for one.
+async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
+    let role = r.role.borrow().clone();
+    if let Role::Leader(l) = role {
+        return l
+            .router
+            .clone()
+            .oneshot(req)
+            .await
+            .unwrap_or_else(|e| match e {});
+    }
+    let forwarded_to_us = req.headers().contains_key(FORWARDED_HEADER);
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "InvalidParameter",
+                format!("request body: larger than {MAX_BODY_BYTES} bytes"),
+            )
+            .into_response();
+        }
+    };
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let deadline = Instant::now() + FORWARD_WAIT;
+    let mut rx = r.role.subscribe();
+    loop {
+        let role = rx.borrow_and_update().clone();
+        match role {
+            Role::Leader(l) => {
+                let mut again = Request::builder()
+                    .method(parts.method.clone())
+                    .uri(parts.uri.clone())
+                    .version(parts.version)
+                    .body(Body::from(body.clone()))
+                    .unwrap_or_default();
+                *again.headers_mut() = parts.headers.clone();
+                return l
+                    .router
+                    .clone()
+                    .oneshot(again)
+                    .await
+                    .unwrap_or_else(|e| match e {});
+            }
+            Role::Follower(_) | Role::Electing if forwarded_to_us => {
+                // The sender thinks we lead; we do not: it must look again.
+                let mut resp = no_leader("this replica is not the leader");
+                resp.headers_mut()
+                    .insert(NOT_LEADER_HEADER, HeaderValue::from_static("1"));
+                return resp;
+            }
+            Role::Follower(leader) => {
+                match r
+                    .forward(
+                        &leader,
+                        &parts.method,
+                        &path_and_query,
+                        &parts.headers,
+                        body.clone(),
+                    )
+                    .await
+                {
+                    Forwarded::Answer(resp) => {
+                        metrics::counter!("deskbroker_replica_forwarded_total").increment(1);
+                        return resp;
+                    }
+                    Forwarded::Retry => {}
+                }
+            }
+            Role::Electing => {}
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return no_leader("no leader answered within the wait");
+        }
+        // Until the role changes (a new leader) or a short pause passes.
+        let pause = (deadline - now).min(Duration::from_millis(100));
+        let _ = tokio::time::timeout(pause, rx.changed()).await;
+    }
+}
+
+/// 200 while this replica can serve: it leads with a working store, or
+/// follows a known leader. 503 while electing or after losing the store.
+async fn healthz(State(r): State<Arc<Replica>>) -> Response {
+    let role = r.role.borrow().clone();
+    match role {
+        Role::Leader(l) => match l.broker.writer.failure() {
+            None => (StatusCode::OK, "ok leader\n".to_string()).into_response(),
+            Some(e) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("leader without its store (reconnects only): {e}\n"),
+            )
+                .into_response(),
+        },
+        Role::Follower(leader) => {
+            (StatusCode::OK, format!("ok follower of {leader}\n")).into_response()
+        }
+        Role::Electing => (StatusCode::SERVICE_UNAVAILABLE, "electing a leader\n").into_response(),
+    }
+}
+
+/// The leader's full metrics (with every host's gauges); a follower's own
+/// counters only (its forwarding), so that each replica can be scraped.
+async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Response {
+    let role = r.role.borrow().clone();
+    if let Role::Leader(l) = role {
+        return l
+            .router
+            .clone()
+            .oneshot(req)
+            .await
+            .unwrap_or_else(|e| match e {});
+    }
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "));
+    let admin = token.is_some_and(|t| {
+        subtle::ConstantTimeEq::ct_eq(t.as_bytes(), r.config.admin_token.as_bytes()).into()
+    });
+    if !admin {
+        return ApiError::unauthorized("/metrics needs the admin token").into_response();
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::telemetry::render(),
+    )
+        .into_response()
+}
+
+/// Serves a replica on `listener` until `shutdown` resolves; then finishes
+/// in-flight requests and, if it leads, flushes its store (closing the
+/// connection then hands the lock to a follower).
+pub async fn serve(
+    replica: Arc<Replica>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let elections = tokio::spawn(replica.clone().run_elections());
+    let app = replica.router();
+    let served = axum::serve(crate::listener::LimitedListener::new(listener), app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| format!("server: {e}"));
+    elections.abort();
+    if let Some(broker) = replica.leader_broker() {
+        if broker.writer.failure().is_none() {
+            broker.writer.flush().await.map_err(|e| e.message)?;
+        }
+    }
+    served
+}

@@ -1,0 +1,563 @@
+//! Several `deskbroker serve` replicas on one PostgreSQL database (issue
+//! 6): every rule holds across replicas under concurrent load, a leader
+//! killed with `kill -9` loses nothing acknowledged, and a database outage
+//! keeps reconnects working and refuses the rest at once. The invariants
+//! are checked from the database itself afterwards.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use store::postgres::ScratchDatabase;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::postgres::{scratch, spawn_with};
+use crate::{App, eventually, pool_with_hosts};
+
+/// `n` replicas on `database_url`, each with its own data dir.
+fn replicas(dir: &tempfile::TempDir, database_url: &str, n: usize) -> Vec<App> {
+    (0..n)
+        .map(|i| {
+            spawn_with(
+                &dir.path().join(format!("r{i}")),
+                &["--database-url", database_url],
+            )
+            .unwrap_or_else(|e| panic!("replica {i} did not start: {e}"))
+        })
+        .collect()
+}
+
+/// The replica that answers `ok leader` on /healthz.
+async fn leader_index(apps: &[&App]) -> usize {
+    for _ in 0..100 {
+        for (i, app) in apps.iter().enumerate() {
+            let r = app.http.get(format!("{}/healthz", app.url)).send().await;
+            if let Ok(r) = r {
+                if r.text().await.unwrap_or_default().starts_with("ok leader") {
+                    return i;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no replica leads");
+}
+
+async fn db_client(db: &ScratchDatabase) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    tokio::spawn(conn);
+    client
+}
+
+/// Every session row of `pool`: (id, host, user, state).
+async fn sessions_in_db(
+    client: &tokio_postgres::Client,
+    pool: &str,
+) -> Vec<(String, String, String, String)> {
+    client
+        .query(
+            "SELECT id, host, record FROM sessions WHERE pool = $1",
+            &[&pool],
+        )
+        .await
+        .expect("read sessions")
+        .into_iter()
+        .map(|row| {
+            let record: Value = serde_json::from_str(row.get(2)).expect("session record");
+            (
+                row.get(0),
+                row.get(1),
+                record["user"].as_str().expect("user").to_string(),
+                record["state"].as_str().expect("state").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Checks rule S6 from the database: no host over the limit, one session
+/// per user and pool. Answers the number of sessions.
+async fn check_invariants(client: &tokio_postgres::Client, pool: &str, limit: usize) -> usize {
+    let sessions = sessions_in_db(client, pool).await;
+    let mut per_host: HashMap<&str, usize> = HashMap::new();
+    let mut per_user: HashMap<String, usize> = HashMap::new();
+    for (_, host, user, _) in &sessions {
+        *per_host.entry(host).or_default() += 1;
+        *per_user.entry(user.to_ascii_lowercase()).or_default() += 1;
+    }
+    let over: Vec<_> = per_host.iter().filter(|(_, n)| **n > limit).collect();
+    assert!(over.is_empty(), "hosts over the limit of {limit}: {over:?}");
+    let twice: Vec<_> = per_user.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "users with two sessions: {twice:?}");
+    sessions.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_keep_every_rule_under_concurrent_load() {
+    let db = scratch("replicas").await;
+    let dir = tempfile::tempdir().unwrap();
+    let apps = Arc::new(replicas(&dir, db.url(), 3));
+    // Set up through a follower: it forwards to the leader.
+    let leader = leader_index(&apps.iter().collect::<Vec<_>>()).await;
+    let setup = &apps[(leader + 1) % 3];
+    pool_with_hosts(setup, "p", "BreadthFirst", 4, 20).await;
+    // A personal pool: 8 desktops, first come first served (P7).
+    setup
+        .ok(
+            "PUT",
+            "/api/v1/hostPools/personal",
+            Some(
+                json!({"hostPoolType": "Personal", "loadBalancerType": "Persistent",
+                        "personalDesktopAssignmentType": "Automatic"}),
+            ),
+            201,
+        )
+        .await;
+    for i in 1..=8 {
+        setup
+            .ok(
+                "PUT",
+                &format!("/api/v1/hostPools/personal/sessionHosts/d{i}"),
+                Some(json!({"address": format!("10.1.0.{i}:3389")})),
+                201,
+            )
+            .await;
+    }
+
+    // 24 clients, each on every replica in turn, 150 operations each over
+    // 120 users (more than the 80 seats): connect, disconnect, logoff.
+    let mut tasks = Vec::new();
+    for c in 0..24u64 {
+        let apps = apps.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            let mut state = c.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            for op in 0..150u64 {
+                let app = &apps[((c + op) % 3) as usize];
+                let user = format!("u{}", next() % 120);
+                let (pool, limit_code) = if next() % 5 == 0 {
+                    ("personal", "personal")
+                } else {
+                    ("p", "pooled")
+                };
+                let (status, v) = app
+                    .call(
+                        "POST",
+                        &format!("/api/v1/hostPools/{pool}/connect"),
+                        Some(json!({"user": user})),
+                    )
+                    .await;
+                let outcome = match status {
+                    200 => "connected".to_string(),
+                    503 => format!("refused {limit_code} {}", v["error"]["code"]),
+                    other => panic!("connect answered {other}: {v}"),
+                };
+                *counts.entry(outcome).or_default() += 1;
+                if status != 200 {
+                    continue;
+                }
+                let id = v["sessionId"].as_str().expect("session id").to_string();
+                let path = format!("/api/v1/hostPools/{pool}/userSessions/{id}");
+                let other = &apps[((c + op + 1) % 3) as usize];
+                match next() % 3 {
+                    0 => {
+                        let (s, v) = other
+                            .call(
+                                "PATCH",
+                                &path,
+                                Some(json!({"sessionState": "Disconnected"})),
+                            )
+                            .await;
+                        // Another client may have logged the user off meanwhile.
+                        assert!(s == 200 || s == 404, "disconnect answered {s}: {v}");
+                        *counts.entry("disconnected".into()).or_default() += 1;
+                    }
+                    1 => {
+                        let (s, v) = other.call("DELETE", &path, None).await;
+                        assert!(s == 204 || s == 404, "logoff answered {s}: {v}");
+                        *counts.entry("logged off".into()).or_default() += 1;
+                    }
+                    _ => {}
+                }
+            }
+            counts
+        }));
+    }
+    let mut totals: BTreeMap<String, usize> = BTreeMap::new();
+    for t in tasks {
+        for (k, v) in t.await.expect("client") {
+            *totals.entry(k).or_default() += v;
+        }
+    }
+    eprintln!("outcomes: {totals:?}");
+    assert!(totals["connected"] > 1000, "{totals:?}");
+    assert!(totals["logged off"] > 300, "{totals:?}");
+
+    let client = db_client(&db).await;
+    let pooled = check_invariants(&client, "p", 4).await;
+    let personal = check_invariants(&client, "personal", 1).await;
+    // One owner per personal host, and a user owns at most one (Automatic).
+    let owners: Vec<String> = client
+        .query("SELECT record FROM hosts WHERE pool = 'personal'", &[])
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|row| {
+            let host: Value = serde_json::from_str(row.get(0)).unwrap();
+            host["spec"]["assignedUser"]
+                .as_str()
+                .map(str::to_ascii_lowercase)
+        })
+        .collect();
+    let distinct: HashSet<&String> = owners.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        owners.len(),
+        "a user owns two desktops: {owners:?}"
+    );
+    for (_, host, user, _) in sessions_in_db(&client, "personal").await {
+        let row = client
+            .query_one(
+                "SELECT record FROM hosts WHERE pool = 'personal' AND name = $1",
+                &[&host],
+            )
+            .await
+            .unwrap();
+        let h: Value = serde_json::from_str(row.get(0)).unwrap();
+        assert_eq!(
+            h["spec"]["assignedUser"]
+                .as_str()
+                .map(str::to_ascii_lowercase),
+            Some(user.to_ascii_lowercase()),
+            "a session on a desktop its user does not own"
+        );
+    }
+    // Every replica reports what the database holds.
+    for app in apps.iter() {
+        let listed = app
+            .ok("GET", "/api/v1/hostPools/p/userSessions", None, 200)
+            .await;
+        assert_eq!(listed["value"].as_array().unwrap().len(), pooled);
+    }
+    eprintln!("in the database: {pooled} pooled sessions, {personal} personal");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
+    let db = scratch("replica_kill9").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut apps: Vec<Option<App>> = replicas(&dir, db.url(), 3).into_iter().map(Some).collect();
+    let leader = leader_index(&apps.iter().flatten().collect::<Vec<_>>()).await;
+    let urls: Vec<String> = apps.iter().flatten().map(|a| a.url.clone()).collect();
+    let first = apps[(leader + 1) % 3].as_ref().unwrap();
+    pool_with_hosts(first, "p", "BreadthFirst", 1000, 10).await;
+
+    // 12 clients, 4 per replica, connecting new users as fast as they can
+    // until told to stop; each remembers what was acknowledged.
+    let stop = Arc::new(AtomicBool::new(false));
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut tasks = Vec::new();
+    for c in 0..12usize {
+        let (url, http, stop) = (urls[c % 3].clone(), http.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut acked: Vec<(String, String)> = Vec::new();
+            let mut slowest = Duration::ZERO;
+            let mut failed = 0usize;
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let user = format!("c{c}-u{n}");
+                n += 1;
+                let started = Instant::now();
+                let r = http
+                    .post(format!("{url}/api/v1/hostPools/p/connect"))
+                    .bearer_auth(crate::TOKEN)
+                    .json(&json!({"user": user}))
+                    .send()
+                    .await;
+                let Ok(r) = r else {
+                    failed += 1;
+                    if failed > 3 {
+                        break; // this client's replica is gone
+                    }
+                    continue;
+                };
+                let status = r.status().as_u16();
+                let v: Value = r.json().await.unwrap_or(Value::Null);
+                if status == 200 {
+                    slowest = slowest.max(started.elapsed());
+                    acked.push((user, v["sessionHost"].as_str().unwrap().to_string()));
+                } else {
+                    failed += 1;
+                }
+            }
+            (c % 3, acked, slowest, failed)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let killed_at = Instant::now();
+    apps[leader].take().unwrap().kill9();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    stop.store(true, Ordering::Relaxed);
+
+    let mut acked_all = Vec::new();
+    for t in tasks {
+        let (replica, acked, slowest, failed) = t.await.expect("client");
+        if replica == leader {
+            eprintln!(
+                "client of the killed leader: {} acknowledged before the kill",
+                acked.len()
+            );
+        } else {
+            assert_eq!(
+                failed, 0,
+                "a client of a surviving replica saw a failure (slowest {slowest:?})"
+            );
+            eprintln!(
+                "client of replica {replica}: {} acknowledged, slowest {slowest:?}",
+                acked.len()
+            );
+        }
+        acked_all.push((replica, acked));
+    }
+    eprintln!("killed the leader {:?} ago", killed_at.elapsed());
+
+    // Every acknowledged connect is in the database, on its host.
+    let client = db_client(&db).await;
+    let in_db: HashMap<String, String> = sessions_in_db(&client, "p")
+        .await
+        .into_iter()
+        .map(|(_, host, user, _)| (user, host))
+        .collect();
+    let mut total = 0;
+    let mut after_kill = 0;
+    for (replica, acked) in &acked_all {
+        for (user, host) in acked {
+            assert_eq!(
+                in_db.get(user),
+                Some(host),
+                "acknowledged {user} on {host} is lost"
+            );
+            total += 1;
+            if *replica != leader {
+                after_kill += 1;
+            }
+        }
+    }
+    assert!(total > 100 && after_kill > 0, "too little load: {total}");
+    check_invariants(&client, "p", 1000).await;
+
+    // Users who were served by the killed replica reconnect through the
+    // others, to the same host.
+    let survivors: Vec<&App> = apps.iter().flatten().collect();
+    for (i, (user, host)) in acked_all
+        .iter()
+        .filter(|(r, _)| *r == leader)
+        .flat_map(|(_, a)| a)
+        .take(50)
+        .enumerate()
+    {
+        let v = survivors[i % 2]
+            .ok(
+                "POST",
+                "/api/v1/hostPools/p/connect",
+                Some(json!({"user": user})),
+                200,
+            )
+            .await;
+        assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()));
+        assert_eq!(v["reconnect"], true);
+    }
+}
+
+/// A TCP relay to PostgreSQL that the test can cut: cutting closes every
+/// relayed connection and refuses new ones, as a database outage does.
+struct Outage {
+    addr: std::net::SocketAddr,
+    up: Arc<AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
+}
+
+impl Outage {
+    async fn start(upstream: String) -> Outage {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let up = Arc::new(AtomicBool::new(true));
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let (up2, cut2) = (up.clone(), cut.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                if !up2.load(Ordering::SeqCst) {
+                    continue; // dropped: refused
+                }
+                let upstream = upstream.clone();
+                let mut cut = cut2.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Outage { addr, up, cut }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+/// `url` with its `host:port` replaced by `addr`.
+fn through(url: &str, addr: std::net::SocketAddr) -> String {
+    let scheme_end = url.find("://").unwrap() + 3;
+    let rest = &url[scheme_end..];
+    let auth_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..auth_end];
+    let userinfo = authority.rfind('@').map_or("", |i| &authority[..=i]);
+    format!(
+        "{}{userinfo}{addr}{}",
+        &url[..scheme_end],
+        &rest[auth_end..]
+    )
+}
+
+/// The `host:port` of a postgres URL.
+fn upstream_of(url: &str) -> String {
+    let rest = &url[url.find("://").unwrap() + 3..];
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let hostport = authority.rsplit('@').next().unwrap();
+    if hostport.contains(':') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:5432")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
+    let db = scratch("replica_outage").await;
+    let outage = Outage::start(upstream_of(db.url())).await;
+    let url = through(db.url(), outage.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let apps = replicas(&dir, &url, 2);
+    leader_index(&apps.iter().collect::<Vec<_>>()).await;
+    pool_with_hosts(&apps[0], "p", "DepthFirst", 10, 5).await;
+    let mut placed = Vec::new();
+    for i in 0..20 {
+        let v = apps[i % 2]
+            .ok(
+                "POST",
+                "/api/v1/hostPools/p/connect",
+                Some(json!({"user": format!("u{i}")})),
+                200,
+            )
+            .await;
+        placed.push((
+            format!("u{i}"),
+            v["sessionHost"].as_str().unwrap().to_string(),
+        ));
+    }
+
+    outage.cut();
+    let newcomers = std::sync::atomic::AtomicUsize::new(0);
+    // Within a couple of seconds every replica refuses new users with a
+    // clear 503, answered at once (not after a timeout).
+    for app in &apps {
+        let refused = eventually(Duration::from_secs(10), || async {
+            let started = Instant::now();
+            let (status, v) = app
+                .call(
+                    "POST",
+                    "/api/v1/hostPools/p/connect",
+                    Some(json!({"user": format!("newcomer{}", newcomers.fetch_add(1, Ordering::Relaxed))})),
+                )
+                .await;
+            if status == 200 {
+                // Placed before the loss was noticed: try again.
+                return false;
+            }
+            assert_eq!(status, 503, "{v}");
+            assert_eq!(v["error"]["code"], "StoreUnavailable", "{v}");
+            assert!(started.elapsed() < Duration::from_secs(2), "refused only after {:?}", started.elapsed());
+            true
+        })
+        .await;
+        assert!(
+            refused,
+            "new placements are still accepted without the database"
+        );
+    }
+    // Users with a session reconnect through either replica, to their host.
+    for (i, (user, host)) in placed.iter().enumerate() {
+        let v = apps[i % 2]
+            .ok(
+                "POST",
+                "/api/v1/hostPools/p/connect",
+                Some(json!({"user": user})),
+                200,
+            )
+            .await;
+        assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()), "{user}");
+        assert_eq!(v["reconnect"], true);
+    }
+
+    outage.restore();
+    let restored = Instant::now();
+    // The replicas catch up by themselves: new users are placed again,
+    // through both, and nothing acknowledged is lost.
+    for app in &apps {
+        let back = eventually(Duration::from_secs(20), || async {
+            let (status, _) = app
+                .call(
+                    "POST",
+                    "/api/v1/hostPools/p/connect",
+                    Some(json!({"user": format!("after-{}", app.url)})),
+                )
+                .await;
+            status == 200
+        })
+        .await;
+        assert!(back, "{} did not recover", app.url);
+    }
+    eprintln!(
+        "recovered {:?} after the database came back",
+        restored.elapsed()
+    );
+    for (i, (user, host)) in placed.iter().enumerate() {
+        let v = apps[i % 2]
+            .ok(
+                "POST",
+                "/api/v1/hostPools/p/connect",
+                Some(json!({"user": user})),
+                200,
+            )
+            .await;
+        assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()), "{user}");
+    }
+    let client = db_client(&db).await;
+    let sessions = check_invariants(&client, "p", 10).await;
+    assert!(sessions >= 22, "{sessions}");
+}
