@@ -7,8 +7,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use placement::{HostSpec, Upsert};
 
+use super::paging::{self, Page, PageQuery};
 use super::types::{
-    ForceQuery, HeartbeatInput, List, SessionHostInput, SessionHostOutput, SessionHostPatch,
+    ForceQuery, HeartbeatInput, SessionHostInput, SessionHostOutput, SessionHostPatch,
 };
 use super::{Json, Query};
 use crate::error::{ApiError, ErrorBody};
@@ -18,19 +19,34 @@ fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, Api
     Ok(SessionHostOutput::from(p.find_host(host)?))
 }
 
-/// Session hosts in query order.
+/// Session hosts in query order; paged with `?pageSize=&initialSkip=`.
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/sessionHosts", tag = "sessionHosts",
-    responses((status = 200, body = List<SessionHostOutput>), (status = 404, body = ErrorBody)))]
+    params(("pageSize" = Option<u32>, Query, description = "at most this many hosts (1..=1000), with a nextLink while more remain; absent: all"),
+           ("initialSkip" = Option<usize>, Query, description = "skip this many hosts first (in query order)")),
+    responses((status = 200, body = Page<SessionHostOutput>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
-) -> Result<axum::Json<List<SessionHostOutput>>, ApiError> {
-    let value = b
+    Query(q): Query<PageQuery>,
+) -> Result<axum::Json<Page<SessionHostOutput>>, ApiError> {
+    q.validate()?;
+    let out = b
         .read(&pool, |p| {
-            Ok(p.hosts().map(SessionHostOutput::from).collect())
+            Ok(paging::page(
+                p.hosts(),
+                q,
+                SessionHostOutput::from,
+                |skip| {
+                    format!(
+                        "/api/v1/hostPools/{}/sessionHosts?pageSize={}&initialSkip={skip}",
+                        paging::encode(&pool),
+                        q.page_size.unwrap_or(0)
+                    )
+                },
+            ))
         })
         .await?;
-    Ok(axum::Json(List { value }))
+    Ok(axum::Json(out))
 }
 
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}", tag = "sessionHosts",

@@ -2,7 +2,9 @@
 //! extractors that turn every malformed request into the contract's error
 //! shape before a handler runs.
 
+mod console;
 mod hosts;
+mod paging;
 mod pools;
 mod registration;
 mod service;
@@ -83,6 +85,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
                 .route_layer(middleware::from_fn_with_state(broker.clone(), authenticate)),
         )
         .route("/openapi.json", get(service::openapi))
+        // The web console: static files, no data, no token (console.rs).
+        .merge(console::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TimeoutLayer::with_status_code(

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use super::types::{ConnectInput, ConnectOutput, List, SessionOutput, SessionPatch, SessionQuery};
+use super::paging::{self, Page, PageQuery};
+use super::types::{ConnectInput, ConnectOutput, SessionOutput, SessionPatch, SessionQuery};
 use super::{Json, Query};
 use crate::Connect;
 use crate::error::{ApiError, ErrorBody};
@@ -38,16 +39,24 @@ pub async fn connect(
     }))
 }
 
-/// Sessions of the pool, optionally of one user and/or one host.
+/// Sessions of the pool, optionally of one user and/or one host, oldest
+/// first; paged with `?pageSize=&initialSkip=`.
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/userSessions", tag = "sessions",
     params(("user" = Option<String>, Query, description = "only this user's sessions (case-insensitive)"),
-           ("sessionHost" = Option<String>, Query, description = "only sessions on this host")),
-    responses((status = 200, body = List<SessionOutput>), (status = 404, body = ErrorBody)))]
+           ("sessionHost" = Option<String>, Query, description = "only sessions on this host"),
+           ("pageSize" = Option<u32>, Query, description = "at most this many sessions (1..=1000), with a nextLink while more remain; absent: all"),
+           ("initialSkip" = Option<usize>, Query, description = "skip this many sessions first")),
+    responses((status = 200, body = Page<SessionOutput>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
     Query(q): Query<SessionQuery>,
-) -> Result<axum::Json<List<SessionOutput>>, ApiError> {
+) -> Result<axum::Json<Page<SessionOutput>>, ApiError> {
+    let paged = PageQuery {
+        page_size: q.page_size,
+        initial_skip: q.initial_skip,
+    };
+    paged.validate()?;
     let value = b
         .read(&pool, |p| {
             let on_host =
@@ -57,10 +66,28 @@ pub async fn list(
                 None => p.sessions().filter(on_host).collect(),
             };
             v.sort_by(|a, b| (a.create_time_ms, &a.id).cmp(&(b.create_time_ms, &b.id)));
-            Ok(v.into_iter().map(SessionOutput::from).collect())
+            Ok(paging::page(
+                v.into_iter(),
+                paged,
+                SessionOutput::from,
+                |skip| {
+                    let mut link = format!(
+                        "/api/v1/hostPools/{}/userSessions?pageSize={}&initialSkip={skip}",
+                        paging::encode(&pool),
+                        q.page_size.unwrap_or(0)
+                    );
+                    if let Some(u) = &q.user {
+                        link.push_str(&format!("&user={}", paging::encode(u)));
+                    }
+                    if let Some(h) = &q.session_host {
+                        link.push_str(&format!("&sessionHost={}", paging::encode(h)));
+                    }
+                    link
+                },
+            ))
         })
         .await?;
-    Ok(axum::Json(List { value }))
+    Ok(axum::Json(value))
 }
 
 fn find(p: &placement::Pool, id: &str) -> Result<SessionOutput, ApiError> {

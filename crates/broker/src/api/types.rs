@@ -380,4 +380,8 @@ pub struct ForceQuery {
 pub struct SessionQuery {
     pub user: Option<String>,
     pub session_host: Option<String>,
+    /// Paging (`api/paging.rs`): at most this many sessions.
+    pub page_size: Option<u32>,
+    /// Paging: skip this many sessions first.
+    pub initial_skip: Option<usize>,
 }

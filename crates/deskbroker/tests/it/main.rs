@@ -6,6 +6,7 @@
 mod agent;
 mod api;
 mod cli;
+mod console;
 mod durability;
 mod gateway;
 mod load_index;

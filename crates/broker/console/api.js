@@ -1,0 +1,98 @@
+// api.js — the console's one door to the broker: the public HTTP API under
+// /api/v1, with the admin token as a Bearer header, exactly as a script
+// would call it. No other path, no cookie, no private endpoint.
+//
+// The token lives in this tab's sessionStorage (gone when the tab closes),
+// is sent only in the Authorization header, and never in a URL, so it
+// appears in no history, referrer or access log.
+
+const TOKEN_KEY = 'deskbroker.adminToken';
+/** A request that takes longer than this is given up (the broker's own bound is 30 s). */
+export const REQUEST_TIMEOUT_MS = 15000;
+
+export const token = {
+  get: () => sessionStorage.getItem(TOKEN_KEY),
+  set: (t) => sessionStorage.setItem(TOKEN_KEY, t),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+/** A refusal, with the API's own code and message ({"error": {code, message}}). */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+  /** The one-line form the CLI prints: "Code: message". */
+  toString() {
+    return `${this.code}: ${this.message}`;
+  }
+}
+
+/** Encodes one path segment (pool, host or session names). */
+export const seg = encodeURIComponent;
+
+/** Builds "?a=1&b=2" from the entries whose value is not empty. */
+export function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+/** Listeners told when the broker refuses the token (401). */
+const unauthorized = new Set();
+export const onUnauthorized = (f) => unauthorized.add(f);
+
+/**
+ * Calls the API: `api('GET', '/hostPools')`. Answers the parsed JSON (null
+ * for an empty body); throws ApiError with the API's code and message.
+ */
+export async function api(method, path, body, tokenOverride) {
+  const t = tokenOverride ?? token.get();
+  const headers = { Accept: 'application/json' };
+  if (t) headers.Authorization = `Bearer ${t}`;
+  const init = {
+    method,
+    headers,
+    cache: 'no-store',
+    credentials: 'omit',
+    referrerPolicy: 'no-referrer',
+    redirect: 'error',
+  };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), REQUEST_TIMEOUT_MS);
+  init.signal = abort.signal;
+  let resp;
+  let text;
+  try {
+    resp = await fetch(`/api/v1${path}`, init);
+    text = await resp.text();
+  } catch (e) {
+    const why = e.name === 'AbortError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : e.message;
+    throw new ApiError(0, 'BrokerUnreachable', `the broker did not answer (${why})`);
+  } finally {
+    clearTimeout(timer);
+  }
+  let json = null;
+  if (text) {
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = null;
+    }
+  }
+  if (!resp.ok) {
+    const err = json && json.error;
+    const e = new ApiError(resp.status, err?.code ?? `HTTP${resp.status}`, err?.message ?? (text.trim() || resp.statusText));
+    if (resp.status === 401 && tokenOverride === undefined) unauthorized.forEach((f) => f(e));
+    throw e;
+  }
+  return json;
+}

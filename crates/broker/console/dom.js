@@ -1,0 +1,92 @@
+// dom.js — small DOM helpers for the console. Every text from the broker is
+// put in with textContent (never innerHTML), so a host or user name cannot
+// inject markup; styles are set through the CSSOM, which the page's
+// Content-Security-Policy allows (inline style attributes it does not).
+
+/** Makes an element: h('td', {class: 'num'}, 'text', child, …). */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'value') el.value = v;
+    else if (k === 'checked') el.checked = v;
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+/** Sets an element's text only when it changed (keeps selections stable). */
+export function setText(el, text) {
+  const t = String(text);
+  if (el.textContent !== t) el.textContent = t;
+}
+
+/** Replaces an element's children. */
+export function replace(el, ...children) {
+  el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+/**
+ * Brings a table body up to date with `items`, reusing the row of each key
+ * so that a row under the pointer (a toggle, a button waiting for its
+ * second click) is updated in place rather than replaced by every poll.
+ */
+export function keyedRows(tbody, items, key, create, update) {
+  const old = new Map();
+  for (const tr of tbody.children) old.set(tr.dataset.key, tr);
+  const rows = items.map((item) => {
+    const k = key(item);
+    let tr = old.get(k);
+    if (!tr) {
+      tr = create(item);
+      tr.dataset.key = k;
+    }
+    update(tr, item);
+    return tr;
+  });
+  const same = rows.length === tbody.children.length && rows.every((r, i) => tbody.children[i] === r);
+  if (!same) tbody.replaceChildren(...rows);
+}
+
+/** An inline sparkline of the last values (SVG, drawn through the DOM). */
+export function sparkline(values, width = 120, height = 28, label = '') {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('width', width);
+  svg.setAttribute('height', height);
+  svg.setAttribute('class', 'spark');
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', label);
+  if (values.length > 1) {
+    const max = Math.max(1, ...values);
+    const min = Math.min(...values, max);
+    const span = Math.max(1, max - min);
+    const step = width / (values.length - 1);
+    const pts = values.map((v, i) => `${(i * step).toFixed(1)},${(height - 2 - ((v - min) / span) * (height - 4)).toFixed(1)}`);
+    const line = document.createElementNS(NS, 'polyline');
+    line.setAttribute('points', pts.join(' '));
+    svg.append(line);
+  }
+  return svg;
+}
+
+/** "12 s ago", "3 min ago", "2 h ago" for a RFC 3339 time, or "never". */
+export function ago(rfc3339, now = Date.now()) {
+  if (!rfc3339) return 'never';
+  const s = Math.max(0, Math.round((now - Date.parse(rfc3339)) / 1000));
+  if (s < 90) return `${s} s ago`;
+  if (s < 90 * 60) return `${Math.round(s / 60)} min ago`;
+  if (s < 36 * 3600) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} d ago`;
+}
+
+/** 10000 → "10,000". */
+export const num = (n) => Number(n).toLocaleString('en-US');

@@ -1,0 +1,1058 @@
+//! The web console in a real browser: Debian's `chromium`, headless, driven
+//! over WebDriver by `chromedriver` (both installed by
+//! `scripts/install-test-deps.sh`), against the real `deskbroker serve`.
+//! A missing browser fails these tests: they are never skipped.
+//!
+//! Screenshots of the main pages are taken on every run; with
+//! `DESKBROKER_UPDATE_SCREENSHOTS=1` they are written to `docs/console/`
+//! (the ones the README shows), otherwise to a temporary directory.
+
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use crate::{App, TOKEN, pool_with_hosts};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long chromedriver may take to listen.
+const DRIVER_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the page may take to show what the test waits for. The console
+/// polls every 2 s, so a change shows within about 2 s; the rest is slack
+/// for a loaded 2-core CI machine.
+const PAGE_TIMEOUT: Duration = Duration::from_secs(20);
+/// A laptop screen.
+const WINDOW: (u32, u32) = (1366, 900);
+
+/// A headless chromium under its own chromedriver, both killed on drop.
+struct Browser {
+    client: Client,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // chromedriver runs in its own process group with the browsers it
+        // started: end the whole group (this test's own processes only).
+        kill_group(self.driver.id());
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// SIGKILL to every process of group `pgid` (chromedriver's, made with
+/// `process_group(0)`, so it holds only what this test started: the driver
+/// and the browsers it launched), found in /proc and signalled by their own
+/// positive pids.
+///
+/// Never `kill -KILL -PGID`: procps-ng 4.0.2 (Debian 12) reads it as
+/// `kill(-1, SIGKILL)`, which ends every process on the machine (checked
+/// with strace).
+fn kill_group(pgid: u32) {
+    if pgid <= 1 {
+        return; // never the init process's group, nor "every process"
+    }
+    let members: Vec<String> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // /proc/PID/stat: "pid (comm) state ppid pgrp …"; comm may hold
+            // spaces and parentheses, so read after the last ')'.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(2))
+                    .and_then(|g| g.parse::<u32>().ok())
+                    == Some(pgid)
+            })
+        })
+        .map(|pid| pid.to_string())
+        .collect();
+    if members.is_empty() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .args(["-s", "KILL", "--"])
+        .args(&members)
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+async fn browser() -> Browser {
+    for bin in [CHROMIUM, CHROMEDRIVER] {
+        assert!(
+            Path::new(bin).exists(),
+            "{bin} is missing: the console tests need Debian's chromium and chromium-driver \
+             (bash scripts/install-test-deps.sh installs them)"
+        );
+    }
+    let port = free_port();
+    let driver = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let deadline = Instant::now() + DRIVER_START_TIMEOUT;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "chromedriver did not listen on {port} within {DRIVER_START_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let args = vec![
+        "--headless".to_string(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--disable-quic".into(),
+        "--no-first-run".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-sync".into(),
+        "--disable-dev-shm-usage".into(),
+        format!("--window-size={},{}", WINDOW.0, WINDOW.1),
+        format!("--user-data-dir={}", profile.path().display()),
+    ];
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"binary": CHROMIUM, "args": args}),
+    );
+    let browser = Browser {
+        // Replaced at once below; a Browser owns the driver from here on so
+        // that a failure to connect still ends it.
+        client: match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                kill_group(driver.id());
+                panic!("chromedriver could not start chromium: {e}");
+            }
+        },
+        driver,
+        _profile: profile,
+    };
+    browser
+        .client
+        .set_window_size(WINDOW.0, WINDOW.1)
+        .await
+        .expect("window size");
+    browser
+}
+
+/// Runs `script` in the page and answers its value.
+async fn js(c: &Client, script: &str, args: Vec<Value>) -> Value {
+    c.execute(script, args)
+        .await
+        .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+}
+
+/// The text of the first element matching `css`, or None.
+async fn text(c: &Client, css: &str) -> Option<String> {
+    js(
+        c,
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+        vec![json!(css)],
+    )
+    .await
+    .as_str()
+    .map(str::to_string)
+}
+
+/// Waits until the text of `css` satisfies `ok`; answers it, or fails with
+/// what was last seen.
+async fn wait_text(c: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + PAGE_TIMEOUT;
+    loop {
+        let t = text(c, css).await;
+        if let Some(t) = &t
+            && ok(t)
+        {
+            return t.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the page did not show {what} within {PAGE_TIMEOUT:?} ({css} shows {t:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `script` answers true.
+async fn wait_js(c: &Client, script: &str, what: &str) {
+    let deadline = Instant::now() + PAGE_TIMEOUT;
+    while js(c, script, vec![]).await != json!(true) {
+        assert!(
+            Instant::now() < deadline,
+            "the page did not show {what} within {PAGE_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn count(c: &Client, css: &str) -> u64 {
+    js(
+        c,
+        "return document.querySelectorAll(arguments[0]).length;",
+        vec![json!(css)],
+    )
+    .await
+    .as_u64()
+    .unwrap_or(0)
+}
+
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+}
+
+async fn type_into(c: &Client, css: &str, value: &str) {
+    let e = c
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"));
+    e.clear().await.expect("clear");
+    if !value.is_empty() {
+        e.send_keys(value).await.expect("type");
+    }
+}
+
+async fn choose(c: &Client, css: &str, value: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
+        .select_by_value(value)
+        .await
+        .unwrap_or_else(|e| panic!("choosing {value} in {css}: {e}"));
+}
+
+/// Navigates within the console by its hash route (no reload).
+async fn go(c: &Client, hash: &str) {
+    js(c, "location.hash = arguments[0];", vec![json!(hash)]).await;
+}
+
+/// Opens the console and signs in with the admin token through the form;
+/// first makes sure a wrong token is refused with the API's own message.
+async fn sign_in(c: &Client, app: &App) {
+    c.goto(&format!("{}/", app.url))
+        .await
+        .expect("open the console");
+    // Record every request the page makes from now on (see
+    // `only_the_public_api_was_called`).
+    js(
+        c,
+        "window.__calls = [];
+         const real = window.fetch;
+         window.fetch = (url, init = {}) => {
+           const auth = (init.headers || {}).Authorization || '';
+           window.__calls.push({method: init.method || 'GET', url: String(url),
+                                bearer: auth.startsWith('Bearer ')});
+           return real(url, init);
+         };
+         performance.setResourceTimingBufferSize(100000);",
+        vec![],
+    )
+    .await;
+    type_into(c, "#token", "not-the-token").await;
+    click(c, "#signin button[type=submit]").await;
+    wait_text(c, "#signin-error", "the refusal of a wrong token", |t| {
+        t.starts_with("Unauthorized: ")
+    })
+    .await;
+    type_into(c, "#token", TOKEN).await;
+    click(c, "#signin button[type=submit]").await;
+    wait_js(
+        c,
+        "return !!document.querySelector('#pools-table');",
+        "the pools page after sign-in",
+    )
+    .await;
+}
+
+fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
+    if std::env::var_os("DESKBROKER_UPDATE_SCREENSHOTS").is_some() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/console");
+        std::fs::create_dir_all(&dir).expect("docs/console");
+        (dir, None)
+    } else {
+        let t = tempfile::tempdir().expect("temp dir");
+        (t.path().to_path_buf(), Some(t))
+    }
+}
+
+async fn screenshot(c: &Client, dir: &Path, name: &str) {
+    // From the top of the page, once the bars' width transitions are done.
+    js(c, "window.scrollTo(0, 0);", vec![]).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let png = c.screenshot().await.expect("screenshot");
+    assert!(
+        png.len() > 10_000 && png.starts_with(b"\x89PNG"),
+        "{name}: not a real screenshot"
+    );
+    std::fs::write(dir.join(name), png).expect("write screenshot");
+}
+
+async fn connect(app: &App, pool: &str, user: &str) -> Value {
+    app.ok(
+        "POST",
+        &format!("/api/v1/hostPools/{pool}/connect"),
+        Some(json!({"user": user})),
+        200,
+    )
+    .await
+}
+
+/// The API's own one-line refusal ("Code: message") of `body` on `path`.
+async fn api_refusal(app: &App, method: &str, path: &str, body: Value) -> String {
+    let (status, v) = app.call(method, path, Some(body)).await;
+    assert!(status >= 400, "{method} {path} was not refused: {v}");
+    format!(
+        "{}: {}",
+        v["error"]["code"].as_str().expect("code"),
+        v["error"]["message"].as_str().expect("message")
+    )
+}
+
+#[tokio::test]
+async fn console_files_are_public_with_a_strict_policy_and_data_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let page = app.http.get(format!("{}/", app.url)).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let h = page.headers().clone();
+    assert_eq!(h["content-type"], "text/html; charset=utf-8");
+    let csp = h["content-security-policy"].to_str().unwrap();
+    for part in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "connect-src 'self'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(part), "CSP {csp:?} lacks {part}");
+    }
+    assert_eq!(h["cache-control"], "no-cache");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    let body = page.text().await.unwrap();
+    assert!(body.contains("/console/app.js"), "{body}");
+    assert!(!body.contains("://"), "{body}");
+
+    // Revalidation: the same ETag answers 304 with no body.
+    let etag = h["etag"].to_str().unwrap().to_string();
+    let again = app
+        .http
+        .get(format!("{}/", app.url))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+
+    for (file, kind) in [
+        ("app.js", "text/javascript; charset=utf-8"),
+        ("api.js", "text/javascript; charset=utf-8"),
+        ("dom.js", "text/javascript; charset=utf-8"),
+        ("console.css", "text/css; charset=utf-8"),
+        ("favicon.svg", "image/svg+xml"),
+    ] {
+        let r = app
+            .http
+            .get(format!("{}/console/{file}", app.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{file}");
+        assert_eq!(r.headers()["content-type"], kind, "{file}");
+        // Nothing from the internet: no CDN, no font service (the SVG
+        // namespace is a name, not a request).
+        let text = r
+            .text()
+            .await
+            .unwrap()
+            .replace("http://www.w3.org/2000/svg", "");
+        assert!(!text.contains("://"), "{file} refers to another site");
+    }
+    let missing = app
+        .http
+        .get(format!("{}/console/nope.js", app.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    // The data stays behind the token.
+    let (status, v) = app.call_with("GET", "/api/v1/hostPools", None, None).await;
+    assert_eq!(status, 401, "{v}");
+}
+
+#[tokio::test]
+async fn hosts_and_sessions_page_through_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "DepthFirst", 100, 5).await;
+    for i in 1..=5 {
+        connect(&app, "p", &format!("u{i}@x")).await;
+    }
+    // Without pageSize: everything, as before, and no nextLink.
+    let all = app
+        .ok("GET", "/api/v1/hostPools/p/sessionHosts", None, 200)
+        .await;
+    assert_eq!(all["value"].as_array().unwrap().len(), 5);
+    assert!(all.get("nextLink").is_none(), "{all}");
+    // Pages of 2: h1 h2 → h3 h4 → h5, following nextLink.
+    let mut names = Vec::new();
+    let mut next = Some("/api/v1/hostPools/p/sessionHosts?pageSize=2".to_string());
+    let mut pages = 0;
+    while let Some(link) = next {
+        let v = app.ok("GET", &link, None, 200).await;
+        pages += 1;
+        let page: Vec<String> = v["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(page.len() <= 2, "{v}");
+        names.extend(page);
+        next = v["nextLink"].as_str().map(str::to_string);
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names, ["h1", "h2", "h3", "h4", "h5"]);
+    // Sessions: oldest first; the filter is carried on in nextLink.
+    let v = app
+        .ok(
+            "GET",
+            "/api/v1/hostPools/p/userSessions?pageSize=2&initialSkip=3",
+            None,
+            200,
+        )
+        .await;
+    let users: Vec<&str> = v["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["userPrincipalName"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, ["u4@x", "u5@x"]);
+    assert!(v.get("nextLink").is_none(), "{v}");
+    let v = app
+        .ok(
+            "GET",
+            "/api/v1/hostPools/p/userSessions?user=U1@X&pageSize=1",
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(v["value"][0]["userPrincipalName"], "u1@x");
+    assert!(v.get("nextLink").is_none(), "{v}");
+    let v = app
+        .ok(
+            "GET",
+            "/api/v1/hostPools/p/userSessions?sessionHost=h1&pageSize=1",
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(
+        v["nextLink"],
+        "/api/v1/hostPools/p/userSessions?pageSize=1&initialSkip=1&sessionHost=h1"
+    );
+    // Bounds are the API's usual refusals.
+    for bad in [
+        "pageSize=0",
+        "pageSize=1001",
+        "pageSize=x",
+        "initialSkip=-1",
+    ] {
+        let (status, v) = app
+            .call(
+                "GET",
+                &format!("/api/v1/hostPools/p/sessionHosts?{bad}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 400, "{bad}: {v}");
+        assert_eq!(v["error"]["code"], "InvalidParameter", "{bad}: {v}");
+    }
+    let (status, v) = app
+        .call("GET", "/api/v1/hostPools/p/userSessions?pageSize=0", None)
+        .await;
+    assert_eq!(
+        (status, &v["error"]["message"]),
+        (400, &json!("pageSize: 0 is out of range 1..=1000"))
+    );
+    // The OpenAPI document names the new parameters.
+    let doc = app.ok("GET", "/openapi.json", None, 200).await.to_string();
+    assert!(doc.contains("pageSize") && doc.contains("initialSkip"));
+}
+
+/// The issue's whole story in the browser: sign in, create a pool, add
+/// hosts through the API, connect users and watch the counts change live,
+/// drain a host from the page and see the next connect avoid it, change the
+/// algorithm and limit, log a session off.
+#[tokio::test]
+async fn console_in_a_real_browser() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let (shots, _keep) = screenshot_dir();
+    let b = browser().await;
+    let c = &b.client;
+    sign_in(c, &app).await;
+
+    // Another pool already there, to have more than one row.
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/personal01",
+        Some(json!({"hostPoolType": "Personal", "loadBalancerType": "Persistent"})),
+        201,
+    )
+    .await;
+
+    // Create a pool from the form: first with a limit the API refuses,
+    // which must show the API's own message, then properly.
+    let want = api_refusal(
+        &app,
+        "PUT",
+        "/api/v1/hostPools/contosohp01",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 1_000_000}),
+    )
+    .await;
+    type_into(c, "#new-pool-name", "contosohp01").await;
+    choose(c, "#new-pool-type", "Pooled").await;
+    choose(c, "#new-pool-lb", "DepthFirst").await;
+    type_into(c, "#new-pool-limit", "1000000").await;
+    click(c, "#new-pool button[type=submit]").await;
+    let shown = wait_text(c, "#new-pool-message", "the API's refusal", |t| {
+        !t.is_empty()
+    })
+    .await;
+    assert_eq!(shown, want, "the form must show the API's own message");
+    // A combination the API refuses (P2), same message as the API's.
+    let want = api_refusal(
+        &app,
+        "PUT",
+        "/api/v1/hostPools/contosohp01",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "Persistent"}),
+    )
+    .await;
+    choose(c, "#new-pool-lb", "Persistent").await;
+    type_into(c, "#new-pool-limit", "").await;
+    click(c, "#new-pool button[type=submit]").await;
+    wait_text(c, "#new-pool-message", "the P2 refusal", |t| t == want).await;
+    choose(c, "#new-pool-lb", "DepthFirst").await;
+    type_into(c, "#new-pool-limit", "10").await;
+    click(c, "#new-pool button[type=submit]").await;
+    wait_text(c, "#new-pool-message", "the creation", |t| {
+        t.starts_with("Created host pool contosohp01")
+    })
+    .await;
+    let p = app
+        .ok("GET", "/api/v1/hostPools/contosohp01", None, 200)
+        .await;
+    assert_eq!(
+        (&p["loadBalancerType"], &p["maxSessionLimit"]),
+        (&json!("DepthFirst"), &json!(10))
+    );
+    // Creating it again from the form does not replace it.
+    type_into(c, "#new-pool-name", "contosohp01").await;
+    click(c, "#new-pool button[type=submit]").await;
+    wait_text(c, "#new-pool-message", "the conflict", |t| {
+        t.starts_with("Conflict: host pool contosohp01 already exists")
+    })
+    .await;
+    let row = "#pools-table tr[data-pool='contosohp01']";
+    wait_text(c, &format!("{row} .lb"), "the new pool's row", |t| {
+        t == "DepthFirst"
+    })
+    .await;
+
+    // Hosts through the API; the list follows without a reload.
+    js(c, "window.__noReload = 42;", vec![]).await;
+    for i in 1..=12 {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/contosohp01/sessionHosts/sh{i:02}"),
+            Some(json!({"address": format!("10.0.0.{i}:3389")})),
+            201,
+        )
+        .await;
+    }
+    wait_text(c, &format!("{row} .hosts"), "12 hosts", |t| t == "12").await;
+
+    // A logon storm: 25 users at once. The count and its rate show it.
+    let mut storm = tokio::task::JoinSet::new();
+    for i in 1..=25 {
+        let http = app.http.clone();
+        let url = format!("{}/api/v1/hostPools/contosohp01/connect", app.url);
+        storm.spawn(async move {
+            let r = http
+                .post(url)
+                .bearer_auth(TOKEN)
+                .json(&json!({"user": format!("user{i:02}@contoso.com")}))
+                .send()
+                .await
+                .expect("connect");
+            assert_eq!(r.status(), 200);
+        });
+    }
+    while let Some(r) = storm.join_next().await {
+        r.expect("connect task");
+    }
+    wait_text(c, &format!("{row} .sessions"), "25 sessions", |t| t == "25").await;
+    wait_text(c, &format!("{row} .rate"), "a rising session rate", |t| {
+        t.starts_with('+')
+    })
+    .await;
+    assert_eq!(
+        js(c, "return window.__noReload;", vec![]).await,
+        json!(42),
+        "the page must follow changes without a reload"
+    );
+    screenshot(c, &shots, "pools.png").await;
+
+    // The pool's page: DepthFirst filled sh01 and sh02 (10 each) and put 5
+    // on sh03.
+    click(c, &format!("{row} a")).await;
+    let hrow = |h: &str| format!("#hosts-table tr[data-host='{h}']");
+    wait_text(
+        c,
+        &format!("{} .sessions", hrow("sh01")),
+        "sh01 full",
+        |t| t == "10 / 10",
+    )
+    .await;
+    wait_text(c, &format!("{} .sessions", hrow("sh03")), "sh03", |t| {
+        t == "5 / 10"
+    })
+    .await;
+    wait_text(c, "#heat [data-host='sh01']", "the heat cell", |t| {
+        t.contains("10/10") && t.contains("full")
+    })
+    .await;
+    wait_text(c, "#pool-summary [data-stat='sessions']", "25", |t| {
+        t == "25"
+    })
+    .await;
+    assert_eq!(count(c, "#hosts-table tbody tr").await, 12);
+
+    // Load: metrics from heartbeats make the load index vary per host.
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/contosohp01",
+        Some(json!({"loadIndexSettings": {"cpuThreshold": 90, "memoryThreshold": 95}})),
+        200,
+    )
+    .await;
+    for i in 1..=12u32 {
+        let cpu = f64::from((i * 37) % 80 + 5);
+        app.ok(
+            "POST",
+            &format!("/api/v1/hostPools/contosohp01/sessionHosts/sh{i:02}/heartbeat"),
+            Some(json!({"cpuPercent": cpu, "memoryPercent": 40.0})),
+            200,
+        )
+        .await;
+    }
+    let li = app
+        .ok(
+            "GET",
+            "/api/v1/hostPools/contosohp01/sessionHosts/sh04",
+            None,
+            200,
+        )
+        .await["loadIndex"]
+        .to_string();
+    wait_text(
+        c,
+        &format!("{} .load .bar-text", hrow("sh04")),
+        "sh04's load index",
+        |t| t == li,
+    )
+    .await;
+    wait_text(
+        c,
+        &format!("{} .heartbeat", hrow("sh04")),
+        "a heartbeat",
+        |t| t.ends_with("s ago"),
+    )
+    .await;
+
+    // Drain sh03 from its toggle; the next connect avoids it.
+    click(c, &format!("{} input.drain", hrow("sh03"))).await;
+    wait_text(
+        c,
+        &format!("{} .switch-text", hrow("sh03")),
+        "Draining",
+        |t| t == "Draining",
+    )
+    .await;
+    let h = app
+        .ok(
+            "GET",
+            "/api/v1/hostPools/contosohp01/sessionHosts/sh03",
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(h["allowNewSession"], false, "{h}");
+    let placed = connect(&app, "contosohp01", "late@contoso.com").await;
+    // DepthFirst would have taken sh03 (5 sessions, the most below 10).
+    assert_eq!(placed["sessionHost"], "sh04", "{placed}");
+    wait_text(
+        c,
+        &format!("{} .sessions", hrow("sh04")),
+        "sh04's session",
+        |t| t == "1 / 10",
+    )
+    .await;
+    wait_text(c, "#heat [data-host='sh03']", "sh03 draining", |t| {
+        t.contains("draining")
+    })
+    .await;
+    screenshot(c, &shots, "hosts.png").await;
+
+    // Change the algorithm and the limit from the pool's form: a refused
+    // limit shows the API's message, then a good change is applied.
+    let want = api_refusal(
+        &app,
+        "PATCH",
+        "/api/v1/hostPools/contosohp01",
+        json!({"maxSessionLimit": "ten"}),
+    )
+    .await;
+    type_into(c, "#pool-limit", "ten").await;
+    click(c, "#pool-settings button[type=submit]").await;
+    wait_text(c, "#pool-settings-message", "the API's refusal", |t| {
+        t == want
+    })
+    .await;
+    choose(c, "#pool-lb", "BreadthFirst").await;
+    type_into(c, "#pool-limit", "20").await;
+    click(c, "#pool-settings button[type=submit]").await;
+    wait_text(c, "#pool-settings-message", "the saved settings", |t| {
+        t.starts_with("Saved: BreadthFirst, limit 20")
+    })
+    .await;
+    let p = app
+        .ok("GET", "/api/v1/hostPools/contosohp01", None, 200)
+        .await;
+    assert_eq!(
+        (&p["loadBalancerType"], &p["maxSessionLimit"]),
+        (&json!("BreadthFirst"), &json!(20))
+    );
+    wait_text(c, "#pool-summary [data-stat='lb']", "BreadthFirst", |t| {
+        t == "BreadthFirst"
+    })
+    .await;
+
+    // Undrain from the toggle.
+    click(c, &format!("{} input.drain", hrow("sh03"))).await;
+    wait_text(
+        c,
+        &format!("{} .switch-text", hrow("sh03")),
+        "Accepting",
+        |t| t == "Accepting",
+    )
+    .await;
+    assert!(
+        crate::eventually(PAGE_TIMEOUT, || async {
+            app.ok(
+                "GET",
+                "/api/v1/hostPools/contosohp01/sessionHosts/sh03",
+                None,
+                200,
+            )
+            .await["allowNewSession"]
+                == true
+        })
+        .await
+    );
+
+    // Sessions: filter by user, see the user's host, log the session off.
+    // contosohp01 is the first pool by name, so the page opens on it.
+    click(c, "#nav a[data-nav='sessions']").await;
+    wait_text(c, "#sessions-pager .pager-text", "26 sessions", |t| {
+        t == "Sessions 1–26 of 26"
+    })
+    .await;
+    screenshot(c, &shots, "sessions.png").await;
+    type_into(c, "#s-user", "LATE@contoso.com").await;
+    click(c, "#sessions-filter button[type=submit]").await;
+    wait_text(c, "#sessions-pager .pager-text", "one session", |t| {
+        t.starts_with("Sessions 1–1 (user LATE@contoso.com)")
+    })
+    .await;
+    let srow = "#sessions-table tr[data-user='late@contoso.com']";
+    assert_eq!(
+        text(c, &format!("{srow} .host")).await.as_deref(),
+        Some("sh04")
+    );
+    click(c, &format!("{srow} button.logoff")).await;
+    wait_text(
+        c,
+        &format!("{srow} button.logoff"),
+        "the confirmation",
+        |t| t == "Confirm log off",
+    )
+    .await;
+    click(c, &format!("{srow} button.logoff")).await;
+    wait_text(c, "#sessions-error", "the logoff", |t| {
+        t.starts_with("Logged off late@contoso.com")
+    })
+    .await;
+    let left = app
+        .ok(
+            "GET",
+            "/api/v1/hostPools/contosohp01/userSessions?user=late@contoso.com",
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(left["value"], json!([]), "{left}");
+    wait_js(
+        c,
+        "return document.querySelectorAll('#sessions-table tbody tr').length === 0;",
+        "the row gone",
+    )
+    .await;
+    wait_text(c, "#sessions-empty", "no match", |t| {
+        t == "No session matches."
+    })
+    .await;
+
+    only_the_public_api_was_called(c, &app).await;
+    b.client.clone().close().await.expect("close the browser");
+    eprintln!(
+        "console_in_a_real_browser: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Every request the page made went to the public API with the bearer
+/// token in a header (or fetched one of the console's own files), none
+/// carried the token in its URL, and each GET it made answers a script
+/// with the token the same.
+async fn only_the_public_api_was_called(c: &Client, app: &App) {
+    let calls = js(c, "return window.__calls;", vec![]).await;
+    let calls = calls.as_array().expect("calls");
+    assert!(calls.len() > 20, "too few calls recorded: {calls:?}");
+    let mut gets = std::collections::BTreeSet::new();
+    for call in calls {
+        let url = call["url"].as_str().unwrap();
+        assert!(url.starts_with("/api/v1/"), "the console called {url}");
+        assert!(call["bearer"] == true, "{url} without the bearer token");
+        assert!(!url.contains(TOKEN), "the token is in a URL: {url}");
+        if call["method"] == "GET" {
+            gets.insert(url.to_string());
+        }
+    }
+    let resources = js(
+        c,
+        "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href]);",
+        vec![],
+    )
+    .await;
+    for r in resources.as_array().unwrap() {
+        let r = r.as_str().unwrap();
+        assert!(!r.contains(TOKEN), "the token is in a URL: {r}");
+        let path = r
+            .strip_prefix(&app.url)
+            .unwrap_or_else(|| panic!("{r} is not the broker"));
+        assert!(
+            path.starts_with("/api/v1/")
+                || path.starts_with("/console/")
+                || path.starts_with("/#")
+                || path == "/",
+            "the page loaded {r}"
+        );
+    }
+    for url in gets {
+        let (status, v) = app.call("GET", &url, None).await;
+        assert!(
+            status == 200 || status == 404,
+            "GET {url} answers a script {status}: {v}"
+        );
+    }
+}
+
+/// A pool of 10,000 hosts: the console shows it a page at a time, and the
+/// figures are printed (time to first page, to the last page, to a page of
+/// 1,000), with the API's page against its whole list as the baseline.
+#[tokio::test]
+async fn console_shows_a_10000_host_pool() {
+    const HOSTS: usize = 10_000;
+    /// Parallel registrations (the store commits them in groups).
+    const CONCURRENCY: usize = 32;
+    /// What "acceptable" means for a page to show, on a loaded 2-core CI
+    /// machine.
+    const RENDER_BOUND: Duration = Duration::from_secs(5);
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/big",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst", "maxSessionLimit": 20})),
+        201,
+    )
+    .await;
+    let t = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..HOSTS {
+        if tasks.len() >= CONCURRENCY {
+            tasks.join_next().await.unwrap().unwrap();
+        }
+        let http = app.http.clone();
+        let url = format!(
+            "{}/api/v1/hostPools/big/sessionHosts/h{:05}",
+            app.url,
+            i + 1
+        );
+        tasks.spawn(async move {
+            let r = http
+                .put(url)
+                .bearer_auth(TOKEN)
+                .json(&json!({"address": format!("10.{}.{}.{}:3389", i / 65536, (i / 256) % 256, i % 256)}))
+                .send()
+                .await
+                .expect("register");
+            assert_eq!(r.status(), 201);
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    let register_s = t.elapsed().as_secs_f64();
+    for i in 0..200 {
+        connect(&app, "big", &format!("u{i}@x")).await;
+    }
+
+    // Baseline: the API's whole list against one page of it.
+    let time = |path: &'static str| {
+        let app = &app;
+        async move {
+            let t = Instant::now();
+            let v = app.ok("GET", path, None, 200).await;
+            (t.elapsed(), v["value"].as_array().map_or(0, Vec::len))
+        }
+    };
+    let (whole, n) = time("/api/v1/hostPools/big/sessionHosts").await;
+    assert_eq!(n, HOSTS);
+    let (one_page, n) =
+        time("/api/v1/hostPools/big/sessionHosts?pageSize=100&initialSkip=9900").await;
+    assert_eq!(n, 100);
+
+    // Registered in parallel, so query order is not name order: the last
+    // host is the API's.
+    let last = app
+        .ok(
+            "GET",
+            "/api/v1/hostPools/big/sessionHosts?pageSize=1&initialSkip=9999",
+            None,
+            200,
+        )
+        .await;
+    let last_host = format!(
+        "{}{}",
+        last["value"][0]["name"].as_str().unwrap(),
+        last["value"][0]["address"].as_str().unwrap()
+    );
+
+    let b = browser().await;
+    let c = &b.client;
+    sign_in(c, &app).await;
+    let t = Instant::now();
+    go(c, "#/pools/big").await;
+    wait_text(c, "#hosts-pager .pager-text", "the first page", |t| {
+        t == "Hosts 1–100 of 10,000"
+    })
+    .await;
+    wait_js(
+        c,
+        "return document.querySelectorAll('#hosts-table tbody tr').length === 100 \
+         && document.querySelectorAll('#heat .cell').length === 100;",
+        "100 rows and 100 heat cells",
+    )
+    .await;
+    let first = t.elapsed();
+    let t = Instant::now();
+    click(c, "#hosts-pager a[data-rel='last']").await;
+    wait_text(c, "#hosts-pager .pager-text", "the last page", |t| {
+        t == "Hosts 9,901–10,000 of 10,000"
+    })
+    .await;
+    wait_text(
+        c,
+        "#hosts-table tbody tr:last-child th",
+        "the last host in query order",
+        |t| t.starts_with(&last_host),
+    )
+    .await;
+    let last = t.elapsed();
+    let t = Instant::now();
+    choose(c, "#hosts-pager-size", "1000").await;
+    wait_js(
+        c,
+        "return document.querySelectorAll('#hosts-table tbody tr').length === 1000;",
+        "a page of 1,000",
+    )
+    .await;
+    let thousand = t.elapsed();
+    // One refresh of the 1,000-host page, measured in the page itself.
+    let refresh_ms = js(
+        c,
+        "return (async () => {
+           const t = performance.now();
+           const r = await fetch('/api/v1/hostPools/big/sessionHosts?pageSize=1000',
+             {headers: {Authorization: 'Bearer ' + sessionStorage.getItem('deskbroker.adminToken')}});
+           await r.json();
+           return performance.now() - t;
+         })();",
+        vec![],
+    )
+    .await
+    .as_f64()
+    .unwrap_or(f64::NAN);
+    eprintln!(
+        "10,000 hosts: registered in {register_s:.1} s ({CONCURRENCY} parallel); API whole list {:.1} ms, \
+         one page of 100 {:.1} ms ({:.0}x less); console first page {:.0} ms, last page {:.0} ms, \
+         page of 1,000 {:.0} ms (its fetch {refresh_ms:.0} ms)",
+        whole.as_secs_f64() * 1e3,
+        one_page.as_secs_f64() * 1e3,
+        whole.as_secs_f64() / one_page.as_secs_f64().max(1e-9),
+        first.as_secs_f64() * 1e3,
+        last.as_secs_f64() * 1e3,
+        thousand.as_secs_f64() * 1e3,
+    );
+    for (what, d) in [
+        ("first page", first),
+        ("last page", last),
+        ("page of 1,000", thousand),
+    ] {
+        assert!(d < RENDER_BOUND, "{what} took {d:?}, over {RENDER_BOUND:?}");
+    }
+    b.client.clone().close().await.expect("close the browser");
+}
