@@ -373,12 +373,16 @@ enum Forwarded {
     Retry,
 }
 
-/// Requests that may be sent twice with the same result: reads, replaces,
+/// Requests that may be sent twice with the same result: reads, replaces
+/// and partial updates (which set, never add),
 /// and connects (rule S1 sends a repeated connect to the session the first
 /// one made).
 fn repeatable(method: &Method, path_and_query: &str) -> bool {
     let path = path_and_query.split('?').next().unwrap_or("");
-    matches!(*method, Method::GET | Method::HEAD | Method::PUT)
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::PUT | Method::PATCH
+    )
         || (*method == Method::POST && path.ends_with("/connect"))
 }
 

@@ -2,15 +2,17 @@
 //! embedded SQLite store ([`crate::SqliteStore`]), in a PostgreSQL database
 //! named by a `postgres://` URL (`deskbroker serve --database-url`).
 //!
-//! **One broker process per database, for now.** This is the first slice of
-//! multi-replica support: the state lives in a server, but each broker
-//! still keeps every pool's engine in memory and is the only writer. Two
-//! brokers writing one database would each decide from their own memory and
-//! overwrite each other, so [`PostgresStore::connect`] takes a session-level
-//! advisory lock (the *owner lock*) and refuses to start while another
-//! process holds it. Sharing one database between replicas needs more than
-//! a store (see the notes at the end of this file).
-//!
+//! **One writer per database.** Each broker keeps every pool's engine in
+//! memory and decides alone, so two brokers writing one database would
+//! overwrite each other. The writer is the process whose connection holds a
+//! session-level advisory lock, the *owner lock*: [`PostgresStore::connect`]
+//! takes it (waiting a little) or refuses to start, and
+//! [`PostgresStore::campaign`] — used by broker replicas — takes it if it is
+//! free and otherwise answers the address the current holder published
+//! (`deskbroker_leader`, tied to the holder's backend pid). Every write
+//! goes through the connection that holds the lock, so a process that lost
+//! its connection has lost the right to write with it.
+
 //! How it keeps its promises:
 //! - *Atomic*: a batch is one transaction, all or nothing. A session on a
 //!   missing host, or the counters of a missing pool, fail the whole batch
@@ -1232,19 +1234,6 @@ fn with_database(url: &str, name: &str) -> Result<String, StoreError> {
     let query = tail.find('?').map_or("", |q| &tail[q..]);
     Ok(format!("{}{authority}/{name}{query}", &url[..after]))
 }
-
-// What is left before several replicas can share one database (the owner
-// lock above forbids it until then):
-// - Each replica keeps pools in memory and decides alone; replicas must
-//   agree on who decides for a pool (e.g. pool ownership by advisory lock
-//   per pool, or routing), or decide against the database (row locks,
-//   `SELECT … FOR UPDATE` of the pool's counters) instead of memory.
-// - Other replicas' changes must reach a replica's memory (LISTEN/NOTIFY
-//   of the batch's keys, or a change log table read by sequence).
-// - Counters (random draws, query-order sequence) are written whole by the
-//   last writer; with several writers they need compare-and-set or a
-//   single owner per pool.
-// - Secrets (registration tokens, credentials) are checked in memory too.
 
 #[cfg(test)]
 mod tests {
