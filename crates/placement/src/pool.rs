@@ -450,14 +450,25 @@ impl Pool {
             metrics.custom_load_index.is_some(),
         );
         self.custom_reporters = self.custom_reporters + usize::from(is) - usize::from(was);
-        self.update_host(seq, |h| {
+        let apply = |h: &mut Host| {
             h.last_heartbeat_ms = Some(now_ms);
             h.metrics = Some(metrics);
             h.logons_since_heartbeat = 0;
             if h.status == HostStatus::Unavailable {
                 h.status = HostStatus::Available;
             }
-        });
+        };
+        if self.buckets.is_none() && self.hosts[&seq].status == HostStatus::Available {
+            // Without LoadIndex buckets no index depends on metrics, and a
+            // host that stays Available keeps its place in every one: only
+            // its load index (shown, not used) is recomputed. Every host
+            // sends a heartbeat every 30 s, so this is most of the engine's
+            // work between placements.
+            apply(self.hosts.get_mut(&seq).expect("seq_of found it"));
+            self.refresh_load_index(seq);
+        } else {
+            self.update_host(seq, apply);
+        }
         if reported_before != (self.custom_reporters > 0) {
             // H3: the first or last custom reporter changes every other
             // host's index (25 or -1).
@@ -901,21 +912,8 @@ impl Pool {
     /// Recomputes the host's load index and puts it back in every index it
     /// belongs to.
     fn reindex(&mut self, seq: u64) {
+        self.refresh_load_index(seq);
         let cfg = &self.config;
-        let h = self.hosts.get_mut(&seq).expect("reindex: host exists");
-        let correction = cfg
-            .logon_storm_settings
-            .logon_cost
-            .saturating_mul(h.logons_since_heartbeat)
-            .min(100) as i32;
-        h.load_index = load_index::compute_corrected(
-            &cfg.load_index_settings,
-            cfg.max_session_limit,
-            h.sessions,
-            h.metrics.as_ref(),
-            self.custom_reporters > 0,
-            correction,
-        );
         let h = &self.hosts[&seq];
         if !is_open(h) {
             return;
@@ -945,6 +943,29 @@ impl Pool {
                 b.second.set(seq as usize, index);
             }
         }
+    }
+
+    /// Recomputes the host's load index (H1–H3, with H7's correction).
+    fn refresh_load_index(&mut self, seq: u64) {
+        let cfg = &self.config;
+        let any_custom = self.custom_reporters > 0;
+        let h = self
+            .hosts
+            .get_mut(&seq)
+            .expect("refresh_load_index: host exists");
+        let correction = cfg
+            .logon_storm_settings
+            .logon_cost
+            .saturating_mul(h.logons_since_heartbeat)
+            .min(100) as i32;
+        h.load_index = load_index::compute_corrected(
+            &cfg.load_index_settings,
+            cfg.max_session_limit,
+            h.sessions,
+            h.metrics.as_ref(),
+            any_custom,
+            correction,
+        );
     }
 
     /// H6: a host of a `LoadIndex` pool at or over its load index or

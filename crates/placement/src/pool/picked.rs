@@ -22,6 +22,7 @@ use crate::pool::Placement;
 pub struct Candidates<'a> {
     pool: &'a Pool,
     view: View<'a>,
+    limit: u32,
 }
 
 enum View<'a> {
@@ -59,6 +60,17 @@ impl<'a> Candidates<'a> {
         match &self.view {
             View::Prefix(v) => v.count_below(sessions),
             View::Filtered(v) => v.as_slice().count_below(sessions),
+        }
+    }
+
+    /// Whether the host with this `seq` is a candidate, in O(log n).
+    pub fn contains(&self, seq: u64) -> bool {
+        let Some(h) = self.pool.hosts.get(&seq) else {
+            return false;
+        };
+        match &self.view {
+            View::Prefix(v) => h.sessions < self.limit && v.open.contains(&(h.sessions, seq)),
+            View::Filtered(v) => v.binary_search(&(h.sessions, seq)).is_ok(),
         }
     }
 
@@ -108,15 +120,7 @@ impl Pool {
             match picked {
                 None => Err(self.refusal(req.requires, &[])),
                 Some(seq) => {
-                    let n = candidates.len();
-                    let ok = self.hosts.get(&seq).is_some_and(|h| {
-                        let i = candidates.count_below(h.sessions);
-                        (i..n)
-                            .map(|j| candidates.get(j))
-                            .take_while(|c| c.sessions == h.sessions)
-                            .any(|c| c.seq == seq)
-                    });
-                    if ok {
+                    if candidates.contains(seq) {
                         Ok(Chosen::Host(seq))
                     } else {
                         Err(Error::InvalidParameter(format!(
@@ -157,6 +161,10 @@ impl Pool {
                     .collect(),
             )
         };
-        Candidates { pool: self, view }
+        Candidates {
+            pool: self,
+            view,
+            limit,
+        }
     }
 }
