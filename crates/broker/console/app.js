@@ -70,7 +70,10 @@ let again = false;
 
 function setLive(state, detail) {
   live.className = `live ${state}`;
-  if (state === 'ok') setText(live, `● Live — updated ${new Date().toLocaleTimeString('en-GB')}`);
+  if (state === 'ok') {
+    setText(live, `● Live — updated ${new Date().toLocaleTimeString('en-GB')} in ${Math.round(detail)} ms`);
+    live.dataset.refreshMs = String(Math.round(detail));
+  }
   else if (state === 'paused') setText(live, '❚❚ Paused while this tab is hidden');
   else if (state === 'error') setText(live, `⚠ Not updated: ${detail} (retrying)`);
   else setText(live, '');
@@ -97,9 +100,10 @@ async function tick() {
   }
   busy = true;
   const view = current;
+  const started = performance.now();
   try {
     await view.refresh();
-    if (view === current) setLive('ok');
+    if (view === current) setLive('ok', performance.now() - started);
   } catch (e) {
     if (view === current && e.status !== 401) {
       setLive('error', e instanceof ApiError ? e.toString() : e.message);
