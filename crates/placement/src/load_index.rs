@@ -52,8 +52,8 @@ pub fn compute(
 }
 
 /// [`compute`] with the stale-index correction of rule H7: `correction`
-/// index points (the pool's `logonCost` times the logons placed since the
-/// host's last heartbeat) are added to every factor that comes from a
+/// index points (the pool's `logonCost` times the logons the last heartbeat
+/// cannot show in full) are added to every factor that comes from a
 /// reported metric (CPU, memory, disk, custom value), each still capped at
 /// 100. The session factor is never corrected: the broker counts sessions
 /// as it places them, so it is never stale. With `correction` 0 this is the

@@ -104,10 +104,12 @@ pub struct LogonStormSettings {
     pub connecting_session_threshold: u32,
     pub min_hosts_in_queue: u32,
     /// Stale-index correction (rule H7, beyond the sources): index points
-    /// that each logon placed on a host since its last heartbeat adds to the
-    /// host's metric factors, until the next heartbeat replaces them. 0 (the
-    /// default) turns it off: the index is the sources' (H2, H3). Absent in
-    /// settings stored before it existed, hence the serde default.
+    /// added to a host's metric factors for each logon its last heartbeat
+    /// cannot show in full — the larger of its connecting sessions (logons
+    /// in progress, which an interval's average shows late and in part) and
+    /// the logons placed on it since that heartbeat. 0 (the default) turns
+    /// it off: the index is the sources' (H2, H3). Absent in settings
+    /// stored before it existed, hence the serde default.
     #[serde(default)]
     pub logon_cost: u32,
 }
@@ -510,7 +512,7 @@ pub struct Host {
     pub load_index: i32,
     /// Derived: logons placed on this host since its last heartbeat (H7).
     /// Not stored: after a restart it counts from 0 again, which errs for
-    /// at most one heartbeat interval.
+    /// at most one heartbeat interval (its connecting sessions still count).
     #[serde(skip)]
     pub logons_since_heartbeat: u32,
 }

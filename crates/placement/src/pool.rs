@@ -945,7 +945,10 @@ impl Pool {
         }
     }
 
-    /// Recomputes the host's load index (H1–H3, with H7's correction).
+    /// Recomputes the host's load index (H1–H3, with H7's correction: the
+    /// logons the host runs or was given since its last heartbeat, each
+    /// counted once — the larger of its connecting sessions and the logons
+    /// placed since — times the pool's `logonCost`).
     fn refresh_load_index(&mut self, seq: u64) {
         let cfg = &self.config;
         let any_custom = self.custom_reporters > 0;
@@ -956,7 +959,7 @@ impl Pool {
         let correction = cfg
             .logon_storm_settings
             .logon_cost
-            .saturating_mul(h.logons_since_heartbeat)
+            .saturating_mul(h.logons_since_heartbeat.max(h.connecting_sessions))
             .min(100) as i32;
         h.load_index = load_index::compute_corrected(
             &cfg.load_index_settings,

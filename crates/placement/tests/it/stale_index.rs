@@ -1,8 +1,9 @@
 //! Rule H7 (beyond the sources): the stale-index correction of a
-//! `LoadIndex` pool. Each logon placed on a host since its last heartbeat
-//! adds `logonStormSettings.logonCost` to the host's metric factors; the
-//! next heartbeat replaces the metrics and the correction starts again from
-//! zero. With `logonCost` 0 (the default) the index is the sources'.
+//! `LoadIndex` pool. `logonStormSettings.logonCost` is added to the host's
+//! metric factors for each logon its last heartbeat cannot show in full:
+//! the larger of its connecting sessions (logons in progress) and the
+//! logons placed on it since that heartbeat. With `logonCost` 0 (the
+//! default) the index is the sources'.
 
 use placement::{
     Error, HostPoolType, LoadBalancerType, LogonStormSettings, PoolConfig, SessionState,
@@ -43,10 +44,29 @@ fn h7_each_logon_since_the_last_heartbeat_adds_the_logon_cost() {
         assert_eq!(index(&w, "h1"), want, "{n} logon(s): {why}");
         assert_eq!(w.pool.host("h1").unwrap().logons_since_heartbeat, n);
     }
-    // The next heartbeat shows the load itself: the correction restarts.
+    // A heartbeat while the three still log on: they keep counting, as
+    // connecting sessions (an interval's average shows a logon late).
     w.pool.heartbeat("h1", cpu(35.0), w.now_ms).unwrap();
-    assert_eq!(index(&w, "h1"), 35, "max(sessions 3, 35 + 0 * 10)");
     assert_eq!(w.pool.host("h1").unwrap().logons_since_heartbeat, 0);
+    assert_eq!(index(&w, "h1"), 65, "max(sessions 3, 35 + max(0, 3) * 10)");
+    // Two finish: one logon left in progress.
+    let ids: Vec<String> = w.pool.sessions().map(|s| s.id.clone()).collect();
+    let mut ids = ids;
+    ids.sort();
+    w.set_state(&ids[0], SessionState::Active);
+    w.set_state(&ids[1], SessionState::Active);
+    assert_eq!(index(&w, "h1"), 45, "max(sessions 3, 35 + max(0, 1) * 10)");
+    // One more placed: two since the heartbeat would be 1 + 1 connecting,
+    // counted as the larger of the two, so never twice.
+    let u = w.fresh_user();
+    w.connect(&u, 0).unwrap();
+    assert_eq!(index(&w, "h1"), 55, "max(sessions 4, 35 + max(1, 2) * 10)");
+    // Every logon done and a new heartbeat: the metrics show the load.
+    for id in w.pool.sessions().map(|s| s.id.clone()).collect::<Vec<_>>() {
+        w.set_state(&id, SessionState::Active);
+    }
+    w.pool.heartbeat("h1", cpu(50.0), w.now_ms).unwrap();
+    assert_eq!(index(&w, "h1"), 50, "max(sessions 4, 50 + 0 * 10)");
 }
 
 #[test]
