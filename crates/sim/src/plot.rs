@@ -1,0 +1,111 @@
+//! Plots of load per host over time, one panel per policy, as SVG (no font
+//! files needed, so it works on any machine the broker runs on). Up to
+//! `MAX_PLOTTED_HOSTS` hosts every host gets its own line; beyond, the
+//! panel shows the hottest host, the 90th percentile, the median and the
+//! coolest host per minute.
+
+use plotters::prelude::*;
+
+use crate::SimError;
+use crate::report::Report;
+
+/// Writes the report's plot to `path` (an `.svg` file).
+pub fn write_svg(report: &Report, path: &std::path::Path) -> Result<(), SimError> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    if ext.as_deref() != Some("svg") {
+        return Err(SimError::Plot(format!(
+            "{}: only SVG plots are written; name the file …​.svg",
+            path.display()
+        )));
+    }
+    let svg = render_svg(report)?;
+    std::fs::write(path, svg).map_err(|e| SimError::Plot(format!("{}: {e}", path.display())))
+}
+
+/// The plot as an SVG document.
+pub fn render_svg(report: &Report) -> Result<String, SimError> {
+    let n = report.results.len().max(1);
+    let cols = if n > 1 { 3.min(n) } else { 1 };
+    let rows = n.div_ceil(cols);
+    let (w, h) = (480 * cols as u32, 320 * rows as u32 + 40);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+        let err = |e: &dyn std::fmt::Display| SimError::Plot(e.to_string());
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let (title, body) = root.split_vertically(40);
+        title
+            .titled(
+                &format!(
+                    "CPU demand per host (% of its vCPUs), scenario {}, {} hosts, {} users, seed {}",
+                    report.scenario, report.hosts, report.users, report.seed
+                ),
+                ("sans-serif", 18),
+            )
+            .map_err(|e| err(&e))?;
+        let y_max = report
+            .results
+            .iter()
+            .flat_map(|r| r.series.max.iter().copied())
+            .fold(100.0f32, f32::max)
+            .min(400.0);
+        for (panel, r) in body.split_evenly((rows, cols)).iter().zip(&report.results) {
+            let x_max = r.series.minute.last().copied().unwrap_or(1).max(1) as f32 / 60.0;
+            let mut chart = ChartBuilder::on(panel)
+                .caption(
+                    format!("{} (peak {:.0} %)", r.policy, r.peak_cpu_percent),
+                    ("sans-serif", 15),
+                )
+                .margin(8)
+                .x_label_area_size(28)
+                .y_label_area_size(36)
+                .build_cartesian_2d(0f32..x_max, 0f32..y_max)
+                .map_err(|e| err(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc("hours")
+                .light_line_style(WHITE)
+                .draw()
+                .map_err(|e| err(&e))?;
+            let hours: Vec<f32> = r.series.minute.iter().map(|&m| m as f32 / 60.0).collect();
+            let line = |v: &[f32]| -> Vec<(f32, f32)> {
+                hours
+                    .iter()
+                    .zip(v)
+                    .filter(|(_, y)| y.is_finite())
+                    .map(|(&x, &y)| (x, y.min(y_max)))
+                    .collect()
+            };
+            if !r.host_series.is_empty() {
+                for (i, s) in r.host_series.iter().enumerate() {
+                    let color = Palette99::pick(i).mix(0.5);
+                    chart
+                        .draw_series(LineSeries::new(line(s), color.stroke_width(1)))
+                        .map_err(|e| err(&e))?;
+                }
+            } else {
+                for (v, color) in [
+                    (&r.series.max, RED),
+                    (&r.series.p90, MAGENTA),
+                    (&r.series.p50, BLUE),
+                    (&r.series.min, GREEN),
+                ] {
+                    chart
+                        .draw_series(LineSeries::new(line(v), color.stroke_width(1)))
+                        .map_err(|e| err(&e))?;
+                }
+            }
+            chart
+                .draw_series(LineSeries::new(
+                    [(0.0, 100.0), (x_max, 100.0)],
+                    BLACK.mix(0.4).stroke_width(1),
+                ))
+                .map_err(|e| err(&e))?;
+        }
+        root.present().map_err(|e| err(&e))?;
+    }
+    Ok(svg)
+}

@@ -1,0 +1,974 @@
+//! The event loop: one run of one policy, driving a real `placement::Pool`
+//! exactly as the broker does — time applied before a connect (`tick`),
+//! heartbeats with the host's metrics, `set_session_state` when a logon
+//! ends or a user disconnects, `logoff`, drain as a host upsert, removal
+//! with `force` — and the host model beside it.
+//!
+//! Events run in (time, order of scheduling), so a run is a pure function
+//! of its configuration and seed. Policies run on threads of their own (each
+//! with its own pool and model); results come back in the order asked.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::Ordering;
+
+use placement::{
+    Change, ConnectRequest, Error as EngineError, HostMetrics, HostSpec, Placement, Pool,
+    SessionState, TimestampMs,
+};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::host::{HostModel, SimHost, UserCost};
+use crate::policy::{Picker, Policy, placement_random};
+use crate::report::{Accounting, PolicyResult, Report, Series};
+use crate::scenario::{HostAction, Scenario, UserAction};
+use crate::{Progress, SimConfig, SimError};
+
+/// When every simulated pool starts: 2026-01-05 06:00 UTC, a Monday.
+pub const T0: TimestampMs = 1_767_592_800_000;
+
+const SECOND: i64 = 1000;
+const OBSERVE_MS: i64 = 60 * SECOND;
+/// A user whose host died tries to reconnect after 20–60 s, then every 30 s.
+const RETRY_MS: i64 = 30 * SECOND;
+/// The front door releases a session placed on a dead host and tries again.
+const RELEASE_RETRY_MS: i64 = 5 * SECOND;
+
+/// One engine operation as the simulator made it, with what it answered:
+/// tests replay these on a fresh pool and must get the same answers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoggedOp {
+    Upsert(HostSpec, TimestampMs),
+    Heartbeat(String, HostMetrics, TimestampMs),
+    Tick(TimestampMs),
+    Connect {
+        user: String,
+        now_ms: TimestampMs,
+        random: u64,
+        session_id: String,
+        /// `Some`: placed by this host of the simulator's pick.
+        picked: Option<String>,
+        answer: Result<(String, bool), String>,
+    },
+    SetState(String, SessionState, TimestampMs),
+    Logoff(String),
+    Remove(String),
+}
+
+/// What all policies of one run share: the scenario and the hosts.
+struct World {
+    scenario: Scenario,
+    hosts: Vec<HostBuild>,
+    costs: Vec<UserCost>,
+    limit: u32,
+    model: HostModel,
+}
+
+struct HostBuild {
+    vcpus: f64,
+    memory_gb: f64,
+    background: f64,
+    phase_ms: i64,
+}
+
+fn host_name(i: u32) -> String {
+    format!("h{:05}", i + 1)
+}
+
+fn host_index(name: &str) -> u32 {
+    name[1..]
+        .parse::<u32>()
+        .expect("the simulator names its hosts")
+        - 1
+}
+
+impl World {
+    fn build(cfg: &SimConfig) -> World {
+        let model = HostModel::default();
+        let mut rng = SmallRng::seed_from_u64(cfg.seed);
+        let scenario = Scenario::build(
+            &cfg.scenario,
+            cfg.hosts,
+            cfg.users,
+            cfg.storm_minutes,
+            &mut rng,
+        );
+        let mut rng = SmallRng::seed_from_u64(cfg.seed ^ 0x0057_0517);
+        let small = small_count(cfg);
+        // Which hosts are small: drawn, so they are spread over query order.
+        let mut is_small = vec![false; cfg.hosts as usize];
+        let mut order: Vec<usize> = (0..cfg.hosts as usize).collect();
+        for i in 0..small as usize {
+            let j = rng.random_range(i..order.len());
+            order.swap(i, j);
+            is_small[order[i]] = true;
+        }
+        let interval = i64::from(cfg.sample_seconds) * SECOND;
+        let hosts = is_small
+            .iter()
+            .map(|&s| HostBuild {
+                vcpus: if s {
+                    model.small_vcpus
+                } else {
+                    model.large_vcpus
+                },
+                memory_gb: if s {
+                    model.small_memory_gb
+                } else {
+                    model.large_memory_gb
+                },
+                background: rng.random_range(model.background_vcpus.0..model.background_vcpus.1),
+                phase_ms: rng.random_range(0..interval),
+            })
+            .collect();
+        let mut rng = SmallRng::seed_from_u64(cfg.seed ^ 0x0C05_7C05);
+        let costs = (0..scenario.users.len())
+            .map(|_| {
+                let x: f64 = rng.random();
+                let mut acc = 0.0;
+                let mut class = model.classes[model.classes.len() - 1];
+                for c in model.classes {
+                    acc += c.0;
+                    if x < acc {
+                        class = c;
+                        break;
+                    }
+                }
+                UserCost {
+                    steady_vcpus: class.1,
+                    memory_gb: class.2,
+                    logon_seconds: rng.random_range(model.logon_seconds.0..model.logon_seconds.1),
+                }
+            })
+            .collect();
+        let users = scenario.users.len() as u64;
+        let limit = cfg.max_session_limit.unwrap_or_else(|| {
+            (2 * users.div_ceil(u64::from(cfg.hosts)))
+                .clamp(1, u64::from(placement::MAX_SESSION_LIMIT)) as u32
+        });
+        World {
+            scenario,
+            hosts,
+            costs,
+            limit,
+            model,
+        }
+    }
+}
+
+fn small_count(cfg: &SimConfig) -> u32 {
+    ((u64::from(cfg.hosts) * u64::from(cfg.small_hosts_percent) + 50) / 100) as u32
+}
+
+/// Runs every policy of `cfg` (on up to as many threads as the machine has
+/// cores) and answers the report, policies in the order asked.
+pub fn run(cfg: &SimConfig, progress: &Progress) -> Result<Report, SimError> {
+    cfg.validate()?;
+    let world = World::build(cfg);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(cfg.policies.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<Result<PolicyResult, SimError>>> =
+        (0..cfg.policies.len()).map(|_| None).collect();
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&policy) = cfg.policies.get(i) else {
+                        break;
+                    };
+                    let r = Sim::new(cfg, &world, policy, progress).and_then(|s| s.run());
+                    done.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((i, r.map(|(r, _)| r)));
+                }
+            });
+        }
+    });
+    for (i, r) in done.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        slots[i] = Some(r);
+    }
+    let mut results = Vec::new();
+    for r in slots.into_iter().flatten() {
+        results.push(r?.rounded());
+    }
+    Ok(Report {
+        scenario: cfg.scenario.name(),
+        hosts: cfg.hosts,
+        small_hosts: small_count(cfg),
+        users: world.scenario.users.len() as u32,
+        seed: cfg.seed,
+        sample_seconds: cfg.sample_seconds,
+        storm_minutes: cfg.storm_minutes,
+        max_session_limit: world.limit,
+        logon_cost: cfg.logon_cost,
+        simulated_seconds: world.scenario.end_ms / SECOND,
+        results,
+    })
+}
+
+/// One policy's run, with the engine operations when `cfg.record_ops`.
+pub fn run_policy(
+    cfg: &SimConfig,
+    policy: Policy,
+) -> Result<(PolicyResult, Vec<LoggedOp>, placement::PoolConfig, u64), SimError> {
+    cfg.validate()?;
+    let world = World::build(cfg);
+    let progress = Progress::default();
+    let sim = Sim::new(cfg, &world, policy, &progress)?;
+    let config = sim.pool.config().clone();
+    let seed = sim.pool.counters().random_seed;
+    let (r, ops) = sim.run()?;
+    Ok((r.rounded(), ops, config, seed))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Host(u32, HostAction),
+    User(u32, UserAction),
+    Retry(u32),
+    LogonEnd(u32, u64),
+    Sample(u32),
+    Observe,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Absent,
+    LoggingOn {
+        host: u32,
+        since_ms: i64,
+    },
+    Active {
+        host: u32,
+    },
+    Disconnected {
+        host: u32,
+    },
+    /// The session's host died; the user keeps trying to reconnect.
+    Lost,
+}
+
+struct User {
+    state: State,
+    /// The engine's session of this user, if the engine has one.
+    session: Option<String>,
+    /// On the engine's host (the session may outlive the sim's view: Lost).
+    session_host: u32,
+    disconnect_after_logon: bool,
+    retry_pending: bool,
+}
+
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    world: &'a World,
+    policy: Policy,
+    pool: Pool,
+    picker: Option<Picker>,
+    hosts: Vec<SimHost>,
+    users: Vec<User>,
+    /// Live engine session id → user.
+    sessions: HashMap<String, u32>,
+    next_session: u64,
+    queue: BinaryHeap<Reverse<(i64, u64, Ev)>>,
+    order: u64,
+    now_ms: i64,
+    rng: SmallRng,
+    ops: Vec<LoggedOp>,
+    acc: Accounting,
+    rejected: u64,
+    failed_attempts: u64,
+    logon_ms: Vec<u32>,
+    series: Series,
+    host_series: Vec<Vec<f32>>,
+    hosts_in_use_peak: u32,
+    hosts_in_use_sum: f64,
+    imbalance_sum: f64,
+    observations: u64,
+    busy_observations: u64,
+    progress: &'a Progress,
+    events: u64,
+}
+
+impl<'a> Sim<'a> {
+    fn new(
+        cfg: &'a SimConfig,
+        world: &'a World,
+        policy: Policy,
+        progress: &'a Progress,
+    ) -> Result<Sim<'a>, SimError> {
+        let config = policy.pool_config(world.limit, cfg.logon_cost);
+        config.validate()?;
+        let pool = Pool::new(config, cfg.seed ^ 0x0B0C_4E55, T0);
+        let hosts = world
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                SimHost::new(
+                    host_name(i as u32),
+                    h.vcpus,
+                    h.memory_gb,
+                    h.background,
+                    world.model.background_memory_gb,
+                    0,
+                )
+            })
+            .collect();
+        let users = (0..world.scenario.users.len())
+            .map(|_| User {
+                state: State::Absent,
+                session: None,
+                session_host: 0,
+                disconnect_after_logon: false,
+                retry_pending: false,
+            })
+            .collect();
+        let mut sim = Sim {
+            cfg,
+            world,
+            policy,
+            pool,
+            picker: (!policy.is_engine()).then(|| Picker::new(policy, cfg.seed)),
+            hosts,
+            users,
+            sessions: HashMap::new(),
+            next_session: 1,
+            queue: BinaryHeap::new(),
+            order: 0,
+            now_ms: 0,
+            rng: SmallRng::seed_from_u64(cfg.seed ^ 0x0012_E7F1),
+            ops: Vec::new(),
+            acc: Accounting::default(),
+            rejected: 0,
+            failed_attempts: 0,
+            logon_ms: Vec::new(),
+            series: Series::default(),
+            host_series: vec![
+                Vec::new();
+                if cfg.keep_host_series {
+                    world.hosts.len()
+                } else {
+                    0
+                }
+            ],
+            hosts_in_use_peak: 0,
+            hosts_in_use_sum: 0.0,
+            imbalance_sum: 0.0,
+            observations: 0,
+            busy_observations: 0,
+            progress,
+            events: 0,
+        };
+        for i in 0..world.hosts.len() as u32 {
+            let spec = HostSpec::new(
+                &host_name(i),
+                &format!("10.{}.{}.{}:3389", i >> 16, (i >> 8) & 255, i & 255),
+            );
+            sim.record(|| LoggedOp::Upsert(spec.clone(), T0));
+            sim.pool.upsert_host(spec, T0)?;
+            // The agent's first heartbeat, as it registers.
+            let (cpu, memory) = sim.hosts[i as usize].sample(0);
+            sim.heartbeat(i, cpu, memory)?;
+        }
+        sim.pool.take_changes();
+        for &(t, h, a) in &world.scenario.host_actions {
+            sim.push(t, Ev::Host(h, a));
+        }
+        for (i, h) in world.hosts.iter().enumerate() {
+            sim.push(h.phase_ms, Ev::Sample(i as u32));
+        }
+        sim.push(OBSERVE_MS, Ev::Observe);
+        Ok(sim)
+    }
+
+    fn record(&mut self, op: impl FnOnce() -> LoggedOp) {
+        if self.cfg.record_ops {
+            self.ops.push(op());
+        }
+    }
+
+    fn push(&mut self, t: i64, ev: Ev) {
+        self.order += 1;
+        self.queue.push(Reverse((t, self.order, ev)));
+    }
+
+    fn run(mut self) -> Result<(PolicyResult, Vec<LoggedOp>), SimError> {
+        let end = self.world.scenario.end_ms;
+        // The scenario's user actions are sorted already: they are merged
+        // with the queue (first at equal times) instead of filling it, which
+        // keeps the queue to about one entry per host.
+        let actions = &self.world.scenario.user_actions;
+        let mut next_action = 0;
+        loop {
+            let action_at = actions.get(next_action).map(|a| a.0);
+            let queued_at = self.queue.peek().map(|Reverse((t, _, _))| *t);
+            let take_action = match (action_at, queued_at) {
+                (Some(a), Some(q)) => a <= q,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let (t, ev) = match take_action {
+                true => {
+                    let (t, u, a) = actions[next_action];
+                    next_action += 1;
+                    (t, Ev::User(u, a))
+                }
+                false => {
+                    let Some(Reverse((t, _, ev))) = self.queue.pop() else {
+                        unreachable!("peeked")
+                    };
+                    (t, ev)
+                }
+            };
+            if t > end {
+                break;
+            }
+            self.now_ms = t;
+            self.events += 1;
+            if self.events.is_multiple_of(4096) {
+                self.progress.events.fetch_add(4096, Ordering::Relaxed);
+            }
+            match ev {
+                Ev::Host(h, a) => self.host_action(h, a)?,
+                Ev::User(u, a) => self.user_action(u, a)?,
+                Ev::Retry(u) => {
+                    self.users[u as usize].retry_pending = false;
+                    self.connect(u)?;
+                }
+                Ev::LogonEnd(h, v) => {
+                    if self.hosts[h as usize].version == v {
+                        self.logon_end(h)?;
+                    }
+                }
+                Ev::Sample(h) => self.sample(h)?,
+                Ev::Observe => self.observe(),
+            }
+        }
+        self.progress
+            .events
+            .fetch_add(self.events % 4096, Ordering::Relaxed);
+        self.finish()
+    }
+
+    fn now(&self) -> TimestampMs {
+        T0 + self.now_ms
+    }
+
+    /// Reads what the engine changed by itself (S4 expiry, removal with
+    /// force) and keeps the simulator's view the same.
+    fn engine_changes(&mut self) {
+        for c in self.pool.take_changes() {
+            let Change::SessionEnded(id) = c else {
+                continue;
+            };
+            // Sessions the simulator ended itself were forgotten before.
+            let Some(u) = self.sessions.remove(&id) else {
+                continue;
+            };
+            let user = &mut self.users[u as usize];
+            user.session = None;
+            let on = user.session_host;
+            self.touch(on);
+            let user = &mut self.users[u as usize];
+            match user.state {
+                State::Lost => self.acc.ended_by_failure += 1,
+                State::LoggingOn { host, .. } => {
+                    self.acc.expired += 1;
+                    self.users[u as usize].state = State::Absent;
+                    let cost = self.world.costs[u as usize];
+                    let now = self.now_ms;
+                    let h = &mut self.hosts[host as usize];
+                    h.advance(now);
+                    h.forget_logon(u);
+                    h.end_logon(&cost, &self.world.model);
+                    self.reschedule(host);
+                }
+                State::Active { host } | State::Disconnected { host } => {
+                    self.acc.expired += 1;
+                    let disconnected = matches!(user.state, State::Disconnected { .. });
+                    user.state = State::Absent;
+                    let cost = self.world.costs[u as usize];
+                    let now = self.now_ms;
+                    let h = &mut self.hosts[host as usize];
+                    h.advance(now);
+                    h.settled(&cost, disconnected, &self.world.model, -1.0);
+                    self.reschedule(host);
+                }
+                State::Absent => self.acc.expired += 1,
+            }
+        }
+    }
+
+    /// Tells a load-based reference pick that a host's index, sessions or
+    /// logons may have changed in the engine.
+    fn touch(&mut self, h: u32) {
+        if let Some(p) = &mut self.picker
+            && p.needs_load()
+        {
+            let name = &self.hosts[h as usize].name;
+            let host = self.pool.host(name);
+            p.refresh(u64::from(h) + 1, host);
+        }
+    }
+
+    fn reschedule(&mut self, h: u32) {
+        let host = &self.hosts[h as usize];
+        if let Some(t) = host.next_logon_end_ms() {
+            let v = host.version;
+            let t = t.max(self.now_ms);
+            self.push(t, Ev::LogonEnd(h, v));
+        }
+    }
+
+    fn heartbeat(&mut self, h: u32, cpu: f64, memory: f64) -> Result<(), SimError> {
+        let metrics = HostMetrics {
+            cpu_percent: Some(cpu),
+            memory_percent: Some(memory),
+            ..HostMetrics::default()
+        };
+        let name = &self.hosts[h as usize].name;
+        let now = self.now();
+        if self.cfg.record_ops {
+            self.ops
+                .push(LoggedOp::Heartbeat(name.clone(), metrics.clone(), now));
+        }
+        self.pool.heartbeat(name, metrics, now)?;
+        self.pool.take_changes();
+        self.touch(h);
+        Ok(())
+    }
+
+    fn sample(&mut self, h: u32) -> Result<(), SimError> {
+        let host = &mut self.hosts[h as usize];
+        if host.failed || host.removed {
+            return Ok(());
+        }
+        let (cpu, memory) = host.sample(self.now_ms);
+        self.heartbeat(h, cpu, memory)?;
+        let next = self.now_ms + i64::from(self.cfg.sample_seconds) * SECOND;
+        self.push(next, Ev::Sample(h));
+        Ok(())
+    }
+
+    fn observe(&mut self) {
+        let now = self.now();
+        self.record(|| LoggedOp::Tick(now));
+        self.pool.tick(now);
+        self.engine_changes();
+        let mut cpu = Vec::with_capacity(self.hosts.len());
+        let mut in_use = 0;
+        for (i, h) in self.hosts.iter_mut().enumerate() {
+            if h.failed || h.removed {
+                if let Some(s) = self.host_series.get_mut(i) {
+                    s.push(f32::NAN);
+                }
+                continue;
+            }
+            let c = h.observe(self.now_ms);
+            if let Some(s) = self.host_series.get_mut(i) {
+                s.push(c as f32);
+            }
+            cpu.push(c);
+        }
+        for h in self.pool.hosts() {
+            in_use += u32::from(h.sessions > 0);
+        }
+        self.hosts_in_use_peak = self.hosts_in_use_peak.max(in_use);
+        self.hosts_in_use_sum += f64::from(in_use);
+        self.observations += 1;
+        if !cpu.is_empty() {
+            let mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
+            cpu.sort_by(f64::total_cmp);
+            let q = |p: usize| cpu[((cpu.len() - 1) * p) / 100];
+            if in_use > 0 {
+                self.imbalance_sum += q(100) - mean;
+                self.busy_observations += 1;
+            }
+            self.series.minute.push((self.now_ms / OBSERVE_MS) as u32);
+            self.series.min.push(q(0) as f32);
+            self.series.p50.push(q(50) as f32);
+            self.series.p90.push(q(90) as f32);
+            self.series.max.push(q(100) as f32);
+        }
+        let next = self.now_ms + OBSERVE_MS;
+        self.push(next, Ev::Observe);
+    }
+
+    fn host_action(&mut self, h: u32, a: HostAction) -> Result<(), SimError> {
+        let name = self.hosts[h as usize].name.clone();
+        let now = self.now();
+        match a {
+            HostAction::Drain | HostAction::Undrain => {
+                let mut spec = self.pool.find_host(&name)?.spec.clone();
+                spec.allow_new_session = a == HostAction::Undrain;
+                self.record(|| LoggedOp::Upsert(spec.clone(), now));
+                self.pool.upsert_host(spec, now)?;
+                self.pool.take_changes();
+                self.touch(h);
+            }
+            HostAction::Fail => {
+                let t = self.now_ms;
+                self.hosts[h as usize].advance(t);
+                self.hosts[h as usize].failed = true;
+                for u in 0..self.users.len() as u32 {
+                    let cost = self.world.costs[u as usize];
+                    let model = &self.world.model;
+                    let user = &mut self.users[u as usize];
+                    let host = &mut self.hosts[h as usize];
+                    match user.state {
+                        State::LoggingOn { host: x, .. } if x == h => {
+                            host.forget_logon(u);
+                            host.end_logon(&cost, model);
+                        }
+                        State::Active { host: x } if x == h => {
+                            host.settled(&cost, false, model, -1.0)
+                        }
+                        State::Disconnected { host: x } if x == h => {
+                            host.settled(&cost, true, model, -1.0)
+                        }
+                        _ => continue,
+                    }
+                    user.state = State::Lost;
+                    if !user.retry_pending {
+                        user.retry_pending = true;
+                        let at = t + self.rng.random_range(20 * SECOND..60 * SECOND);
+                        self.push(at, Ev::Retry(u));
+                    }
+                }
+            }
+            HostAction::Remove => {
+                self.record(|| LoggedOp::Remove(name.clone()));
+                self.pool.remove_host(&name, true)?;
+                self.hosts[h as usize].removed = true;
+                self.engine_changes();
+                self.touch(h);
+            }
+        }
+        Ok(())
+    }
+
+    fn user_action(&mut self, u: u32, a: UserAction) -> Result<(), SimError> {
+        match a {
+            UserAction::Connect => self.connect(u),
+            UserAction::Disconnect => {
+                let user = &mut self.users[u as usize];
+                match user.state {
+                    State::LoggingOn { .. } => user.disconnect_after_logon = true,
+                    State::Active { host } => {
+                        user.state = State::Disconnected { host };
+                        let id = user.session.clone().expect("an Active user has a session");
+                        self.set_state(&id, SessionState::Disconnected, host)?;
+                        let cost = self.world.costs[u as usize];
+                        let t = self.now_ms;
+                        let h = &mut self.hosts[host as usize];
+                        h.advance(t);
+                        h.settled(&cost, false, &self.world.model, -1.0);
+                        h.settled(&cost, true, &self.world.model, 1.0);
+                        self.reschedule(host);
+                    }
+                    _ => {}
+                }
+                Ok(())
+            }
+            UserAction::Logoff => {
+                let user = &self.users[u as usize];
+                let state = user.state;
+                let Some(id) = user.session.clone() else {
+                    return Ok(());
+                };
+                if state == State::Lost {
+                    // Nothing to log off from: the host is gone.
+                    return Ok(());
+                }
+                self.end_session(u, &id)?;
+                self.acc.logged_off += 1;
+                let cost = self.world.costs[u as usize];
+                let t = self.now_ms;
+                let model = &self.world.model;
+                match state {
+                    State::LoggingOn { host, .. } => {
+                        let h = &mut self.hosts[host as usize];
+                        h.advance(t);
+                        h.forget_logon(u);
+                        h.end_logon(&cost, model);
+                        self.reschedule(host);
+                    }
+                    State::Active { host } | State::Disconnected { host } => {
+                        let h = &mut self.hosts[host as usize];
+                        h.advance(t);
+                        h.settled(&cost, state != State::Active { host }, model, -1.0);
+                        self.reschedule(host);
+                    }
+                    _ => {}
+                }
+                self.users[u as usize].state = State::Absent;
+                Ok(())
+            }
+        }
+    }
+
+    /// Logs a session off in the engine (logoff, or release by the front
+    /// door); the simulator forgets it first so the change is not counted
+    /// as the engine's own.
+    fn end_session(&mut self, u: u32, id: &str) -> Result<(), SimError> {
+        self.sessions.remove(id);
+        self.users[u as usize].session = None;
+        self.record(|| LoggedOp::Logoff(id.to_string()));
+        self.pool.logoff(id)?;
+        self.engine_changes();
+        self.touch(self.users[u as usize].session_host);
+        Ok(())
+    }
+
+    fn set_state(&mut self, id: &str, state: SessionState, host: u32) -> Result<(), SimError> {
+        let now = self.now();
+        self.record(|| LoggedOp::SetState(id.to_string(), state, now));
+        self.pool.set_session_state(id, state, now)?;
+        self.pool.take_changes();
+        self.touch(host);
+        Ok(())
+    }
+
+    /// The engine's connect, by the policy's algorithm or pick.
+    fn engine_connect(&mut self, u: u32) -> Result<Result<Placement, EngineError>, SimError> {
+        let id = format!("s{}", self.next_session);
+        let name = self.world.scenario.users[u as usize].as_str();
+        let req = ConnectRequest {
+            user: name,
+            ..ConnectRequest::default()
+        };
+        let now = self.now();
+        let random = placement_random(&self.pool);
+        let answer = match &mut self.picker {
+            None => self.pool.connect(&req, now, random, &id),
+            Some(picker) => self.pool.connect_picked(&req, now, &id, |c| picker.pick(c)),
+        };
+        if let Ok(p) = &answer {
+            self.touch(host_index(&p.host));
+        }
+        if self.cfg.record_ops {
+            self.ops.push(LoggedOp::Connect {
+                user: name.to_string(),
+                now_ms: now,
+                random,
+                session_id: id.clone(),
+                picked: match (&self.picker, &answer) {
+                    (Some(_), Ok(p)) if !p.reconnect => Some(p.host.clone()),
+                    _ => None,
+                },
+                answer: answer
+                    .as_ref()
+                    .map(|p| (p.host.clone(), p.reconnect))
+                    .map_err(|e| e.to_string()),
+            });
+        }
+        self.engine_changes();
+        if let Ok(p) = &answer
+            && !p.reconnect
+        {
+            self.next_session += 1;
+        }
+        match answer {
+            Ok(p) => Ok(Ok(p)),
+            Err(
+                e @ (EngineError::NoSessionHostAvailable(_)
+                | EngineError::SessionHostUnavailable(_)),
+            ) => Ok(Err(e)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn connect(&mut self, u: u32) -> Result<(), SimError> {
+        let state = self.users[u as usize].state;
+        match state {
+            State::LoggingOn { .. } | State::Active { .. } => return Ok(()),
+            State::Absent if self.users[u as usize].retry_pending => return Ok(()),
+            _ => {}
+        }
+        let had_session = self.users[u as usize].session.is_some();
+        let answer = self.engine_connect(u)?;
+        let t = self.now_ms;
+        match answer {
+            Ok(p) if p.reconnect => {
+                self.acc.reconnects += 1;
+                let h = host_index(&p.host);
+                if self.hosts[h as usize].failed {
+                    // The host is dead but the broker does not know yet.
+                    self.failed_attempts += 1;
+                    self.retry(u, RETRY_MS);
+                    return Ok(());
+                }
+                if let State::Disconnected { host } = state {
+                    self.set_state(&p.session_id, SessionState::Active, host)?;
+                    self.users[u as usize].state = State::Active { host };
+                    let cost = self.world.costs[u as usize];
+                    let hs = &mut self.hosts[host as usize];
+                    hs.advance(t);
+                    hs.settled(&cost, true, &self.world.model, -1.0);
+                    hs.settled(&cost, false, &self.world.model, 1.0);
+                    self.reschedule(host);
+                }
+            }
+            Ok(p) => {
+                debug_assert!(!had_session || state == State::Lost);
+                self.acc.new_session_attempts += 1;
+                self.acc.placed += 1;
+                let h = host_index(&p.host);
+                self.sessions.insert(p.session_id.clone(), u);
+                let user = &mut self.users[u as usize];
+                user.session = Some(p.session_id.clone());
+                user.session_host = h;
+                user.disconnect_after_logon = false;
+                if self.hosts[h as usize].failed {
+                    // R5: the front door cannot reach it; the session is
+                    // released and the user tries again.
+                    self.failed_attempts += 1;
+                    self.acc.released_unreachable += 1;
+                    self.end_session(u, &p.session_id)?;
+                    self.users[u as usize].state = State::Absent;
+                    self.retry(u, RELEASE_RETRY_MS);
+                    return Ok(());
+                }
+                user.state = State::LoggingOn {
+                    host: h,
+                    since_ms: t,
+                };
+                let cost = self.world.costs[u as usize];
+                let hs = &mut self.hosts[h as usize];
+                hs.advance(t);
+                hs.start_logon(u, &cost, &self.world.model);
+                self.reschedule(h);
+            }
+            Err(EngineError::SessionHostUnavailable(_)) => {
+                self.failed_attempts += 1;
+                self.retry(u, RETRY_MS);
+            }
+            Err(_) => {
+                self.acc.new_session_attempts += 1;
+                self.rejected += 1;
+                if state == State::Lost {
+                    self.users[u as usize].state = State::Absent;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn retry(&mut self, u: u32, after_ms: i64) {
+        let user = &mut self.users[u as usize];
+        if !user.retry_pending {
+            user.retry_pending = true;
+            let at = self.now_ms + after_ms;
+            self.push(at, Ev::Retry(u));
+        }
+    }
+
+    fn logon_end(&mut self, h: u32) -> Result<(), SimError> {
+        let t = self.now_ms;
+        self.hosts[h as usize].advance(t);
+        let due = self.hosts[h as usize].due_logons();
+        for u in due {
+            let State::LoggingOn { host, since_ms } = self.users[u as usize].state else {
+                continue;
+            };
+            if host != h {
+                continue;
+            }
+            let disconnect = self.users[u as usize].disconnect_after_logon;
+            let id = self.users[u as usize]
+                .session
+                .clone()
+                .expect("a user logging on has a session");
+            let state = if disconnect {
+                SessionState::Disconnected
+            } else {
+                SessionState::Active
+            };
+            self.set_state(&id, state, host)?;
+            self.users[u as usize].state = if disconnect {
+                State::Disconnected { host }
+            } else {
+                State::Active { host }
+            };
+            let cost = self.world.costs[u as usize];
+            let hs = &mut self.hosts[h as usize];
+            hs.end_logon(&cost, &self.world.model);
+            hs.settled(&cost, disconnect, &self.world.model, 1.0);
+            self.acc.logons_completed += 1;
+            self.logon_ms
+                .push((t - since_ms).clamp(0, i64::from(u32::MAX)) as u32);
+        }
+        self.reschedule(h);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(PolicyResult, Vec<LoggedOp>), SimError> {
+        self.acc.live_at_end = self.sessions.len() as u64;
+        let engine = self.pool.session_count() as u64;
+        let fail = |message: String| SimError::Accounting {
+            policy: self.policy.name().to_string(),
+            message,
+        };
+        self.acc.check(engine).map_err(fail)?;
+        if self.acc.new_session_attempts != self.acc.placed + self.rejected {
+            return Err(fail(format!(
+                "{} new-session attempts but {} placed and {} rejected",
+                self.acc.new_session_attempts, self.acc.placed, self.rejected
+            )));
+        }
+        // Host by host, the simulator's sessions are the engine's.
+        let mut per_host = vec![0u32; self.hosts.len()];
+        for &u in self.sessions.values() {
+            per_host[self.users[u as usize].session_host as usize] += 1;
+        }
+        for h in self.pool.hosts() {
+            let i = host_index(&h.spec.name) as usize;
+            if per_host[i] != h.sessions {
+                return Err(fail(format!(
+                    "host {} has {} sessions in the engine, {} in the simulator",
+                    h.spec.name, h.sessions, per_host[i]
+                )));
+            }
+        }
+        let mut logons = std::mem::take(&mut self.logon_ms);
+        logons.sort_unstable();
+        let pct = |p: usize| -> f64 {
+            if logons.is_empty() {
+                return 0.0;
+            }
+            let rank = (p * logons.len()).div_ceil(100).max(1);
+            f64::from(logons[rank - 1]) / 1000.0
+        };
+        let result = PolicyResult {
+            policy: self.policy.name().to_string(),
+            peak_cpu_percent: self
+                .hosts
+                .iter()
+                .map(|h| h.peak_cpu_percent)
+                .fold(0.0, f64::max),
+            peak_connecting: self
+                .hosts
+                .iter()
+                .map(|h| h.peak_connecting)
+                .max()
+                .unwrap_or(0),
+            logon_p50_seconds: pct(50),
+            logon_p99_seconds: pct(99),
+            rejected: self.rejected,
+            failed_attempts: self.failed_attempts,
+            hosts_in_use_peak: self.hosts_in_use_peak,
+            hosts_in_use_mean: self.hosts_in_use_sum / self.observations.max(1) as f64,
+            imbalance_mean: self.imbalance_sum / self.busy_observations.max(1) as f64,
+            accounting: self.acc.clone(),
+            series: std::mem::take(&mut self.series),
+            host_series: std::mem::take(&mut self.host_series),
+        };
+        Ok((result, self.ops))
+    }
+}
