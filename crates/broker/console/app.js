@@ -103,7 +103,10 @@ async function tick() {
   const started = performance.now();
   try {
     await view.refresh();
-    if (view === current) setLive('ok', performance.now() - started);
+    if (view === current) {
+      if (document.hidden) setLive('paused');
+      else setLive('ok', performance.now() - started);
+    }
   } catch (e) {
     if (view === current && e.status !== 401) {
       setLive('error', e instanceof ApiError ? e.toString() : e.message);

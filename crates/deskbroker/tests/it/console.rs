@@ -26,6 +26,9 @@ const DRIVER_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// polls every 2 s, so a change shows within about 2 s; the rest is slack
 /// for a loaded 2-core CI machine.
 const PAGE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a hidden tab is watched for requests: the console polls every
+/// 2 s, so this is more than two intervals.
+const HIDDEN_WATCH: Duration = Duration::from_millis(4500);
 /// A laptop screen.
 const WINDOW: (u32, u32) = (1366, 900);
 
@@ -867,6 +870,42 @@ async fn console_in_a_real_browser() {
     .await;
     wait_text(c, "#sessions-empty", "no match", |t| {
         t == "No session matches."
+    })
+    .await;
+
+    // A hidden tab asks nothing until it is shown again. (Headless
+    // chromium never hides a tab, so the page is told it is hidden the way
+    // the browser would tell it: document.hidden and a visibilitychange.)
+    js(
+        c,
+        "Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});
+         document.dispatchEvent(new Event('visibilitychange'));",
+        vec![],
+    )
+    .await;
+    wait_text(c, "#live", "the paused indicator", |t| {
+        t.starts_with("❚❚ Paused")
+    })
+    .await;
+    let calls = "return window.__calls.length;";
+    let before = js(c, calls, vec![]).await;
+    // Absence can only be shown by waiting: more than two poll intervals.
+    tokio::time::sleep(HIDDEN_WATCH).await;
+    assert_eq!(js(c, calls, vec![]).await, before, "a hidden tab polled");
+    js(
+        c,
+        "delete document.hidden; document.dispatchEvent(new Event('visibilitychange'));",
+        vec![],
+    )
+    .await;
+    wait_js(
+        c,
+        &format!("return window.__calls.length > {before};"),
+        "polling again once visible",
+    )
+    .await;
+    wait_text(c, "#live", "the live indicator", |t| {
+        t.starts_with("● Live")
     })
     .await;
 
