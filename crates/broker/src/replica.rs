@@ -188,11 +188,11 @@ impl Replica {
         let mut last_error: Option<String> = None;
         loop {
             // A working leader stays one until its store fails.
-            if let Some(broker) = self.leader_broker() {
-                if broker.writer.failure().is_none() {
-                    let reason = broker.writer.failed().await;
-                    tracing::warn!(error = %reason, "lost the store: answering reconnects from memory and campaigning again");
-                }
+            if let Some(broker) = self.leader_broker()
+                && broker.writer.failure().is_none()
+            {
+                let reason = broker.writer.failed().await;
+                tracing::warn!(error = %reason, "lost the store: answering reconnects from memory and campaigning again");
             }
             let campaign = PostgresStore::campaign(
                 &self.config.database_url,
@@ -382,8 +382,7 @@ fn repeatable(method: &Method, path_and_query: &str) -> bool {
     matches!(
         *method,
         Method::GET | Method::HEAD | Method::PUT | Method::PATCH
-    )
-        || (*method == Method::POST && path.ends_with("/connect"))
+    ) || (*method == Method::POST && path.ends_with("/connect"))
 }
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
@@ -569,10 +568,10 @@ pub async fn serve(
         .await
         .map_err(|e| format!("server: {e}"));
     elections.abort();
-    if let Some(broker) = replica.leader_broker() {
-        if broker.writer.failure().is_none() {
-            broker.writer.flush().await.map_err(|e| e.message)?;
-        }
+    if let Some(broker) = replica.leader_broker()
+        && broker.writer.failure().is_none()
+    {
+        broker.writer.flush().await.map_err(|e| e.message)?;
     }
     served
 }

@@ -272,7 +272,7 @@ async fn fail(
 ) {
     tracing::error!(error = %msg, "store write failed; this broker refuses changes from now on");
     rx.close();
-    let mut refused: Vec<WriteRequest> = batch.drain(..).collect();
+    let mut refused: Vec<WriteRequest> = std::mem::take(batch);
     while let Some(r) = rx.recv().await {
         refused.push(r);
     }
