@@ -575,3 +575,40 @@ pub async fn serve(
     }
     served
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_requests_that_can_be_repeated_are_retried_after_a_lost_leader() {
+        let cases = [
+            (Method::GET, "/api/v1/hostPools/p/userSessions?user=a", true),
+            (Method::PUT, "/api/v1/hostPools/p", true),
+            (Method::PATCH, "/api/v1/hostPools/p/sessionHosts/h1", true),
+            (Method::POST, "/api/v1/hostPools/p/connect", true),
+            (Method::POST, "/api/v1/hostPools/p/connect?x=1", true),
+            (Method::DELETE, "/api/v1/hostPools/p/userSessions/s1", false),
+            (Method::POST, "/api/v1/hostPools/p/registrationToken", false),
+            (Method::POST, "/api/v1/register", false),
+            (
+                Method::POST,
+                "/api/v1/hostPools/connect-pool/sessionHosts/h1/heartbeat",
+                false,
+            ),
+        ];
+        for (method, path, want) in cases {
+            assert_eq!(repeatable(&method, path), want, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_headers_are_not_forwarded() {
+        for name in ["connection", "host", "transfer-encoding", "upgrade"] {
+            assert!(is_hop_by_hop(&HeaderName::from_static(name)), "{name}");
+        }
+        for name in ["authorization", "content-type", "accept"] {
+            assert!(!is_hop_by_hop(&HeaderName::from_static(name)), "{name}");
+        }
+    }
+}
