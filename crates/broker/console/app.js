@@ -568,7 +568,12 @@ function poolView(name, params) {
     const list = hosts.value;
     const from = list.length ? skip + 1 : 0;
     const lastPage = Math.max(1, Math.ceil(p.sessionHostCount / size));
-    pg.update(`Hosts ${num(from)}–${num(skip + list.length)} of ${num(p.sessionHostCount)}`, page, lastPage, Boolean(hosts.nextLink));
+    pg.update(
+      list.length ? `Hosts ${num(from)}–${num(skip + list.length)} of ${num(p.sessionHostCount)}` : `No hosts on page ${page} (${num(p.sessionHostCount)} in all)`,
+      page,
+      lastPage,
+      Boolean(hosts.nextLink),
+    );
 
     // Heat view: one cell per host of the page; the bar is sessions
     // against the limit (or against the busiest host shown when the pool
@@ -749,8 +754,11 @@ function sessionsView(params) {
     const filtered = Boolean(user || host);
     const total = !filtered && p ? p.sessionCount : null;
     const from = list.length ? skip + 1 : 0;
+    const which = filtered ? ` (${[user && `user ${user}`, host && `host ${host}`].filter(Boolean).join(', ')})` : '';
     pg.update(
-      `Sessions ${num(from)}–${num(skip + list.length)}${total !== null ? ` of ${num(total)}` : ''}${filtered ? ` (${[user && `user ${user}`, host && `host ${host}`].filter(Boolean).join(', ')})` : ''}`,
+      list.length || page === 1
+        ? `Sessions ${num(from)}–${num(skip + list.length)}${total !== null ? ` of ${num(total)}` : ''}${which}`
+        : `No sessions on page ${page}${which}`,
       page,
       total !== null ? Math.max(1, Math.ceil(total / size)) : null,
       Boolean(r.nextLink),
