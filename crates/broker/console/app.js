@@ -609,6 +609,7 @@ function poolView(name, params) {
         if (!x.allowNewSession) flags.push('draining');
         if (x.status !== 'Available') flags.push(x.status.toLowerCase());
         if (limited && x.sessions >= p.maxSessionLimit) flags.push('full');
+        if (x.connectingSessions > 0) flags.push(`${x.connectingSessions} connecting`);
         cell.classList.toggle('drained', !x.allowNewSession);
         cell.classList.toggle('down', x.status !== 'Available');
         cell.classList.toggle('full', limited && x.sessions >= p.maxSessionLimit);
