@@ -443,12 +443,11 @@ impl Pool {
     ) -> Result<(), Error> {
         metrics.validate()?;
         let seq = self.seq_of(name)?;
-        self.watched.remove(&self.watch_key(seq));
+        let started_ms = self.started_ms;
+        let h = self.hosts.get_mut(&seq).expect("seq_of found it");
+        self.watched.remove(&watch_key(h, started_ms));
         let reported_before = self.custom_reporters > 0;
-        let (was, is) = (
-            reports_custom(&self.hosts[&seq]),
-            metrics.custom_load_index.is_some(),
-        );
+        let (was, is) = (reports_custom(h), metrics.custom_load_index.is_some());
         self.custom_reporters = self.custom_reporters + usize::from(is) - usize::from(was);
         let apply = |h: &mut Host| {
             h.last_heartbeat_ms = Some(now_ms);
@@ -458,34 +457,30 @@ impl Pool {
                 h.status = HostStatus::Available;
             }
         };
-        if self.buckets.is_none() && self.hosts[&seq].status == HostStatus::Available {
+        if self.buckets.is_none() && h.status == HostStatus::Available {
             // Without LoadIndex buckets no index depends on metrics, and a
             // host that stays Available keeps its place in every one: only
             // its load index (shown, not used) is recomputed. Every host
             // sends a heartbeat every 30 s, so this is most of the engine's
             // work between placements.
-            apply(self.hosts.get_mut(&seq).expect("seq_of found it"));
-            self.refresh_load_index(seq);
+            apply(h);
+            h.load_index = host_load_index(&self.config, self.custom_reporters > 0, h);
+            self.watched.insert(watch_key(h, started_ms));
         } else {
             self.update_host(seq, apply);
+            self.watched.insert(self.watch_key(seq));
         }
         if reported_before != (self.custom_reporters > 0) {
             // H3: the first or last custom reporter changes every other
             // host's index (25 or -1).
             self.rebuild_indexes();
         }
-        self.watched.insert(self.watch_key(seq));
         self.changes.push(Change::Host(name.to_string()));
         Ok(())
     }
 
     fn watch_key(&self, seq: u64) -> (TimestampMs, u64) {
-        let h = &self.hosts[&seq];
-        let seen = h
-            .last_heartbeat_ms
-            .unwrap_or(TimestampMs::MIN)
-            .max(self.started_ms);
-        (seen, seq)
+        watch_key(&self.hosts[&seq], self.started_ms)
     }
 
     /// Applies the passing of time: Pending sessions older than the pool's
@@ -945,30 +940,14 @@ impl Pool {
         }
     }
 
-    /// Recomputes the host's load index (H1–H3, with H7's correction: the
-    /// logons the host runs or was given since its last heartbeat, each
-    /// counted once — the larger of its connecting sessions and the logons
-    /// placed since — times the pool's `logonCost`).
+    /// Recomputes the host's load index.
     fn refresh_load_index(&mut self, seq: u64) {
-        let cfg = &self.config;
         let any_custom = self.custom_reporters > 0;
         let h = self
             .hosts
             .get_mut(&seq)
             .expect("refresh_load_index: host exists");
-        let correction = cfg
-            .logon_storm_settings
-            .logon_cost
-            .saturating_mul(h.logons_since_heartbeat.max(h.connecting_sessions))
-            .min(100) as i32;
-        h.load_index = load_index::compute_corrected(
-            &cfg.load_index_settings,
-            cfg.max_session_limit,
-            h.sessions,
-            h.metrics.as_ref(),
-            any_custom,
-            correction,
-        );
+        h.load_index = host_load_index(&self.config, any_custom, h);
     }
 
     /// H6: a host of a `LoadIndex` pool at or over its load index or
@@ -1157,6 +1136,36 @@ pub struct PoolCounters {
 enum Chosen {
     Reconnect(Placement),
     Host(u64),
+}
+
+/// Where a host stands in the watch for silence (S7): its last heartbeat,
+/// or the engine's start if that is later.
+fn watch_key(h: &Host, started_ms: TimestampMs) -> (TimestampMs, u64) {
+    let seen = h
+        .last_heartbeat_ms
+        .unwrap_or(TimestampMs::MIN)
+        .max(started_ms);
+    (seen, h.seq)
+}
+
+/// A host's load index (H1–H3), with H7's correction: the logons the host
+/// runs or was given since its last heartbeat, each counted once — the
+/// larger of its connecting sessions and the logons placed since — times
+/// the pool's `logonCost`.
+fn host_load_index(cfg: &PoolConfig, any_custom: bool, h: &Host) -> i32 {
+    let correction = cfg
+        .logon_storm_settings
+        .logon_cost
+        .saturating_mul(h.logons_since_heartbeat.max(h.connecting_sessions))
+        .min(100) as i32;
+    load_index::compute_corrected(
+        &cfg.load_index_settings,
+        cfg.max_session_limit,
+        h.sessions,
+        h.metrics.as_ref(),
+        any_custom,
+        correction,
+    )
 }
 
 fn reports_custom(h: &Host) -> bool {
