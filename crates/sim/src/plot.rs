@@ -1,13 +1,17 @@
 //! Plots of load per host over time, one panel per policy, as SVG (no font
 //! files needed, so it works on any machine the broker runs on). Up to
 //! `MAX_PLOTTED_HOSTS` hosts every host gets its own line; beyond, the
-//! panel shows the hottest host, the 90th percentile, the median and the
-//! coolest host per minute.
+//! panel shows the hottest host (red), the 90th percentile (magenta), the
+//! median (blue) and the coolest host (green) per minute. Long runs are
+//! drawn with at most 160 points a line, each the peak of its minutes.
 
 use plotters::prelude::*;
 
 use crate::SimError;
 use crate::report::Report;
+
+/// The most points one line of a panel has.
+const MAX_POINTS: usize = 160;
 
 /// Writes the report's plot to `path` (an `.svg` file).
 pub fn write_svg(report: &Report, path: &std::path::Path) -> Result<(), SimError> {
@@ -70,15 +74,32 @@ pub fn render_svg(report: &Report) -> Result<String, SimError> {
                 .light_line_style(WHITE)
                 .draw()
                 .map_err(|e| err(&e))?;
-            let hours: Vec<f32> = r.series.minute.iter().map(|&m| m as f32 / 60.0).collect();
-            let line = |v: &[f32]| -> Vec<(f32, f32)> {
+            // At most MAX_POINTS points a line: a day has 840 minutes. Each
+            // point takes the highest (the lowest, for the coolest host) value
+            // of its minutes, so no peak is lost.
+            let k = r.series.minute.len().div_ceil(MAX_POINTS).max(1);
+            let hours: Vec<f32> = r
+                .series
+                .minute
+                .chunks(k)
+                .map(|c| c[0] as f32 / 60.0)
+                .collect();
+            let line_by = |v: &[f32], low: bool| -> Vec<(f32, f32)> {
+                let pick = |c: &[f32]| {
+                    let finite = c.iter().copied().filter(|y| y.is_finite());
+                    if low {
+                        finite.reduce(f32::min)
+                    } else {
+                        finite.reduce(f32::max)
+                    }
+                };
                 hours
                     .iter()
-                    .zip(v)
-                    .filter(|(_, y)| y.is_finite())
-                    .map(|(&x, &y)| (x, y.min(y_max)))
+                    .zip(v.chunks(k))
+                    .filter_map(|(&x, c)| pick(c).map(|y| (x, y.min(y_max))))
                     .collect()
             };
+            let line = |v: &[f32]| line_by(v, false);
             if !r.host_series.is_empty() {
                 for (i, s) in r.host_series.iter().enumerate() {
                     let color = Palette99::pick(i).mix(0.5);
@@ -87,14 +108,15 @@ pub fn render_svg(report: &Report) -> Result<String, SimError> {
                         .map_err(|e| err(&e))?;
                 }
             } else {
-                for (v, color) in [
-                    (&r.series.max, RED),
-                    (&r.series.p90, MAGENTA),
-                    (&r.series.p50, BLUE),
-                    (&r.series.min, GREEN),
+                for (v, color, low) in [
+                    (&r.series.max, RED, false),
+                    (&r.series.p90, MAGENTA, false),
+                    (&r.series.p50, BLUE, false),
+                    (&r.series.min, GREEN, true),
                 ] {
+                    let points = line_by(v, low);
                     chart
-                        .draw_series(LineSeries::new(line(v), color.stroke_width(1)))
+                        .draw_series(LineSeries::new(points, color.stroke_width(1)))
                         .map_err(|e| err(&e))?;
                 }
             }
