@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod gateway_cmd;
 mod serve;
+mod sim_cmd;
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ enum Command {
     /// Load-test a running broker.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Compare placement policies on a simulated storm, day, failure or trace.
+    Sim(sim_cmd::SimArgs),
     /// Create, change, show, list and delete host pools.
     Hostpool(cli::hostpool::HostpoolArgs),
     /// Register, drain, assign, show, list and remove session hosts.
@@ -66,6 +69,7 @@ async fn main() -> ExitCode {
         Command::Agent(agent_args) => agent::run_with_args(agent_args).await.map_err(Into::into),
         Command::Gateway(gateway_args) => gateway_cmd::run(gateway_args).await,
         Command::Bench(bench_command) => bench::run(bench_command).await,
+        Command::Sim(sim_args) => tokio::task::block_in_place(|| sim_cmd::run(sim_args)),
         Command::Hostpool(hostpool_args) => cli::hostpool::run(hostpool_args).await,
         Command::Sessionhost(sessionhost_args) => cli::sessionhost::run(sessionhost_args).await,
         Command::Session(session_args) => cli::session::run(session_args).await,

@@ -63,6 +63,9 @@ pub struct LogonStormSettingsInput {
     pub load_index_threshold: Option<u32>,
     pub connecting_session_threshold: Option<u32>,
     pub min_hosts_in_queue: Option<u32>,
+    /// Rule H7: index points each logon placed since a host's last
+    /// heartbeat adds to its metric factors (0: off).
+    pub logon_cost: Option<u32>,
 }
 
 macro_rules! merge {
@@ -135,7 +138,8 @@ impl HostPoolInput {
                 [
                     load_index_threshold,
                     connecting_session_threshold,
-                    min_hosts_in_queue
+                    min_hosts_in_queue,
+                    logon_cost
                 ]
             );
         }

@@ -258,6 +258,13 @@ struct LogonStormFlags {
     /// this many qualify, 1..=10000 (default 4).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     min_hosts_in_queue: Option<u32>,
+    /// Stale-index correction (rule H7): index points each logon placed on
+    /// a host since its last heartbeat adds to its CPU, memory, disk or
+    /// custom factor, 0..=100 (default 0: off). About the CPU percent one
+    /// logon costs a host; `deskbroker sim` shows the effect. Sent as
+    /// logonStormSettings.logonCost.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    storm_logon_cost: Option<u32>,
 }
 
 impl LogonStormFlags {
@@ -268,7 +275,8 @@ impl LogonStormFlags {
                 "connectingSessionThreshold",
                 self.storm_connecting_session_threshold,
             )
-            .set("minHostsInQueue", self.min_hosts_in_queue);
+            .set("minHostsInQueue", self.min_hosts_in_queue)
+            .set("logonCost", self.storm_logon_cost);
         body
     }
 }
@@ -430,6 +438,14 @@ mod tests {
                 "loadIndexSettings": {"cpuThreshold": 90},
                 "logonStormSettings": {"loadIndexThreshold": 20, "minHostsInQueue": 4}
             })
+        );
+    }
+
+    #[test]
+    fn storm_logon_cost_is_sent_as_logon_storm_settings_logon_cost() {
+        assert_eq!(
+            update_body("update --name p1 --storm-logon-cost 8").expect("something to change"),
+            json!({"logonStormSettings": {"logonCost": 8}})
         );
     }
 

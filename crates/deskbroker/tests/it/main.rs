@@ -14,6 +14,7 @@ mod postgres;
 mod rdp;
 mod registration;
 mod replicas;
+mod sim;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

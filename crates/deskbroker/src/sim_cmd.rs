@@ -1,0 +1,184 @@
+//! `deskbroker sim`: the simulator (`crates/sim`) on the command line.
+//! Parses and checks the flags, runs every policy asked for, prints the
+//! table or JSON on stdout (the same seed prints the same bytes), writes
+//! the plot, and shows a progress bar on stderr when stderr is a terminal.
+//! The wall-clock time goes to stderr, never into the report.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use sim::{Policy, ScenarioKind, SimConfig};
+
+/// Flags of `deskbroker sim`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    /// `storm` (a morning logon storm), `day` (a working day with
+    /// disconnects, reconnects, logoffs and a maintenance drain), `failure`
+    /// (a storm during which 5 % of the hosts fail), or a CSV trace file
+    /// `time,user,event` (seconds, user, connect|disconnect|logoff).
+    #[arg(long, value_name = "storm|day|failure|TRACE.csv")]
+    pub scenario: String,
+    /// Session hosts in the pool.
+    #[arg(long, default_value_t = 100)]
+    pub hosts: u32,
+    /// Users of a built-in scenario (a trace brings its own).
+    #[arg(long, default_value_t = 5000)]
+    pub users: u32,
+    /// Seed of everything random; printed with the results.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Policies to compare, comma-separated, or `all`: breadth-first,
+    /// breadth-first-classic, depth-first, load-index, least-connections,
+    /// power-of-two, least-load-stale, citrix-horizontal,
+    /// load-index-corrected.
+    #[arg(long, default_value = "all")]
+    pub policies: String,
+    /// `table` or `json`.
+    #[arg(long, short = 'o', default_value = "table")]
+    pub output: String,
+    /// Write a plot of CPU per host over time to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Seconds between two metric samples of a host (rule H4).
+    #[arg(long, default_value_t = 30)]
+    pub sample_seconds: u32,
+    /// How long the logon storm lasts (storm and failure scenarios).
+    #[arg(long, default_value_t = 30)]
+    pub storm_minutes: u32,
+    /// Percentage of hosts with half the vCPUs and memory of the others.
+    #[arg(long, value_name = "PERCENT", default_value_t = 33)]
+    pub small_hosts: u32,
+    /// maxSessionLimit of the pools (default: twice the users per host).
+    #[arg(long)]
+    pub max_session_limit: Option<u32>,
+    /// logonStormSettings.logonCost of load-index-corrected (rule H7).
+    #[arg(long, default_value_t = sim::policy::DEFAULT_LOGON_COST)]
+    pub logon_cost: u32,
+    /// Hide the progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl SimArgs {
+    /// The run's configuration, every flag checked (no IO but reading a
+    /// trace file).
+    fn config(&self) -> anyhow::Result<SimConfig> {
+        if !matches!(self.output.as_str(), "table" | "json") {
+            anyhow::bail!("--output: {:?} is not table or json", self.output);
+        }
+        let kind = match self.scenario.as_str() {
+            "storm" => ScenarioKind::Storm,
+            "day" => ScenarioKind::Day,
+            "failure" => ScenarioKind::Failure,
+            path if path.to_ascii_lowercase().ends_with(".csv") => {
+                ScenarioKind::Trace(sim::Trace::read(std::path::Path::new(path))?)
+            }
+            other => anyhow::bail!(
+                "--scenario: {other:?} is not storm, day, failure or a .csv trace file"
+            ),
+        };
+        let users = match &kind {
+            ScenarioKind::Trace(t) => t.users.len() as u32,
+            _ => self.users,
+        };
+        let mut cfg = SimConfig::new(kind, self.hosts, users, self.seed);
+        cfg.policies = Policy::parse_list(&self.policies).map_err(anyhow::Error::msg)?;
+        cfg.sample_seconds = self.sample_seconds;
+        cfg.storm_minutes = self.storm_minutes;
+        cfg.small_hosts_percent = self.small_hosts;
+        cfg.max_session_limit = self.max_session_limit;
+        cfg.logon_cost = self.logon_cost;
+        cfg.keep_host_series = self.plot.is_some() && self.hosts <= sim::MAX_PLOTTED_HOSTS;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    let cfg = args.config()?;
+    if let Some(p) = &args.plot {
+        // Refuse a wrong extension before a long run, not after.
+        if !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
+            anyhow::bail!(
+                "--plot: {}: only SVG plots are written; name the file *.svg",
+                p.display()
+            );
+        }
+    }
+    let progress = sim::Progress::default();
+    let started = Instant::now();
+    let show = !args.quiet && std::io::stderr().is_terminal();
+    let report = std::thread::scope(|s| {
+        let worker = s.spawn(|| sim::run(&cfg, &progress));
+        let bar = if show {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} simulating {msg} events, {elapsed}",
+                )
+                .expect("valid template"),
+            );
+            bar
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        while !worker.is_finished() {
+            bar.set_message(progress.events.load(Ordering::Relaxed).to_string());
+            bar.tick();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bar.finish_and_clear();
+        worker.join().expect("the simulator does not panic")
+    })?;
+    let elapsed = started.elapsed();
+    match args.output.as_str() {
+        "json" => print!("{}", report.json()),
+        _ => print!("{}", report.table()),
+    }
+    if let Some(p) = &args.plot {
+        sim::plot::write_svg(&report, p).with_context(|| "writing the plot")?;
+    }
+    eprintln!(
+        "simulated {} s of {} policies in {:.1} s (seed {})",
+        report.simulated_seconds,
+        report.results.len(),
+        elapsed.as_secs_f64(),
+        report.seed
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The simulator derives BreadthFirst's random values as the broker
+    /// does, so its placements are the broker's.
+    #[test]
+    fn placement_random_is_the_brokers() {
+        let mut pool = placement::Pool::new(
+            placement::PoolConfig::new(
+                "p",
+                placement::HostPoolType::Pooled,
+                placement::LoadBalancerType::BreadthFirst,
+            ),
+            12345,
+            0,
+        );
+        pool.upsert_host(placement::HostSpec::new("h1", "10.0.0.1:3389"), 0)
+            .unwrap();
+        for i in 0..5 {
+            assert_eq!(
+                sim::policy::placement_random(&pool),
+                broker::state::placement_random(&pool),
+                "draw {i}"
+            );
+            let req = placement::ConnectRequest {
+                user: &format!("u{i}"),
+                ..Default::default()
+            };
+            pool.connect(&req, 0, 0, &format!("s{i}")).unwrap();
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The simulator and its improvement through the real binary:
+//! `logonStormSettings.logonCost` (rule H7) is accepted by the API, shown
+//! by GET, kept across a restart and set by the CLI; `deskbroker sim`
+//! prints the same bytes for the same seed and refuses bad input with one
+//! line and a non-zero exit.
+
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::{App, exe};
+
+#[tokio::test]
+async fn logon_cost_is_selectable_shown_persisted_and_corrects_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let app = App::spawn_on(&data);
+    let (ok, out, err) = app.cli(&[
+        "hostpool",
+        "create",
+        "--name",
+        "li",
+        "--host-pool-type",
+        "Pooled",
+        "--load-balancer-type",
+        "LoadIndex",
+        "--cpu-threshold",
+        "100",
+        "--storm-logon-cost",
+        "8",
+        "--output",
+        "json",
+    ]);
+    assert!(ok, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["logonStormSettings"]["logonCost"], 8, "{v}");
+    // A host that reported 20 % CPU: each logon placed since adds 8 (H7).
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/li/sessionHosts/h1",
+        Some(json!({"address": "10.0.0.1:3389"})),
+        201,
+    )
+    .await;
+    let h = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/li/sessionHosts/h1/heartbeat",
+            Some(json!({"cpuPercent": 20.0})),
+            200,
+        )
+        .await;
+    assert_eq!(h["loadIndex"], 20, "{h}");
+    for i in 0..2 {
+        app.ok(
+            "POST",
+            "/api/v1/hostPools/li/connect",
+            Some(json!({"user": format!("u{i}")})),
+            200,
+        )
+        .await;
+    }
+    let h = app
+        .ok("GET", "/api/v1/hostPools/li/sessionHosts/h1", None, 200)
+        .await;
+    assert_eq!(h["loadIndex"], 36, "max(sessions 2, 20 + 2 * 8): {h}");
+    // PATCH through the CLI, out of range through the API.
+    let (ok, out, err) = app.cli(&[
+        "hostpool",
+        "update",
+        "--name",
+        "li",
+        "--storm-logon-cost",
+        "5",
+    ]);
+    assert!(ok, "{out}{err}");
+    let (status, v) = app
+        .call(
+            "PATCH",
+            "/api/v1/hostPools/li",
+            Some(json!({"logonStormSettings": {"logonCost": 101}})),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("logonStormSettings.logonCost"),
+        "{v}"
+    );
+    // Kept across a restart.
+    app.kill9();
+    let app = App::spawn_on(&data);
+    let v = app.ok("GET", "/api/v1/hostPools/li", None, 200).await;
+    assert_eq!(v["logonStormSettings"]["logonCost"], 5, "{v}");
+    // A pool created without it has it off.
+    let v = app
+        .ok(
+            "PUT",
+            "/api/v1/hostPools/plain",
+            Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "LoadIndex"})),
+            201,
+        )
+        .await;
+    assert_eq!(v["logonStormSettings"]["logonCost"], 0, "{v}");
+}
+
+fn sim(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(exe())
+        .arg("sim")
+        .args(args)
+        .output()
+        .expect("run deskbroker sim");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn sim_prints_the_same_bytes_for_the_same_seed_and_draws_a_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("storm.svg");
+    let args = [
+        "--scenario",
+        "failure",
+        "--hosts",
+        "12",
+        "--users",
+        "300",
+        "--seed",
+        "42",
+        "--storm-minutes",
+        "5",
+        "--output",
+        "json",
+    ];
+    let (ok, first, err) = sim(&args);
+    assert!(ok, "{err}");
+    let (ok, second, _) = sim(&[&args[..], &["--plot", plot.to_str().unwrap()]].concat());
+    assert!(ok);
+    assert_eq!(first, second, "same seed, same bytes");
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(v["seed"], 42);
+    assert_eq!(v["results"].as_array().unwrap().len(), 9, "every policy");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("load-index-corrected"));
+    let (ok, table, _) = sim(&[
+        "--scenario",
+        "storm",
+        "--hosts",
+        "4",
+        "--users",
+        "40",
+        "--seed",
+        "7",
+    ]);
+    assert!(ok);
+    assert!(
+        table.contains("seed 7") && table.contains("PeakCpu%"),
+        "{table}"
+    );
+}
+
+#[test]
+fn sim_refuses_bad_input_with_one_line_and_a_failure_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("bad.csv");
+    std::fs::write(&trace, "time,user,event\n0,alice,connect\n5,bob,dance\n").unwrap();
+    let trace = trace.to_str().unwrap();
+    for (args, want) in [
+        (
+            vec!["--scenario", "storm", "--policies", "fastest"],
+            "unknown policy",
+        ),
+        (vec!["--scenario", "tuesday"], "--scenario"),
+        (vec!["--scenario", "storm", "--hosts", "0"], "--hosts"),
+        (vec!["--scenario", "storm", "--output", "xml"], "--output"),
+        (vec!["--scenario", trace], "line 3"),
+        (vec!["--scenario", "/nonexistent/t.csv"], "t.csv"),
+        (vec!["--scenario", "storm", "--plot", "x.png"], "SVG"),
+        (
+            vec!["--scenario", "storm", "--logon-cost", "101"],
+            "--logon-cost",
+        ),
+    ] {
+        let (ok, out, err) = sim(&args);
+        assert!(!ok, "{args:?} must fail: {out}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn sim_replays_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("monday.csv");
+    std::fs::write(
+        &trace,
+        "time,user,event\n0,alice@contoso.com,connect\n1.5,bob@contoso.com,connect\n\
+         600,alice@contoso.com,disconnect\n900,ALICE@contoso.com,connect\n1200,bob@contoso.com,logoff\n",
+    )
+    .unwrap();
+    let (ok, out, err) = sim(&[
+        "--scenario",
+        trace.to_str().unwrap(),
+        "--hosts",
+        "2",
+        "--policies",
+        "breadth-first,load-index-corrected",
+        "--output",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["users"], 2);
+    for r in v["results"].as_array().unwrap() {
+        let a = &r["accounting"];
+        assert_eq!(a["placed"], 2, "{r}");
+        assert_eq!(a["reconnects"], 1, "{r}");
+        assert_eq!(a["loggedOff"], 1, "{r}");
+        assert_eq!(a["liveAtEnd"], 1, "{r}");
+    }
+}
