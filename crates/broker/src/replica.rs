@@ -101,6 +101,17 @@ struct Leading {
     ticker: tokio::task::AbortHandle,
 }
 
+impl Leading {
+    /// Answers `req` with this replica's own engine.
+    async fn handle(&self, req: Request) -> Response {
+        self.router
+            .clone()
+            .oneshot(req)
+            .await
+            .unwrap_or_else(|e| match e {})
+    }
+}
+
 impl Drop for Leading {
     fn drop(&mut self) {
         self.ticker.abort();
@@ -421,12 +432,7 @@ fn no_leader(why: &str) -> Response {
 async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
     let role = r.role.borrow().clone();
     if let Role::Leader(l) = role {
-        return l
-            .router
-            .clone()
-            .oneshot(req)
-            .await
-            .unwrap_or_else(|e| match e {});
+        return l.handle(req).await;
     }
     let forwarded_to_us = req.headers().contains_key(FORWARDED_HEADER);
     let (parts, body) = req.into_parts();
@@ -459,12 +465,7 @@ async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
                     .body(Body::from(body.clone()))
                     .unwrap_or_default();
                 *again.headers_mut() = parts.headers.clone();
-                return l
-                    .router
-                    .clone()
-                    .oneshot(again)
-                    .await
-                    .unwrap_or_else(|e| match e {});
+                return l.handle(again).await;
             }
             Role::Follower(_) | Role::Electing if forwarded_to_us => {
                 // The sender thinks we lead; we do not: it must look again.
@@ -528,12 +529,7 @@ async fn healthz(State(r): State<Arc<Replica>>) -> Response {
 async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Response {
     let role = r.role.borrow().clone();
     if let Role::Leader(l) = role {
-        return l
-            .router
-            .clone()
-            .oneshot(req)
-            .await
-            .unwrap_or_else(|e| match e {});
+        return l.handle(req).await;
     }
     let token = req
         .headers()

@@ -34,15 +34,36 @@ async fn leader_index(apps: &[&App]) -> usize {
     for _ in 0..100 {
         for (i, app) in apps.iter().enumerate() {
             let r = app.http.get(format!("{}/healthz", app.url)).send().await;
-            if let Ok(r) = r {
-                if r.text().await.unwrap_or_default().starts_with("ok leader") {
-                    return i;
-                }
+            if let Ok(r) = r
+                && r.text().await.unwrap_or_default().starts_with("ok leader")
+            {
+                return i;
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("no replica leads");
+}
+
+/// Connects `user` to pool `p` through `app`, expecting 200.
+async fn connect(app: &App, user: &str) -> Value {
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/p/connect",
+        Some(json!({"user": user})),
+        200,
+    )
+    .await
+}
+
+/// Every `(user, host)` reconnects, through the replicas in turn, to the
+/// same host (rule S1 across replicas).
+async fn all_reconnect(apps: &[&App], placed: &[(String, String)]) {
+    for (i, (user, host)) in placed.iter().enumerate() {
+        let v = connect(apps[i % apps.len()], user).await;
+        assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()), "{user}");
+        assert_eq!(v["reconnect"], true, "{user}");
+    }
 }
 
 async fn db_client(db: &ScratchDatabase) -> tokio_postgres::Client {
@@ -361,24 +382,12 @@ async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
     // Users who were served by the killed replica reconnect through the
     // others, to the same host.
     let survivors: Vec<&App> = apps.iter().flatten().collect();
-    for (i, (user, host)) in acked_all
+    let theirs: Vec<(String, String)> = acked_all
         .iter()
         .filter(|(r, _)| *r == leader)
-        .flat_map(|(_, a)| a)
-        .take(50)
-        .enumerate()
-    {
-        let v = survivors[i % 2]
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({"user": user})),
-                200,
-            )
-            .await;
-        assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()));
-        assert_eq!(v["reconnect"], true);
-    }
+        .flat_map(|(_, a)| a.iter().take(5).cloned())
+        .collect();
+    all_reconnect(&survivors, &theirs).await;
 }
 
 /// A TCP relay to PostgreSQL that the test can cut: cutting closes every
@@ -467,14 +476,7 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
     pool_with_hosts(&apps[0], "p", "DepthFirst", 10, 5).await;
     let mut placed = Vec::new();
     for i in 0..20 {
-        let v = apps[i % 2]
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({"user": format!("u{i}")})),
-                200,
-            )
-            .await;
+        let v = connect(&apps[i % 2], &format!("u{i}")).await;
         placed.push((
             format!("u{i}"),
             v["sessionHost"].as_str().unwrap().to_string(),
@@ -511,18 +513,8 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
         );
     }
     // Users with a session reconnect through either replica, to their host.
-    for (i, (user, host)) in placed.iter().enumerate() {
-        let v = apps[i % 2]
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({"user": user})),
-                200,
-            )
-            .await;
-        assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()), "{user}");
-        assert_eq!(v["reconnect"], true);
-    }
+    let both: Vec<&App> = apps.iter().collect();
+    all_reconnect(&both, &placed).await;
 
     outage.restore();
     let restored = Instant::now();
@@ -546,17 +538,7 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
         "recovered {:?} after the database came back",
         restored.elapsed()
     );
-    for (i, (user, host)) in placed.iter().enumerate() {
-        let v = apps[i % 2]
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({"user": user})),
-                200,
-            )
-            .await;
-        assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()), "{user}");
-    }
+    all_reconnect(&both, &placed).await;
     let client = db_client(&db).await;
     let sessions = check_invariants(&client, "p", 10).await;
     assert!(sessions >= 22, "{sessions}");
