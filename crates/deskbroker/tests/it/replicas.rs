@@ -543,3 +543,122 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
     let sessions = check_invariants(&client, "p", 10).await;
     assert!(sessions >= 22, "{sessions}");
 }
+
+/// The RDP front door of a follower places through the leader, and keeps
+/// doing so after the leader is killed (it then places through itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let db = scratch("replica_rdp").await;
+    let dir = tempfile::tempdir().unwrap();
+    let leader =
+        spawn_with(&dir.path().join("r0"), &["--database-url", db.url()]).expect("first replica");
+    leader_index(&[&leader]).await;
+    let (follower, lines) = App::spawn_with(
+        &dir.path().join("r1"),
+        "127.0.0.1:0",
+        &[
+            "--database-url",
+            db.url(),
+            "--rdp-listen",
+            "127.0.0.1:0",
+            "--rdp-default-pool",
+            "farm",
+        ],
+    );
+    let front_door = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("rdp front door listening on "))
+        .expect("the front door's address")
+        .trim()
+        .to_string();
+    let host = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    follower
+        .ok(
+            "PUT",
+            "/api/v1/hostPools/farm",
+            Some(
+                json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+                        "maxSessionLimit": 5}),
+            ),
+            201,
+        )
+        .await;
+    follower
+        .ok(
+            "PUT",
+            "/api/v1/hostPools/farm/sessionHosts/h1",
+            Some(json!({"address": host.local_addr().unwrap().to_string()})),
+            201,
+        )
+        .await;
+    let pdu = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../gateway/tests/fixtures/xfreerdp-2.11.7-user.bin"
+    ))
+    .unwrap();
+    let session_of_alice = |app: &App| {
+        let app_url = app.url.clone();
+        let http = app.http.clone();
+        async move {
+            let v: Value = http
+                .get(format!(
+                    "{app_url}/api/v1/hostPools/farm/userSessions?user=alice"
+                ))
+                .bearer_auth(crate::TOKEN)
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            let s = &v["value"][0];
+            Some((
+                s["id"].as_str()?.to_string(),
+                s["sessionState"].as_str()?.to_string(),
+            ))
+        }
+    };
+
+    // Through the follower's front door: placed by the leader, relayed to h1.
+    let mut client = TcpStream::connect(&front_door).await.unwrap();
+    client.write_all(&pdu).await.unwrap();
+    let (mut upstream, _) = tokio::time::timeout(Duration::from_secs(10), host.accept())
+        .await
+        .expect("h1 is dialled")
+        .unwrap();
+    let mut got = vec![0; pdu.len()];
+    upstream.read_exact(&mut got).await.unwrap();
+    assert_eq!(got, pdu);
+    // The host answers: bytes flow both ways, the session is Active.
+    upstream.write_all(b"host says hi").await.unwrap();
+    let mut back = [0u8; 12];
+    client.read_exact(&mut back).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            session_of_alice(&leader)
+                .await
+                .is_some_and(|(_, state)| state == "Active")
+        })
+        .await,
+        "alice is Active, as the leader sees it"
+    );
+    let (id, _) = session_of_alice(&leader).await.expect("alice's session");
+    drop(client);
+    drop(upstream);
+
+    // The leader dies; the follower takes over and its front door sends
+    // alice back to her session on h1.
+    leader.kill9();
+    let mut client = TcpStream::connect(&front_door).await.unwrap();
+    client.write_all(&pdu).await.unwrap();
+    let (mut upstream, _) = tokio::time::timeout(Duration::from_secs(15), host.accept())
+        .await
+        .expect("h1 is dialled again")
+        .unwrap();
+    upstream.read_exact(&mut got).await.unwrap();
+    assert_eq!(got, pdu);
+    let (again, _) = session_of_alice(&follower).await.expect("alice's session");
+    assert_eq!(again, id, "the same session (S1), through the new leader");
+}
