@@ -56,6 +56,14 @@ fn describe() {
         "deskbroker_store_batch_requests",
         "Requests group-committed per store batch."
     );
+    metrics::describe_counter!(
+        "deskbroker_replica_forwarded_total",
+        "API requests this replica forwarded to the leading replica and relayed the answer of."
+    );
+    metrics::describe_counter!(
+        "deskbroker_replica_elections_won_total",
+        "Times this replica became the leader of the replicas sharing its PostgreSQL database."
+    );
 }
 
 /// The recorded metrics in Prometheus text format.
