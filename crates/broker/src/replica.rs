@@ -182,15 +182,6 @@ impl Replica {
         }
     }
 
-    /// Resolves once this replica has a role other than electing (or
-    /// after `timeout`).
-    pub async fn settled(&self, timeout: Duration) -> bool {
-        let mut rx = self.role.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|r| !matches!(r, Role::Electing)))
-            .await
-            .is_ok_and(|r| r.is_ok())
-    }
-
     /// Campaigns for the owner lock for as long as the process runs:
     /// leads when it wins, follows the winner otherwise, and campaigns
     /// again when its own store fails.
