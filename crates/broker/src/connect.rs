@@ -26,33 +26,14 @@ impl Broker {
     /// session is durable.
     pub async fn connect(&self, pool: &str, c: &Connect) -> Result<Placement, ApiError> {
         let started = Instant::now();
-        if self.writer.failure().is_some() {
-            let result = self.reconnect_from_memory(pool, c);
-            let outcome = match &result {
-                Ok(_) => "reconnect_from_memory",
-                Err(e) => e.code,
-            };
-            metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
-            return result;
-        }
-        // Time-ordered ids: new sessions append at the end of the store's index.
-        let session_id = uuid::Uuid::now_v7().to_string();
-        let result = self
-            .write(pool, |p, now| {
-                let req = ConnectRequest {
-                    user: &c.user,
-                    requires: &c.requires,
-                    session_host: c.session_host.as_deref(),
-                };
-                let engine_started = Instant::now();
-                let random = placement_random(p);
-                let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
-                metrics::histogram!("deskbroker_placement_engine_seconds")
-                    .record(engine_started.elapsed());
-                Ok(r?)
-            })
-            .await;
+        let from_memory = self.writer.failure().is_some();
+        let result = if from_memory {
+            self.reconnect_from_memory(pool, c)
+        } else {
+            self.place(pool, c).await
+        };
         let outcome = match &result {
+            Ok(_) if from_memory => "reconnect_from_memory",
             Ok(p) if p.reconnect => "reconnect",
             Ok(_) => "placed",
             Err(e) => e.code,
@@ -60,6 +41,26 @@ impl Broker {
         metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
         metrics::histogram!("deskbroker_connect_duration_seconds").record(started.elapsed());
         result
+    }
+
+    /// The engine's decision, written before it is answered.
+    async fn place(&self, pool: &str, c: &Connect) -> Result<Placement, ApiError> {
+        // Time-ordered ids: new sessions append at the end of the store's index.
+        let session_id = uuid::Uuid::now_v7().to_string();
+        self.write(pool, |p, now| {
+            let req = ConnectRequest {
+                user: &c.user,
+                requires: &c.requires,
+                session_host: c.session_host.as_deref(),
+            };
+            let engine_started = Instant::now();
+            let random = placement_random(p);
+            let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
+            metrics::histogram!("deskbroker_placement_engine_seconds")
+                .record(engine_started.elapsed());
+            Ok(r?)
+        })
+        .await
     }
 
     /// While the store is unreachable: a user whose session is known (and

@@ -15,7 +15,6 @@
 //! told of a session that a crash could take back.
 
 use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,11 +51,11 @@ pub struct WriteQueue {
     /// a restart (or, on PostgreSQL, a new election) rebuilds the engine
     /// from what is durable.
     failed: watch::Receiver<Option<String>>,
-    /// Sessions written by the batches that failed (and by everything
-    /// queued behind them), as [`session_key`]s: memory holds them, the
-    /// store may not, so they are never answered from memory. Filled before
-    /// `failed` is set.
-    unsaved: Arc<Mutex<HashSet<u64>>>,
+    /// Sessions (pool, id) written by the batch that failed and by
+    /// everything queued behind it: memory holds them, the store may not, so
+    /// they are never answered from memory. Filled before `failed` is set,
+    /// and only then.
+    unsaved: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
 /// A reserved slot in the queue, taken before the engine is touched so that
@@ -102,7 +101,7 @@ impl WriteQueue {
             .unsaved
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains(&session_key(pool, id))
+            .contains(&(pool.to_string(), id.to_string()))
     }
 
     /// Waits for a queue slot (bounded by [`RESERVE_TIMEOUT`]).
@@ -182,25 +181,15 @@ impl WriteQueue {
     }
 }
 
-/// A session's key in the `unsaved` set: a hash, so that tracking costs
-/// no allocation per write. A collision only makes a reconnect wait for the
-/// store, never answers one wrongly.
-fn session_key(pool: &str, id: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (pool, id).hash(&mut h);
-    h.finish()
-}
-
-/// The [`session_key`]s of the sessions a list of mutations writes.
-fn sessions_written<'a>(mutations: impl IntoIterator<Item = &'a Mutation>) -> Vec<u64> {
-    mutations
-        .into_iter()
-        .filter_map(|m| match m {
-            Mutation::PutSession { pool, session } => Some(session_key(pool, &session.id)),
-            Mutation::DeleteSession { pool, id } => Some(session_key(pool, id)),
-            _ => None,
-        })
-        .collect()
+/// The sessions (pool, id) a list of mutations writes.
+fn sessions_written<'a>(
+    mutations: impl IntoIterator<Item = &'a Mutation>,
+) -> impl Iterator<Item = (String, String)> {
+    mutations.into_iter().filter_map(|m| match m {
+        Mutation::PutSession { pool, session } => Some((pool.clone(), session.id.clone())),
+        Mutation::DeleteSession { pool, id } => Some((pool.clone(), id.clone())),
+        _ => None,
+    })
 }
 
 async fn run_writer(
@@ -208,7 +197,7 @@ async fn run_writer(
     mut rx: mpsc::Receiver<WriteRequest>,
     durable: watch::Sender<u64>,
     failed: watch::Sender<Option<String>>,
-    unsaved: Arc<Mutex<HashSet<u64>>>,
+    unsaved: Arc<Mutex<HashSet<(String, String)>>>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH_REQUESTS);
     loop {
@@ -216,7 +205,7 @@ async fn run_writer(
             n = rx.recv_many(&mut batch, MAX_BATCH_REQUESTS) => n,
             () = tokio::time::sleep(PING_INTERVAL) => {
                 if let Err(e) = store.ping().await {
-                    fail(e.to_string(), Vec::new(), &mut batch, &mut rx, &failed, &unsaved).await;
+                    fail(e.to_string(), &[], &mut batch, &mut rx, &failed, &unsaved).await;
                     return;
                 }
                 continue;
@@ -226,13 +215,12 @@ async fn run_writer(
             return;
         }
         let last_lsn = batch.last().map_or(0, |r: &WriteRequest| r.lsn);
-        let mutations: Vec<Mutation> = batch
+        let mutations: Arc<[Mutation]> = batch
             .iter_mut()
             .flat_map(|r| std::mem::take(&mut r.mutations))
             .collect();
-        let written = sessions_written(&mutations);
         let started = std::time::Instant::now();
-        let result = store.apply(mutations).await;
+        let result = store.apply(mutations.clone()).await;
         metrics::histogram!("deskbroker_store_commit_seconds").record(started.elapsed());
         metrics::histogram!("deskbroker_store_batch_requests").record(batch.len() as f64);
         match result {
@@ -245,7 +233,7 @@ async fn run_writer(
             Err(e) => {
                 fail(
                     e.to_string(),
-                    written,
+                    &mutations,
                     &mut batch,
                     &mut rx,
                     &failed,
@@ -264,11 +252,11 @@ async fn run_writer(
 /// is durable.
 async fn fail(
     msg: String,
-    written: Vec<u64>,
+    failed_batch: &[Mutation],
     batch: &mut Vec<WriteRequest>,
     rx: &mut mpsc::Receiver<WriteRequest>,
     failed: &watch::Sender<Option<String>>,
-    unsaved: &Mutex<HashSet<u64>>,
+    unsaved: &Mutex<HashSet<(String, String)>>,
 ) {
     tracing::error!(error = %msg, "store write failed; this broker refuses changes from now on");
     rx.close();
@@ -278,11 +266,98 @@ async fn fail(
     }
     {
         let mut unsaved = unsaved.lock().unwrap_or_else(|p| p.into_inner());
-        unsaved.extend(written);
+        unsaved.extend(sessions_written(failed_batch));
         unsaved.extend(sessions_written(refused.iter().flat_map(|r| &r.mutations)));
     }
     failed.send_replace(Some(msg.clone()));
     for r in refused {
         let _ = r.done.send(Err(msg.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use store::{Snapshot, StoreError};
+
+    use super::*;
+
+    /// A store that commits its first `ok_batches` batches and then fails
+    /// every write and ping, as a database that went away does.
+    struct GoesAway {
+        ok_batches: usize,
+        applied: AtomicUsize,
+        pings_ok: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for GoesAway {
+        async fn load(&self) -> Result<Snapshot, StoreError> {
+            Ok(Snapshot::default())
+        }
+        async fn apply(&self, _batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+            if self.applied.fetch_add(1, Ordering::SeqCst) < self.ok_batches {
+                Ok(())
+            } else {
+                Err(StoreError::Task("connection closed".into()))
+            }
+        }
+        async fn ping(&self) -> Result<(), StoreError> {
+            if self.pings_ok {
+                Ok(())
+            } else {
+                Err(StoreError::Task("no answer".into()))
+            }
+        }
+    }
+
+    fn put_session(id: &str) -> Mutation {
+        Mutation::PutSession {
+            pool: "p".into(),
+            session: store::conformance::session(id, "h1", id),
+        }
+    }
+
+    async fn write(queue: &WriteQueue, mutations: Vec<Mutation>) -> Result<(), ApiError> {
+        let slot = queue.reserve().await?;
+        let ticket = queue.send(Some(slot), mutations);
+        queue.wait(ticket).await
+    }
+
+    #[tokio::test]
+    async fn after_a_failed_write_only_what_was_committed_counts_as_saved() {
+        let queue = WriteQueue::start(Arc::new(GoesAway {
+            ok_batches: 1,
+            applied: AtomicUsize::new(0),
+            pings_ok: true,
+        }));
+        write(&queue, vec![put_session("s1")])
+            .await
+            .expect("committed");
+        assert!(queue.is_saved("p", "s1"));
+        let refused = write(&queue, vec![put_session("s2")]).await;
+        assert_eq!(refused.expect_err("refused").code, "StoreUnavailable");
+        assert!(queue.failure().is_some());
+        assert!(queue.is_saved("p", "s1"), "committed before the failure");
+        assert!(!queue.is_saved("p", "s2"), "in the failed batch");
+        let later = queue.reserve().await.err().expect("no more writes");
+        assert_eq!(later.code, "StoreUnavailable");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_writer_notices_a_lost_store_by_its_ping() {
+        let queue = WriteQueue::start(Arc::new(GoesAway {
+            ok_batches: usize::MAX,
+            applied: AtomicUsize::new(0),
+            pings_ok: false,
+        }));
+        assert!(queue.failure().is_none());
+        let noticed = tokio::time::timeout(PING_INTERVAL * 2, queue.failed()).await;
+        assert!(
+            noticed
+                .expect("within two ping intervals")
+                .contains("no answer")
+        );
     }
 }

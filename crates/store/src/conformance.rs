@@ -130,8 +130,8 @@ async fn empty_store_loads_empty(open: Opener<'_>) {
 
 async fn everything_comes_back_after_reopen(open: Opener<'_>) {
     let store = open("reopen");
-    store.apply(seed_batch("p1")).await.expect("apply");
-    store.apply(seed_batch("p0")).await.expect("apply");
+    store.apply(seed_batch("p1").into()).await.expect("apply");
+    store.apply(seed_batch("p0").into()).await.expect("apply");
     drop(store);
     let snap = open("reopen").load().await.expect("load");
     let names: Vec<_> = snap.pools.iter().map(|p| p.config.name.as_str()).collect();
@@ -160,7 +160,7 @@ async fn everything_comes_back_after_reopen(open: Opener<'_>) {
 
 async fn a_failing_batch_changes_nothing(open: Opener<'_>) {
     let store = open("atomic");
-    store.apply(seed_batch("p")).await.expect("apply");
+    store.apply(seed_batch("p").into()).await.expect("apply");
     let before = store.load().await.expect("load");
     let bad = vec![
         Mutation::PutHost {
@@ -178,7 +178,7 @@ async fn a_failing_batch_changes_nothing(open: Opener<'_>) {
         },
     ];
     assert!(
-        store.apply(bad).await.is_err(),
+        store.apply(bad.into()).await.is_err(),
         "a session on a missing host is refused"
     );
     let missing_pool = vec![Mutation::PutCounters {
@@ -186,7 +186,7 @@ async fn a_failing_batch_changes_nothing(open: Opener<'_>) {
         counters: counters(1),
     }];
     assert!(
-        store.apply(missing_pool).await.is_err(),
+        store.apply(missing_pool.into()).await.is_err(),
         "counters of a missing pool are refused"
     );
     let after = store.load().await.expect("load");
@@ -195,13 +195,16 @@ async fn a_failing_batch_changes_nothing(open: Opener<'_>) {
 
 async fn deletes_cascade(open: Opener<'_>) {
     let store = open("cascade");
-    store.apply(seed_batch("p")).await.expect("apply");
-    store.apply(seed_batch("q")).await.expect("apply");
+    store.apply(seed_batch("p").into()).await.expect("apply");
+    store.apply(seed_batch("q").into()).await.expect("apply");
     store
-        .apply(vec![Mutation::DeleteHost {
-            pool: "p".into(),
-            host: "h2".into(),
-        }])
+        .apply(
+            vec![Mutation::DeleteHost {
+                pool: "p".into(),
+                host: "h2".into(),
+            }]
+            .into(),
+        )
         .await
         .expect("delete host");
     let snap = store.load().await.expect("load");
@@ -219,13 +222,16 @@ async fn deletes_cascade(open: Opener<'_>) {
         "and its credential"
     );
     store
-        .apply(vec![
-            Mutation::PutHostCredential {
-                pool: "p".into(),
-                credential: credential("h1", "c1-new"),
-            },
-            Mutation::DeleteRegistrationTokens { pool: "p".into() },
-        ])
+        .apply(
+            vec![
+                Mutation::PutHostCredential {
+                    pool: "p".into(),
+                    credential: credential("h1", "c1-new"),
+                },
+                Mutation::DeleteRegistrationTokens { pool: "p".into() },
+            ]
+            .into(),
+        )
         .await
         .expect("replace credential, revoke tokens");
     let snap = store.load().await.expect("load");
@@ -239,7 +245,7 @@ async fn deletes_cascade(open: Opener<'_>) {
         "tokens revoked"
     );
     store
-        .apply(vec![Mutation::DeletePool { pool: "p".into() }])
+        .apply(vec![Mutation::DeletePool { pool: "p".into() }].into())
         .await
         .expect("delete pool");
     let snap = store.load().await.expect("load");
@@ -250,7 +256,7 @@ async fn deletes_cascade(open: Opener<'_>) {
 
 async fn puts_replace_and_counters_update(open: Opener<'_>) {
     let store = open("replace");
-    store.apply(seed_batch("p")).await.expect("apply");
+    store.apply(seed_batch("p").into()).await.expect("apply");
     let mut cfg = pool("p");
     cfg.max_session_limit = 3;
     let mut h = host("h1", 2);
@@ -258,24 +264,27 @@ async fn puts_replace_and_counters_update(open: Opener<'_>) {
     let mut s = session("s1", "h2", "alice@contoso.com");
     s.state = SessionState::Disconnected;
     store
-        .apply(vec![
-            Mutation::PutPool {
-                config: cfg.clone(),
-                counters: counters(3),
-            },
-            Mutation::PutCounters {
-                pool: "p".into(),
-                counters: counters(9),
-            },
-            Mutation::PutHost {
-                pool: "p".into(),
-                host: h.clone(),
-            },
-            Mutation::PutSession {
-                pool: "p".into(),
-                session: s.clone(),
-            },
-        ])
+        .apply(
+            vec![
+                Mutation::PutPool {
+                    config: cfg.clone(),
+                    counters: counters(3),
+                },
+                Mutation::PutCounters {
+                    pool: "p".into(),
+                    counters: counters(9),
+                },
+                Mutation::PutHost {
+                    pool: "p".into(),
+                    host: h.clone(),
+                },
+                Mutation::PutSession {
+                    pool: "p".into(),
+                    session: s.clone(),
+                },
+            ]
+            .into(),
+        )
         .await
         .expect("apply");
     let snap = store.load().await.expect("load");

@@ -15,6 +15,8 @@ pub mod conformance;
 pub mod postgres;
 mod sqlite;
 
+use std::sync::Arc;
+
 use placement::{Host, PoolConfig, PoolCounters, Session};
 
 pub use postgres::{Campaign, PostgresStore};
@@ -122,7 +124,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Applies `batch` in order, all or nothing. When this returns `Ok`,
     /// every mutation survives a crash of the process or the machine.
-    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError>;
+    /// Shared, so that the caller still has the batch when it fails.
+    async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError>;
 
     /// Checks that the store can still be written, cheaply; the writer
     /// calls it when idle, so that a lost database is noticed before the

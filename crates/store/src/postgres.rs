@@ -1114,7 +1114,7 @@ impl Store for PostgresStore {
             })
     }
 
-    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+    async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
         let run = async { self.conn.lock().await.apply(&batch).await };
         tokio::time::timeout(APPLY_TIMEOUT, run)
             .await

@@ -333,7 +333,7 @@ impl Store for SqliteStore {
             .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
-    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+    async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.apply_sync(&batch))
             .await

@@ -102,10 +102,13 @@ async fn one_broker_per_database() {
         "{refused}"
     );
     owner
-        .apply(vec![Mutation::PutPool {
-            config: pool("p"),
-            counters: PoolCounters::default(),
-        }])
+        .apply(
+            vec![Mutation::PutPool {
+                config: pool("p"),
+                counters: PoolCounters::default(),
+            }]
+            .into(),
+        )
         .await
         .expect("the owner writes");
     // Once the owner is gone (its connection closed), the next one starts.
@@ -265,8 +268,8 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
             };
             batch.push(m);
         }
-        let want = lite.apply(batch.clone()).await;
-        let got = pg.apply(batch.clone()).await;
+        let want = lite.apply(batch.clone().into()).await;
+        let got = pg.apply(batch.clone().into()).await;
         match (&want, &got) {
             (Ok(()), Ok(())) => accepted += 1,
             (Err(StoreError::Missing(_)), Err(StoreError::Missing(_))) => {}
