@@ -126,7 +126,7 @@ pub struct Replica {
 }
 
 impl Replica {
-    pub fn new(config: ReplicaConfig) -> Result<Arc<Replica>, String> {
+    fn new(config: ReplicaConfig) -> Result<Arc<Replica>, String> {
         crate::telemetry::init();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
@@ -166,7 +166,7 @@ impl Replica {
     }
 
     /// This replica's engine, while it leads.
-    pub fn leader_broker(&self) -> Option<Arc<Broker>> {
+    fn leader_broker(&self) -> Option<Arc<Broker>> {
         match &*self.role.borrow() {
             Role::Leader(l) => Some(l.broker.clone()),
             _ => None,
