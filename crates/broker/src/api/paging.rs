@@ -14,9 +14,10 @@ use crate::error::ApiError;
 /// its size is bounded.
 pub const MAX_PAGE_SIZE: u32 = 1000;
 
-/// `?pageSize=&initialSkip=` of a list.
+/// `?pageSize=&initialSkip=` of a list; any other parameter (a misspelt
+/// `pagesize`, say) is refused, as on every other query of the API.
 #[derive(Deserialize, Default, Debug, Clone, Copy)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PageQuery {
     pub page_size: Option<u32>,
     pub initial_skip: Option<usize>,

@@ -515,6 +515,7 @@ async fn hosts_and_sessions_page_through_the_api() {
         "pageSize=1001",
         "pageSize=x",
         "initialSkip=-1",
+        "pagesize=2",
     ] {
         let (status, v) = app
             .call(
