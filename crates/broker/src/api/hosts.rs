@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{OriginalUri, Path, State};
 use axum::http::StatusCode;
 use placement::{HostSpec, Upsert};
 
@@ -27,23 +27,13 @@ fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, Api
 pub async fn list(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<PageQuery>,
 ) -> Result<axum::Json<Page<SessionHostOutput>>, ApiError> {
     q.validate()?;
     let out = b
         .read(&pool, |p| {
-            Ok(paging::page(
-                p.hosts(),
-                q,
-                SessionHostOutput::from,
-                |skip| {
-                    format!(
-                        "/api/v1/hostPools/{}/sessionHosts?pageSize={}&initialSkip={skip}",
-                        paging::encode(&pool),
-                        q.page_size.unwrap_or(0)
-                    )
-                },
-            ))
+            Ok(paging::page(p.hosts(), q, SessionHostOutput::from, &uri))
         })
         .await?;
     Ok(axum::Json(out))

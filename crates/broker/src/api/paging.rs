@@ -5,6 +5,9 @@
 //! `pageSize` items and a `nextLink` (a path with the same query) while
 //! more remain. The web console pages a 10,000-host pool this way.
 
+use std::fmt::Write;
+
+use axum::http::Uri;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -49,13 +52,9 @@ pub struct Page<T> {
 }
 
 /// Takes one page of `items` (mapping only the items on it), and the
-/// `nextLink` built by `link(next_skip)` when more remain.
-pub fn page<I, T, U>(
-    items: I,
-    q: PageQuery,
-    map: impl Fn(T) -> U,
-    link: impl FnOnce(usize) -> String,
-) -> Page<U>
+/// `nextLink` to the rest of the list when more remain (see [`next_link`];
+/// `uri` is the request's, as the client sent it).
+pub fn page<I, T, U>(items: I, q: PageQuery, map: impl Fn(T) -> U, uri: &Uri) -> Page<U>
 where
     I: Iterator<Item = T>,
 {
@@ -69,22 +68,28 @@ where
     };
     let size = size as usize;
     let value: Vec<U> = items.by_ref().take(size).map(&map).collect();
-    let next_link = items.next().map(|_| link(skip + size));
+    let next_link = items.next().map(|_| next_link(uri, skip + size));
     Page { value, next_link }
 }
 
-/// Percent-encodes a query value (everything but RFC 3986 unreserved
-/// characters), for the filters a `nextLink` carries on.
-pub fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
+/// The request's own path and query with `initialSkip=next_skip`: every
+/// other query pair is kept raw, in its order, so a filter comes back
+/// exactly as the client encoded it (nothing is decoded and re-encoded).
+/// A pair is recognised as `initialSkip` by its raw name.
+pub fn next_link(uri: &Uri, next_skip: usize) -> String {
+    let mut link = uri.path().to_string();
+    let mut sep = '?';
+    for pair in uri.query().unwrap_or_default().split('&') {
+        let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+        if pair.is_empty() || name == "initialSkip" {
+            continue;
         }
+        link.push(sep);
+        link.push_str(pair);
+        sep = '&';
     }
-    out
+    let _ = write!(link, "{sep}initialSkip={next_skip}");
+    link
 }
 
 #[cfg(test)]
@@ -100,26 +105,55 @@ mod tests {
 
     #[test]
     fn pages_and_links() {
-        let link = |n: usize| format!("next={n}");
+        let uri = Uri::from_static("/l?pageSize=2");
+        let page = |items: std::ops::Range<i32>, q| page(items, q, |x| x, &uri);
+        let link = |n: usize| Some(format!("/l?pageSize=2&initialSkip={n}"));
         // No pageSize: everything, no link (the list as it always was).
-        let p = page(0..5, q(None, None), |x| x, link);
+        let p = page(0..5, q(None, None));
         assert_eq!((p.value, p.next_link), (vec![0, 1, 2, 3, 4], None));
         // 5 items, pages of 2: [0,1] → skip 2, [2,3] → skip 4, [4] → end.
-        let p = page(0..5, q(Some(2), None), |x| x, link);
-        assert_eq!((p.value, p.next_link), (vec![0, 1], Some("next=2".into())));
-        let p = page(0..5, q(Some(2), Some(2)), |x| x, link);
-        assert_eq!((p.value, p.next_link), (vec![2, 3], Some("next=4".into())));
-        let p = page(0..5, q(Some(2), Some(4)), |x| x, link);
+        let p = page(0..5, q(Some(2), None));
+        assert_eq!((p.value, p.next_link), (vec![0, 1], link(2)));
+        let p = page(0..5, q(Some(2), Some(2)));
+        assert_eq!((p.value, p.next_link), (vec![2, 3], link(4)));
+        let p = page(0..5, q(Some(2), Some(4)));
         assert_eq!((p.value, p.next_link), (vec![4], None));
         // Exactly one full last page: no link to an empty page.
-        let p = page(0..4, q(Some(2), Some(2)), |x| x, link);
+        let p = page(0..4, q(Some(2), Some(2)));
         assert_eq!((p.value, p.next_link), (vec![2, 3], None));
         // Past the end: empty.
-        let p = page(0..4, q(Some(2), Some(10)), |x| x, link);
+        let p = page(0..4, q(Some(2), Some(10)));
         assert_eq!((p.value, p.next_link), (Vec::<i32>::new(), None));
         // initialSkip alone skips, and answers the rest.
-        let p = page(0..4, q(None, Some(1)), |x| x, link);
+        let p = page(0..4, q(None, Some(1)));
         assert_eq!((p.value, p.next_link), (vec![1, 2, 3], None));
+    }
+
+    #[test]
+    fn next_link_keeps_the_raw_query_but_initial_skip() {
+        let link = |uri: &'static str, n| next_link(&Uri::from_static(uri), n);
+        // Filters come back byte for byte, in their order; initialSkip
+        // (wherever it was) is replaced at the end.
+        assert_eq!(
+            link(
+                "/api/v1/hostPools/p/userSessions?user=A%40b%2Bc&initialSkip=2&pageSize=2&sessionHost=h1",
+                4
+            ),
+            "/api/v1/hostPools/p/userSessions?user=A%40b%2Bc&pageSize=2&sessionHost=h1&initialSkip=4"
+        );
+        assert_eq!(link("/l?pageSize=1", 1), "/l?pageSize=1&initialSkip=1");
+        // Empty pairs are dropped; a name without a value is kept.
+        assert_eq!(
+            link("/l?&pageSize=1&&x&", 3),
+            "/l?pageSize=1&x&initialSkip=3"
+        );
+        assert_eq!(link("/l?initialSkip=9", 3), "/l?initialSkip=3");
+        assert_eq!(link("/l", 3), "/l?initialSkip=3");
+        // Only the exact name is replaced.
+        assert_eq!(
+            link("/l?initialSkipX=1&pageSize=1", 2),
+            "/l?initialSkipX=1&pageSize=1&initialSkip=2"
+        );
     }
 
     #[test]
@@ -129,12 +163,5 @@ mod tests {
         assert!(q(Some(1), None).validate().is_ok());
         assert!(q(Some(MAX_PAGE_SIZE), None).validate().is_ok());
         assert!(q(None, Some(7)).validate().is_ok());
-    }
-
-    #[test]
-    fn encodes_query_values() {
-        assert_eq!(encode("alice@contoso.com"), "alice%40contoso.com");
-        assert_eq!(encode("a b&c=d"), "a%20b%26c%3Dd");
-        assert_eq!(encode("h-1_x.y~"), "h-1_x.y~");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{OriginalUri, Path, State};
 use axum::http::StatusCode;
 
 use super::paging::{self, Page, PageQuery};
@@ -50,12 +50,10 @@ pub async fn connect(
 pub async fn list(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<SessionQuery>,
 ) -> Result<axum::Json<Page<SessionOutput>>, ApiError> {
-    let paged = PageQuery {
-        page_size: q.page_size,
-        initial_skip: q.initial_skip,
-    };
+    let paged = PageQuery::from(&q);
     paged.validate()?;
     let value = b
         .read(&pool, |p| {
@@ -70,20 +68,7 @@ pub async fn list(
                 v.into_iter(),
                 paged,
                 SessionOutput::from,
-                |skip| {
-                    let mut link = format!(
-                        "/api/v1/hostPools/{}/userSessions?pageSize={}&initialSkip={skip}",
-                        paging::encode(&pool),
-                        q.page_size.unwrap_or(0)
-                    );
-                    if let Some(u) = &q.user {
-                        link.push_str(&format!("&user={}", paging::encode(u)));
-                    }
-                    if let Some(h) = &q.session_host {
-                        link.push_str(&format!("&sessionHost={}", paging::encode(h)));
-                    }
-                    link
-                },
+                &uri,
             ))
         })
         .await?;

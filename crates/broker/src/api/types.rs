@@ -389,3 +389,15 @@ pub struct SessionQuery {
     /// Paging: skip this many sessions first.
     pub initial_skip: Option<usize>,
 }
+
+/// The paging part of the session list's query. (Not a flattened
+/// `PageQuery` field: serde cannot refuse unknown fields through
+/// `flatten`, and a flattened query string loses its numbers.)
+impl From<&SessionQuery> for super::paging::PageQuery {
+    fn from(q: &SessionQuery) -> Self {
+        super::paging::PageQuery {
+            page_size: q.page_size,
+            initial_skip: q.initial_skip,
+        }
+    }
+}

@@ -507,7 +507,7 @@ async fn hosts_and_sessions_page_through_the_api() {
         .await;
     assert_eq!(
         v["nextLink"],
-        "/api/v1/hostPools/p/userSessions?pageSize=1&initialSkip=1&sessionHost=h1"
+        "/api/v1/hostPools/p/userSessions?sessionHost=h1&pageSize=1&initialSkip=1"
     );
     // Bounds are the API's usual refusals.
     for bad in [
