@@ -63,7 +63,10 @@ pub async fn list(
                 Some(u) => p.user_sessions(u).filter(on_host).collect(),
                 None => p.sessions().filter(on_host).collect(),
             };
-            v.sort_by(|a, b| (a.create_time_ms, &a.id).cmp(&(b.create_time_ms, &b.id)));
+            // Oldest first; paged, only as far as the page needs.
+            paging::sort_for_page(&mut v, paged, |a, b| {
+                (a.create_time_ms, &a.id).cmp(&(b.create_time_ms, &b.id))
+            });
             Ok(paging::page(
                 v.into_iter(),
                 paged,
