@@ -21,6 +21,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
 
+use crate::error::ApiError;
+
 /// The policy sent with every console file: scripts, styles and requests
 /// only to this origin; no plugins, no framing, no form navigation (forms
 /// are handled by script, so a token typed in can never end up in a URL).
@@ -98,12 +100,13 @@ async fn file(Path(name): Path<String>, headers: HeaderMap) -> Response {
 
 fn serve(name: &str, request: &HeaderMap) -> Response {
     let Some(i) = ASSETS.iter().position(|a| a.name == name) else {
-        return (
+        // The contract's error shape, as for any other unknown path.
+        let missing = ApiError::new(
             StatusCode::NOT_FOUND,
-            security_headers(),
-            "no such file in the deskbroker console\n",
-        )
-            .into_response();
+            "NotFound",
+            format!("no file {name} in the deskbroker console"),
+        );
+        return (security_headers(), missing).into_response();
     };
     let asset = &ASSETS[i];
     let etag = &ETAGS[i];

@@ -432,6 +432,13 @@ async fn console_files_are_public_with_a_strict_policy_and_data_is_not() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
+    assert_eq!(
+        missing.headers()["content-security-policy"],
+        csp,
+        "a missing file has the console's headers too"
+    );
+    let v: Value = missing.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "NotFound", "{v}");
     // The data stays behind the token.
     let (status, v) = app.call_with("GET", "/api/v1/hostPools", None, None).await;
     assert_eq!(status, 401, "{v}");
