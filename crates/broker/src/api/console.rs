@@ -16,7 +16,7 @@ use std::sync::LazyLock;
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
@@ -30,121 +30,111 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
 
-/// One embedded file of `crates/broker/console/`.
-struct Asset {
-    name: &'static str,
-    content_type: &'static str,
-    body: &'static [u8],
-}
-
-/// The console's files, all of them: a name not listed here is a 404.
-const ASSETS: &[Asset] = &[
-    Asset {
-        name: "index.html",
-        content_type: "text/html; charset=utf-8",
-        body: include_bytes!("../../console/index.html"),
-    },
-    Asset {
-        name: "console.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_bytes!("../../console/console.css"),
-    },
-    Asset {
-        name: "app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../console/app.js"),
-    },
-    Asset {
-        name: "api.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../console/api.js"),
-    },
-    Asset {
-        name: "dom.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../console/dom.js"),
-    },
-    Asset {
-        name: "favicon.svg",
-        content_type: "image/svg+xml",
-        body: include_bytes!("../../console/favicon.svg"),
-    },
+/// Sent with every answer of the console, a missing file's too.
+const SECURITY_HEADERS: [(HeaderName, HeaderValue); 4] = [
+    (
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    ),
+    (
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    ),
+    (
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    ),
+    (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
 ];
 
-/// Strong validators of the assets, computed once from their bytes.
-static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    ASSETS
+/// The console's files, all of them: a name not listed here is a 404.
+const FILES: [(&str, &[u8]); 6] = [
+    ("index.html", include_bytes!("../../console/index.html")),
+    ("console.css", include_bytes!("../../console/console.css")),
+    ("app.js", include_bytes!("../../console/app.js")),
+    ("api.js", include_bytes!("../../console/api.js")),
+    ("dom.js", include_bytes!("../../console/dom.js")),
+    ("favicon.svg", include_bytes!("../../console/favicon.svg")),
+];
+
+/// One embedded file of `crates/broker/console/` with its headers.
+struct Asset {
+    name: &'static str,
+    body: &'static [u8],
+    content_type: HeaderValue,
+    /// A strong validator: the start of the file's SHA-256, quoted.
+    etag: HeaderValue,
+}
+
+/// The files with their headers, computed once.
+static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| {
+    FILES
         .iter()
-        .map(|a| {
-            let digest = Sha256::digest(a.body);
+        .map(|&(name, body)| {
+            let digest = Sha256::digest(body);
             let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-            format!("\"{hex}\"")
+            Asset {
+                name,
+                body,
+                content_type: HeaderValue::from_static(content_type(name)),
+                etag: HeaderValue::from_str(&format!("\"{hex}\"")).expect("hex is a header value"),
+            }
         })
         .collect()
 });
 
+/// The media type of a console file, from its extension.
+fn content_type(name: &str) -> &'static str {
+    match name.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        _ => "application/octet-stream",
+    }
+}
+
 /// `/` (the page) and `/console/{file}` (its modules, style and icon).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
-        .route("/", get(index))
-        .route("/console/{file}", get(file))
+        .route("/", get(serve))
+        .route("/console/{file}", get(serve))
 }
 
-async fn index(headers: HeaderMap) -> Response {
-    serve("index.html", &headers)
-}
-
-async fn file(Path(name): Path<String>, headers: HeaderMap) -> Response {
-    serve(&name, &headers)
-}
-
-fn serve(name: &str, request: &HeaderMap) -> Response {
-    let Some(i) = ASSETS.iter().position(|a| a.name == name) else {
+/// One console file: `/console/{file}`, or `index.html` for `/`.
+async fn serve(file: Option<Path<String>>, request: HeaderMap) -> Response {
+    let name = file.as_ref().map_or("index.html", |Path(f)| f.as_str());
+    let Some(asset) = ASSETS.iter().find(|a| a.name == name) else {
         // The contract's error shape, as for any other unknown path.
         let missing = ApiError::new(
             StatusCode::NOT_FOUND,
             "NotFound",
             format!("no file {name} in the deskbroker console"),
         );
-        return (security_headers(), missing).into_response();
+        return (SECURITY_HEADERS, missing).into_response();
     };
-    let asset = &ASSETS[i];
-    let etag = &ETAGS[i];
-    let mut headers = security_headers();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Ok(v) = HeaderValue::from_str(etag) {
-        headers.insert(header::ETAG, v);
-    }
+    let validators = [
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        (header::ETAG, asset.etag.clone()),
+    ];
     let fresh = request
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+        .is_some_and(|v| {
+            v.split(',')
+                .map(str::trim)
+                .any(|t| t == "*" || t.as_bytes() == asset.etag.as_bytes())
+        });
     if fresh {
-        return (StatusCode::NOT_MODIFIED, headers).into_response();
+        return (StatusCode::NOT_MODIFIED, SECURITY_HEADERS, validators).into_response();
     }
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(asset.content_type),
-    );
-    (StatusCode::OK, headers, asset.body).into_response()
-}
-
-fn security_headers() -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h
+    (
+        SECURITY_HEADERS,
+        validators,
+        [(header::CONTENT_TYPE, asset.content_type.clone())],
+        asset.body,
+    )
+        .into_response()
 }
 
 #[cfg(test)]
@@ -155,7 +145,7 @@ mod tests {
     fn every_module_the_page_imports_is_embedded() {
         // The page and its modules name each other by path; a file that is
         // referenced but not embedded would be a 404 in the browser.
-        for a in ASSETS {
+        for a in ASSETS.iter() {
             let text = String::from_utf8_lossy(a.body);
             for (i, _) in text.match_indices("/console/") {
                 let rest = &text[i + "/console/".len()..];
@@ -182,11 +172,20 @@ mod tests {
     }
 
     #[test]
-    fn etags_are_distinct_and_quoted() {
-        let tags = &*ETAGS;
-        for (i, t) in tags.iter().enumerate() {
+    fn etags_are_distinct_and_quoted_and_every_file_has_its_type() {
+        for (i, a) in ASSETS.iter().enumerate() {
+            let t = a.etag.to_str().unwrap();
             assert!(t.starts_with('"') && t.ends_with('"'), "{t}");
-            assert!(!tags[..i].contains(t), "{} shares an ETag", ASSETS[i].name);
+            assert!(
+                ASSETS[..i].iter().all(|b| b.etag != a.etag),
+                "{} shares an ETag",
+                a.name
+            );
+            assert_ne!(
+                a.content_type, "application/octet-stream",
+                "{}: no media type for its extension",
+                a.name
+            );
         }
     }
 }
