@@ -7,16 +7,17 @@
 //! `DESKBROKER_UPDATE_SCREENSHOTS=1` they are written to `docs/console/`
 //! (the ones the README shows), otherwise to a temporary directory.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-use crate::{App, TOKEN, pool_with_hosts};
+use crate::{App, TOKEN, free_port, pool_with_hosts};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -86,13 +87,6 @@ fn kill_group(pgid: u32) {
         .args(&members)
         .stderr(Stdio::null())
         .status();
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 async fn browser() -> Browser {
@@ -554,7 +548,7 @@ async fn hosts_and_sessions_page_through_the_api() {
 async fn console_in_a_real_browser() {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
+    let app = Arc::new(App::spawn(&dir));
     let (shots, _keep) = screenshot_dir();
     let b = browser().await;
     let c = &b.client;
@@ -643,17 +637,9 @@ async fn console_in_a_real_browser() {
     // A logon storm: 25 users at once. The count and its rate show it.
     let mut storm = tokio::task::JoinSet::new();
     for i in 1..=25 {
-        let http = app.http.clone();
-        let url = format!("{}/api/v1/hostPools/contosohp01/connect", app.url);
+        let app = app.clone();
         storm.spawn(async move {
-            let r = http
-                .post(url)
-                .bearer_auth(TOKEN)
-                .json(&json!({"user": format!("user{i:02}@contoso.com")}))
-                .send()
-                .await
-                .expect("connect");
-            assert_eq!(r.status(), 200);
+            connect(&app, "contosohp01", &format!("user{i:02}@contoso.com")).await;
         });
     }
     while let Some(r) = storm.join_next().await {
@@ -994,7 +980,7 @@ async fn console_shows_a_10000_host_pool() {
     /// machine.
     const RENDER_BOUND: Duration = Duration::from_secs(5);
     let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
+    let app = Arc::new(App::spawn(&dir));
     app.ok(
         "PUT",
         "/api/v1/hostPools/big",
@@ -1008,21 +994,16 @@ async fn console_shows_a_10000_host_pool() {
         if tasks.len() >= CONCURRENCY {
             tasks.join_next().await.unwrap().unwrap();
         }
-        let http = app.http.clone();
-        let url = format!(
-            "{}/api/v1/hostPools/big/sessionHosts/h{:05}",
-            app.url,
-            i + 1
-        );
+        let app = app.clone();
         tasks.spawn(async move {
-            let r = http
-                .put(url)
-                .bearer_auth(TOKEN)
-                .json(&json!({"address": format!("10.{}.{}.{}:3389", i / 65536, (i / 256) % 256, i % 256)}))
-                .send()
-                .await
-                .expect("register");
-            assert_eq!(r.status(), 201);
+            let address = format!("10.{}.{}.{}:3389", i / 65536, (i / 256) % 256, i % 256);
+            app.ok(
+                "PUT",
+                &format!("/api/v1/hostPools/big/sessionHosts/h{:05}", i + 1),
+                Some(json!({ "address": address })),
+                201,
+            )
+            .await;
         });
     }
     while let Some(r) = tasks.join_next().await {

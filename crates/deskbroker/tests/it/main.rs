@@ -195,6 +195,15 @@ pub async fn pool_with_hosts(app: &App, pool: &str, lb: &str, limit: u32, hosts:
     }
 }
 
+/// A free loopback port (released for the program that will bind it:
+/// chromedriver, xrdp).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// Polls `check` until it is true or `timeout` passes.
 pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
 where

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{App, TOKEN, eventually};
+use crate::{App, TOKEN, eventually, free_port};
 
 /// How long to wait for anything a working setup does in a second or two.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -47,14 +47,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// A free loopback port (released for the program that will bind it).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// One xrdp server, its configuration and log in a directory of its own.
