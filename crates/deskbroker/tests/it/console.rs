@@ -164,68 +164,67 @@ async fn js(c: &Client, script: &str, args: Vec<Value>) -> Value {
         .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
 }
 
+/// Finds the first element matching `arguments[0]`; answers its text, or null.
+const TEXT_OF: &str =
+    "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;";
+
 /// The text of the first element matching `css`, or None.
 async fn text(c: &Client, css: &str) -> Option<String> {
-    js(
-        c,
-        "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
-        vec![json!(css)],
-    )
-    .await
-    .as_str()
-    .map(str::to_string)
+    js(c, TEXT_OF, vec![json!(css)])
+        .await
+        .as_str()
+        .map(str::to_string)
 }
 
-/// Waits until the text of `css` satisfies `ok`; answers it, or fails with
-/// what was last seen.
-async fn wait_text(c: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+/// Runs `script` until its value satisfies `ok`; answers that value, or
+/// fails naming `what` and the last value seen.
+async fn wait_value(
+    c: &Client,
+    script: &str,
+    args: Vec<Value>,
+    what: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + PAGE_TIMEOUT;
     loop {
-        let t = text(c, css).await;
-        if let Some(t) = &t
-            && ok(t)
-        {
-            return t.clone();
+        let v = js(c, script, args.clone()).await;
+        if ok(&v) {
+            return v;
         }
         assert!(
             Instant::now() < deadline,
-            "the page did not show {what} within {PAGE_TIMEOUT:?} ({css} shows {t:?})"
+            "the page did not show {what} within {PAGE_TIMEOUT:?} (last seen: {v})"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until the text of `css` satisfies `ok`; answers it.
+async fn wait_text(c: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let what = format!("{what} in {css}");
+    let v = wait_value(c, TEXT_OF, vec![json!(css)], &what, |v| {
+        v.as_str().is_some_and(&ok)
+    })
+    .await;
+    v.as_str().unwrap_or_default().to_string()
 }
 
 /// Waits until the element's `data-NAME` attribute is set; answers it.
 async fn wait_text_attr(c: &Client, css: &str, name: &str) -> String {
-    let deadline = Instant::now() + PAGE_TIMEOUT;
-    loop {
-        let v = js(
-            c,
-            "const e = document.querySelector(arguments[0]); return e ? (e.dataset[arguments[1]] ?? null) : null;",
-            vec![json!(css), json!(name)],
-        )
-        .await;
-        if let Some(v) = v.as_str() {
-            return v.to_string();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{css} got no data-{name} within {PAGE_TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let v = wait_value(
+        c,
+        "const e = document.querySelector(arguments[0]); return e ? (e.dataset[arguments[1]] ?? null) : null;",
+        vec![json!(css), json!(name)],
+        &format!("data-{name} on {css}"),
+        Value::is_string,
+    )
+    .await;
+    v.as_str().unwrap_or_default().to_string()
 }
 
 /// Waits until `script` answers true.
 async fn wait_js(c: &Client, script: &str, what: &str) {
-    let deadline = Instant::now() + PAGE_TIMEOUT;
-    while js(c, script, vec![]).await != json!(true) {
-        assert!(
-            Instant::now() < deadline,
-            "the page did not show {what} within {PAGE_TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_value(c, script, vec![], what, |v| v.as_bool() == Some(true)).await;
 }
 
 async fn count(c: &Client, css: &str) -> u64 {
@@ -347,6 +346,18 @@ async fn connect(app: &App, pool: &str, user: &str) -> Value {
         200,
     )
     .await
+}
+
+/// The pool's algorithm and limit, as the API answers them, are these.
+async fn assert_pool_settings(app: &App, pool: &str, lb: &str, limit: u32) {
+    let p = app
+        .ok("GET", &format!("/api/v1/hostPools/{pool}"), None, 200)
+        .await;
+    assert_eq!(
+        (&p["loadBalancerType"], &p["maxSessionLimit"]),
+        (&json!(lb), &json!(limit)),
+        "{p}"
+    );
 }
 
 /// The API's own one-line refusal ("Code: message") of `body` on `path`.
@@ -601,13 +612,7 @@ async fn console_in_a_real_browser() {
         t.starts_with("Created host pool contosohp01")
     })
     .await;
-    let p = app
-        .ok("GET", "/api/v1/hostPools/contosohp01", None, 200)
-        .await;
-    assert_eq!(
-        (&p["loadBalancerType"], &p["maxSessionLimit"]),
-        (&json!("DepthFirst"), &json!(10))
-    );
+    assert_pool_settings(&app, "contosohp01", "DepthFirst", 10).await;
     // Creating it again from the form does not replace it.
     type_into(c, "#new-pool-name", "contosohp01").await;
     click(c, "#new-pool button[type=submit]").await;
@@ -780,13 +785,7 @@ async fn console_in_a_real_browser() {
         t.starts_with("Saved: BreadthFirst, limit 20")
     })
     .await;
-    let p = app
-        .ok("GET", "/api/v1/hostPools/contosohp01", None, 200)
-        .await;
-    assert_eq!(
-        (&p["loadBalancerType"], &p["maxSessionLimit"]),
-        (&json!("BreadthFirst"), &json!(20))
-    );
+    assert_pool_settings(&app, "contosohp01", "BreadthFirst", 20).await;
     wait_text(c, "#pool-summary [data-stat='lb']", "BreadthFirst", |t| {
         t == "BreadthFirst"
     })
