@@ -551,6 +551,75 @@ async fn hosts_and_sessions_page_through_the_api() {
     assert!(doc.contains("pageSize") && doc.contains("initialSkip"));
 }
 
+/// A nextLink carries the filters back exactly as the client encoded them:
+/// one user with two sessions (two desktops of a MultiplePersistent pool),
+/// named by a filter that needs encoding, paged one session at a time.
+#[tokio::test]
+async fn next_link_carries_an_encoded_filter_as_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/desks",
+        Some(
+            json!({"hostPoolType": "Personal", "loadBalancerType": "MultiplePersistent",
+                    "personalDesktopAssignmentType": "Direct"}),
+        ),
+        201,
+    )
+    .await;
+    let user = "a+b&c=d@x";
+    for (i, desk) in ["d1", "d2"].into_iter().enumerate() {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/desks/sessionHosts/{desk}"),
+            Some(json!({"address": format!("10.0.1.{i}:3389"), "assignedUser": user})),
+            201,
+        )
+        .await;
+        let placed = app
+            .ok(
+                "POST",
+                "/api/v1/hostPools/desks/connect",
+                Some(json!({"user": user, "sessionHost": desk})),
+                200,
+            )
+            .await;
+        assert_eq!(placed["sessionHost"], desk, "{placed}");
+    }
+    // The user in another case, '+', '&', '=' and '@' encoded (one in
+    // lower-case hex): the link keeps all of it byte for byte.
+    let query = "user=A%2BB%26C%3dD%40X&pageSize=1";
+    let first = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/desks/userSessions?{query}"),
+            None,
+            200,
+        )
+        .await;
+    let link = first["nextLink"].as_str().expect("a nextLink");
+    assert_eq!(
+        link,
+        format!("/api/v1/hostPools/desks/userSessions?{query}&initialSkip=1")
+    );
+    let second = app.ok("GET", link, None, 200).await;
+    assert!(second.get("nextLink").is_none(), "{second}");
+    let mut desks = Vec::new();
+    for page in [&first, &second] {
+        let v = page["value"].as_array().unwrap();
+        assert_eq!(v.len(), 1, "{page}");
+        assert_eq!(v[0]["userPrincipalName"], user, "{page}");
+        desks.push(v[0]["sessionHost"].as_str().unwrap().to_string());
+    }
+    desks.sort();
+    assert_eq!(
+        desks,
+        ["d1", "d2"],
+        "the two pages are the user's two sessions"
+    );
+}
+
 /// The whole story in the browser: sign in, create a pool, add
 /// hosts through the API, connect users and watch the counts change live,
 /// drain a host from the page and see the next connect avoid it, change the
