@@ -49,10 +49,11 @@ export const onUnauthorized = (f) => unauthorized.add(f);
 /**
  * Calls the API: `api('GET', '/hostPools')`. Answers the parsed JSON (null
  * for an empty body); throws ApiError with the API's code and message.
+ * `extraHeaders` are sent too, e.g. `{ 'If-None-Match': '*' }`.
  */
-export async function api(method, path, body, tokenOverride) {
+export async function api(method, path, body, tokenOverride, extraHeaders = {}) {
   const t = tokenOverride ?? token.get();
-  const headers = { Accept: 'application/json' };
+  const headers = { Accept: 'application/json', ...extraHeaders };
   if (t) headers.Authorization = `Bearer ${t}`;
   const init = {
     method,

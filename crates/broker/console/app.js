@@ -382,16 +382,9 @@ function createPoolForm() {
     button.disabled = true;
     try {
       if (!n) throw new ApiError(400, 'InvalidParameter', 'name: a host pool needs a name');
-      // PUT replaces an existing pool; creating must not overwrite one.
-      const exists = await api('GET', `/hostPools/${seg(n)}`).then(
-        () => true,
-        (ex) => {
-          if (ex.status === 404) return false;
-          throw ex;
-        },
-      );
-      if (exists) throw new ApiError(409, 'Conflict', `host pool ${n} already exists: change it on its own page`);
-      const p = await api('PUT', `/hostPools/${seg(n)}`, body);
+      // PUT replaces an existing pool; creating must not overwrite one, so
+      // the broker is asked to refuse (409 Conflict) if the pool exists.
+      const p = await api('PUT', `/hostPools/${seg(n)}`, body, undefined, { 'If-None-Match': '*' });
       const warn = p.warnings.length ? ` Warning: ${p.warnings.join(' ')}` : '';
       say(out, `Created host pool ${p.name} (${p.hostPoolType}, ${p.loadBalancerType}, limit ${limitText(p.maxSessionLimit)}).${warn}`, p.warnings.length ? 'warning' : 'ok');
       name.value = '';

@@ -221,11 +221,27 @@ impl Broker {
         r
     }
 
-    /// Creates a pool, or replaces the settings of an existing one.
+    /// Creates a pool, or replaces the settings of an existing one; with
+    /// `create_only`, an existing pool is a conflict instead (decided under
+    /// the lock that creates it, so two creations cannot both succeed).
     /// Answers whether it was created, and the warnings of rule P5.
-    pub async fn put_pool(&self, config: PoolConfig) -> Result<(bool, Vec<String>), ApiError> {
+    pub async fn put_pool(
+        &self,
+        config: PoolConfig,
+        create_only: bool,
+    ) -> Result<(bool, Vec<String>), ApiError> {
         let name = config.name.clone();
+        let exists = || -> ApiError {
+            placement::Error::Conflict(format!(
+                "host pool {name} already exists (If-None-Match: * only creates); change it \
+                 with PATCH, or replace it with a PUT without that header"
+            ))
+            .into()
+        };
         if self.slot(&name).is_ok() {
+            if create_only {
+                return Err(exists());
+            }
             let warnings = self.write(&name, |p, _| Ok(p.set_config(config)?)).await?;
             return Ok((false, warnings));
         }
@@ -257,6 +273,7 @@ impl Broker {
                 self.writer.wait(ticket).await?;
                 Ok((true, warnings))
             }
+            None if create_only => Err(exists()),
             None => {
                 // Created meanwhile by another request: this is a replace.
                 let warnings = self.write(&name, |p, _| Ok(p.set_config(config)?)).await?;

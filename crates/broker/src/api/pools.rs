@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use placement::{PoolConfig, validate_name};
 
 use super::types::{ForceQuery, HostPoolInput, HostPoolOutput, List};
@@ -40,22 +40,29 @@ pub async fn show(
 }
 
 /// Create (201) or replace (200): fields not given take their defaults.
+/// With `If-None-Match: *`, only create: an existing pool is a 409.
 #[utoipa::path(put, path = "/api/v1/hostPools/{pool}", tag = "hostPools", request_body = HostPoolInput,
+    params(("If-None-Match" = Option<String>, Header, description = "`*`: only create the host pool; 409 Conflict if it exists")),
     responses((status = 201, body = HostPoolOutput), (status = 200, body = HostPoolOutput),
               (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn put(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
+    headers: HeaderMap,
     Json(input): Json<HostPoolInput>,
 ) -> Result<(StatusCode, axum::Json<HostPoolOutput>), ApiError> {
     validate_name("name", &pool)?;
+    let create_only = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.trim() == "*"));
     let (Some(t), Some(lb)) = (input.host_pool_type, input.load_balancer_type) else {
         return Err(ApiError::invalid(
             "hostPoolType and loadBalancerType are required to create or replace a host pool",
         ));
     };
     let config = input.apply_to(PoolConfig::new(&pool, t, lb))?;
-    let (created, warnings) = b.put_pool(config).await?;
+    let (created, warnings) = b.put_pool(config, create_only).await?;
     let out = b
         .read(&pool, |p| Ok(HostPoolOutput::of(p, warnings)))
         .await?;

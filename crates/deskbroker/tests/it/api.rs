@@ -346,6 +346,57 @@ async fn parallel_connects_never_exceed_the_limit_nor_double_book() {
     assert_eq!(sessions["value"].as_array().unwrap().len(), 40);
 }
 
+/// `If-None-Match: *` makes a PUT create only: of eight creations at once
+/// exactly one succeeds, the others are conflicts that change nothing.
+#[tokio::test]
+async fn put_if_none_match_star_only_creates() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = Arc::new(App::spawn(&dir));
+    let mut tasks = Vec::new();
+    for limit in 1..=8 {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = app
+                .http
+                .put(format!("{}/api/v1/hostPools/p", app.url))
+                .bearer_auth(TOKEN)
+                .header("if-none-match", "*")
+                .json(
+                    &json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+                              "maxSessionLimit": limit}),
+                )
+                .send()
+                .await
+                .expect("request");
+            let status = r.status().as_u16();
+            (limit, status, r.json::<Value>().await.expect("JSON"))
+        }));
+    }
+    let mut created = Vec::new();
+    for t in tasks {
+        let (limit, status, v) = t.await.unwrap();
+        match status {
+            201 => created.push(limit),
+            409 => {
+                assert_eq!(v["error"]["code"], "Conflict", "{v}");
+                let message = v["error"]["message"].as_str().unwrap();
+                assert!(message.starts_with("host pool p already exists"), "{v}");
+            }
+            _ => panic!("PUT If-None-Match: * answered {status}: {v}"),
+        }
+    }
+    assert_eq!(created.len(), 1, "exactly one creation: {created:?}");
+    let p = app.ok("GET", "/api/v1/hostPools/p", None, 200).await;
+    assert_eq!(
+        p["maxSessionLimit"], created[0],
+        "the refused PUTs changed nothing"
+    );
+    // Without the header a PUT still replaces.
+    let body = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
+    let p = app.ok("PUT", "/api/v1/hostPools/p", Some(body), 200).await;
+    assert_eq!(p["loadBalancerType"], "BreadthFirst");
+}
+
 #[tokio::test]
 async fn pending_sessions_expire_and_confirmed_ones_stay() {
     let dir = tempfile::tempdir().unwrap();
