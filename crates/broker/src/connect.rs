@@ -7,7 +7,7 @@ use std::time::Instant;
 use placement::{ConnectRequest, Placement, SessionState};
 
 use crate::error::ApiError;
-use crate::state::{Broker, placement_random};
+use crate::state::Broker;
 
 /// A placement request, owned so it can cross an await.
 #[derive(Clone, Debug, Default)]
@@ -54,7 +54,7 @@ impl Broker {
                 session_host: c.session_host.as_deref(),
             };
             let engine_started = Instant::now();
-            let random = placement_random(p);
+            let random = p.counters().placement_random();
             let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
             metrics::histogram!("deskbroker_placement_engine_seconds")
                 .record(engine_started.elapsed());

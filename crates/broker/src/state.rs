@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use placement::{Change, Pool, PoolConfig, TimestampMs};
-use rand::SeedableRng;
 use store::{Mutation, PoolRecord, Snapshot, Store};
 
 use crate::error::ApiError;
@@ -350,18 +349,6 @@ impl Broker {
             }
         }
     }
-}
-
-/// This placement's randomness, derived from the pool's seed and its count
-/// of draws, so that after a restart the next placement draws exactly what
-/// it would have drawn (rule S5: "decides exactly as it would have").
-pub fn placement_random(pool: &Pool) -> u64 {
-    use rand::Rng;
-    let c = pool.counters();
-    rand::rngs::SmallRng::seed_from_u64(
-        c.random_seed ^ c.random_draws.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-    )
-    .next_u64()
 }
 
 /// Turns the engine's record of what changed into store mutations, read

@@ -150,35 +150,3 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     );
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    /// The simulator derives BreadthFirst's random values as the broker
-    /// does, so its placements are the broker's.
-    #[test]
-    fn placement_random_is_the_brokers() {
-        let mut pool = placement::Pool::new(
-            placement::PoolConfig::new(
-                "p",
-                placement::HostPoolType::Pooled,
-                placement::LoadBalancerType::BreadthFirst,
-            ),
-            12345,
-            0,
-        );
-        pool.upsert_host(placement::HostSpec::new("h1", "10.0.0.1:3389"), 0)
-            .unwrap();
-        for i in 0..5 {
-            assert_eq!(
-                sim::policy::placement_random(&pool),
-                broker::state::placement_random(&pool),
-                "draw {i}"
-            );
-            let req = placement::ConnectRequest {
-                user: &format!("u{i}"),
-                ..Default::default()
-            };
-            pool.connect(&req, 0, 0, &format!("s{i}")).unwrap();
-        }
-    }
-}

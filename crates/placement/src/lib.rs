@@ -1,11 +1,15 @@
 //! The placement engine of deskbroker: which session host of a pool gets a
 //! logon, by the rules of `shared/spec/behaviour.md`.
 //!
-//! **This crate performs no IO, reads no clock and owns no random number
+//! **This crate performs no IO, reads no clock and keeps no random number
 //! generator**: time and randomness come in as arguments, so every decision
 //! is a pure function of the pool's state and the request, and can be
-//! replayed (tests, the simulator, a restart). It cannot fail for reasons
-//! other than the request: every refusal is an [`Error`] that says why.
+//! replayed (tests, the simulator, a restart). The one place it draws,
+//! [`PoolCounters::placement_random`], is itself a pure function of the
+//! pool's stored seed and count of draws: callers (the broker, the
+//! simulator) use it to make each placement's random value, so theirs are
+//! the same. It cannot fail for reasons other than the request: every
+//! refusal is an [`Error`] that says why.
 //!
 //! Each pool is a [`Pool`]: settings, hosts in query order, sessions, and an
 //! order-statistic index of open hosts by session count, so a placement

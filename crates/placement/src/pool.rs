@@ -1133,6 +1133,21 @@ pub struct PoolCounters {
     pub last_served_seq: u64,
 }
 
+impl PoolCounters {
+    /// The random value of the pool's next placement (B1): a pure function
+    /// of the stored seed and count of draws, so that after a restart the
+    /// next placement draws exactly what it would have drawn (rule S5:
+    /// "decides exactly as it would have"), and the simulator draws what
+    /// the broker would. The caller passes it to [`Pool::connect`].
+    pub fn placement_random(&self) -> u64 {
+        use rand::{Rng, SeedableRng};
+        rand::rngs::SmallRng::seed_from_u64(
+            self.random_seed ^ self.random_draws.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        )
+        .next_u64()
+    }
+}
+
 enum Chosen {
     Reconnect(Placement),
     Host(u64),

@@ -8,7 +8,7 @@ use placement::{Candidates, Host, HostPoolType, LoadBalancerType, PoolConfig};
 use std::collections::BTreeSet;
 
 use rand::rngs::SmallRng;
-use rand::{Rng, RngExt, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 /// `logonStormSettings.logonCost` of [`Policy::LoadIndexCorrected`] unless
 /// `--logon-cost` says otherwise: a logon's vCPU on the model's hosts is
@@ -258,13 +258,4 @@ fn load_key(h: &Host) -> LoadKey {
         i32::MAX
     };
     (index, h.sessions, h.seq)
-}
-
-/// A placement's random value, derived from the pool's seed and its count
-/// of draws exactly as the broker derives it (`broker::state::
-/// placement_random`; a test in the binary checks they agree).
-pub fn placement_random(pool: &placement::Pool) -> u64 {
-    let c = pool.counters();
-    SmallRng::seed_from_u64(c.random_seed ^ c.random_draws.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        .next_u64()
 }

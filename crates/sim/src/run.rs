@@ -20,7 +20,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::host::{HostModel, SimHost, UserCost};
-use crate::policy::{Picker, Policy, placement_random};
+use crate::policy::{Picker, Policy};
 use crate::report::{Accounting, PolicyResult, Report, Series};
 use crate::scenario::{HostAction, Scenario, UserAction};
 use crate::{Progress, SimConfig, SimError};
@@ -744,7 +744,7 @@ impl<'a> Sim<'a> {
             ..ConnectRequest::default()
         };
         let now = self.now();
-        let random = placement_random(&self.pool);
+        let random = self.pool.counters().placement_random();
         let answer = match &mut self.picker {
             None => self.pool.connect(&req, now, random, &id),
             Some(picker) => self.pool.connect_picked(&req, now, &id, |c| picker.pick(c)),
