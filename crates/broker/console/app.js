@@ -571,13 +571,18 @@ function poolView(name, params) {
     // Heat view: one cell per host of the page; the bar is sessions
     // against the limit (or against the busiest host shown when the pool
     // has no real limit), the second bar the load index out of 100.
-    const most = Math.max(1, ...list.map((x) => x.sessions));
+    let fewest = list.length ? Infinity : 0;
+    let busiest = 0;
+    for (const x of list) {
+      fewest = Math.min(fewest, x.sessions);
+      busiest = Math.max(busiest, x.sessions);
+    }
+    const most = Math.max(1, busiest);
     const scale = limited ? Math.max(1, p.maxSessionLimit) : most;
-    const fewest = list.length ? Math.min(...list.map((x) => x.sessions)) : 0;
     setText(
       heatNote,
       list.length
-        ? `Hosts ${num(from)}–${num(skip + list.length)}: fewest ${fewest}, most ${Math.max(0, ...list.map((x) => x.sessions))} sessions (spread ${Math.max(0, ...list.map((x) => x.sessions)) - fewest}); ` +
+        ? `Hosts ${num(from)}–${num(skip + list.length)}: fewest ${fewest}, most ${busiest} sessions (spread ${busiest - fewest}); ` +
             `a full upper bar is ${limited ? `the limit, ${scale}` : `${scale}, the busiest host shown`}; the lower bar is the load index out of 100.`
         : 'No session hosts on this page. Add them through the API or the CLI (sessionhost add) or enroll agents.',
     );
@@ -725,6 +730,11 @@ function sessionsView(params) {
   v.el = h('section', { class: 'view' }, h('h1', {}, 'Sessions'), filter, pg.el, errorEl, h('div', { class: 'scroll' }, table), empty);
 
   v.refresh = async () => {
+    const sessionsOf = (name) => api('GET', `/hostPools/${seg(name)}/userSessions${query({ user, sessionHost: host, pageSize: size, initialSkip: skip })}`);
+    // With the pool known, its sessions are asked for alongside the pools
+    // (a refusal of it is reported below, once the pool list is shown).
+    const early = pool ? sessionsOf(pool) : null;
+    early?.catch(() => {});
     const pools = (await api('GET', '/hostPools')).value;
     if (v.closed) return;
     if (!pool && pools.length) pool = pools[0].name;
@@ -742,7 +752,7 @@ function sessionsView(params) {
       pg.update('', 1, null, false);
       return;
     }
-    const r = await api('GET', `/hostPools/${seg(pool)}/userSessions${query({ user, sessionHost: host, pageSize: size, initialSkip: skip })}`);
+    const r = await (early ?? sessionsOf(pool));
     if (v.closed) return;
     const list = r.value;
     const filtered = Boolean(user || host);
