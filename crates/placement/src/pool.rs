@@ -642,27 +642,11 @@ impl Pool {
         random: u64,
         session_id: &str,
     ) -> Result<Placement, Error> {
-        validate_user("user", req.user)?;
-        validate_capabilities("requires", req.requires)?;
-        if let Some(h) = req.session_host {
-            validate_name("sessionHost", h)?;
+        if let Some(p) = self.check_connect(req, now_ms, session_id)? {
+            return Ok(p);
         }
-        if session_id.is_empty() || self.sessions.contains_key(session_id) {
-            return Err(Error::Conflict(format!(
-                "session id {session_id:?} is empty or already in use"
-            )));
-        }
-        self.tick(now_ms);
         let seq = match self.config.host_pool_type {
             HostPoolType::Pooled => {
-                if req.session_host.is_some() {
-                    return Err(Error::InvalidParameter(
-                        "sessionHost: only Personal host pools let a user choose a host".into(),
-                    ));
-                }
-                if let Some(p) = self.reconnect(req.user, None)? {
-                    return Ok(p);
-                }
                 if self.config.load_balancer_type == LoadBalancerType::LoadIndex {
                     self.pick_load_index(req.requires, exclude)?
                 } else {
@@ -675,6 +659,40 @@ impl Pool {
             },
         };
         Ok(self.reserve(seq, req.user, session_id, now_ms))
+    }
+
+    /// What every connect does before a host is chosen, in this order: the
+    /// request's fields are checked, the session id must be new, time is
+    /// applied (`tick`: S4 expiry, S7 health); then, in a pooled pool, a
+    /// `sessionHost` is refused and a user with a session is sent back to
+    /// it (S1; the answer is that placement). Personal pools apply S1 in
+    /// `pick_personal`, per host.
+    fn check_connect(
+        &mut self,
+        req: &ConnectRequest,
+        now_ms: TimestampMs,
+        session_id: &str,
+    ) -> Result<Option<Placement>, Error> {
+        validate_user("user", req.user)?;
+        validate_capabilities("requires", req.requires)?;
+        if let Some(h) = req.session_host {
+            validate_name("sessionHost", h)?;
+        }
+        if session_id.is_empty() || self.sessions.contains_key(session_id) {
+            return Err(Error::Conflict(format!(
+                "session id {session_id:?} is empty or already in use"
+            )));
+        }
+        self.tick(now_ms);
+        if self.config.host_pool_type != HostPoolType::Pooled {
+            return Ok(None);
+        }
+        if req.session_host.is_some() {
+            return Err(Error::InvalidParameter(
+                "sessionHost: only Personal host pools let a user choose a host".into(),
+            ));
+        }
+        self.reconnect(req.user, None)
     }
 
     /// Rule S1 alone, changing nothing: where a connect of `user` (to
@@ -735,28 +753,47 @@ impl Pool {
     ) -> Result<u64, Error> {
         let lb = self.config.load_balancer_type;
         let randomized = self.config.breadth_first_randomized;
-        let limit = self.config.max_session_limit;
+        let view = self.eligible(requires, exclude);
+        pipeline::pick(lb, randomized, &view, random).ok_or_else(|| self.refusal(requires, exclude))
+    }
+
+    /// The hosts a new session that `requires` these capabilities may go
+    /// to, passing over `exclude` (S2, P4, H6), ranked by (sessions, query
+    /// order): the prefix of the open index below the limit when every host
+    /// fits and none refuses logons — O(log n) per access, nothing copied —
+    /// else that prefix filtered, in O(n).
+    fn eligible(&self, requires: &[String], exclude: &[String]) -> View<'_> {
+        let below_limit = self.open.rank(&(self.config.max_session_limit, 0));
         let everyone_has = exclude.is_empty()
             && requires
                 .iter()
                 .all(|c| self.capability_hosts.get(c).copied().unwrap_or(0) == self.hosts.len());
-        let picked = if everyone_has {
-            let view = OpenBelowLimit {
+        if everyone_has && !self.any_rejecting(below_limit) {
+            return View::Prefix(OpenBelowLimit {
                 open: &self.open,
-                len: self.open.rank(&(limit, 0)),
-            };
-            pipeline::pick(lb, randomized, &view, random)
-        } else {
-            let ranked: Vec<(u32, u64)> = self
-                .open
+                len: below_limit,
+            });
+        }
+        View::Filtered(
+            self.open
                 .iter()
-                .take_while(|&&(s, _)| s < limit)
-                .filter(|(_, seq)| fits(&self.hosts[seq], requires, exclude))
+                .take(below_limit)
+                .filter(|(_, seq)| {
+                    let h = &self.hosts[seq];
+                    fits(h, requires, exclude) && !self.rejects(h)
+                })
                 .copied()
-                .collect();
-            pipeline::pick(lb, randomized, ranked.as_slice(), random)
-        };
-        picked.ok_or_else(|| self.refusal(requires, exclude))
+                .collect(),
+        )
+    }
+
+    /// Whether some open host below the limit refuses logons (H6), in
+    /// O(log n): a `LoadIndex` pool's bucket 3 holds exactly the open hosts
+    /// below the limit that do not refuse.
+    fn any_rejecting(&self, below_limit: usize) -> bool {
+        self.buckets
+            .as_ref()
+            .is_some_and(|b| b.third.len() < below_limit)
     }
 
     /// Rule S3: why nothing fits, counted over every host (a refusal is
@@ -1230,6 +1267,46 @@ fn has_all(h: &Host, requires: &[String]) -> bool {
 struct OpenBelowLimit<'a> {
     open: &'a indexset::BTreeSet<(u32, u64)>,
     len: usize,
+}
+
+/// The eligible hosts of a request, ranked ([`Pool::eligible`]).
+enum View<'a> {
+    /// Every open host below the limit: a prefix of the pool's index.
+    Prefix(OpenBelowLimit<'a>),
+    /// Some hosts lack a required capability, are excluded or refuse
+    /// logons (H6): the filtered `(sessions, seq)` list.
+    Filtered(Vec<(u32, u64)>),
+}
+
+impl View<'_> {
+    /// Whether the host keyed `(sessions, seq)` is in the view, in O(log n).
+    fn contains(&self, key: (u32, u64)) -> bool {
+        match self {
+            View::Prefix(v) => v.open.contains(&key) && v.open.rank(&key) < v.len,
+            View::Filtered(v) => v.binary_search(&key).is_ok(),
+        }
+    }
+}
+
+impl Ranked for View<'_> {
+    fn len(&self) -> usize {
+        match self {
+            View::Prefix(v) => v.len(),
+            View::Filtered(v) => v.len(),
+        }
+    }
+    fn get(&self, i: usize) -> (u32, u64) {
+        match self {
+            View::Prefix(v) => v.get(i),
+            View::Filtered(v) => v[i],
+        }
+    }
+    fn count_below(&self, sessions: u32) -> usize {
+        match self {
+            View::Prefix(v) => v.count_below(sessions),
+            View::Filtered(v) => v.as_slice().count_below(sessions),
+        }
+    }
 }
 
 impl Ranked for OpenBelowLimit<'_> {

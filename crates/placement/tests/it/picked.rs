@@ -115,3 +115,39 @@ fn h6_hosts_refusing_logons_are_not_candidates() {
         "the host with one connecting session refuses"
     );
 }
+
+/// H6 by a host's own policy, in a pool whose thresholds are off: only that
+/// host refuses (the engine notices a refusing host wherever it comes from
+/// before it lets a caller pick from every open host).
+#[test]
+fn h6_a_hosts_own_policy_is_applied_and_without_refusals_every_host_is_a_candidate() {
+    let mut w = World::with_hosts(Alg::Load, &["h1", "h2", "h3"]);
+    let names_seen = |w: &mut World| {
+        let mut names = Vec::new();
+        let u = w.fresh_user();
+        connect_picked(w, &u, |c| {
+            names = c.iter().map(|h| h.spec.name.clone()).collect();
+            None
+        })
+        .unwrap_err();
+        names
+    };
+    assert_eq!(names_seen(&mut w), ["h1", "h2", "h3"], "nobody refuses");
+    let u = w.fresh_user();
+    connect_picked(&mut w, &u, |c| {
+        c.iter().find(|h| h.spec.name == "h2").map(|h| h.seq)
+    })
+    .unwrap();
+    let mut spec = w.pool.host("h2").unwrap().spec.clone();
+    spec.policy.connecting_session_threshold = Some(1);
+    w.pool.upsert_host(spec, w.now_ms).unwrap();
+    assert_eq!(
+        names_seen(&mut w),
+        ["h1", "h3"],
+        "h2 refuses at its own connecting threshold of 1"
+    );
+    let h2 = w.pool.host("h2").unwrap().seq;
+    let u = w.fresh_user();
+    let err = connect_picked(&mut w, &u, |_| Some(h2)).unwrap_err();
+    assert!(matches!(err, Error::InvalidParameter(_)), "{err:?}");
+}
