@@ -129,6 +129,13 @@ fn is_open(h: &Host) -> bool {
     h.spec.allow_new_session && h.status == HostStatus::Available
 }
 
+/// What decides a host's place in the indexes a pool without `LoadIndex`
+/// buckets keeps: `open` (`(sessions, seq)` while open) and
+/// `open_unassigned` (open and without an owner).
+fn open_key(h: &Host) -> (u32, bool, bool) {
+    (h.sessions, is_open(h), h.spec.assigned_user.is_none())
+}
+
 impl Pool {
     /// A new, empty pool. The settings must already be valid.
     pub fn new(config: PoolConfig, random_seed: u64, started_ms: TimestampMs) -> Pool {
@@ -444,32 +451,26 @@ impl Pool {
         metrics.validate()?;
         let seq = self.seq_of(name)?;
         let started_ms = self.started_ms;
-        let h = self.hosts.get_mut(&seq).expect("seq_of found it");
-        self.watched.remove(&watch_key(h, started_ms));
         let reported_before = self.custom_reporters > 0;
-        let (was, is) = (reports_custom(h), metrics.custom_load_index.is_some());
-        self.custom_reporters = self.custom_reporters + usize::from(is) - usize::from(was);
-        let apply = |h: &mut Host| {
+        let is = metrics.custom_load_index.is_some();
+        // One look-up of the host does it all. Its load index is recomputed
+        // in `update_host` with the custom reporters counted before this
+        // heartbeat: right unless the count crosses zero, and then every
+        // index is rebuilt below.
+        let (was, seen_before, seen) = self.update_host(seq, |h| {
+            let was = reports_custom(h);
+            let seen_before = watch_key(h, started_ms);
             h.last_heartbeat_ms = Some(now_ms);
             h.metrics = Some(metrics);
             h.logons_since_heartbeat = 0;
             if h.status == HostStatus::Unavailable {
                 h.status = HostStatus::Available;
             }
-        };
-        if self.buckets.is_none() && h.status == HostStatus::Available {
-            // Without LoadIndex buckets no index depends on metrics, and a
-            // host that stays Available keeps its place in every one: only
-            // its load index (shown, not used) is recomputed. Every host
-            // sends a heartbeat every 30 s, so this is most of the engine's
-            // work between placements.
-            apply(h);
-            h.load_index = host_load_index(&self.config, self.custom_reporters > 0, h);
-            self.watched.insert(watch_key(h, started_ms));
-        } else {
-            self.update_host(seq, apply);
-            self.watched.insert(self.watch_key(seq));
-        }
+            (was, seen_before, watch_key(h, started_ms))
+        });
+        self.custom_reporters = self.custom_reporters + usize::from(is) - usize::from(was);
+        self.watched.remove(&seen_before);
+        self.watched.insert(seen);
         if reported_before != (self.custom_reporters > 0) {
             // H3: the first or last custom reporter changes every other
             // host's index (25 or -1).
@@ -922,9 +923,36 @@ impl Pool {
     // ---- index bookkeeping ---------------------------------------------
 
     /// Applies `f` to a host, keeping the indexes true around it.
+    ///
+    /// The `LoadIndex` buckets are keyed by what almost any change moves
+    /// (load index, connecting sessions), so with buckets the host leaves
+    /// every index before `f` and rejoins after. Without them the only
+    /// index keys are [`open_key`]'s inputs: when `f` leaves those as they
+    /// were (a heartbeat of a host that stays Available, say), the host
+    /// keeps its place and only its load index is recomputed (shown, not
+    /// used to place). Every host sends a heartbeat every 30 s, so this is
+    /// most of the engine's work between placements.
     fn update_host<R>(&mut self, seq: u64, f: impl FnOnce(&mut Host) -> R) -> R {
-        self.unindex(seq);
-        let r = f(self.hosts.get_mut(&seq).expect("update_host: host exists"));
+        if self.buckets.is_some() {
+            self.unindex(seq);
+            let r = f(self.hosts.get_mut(&seq).expect("update_host: host exists"));
+            self.reindex(seq);
+            return r;
+        }
+        let any_custom = self.custom_reporters > 0;
+        let h = self.hosts.get_mut(&seq).expect("update_host: host exists");
+        let before = open_key(h);
+        let r = f(h);
+        if open_key(h) == before {
+            h.load_index = host_load_index(&self.config, any_custom, h);
+            return r;
+        }
+        // What `unindex` removes, by the keys the host had before `f`.
+        let (sessions, was_open, _) = before;
+        if was_open {
+            self.open.remove(&(sessions, seq));
+            self.open_unassigned.remove(&seq);
+        }
         self.reindex(seq);
         r
     }
