@@ -58,6 +58,15 @@ pub fn compute(
 /// 100. The session factor is never corrected: the broker counts sessions
 /// as it places them, so it is never stale. With `correction` 0 this is the
 /// sources' index exactly.
+///
+/// The corrected index is the host's index everywhere (deskbroker decides:
+/// H7 is ours): H5 forms its buckets and raises its threshold from it, and
+/// H6's host-side refusal compares it with the host's threshold. A host
+/// refuses by its load as it is, which it knows and its last sample does
+/// not show yet; the broker applies H6 for the host, so it refuses on its
+/// best estimate of that load. A host passed over this way takes logons
+/// again as its logons finish or its next heartbeat shows it below the
+/// threshold.
 pub fn compute_corrected(
     s: &LoadIndexSettings,
     limit: u32,

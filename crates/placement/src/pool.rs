@@ -1017,7 +1017,10 @@ impl Pool {
 
     /// H6: a host of a `LoadIndex` pool at or over its load index or
     /// connecting session threshold refuses new logons (its own policy
-    /// overrides the pool's values; 0 disables).
+    /// overrides the pool's values; 0 disables). The load index is the one
+    /// H7 corrected (`load_index::compute_corrected` says why), so with
+    /// `logonCost` a host refuses once its logons since the last heartbeat
+    /// bring it to its threshold.
     fn rejects(&self, h: &Host) -> bool {
         if self.config.load_balancer_type != LoadBalancerType::LoadIndex {
             return false;

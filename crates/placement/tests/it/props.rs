@@ -9,13 +9,17 @@
 //! - no user holds two sessions in the pooled pool;
 //! - each host's session count (and connecting count) is the number of
 //!   sessions (Pending sessions) on it;
-//! - each host's Server Load Index is the one the rules give (H1–H3).
+//! - each host's Server Load Index is the one the rules give (H1–H3, and
+//!   H7's correction).
 //!
-//! For `LoadIndex` (H1–H6) the model recomputes everything on every
+//! For `LoadIndex` (H1–H7) the model recomputes everything on every
 //! connect: every host's index from its last heartbeat's metrics (kept in
 //! hundredths, so its arithmetic is exact integers: `floor(100 * (n / 100)
-//! / t) = n / t`), the H6 refusals, the three H5 buckets with the threshold
-//! raised one step at a time, and round robin from the last host served.
+//! / t) = n / t`) plus `logonCost` times the larger of its connecting
+//! sessions and the logons placed on it since that heartbeat (H7), the H6
+//! refusals on that corrected index, the three H5 buckets with the
+//! threshold raised one step at a time, and round robin from the last host
+//! served.
 //!
 //! The model shares nothing with the engine but `pipeline::uniform_below`,
 //! the documented mapping of a random value to an index (B1), and the plain
@@ -170,6 +174,9 @@ struct MHost {
     metrics: Option<MMetrics>,
     /// H6 overrides: (loadIndexThreshold, connectingSessionThreshold).
     policy: (Option<u32>, Option<u32>),
+    /// H7: logons placed on the host since its last heartbeat (0 after a
+    /// restart: the engine derives it, never stores it).
+    logons_since_heartbeat: u32,
 }
 
 /// A host as a `LoadIndex` connect sees it.
@@ -248,17 +255,23 @@ impl Model {
         c
     }
 
-    /// H1–H3: the host's Server Load Index with `sessions` sessions.
-    fn index(&self, h: &MHost, sessions: u32) -> i32 {
+    /// H1–H3: the host's Server Load Index with `sessions` sessions, of
+    /// which `connecting` are Pending, with H7's correction: `logonCost`
+    /// points for each logon the last heartbeat cannot show (the larger of
+    /// `connecting` and the logons placed since), added to each factor
+    /// from a reported value, each capped at 100.
+    fn index(&self, h: &MHost, sessions: u32, connecting: u32) -> i32 {
         let s = &self.load_index;
+        let logons = connecting.max(h.logons_since_heartbeat);
+        let correction = (self.storm.logon_cost * logons).min(100) as i32;
+        let corrected = |f: i32| (f + correction).min(100);
         if s.use_custom_script {
             let anyone = self
                 .hosts
                 .iter()
                 .any(|h| h.metrics.as_ref().is_some_and(|m| m.custom.is_some()));
             return match h.metrics.as_ref().and_then(|m| m.custom) {
-                Some(v) if v > 100 => 100,
-                Some(v) => v as i32,
+                Some(v) => corrected(v.min(100) as i32),
                 None if anyone => 25,
                 None => -1,
             };
@@ -291,7 +304,7 @@ impl Model {
             };
             // H2: in hundredths, 100 * (n / 100) / t = n / t; left out if missing.
             if let Some(n) = get(m) {
-                factors.push((n / threshold).min(100) as i32);
+                factors.push(corrected((n / threshold).min(100) as i32));
             }
         }
         factors.into_iter().max().unwrap_or(-1)
@@ -309,7 +322,7 @@ impl Model {
             if h.drained || !self.available(h) || n >= self.limit {
                 continue;
             }
-            let index = self.index(h, n);
+            let index = self.index(h, n, connecting);
             // H6: the host's policy, else the pool's; 0 disables.
             let index_max = h.policy.0.unwrap_or(self.load_index.load_index_threshold);
             let connecting_max = h
@@ -407,6 +420,7 @@ impl Model {
             };
             let host = self.hosts[at].name.clone();
             self.last_served = self.hosts[at].seq;
+            self.hosts[at].logons_since_heartbeat += 1;
             self.sessions.push(MSession {
                 id: id.to_string(),
                 host: host.clone(),
@@ -449,6 +463,7 @@ impl Model {
             }
         };
         let host = self.hosts[chosen].name.clone();
+        self.hosts[chosen].logons_since_heartbeat += 1;
         self.sessions.push(MSession {
             id: id.to_string(),
             host: host.clone(),
@@ -531,6 +546,7 @@ impl Harness {
             last_heartbeat_ms: None,
             metrics: None,
             policy: (None, None),
+            logons_since_heartbeat: 0,
         });
     }
 
@@ -679,6 +695,7 @@ impl Harness {
                         .unwrap();
                     h.last_heartbeat_ms = Some(now);
                     h.metrics = Some(metrics.clone());
+                    h.logons_since_heartbeat = 0;
                     Ok(())
                 };
                 assert_eq!(got, want, "heartbeat {name} {metrics:?}");
@@ -729,6 +746,9 @@ impl Harness {
                     now,
                 );
                 self.model.started_ms = now;
+                for h in &mut self.model.hosts {
+                    h.logons_since_heartbeat = 0;
+                }
             }
         }
         self.pool.take_changes();
@@ -764,7 +784,7 @@ impl Harness {
             let (n, pending) = on.get(h.spec.name.as_str()).copied().unwrap_or_default();
             assert_eq!(
                 h.load_index,
-                self.model.index(m, n),
+                self.model.index(m, n, pending),
                 "load index of {} ({:?}, {n} sessions, settings {:?})",
                 m.name,
                 m.metrics,
@@ -866,6 +886,8 @@ fn load_settings() -> impl Strategy<Value = LoadSettings> {
                 Just(Standard::RdpGpu),
                 Just(Standard::RdpBlast)
             ],
+            // H7: off, or up to 20 points a logon.
+            0u32..=20,
         ),
     )
         .prop_map(
@@ -878,6 +900,7 @@ fn load_settings() -> impl Strategy<Value = LoadSettings> {
                     storm_connecting,
                     min_hosts,
                     standard,
+                    logon_cost,
                 ),
             )| LoadSettings {
                 load_index: LoadIndexSettings {
@@ -895,7 +918,7 @@ fn load_settings() -> impl Strategy<Value = LoadSettings> {
                     load_index_threshold: storm_index,
                     connecting_session_threshold: storm_connecting,
                     min_hosts_in_queue: min_hosts,
-                    logon_cost: 0,
+                    logon_cost,
                 },
                 standard,
             },
@@ -1137,7 +1160,7 @@ fn load_index_agrees_with_the_reference_model_on_thousands_of_hosts() {
                     load_index_threshold: 20,
                     connecting_session_threshold: 2,
                     min_hosts_in_queue: 8,
-                    logon_cost: 0,
+                    logon_cost: 6,
                 },
                 standard: Standard::RdpBlast,
             }));

@@ -3,7 +3,8 @@
 //! metric factors for each logon its last heartbeat cannot show in full:
 //! the larger of its connecting sessions (logons in progress) and the
 //! logons placed on it since that heartbeat. With `logonCost` 0 (the
-//! default) the index is the sources'.
+//! default) the index is the sources'. The corrected index is the one H5's
+//! buckets and H6's refusals read.
 
 use placement::{
     Error, HostPoolType, LoadBalancerType, LogonStormSettings, PoolConfig, SessionState,
@@ -207,4 +208,138 @@ fn h7_a_restarted_pool_counts_from_zero_until_the_next_heartbeat() {
     let h = restored.host("h1").unwrap();
     assert_eq!(h.logons_since_heartbeat, 0, "derived, not stored");
     assert_eq!(h.load_index, 20);
+}
+
+/// H7 with H6: a host refuses new logons by its corrected index. The host
+/// knows its load as it is, which its last sample does not show yet; the
+/// broker, which applies H6 for it, refuses on its best estimate of that
+/// load. The pool's threshold and a host's own policy alike.
+#[test]
+fn h7_h6_a_host_whose_corrected_index_reaches_its_threshold_refuses_logons() {
+    let mut w = cpu_pool(&["h1"], 10);
+    w.configure(|c| c.load_index_settings.load_index_threshold = 40);
+    w.pool.heartbeat("h1", cpu(20.0), w.now_ms).unwrap();
+    let mut ids = Vec::new();
+    for want in [30, 40] {
+        let u = w.fresh_user();
+        ids.push(w.connect(&u, 0).unwrap().session_id);
+        assert_eq!(index(&w, "h1"), want);
+    }
+    // 40 is the threshold: refused, though the last sample says 20.
+    let u = w.fresh_user();
+    match w.connect(&u, 0) {
+        Err(Error::NoSessionHostAvailable(m)) => {
+            assert!(m.contains("refuses new logons"), "{m}")
+        }
+        other => panic!("want a refusal by H6, got {other:?}"),
+    }
+    // A heartbeat while both still log on: they count as connecting.
+    w.pool.heartbeat("h1", cpu(20.0), w.now_ms).unwrap();
+    assert_eq!(index(&w, "h1"), 40, "20 + max(0, 2 connecting) * 10");
+    assert!(w.connect(&u, 0).is_err(), "still refused");
+    // Both logons done: the index is the sample's again, and the host takes
+    // logons until its corrected index reaches the threshold again.
+    for id in &ids {
+        w.set_state(id, SessionState::Active);
+    }
+    assert_eq!(index(&w, "h1"), 20);
+    w.connect(&u, 0).unwrap();
+    // Without the correction the host never refuses here.
+    let mut plain = cpu_pool(&["h1"], 0);
+    plain.configure(|c| c.load_index_settings.load_index_threshold = 40);
+    plain.pool.heartbeat("h1", cpu(20.0), plain.now_ms).unwrap();
+    for _ in 0..5 {
+        let u = plain.fresh_user();
+        plain.connect(&u, 0).unwrap();
+    }
+}
+
+/// H7 with H6 by a host's own policy: the host is passed over for the next
+/// candidate as soon as its corrected index reaches its threshold.
+#[test]
+fn h7_h6_a_host_over_its_own_threshold_by_correction_is_passed_over() {
+    let placed = |logon_cost: u32| {
+        let mut w = cpu_pool(&["h1", "h2"], logon_cost);
+        // The lowest index first (one host in the queue, H5).
+        w.configure(|c| c.logon_storm_settings.min_hosts_in_queue = 1);
+        let mut spec = w.pool.host("h1").unwrap().spec.clone();
+        spec.policy.load_index_threshold = Some(40);
+        w.pool.upsert_host(spec, w.now_ms).unwrap();
+        w.pool.heartbeat("h1", cpu(20.0), w.now_ms).unwrap();
+        w.pool.heartbeat("h2", cpu(50.0), w.now_ms).unwrap();
+        (0..3)
+            .map(|_| {
+                let u = w.fresh_user();
+                w.connect(&u, 0).unwrap().host
+            })
+            .collect::<Vec<_>>()
+    };
+    // h1: 20 → 30 → 40, at its own threshold: the third logon goes to h2.
+    assert_eq!(placed(10), ["h1", "h1", "h2"]);
+    assert_eq!(placed(0), ["h1", "h1", "h1"], "uncorrected, h1 stays at 20");
+}
+
+/// H7 with H5: the buckets are formed for every request from the corrected
+/// indexes, so a host leaves bucket 1 at the load index threshold, the
+/// threshold is raised from the corrected indexes, and a host that looked
+/// busy joins the queue once the others' logons make them look as busy.
+#[test]
+fn h7_h5_buckets_and_the_raised_threshold_follow_the_corrected_indexes() {
+    let placed = |logon_cost: u32| {
+        let mut w = cpu_pool(&["h1", "h2", "h3", "h4"], logon_cost);
+        w.configure(|c| {
+            c.logon_storm_settings = LogonStormSettings {
+                load_index_threshold: 20,
+                connecting_session_threshold: 20,
+                min_hosts_in_queue: 2,
+                logon_cost,
+            }
+        });
+        for (n, load) in ["h1", "h2", "h3", "h4"]
+            .iter()
+            .zip([10.0, 12.0, 40.0, 45.0])
+        {
+            w.pool.heartbeat(n, cpu(load), w.now_ms).unwrap();
+        }
+        (0..14)
+            .map(|_| {
+                let u = w.fresh_user();
+                w.connect(&u, 0).unwrap().host
+            })
+            .collect::<Vec<_>>()
+    };
+    // Without correction h1 (10) and h2 (12) stay the queue for ever.
+    let plain: Vec<&str> = ["h1", "h2"].repeat(7);
+    assert_eq!(placed(0), plain);
+    // With 5 points a logon h1 and h2 climb: h1 leaves bucket 1 at 20 after
+    // its third logon and the raise (the 2nd lowest corrected index, plus
+    // one) takes it back with h2. After six logons each, h1 is at 40 and h2
+    // at 42; the raise to 41 lets in h3 (40), and round robin after h2
+    // serves h3 before wrapping to h1.
+    let mut want: Vec<&str> = ["h1", "h2"].repeat(6);
+    want.extend(["h3", "h1"]);
+    assert_eq!(placed(5), want);
+}
+
+/// H7 with H5's bucket 3: when every host is at the connecting threshold,
+/// bucket 3 orders by the corrected index.
+#[test]
+fn h7_h5_bucket_3_orders_by_the_corrected_index() {
+    let placed = |logon_cost: u32| {
+        let mut w = cpu_pool(&["h1", "h2"], logon_cost);
+        w.configure(|c| c.logon_storm_settings.connecting_session_threshold = 1);
+        w.pool.heartbeat("h1", cpu(10.0), w.now_ms).unwrap();
+        w.pool.heartbeat("h2", cpu(20.0), w.now_ms).unwrap();
+        (0..4)
+            .map(|_| {
+                let u = w.fresh_user();
+                w.connect(&u, 0).unwrap().host
+            })
+            .collect::<Vec<_>>()
+    };
+    // One logon each empties buckets 1 and 2 (connecting threshold 1); then
+    // bucket 3, lowest index first: uncorrected h1 (10) keeps winning;
+    // corrected, h1 is at 10 + 15 = 25 against h2's 35, then 40 against 35.
+    assert_eq!(placed(0), ["h1", "h2", "h1", "h1"]);
+    assert_eq!(placed(15), ["h1", "h2", "h1", "h2"]);
 }
