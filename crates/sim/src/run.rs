@@ -475,30 +475,13 @@ impl<'a> Sim<'a> {
             user.session = None;
             let on = user.session_host;
             self.touch(on);
-            let user = &mut self.users[u as usize];
-            match user.state {
+            let state = self.users[u as usize].state;
+            match state {
                 State::Lost => self.acc.ended_by_failure += 1,
-                State::LoggingOn { host, .. } => {
+                State::LoggingOn { .. } | State::Active { .. } | State::Disconnected { .. } => {
                     self.acc.expired += 1;
                     self.users[u as usize].state = State::Absent;
-                    let cost = self.world.costs[u as usize];
-                    let now = self.now_ms;
-                    let h = &mut self.hosts[host as usize];
-                    h.advance(now);
-                    h.forget_logon(u);
-                    h.end_logon(&cost, &self.world.model);
-                    self.reschedule(host);
-                }
-                State::Active { host } | State::Disconnected { host } => {
-                    self.acc.expired += 1;
-                    let disconnected = matches!(user.state, State::Disconnected { .. });
-                    user.state = State::Absent;
-                    let cost = self.world.costs[u as usize];
-                    let now = self.now_ms;
-                    let h = &mut self.hosts[host as usize];
-                    h.advance(now);
-                    h.settled(&cost, disconnected, &self.world.model, -1.0);
-                    self.reschedule(host);
+                    self.release(u, state);
                 }
                 State::Absent => self.acc.expired += 1,
             }
@@ -517,8 +500,48 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Takes what a user's session costs off its host, as the user leaves
+    /// `state` (logoff, expiry, the host's failure): the logon in progress,
+    /// or the settled session.
+    fn release(&mut self, u: u32, state: State) {
+        let (host, logging_on, disconnected) = match state {
+            State::LoggingOn { host, .. } => (host, true, false),
+            State::Active { host } => (host, false, false),
+            State::Disconnected { host } => (host, false, true),
+            State::Absent | State::Lost => return,
+        };
+        let cost = self.world.costs[u as usize];
+        let model = &self.world.model;
+        let h = &mut self.hosts[host as usize];
+        h.advance(self.now_ms);
+        if logging_on {
+            h.forget_logon(u);
+            h.end_logon(&cost, model);
+        } else {
+            h.settled(&cost, disconnected, model, -1.0);
+        }
+        self.reschedule(host);
+    }
+
+    /// A settled session on `host` turns Disconnected (`disconnected`) or
+    /// Active again: its cost changes from one to the other.
+    fn resettle(&mut self, u: u32, host: u32, disconnected: bool) {
+        let cost = self.world.costs[u as usize];
+        let model = &self.world.model;
+        let h = &mut self.hosts[host as usize];
+        h.advance(self.now_ms);
+        h.settled(&cost, !disconnected, model, -1.0);
+        h.settled(&cost, disconnected, model, 1.0);
+        self.reschedule(host);
+    }
+
+    /// Schedules the host's next logon end (none on a dead host: its
+    /// logons ended with it).
     fn reschedule(&mut self, h: u32) {
         let host = &self.hosts[h as usize];
+        if host.failed {
+            return;
+        }
         if let Some(t) = host.next_logon_end_ms() {
             let v = host.version;
             let t = t.max(self.now_ms);
@@ -617,23 +640,17 @@ impl<'a> Sim<'a> {
                 self.hosts[h as usize].advance(t);
                 self.hosts[h as usize].failed = true;
                 for u in 0..self.users.len() as u32 {
-                    let cost = self.world.costs[u as usize];
-                    let model = &self.world.model;
-                    let user = &mut self.users[u as usize];
-                    let host = &mut self.hosts[h as usize];
-                    match user.state {
-                        State::LoggingOn { host: x, .. } if x == h => {
-                            host.forget_logon(u);
-                            host.end_logon(&cost, model);
-                        }
-                        State::Active { host: x } if x == h => {
-                            host.settled(&cost, false, model, -1.0)
-                        }
-                        State::Disconnected { host: x } if x == h => {
-                            host.settled(&cost, true, model, -1.0)
-                        }
-                        _ => continue,
+                    let state = self.users[u as usize].state;
+                    let on_it = matches!(
+                        state,
+                        State::LoggingOn { host, .. } | State::Active { host } | State::Disconnected { host }
+                            if host == h
+                    );
+                    if !on_it {
+                        continue;
                     }
+                    self.release(u, state);
+                    let user = &mut self.users[u as usize];
                     user.state = State::Lost;
                     if !user.retry_pending {
                         user.retry_pending = true;
@@ -664,13 +681,7 @@ impl<'a> Sim<'a> {
                         user.state = State::Disconnected { host };
                         let id = user.session.clone().expect("an Active user has a session");
                         self.set_state(&id, SessionState::Disconnected, host)?;
-                        let cost = self.world.costs[u as usize];
-                        let t = self.now_ms;
-                        let h = &mut self.hosts[host as usize];
-                        h.advance(t);
-                        h.settled(&cost, false, &self.world.model, -1.0);
-                        h.settled(&cost, true, &self.world.model, 1.0);
-                        self.reschedule(host);
+                        self.resettle(u, host, true);
                     }
                     _ => {}
                 }
@@ -688,25 +699,7 @@ impl<'a> Sim<'a> {
                 }
                 self.end_session(u, &id)?;
                 self.acc.logged_off += 1;
-                let cost = self.world.costs[u as usize];
-                let t = self.now_ms;
-                let model = &self.world.model;
-                match state {
-                    State::LoggingOn { host, .. } => {
-                        let h = &mut self.hosts[host as usize];
-                        h.advance(t);
-                        h.forget_logon(u);
-                        h.end_logon(&cost, model);
-                        self.reschedule(host);
-                    }
-                    State::Active { host } | State::Disconnected { host } => {
-                        let h = &mut self.hosts[host as usize];
-                        h.advance(t);
-                        h.settled(&cost, state != State::Active { host }, model, -1.0);
-                        self.reschedule(host);
-                    }
-                    _ => {}
-                }
+                self.release(u, state);
                 self.users[u as usize].state = State::Absent;
                 Ok(())
             }
@@ -807,12 +800,7 @@ impl<'a> Sim<'a> {
                 if let State::Disconnected { host } = state {
                     self.set_state(&p.session_id, SessionState::Active, host)?;
                     self.users[u as usize].state = State::Active { host };
-                    let cost = self.world.costs[u as usize];
-                    let hs = &mut self.hosts[host as usize];
-                    hs.advance(t);
-                    hs.settled(&cost, true, &self.world.model, -1.0);
-                    hs.settled(&cost, false, &self.world.model, 1.0);
-                    self.reschedule(host);
+                    self.resettle(u, host, false);
                 }
             }
             Ok(p) => {
