@@ -100,13 +100,7 @@ impl SimArgs {
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let cfg = args.config()?;
     if let Some(p) = &args.plot {
-        // Refuse a wrong extension before a long run, not after.
-        if !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
-            anyhow::bail!(
-                "--plot: {}: only SVG plots are written; name the file *.svg",
-                p.display()
-            );
-        }
+        sim::plot::check_path(p)?;
     }
     let progress = sim::Progress::default();
     let started = Instant::now();

@@ -5,6 +5,8 @@
 //! median (blue) and the coolest host (green) per minute. Long runs are
 //! drawn with at most 160 points a line, each the peak of its minutes.
 
+use std::path::Path;
+
 use plotters::prelude::*;
 
 use crate::SimError;
@@ -13,18 +15,24 @@ use crate::report::Report;
 /// The most points one line of a panel has.
 const MAX_POINTS: usize = 160;
 
-/// Writes the report's plot to `path` (an `.svg` file).
-pub fn write_svg(report: &Report, path: &std::path::Path) -> Result<(), SimError> {
-    let ext = path
+/// Refuses a plot file that is not `.svg` (the message names `--plot`):
+/// callers check before a long run, not after it.
+pub fn check_path(path: &Path) -> Result<(), SimError> {
+    if path
         .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    if ext.as_deref() != Some("svg") {
-        return Err(SimError::Plot(format!(
-            "{}: only SVG plots are written; name the file …​.svg",
-            path.display()
-        )));
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+    {
+        return Ok(());
     }
+    Err(SimError::Invalid(format!(
+        "--plot: {}: only SVG plots are written; name the file *.svg",
+        path.display()
+    )))
+}
+
+/// Writes the report's plot to `path` (an `.svg` file).
+pub fn write_svg(report: &Report, path: &Path) -> Result<(), SimError> {
+    check_path(path)?;
     let svg = render_svg(report)?;
     std::fs::write(path, svg).map_err(|e| SimError::Plot(format!("{}: {e}", path.display())))
 }

@@ -227,4 +227,10 @@ fn bounds_and_policy_names_are_checked() {
             .unwrap_err()
             .contains("unknown policy")
     );
+    // Plots are SVG, whatever the case of the extension.
+    assert!(sim::plot::check_path(std::path::Path::new("day.SVG")).is_ok());
+    for bad in ["day.png", "day", "svg"] {
+        let err = sim::plot::check_path(std::path::Path::new(bad)).unwrap_err();
+        assert!(err.to_string().starts_with("--plot: "), "{err}");
+    }
 }
