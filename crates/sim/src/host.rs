@@ -73,18 +73,18 @@ pub struct UserCost {
 #[derive(Debug)]
 pub struct SimHost {
     pub name: String,
-    pub vcpus: f64,
-    pub memory_gb: f64,
+    vcpus: f64,
+    memory_gb: f64,
     /// Current demand, background included.
-    pub demand_vcpus: f64,
-    pub used_memory_gb: f64,
+    demand_vcpus: f64,
+    used_memory_gb: f64,
     /// Virtual work clock: advances at the host's speed (1 when not
     /// overloaded); a logon ends when it has advanced by its work.
     virtual_s: f64,
-    /// Logons in progress, by the virtual time they end at, then user.
+    /// Logons in progress, by the virtual time they end at, then user:
+    /// an entry leaves when its logon ends (`due_logons`) or is cut short
+    /// (`forget_logon`).
     logons: BinaryHeap<Reverse<(OrdF64, u32)>>,
-    /// How many logons are in progress (the heap may hold cancelled ones).
-    pub connecting: u32,
     last_ms: i64,
     /// Integrals of CPU demand (percent·s) and memory (percent·s) since the
     /// agent's last sample, and of CPU demand since the last observation.
@@ -132,7 +132,6 @@ impl SimHost {
             used_memory_gb: bg_mem,
             virtual_s: 0.0,
             logons: BinaryHeap::new(),
-            connecting: 0,
             last_ms: now_ms,
             agent_cpu: 0.0,
             agent_memory: 0.0,
@@ -183,17 +182,16 @@ impl SimHost {
     pub fn start_logon(&mut self, user: u32, cost: &UserCost, model: &HostModel) {
         self.logons
             .push(Reverse((OrdF64(self.virtual_s + cost.logon_seconds), user)));
-        self.connecting += 1;
-        self.peak_connecting = self.peak_connecting.max(self.connecting);
+        self.peak_connecting = self.peak_connecting.max(self.logons.len() as u32);
         self.demand_vcpus += model.logon_vcpus;
         self.used_memory_gb += cost.memory_gb + model.logon_extra_memory_gb;
         self.version += 1;
     }
 
-    /// Ends a logon early (logoff or failure) or on time; the heap entry is
-    /// dropped lazily by `due_logons`, which checks the user's state.
+    /// Takes a logon's cost off the host when it ends, on time (after
+    /// `due_logons`) or early (after `forget_logon`: logoff, expiry,
+    /// failure).
     pub fn end_logon(&mut self, cost: &UserCost, model: &HostModel) {
-        self.connecting -= 1;
         self.demand_vcpus -= model.logon_vcpus;
         self.used_memory_gb -= cost.memory_gb + model.logon_extra_memory_gb;
         self.version += 1;

@@ -27,7 +27,7 @@ pub mod scenario;
 pub use policy::Policy;
 pub use report::{Accounting, PolicyResult, Report};
 pub use run::{LoggedOp, T0, run, run_policy};
-pub use scenario::{Scenario, ScenarioKind, Trace, TraceEvent};
+pub use scenario::{Scenario, ScenarioKind, Trace};
 
 use std::sync::atomic::AtomicU64;
 

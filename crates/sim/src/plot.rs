@@ -38,7 +38,7 @@ pub fn write_svg(report: &Report, path: &Path) -> Result<(), SimError> {
 }
 
 /// The plot as an SVG document.
-pub fn render_svg(report: &Report) -> Result<String, SimError> {
+fn render_svg(report: &Report) -> Result<String, SimError> {
     let n = report.results.len().max(1);
     let cols = if n > 1 { 3.min(n) } else { 1 };
     let rows = n.div_ceil(cols);

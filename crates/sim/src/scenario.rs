@@ -192,10 +192,10 @@ fn pick_hosts(n: u32, k: u32, rng: &mut SmallRng) -> Vec<u32> {
 
 /// One row of a trace.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
-pub struct TraceEvent {
-    pub time: String,
-    pub user: String,
-    pub event: String,
+struct TraceEvent {
+    time: String,
+    user: String,
+    event: String,
 }
 
 /// A parsed trace: users in order of first appearance, events sorted by
