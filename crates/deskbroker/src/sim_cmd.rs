@@ -1,7 +1,8 @@
 //! `deskbroker sim`: the simulator (`crates/sim`) on the command line.
 //! Parses and checks the flags, runs every policy asked for, prints the
-//! table or JSON on stdout (the same seed prints the same bytes), writes
-//! the plot, and shows a progress bar on stderr when stderr is a terminal.
+//! table, tsv (both with the CLI's output formats) or JSON on stdout (the
+//! same seed prints the same bytes), writes the plot, and shows a progress
+//! bar on stderr when stderr is a terminal.
 //! The wall-clock time goes to stderr, never into the report.
 
 use std::io::IsTerminal as _;
@@ -11,6 +12,22 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use sim::{Policy, ScenarioKind, SimConfig};
+
+use crate::cli::output::{self, Columns, OutputFormat};
+
+/// What `--output table` shows of each policy (the keys of its JSON).
+const TABLE_COLUMNS: Columns = &[
+    "policy",
+    "peakCpuPercent",
+    "peakConnecting",
+    "logonP50Seconds",
+    "logonP99Seconds",
+    "rejected",
+    "failedAttempts",
+    "hostsInUsePeak",
+    "hostsInUseMean",
+    "imbalanceMean",
+];
 
 /// Flags of `deskbroker sim`.
 #[derive(clap::Args, Debug, Clone)]
@@ -36,9 +53,11 @@ pub struct SimArgs {
     /// load-index-corrected.
     #[arg(long, default_value = "all")]
     pub policies: String,
-    /// `table` or `json`.
-    #[arg(long, short = 'o', default_value = "table")]
-    pub output: String,
+    /// `table` (the main measures per policy, az-style), `json` (the
+    /// whole report: also the accounting of every session and per-minute
+    /// quantiles) or `tsv` (the table's rows, every scalar measure).
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
     /// Write a plot of CPU per host over time to this SVG file.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -66,9 +85,6 @@ impl SimArgs {
     /// The run's configuration, every flag checked (no IO but reading a
     /// trace file).
     fn config(&self) -> anyhow::Result<SimConfig> {
-        if !matches!(self.output.as_str(), "table" | "json") {
-            anyhow::bail!("--output: {:?} is not table or json", self.output);
-        }
         let kind = match self.scenario.as_str() {
             "storm" => ScenarioKind::Storm,
             "day" => ScenarioKind::Day,
@@ -128,9 +144,17 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         worker.join().expect("the simulator does not panic")
     })?;
     let elapsed = started.elapsed();
-    match args.output.as_str() {
-        "json" => print!("{}", report.json()),
-        _ => print!("{}", report.table()),
+    match args.output {
+        // The report as it is: its per-minute series are f32, which a
+        // `serde_json::Value` would print with f64 digits.
+        OutputFormat::Json => print!("{}", report.json()),
+        format => {
+            let rows = serde_json::to_value(&report.results)?;
+            if format == OutputFormat::Table {
+                println!("{}\n", report.summary());
+            }
+            print!("{}", output::render(&rows, format, TABLE_COLUMNS));
+        }
     }
     if let Some(p) = &args.plot {
         sim::plot::write_svg(&report, p).with_context(|| "writing the plot")?;

@@ -1,6 +1,6 @@
-//! The measures of a run, per policy, and how they are shown: a table for
-//! the terminal, JSON for scripts. Nothing here depends on the wall clock,
-//! so the same run prints the same bytes.
+//! The measures of a run, per policy, and their JSON (the binary prints
+//! the table and tsv from it, with the CLI's output formats). Nothing here
+//! depends on the wall clock, so the same run prints the same bytes.
 
 use serde::Serialize;
 
@@ -142,12 +142,11 @@ impl PolicyResult {
 }
 
 impl Report {
-    /// The terminal table, `az --output table` style.
-    pub fn table(&self) -> String {
-        let mut out = String::new();
-        out.push_str(&format!(
+    /// What was run, in one line: what the table is headed with.
+    pub fn summary(&self) -> String {
+        format!(
             "scenario {}: {} hosts ({} small), {} users, seed {}, metrics every {} s, \
-             maxSessionLimit {}, logonCost {}\n\n",
+             maxSessionLimit {}, logonCost {}",
             self.scenario,
             self.hosts,
             self.small_hosts,
@@ -156,64 +155,11 @@ impl Report {
             self.sample_seconds,
             self.max_session_limit,
             self.logon_cost
-        ));
-        let head = [
-            "Policy",
-            "PeakCpu%",
-            "PeakConnecting",
-            "LogonP50s",
-            "LogonP99s",
-            "Rejected",
-            "FailedAttempts",
-            "HostsPeak",
-            "HostsMean",
-            "Imbalance",
-        ];
-        let rows: Vec<Vec<String>> = self
-            .results
-            .iter()
-            .map(|r| {
-                vec![
-                    r.policy.clone(),
-                    format!("{:.1}", r.peak_cpu_percent),
-                    r.peak_connecting.to_string(),
-                    format!("{:.1}", r.logon_p50_seconds),
-                    format!("{:.1}", r.logon_p99_seconds),
-                    r.rejected.to_string(),
-                    r.failed_attempts.to_string(),
-                    r.hosts_in_use_peak.to_string(),
-                    format!("{:.1}", r.hosts_in_use_mean),
-                    format!("{:.1}", r.imbalance_mean),
-                ]
-            })
-            .collect();
-        let widths: Vec<usize> = (0..head.len())
-            .map(|i| {
-                rows.iter()
-                    .map(|r| r[i].len())
-                    .chain([head[i].len()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |cells: Vec<String>| {
-            let mut s = String::new();
-            for (i, c) in cells.iter().enumerate() {
-                if i > 0 {
-                    s.push_str("  ");
-                }
-                s.push_str(&format!("{c:<w$}", w = widths[i]));
-            }
-            s.trim_end().to_string() + "\n"
-        };
-        out.push_str(&line(head.iter().map(|s| s.to_string()).collect()));
-        out.push_str(&line(widths.iter().map(|w| "-".repeat(*w)).collect()));
-        for r in rows {
-            out.push_str(&line(r));
-        }
-        out
+        )
     }
 
+    /// The whole report (every measure, the accounting and the per-minute
+    /// series), pretty-printed.
     pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a report serializes") + "\n"
     }

@@ -1,8 +1,8 @@
 //! The simulator and its improvement through the real binary:
 //! `logonStormSettings.logonCost` (rule H7) is accepted by the API, shown
 //! by GET, kept across a restart and set by the CLI; `deskbroker sim`
-//! prints the same bytes for the same seed and refuses bad input with one
-//! line and a non-zero exit.
+//! prints the same bytes for the same seed, its table and tsv as the CLI
+//! prints them, and refuses bad input with one line and a non-zero exit.
 
 use std::process::Command;
 
@@ -158,10 +158,54 @@ fn sim_prints_the_same_bytes_for_the_same_seed_and_draws_a_plot() {
         "7",
     ]);
     assert!(ok);
-    assert!(
-        table.contains("seed 7") && table.contains("PeakCpu%"),
+    assert!(table.starts_with("scenario storm: 4 hosts"), "{table}");
+    assert!(table.contains("seed 7"), "{table}");
+    // The CLI's az-style table: headers from the JSON keys, two spaces
+    // between columns, each at least its header plus two wide.
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[2].split_whitespace().collect::<Vec<_>>(),
+        [
+            "Policy",
+            "PeakCpuPercent",
+            "PeakConnecting",
+            "LogonP50Seconds",
+            "LogonP99Seconds",
+            "Rejected",
+            "FailedAttempts",
+            "HostsInUsePeak",
+            "HostsInUseMean",
+            "ImbalanceMean"
+        ],
         "{table}"
     );
+    assert!(
+        lines[2].starts_with("Policy                 PeakCpuPercent    PeakConnecting  "),
+        "{table}"
+    );
+    assert_eq!(
+        lines.len(),
+        4 + 9,
+        "summary, blank, header, dashes, 9 policies"
+    );
+    // tsv: the same rows, every scalar measure, no header.
+    let (ok, tsv, _) = sim(&[
+        "--scenario",
+        "storm",
+        "--hosts",
+        "4",
+        "--users",
+        "40",
+        "--seed",
+        "7",
+        "--output",
+        "tsv",
+    ]);
+    assert!(ok);
+    let rows: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 9, "{tsv}");
+    assert_eq!(rows[0][0], "breadth-first", "{tsv}");
+    assert_eq!(rows[0].len(), 10, "{tsv}");
 }
 
 #[test]
@@ -177,7 +221,6 @@ fn sim_refuses_bad_input_with_one_line_and_a_failure_exit() {
         ),
         (vec!["--scenario", "tuesday"], "--scenario"),
         (vec!["--scenario", "storm", "--hosts", "0"], "--hosts"),
-        (vec!["--scenario", "storm", "--output", "xml"], "--output"),
         (vec!["--scenario", trace], "line 3"),
         (vec!["--scenario", "/nonexistent/t.csv"], "t.csv"),
         (vec!["--scenario", "storm", "--plot", "x.png"], "SVG"),
@@ -192,6 +235,14 @@ fn sim_refuses_bad_input_with_one_line_and_a_failure_exit() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+    // --output is the CLI's: clap names the flag and the formats it takes
+    // (on more than one line, as for every CLI command).
+    let (ok, _, err) = sim(&["--scenario", "storm", "--output", "xml"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--output") && err.contains("table, json, tsv"),
+        "{err}"
+    );
 }
 
 #[test]
