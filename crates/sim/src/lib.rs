@@ -15,7 +15,8 @@
 //! host model (CPU and memory per session, slower while overloaded, stale
 //! metrics); [`policy`] names the policies and holds the other products'
 //! picks; `run` is the event loop; [`report`] holds the measures and their
-//! table; [`plot`] draws them. Nothing here reads a clock or an unseeded RNG.
+//! JSON (the binary prints their table with the CLI's output formats);
+//! [`plot`] draws them. Nothing here reads a clock or an unseeded RNG.
 
 pub mod host;
 pub mod plot;
