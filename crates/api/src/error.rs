@@ -1,0 +1,204 @@
+//! The contract's error codes and error body. Every refusal of the API is
+//! `{"error": {"code": "…", "message": "…"}}`; the code is one of
+//! [`ErrorCode`], and the code decides the HTTP status ([`ErrorCode::status`]),
+//! so the broker maps an error to HTTP in one place and a client can trust
+//! the code it reads.
+
+use serde::{Deserialize, Serialize};
+
+/// Every error code the broker answers. Closed: a client that reads a code
+/// not listed here is talking to something else (or a newer broker), and
+/// says so rather than guessing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ErrorCode {
+    /// 400: the request is malformed or a value is out of range.
+    InvalidParameter,
+    /// 401: no bearer token, or one the broker does not know.
+    Unauthorized,
+    /// 403: the token is valid but does not allow this request.
+    Forbidden,
+    /// 403, rule P7: a `Direct` personal pool and a user with no host.
+    NoPersonalDesktopAssigned,
+    /// 404: no such path in the API.
+    NotFound,
+    /// 404: the host pool in the path does not exist.
+    HostPoolNotFound,
+    /// 404: the session host does not exist in that pool.
+    SessionHostNotFound,
+    /// 404: the session does not exist in that pool.
+    SessionNotFound,
+    /// 409: the change conflicts with the state (an owned host, a pool with
+    /// hosts, a name taken).
+    Conflict,
+    /// 413: the request body is larger than the broker accepts.
+    PayloadTooLarge,
+    /// 500: a fault of the broker itself; nothing was changed.
+    InternalError,
+    /// 502: the leading replica went away while handling the request; its
+    /// outcome is unknown.
+    LeaderLost,
+    /// 503, rule S3: no session host can take a new session now.
+    NoSessionHostAvailable,
+    /// 503, rule S1: the user's session is on a host that is not available.
+    SessionHostUnavailable,
+    /// 503: the store could not save the change, so it was not made.
+    StoreUnavailable,
+    /// 503: the broker's write queue is full.
+    ServiceBusy,
+    /// 503: no replica leads right now (an election is under way).
+    NoLeader,
+    /// 504: the leading replica did not answer in time; the outcome is
+    /// unknown.
+    LeaderTimeout,
+}
+
+impl ErrorCode {
+    /// Every code, for tests and documentation.
+    pub const ALL: [ErrorCode; 18] = [
+        ErrorCode::InvalidParameter,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NoPersonalDesktopAssigned,
+        ErrorCode::NotFound,
+        ErrorCode::HostPoolNotFound,
+        ErrorCode::SessionHostNotFound,
+        ErrorCode::SessionNotFound,
+        ErrorCode::Conflict,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::InternalError,
+        ErrorCode::LeaderLost,
+        ErrorCode::NoSessionHostAvailable,
+        ErrorCode::SessionHostUnavailable,
+        ErrorCode::StoreUnavailable,
+        ErrorCode::ServiceBusy,
+        ErrorCode::NoLeader,
+        ErrorCode::LeaderTimeout,
+    ];
+
+    /// The HTTP status this code is answered with.
+    pub fn status(self) -> u16 {
+        use ErrorCode::*;
+        match self {
+            InvalidParameter => 400,
+            Unauthorized => 401,
+            Forbidden | NoPersonalDesktopAssigned => 403,
+            NotFound | HostPoolNotFound | SessionHostNotFound | SessionNotFound => 404,
+            Conflict => 409,
+            PayloadTooLarge => 413,
+            InternalError => 500,
+            LeaderLost => 502,
+            NoSessionHostAvailable
+            | SessionHostUnavailable
+            | StoreUnavailable
+            | ServiceBusy
+            | NoLeader => 503,
+            LeaderTimeout => 504,
+        }
+    }
+
+    /// The code as it is written on the wire (and in metrics labels).
+    pub fn as_str(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            InvalidParameter => "InvalidParameter",
+            Unauthorized => "Unauthorized",
+            Forbidden => "Forbidden",
+            NoPersonalDesktopAssigned => "NoPersonalDesktopAssigned",
+            NotFound => "NotFound",
+            HostPoolNotFound => "HostPoolNotFound",
+            SessionHostNotFound => "SessionHostNotFound",
+            SessionNotFound => "SessionNotFound",
+            Conflict => "Conflict",
+            PayloadTooLarge => "PayloadTooLarge",
+            InternalError => "InternalError",
+            LeaderLost => "LeaderLost",
+            NoSessionHostAvailable => "NoSessionHostAvailable",
+            SessionHostUnavailable => "SessionHostUnavailable",
+            StoreUnavailable => "StoreUnavailable",
+            ServiceBusy => "ServiceBusy",
+            NoLeader => "NoLeader",
+            LeaderTimeout => "LeaderTimeout",
+        }
+    }
+
+    /// The code written `text`, if it is one of the contract's.
+    pub fn parse(text: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The engine's refusals, by variant (not by string).
+impl From<&placement::Error> for ErrorCode {
+    fn from(e: &placement::Error) -> ErrorCode {
+        use placement::Error as E;
+        match e {
+            E::InvalidParameter(_) => ErrorCode::InvalidParameter,
+            E::SessionHostNotFound(_) => ErrorCode::SessionHostNotFound,
+            E::SessionNotFound(_) => ErrorCode::SessionNotFound,
+            E::Conflict(_) => ErrorCode::Conflict,
+            E::NoSessionHostAvailable(_) => ErrorCode::NoSessionHostAvailable,
+            E::SessionHostUnavailable(_) => ErrorCode::SessionHostUnavailable,
+            E::NoPersonalDesktopAssigned(_) => ErrorCode::NoPersonalDesktopAssigned,
+        }
+    }
+}
+
+/// The body of every error response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorDetail {
+    /// One of the contract's codes, e.g. `InvalidParameter`, `HostPoolNotFound`.
+    pub code: ErrorCode,
+    /// What was wrong, naming the field or the rule.
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_as_their_names() {
+        for code in ErrorCode::ALL {
+            let json = serde_json::to_string(&code).expect("serializes");
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+            assert_eq!(serde_json::from_str::<ErrorCode>(&json).ok(), Some(code));
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+            assert!((400..600).contains(&code.status()), "{code}");
+        }
+        assert_eq!(ErrorCode::parse("Nope"), None);
+    }
+
+    #[test]
+    fn the_engine_codes_are_the_contract_codes() {
+        let errors = [
+            placement::Error::InvalidParameter(String::new()),
+            placement::Error::SessionHostNotFound(String::new()),
+            placement::Error::SessionNotFound(String::new()),
+            placement::Error::Conflict(String::new()),
+            placement::Error::NoSessionHostAvailable(String::new()),
+            placement::Error::SessionHostUnavailable(String::new()),
+            placement::Error::NoPersonalDesktopAssigned(String::new()),
+        ];
+        for e in &errors {
+            assert_eq!(ErrorCode::from(e).as_str(), e.code());
+        }
+        // The statuses the contract names (api.md, "Sessions and connecting").
+        assert_eq!(ErrorCode::NoPersonalDesktopAssigned.status(), 403);
+        assert_eq!(ErrorCode::Conflict.status(), 409);
+        assert_eq!(ErrorCode::NoSessionHostAvailable.status(), 503);
+    }
+}

@@ -1,0 +1,25 @@
+//! The HTTP contract of deskbroker, in one place for the broker and every
+//! client of it (the CLI, the agent, the stand-alone RDP front door, the
+//! load generator):
+//!
+//! - [`types`]: every JSON shape of `/api/v1`, in both directions — the
+//!   broker deserializes what clients serialize with the same type;
+//! - [`error`]: the closed list of error codes ([`ErrorCode`]), each with
+//!   its HTTP status, and the error body `{"error": {"code", "message"}}`;
+//! - [`url`]: the one parser of a broker URL (`--broker`, `DESKBROKER_URL`);
+//! - [`client`]: one async client with one timeout policy, a bound on the
+//!   answer's size, and one classification of failures into "retry later"
+//!   and "the broker said no".
+//!
+//! **This crate performs no placement and holds no state**: it is the wire.
+//! It depends on `placement` only for the plain data types the contract
+//! shares with the engine (pool settings, states, metrics).
+
+pub mod client;
+pub mod error;
+pub mod types;
+pub mod url;
+
+pub use client::{CONNECT_TIMEOUT, Client, ClientError, MAX_ANSWER_BYTES, REQUEST_TIMEOUT};
+pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+pub use url::{BrokerUrl, BrokerUrlError};

@@ -1,0 +1,472 @@
+//! The JSON shapes of `/api/v1` (the contract's `api.md`), camelCase, in
+//! both directions: the broker deserializes the inputs and serializes the
+//! outputs, and its clients do the reverse with the same types, so the two
+//! sides cannot drift apart.
+//!
+//! Inputs refuse unknown fields (a typo must not pass silently), except
+//! heartbeats, which newer agents may extend. Outputs accept unknown fields,
+//! so an older client keeps working with a newer broker. Optional input
+//! fields that are not set are left out when serialized, so a `PATCH`
+//! changes only what its caller gave.
+
+use placement::{
+    Host, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType,
+    PersonalDesktopAssignmentType, Pool, PoolConfig, Session, SessionState, TimestampMs,
+};
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// A timestamp as the API writes it: RFC 3339, UTC, whole seconds.
+pub fn rfc3339(ms: TimestampMs) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `{"value": [...]}`, the shape of every list.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct List<T> {
+    pub value: Vec<T>,
+}
+
+/// `{"value": [...], "nextLink": "..."}`: a list, and where its next page
+/// is while there is one (absent on the last page and on unpaged lists).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Page<T> {
+    pub value: Vec<T>,
+    /// Path and query of the next page, e.g.
+    /// `/api/v1/hostPools/p/sessionHosts?pageSize=100&initialSkip=200`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_link: Option<String>,
+}
+
+/// Body of `PUT` and `PATCH` on a host pool. On `PUT` only `hostPoolType`
+/// and `loadBalancerType` are required; on `PATCH` every field is optional.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostPoolInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_pool_type: Option<HostPoolType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_balancer_type: Option<LoadBalancerType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_session_limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breadth_first_randomized: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub personal_desktop_assignment_type: Option<PersonalDesktopAssignmentType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_timeout_seconds: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout_seconds: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standard_capabilities: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_index_settings: Option<LoadIndexSettingsInput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logon_storm_settings: Option<LogonStormSettingsInput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub friendly_name: Option<String>,
+    /// Accepted for symmetry with the output; must match the path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// `loadIndexSettings` of a pool's input; fields not given are unchanged.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadIndexSettingsInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_session_count: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_queue_length_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_read_latency_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_write_latency_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub use_custom_script: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_index_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connecting_session_threshold: Option<u32>,
+}
+
+/// `logonStormSettings` of a pool's input; fields not given are unchanged.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogonStormSettingsInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_index_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connecting_session_threshold: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_hosts_in_queue: Option<u32>,
+    /// Rule H7: index points each logon placed since a host's last
+    /// heartbeat adds to its metric factors (0: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logon_cost: Option<u32>,
+}
+
+/// A host pool, as returned.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HostPoolOutput {
+    #[serde(flatten)]
+    pub config: PoolConfig,
+    /// Warnings about valid but doubtful settings (rule P5).
+    pub warnings: Vec<String>,
+    /// How many session hosts the pool has.
+    pub session_host_count: usize,
+    /// How many sessions (Pending, Active, Disconnected) the pool has.
+    pub session_count: usize,
+}
+
+impl HostPoolOutput {
+    pub fn of(pool: &Pool, warnings: Vec<String>) -> HostPoolOutput {
+        HostPoolOutput {
+            config: pool.config().clone(),
+            warnings,
+            session_host_count: pool.host_count(),
+            session_count: pool.session_count(),
+        }
+    }
+}
+
+/// Body of `PUT` on a session host.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionHostInput {
+    pub address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_new_session: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<HostPolicy>,
+    /// Owner of a host of a Personal pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assigned_user: Option<String>,
+    /// Accepted for symmetry with the output; must match the path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// Body of `PATCH` on a session host; `assignedUser: null` unassigns.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionHostPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_new_session: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<HostPolicy>,
+    /// Absent: unchanged; `null`: unassigned; a user: assigned.
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub assigned_user: Option<Option<String>>,
+}
+
+/// Distinguishes a field that is absent (`None`) from one set to `null`
+/// (`Some(None)`).
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn deserialize<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        Option::<T>::deserialize(d).map(Some)
+    }
+
+    pub fn serialize<S, T>(v: &Option<Option<T>>, s: S) -> Result<S::Ok, S::Error>
+    where
+        S: Serializer,
+        T: Serialize,
+    {
+        // `None` is skipped by the field's `skip_serializing_if`.
+        v.as_ref().and_then(Option::as_ref).serialize(s)
+    }
+}
+
+/// A session host, as returned.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionHostOutput {
+    pub name: String,
+    pub address: String,
+    pub allow_new_session: bool,
+    pub status: HostStatus,
+    /// Pending + Active + Disconnected sessions.
+    pub sessions: u32,
+    /// Pending sessions (Horizon's connecting sessions).
+    pub connecting_sessions: u32,
+    /// Server Load Index 0..=100, or -1 when unknown (rule H1).
+    pub load_index: i32,
+    pub last_heart_beat: Option<String>,
+    pub assigned_user: Option<String>,
+    pub capabilities: Vec<String>,
+    pub policy: HostPolicy,
+    pub registered_at: String,
+    /// The metrics of the last heartbeat, if any.
+    pub metrics: Option<HostMetrics>,
+}
+
+impl From<&Host> for SessionHostOutput {
+    fn from(h: &Host) -> SessionHostOutput {
+        SessionHostOutput {
+            name: h.spec.name.clone(),
+            address: h.spec.address.clone(),
+            allow_new_session: h.spec.allow_new_session,
+            status: h.status,
+            sessions: h.sessions,
+            connecting_sessions: h.connecting_sessions,
+            load_index: h.load_index,
+            last_heart_beat: h.last_heartbeat_ms.map(rfc3339),
+            assigned_user: h.spec.assigned_user.clone(),
+            capabilities: h.spec.capabilities.clone(),
+            policy: h.spec.policy.clone(),
+            registered_at: rfc3339(h.registered_at_ms),
+            metrics: h.metrics.clone(),
+        }
+    }
+}
+
+/// Body of a heartbeat. Unknown fields are ignored so that newer agents
+/// keep working with this broker.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatInput {
+    #[serde(flatten)]
+    pub metrics: HostMetrics,
+    /// The host's full list of user sessions, reconciled with the broker's.
+    /// Absent: the host does not know (its sessions are left alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<ReportedSession>>,
+    /// The host's own thresholds (H6), from its agent's configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<HostPolicy>,
+}
+
+/// A session as the host sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedSession {
+    pub user: String,
+    pub state: SessionState,
+}
+
+/// Body of `POST …/registrationToken`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistrationTokenInput {
+    /// Life of the token, 1..=2592000 seconds (default 86400).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in_seconds: Option<u64>,
+}
+
+/// A new registration token; shown once.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrationTokenOutput {
+    /// Shown once: only its hash is kept.
+    pub token: String,
+    pub expiration_time: String,
+}
+
+/// Body of `POST /api/v1/register`, from an agent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegisterInput {
+    pub token: String,
+    /// The pool the agent expects; refused if the token is for another.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_pool: Option<String>,
+    pub name: String,
+    pub address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<HostPolicy>,
+}
+
+/// The answer to a registration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterOutput {
+    pub session_host: SessionHostOutput,
+    /// Bearer token for this host's heartbeats; it allows nothing else.
+    pub host_credential: String,
+}
+
+/// Body of `connect`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectInput {
+    pub user: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// MultiplePersistent: which of the user's hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_host: Option<String>,
+    /// Hosts to pass over for a new session: a front door that could not
+    /// reach them (rule R5). Never moves an existing session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+}
+
+/// The answer to `connect`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectOutput {
+    pub session_id: String,
+    pub session_host: String,
+    pub address: String,
+    /// True when the user was sent back to an existing session (rule S1).
+    pub reconnect: bool,
+    pub session_state: SessionState,
+}
+
+impl From<placement::Placement> for ConnectOutput {
+    fn from(p: placement::Placement) -> ConnectOutput {
+        ConnectOutput {
+            session_id: p.session_id,
+            session_host: p.host,
+            address: p.address,
+            reconnect: p.reconnect,
+            session_state: p.state,
+        }
+    }
+}
+
+/// A session, as returned.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionOutput {
+    pub id: String,
+    pub session_host: String,
+    pub user_principal_name: String,
+    pub session_state: SessionState,
+    pub create_time: String,
+}
+
+impl From<&Session> for SessionOutput {
+    fn from(s: &Session) -> SessionOutput {
+        SessionOutput {
+            id: s.id.clone(),
+            session_host: s.host.clone(),
+            user_principal_name: s.user.clone(),
+            session_state: s.state,
+            create_time: rfc3339(s.create_time_ms),
+        }
+    }
+}
+
+/// Body of `PATCH` on a session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionPatch {
+    pub session_state: SessionState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn inputs_leave_out_what_is_not_set() {
+        let patch = SessionHostPatch {
+            allow_new_session: Some(false),
+            ..SessionHostPatch::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!({"allowNewSession": false})
+        );
+        let unassign = SessionHostPatch {
+            assigned_user: Some(None),
+            ..SessionHostPatch::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&unassign).unwrap(),
+            json!({"assignedUser": null})
+        );
+        let connect = ConnectInput {
+            user: "alice".into(),
+            ..ConnectInput::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&connect).unwrap(),
+            json!({"user": "alice"})
+        );
+    }
+
+    #[test]
+    fn what_a_client_sends_the_broker_reads_back_the_same() {
+        let patch: SessionHostPatch =
+            serde_json::from_value(json!({"assignedUser": null})).unwrap();
+        assert_eq!(patch.assigned_user, Some(None));
+        let patch: SessionHostPatch = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(patch.assigned_user, None);
+
+        let hb = HeartbeatInput {
+            metrics: HostMetrics {
+                cpu_percent: Some(37.5),
+                ..HostMetrics::default()
+            },
+            sessions: Some(vec![ReportedSession {
+                user: "alice@contoso.com".into(),
+                state: SessionState::Active,
+            }]),
+            policy: None,
+        };
+        let wire = serde_json::to_string(&hb).unwrap();
+        assert_eq!(serde_json::from_str::<HeartbeatInput>(&wire).unwrap(), hb);
+    }
+
+    #[test]
+    fn inputs_refuse_unknown_fields_but_heartbeats_do_not() {
+        assert!(serde_json::from_value::<ConnectInput>(json!({"user": "a", "usr": 1})).is_err());
+        assert!(
+            serde_json::from_value::<HeartbeatInput>(json!({"cpuPercent": 1.0, "newField": 2}))
+                .is_ok()
+        );
+    }
+}
