@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use reqwest::Url;
+use api::BrokerUrl;
 use serde::Deserialize;
 
 use crate::sessions::SessionsSource;
@@ -138,22 +138,13 @@ impl FileConfig {
 }
 
 /// The host's own policy (rule H6), sent when registering and with every
-/// heartbeat. A threshold the configuration does not set is left out, so it
-/// does not override what an administrator set on the host.
-#[derive(serde::Serialize, Debug, Clone, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct HostPolicy {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load_index_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub connecting_session_threshold: Option<u32>,
-}
+/// heartbeat; the contract's type.
+pub use placement::HostPolicy;
 
-impl HostPolicy {
-    /// True when the configuration sets no threshold at all.
-    pub fn is_empty(&self) -> bool {
-        self.load_index_threshold.is_none() && self.connecting_session_threshold.is_none()
-    }
+/// True when the configuration sets no threshold at all (then no policy is
+/// sent, and what an administrator set on the host stands).
+pub fn policy_is_empty(policy: &HostPolicy) -> bool {
+    policy.load_index_threshold.is_none() && policy.connecting_session_threshold.is_none()
 }
 
 /// The validated configuration the agent runs with. Fields are public so
@@ -162,7 +153,7 @@ impl HostPolicy {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The broker's base URL; API paths are appended to its path.
-    pub broker: Url,
+    pub broker: BrokerUrl,
     pub host_pool: String,
     /// Needed only when there is no saved credential, or it was revoked.
     pub registration_token: Option<String>,
@@ -376,48 +367,17 @@ impl Config {
     }
 }
 
-/// Checks the broker URL once, up front, with the same rules and words as
-/// the CLI: plain `http://HOST[:PORT][/PATH]`.
-fn parse_broker_url(text: &str) -> Result<Url, ConfigError> {
-    const SETTING: &str = "broker URL (--broker / DESKBROKER_URL)";
-    if !text.contains("://") {
-        return Err(invalid(
-            SETTING,
-            format!("{text:?}: write it as http://HOST:PORT, e.g. http://{text}"),
-        ));
-    }
-    let url = Url::parse(text).map_err(|e| invalid(SETTING, format!("{text:?}: {e}")))?;
-    match url.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(invalid(
-                SETTING,
-                format!(
-                    "{text}: this build of deskbroker speaks plain HTTP only; use http:// \
-                     or put a TLS-terminating proxy in front of the broker"
-                ),
-            ));
-        }
-        other => {
-            return Err(invalid(
-                SETTING,
-                format!("{text}: unsupported scheme {other:?}, use http://"),
-            ));
-        }
-    }
-    if url.cannot_be_a_base() || url.host().is_none() {
-        return Err(invalid(
-            SETTING,
-            format!("{text:?} needs a host, e.g. http://127.0.0.1:8080"),
-        ));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid(
-            SETTING,
-            format!("{text:?}: a base URL takes no ?query or #fragment"),
-        ));
-    }
-    Ok(url)
+/// Checks the broker URL once, up front, with the contract's one parser
+/// (the CLI's rules and words).
+fn parse_broker_url(text: &str) -> Result<BrokerUrl, ConfigError> {
+    BrokerUrl::parse(text).map_err(|e| {
+        invalid(
+            "broker URL (--broker / DESKBROKER_URL)",
+            e.to_string()
+                .trim_start_matches("invalid broker URL ")
+                .to_string(),
+        )
+    })
 }
 
 /// Pool and host names travel in URL paths and logs: no blanks or control
@@ -552,7 +512,7 @@ mod tests {
     #[test]
     fn flags_alone_give_the_documented_defaults() {
         let c = resolve(args(MINIMAL), FileConfig::default()).unwrap();
-        assert_eq!(c.broker.as_str(), "http://127.0.0.1:8080/");
+        assert_eq!(c.broker.as_url().as_str(), "http://127.0.0.1:8080/");
         assert_eq!(c.host_pool, "farm");
         assert_eq!(c.name, "h7");
         assert_eq!(c.address, "10.0.0.7:3389");
@@ -561,7 +521,7 @@ mod tests {
         assert_eq!(c.load_script, None);
         assert_eq!(c.sessions, SessionsSource::Loginctl { user_domain: None });
         assert_eq!(c.capabilities, None);
-        assert!(c.policy.is_empty());
+        assert!(policy_is_empty(&c.policy));
     }
 
     #[test]
@@ -587,7 +547,7 @@ mod tests {
             f,
         )
         .unwrap();
-        assert_eq!(c.broker.as_str(), "http://flag:2/");
+        assert_eq!(c.broker.as_url().as_str(), "http://flag:2/");
         assert_eq!(c.name, "flag-name");
         assert_eq!(c.interval, Duration::from_secs(5));
         assert_eq!(c.policy.load_index_threshold, Some(90));

@@ -19,7 +19,6 @@
 //! a configuration it cannot start with, or a signal, stops it.
 
 pub mod backoff;
-pub mod client;
 pub mod config;
 pub mod diskstats;
 pub mod load_script;
@@ -53,6 +52,9 @@ pub enum AgentError {
         host_pool: String,
         state_file: PathBuf,
     },
+    /// The HTTP client could not be set up.
+    #[error("{0}")]
+    Client(String),
 }
 
 /// `deskbroker agent`: validates the configuration and runs until SIGTERM

@@ -16,8 +16,11 @@ use tokio::time::Instant;
 
 use crate::AgentError;
 use crate::backoff::Backoff;
-use crate::client::{BrokerClient, CallError, Heartbeat, RegisterRequest};
-use crate::config::{Config, HostPolicy};
+use api::types::{HeartbeatInput, RegisterInput};
+use api::{Client, ClientError, ErrorCode};
+use placement::HostMetrics;
+
+use crate::config::{Config, HostPolicy, policy_is_empty};
 use crate::load_script::LoadScript;
 use crate::metrics::SystemSampler;
 use crate::sessions::{SessionsProbe, SessionsSource};
@@ -44,14 +47,14 @@ impl Sampler {
             system: SystemSampler::new(),
             load_script: config.load_script.clone().map(LoadScript::new),
             sessions: SessionsProbe::new(config.sessions.clone()),
-            policy: (!config.policy.is_empty()).then(|| config.policy.clone()),
+            policy: (!policy_is_empty(&config.policy)).then(|| config.policy.clone()),
         }
     }
 
     /// Takes one sample: metrics over the window since the last one, the
     /// load script's value, and the session list. The two probes run at the
     /// same time, so a slow load script does not delay the session list.
-    pub async fn sample(&mut self) -> Heartbeat {
+    pub async fn sample(&mut self) -> HeartbeatInput {
         let system = self.system.sample();
         let load = async {
             match &mut self.load_script {
@@ -61,13 +64,15 @@ impl Sampler {
         };
         let (custom_load_index, sessions) = tokio::join!(load, self.sessions.sample());
         let disk = system.disk;
-        Heartbeat {
-            cpu_percent: system.cpu_percent.map(round2),
-            memory_percent: system.memory_percent.map(round2),
-            disk_queue_length: disk.map(|d| round2(d.queue_length)),
-            disk_read_latency_ms: disk.map(|d| round2(d.read_latency_ms)),
-            disk_write_latency_ms: disk.map(|d| round2(d.write_latency_ms)),
-            custom_load_index,
+        HeartbeatInput {
+            metrics: HostMetrics {
+                cpu_percent: system.cpu_percent.map(round2),
+                memory_percent: system.memory_percent.map(round2),
+                disk_queue_length: disk.map(|d| round2(d.queue_length)),
+                disk_read_latency_ms: disk.map(|d| round2(d.read_latency_ms)),
+                disk_write_latency_ms: disk.map(|d| round2(d.write_latency_ms)),
+                custom_load_index,
+            },
             sessions,
             policy: self.policy.clone(),
         }
@@ -96,7 +101,9 @@ enum Outcome {
 
 struct Agent {
     config: Config,
-    client: BrokerClient,
+    /// The contract's client, without a token: registration carries its
+    /// token in the body, heartbeats the host credential as the bearer.
+    client: Client,
     state: StateFile,
     credential: Option<String>,
     /// Whether a heartbeat got through since the agent started.
@@ -105,7 +112,7 @@ struct Agent {
 
 impl Agent {
     /// Registers if there is no credential, then sends `heartbeat` if any.
-    async fn attempt(&mut self, heartbeat: Option<&Heartbeat>) -> Outcome {
+    async fn attempt(&mut self, heartbeat: Option<&HeartbeatInput>) -> Outcome {
         if self.credential.is_none()
             && let Err(outcome) = self.register().await
         {
@@ -117,23 +124,22 @@ impl Agent {
         let c = &self.config;
         match self
             .client
-            .heartbeat(&c.host_pool, &c.name, credential, heartbeat)
+            .with_token(credential.as_str())
+            .heartbeat(&c.host_pool, &c.name, heartbeat)
             .await
         {
-            Ok(answer) => {
-                let status = answer.as_ref().and_then(|a| a.status.as_deref());
-                let load_index = answer.as_ref().and_then(|a| a.load_index);
-                let sessions = answer.as_ref().and_then(|a| a.sessions);
+            Ok(host) => {
+                let (status, load_index, sessions) = (host.status, host.load_index, host.sessions);
                 if self.delivered_any {
-                    tracing::debug!(status, load_index, sessions, "heartbeat delivered");
+                    tracing::debug!(?status, load_index, sessions, "heartbeat delivered");
                 } else {
                     // Once, so the log shows the agent works end to end.
-                    tracing::info!(status, load_index, sessions, "first heartbeat delivered");
+                    tracing::info!(?status, load_index, sessions, "first heartbeat delivered");
                     self.delivered_any = true;
                 }
                 Outcome::Delivered
             }
-            Err(e) if e.is_unauthorized() => {
+            Err(e) if is_unauthorized(&e) => {
                 self.credential = None;
                 if let Err(e) = self.state.remove() {
                     tracing::warn!("cannot remove the revoked credential: {e}");
@@ -151,7 +157,7 @@ impl Agent {
                     severe: true,
                 }
             }
-            Err(e @ CallError::Rejected { .. }) => {
+            Err(e) if !e.is_retryable() => {
                 tracing::error!("heartbeat refused by the broker: {e}");
                 Outcome::Refused
             }
@@ -175,17 +181,17 @@ impl Agent {
                 severe: true,
             });
         };
-        let request = RegisterRequest {
-            token,
-            host_pool: &c.host_pool,
-            name: &c.name,
-            address: &c.address,
-            capabilities: c.capabilities.as_deref(),
-            policy: (!c.policy.is_empty()).then_some(&c.policy),
+        let request = RegisterInput {
+            token: token.clone(),
+            host_pool: Some(c.host_pool.clone()),
+            name: c.name.clone(),
+            address: c.address.clone(),
+            capabilities: c.capabilities.clone(),
+            policy: (!policy_is_empty(&c.policy)).then(|| c.policy.clone()),
         };
         match self.client.register(&request).await {
-            Ok(registered) => {
-                let how = if registered.created {
+            Ok((registered, created)) => {
+                let how = if created {
                     "registered as a new session host"
                 } else {
                     "registered again (the broker keeps the host's sessions)"
@@ -195,7 +201,7 @@ impl Agent {
                     "{how}"
                 );
                 let saved = SavedState {
-                    broker: c.broker.to_string(),
+                    broker: c.broker.as_url().to_string(),
                     host_pool: c.host_pool.clone(),
                     name: c.name.clone(),
                     host_credential: registered.host_credential.clone(),
@@ -208,10 +214,10 @@ impl Agent {
                 self.credential = Some(registered.host_credential);
                 Ok(())
             }
-            Err(e @ CallError::Rejected { .. }) => Err(Outcome::Retry {
+            Err(e) if !e.is_retryable() => Err(Outcome::Retry {
                 message: format!(
                     "registration refused: {e}{}",
-                    if e.is_unauthorized() {
+                    if is_unauthorized(&e) {
                         "; put a new registration token in the agent's configuration and \
                          restart the agent"
                     } else {
@@ -228,6 +234,11 @@ impl Agent {
     }
 }
 
+/// 401: the token or credential is not (or no longer) valid.
+fn is_unauthorized(e: &ClientError) -> bool {
+    e.code() == Some(ErrorCode::Unauthorized)
+}
+
 /// Runs the agent with a validated configuration until `shutdown` completes
 /// (then it returns `Ok`). It fails only at start: an unusable state
 /// directory, or neither a saved credential nor a registration token. Once
@@ -238,7 +249,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     state.prepare()?;
     let credential = match state.load() {
         Ok(Some(saved))
-            if saved.is_for(config.broker.as_str(), &config.host_pool, &config.name) =>
+            if saved.is_for(
+                config.broker.as_url().as_str(),
+                &config.host_pool,
+                &config.name,
+            ) =>
         {
             tracing::info!(
                 "using the host credential saved in {}",
@@ -288,7 +303,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let interval = config.interval;
     let mut sampler = Sampler::new(&config);
     let mut agent = Agent {
-        client: BrokerClient::new(config.broker.clone()),
+        client: Client::new(
+            config.broker.clone(),
+            concat!("deskbroker-agent/", env!("CARGO_PKG_VERSION")),
+        )
+        .map_err(|e| AgentError::Client(e.to_string()))?,
         state,
         credential,
         config,
@@ -300,7 +319,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let mut next_sample = start + FIRST_SAMPLE_WINDOW.min(interval);
     // Register at once, so a wrong token shows before the first sample.
     let mut next_send = agent.credential.is_none().then_some(start);
-    let mut latest: Option<Heartbeat> = None;
+    let mut latest: Option<HeartbeatInput> = None;
     let mut backoff = Backoff::default();
 
     loop {

@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::process::Command;
 
 use crate::probe::{self, PROBE_TIMEOUT, ProbeError};
@@ -43,30 +43,16 @@ pub enum SessionsSource {
     Command(String),
 }
 
-/// A session state as the API names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SessionState {
-    Pending,
-    Active,
-    Disconnected,
-}
+pub use api::types::ReportedSession;
+pub use placement::SessionState;
 
-impl SessionState {
-    /// Which state wins when one user has several sessions.
-    fn strength(self) -> u8 {
-        match self {
-            SessionState::Disconnected => 0,
-            SessionState::Pending => 1,
-            SessionState::Active => 2,
-        }
+/// Which state wins when one user has several sessions.
+fn strength(state: SessionState) -> u8 {
+    match state {
+        SessionState::Disconnected => 0,
+        SessionState::Pending => 1,
+        SessionState::Active => 2,
     }
-}
-
-/// One session of the host's list, as sent in a heartbeat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportedSession {
-    pub user: String,
-    pub state: SessionState,
 }
 
 /// A line of `--sessions-command` output that was skipped, and why.
@@ -210,7 +196,7 @@ pub fn dedup(sessions: Vec<ReportedSession>) -> Vec<ReportedSession> {
     for s in sessions {
         match index.get(&s.user.to_ascii_lowercase()) {
             Some(&i) => {
-                if s.state.strength() > out[i].state.strength() {
+                if strength(s.state) > strength(out[i].state) {
                     out[i].state = s.state;
                 }
             }

@@ -6,6 +6,8 @@
 //!   broker deserializes what clients serialize with the same type;
 //! - [`error`]: the closed list of error codes ([`ErrorCode`]), each with
 //!   its HTTP status, and the error body `{"error": {"code", "message"}}`;
+//! - [`rdp_file`]: the `.rdp` connection file and the routing token that
+//!   names a pool (rule R1), written by the broker, parsed by the front door;
 //! - [`url`]: the one parser of a broker URL (`--broker`, `DESKBROKER_URL`);
 //! - [`client`]: one async client with one timeout policy, a bound on the
 //!   answer's size, and one classification of failures into "retry later"
@@ -17,6 +19,7 @@
 
 pub mod client;
 pub mod error;
+pub mod rdp_file;
 pub mod types;
 pub mod url;
 

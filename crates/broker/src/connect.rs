@@ -4,27 +4,16 @@
 
 use std::time::Instant;
 
+use api::types::ConnectInput;
 use placement::{ConnectRequest, Placement, SessionState};
 
-use crate::error::ApiError;
+use crate::error::BrokerError;
 use crate::state::Broker;
-
-/// A placement request, owned so it can cross an await.
-#[derive(Clone, Debug, Default)]
-pub struct Connect {
-    pub user: String,
-    pub requires: Vec<String>,
-    /// MultiplePersistent: which of the user's hosts.
-    pub session_host: Option<String>,
-    /// Hosts to pass over for a new session (the front door could not
-    /// reach them, rule R5).
-    pub exclude: Vec<String>,
-}
 
 impl Broker {
     /// Places a user (rules S1–S4, B, D, H, P7) and answers once the new
     /// session is durable.
-    pub async fn connect(&self, pool: &str, c: &Connect) -> Result<Placement, ApiError> {
+    pub async fn connect(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
         let started = Instant::now();
         let from_memory = self.writer.failure().is_some();
         let result = if from_memory {
@@ -36,7 +25,7 @@ impl Broker {
             Ok(_) if from_memory => "reconnect_from_memory",
             Ok(p) if p.reconnect => "reconnect",
             Ok(_) => "placed",
-            Err(e) => e.code,
+            Err(e) => e.code().as_str(),
         };
         metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
         metrics::histogram!("deskbroker_connect_duration_seconds").record(started.elapsed());
@@ -44,7 +33,7 @@ impl Broker {
     }
 
     /// The engine's decision, written before it is answered.
-    async fn place(&self, pool: &str, c: &Connect) -> Result<Placement, ApiError> {
+    async fn place(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
         // Time-ordered ids: new sessions append at the end of the store's index.
         let session_id = uuid::Uuid::now_v7().to_string();
         self.write(pool, |p, now| {
@@ -66,9 +55,13 @@ impl Broker {
     /// While the store is unreachable: a user whose session is known (and
     /// durable) is sent back to it from memory, nothing is written; anyone
     /// else is refused with 503 `StoreUnavailable`, at once.
-    fn reconnect_from_memory(&self, pool: &str, c: &Connect) -> Result<Placement, ApiError> {
+    fn reconnect_from_memory(
+        &self,
+        pool: &str,
+        c: &ConnectInput,
+    ) -> Result<Placement, BrokerError> {
         let unavailable = || {
-            ApiError::store_unavailable(format!(
+            BrokerError::store_unavailable(format!(
                 "the store is unreachable ({}); only users with a session can reconnect \
                  until it is back",
                 self.writer.failure().unwrap_or_default()
@@ -89,19 +82,19 @@ impl Broker {
         pool: &str,
         id: &str,
         state: SessionState,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), BrokerError> {
         self.write(pool, |p, now| Ok(p.set_session_state(id, state, now)?))
             .await
     }
 
     /// Ends a session.
-    pub async fn logoff(&self, pool: &str, id: &str) -> Result<(), ApiError> {
+    pub async fn logoff(&self, pool: &str, id: &str) -> Result<(), BrokerError> {
         self.write(pool, |p, _| Ok(p.logoff(id)?)).await
     }
 
     /// The name of the host of `pool` registered with `address` (an RDP
     /// redirection cookie names a host by address, rule R3).
-    pub async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, ApiError> {
+    pub async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, BrokerError> {
         self.read(pool, |p| {
             Ok(p.hosts()
                 .find(|h| h.spec.address == address)

@@ -1,99 +1,54 @@
-//! The API's one error type and its one mapping to HTTP: every refusal is
-//! `{"error": {"code": "…", "message": "…"}}` with a fitting status.
+//! The broker core's one error type. The engine, the write path, the
+//! registry of secrets and the front-door placer all answer
+//! [`BrokerError`]; the HTTP API maps it to a status and the contract's
+//! error body once, at its edge (`api::error`), and the RDP front door to a
+//! refusal. Each variant knows its contract code, so no caller matches
+//! strings.
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use api::ErrorCode;
 
-/// A refused request. Nothing was changed.
-#[derive(Debug, Clone)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
+/// A request the broker did not carry out, and why. Nothing was changed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The engine refused (a rule, a bad value, a missing host or session).
+    #[error(transparent)]
+    Engine(#[from] placement::Error),
+    /// The pool named does not exist (or was removed meanwhile).
+    #[error("host pool {0} does not exist")]
+    PoolNotFound(String),
+    /// A value the broker checks beyond the engine's (a token's life, say).
+    #[error("{0}")]
+    Invalid(String),
+    /// A secret that the broker does not know, or that expired.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A valid secret that does not allow this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The store did not confirm a write: nothing was acknowledged.
+    #[error("the change could not be saved, so it was not made: {0}")]
+    StoreUnavailable(String),
+    /// The write queue is full ([`crate::writer::QUEUE_CAPACITY`]).
+    #[error("the broker's write queue is full: retry shortly")]
+    Overloaded,
 }
 
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
+impl BrokerError {
+    /// The contract's code for this refusal.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            BrokerError::Engine(e) => ErrorCode::from(e),
+            BrokerError::PoolNotFound(_) => ErrorCode::HostPoolNotFound,
+            BrokerError::Invalid(_) => ErrorCode::InvalidParameter,
+            BrokerError::Unauthorized(_) => ErrorCode::Unauthorized,
+            BrokerError::Forbidden(_) => ErrorCode::Forbidden,
+            BrokerError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
+            BrokerError::Overloaded => ErrorCode::ServiceBusy,
         }
     }
 
-    pub fn invalid(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "InvalidParameter", message)
-    }
-
-    pub fn pool_not_found(pool: &str) -> ApiError {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "HostPoolNotFound",
-            format!("host pool {pool} does not exist"),
-        )
-    }
-
-    pub fn unauthorized(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", message)
-    }
-
-    /// The store did not confirm a write: nothing was acknowledged.
-    pub fn store_unavailable(detail: impl std::fmt::Display) -> ApiError {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "StoreUnavailable",
-            format!("the change could not be saved, so it was not made: {detail}"),
-        )
-    }
-
-    pub fn overloaded() -> ApiError {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceBusy",
-            "the broker's write queue is full: retry shortly",
-        )
-    }
-}
-
-impl From<placement::Error> for ApiError {
-    fn from(e: placement::Error) -> ApiError {
-        use placement::Error::*;
-        let status = match &e {
-            InvalidParameter(_) => StatusCode::BAD_REQUEST,
-            SessionHostNotFound(_) | SessionNotFound(_) => StatusCode::NOT_FOUND,
-            Conflict(_) => StatusCode::CONFLICT,
-            NoSessionHostAvailable(_) | SessionHostUnavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            NoPersonalDesktopAssigned(_) => StatusCode::FORBIDDEN,
-        };
-        ApiError::new(status, e.code(), e.to_string())
-    }
-}
-
-/// The body of every error response.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct ErrorDetail {
-    /// One of the contract's codes, e.g. `InvalidParameter`, `HostPoolNotFound`.
-    pub code: String,
-    /// What was wrong, naming the field or the rule.
-    pub message: String,
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code.to_string(),
-                message: self.message,
-            },
-        };
-        (self.status, axum::Json(body)).into_response()
+    /// A store failure, with what went wrong.
+    pub fn store_unavailable(detail: impl std::fmt::Display) -> BrokerError {
+        BrokerError::StoreUnavailable(detail.to_string())
     }
 }

@@ -9,9 +9,10 @@
 
 pub mod api;
 pub mod connect;
+pub mod enroll;
 pub mod error;
+pub mod front_door;
 pub mod listener;
-pub mod rdp_file;
 pub mod replica;
 pub mod state;
 pub mod telemetry;
@@ -21,8 +22,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use connect::Connect;
-pub use error::ApiError;
+pub use api::ApiError;
+pub use error::BrokerError;
 pub use state::Broker;
 
 /// How often Pending sessions are expired and silent hosts marked
@@ -73,7 +74,7 @@ pub async fn serve(
     if let Some(e) = reason {
         return Err(format!("the store failed, so the broker stopped: {e}"));
     }
-    broker.writer.flush().await.map_err(|e| e.message)?;
+    broker.writer.flush().await.map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -90,7 +91,7 @@ pub fn spawn_ticker(broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
                 continue;
             }
             if let Err(e) = broker.tick_all().await {
-                tracing::warn!(error = %e.message, "tick failed");
+                tracing::warn!(error = %e, "tick failed");
             }
         }
     })

@@ -45,9 +45,10 @@ use store::{Campaign, PostgresStore, Store};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
+use crate::api::ApiError;
 use crate::api::MAX_BODY_BYTES;
-use crate::error::ApiError;
 use crate::state::Broker;
+use api::ErrorCode;
 
 /// How long one campaign waits on the owner lock before it looks up the
 /// leader again: how stale a follower's idea of the leader can get.
@@ -341,8 +342,7 @@ impl Replica {
         if e.is_timeout() {
             return Forwarded::Answer(
                 ApiError::new(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "LeaderTimeout",
+                    ErrorCode::LeaderTimeout,
                     format!(
                         "the leading replica did not answer within {} s; the outcome is unknown",
                         FORWARD_TIMEOUT.as_secs()
@@ -356,8 +356,7 @@ impl Replica {
         }
         Forwarded::Answer(
             ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "LeaderLost",
+                ErrorCode::LeaderLost,
                 format!(
                     "the leading replica went away while handling the request ({e}); its \
                      outcome is unknown: check before retrying"
@@ -403,13 +402,12 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 }
 
 fn internal(message: String) -> Response {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message).into_response()
+    ApiError::new(ErrorCode::InternalError, message).into_response()
 }
 
 fn no_leader(why: &str) -> Response {
     let mut r = ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "NoLeader",
+        ErrorCode::NoLeader,
         format!("no broker replica can decide right now ({why}); retry shortly"),
     )
     .into_response();
@@ -431,8 +429,7 @@ async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
         Ok(b) => b,
         Err(_) => {
             return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "InvalidParameter",
+                ErrorCode::PayloadTooLarge,
                 format!("request body: larger than {MAX_BODY_BYTES} bytes"),
             )
             .into_response();
@@ -558,7 +555,7 @@ pub async fn serve(
     if let Some(broker) = replica.leader_broker()
         && broker.writer.failure().is_none()
     {
-        broker.writer.flush().await.map_err(|e| e.message)?;
+        broker.writer.flush().await.map_err(|e| e.to_string())?;
     }
     served
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use placement::{Change, Pool, PoolConfig, TimestampMs};
 use store::{Mutation, PoolRecord, Snapshot, Store};
 
-use crate::error::ApiError;
+use crate::error::BrokerError;
 use crate::writer::WriteQueue;
 
 /// One pool's engine. `deleted` is set when the pool is removed, so that a
@@ -130,12 +130,12 @@ impl Broker {
         }
     }
 
-    fn slot(&self, pool: &str) -> Result<SharedSlot, ApiError> {
+    fn slot(&self, pool: &str) -> Result<SharedSlot, BrokerError> {
         let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
         pools
             .get(pool)
             .cloned()
-            .ok_or_else(|| ApiError::pool_not_found(pool))
+            .ok_or_else(|| BrokerError::PoolNotFound(pool.to_string()))
     }
 
     /// Names of every pool, sorted.
@@ -151,13 +151,13 @@ impl Broker {
     pub async fn read<R>(
         &self,
         pool: &str,
-        f: impl FnOnce(&Pool) -> Result<R, ApiError>,
-    ) -> Result<R, ApiError> {
+        f: impl FnOnce(&Pool) -> Result<R, BrokerError>,
+    ) -> Result<R, BrokerError> {
         let slot = self.slot(pool)?;
         let (r, ticket) = {
             let s = lock(&slot);
             if s.deleted {
-                return Err(ApiError::pool_not_found(pool));
+                return Err(BrokerError::PoolNotFound(pool.to_string()));
             }
             (f(&s.pool), self.writer.send(None, Vec::new()))
         };
@@ -171,12 +171,12 @@ impl Broker {
     pub fn peek<R>(
         &self,
         pool: &str,
-        f: impl FnOnce(&Pool) -> Result<R, ApiError>,
-    ) -> Result<R, ApiError> {
+        f: impl FnOnce(&Pool) -> Result<R, BrokerError>,
+    ) -> Result<R, BrokerError> {
         let slot = self.slot(pool)?;
         let s = lock(&slot);
         if s.deleted {
-            return Err(ApiError::pool_not_found(pool));
+            return Err(BrokerError::PoolNotFound(pool.to_string()));
         }
         f(&s.pool)
     }
@@ -187,8 +187,8 @@ impl Broker {
     pub async fn write<R>(
         &self,
         pool: &str,
-        f: impl FnOnce(&mut Pool, TimestampMs) -> Result<R, ApiError>,
-    ) -> Result<R, ApiError> {
+        f: impl FnOnce(&mut Pool, TimestampMs) -> Result<R, BrokerError>,
+    ) -> Result<R, BrokerError> {
         self.write_with(pool, |p, now| f(p, now).map(|r| (r, Vec::new())))
             .await
     }
@@ -199,14 +199,14 @@ impl Broker {
     pub async fn write_with<R>(
         &self,
         pool: &str,
-        f: impl FnOnce(&mut Pool, TimestampMs) -> Result<(R, Vec<Mutation>), ApiError>,
-    ) -> Result<R, ApiError> {
+        f: impl FnOnce(&mut Pool, TimestampMs) -> Result<(R, Vec<Mutation>), BrokerError>,
+    ) -> Result<R, BrokerError> {
         let slot = self.slot(pool)?;
         let reserved = self.writer.reserve().await?;
         let (r, ticket) = {
             let mut s = lock(&slot);
             if s.deleted {
-                return Err(ApiError::pool_not_found(pool));
+                return Err(BrokerError::PoolNotFound(pool.to_string()));
             }
             let r = f(&mut s.pool, now_ms());
             let mut mutations = mutations_for(&mut s.pool);
@@ -228,9 +228,9 @@ impl Broker {
         &self,
         config: PoolConfig,
         create_only: bool,
-    ) -> Result<(bool, Vec<String>), ApiError> {
+    ) -> Result<(bool, Vec<String>), BrokerError> {
         let name = config.name.clone();
-        let exists = || -> ApiError {
+        let exists = || -> BrokerError {
             placement::Error::Conflict(format!(
                 "host pool {name} already exists (If-None-Match: * only creates); change it \
                  with PATCH, or replace it with a PUT without that header"
@@ -282,14 +282,14 @@ impl Broker {
     }
 
     /// Removes a pool; with session hosts only when `force`.
-    pub async fn delete_pool(&self, name: &str, force: bool) -> Result<(), ApiError> {
+    pub async fn delete_pool(&self, name: &str, force: bool) -> Result<(), BrokerError> {
         let reserved = self.writer.reserve().await?;
         let ticket = {
             let mut pools = self.pools.write().unwrap_or_else(|p| p.into_inner());
             let slot = pools
                 .get(name)
                 .cloned()
-                .ok_or_else(|| ApiError::pool_not_found(name))?;
+                .ok_or_else(|| BrokerError::PoolNotFound(name.to_string()))?;
             let mut s = lock(&slot);
             let hosts = s.pool.host_count();
             if hosts > 0 && !force {
@@ -316,7 +316,7 @@ impl Broker {
     }
 
     /// Applies the passing of time to every pool (rules S4, S7).
-    pub async fn tick_all(&self) -> Result<(), ApiError> {
+    pub async fn tick_all(&self) -> Result<(), BrokerError> {
         for name in self.pool_names() {
             match self
                 .write(&name, |p, now| {
@@ -326,7 +326,7 @@ impl Broker {
                 .await
             {
                 Ok(()) => {}
-                Err(e) if e.code == "HostPoolNotFound" => {}
+                Err(BrokerError::PoolNotFound(_)) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use store::{Mutation, Store};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::error::ApiError;
+use crate::error::BrokerError;
 
 /// How many write requests may wait for the writer; past this, requests
 /// wait for a slot up to [`RESERVE_TIMEOUT`] and are then refused.
@@ -105,12 +105,12 @@ impl WriteQueue {
     }
 
     /// Waits for a queue slot (bounded by [`RESERVE_TIMEOUT`]).
-    pub async fn reserve(&self) -> Result<Slot<'_>, ApiError> {
+    pub async fn reserve(&self) -> Result<Slot<'_>, BrokerError> {
         self.check_failed()?;
         match tokio::time::timeout(RESERVE_TIMEOUT, self.tx.reserve()).await {
             Ok(Ok(permit)) => Ok(Slot(permit)),
-            Ok(Err(_)) => Err(ApiError::store_unavailable("the writer has stopped")),
-            Err(_) => Err(ApiError::overloaded()),
+            Ok(Err(_)) => Err(BrokerError::store_unavailable("the writer has stopped")),
+            Err(_) => Err(BrokerError::Overloaded),
         }
     }
 
@@ -135,27 +135,27 @@ impl WriteQueue {
     }
 
     /// Waits until the ticket's changes (or what it saw) are durable.
-    pub async fn wait(&self, ticket: Ticket) -> Result<(), ApiError> {
+    pub async fn wait(&self, ticket: Ticket) -> Result<(), BrokerError> {
         match ticket {
             Ticket::Write(rx) => match rx.await {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(ApiError::store_unavailable(e)),
-                Err(_) => Err(ApiError::store_unavailable("the writer has stopped")),
+                Ok(Err(e)) => Err(BrokerError::store_unavailable(e)),
+                Err(_) => Err(BrokerError::store_unavailable("the writer has stopped")),
             },
             Ticket::Read(lsn) => {
                 let mut durable = self.durable.clone();
                 let mut failed = self.failed.clone();
                 tokio::select! {
-                    r = durable.wait_for(|&d| d >= lsn) => r.map(|_| ()).map_err(|_| ApiError::store_unavailable("the writer has stopped")),
-                    _ = failed.wait_for(Option::is_some) => Err(self.check_failed().err().unwrap_or_else(|| ApiError::store_unavailable("the store failed"))),
+                    r = durable.wait_for(|&d| d >= lsn) => r.map(|_| ()).map_err(|_| BrokerError::store_unavailable("the writer has stopped")),
+                    _ = failed.wait_for(Option::is_some) => Err(self.check_failed().err().unwrap_or_else(|| BrokerError::store_unavailable("the store failed"))),
                 }
             }
         }
     }
 
-    fn check_failed(&self) -> Result<(), ApiError> {
+    fn check_failed(&self) -> Result<(), BrokerError> {
         match &*self.failed.borrow() {
-            Some(e) => Err(ApiError::store_unavailable(e)),
+            Some(e) => Err(BrokerError::store_unavailable(e)),
             None => Ok(()),
         }
     }
@@ -175,7 +175,7 @@ impl WriteQueue {
     }
 
     /// Waits until everything enqueued so far is durable (clean shutdown).
-    pub async fn flush(&self) -> Result<(), ApiError> {
+    pub async fn flush(&self) -> Result<(), BrokerError> {
         let ticket = self.send(None, Vec::new());
         self.wait(ticket).await
     }
@@ -319,7 +319,7 @@ mod tests {
         }
     }
 
-    async fn write(queue: &WriteQueue, mutations: Vec<Mutation>) -> Result<(), ApiError> {
+    async fn write(queue: &WriteQueue, mutations: Vec<Mutation>) -> Result<(), BrokerError> {
         let slot = queue.reserve().await?;
         let ticket = queue.send(Some(slot), mutations);
         queue.wait(ticket).await
@@ -337,12 +337,15 @@ mod tests {
             .expect("committed");
         assert!(queue.is_saved("p", "s1"));
         let refused = write(&queue, vec![put_session("s2")]).await;
-        assert_eq!(refused.expect_err("refused").code, "StoreUnavailable");
+        assert!(matches!(
+            refused.expect_err("refused"),
+            BrokerError::StoreUnavailable(_)
+        ));
         assert!(queue.failure().is_some());
         assert!(queue.is_saved("p", "s1"), "committed before the failure");
         assert!(!queue.is_saved("p", "s2"), "in the failed batch");
         let later = queue.reserve().await.err().expect("no more writes");
-        assert_eq!(later.code, "StoreUnavailable");
+        assert!(matches!(later, BrokerError::StoreUnavailable(_)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
-use crate::cli::client::{ApiError, Client};
+use crate::cli::client::Client;
 
 /// Flags of `deskbroker bench`.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -231,8 +231,9 @@ async fn storm(clients: &[Arc<Client>], args: &StormArgs) -> anyhow::Result<Valu
                     }
                     Err(e) => {
                         let code = e
-                            .downcast_ref::<ApiError>()
-                            .map_or_else(|| "TransportError".to_string(), |a| a.code.clone());
+                            .downcast_ref::<api::ClientError>()
+                            .and_then(api::ClientError::code)
+                            .map_or_else(|| "TransportError".to_string(), |c| c.to_string());
                         *errors
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())

@@ -13,7 +13,7 @@ use anyhow::Context;
 pub struct GatewayArgs {
     /// The broker whose rules place the users.
     #[arg(long, env = "DESKBROKER_URL", default_value = "http://127.0.0.1:8080")]
-    pub broker: String,
+    pub broker: api::BrokerUrl,
     /// The broker's admin token (the front door places users, marks their
     /// sessions Active and Disconnected, and ends anonymous ones).
     #[arg(long, env = "DESKBROKER_TOKEN", hide_env_values = true)]
@@ -30,7 +30,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(pool) = &args.rdp_default_pool {
         placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
     }
-    let placer = gateway::Http::new(&args.broker, &args.token)
+    let placer = gateway::Http::new(args.broker.clone(), &args.token)
         .map_err(|e| anyhow::anyhow!("broker {}: {e}", args.broker))?;
     let listener = tokio::net::TcpListener::bind(args.rdp_listen)
         .await

@@ -117,7 +117,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         });
     }
     let front_door = rdp_listener.map(|l| {
-        let placer = Arc::new(gateway::InProcess::new(broker.clone()));
+        let placer = Arc::new(broker::front_door::InProcess::new(broker.clone()));
         let config = gateway::Config::new(args.rdp_default_pool.clone());
         tokio::spawn(gateway::serve(l, placer, config, stopped(stop_rx.clone())))
     });
@@ -184,7 +184,8 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
             } else {
                 format!("http://{addr}")
             };
-            let placer = gateway::Http::new(&own, &token).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let own = api::BrokerUrl::parse(&own)?;
+            let placer = gateway::Http::new(own, &token).map_err(|e| anyhow::anyhow!("{e}"))?;
             let config = gateway::Config::new(args.rdp_default_pool.clone());
             Some(tokio::spawn(gateway::serve(
                 l,

@@ -29,7 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use crate::pdu::{self, HANDSHAKE_TIMEOUT, Routing};
-use crate::placer::{Connect, Placer};
+use crate::placer::{ConnectInput, Placer};
 
 /// Connections open at once (in handshake or relayed). At the limit the
 /// front door stops accepting; the kernel's backlog holds the next ones.
@@ -271,9 +271,9 @@ async fn connection<P: Placer>(
     let user = user.unwrap_or_else(|| format!("{ANONYMOUS_USER_PREFIX}{}", uuid::Uuid::new_v4()));
     report.user = Some(user.clone());
 
-    let mut request = Connect {
+    let mut request = ConnectInput {
         user,
-        ..Connect::default()
+        ..ConnectInput::default()
     };
     for _ in 0..config.max_placement_attempts {
         let placed = match placer.connect(&pool, &request).await {

@@ -5,10 +5,10 @@
 //! and slow first PDUs never reach a host (R6).
 //!
 //! - [`pdu`]: the strict, bounded parser of the first PDU.
-//! - [`placer`]: the broker seen from the front door — in this process
-//!   ([`InProcess`]) or over HTTP ([`Http`]).
+//! - [`placer`]: the broker seen from the front door: a [`Placer`], over
+//!   HTTP ([`Http`]) or, in `deskbroker serve`, the broker's own
+//!   `broker::front_door::InProcess`.
 //! - [`front_door`]: the listener and the relay.
-//! - [`rdp_file`]: the `.rdp` file that points clients at the front door.
 //!
 //! **The front door decides nothing**: every placement, reconnect and
 //! session state goes through a [`Placer`], so it follows the same rules
@@ -18,6 +18,6 @@ pub mod front_door;
 pub mod pdu;
 pub mod placer;
 
-pub use broker::rdp_file::{rdp_file, routing_token};
+pub use api::rdp_file::{rdp_file, routing_token};
 pub use front_door::{Config, serve};
-pub use placer::{Http, InProcess, Placer, PlacerError};
+pub use placer::{ConnectInput, Http, Placer, PlacerError};

@@ -157,6 +157,19 @@ impl Shared {
     }
 }
 
+/// A session host as the broker answers it (the contract's whole shape:
+/// the agent reads it with the contract's types).
+fn host_json(name: &serde_json::Value, load_index: i32, sessions: u32) -> serde_json::Value {
+    json!({
+        "name": name, "address": "10.0.0.7:3389", "allowNewSession": true,
+        "status": "Available", "sessions": sessions, "connectingSessions": 0,
+        "loadIndex": load_index, "lastHeartBeat": null, "assignedUser": null,
+        "capabilities": ["rdp"],
+        "policy": {"loadIndexThreshold": null, "connectingSessionThreshold": null},
+        "registeredAt": "2026-12-01T08:00:00Z", "metrics": null
+    })
+}
+
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
     (
         status,
@@ -173,7 +186,7 @@ async fn register(
 ) -> Response {
     let (status, response) = if shared.failing() {
         let status = StatusCode::SERVICE_UNAVAILABLE;
-        (status, error(status, "ServiceUnavailable", "store down"))
+        (status, error(status, "StoreUnavailable", "store down"))
     } else {
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if request["token"] != json!("regtoken") {
@@ -192,7 +205,7 @@ async fn register(
             } else {
                 StatusCode::OK
             };
-            let host = json!({"name": request["name"], "status": "Available"});
+            let host = host_json(&request["name"], 0, 0);
             (
                 status,
                 (
@@ -225,7 +238,7 @@ async fn heartbeat(
     };
     let (status, response) = if shared.failing() {
         let status = StatusCode::SERVICE_UNAVAILABLE;
-        (status, error(status, "ServiceUnavailable", "store down"))
+        (status, error(status, "StoreUnavailable", "store down"))
     } else if !valid {
         let status = StatusCode::UNAUTHORIZED;
         (
@@ -242,8 +255,7 @@ async fn heartbeat(
         let status = StatusCode::OK;
         (
             status,
-            axum::Json(json!({"name": "h7", "status": "Available", "loadIndex": 3, "sessions": 1}))
-                .into_response(),
+            axum::Json(host_json(&json!("h7"), 3, 1)).into_response(),
         )
     };
     shared.record(&uri, &headers, &body, status);

@@ -104,7 +104,7 @@ async fn registers_saves_the_credential_and_sends_heartbeats() {
         json!({
             "token": "regtoken", "hostPool": "farm", "name": "h7",
             "address": "10.0.0.7:3389", "capabilities": ["rdp", "gpu"],
-            "policy": {"loadIndexThreshold": 80}
+            "policy": {"loadIndexThreshold": 80, "connectingSessionThreshold": null}
         })
     );
 
@@ -127,7 +127,10 @@ async fn registers_saves_the_credential_and_sends_heartbeats() {
         body["sessions"],
         json!([{"user": "alice@contoso.com", "state": "Active"}])
     );
-    assert_eq!(body["policy"], json!({"loadIndexThreshold": 80}));
+    assert_eq!(
+        body["policy"],
+        json!({"loadIndexThreshold": 80, "connectingSessionThreshold": null})
+    );
 
     let state_file = dir.path().join("agent.json");
     let saved: Value =
@@ -300,7 +303,9 @@ async fn a_failing_sessions_command_sends_no_session_list() {
     let records = broker.records();
     let body = &records.heartbeats()[0].body;
     assert!(body.get("sessions").is_none(), "{body}");
-    assert!(body.get("customLoadIndex").is_none(), "{body}");
+    // Not read: null (the contract's HostMetrics), which the broker takes as
+    // "not reported", as it would an absent field.
+    assert!(body["customLoadIndex"].is_null(), "{body}");
 }
 
 #[tokio::test]

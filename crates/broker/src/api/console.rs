@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 /// The policy sent with every console file: scripts, styles and requests
 /// only to this origin; no plugins, no framing, no form navigation (forms
@@ -107,8 +107,7 @@ async fn serve(file: Option<Path<String>>, request: HeaderMap) -> Response {
     let Some(asset) = ASSETS.iter().find(|a| a.name == name) else {
         // The contract's error shape, as for any other unknown path.
         let missing = ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
+            api::ErrorCode::NotFound,
             format!("no file {name} in the deskbroker console"),
         );
         return (SECURITY_HEADERS, missing).into_response();

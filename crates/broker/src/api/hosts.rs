@@ -7,15 +7,16 @@ use axum::extract::{OriginalUri, Path, State};
 use axum::http::StatusCode;
 use placement::{HostSpec, Upsert};
 
+use super::error::ApiError;
 use super::paging::{self, Page, PageQuery};
-use super::types::{
-    ForceQuery, HeartbeatInput, SessionHostInput, SessionHostOutput, SessionHostPatch,
-};
+use super::types::ForceQuery;
 use super::{Json, Query};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::BrokerError;
 use crate::state::Broker;
+use api::ErrorBody;
+use api::types::{HeartbeatInput, SessionHostInput, SessionHostOutput, SessionHostPatch};
 
-fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, ApiError> {
+fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, BrokerError> {
     Ok(SessionHostOutput::from(p.find_host(host)?))
 }
 
@@ -134,16 +135,7 @@ pub async fn delete(
     Path((pool, host)): Path<(String, String)>,
     Query(q): Query<ForceQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let secrets = &b.secrets;
-    b.write(&pool, |p, _| {
-        p.remove_host(&host, q.force)?;
-        secrets
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .forget(p.name(), Some(&host));
-        Ok(())
-    })
-    .await?;
+    b.remove_host(&pool, &host, q.force).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -156,29 +148,6 @@ pub async fn heartbeat(
     Path((pool, host)): Path<(String, String)>,
     Json(input): Json<HeartbeatInput>,
 ) -> Result<axum::Json<SessionHostOutput>, ApiError> {
-    let reported: Option<Vec<(String, placement::SessionState)>> = input
-        .sessions
-        .map(|v| v.into_iter().map(|s| (s.user, s.state)).collect());
-    let out = b
-        .write(&pool, |p, now| {
-            if let Some(policy) = input.policy {
-                let current = p.find_host(&host)?;
-                if current.spec.policy != policy {
-                    let spec = HostSpec {
-                        policy,
-                        ..current.spec.clone()
-                    };
-                    p.upsert_host(spec, now)?;
-                }
-            }
-            p.heartbeat(&host, input.metrics, now)?;
-            if let Some(reported) = &reported {
-                p.reconcile(&host, reported, now, &mut || {
-                    uuid::Uuid::now_v7().to_string()
-                })?;
-            }
-            host_output(p, &host)
-        })
-        .await?;
+    let out = b.heartbeat(&pool, &host, input).await?;
     Ok(axum::Json(out))
 }

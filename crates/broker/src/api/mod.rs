@@ -3,6 +3,7 @@
 //! shape before a handler runs.
 
 mod console;
+pub mod error;
 mod hosts;
 mod paging;
 mod pools;
@@ -14,6 +15,7 @@ pub mod types;
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::ErrorCode;
 use axum::Router;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -21,11 +23,11 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
-use subtle::ConstantTimeEq;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::error::ApiError;
-use crate::state::{Broker, secret_hash};
+use crate::enroll::Caller;
+use crate::state::Broker;
+pub use error::ApiError;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -98,8 +100,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
 
 async fn not_found() -> ApiError {
     ApiError::new(
-        axum::http::StatusCode::NOT_FOUND,
-        "NotFound",
+        ErrorCode::NotFound,
         "no such path in the deskbroker API (see /openapi.json)",
     )
 }
@@ -122,18 +123,10 @@ async fn authenticate(
              DATA_DIR/admin.token or DESKBROKER_ADMIN_TOKEN)",
         ));
     };
-    if bool::from(token.as_bytes().ct_eq(broker.admin_token.as_bytes())) {
-        return Ok(next.run(req).await);
-    }
-    let host = broker
-        .secrets
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .hosts
-        .get(&secret_hash(token))
-        .cloned();
-    let Some((pool, host)) = host else {
-        return Err(ApiError::unauthorized("the bearer token is not valid"));
+    let (pool, host) = match broker.caller(token) {
+        Some(Caller::Admin) => return Ok(next.run(req).await),
+        Some(Caller::Host { pool, host }) => (pool, host),
+        None => return Err(ApiError::unauthorized("the bearer token is not valid")),
     };
     let path = req.uri().path();
     let path = path.strip_prefix("/api/v1").unwrap_or(path);
@@ -141,14 +134,10 @@ async fn authenticate(
     let allowed = (req.method() == axum::http::Method::GET && path == own)
         || (req.method() == axum::http::Method::POST && path == format!("{own}/heartbeat"));
     if !allowed {
-        return Err(ApiError::new(
-            axum::http::StatusCode::FORBIDDEN,
-            "Forbidden",
-            format!(
-                "a host credential only allows heartbeats and reading its own session host \
+        return Err(ApiError::forbidden(format!(
+            "a host credential only allows heartbeats and reading its own session host \
                  ({pool}/{host})"
-            ),
-        ));
+        )));
     }
     Ok(next.run(req).await)
 }
@@ -181,12 +170,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
                     }
                     other => format!("request body: {}", other.body_text()),
                 };
-                let status = if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                    axum::http::StatusCode::PAYLOAD_TOO_LARGE
+                let code = if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ErrorCode::PayloadTooLarge
                 } else {
-                    axum::http::StatusCode::BAD_REQUEST
+                    ErrorCode::InvalidParameter
                 };
-                Err(ApiError::new(status, "InvalidParameter", message))
+                Err(ApiError::new(code, message))
             }
         }
     }

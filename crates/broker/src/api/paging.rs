@@ -12,7 +12,7 @@ use axum::http::Uri;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 /// Largest `pageSize` accepted: a page is built under the pool's lock, so
 /// its size is bounded.

@@ -6,9 +6,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use placement::{PoolConfig, validate_name};
 
-use super::types::{ForceQuery, HostPoolInput, HostPoolOutput, List};
+use api::types::{HostPoolInput, HostPoolOutput, List};
+use api::{ErrorBody, ErrorCode};
+
+use super::error::ApiError;
+use super::types::{ForceQuery, apply_pool_input};
 use super::{Json, Query};
-use crate::error::{ApiError, ErrorBody};
 use crate::state::Broker;
 
 #[utoipa::path(get, path = "/api/v1/hostPools", tag = "hostPools",
@@ -61,7 +64,7 @@ pub async fn put(
             "hostPoolType and loadBalancerType are required to create or replace a host pool",
         ));
     };
-    let config = input.apply_to(PoolConfig::new(&pool, t, lb))?;
+    let config = apply_pool_input(input, PoolConfig::new(&pool, t, lb))?;
     let (created, warnings) = b.put_pool(config, create_only).await?;
     let out = b
         .read(&pool, |p| Ok(HostPoolOutput::of(p, warnings)))
@@ -85,7 +88,7 @@ pub async fn patch(
 ) -> Result<axum::Json<HostPoolOutput>, ApiError> {
     let out = b
         .write(&pool, |p, _| {
-            let config = input.apply_to(p.config().clone())?;
+            let config = apply_pool_input(input, p.config().clone())?;
             let warnings = p.set_config(config)?;
             Ok(HostPoolOutput::of(p, warnings))
         })
@@ -123,12 +126,11 @@ pub async fn rdp_file(
         .clone()
         .ok_or_else(|| {
             ApiError::new(
-                StatusCode::NOT_FOUND,
-                "NotFound",
+                ErrorCode::NotFound,
                 "this broker runs no RDP front door: start it with serve --rdp-listen",
             )
         })?;
-    let file = crate::rdp_file::rdp_file(&front_door, &name);
+    let file = api::rdp_file::rdp_file(&front_door, &name);
     Ok((
         [
             (

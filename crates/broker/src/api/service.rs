@@ -8,8 +8,10 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
-use super::{hosts, pools, registration, sessions, types};
-use crate::error::ErrorBody;
+use api::types;
+use api::{ErrorBody, ErrorCode, ErrorDetail};
+
+use super::{hosts, pools, registration, sessions};
 use crate::state::Broker;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -22,7 +24,7 @@ use crate::state::Broker;
                 sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
         registration::create_token, registration::revoke_tokens, registration::register,
     ),
-    components(schemas(ErrorBody, types::HostPoolInput, types::HostPoolOutput,
+    components(schemas(ErrorBody, ErrorDetail, ErrorCode, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
         types::HeartbeatInput, types::ConnectInput, types::ConnectOutput,
         types::SessionOutput, types::SessionPatch)),

@@ -6,10 +6,13 @@ use axum::extract::{OriginalUri, Path, State};
 use axum::http::StatusCode;
 
 use super::paging::{self, Page, PageQuery};
-use super::types::{ConnectInput, ConnectOutput, SessionOutput, SessionPatch, SessionQuery};
+use api::ErrorBody;
+use api::types::{ConnectInput, ConnectOutput, SessionOutput, SessionPatch};
+
+use super::error::ApiError;
+use super::types::SessionQuery;
 use super::{Json, Query};
-use crate::Connect;
-use crate::error::{ApiError, ErrorBody};
+use crate::error::BrokerError;
 use crate::state::Broker;
 
 /// Places a user (rules S1–S4, B, D, P7): the user's existing session if
@@ -23,20 +26,8 @@ pub async fn connect(
     Path(pool): Path<String>,
     Json(input): Json<ConnectInput>,
 ) -> Result<axum::Json<ConnectOutput>, ApiError> {
-    let c = Connect {
-        user: input.user,
-        requires: input.requires,
-        session_host: input.session_host,
-        exclude: input.exclude,
-    };
-    let p = b.connect(&pool, &c).await?;
-    Ok(axum::Json(ConnectOutput {
-        session_id: p.session_id,
-        session_host: p.host,
-        address: p.address,
-        reconnect: p.reconnect,
-        session_state: p.state,
-    }))
+    let placed = b.connect(&pool, &input).await?;
+    Ok(axum::Json(ConnectOutput::from(placed)))
 }
 
 /// Sessions of the pool, optionally of one user and/or one host, oldest
@@ -78,7 +69,7 @@ pub async fn list(
     Ok(axum::Json(value))
 }
 
-fn find(p: &placement::Pool, id: &str) -> Result<SessionOutput, ApiError> {
+fn find(p: &placement::Pool, id: &str) -> Result<SessionOutput, BrokerError> {
     Ok(SessionOutput::from(p.find_session(id)?))
 }
 

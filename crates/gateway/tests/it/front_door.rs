@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gateway::placer::Connect;
+use gateway::ConnectInput as Connect;
 use gateway::{Config, Placer, PlacerError};
 use placement::{Placement, SessionState};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -114,7 +114,7 @@ impl Placer for Recorder {
             .find(|(n, _)| !request.exclude.contains(n))
         else {
             return Err(PlacerError::Refused {
-                code: "NoSessionHostAvailable".into(),
+                code: api::ErrorCode::NoSessionHostAvailable,
                 message: "no session host is available".into(),
             });
         };

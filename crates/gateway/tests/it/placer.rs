@@ -5,8 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gateway::placer::Connect;
-use gateway::{Http, InProcess, Placer, PlacerError};
+use broker::front_door::InProcess;
+use gateway::ConnectInput as Connect;
+use gateway::{Http, Placer, PlacerError};
 use placement::SessionState;
 use serde_json::json;
 
@@ -106,14 +107,14 @@ async fn script<P: Placer>(placer: &P) {
     assert_eq!(bob.host, "h2");
     let carol = placer.connect("p", &connect("carol")).await;
     assert!(
-        matches!(&carol, Err(PlacerError::Refused { code, .. }) if code == "NoSessionHostAvailable"),
+        matches!(&carol, Err(PlacerError::Refused { code, .. }) if *code == api::ErrorCode::NoSessionHostAvailable),
         "{carol:?}"
     );
     placer.logoff("p", &bob.session_id).await.expect("logoff");
     placer.logoff("p", &alice.session_id).await.expect("logoff");
     let gone = placer.logoff("p", &alice.session_id).await;
     assert!(
-        matches!(&gone, Err(PlacerError::Refused { code, .. }) if code == "SessionNotFound"),
+        matches!(&gone, Err(PlacerError::Refused { code, .. }) if *code == api::ErrorCode::SessionNotFound),
         "{gone:?}"
     );
 
@@ -155,7 +156,7 @@ async fn in_process() {
 #[tokio::test]
 async fn over_http() {
     let r = running().await;
-    script(&Http::new(&r.url, TOKEN).expect("client")).await;
+    script(&Http::new(r.url.parse().expect("url"), TOKEN).expect("client")).await;
 }
 
 #[tokio::test]
@@ -163,7 +164,7 @@ async fn over_http_a_missing_broker_is_unreachable() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     drop(listener);
-    let placer = Http::new(&url, TOKEN).expect("client");
+    let placer = Http::new(url.parse().expect("url"), TOKEN).expect("client");
     let e = tokio::time::timeout(Duration::from_secs(20), placer.connect("p", &connect("a")))
         .await
         .expect("in time")

@@ -1,0 +1,61 @@
+//! The RDP front door's placer for a broker in this process (`deskbroker
+//! serve --rdp-listen`): the front door (`gateway`) asks, the broker
+//! decides, with the same code path as the HTTP API's `connect`. It lives
+//! here, where the two meet, so that the front door itself links only the
+//! contract (`api`) and a stand-alone front door carries no store or HTTP
+//! server.
+
+use std::sync::Arc;
+
+use api::types::ConnectInput;
+use gateway::{Placer, PlacerError};
+use placement::{Placement, SessionState};
+
+use crate::error::BrokerError;
+use crate::state::Broker;
+
+/// The broker in this process, as the front door's [`Placer`].
+#[derive(Clone)]
+pub struct InProcess {
+    broker: Arc<Broker>,
+}
+
+impl InProcess {
+    pub fn new(broker: Arc<Broker>) -> InProcess {
+        InProcess { broker }
+    }
+}
+
+/// A refusal, with the contract's code, as the front door reports it.
+fn refused(e: BrokerError) -> PlacerError {
+    PlacerError::Refused {
+        code: e.code(),
+        message: e.to_string(),
+    }
+}
+
+impl Placer for InProcess {
+    async fn connect(&self, pool: &str, request: &ConnectInput) -> Result<Placement, PlacerError> {
+        self.broker.connect(pool, request).await.map_err(refused)
+    }
+
+    async fn set_session_state(
+        &self,
+        pool: &str,
+        session_id: &str,
+        state: SessionState,
+    ) -> Result<(), PlacerError> {
+        self.broker
+            .set_session_state(pool, session_id, state)
+            .await
+            .map_err(refused)
+    }
+
+    async fn logoff(&self, pool: &str, session_id: &str) -> Result<(), PlacerError> {
+        self.broker.logoff(pool, session_id).await.map_err(refused)
+    }
+
+    async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {
+        self.broker.host_at(pool, address).await.map_err(refused)
+    }
+}
