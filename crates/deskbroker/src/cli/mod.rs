@@ -148,9 +148,8 @@ fn unauthorized_hint(source: &TokenSource) -> String {
             path.display()
         ),
         TokenSource::Missing(path) => format!(
-            "no token was given and there is no {}: pass --token or set DESKBROKER_TOKEN \
-             (a broker started without DESKBROKER_ADMIN_TOKEN writes its token to \
-             admin.token in its data dir; DESKBROKER_DATA_DIR tells the CLI where that is)",
+            "no token was given and there is no {}: pass --token or set DESKBROKER_TOKEN, \
+             or set DESKBROKER_DATA_DIR to the broker's data dir",
             path.display()
         ),
     }
