@@ -69,7 +69,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
     }
     let token = match args.admin_token.clone() {
-        Some(t) if t.len() >= 16 => t,
+        Some(t) if t.len() >= 16 => {
+            keep_token_file_in_step(&args.data_dir, &t)?;
+            t
+        }
         Some(_) => anyhow::bail!("DESKBROKER_ADMIN_TOKEN must be at least 16 characters"),
         None => admin_token_file(&args.data_dir)?,
     };
@@ -259,17 +262,57 @@ fn admin_token_file(dir: &Path) -> anyhow::Result<String> {
     }
     let bytes: [u8; 32] = rand::random();
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    write_token_file(&path, &token)?;
+    eprintln!("admin token written to {}", path.display());
+    Ok(token)
+}
+
+/// With a token given (`--admin-token`, `DESKBROKER_ADMIN_TOKEN`): the CLI
+/// reads `DATA_DIR/admin.token` when it is given no token, so a file left by
+/// an earlier run that generated its token would make every CLI command
+/// fail `Unauthorized`. A file that exists is therefore made to hold the
+/// token in use (mode 0600, as a generated one), and serve says so. No file
+/// is created when there is none: a token given from outside is written
+/// only where the data dir already kept one.
+fn keep_token_file_in_step(dir: &Path, token: &str) -> anyhow::Result<()> {
+    let path = dir.join("admin.token");
+    match std::fs::read_to_string(&path) {
+        Ok(t) if t.trim() == token => return Ok(()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+    write_token_file(&path, token)?;
+    eprintln!(
+        "{} held an older admin token: it now holds the one given \
+         (--admin-token / DESKBROKER_ADMIN_TOKEN), which the CLI reads from there",
+        path.display()
+    );
+    Ok(())
+}
+
+/// Writes `token` to `path` with mode 0600, durably, replacing the file
+/// whole (a temporary file renamed over it), so that a crash leaves the old
+/// token or the new one, and a replaced file does not keep looser
+/// permissions.
+fn write_token_file(path: &Path, token: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("token.tmp");
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options
-        .open(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    writeln!(f, "{token}")?;
-    f.sync_all()?;
-    eprintln!("admin token written to {}", path.display());
-    Ok(token)
+    let written = (|| -> std::io::Result<()> {
+        // A stale temporary file may have other permissions: start anew.
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut f = options.open(&tmp)?;
+        writeln!(f, "{token}")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    written.with_context(|| format!("cannot write {}", path.display()))
 }
 
 pub async fn shutdown_signal() {

@@ -46,6 +46,6 @@ pub async fn run(args: ConnectArgs) -> anyhow::Result<()> {
             &["hostPools", &args.host_pool, "connect"],
             &body.into_value(),
         )
-        .await?;
-    ctx.print(&answer, CONNECT_COLUMNS)
+        .await;
+    ctx.explain(answer.and_then(|answer| ctx.print(&answer, CONNECT_COLUMNS)))
 }

@@ -7,12 +7,11 @@ use serde_json::Value;
 use super::output::Columns;
 use super::{Body, Context, GlobalArgs};
 
-/// Columns of one pool in a table; `hostpool show` must print exactly these
-/// (the example of `api.md`).
-const POOL_COLUMNS: Columns = &["name", "loadBalancerType", "maxSessionLimit"];
-
-/// Columns of `hostpool list`: with several pools, their type tells them apart.
-const POOL_LIST_COLUMNS: Columns = &[
+/// Columns of a pool in a table, for one pool (`show`, `create`, `update`)
+/// as for a list: the contract's example (`api.md`: name, algorithm, limit)
+/// with the pool's type, without which `Persistent` or `LoadIndex` alone
+/// does not say what kind of pool it is.
+const POOL_COLUMNS: Columns = &[
     "name",
     "hostPoolType",
     "loadBalancerType",
@@ -323,8 +322,12 @@ struct DeleteArgs {
 
 pub async fn run(args: HostpoolArgs) -> anyhow::Result<()> {
     let ctx = Context::new(&args.global)?;
+    ctx.explain(execute(&ctx, args.command).await)
+}
+
+async fn execute(ctx: &Context, command: HostpoolCommand) -> anyhow::Result<()> {
     let client = &ctx.client;
-    match args.command {
+    match command {
         HostpoolCommand::Create(create) => {
             let (name, body) = create.into_request();
             let pool = client.put(&["hostPools", &name], &body).await?;
@@ -341,7 +344,7 @@ pub async fn run(args: HostpoolArgs) -> anyhow::Result<()> {
         }
         HostpoolCommand::List => {
             let pools = client.list(&["hostPools"], &[]).await?;
-            ctx.print(&pools, POOL_LIST_COLUMNS)
+            ctx.print(&pools, POOL_COLUMNS)
         }
         HostpoolCommand::Delete(delete) => {
             let query: &[(&str, &str)] = if delete.force {
@@ -355,8 +358,18 @@ pub async fn run(args: HostpoolArgs) -> anyhow::Result<()> {
         HostpoolCommand::RdpFile(r) => {
             let text = client.get_text(&["hostPools", &r.name, "rdpFile"]).await?;
             match r.file {
-                Some(path) => std::fs::write(&path, text)
-                    .with_context(|| format!("cannot write {}", path.display())),
+                Some(path) => {
+                    std::fs::write(&path, &text)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    // Said on stderr: stdout stays for data, as without --file.
+                    eprintln!(
+                        "wrote the .rdp file of host pool {} to {} ({} bytes)",
+                        r.name,
+                        path.display(),
+                        text.len()
+                    );
+                    Ok(())
+                }
                 None => {
                     print!("{text}");
                     Ok(())
@@ -367,7 +380,15 @@ pub async fn run(args: HostpoolArgs) -> anyhow::Result<()> {
             let path = ["hostPools", t.name.as_str(), "registrationToken"];
             if t.revoke {
                 let answer = client.delete(&path, &[]).await?;
-                return ctx.print(&answer, TOKEN_COLUMNS);
+                ctx.print(&answer, TOKEN_COLUMNS)?;
+                // The API answers 204 with no body: say what was done, on
+                // stderr so that stdout stays for data.
+                eprintln!(
+                    "revoked every registration token of host pool {} \
+                     (hosts already registered keep working)",
+                    t.name
+                );
+                return Ok(());
             }
             let body = serde_json::json!({"expiresInSeconds": t.expires_in.as_secs()});
             let answer = client.post(&path, &body).await?;
@@ -542,11 +563,11 @@ mod tests {
         );
     }
 
-    /// `hostpool show` keeps the contract's three columns for a LoadIndex pool
-    /// too, and `--output json` prints the broker's answer unchanged, nested
-    /// settings included.
+    /// `hostpool show` prints the contract's columns and the pool's type, for
+    /// a LoadIndex pool too, and `--output json` prints the broker's answer
+    /// unchanged, nested settings included.
     #[test]
-    fn show_keeps_the_contract_table_and_passes_json_through() {
+    fn show_prints_the_pool_type_and_passes_json_through() {
         let pool = json!({
             "name": "contosohp01",
             "hostPoolType": "Pooled",
@@ -559,9 +580,9 @@ mod tests {
         assert_eq!(
             output::render(&pool, OutputFormat::Table, POOL_COLUMNS),
             "\
-Name         LoadBalancerType    MaxSessionLimit
------------  ------------------  -----------------
-contosohp01  LoadIndex           10
+Name         HostPoolType    LoadBalancerType    MaxSessionLimit
+-----------  --------------  ------------------  -----------------
+contosohp01  Pooled          LoadIndex           10
 "
         );
         let json_text = output::render(&pool, OutputFormat::Json, POOL_COLUMNS);

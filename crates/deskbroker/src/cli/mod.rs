@@ -66,10 +66,25 @@ pub struct GlobalArgs {
     pub output: OutputFormat,
 }
 
-/// What a command needs to run: the client and the output format.
+/// What a command needs to run: the client, the output format, and where
+/// the token came from (for the error when the broker refuses it).
 pub struct Context {
     pub client: Client,
     pub output: OutputFormat,
+    token_source: TokenSource,
+}
+
+/// Where the CLI's token came from, so that an `Unauthorized` answer can say
+/// which token the broker refused and what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TokenSource {
+    /// `--token`, or `DESKBROKER_TOKEN` (clap reads both; the variable is
+    /// named when it holds the token that was sent).
+    Given(&'static str),
+    /// The admin token file of a local broker.
+    File(PathBuf),
+    /// Nothing given and no file: the file that was looked for.
+    Missing(PathBuf),
 }
 
 impl Context {
@@ -77,10 +92,30 @@ impl Context {
         let data_dir = std::env::var_os("DESKBROKER_DATA_DIR")
             .filter(|dir| !dir.is_empty())
             .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from);
-        let token = resolve_token(global.token.as_deref(), &data_dir)?;
+        let env_token = std::env::var("DESKBROKER_TOKEN").ok();
+        let (token, token_source) =
+            resolve_token(global.token.as_deref(), env_token.as_deref(), &data_dir)?;
         Ok(Context {
             client: Client::new(&global.broker, token)?,
             output: global.output,
+            token_source,
+        })
+    }
+
+    /// A command's outcome, with an `Unauthorized` answer explained: which
+    /// token was refused (where it came from) and how to give the right one.
+    /// The most common case: the broker was restarted with
+    /// `DESKBROKER_ADMIN_TOKEN` while the CLI still read an older token.
+    pub fn explain(&self, outcome: anyhow::Result<()>) -> anyhow::Result<()> {
+        outcome.map_err(|err| {
+            let unauthorized = err
+                .downcast_ref::<client::ApiError>()
+                .is_some_and(|api| api.code == "Unauthorized");
+            if unauthorized {
+                anyhow::anyhow!("{err:#}; {}", unauthorized_hint(&self.token_source))
+            } else {
+                err
+            }
         })
     }
 
@@ -96,21 +131,60 @@ impl Context {
     }
 }
 
-/// The token to send: the flag or `DESKBROKER_TOKEN` (clap reads both), else
-/// the admin token file of a local broker when there is one, else none (the
-/// broker then answers `Unauthorized` and the error says how to give one).
-fn resolve_token(given: Option<&str>, data_dir: &Path) -> anyhow::Result<Option<String>> {
+/// What to do about an `Unauthorized` answer, given where the token came
+/// from.
+fn unauthorized_hint(source: &TokenSource) -> String {
+    match source {
+        TokenSource::Given(name) => format!(
+            "the token came from {name} and is not this broker's admin token: pass the one \
+             the broker was started with (its DESKBROKER_ADMIN_TOKEN, or the admin.token \
+             file in its data dir) with --token or DESKBROKER_TOKEN"
+        ),
+        TokenSource::File(path) => format!(
+            "the token came from {}, which does not hold this broker's admin token (was the \
+             broker started with DESKBROKER_ADMIN_TOKEN, or on another data dir?): pass \
+             --token or set DESKBROKER_TOKEN, or set DESKBROKER_DATA_DIR to the broker's \
+             data dir",
+            path.display()
+        ),
+        TokenSource::Missing(path) => format!(
+            "no token was given and there is no {}: pass --token or set DESKBROKER_TOKEN, \
+             or set DESKBROKER_DATA_DIR to the broker's data dir",
+            path.display()
+        ),
+    }
+}
+
+/// The token to send, and where it came from: the flag or `DESKBROKER_TOKEN`
+/// (clap reads both into `given`; `env_token` is the variable's value, to
+/// name it when it is the one used), else the admin token file of a local
+/// broker when there is one, else none (the broker then answers
+/// `Unauthorized` and the error says how to give one).
+fn resolve_token(
+    given: Option<&str>,
+    env_token: Option<&str>,
+    data_dir: &Path,
+) -> anyhow::Result<(Option<String>, TokenSource)> {
     if let Some(token) = given.map(str::trim).filter(|token| !token.is_empty()) {
-        return Ok(Some(token.to_owned()));
+        let name = if env_token.map(str::trim) == Some(token) {
+            "DESKBROKER_TOKEN"
+        } else {
+            "--token"
+        };
+        return Ok((Some(token.to_owned()), TokenSource::Given(name)));
     }
     let path = data_dir.join("admin.token");
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let token = text.trim();
             tracing::debug!(path = %path.display(), "using the admin token file");
-            Ok((!token.is_empty()).then(|| token.to_owned()))
+            if token.is_empty() {
+                Ok((None, TokenSource::Missing(path)))
+            } else {
+                Ok((Some(token.to_owned()), TokenSource::File(path)))
+            }
         }
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok((None, TokenSource::Missing(path))),
         Err(err) => Err(err).with_context(|| {
             format!(
                 "cannot read the admin token file {} (pass --token or set DESKBROKER_TOKEN)",
@@ -195,24 +269,99 @@ mod tests {
     #[test]
     fn token_flag_wins_then_the_data_dir_file_then_none() {
         let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("admin.token");
         assert_eq!(
-            resolve_token(None, dir.path()).expect("no file is fine"),
-            None
+            resolve_token(None, None, dir.path()).expect("no file is fine"),
+            (None, TokenSource::Missing(file.clone()))
         );
 
-        std::fs::write(dir.path().join("admin.token"), "from-file\n").expect("write token");
+        std::fs::write(&file, "from-file\n").expect("write token");
         assert_eq!(
-            resolve_token(None, dir.path()).expect("readable"),
-            Some("from-file".to_owned())
+            resolve_token(None, None, dir.path()).expect("readable"),
+            (
+                Some("from-file".to_owned()),
+                TokenSource::File(file.clone())
+            )
         );
         assert_eq!(
-            resolve_token(Some("from-flag"), dir.path()).expect("flag"),
-            Some("from-flag".to_owned())
+            resolve_token(Some("from-flag"), None, dir.path()).expect("flag"),
+            (Some("from-flag".to_owned()), TokenSource::Given("--token"))
+        );
+        assert_eq!(
+            resolve_token(Some("from-env"), Some("from-env"), dir.path()).expect("env"),
+            (
+                Some("from-env".to_owned()),
+                TokenSource::Given("DESKBROKER_TOKEN")
+            )
+        );
+        // The flag wins over the variable, and is named.
+        assert_eq!(
+            resolve_token(Some("from-flag"), Some("from-env"), dir.path()).expect("flag"),
+            (Some("from-flag".to_owned()), TokenSource::Given("--token"))
         );
         // An empty flag or env value does not hide the file.
         assert_eq!(
-            resolve_token(Some(" "), dir.path()).expect("readable"),
-            Some("from-file".to_owned())
+            resolve_token(Some(" "), Some(" "), dir.path()).expect("readable"),
+            (
+                Some("from-file".to_owned()),
+                TokenSource::File(file.clone())
+            )
+        );
+        // Nor does an empty file hide that there is no token.
+        std::fs::write(&file, "\n").expect("write token");
+        assert_eq!(
+            resolve_token(None, None, dir.path()).expect("readable"),
+            (None, TokenSource::Missing(file))
+        );
+    }
+
+    #[test]
+    fn an_unauthorized_answer_says_where_the_token_came_from() {
+        let refused = |source: TokenSource| {
+            let ctx = Context {
+                client: Client::new("http://127.0.0.1:1", None).expect("client"),
+                output: OutputFormat::Table,
+                token_source: source,
+            };
+            let err = anyhow::Error::from(client::ApiError {
+                code: "Unauthorized".to_owned(),
+                message: "bearer token is not valid".to_owned(),
+            });
+            format!("{:#}", ctx.explain(Err(err)).expect_err("still an error"))
+        };
+        let from_file = refused(TokenSource::File(PathBuf::from("d/admin.token")));
+        assert!(
+            from_file.starts_with(
+                "Unauthorized: bearer token is not valid; the token came from d/admin.token"
+            ),
+            "{from_file}"
+        );
+        assert!(from_file.contains("DESKBROKER_TOKEN"), "{from_file}");
+        let from_env = refused(TokenSource::Given("DESKBROKER_TOKEN"));
+        assert!(
+            from_env.contains("the token came from DESKBROKER_TOKEN"),
+            "{from_env}"
+        );
+        let missing = refused(TokenSource::Missing(PathBuf::from("d/admin.token")));
+        assert!(
+            missing.contains("no token was given and there is no d/admin.token"),
+            "{missing}"
+        );
+        // Other errors pass unchanged.
+        let ctx = Context {
+            client: Client::new("http://127.0.0.1:1", None).expect("client"),
+            output: OutputFormat::Table,
+            token_source: TokenSource::Missing(PathBuf::from("d/admin.token")),
+        };
+        let other = ctx
+            .explain(Err(anyhow::Error::from(client::ApiError {
+                code: "HostPoolNotFound".to_owned(),
+                message: "host pool p not found".to_owned(),
+            })))
+            .expect_err("an error");
+        assert_eq!(
+            format!("{other:#}"),
+            "HostPoolNotFound: host pool p not found"
         );
     }
 

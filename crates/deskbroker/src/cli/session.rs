@@ -69,8 +69,12 @@ struct UpdateArgs {
 
 pub async fn run(args: SessionArgs) -> anyhow::Result<()> {
     let ctx = Context::new(&args.global)?;
+    ctx.explain(execute(&ctx, args.command).await)
+}
+
+async fn execute(ctx: &Context, command: SessionCommand) -> anyhow::Result<()> {
     let client = &ctx.client;
-    match args.command {
+    match command {
         SessionCommand::List(list) => {
             let mut query = Vec::new();
             if let Some(user) = &list.user {

@@ -227,8 +227,12 @@ struct RemoveArgs {
 
 pub async fn run(args: SessionhostArgs) -> anyhow::Result<()> {
     let ctx = Context::new(&args.global)?;
+    ctx.explain(execute(&ctx, args.command).await)
+}
+
+async fn execute(ctx: &Context, command: SessionhostCommand) -> anyhow::Result<()> {
     let client = &ctx.client;
-    match args.command {
+    match command {
         SessionhostCommand::Add(add) => {
             let host = client.put(&host_path(&add.host), &add.body()).await?;
             ctx.print(&host, HOST_COLUMNS)

@@ -82,8 +82,24 @@ async fn host(app: &App, name: &str) -> Value {
     .1
 }
 
-/// Patience for anything that needs a heartbeat (interval 5 s).
-const BEAT: Duration = Duration::from_secs(15);
+/// Patience for anything that needs a heartbeat (interval 5 s): a failure
+/// bound for a loaded machine, not a speed.
+const BEAT: Duration = Duration::from_secs(60);
+
+/// The pool's heartbeat timeout while agents run: well above their 5-s
+/// interval, so that a host whose heartbeat is late on a loaded machine
+/// does not flap to Unavailable.
+const HEARTBEAT_TIMEOUT_SECONDS: u32 = 60;
+
+async fn set_heartbeat_timeout(app: &App, seconds: u32) {
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"heartbeatTimeoutSeconds": seconds})),
+        200,
+    )
+    .await;
+}
 
 #[tokio::test]
 async fn agents_register_report_and_survive_restarts() {
@@ -91,7 +107,7 @@ async fn agents_register_report_and_survive_restarts() {
     let app = App::spawn(&dir);
     app.ok("PUT", "/api/v1/hostPools/farm",
         Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 10,
-                    "heartbeatTimeoutSeconds": 5})), 201).await;
+                    "heartbeatTimeoutSeconds": HEARTBEAT_TIMEOUT_SECONDS})), 201).await;
     let token = app
         .ok(
             "POST",
@@ -202,7 +218,7 @@ async fn agents_register_report_and_survive_restarts() {
     app.kill9();
     let app = App::spawn_with(&data, &listen, &[]).0;
     let before = host(&app, "h2").await["lastHeartBeat"].clone();
-    let resumed = eventually(Duration::from_secs(30), || async {
+    let resumed = eventually(BEAT, || async {
         host(&app, "h2").await["lastHeartBeat"] != before
     })
     .await;
@@ -213,18 +229,22 @@ async fn agents_register_report_and_survive_restarts() {
     let ended = eventually(BEAT, || async { host(&app, "h1").await["sessions"] == 0 }).await;
     assert!(ended, "a session the host no longer has ends");
 
-    // h1's agent stops cleanly; h1 becomes Unavailable, then Available
-    // again when an agent runs once more (same state dir, no new token needed).
+    // h1's agent stops cleanly; h1 becomes Unavailable (the shortest
+    // timeout, 5 s, so as not to wait a minute; h2 may flap meanwhile and
+    // is not looked at), then Available again when an agent runs once more
+    // (same state dir, no new token needed).
     let status = a1.stop();
     assert!(
         status.success(),
         "the agent stops cleanly on SIGTERM: {status}"
     );
+    set_heartbeat_timeout(&app, 5).await;
     let down = eventually(BEAT, || async {
         host(&app, "h1").await["status"] == "Unavailable"
     })
     .await;
     assert!(down, "a silent host becomes Unavailable (S7)");
+    set_heartbeat_timeout(&app, HEARTBEAT_TIMEOUT_SECONDS).await;
     let _a1 = Agent::start(
         &app,
         "dbr_not-needed-any-more",

@@ -8,6 +8,10 @@ use serde_json::{Value, json};
 
 use crate::{App, TOKEN, eventually, pool_with_hosts};
 
+/// How long to wait for what the broker's ticker (every 500 ms) does within
+/// a second or two: a failure bound for a loaded machine, not a speed.
+const PATIENCE: Duration = Duration::from_secs(30);
+
 /// Everything the broker holds about a pool, to check nothing changed.
 async fn state(app: &App, pool: &str) -> (Value, Value, Value) {
     (
@@ -401,14 +405,12 @@ async fn put_if_none_match_star_only_creates() {
 async fn pending_sessions_expire_and_confirmed_ones_stay() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
+    // The default pendingTimeoutSeconds (120) while both users are placed
+    // and bob is confirmed, so that no machine is too slow to confirm him
+    // in time; then one second, which the pool applies to the sessions it
+    // already has: alice's Pending session is overdue, bob's Active one is
+    // not concerned.
     pool_with_hosts(&app, "p", "BreadthFirst", 10, 1).await;
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/p",
-        Some(json!({"pendingTimeoutSeconds": 1})),
-        200,
-    )
-    .await;
     let a = app
         .ok(
             "POST",
@@ -436,7 +438,21 @@ async fn pending_sessions_expire_and_confirmed_ones_stay() {
         .await;
     assert_eq!(confirmed["sessionState"], "Active");
     let alice = a["sessionId"].as_str().unwrap().to_string();
-    let gone = eventually(Duration::from_secs(5), || async {
+    app.ok(
+        "GET",
+        &format!("/api/v1/hostPools/p/userSessions/{alice}"),
+        None,
+        200,
+    )
+    .await;
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"pendingTimeoutSeconds": 1})),
+        200,
+    )
+    .await;
+    let gone = eventually(PATIENCE, || async {
         app.call(
             "GET",
             &format!("/api/v1/hostPools/p/userSessions/{alice}"),
@@ -459,18 +475,25 @@ async fn pending_sessions_expire_and_confirmed_ones_stay() {
     assert_eq!(users, [json!("bob")], "the Active session stays");
 }
 
+async fn set_heartbeat_timeout(app: &App, seconds: u32) {
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"heartbeatTimeoutSeconds": seconds})),
+        200,
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
+    // A heartbeat timeout far above the time between two requests while
+    // alice is placed, so that h1 cannot go silent before; then the
+    // shortest one (5 s), which applies to h1's last heartbeat.
     pool_with_hosts(&app, "p", "DepthFirst", 10, 2).await;
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/p",
-        Some(json!({"heartbeatTimeoutSeconds": 5})),
-        200,
-    )
-    .await;
+    set_heartbeat_timeout(&app, 3600).await;
     let hb = app
         .ok(
             "POST",
@@ -490,7 +513,8 @@ async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
         )
         .await;
     assert_eq!(a["sessionHost"], "h1");
-    let down = eventually(Duration::from_secs(10), || async {
+    set_heartbeat_timeout(&app, 5).await;
+    let down = eventually(PATIENCE, || async {
         app.ok("GET", "/api/v1/hostPools/p/sessionHosts/h1", None, 200)
             .await["status"]
             == "Unavailable"
@@ -517,6 +541,8 @@ async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
         .await;
     assert_eq!(status, 503);
     assert_eq!(v["error"]["code"], "SessionHostUnavailable");
+    // Back to a long timeout, so that h1 stays up until alice reconnects.
+    set_heartbeat_timeout(&app, 3600).await;
     app.ok(
         "POST",
         "/api/v1/hostPools/p/sessionHosts/h1/heartbeat",
@@ -577,4 +603,207 @@ async fn service_endpoints() {
         "{doc}"
     );
     assert!(doc["components"]["schemas"]["ConnectOutput"].is_object());
+}
+
+/// Rule P4 pinned by its literal numbers, not by the code's constant: a
+/// new pool's `maxSessionLimit` is 999999, which is also the highest value
+/// accepted; one more is refused and changes nothing.
+#[tokio::test]
+async fn max_session_limit_defaults_to_999999_and_refuses_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let created = app
+        .ok(
+            "PUT",
+            "/api/v1/hostPools/p",
+            Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+            201,
+        )
+        .await;
+    assert_eq!(created["maxSessionLimit"], 999_999, "{created}");
+    let shown = app.ok("GET", "/api/v1/hostPools/p", None, 200).await;
+    assert_eq!(shown["maxSessionLimit"], 999_999, "{shown}");
+
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"maxSessionLimit": 10})),
+        200,
+    )
+    .await;
+    let highest = app
+        .ok(
+            "PATCH",
+            "/api/v1/hostPools/p",
+            Some(json!({"maxSessionLimit": 999_999})),
+            200,
+        )
+        .await;
+    assert_eq!(highest["maxSessionLimit"], 999_999, "{highest}");
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"maxSessionLimit": 10})),
+        200,
+    )
+    .await;
+    for (method, path, body) in [
+        (
+            "PATCH",
+            "/api/v1/hostPools/p",
+            json!({"maxSessionLimit": 1_000_000}),
+        ),
+        (
+            "PUT",
+            "/api/v1/hostPools/p",
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                   "maxSessionLimit": 1_000_000}),
+        ),
+        (
+            "PUT",
+            "/api/v1/hostPools/q",
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                   "maxSessionLimit": 1_000_000}),
+        ),
+    ] {
+        let (status, v) = app.call(method, path, Some(body.clone())).await;
+        assert_eq!(status, 400, "{method} {path} {body}: {v}");
+        assert_eq!(v["error"]["code"], "InvalidParameter", "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("maxSessionLimit")),
+            "{v}"
+        );
+    }
+    let kept = app.ok("GET", "/api/v1/hostPools/p", None, 200).await;
+    assert_eq!(
+        kept["maxSessionLimit"], 10,
+        "a refused limit changed {kept}"
+    );
+    let (status, _) = app.call("GET", "/api/v1/hostPools/q", None).await;
+    assert_eq!(status, 404, "a refused PUT created the pool");
+}
+
+/// The owner of host `host` in pool `pool` (its `assignedUser`).
+async fn owner(app: &App, pool: &str, host: &str) -> Value {
+    app.ok(
+        "GET",
+        &format!("/api/v1/hostPools/{pool}/sessionHosts/{host}"),
+        None,
+        200,
+    )
+    .await["assignedUser"]
+        .clone()
+}
+
+/// Rule P7 over HTTP: in a `Persistent` pool with `Direct` assignment,
+/// giving an owned host to someone else and giving an owner a second host
+/// are 409 `Conflict` (and change nothing); a user without a host is 403
+/// `NoPersonalDesktopAssigned`. A `MultiplePersistent` pool takes the
+/// second host.
+#[tokio::test]
+async fn personal_desktops_conflicts_and_users_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    for (pool, lb) in [("desks", "Persistent"), ("multi", "MultiplePersistent")] {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/{pool}"),
+            Some(json!({"hostPoolType": "Personal", "loadBalancerType": lb,
+                        "personalDesktopAssignmentType": "Direct"})),
+            201,
+        )
+        .await;
+        for (i, desk) in ["d1", "d2"].into_iter().enumerate() {
+            app.ok(
+                "PUT",
+                &format!("/api/v1/hostPools/{pool}/sessionHosts/{desk}"),
+                Some(json!({"address": format!("10.0.2.{i}:3389")})),
+                201,
+            )
+            .await;
+        }
+        let assigned = app
+            .ok(
+                "PATCH",
+                &format!("/api/v1/hostPools/{pool}/sessionHosts/d1"),
+                Some(json!({"assignedUser": "alice@contoso.com"})),
+                200,
+            )
+            .await;
+        assert_eq!(assigned["assignedUser"], "alice@contoso.com");
+    }
+
+    // d1 is alice's: not bob's too, in either kind of pool.
+    for pool in ["desks", "multi"] {
+        let (status, v) = app
+            .call(
+                "PATCH",
+                &format!("/api/v1/hostPools/{pool}/sessionHosts/d1"),
+                Some(json!({"assignedUser": "bob@contoso.com"})),
+            )
+            .await;
+        assert_eq!(
+            (status, &v["error"]["code"]),
+            (409, &json!("Conflict")),
+            "{pool}: {v}"
+        );
+        assert_eq!(owner(&app, pool, "d1").await, "alice@contoso.com");
+    }
+    // A second desktop for alice: a conflict in a Persistent pool (users
+    // matched without regard to case), accepted in a MultiplePersistent one.
+    let (status, v) = app
+        .call(
+            "PATCH",
+            "/api/v1/hostPools/desks/sessionHosts/d2",
+            Some(json!({"assignedUser": "Alice@Contoso.com"})),
+        )
+        .await;
+    assert_eq!(
+        (status, &v["error"]["code"]),
+        (409, &json!("Conflict")),
+        "{v}"
+    );
+    assert_eq!(owner(&app, "desks", "d2").await, Value::Null);
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/multi/sessionHosts/d2",
+        Some(json!({"assignedUser": "alice@contoso.com"})),
+        200,
+    )
+    .await;
+
+    // Direct assignment: bob has no desktop and is told so; d2 stays free
+    // (nothing is assigned on connect); alice goes to hers.
+    let (status, v) = app
+        .call(
+            "POST",
+            "/api/v1/hostPools/desks/connect",
+            Some(json!({"user": "bob@contoso.com"})),
+        )
+        .await;
+    assert_eq!(
+        (status, &v["error"]["code"]),
+        (403, &json!("NoPersonalDesktopAssigned")),
+        "{v}"
+    );
+    assert_eq!(owner(&app, "desks", "d2").await, Value::Null);
+    let alice = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/desks/connect",
+            Some(json!({"user": "alice@contoso.com"})),
+            200,
+        )
+        .await;
+    assert_eq!(alice["sessionHost"], "d1", "{alice}");
+    let sessions = app
+        .ok("GET", "/api/v1/hostPools/desks/userSessions", None, 200)
+        .await;
+    assert_eq!(
+        sessions["value"].as_array().map(Vec::len),
+        Some(1),
+        "{sessions}"
+    );
 }

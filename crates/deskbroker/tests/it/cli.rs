@@ -1,6 +1,32 @@
-//! The README's worked example, through the CLI.
+//! The CLI through the real binary: the README's worked example, errors,
+//! what each command prints when there is nothing to show or nothing to
+//! answer, and where the admin token comes from.
 
-use crate::App;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::{App, TOKEN};
+
+/// Runs the CLI against `app` in `cwd`, with no token given and no data dir
+/// set unless `env` says so; answers (exit success, stdout, stderr).
+fn cli_in(app: &App, cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(crate::exe())
+        .args(args)
+        .current_dir(cwd)
+        .env("DESKBROKER_URL", &app.url)
+        .env_remove("DESKBROKER_TOKEN")
+        .env_remove("DESKBROKER_DATA_DIR")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the CLI");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
 
 #[tokio::test]
 async fn readme_worked_example() {
@@ -23,9 +49,9 @@ async fn readme_worked_example() {
     assert!(ok, "{err}");
     assert_eq!(
         out,
-        "Name         LoadBalancerType    MaxSessionLimit\n\
-         -----------  ------------------  -----------------\n\
-         contosohp01  DepthFirst          10\n"
+        "Name         HostPoolType    LoadBalancerType    MaxSessionLimit\n\
+         -----------  --------------  ------------------  -----------------\n\
+         contosohp01  Pooled          DepthFirst          10\n"
     );
     for (h, a) in [("sh1", "10.0.0.5:3389"), ("sh2", "10.0.0.6:3389")] {
         let (ok, _, err) = app.cli(&[
@@ -129,4 +155,230 @@ async fn cli_errors_are_one_line_and_fail() {
     ]);
     assert!(ok);
     assert!(err.contains("warning:"), "P5 warning expected: {err}");
+}
+
+/// An empty list prints its table's header (not nothing, which looks like a
+/// command that did nothing), `[]` in json and nothing in tsv; `hostpool
+/// show` names the pool's type.
+#[tokio::test]
+async fn empty_lists_print_their_header_and_show_names_the_pool_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let (ok, out, err) = app.cli(&["hostpool", "list"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "Name    HostPoolType    LoadBalancerType    MaxSessionLimit\n\
+         ------  --------------  ------------------  -----------------\n"
+    );
+    let (ok, out, err) = app.cli(&["hostpool", "list", "-o", "json"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "[]\n");
+    let (ok, out, err) = app.cli(&["hostpool", "list", "-o", "tsv"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "");
+
+    let (ok, _, err) = app.cli(&[
+        "hostpool",
+        "create",
+        "--name",
+        "desks",
+        "--host-pool-type",
+        "Personal",
+        "--load-balancer-type",
+        "Persistent",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = app.cli(&["hostpool", "show", "--name", "desks"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.lines().nth(2),
+        Some("desks   Personal        Persistent          999999"),
+        "{out}"
+    );
+    for (args, header) in [
+        (&["sessionhost", "list", "--host-pool", "desks"][..], "Name"),
+        (&["session", "list", "--host-pool", "desks"][..], "Id"),
+    ] {
+        let (ok, out, err) = app.cli(args);
+        assert!(ok, "{args:?}: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{args:?}: a header and its dashes: {out}");
+        assert!(lines[0].starts_with(header), "{args:?}: {out}");
+        assert!(lines[1].starts_with("----"), "{args:?}: {out}");
+        let (ok, out, err) = app.cli(&[args, &["-o", "json"][..]].concat());
+        assert!(ok, "{args:?}: {err}");
+        assert_eq!(out, "[]\n", "{args:?}");
+    }
+}
+
+/// Commands whose answer has no body say what they did, on stderr (stdout
+/// stays for data): revoking registration tokens, saving an .rdp file.
+#[tokio::test]
+async fn revoke_and_rdp_file_say_what_they_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = App::spawn_with(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--rdp-listen", "127.0.0.1:0"],
+    );
+    crate::pool_with_hosts(&app, "farm", "BreadthFirst", 10, 0).await;
+    let (ok, out, err) = app.cli(&[
+        "hostpool",
+        "registration-token",
+        "--name",
+        "farm",
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let token = serde_json::from_str::<serde_json::Value>(&out).unwrap()["token"]
+        .as_str()
+        .expect("a token")
+        .to_string();
+
+    let (ok, out, err) = app.cli(&[
+        "hostpool",
+        "registration-token",
+        "--name",
+        "farm",
+        "--revoke",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        "revoked every registration token of host pool farm (hosts already registered keep working)\n"
+    );
+    // And it was done: the token registers nothing any more.
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/register",
+            Some(json!({"token": token, "name": "h1", "address": "10.0.0.1:3389"})),
+            None,
+        )
+        .await;
+    assert_eq!(status, 401, "{v}");
+
+    let file = dir.path().join("farm.rdp");
+    let path = file.display().to_string();
+    let (ok, out, err) = app.cli(&["hostpool", "rdp-file", "--name", "farm", "--file", &path]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "");
+    let written = std::fs::read_to_string(&file).expect("the .rdp file");
+    let served = app
+        .http
+        .get(format!("{}/api/v1/hostPools/farm/rdpFile", app.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(written, served);
+    assert_eq!(
+        err,
+        format!(
+            "wrote the .rdp file of host pool farm to {path} ({} bytes)\n",
+            served.len()
+        )
+    );
+}
+
+/// (environment of the CLI, its flags, what its error must say)
+type RefusalCase<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str], String);
+
+/// A broker first run without a token writes `admin.token`, which the CLI
+/// reads; restarted with `DESKBROKER_ADMIN_TOKEN`, it makes that file hold
+/// the new token, so the CLI keeps working. A token the broker refuses is
+/// reported with where it came from.
+#[tokio::test]
+async fn a_token_given_after_a_first_run_is_the_one_the_cli_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_env = data.display().to_string();
+    let with_data = [("DESKBROKER_DATA_DIR", data_env.as_str())];
+    let file = data.join("admin.token");
+
+    // First run: a generated token, in the file, which the CLI finds.
+    let app = App::spawn_without_token(&data);
+    let generated = std::fs::read_to_string(&file).expect("admin.token written");
+    assert_eq!(generated.trim().len(), 64, "{generated:?}");
+    let (ok, _, err) = cli_in(&app, cwd.path(), &with_data, &["hostpool", "list"]);
+    assert!(ok, "the CLI reads the generated token: {err}");
+    app.kill9();
+
+    // Second run with DESKBROKER_ADMIN_TOKEN: the file follows.
+    let app = App::spawn_on(&data);
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("admin.token").trim(),
+        TOKEN
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "admin.token readable by others");
+    }
+    let (ok, _, err) = cli_in(&app, cwd.path(), &with_data, &["hostpool", "list"]);
+    assert!(ok, "the CLI reads the token in use: {err}");
+    let (status, _) = app
+        .call_with("GET", "/api/v1/hostPools", None, Some(generated.trim()))
+        .await;
+    assert_eq!(status, 401, "the old token is refused");
+
+    // A token given from outside is not written where there was no file.
+    let fresh = dir.path().join("fresh");
+    let other = App::spawn_on(&fresh);
+    assert!(!fresh.join("admin.token").exists());
+    drop(other);
+
+    // Refusals say where the refused token came from.
+    let stale = dir.path().join("stale");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("admin.token"), "stale-token-0123456789\n").unwrap();
+    let stale_env = stale.display().to_string();
+    let cases: [RefusalCase; 4] = [
+        (
+            &[("DESKBROKER_DATA_DIR", stale_env.as_str())],
+            &[],
+            format!(
+                "the token came from {}",
+                stale.join("admin.token").display()
+            ),
+        ),
+        (
+            &[("DESKBROKER_TOKEN", "wrong-token-0123456789")],
+            &[],
+            "the token came from DESKBROKER_TOKEN".to_string(),
+        ),
+        (
+            &[],
+            &["--token", "wrong-token-0123456789"],
+            "the token came from --token".to_string(),
+        ),
+        (
+            &[("DESKBROKER_DATA_DIR", fresh.to_str().unwrap())],
+            &[],
+            format!(
+                "no token was given and there is no {}",
+                fresh.join("admin.token").display()
+            ),
+        ),
+    ];
+    for (env, flags, says) in cases {
+        let args = [&["hostpool", "list"][..], flags].concat();
+        let (ok, out, err) = cli_in(&app, cwd.path(), env, &args);
+        assert!(!ok, "{env:?} {flags:?}: {out}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(err.starts_with("error: Unauthorized: "), "{err}");
+        assert!(
+            err.contains(&says),
+            "{env:?} {flags:?}: {err:?} lacks {says:?}"
+        );
+        assert!(err.contains("DESKBROKER_TOKEN"), "says what to do: {err}");
+    }
 }

@@ -209,22 +209,23 @@ async fn wait_text(c: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool)
     v.as_str().unwrap_or_default().to_string()
 }
 
-/// Waits until the element's `data-NAME` attribute is set; answers it.
-async fn wait_text_attr(c: &Client, css: &str, name: &str) -> String {
-    let v = wait_value(
-        c,
-        "const e = document.querySelector(arguments[0]); return e ? (e.dataset[arguments[1]] ?? null) : null;",
-        vec![json!(css), json!(name)],
-        &format!("data-{name} on {css}"),
-        Value::is_string,
-    )
-    .await;
-    v.as_str().unwrap_or_default().to_string()
-}
-
 /// Waits until `script` answers true.
 async fn wait_js(c: &Client, script: &str, what: &str) {
     wait_value(c, script, vec![], what, |v| v.as_bool() == Some(true)).await;
+}
+
+/// Whether the first element matching `css` takes up room on the page
+/// (false for `display: none`, which the `hidden` attribute must give).
+async fn is_shown(c: &Client, css: &str) -> bool {
+    js(
+        c,
+        "const e = document.querySelector(arguments[0]); \
+         return !!e && e.getClientRects().length > 0;",
+        vec![json!(css)],
+    )
+    .await
+    .as_bool()
+    .unwrap_or(false)
 }
 
 async fn count(c: &Client, css: &str) -> u64 {
@@ -300,6 +301,15 @@ async fn sign_in(c: &Client, app: &App) {
         t.starts_with("Unauthorized: ")
     })
     .await;
+    // Signed out: nothing to sign out of, nowhere to navigate.
+    assert!(
+        !is_shown(c, "#signout").await,
+        "Sign out shown while signed out"
+    );
+    assert!(
+        !is_shown(c, "#nav").await,
+        "the navigation shown while signed out"
+    );
     type_into(c, "#token", TOKEN).await;
     click(c, "#signin button[type=submit]").await;
     wait_js(
@@ -308,6 +318,8 @@ async fn sign_in(c: &Client, app: &App) {
         "the pools page after sign-in",
     )
     .await;
+    assert!(is_shown(c, "#signout").await, "no Sign out once signed in");
+    assert!(is_shown(c, "#nav").await, "no navigation once signed in");
 }
 
 fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
@@ -626,7 +638,6 @@ async fn next_link_carries_an_encoded_filter_as_sent() {
 /// algorithm and limit, log a session off.
 #[tokio::test]
 async fn console_in_a_real_browser() {
-    let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let app = Arc::new(App::spawn(&dir));
     let (shots, _keep) = screenshot_dir();
@@ -982,11 +993,11 @@ async fn console_in_a_real_browser() {
         "the sign-in form, without the token",
     )
     .await;
-    b.client.clone().close().await.expect("close the browser");
-    eprintln!(
-        "console_in_a_real_browser: {:.1} s",
-        started.elapsed().as_secs_f64()
+    assert!(
+        !is_shown(c, "#signout").await,
+        "Sign out still shown after signing out"
     );
+    b.client.clone().close().await.expect("close the browser");
 }
 
 /// Every request the page made went to the public API with the bearer
@@ -1036,17 +1047,16 @@ async fn only_the_public_api_was_called(c: &Client, app: &App) {
     }
 }
 
-/// A pool of 10,000 hosts: the console shows it a page at a time, and the
-/// figures are printed (time to first page, to the last page, to a page of
-/// 1,000), with the API's page against its whole list as the baseline.
+/// A pool of 10,000 hosts: the console shows it a page at a time (the
+/// first page, the last, a page of 1,000, a link straight to a page), and
+/// its sessions too. How fast is not asserted: on a loaded machine running
+/// the suite in parallel any bound would be a guess (tests assert
+/// behaviour; timings belong in benchmarks).
 #[tokio::test]
 async fn console_shows_a_10000_host_pool() {
     const HOSTS: usize = 10_000;
     /// Parallel registrations (the store commits them in groups).
     const CONCURRENCY: usize = 32;
-    /// What "acceptable" means for a page to show, on a loaded 2-core CI
-    /// machine.
-    const RENDER_BOUND: Duration = Duration::from_secs(5);
     let dir = tempfile::tempdir().unwrap();
     let app = Arc::new(App::spawn(&dir));
     app.ok(
@@ -1056,7 +1066,6 @@ async fn console_shows_a_10000_host_pool() {
         201,
     )
     .await;
-    let t = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..HOSTS {
         if tasks.len() >= CONCURRENCY {
@@ -1077,25 +1086,13 @@ async fn console_shows_a_10000_host_pool() {
     while let Some(r) = tasks.join_next().await {
         r.unwrap();
     }
-    let register_s = t.elapsed().as_secs_f64();
     for i in 0..200 {
         connect(&app, "big", &format!("u{i}@x")).await;
     }
-
-    // Baseline: the API's whole list against one page of it.
-    let time = |path: &'static str| {
-        let app = &app;
-        async move {
-            let t = Instant::now();
-            let v = app.ok("GET", path, None, 200).await;
-            (t.elapsed(), v["value"].as_array().map_or(0, Vec::len))
-        }
-    };
-    let (whole, n) = time("/api/v1/hostPools/big/sessionHosts").await;
-    assert_eq!(n, HOSTS);
-    let (one_page, n) =
-        time("/api/v1/hostPools/big/sessionHosts?pageSize=100&initialSkip=9900").await;
-    assert_eq!(n, 100);
+    let whole = app
+        .ok("GET", "/api/v1/hostPools/big/sessionHosts", None, 200)
+        .await;
+    assert_eq!(whole["value"].as_array().map_or(0, Vec::len), HOSTS);
 
     // Registered in parallel, so query order is not name order: the last
     // host is the API's.
@@ -1116,7 +1113,6 @@ async fn console_shows_a_10000_host_pool() {
     let b = browser().await;
     let c = &b.client;
     sign_in(c, &app).await;
-    let t = Instant::now();
     go(c, "#/pools/big").await;
     wait_text(c, "#hosts-pager .pager-text", "the first page", |t| {
         t == "Hosts 1–100 of 10,000"
@@ -1129,8 +1125,6 @@ async fn console_shows_a_10000_host_pool() {
         "100 rows and 100 heat cells",
     )
     .await;
-    let first = t.elapsed();
-    let t = Instant::now();
     click(c, "#hosts-pager a[data-rel='last']").await;
     wait_text(c, "#hosts-pager .pager-text", "the last page", |t| {
         t == "Hosts 9,901–10,000 of 10,000"
@@ -1143,8 +1137,6 @@ async fn console_shows_a_10000_host_pool() {
         |t| t.starts_with(&last_host),
     )
     .await;
-    let last = t.elapsed();
-    let t = Instant::now();
     choose(c, "#hosts-pager-size", "1000").await;
     wait_js(
         c,
@@ -1152,54 +1144,21 @@ async fn console_shows_a_10000_host_pool() {
         "a page of 1,000",
     )
     .await;
-    let thousand = t.elapsed();
-    // What one refresh of that page costs (both requests and the
-    // rendering), as the console itself reports it after its next poll.
-    js(
+    // A link straight to the third page of 1,000.
+    go(c, "#/pools/big?page=3&size=1000").await;
+    wait_text(
         c,
-        "delete document.getElementById('live').dataset.refreshMs;",
-        vec![],
+        "#hosts-pager .pager-text",
+        "the third page of 1,000",
+        |t| t == "Hosts 2,001–3,000 of 10,000",
     )
     .await;
-    let refresh_ms = wait_text_attr(c, "#live", "refreshMs").await;
-    // Another page of 1,000, timed inside the page: from the navigation to
-    // the rows being there and painted (no WebDriver round trips).
-    let in_page_ms = js(
+    wait_js(
         c,
-        "return (async () => {
-           const t = performance.now();
-           location.hash = '#/pools/big?page=3&size=1000';
-           const shown = () => document.querySelector('#hosts-pager .pager-text')?.textContent
-             === 'Hosts 2,001–3,000 of 10,000'
-             && document.querySelectorAll('#hosts-table tbody tr').length === 1000;
-           while (!shown()) await new Promise((r) => setTimeout(r, 5));
-           await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
-           return performance.now() - t;
-         })();",
-        vec![],
+        "return document.querySelectorAll('#hosts-table tbody tr').length === 1000;",
+        "the third page's 1,000 rows",
     )
-    .await
-    .as_f64()
-    .expect("a duration");
-
-    eprintln!(
-        "10,000 hosts: registered in {register_s:.1} s ({CONCURRENCY} parallel); API whole list {:.1} ms, \
-         one page of 100 {:.1} ms ({:.0}x less); console first page {:.0} ms, last page {:.0} ms, \
-         page of 1,000 {:.0} ms (in the page {in_page_ms:.0} ms; a refresh of it {refresh_ms} ms)",
-        whole.as_secs_f64() * 1e3,
-        one_page.as_secs_f64() * 1e3,
-        whole.as_secs_f64() / one_page.as_secs_f64().max(1e-9),
-        first.as_secs_f64() * 1e3,
-        last.as_secs_f64() * 1e3,
-        thousand.as_secs_f64() * 1e3,
-    );
-    for (what, d) in [
-        ("first page", first),
-        ("last page", last),
-        ("page of 1,000", thousand),
-    ] {
-        assert!(d < RENDER_BOUND, "{what} took {d:?}, over {RENDER_BOUND:?}");
-    }
+    .await;
 
     // Sessions page by page too: 200 of them, 100 a page.
     go(c, "#/sessions?pool=big").await;

@@ -53,11 +53,33 @@ impl App {
     /// `serve` flags. Answers the app and the further lines serve printed
     /// about its listeners (the RDP front door's, with `--rdp-listen`).
     pub fn spawn_with(data_dir: &Path, listen: &str, extra: &[&str]) -> (App, Vec<String>) {
-        let mut child = Command::new(exe())
+        App::spawn_opts(data_dir, listen, extra, Some(TOKEN))
+    }
+
+    /// Starts a broker on `data_dir` without an admin token given, as a
+    /// first run on a laptop: serve uses (or writes) `data_dir/admin.token`.
+    pub fn spawn_without_token(data_dir: &Path) -> App {
+        App::spawn_opts(data_dir, "127.0.0.1:0", &[], None).0
+    }
+
+    /// `spawn_with`, with `DESKBROKER_ADMIN_TOKEN` set to `admin_token` or
+    /// unset.
+    fn spawn_opts(
+        data_dir: &Path,
+        listen: &str,
+        extra: &[&str],
+        admin_token: Option<&str>,
+    ) -> (App, Vec<String>) {
+        let mut command = Command::new(exe());
+        command
             .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
-            .args(extra)
-            .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
+            .args(extra);
+        match admin_token {
+            Some(token) => command.env("DESKBROKER_ADMIN_TOKEN", token),
+            None => command.env_remove("DESKBROKER_ADMIN_TOKEN"),
+        };
+        let mut child = command
             .env(
                 "RUST_LOG",
                 if std::env::var_os("TEST_LOG").is_some() {

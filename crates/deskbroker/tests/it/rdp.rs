@@ -6,8 +6,14 @@
 //! through the front door). Logging in fails (no xrdp-sesman): the
 //! connection is what is tested, not the desktop.
 //!
-//! Needs xrdp, xfreerdp and Xvfb (`scripts/install-test-deps.sh`); without
-//! them the test fails and says so — it never passes untested.
+//! Each xrdp gets a TLS certificate and key of its own, made with
+//! `openssl req -x509` in the test's temporary directory: xrdp's default
+//! key (/etc/xrdp/key.pem) is readable only by root and the `ssl-cert`
+//! group, so the test would fail for any other developer.
+//!
+//! Needs xrdp, xfreerdp, Xvfb and openssl (`scripts/install-test-deps.sh`;
+//! xrdp depends on openssl); without them the test fails and says so — it
+//! never passes untested.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -57,8 +63,9 @@ struct Xrdp {
 }
 
 impl Xrdp {
-    fn start(xrdp: &Path, dir: &Path) -> Xrdp {
+    fn start(xrdp: &Path, openssl: &Path, dir: &Path) -> Xrdp {
         std::fs::create_dir_all(dir).expect("xrdp dir");
+        let tls = TlsFiles::make(openssl, dir);
         // A port picked by binding 0 could be taken before xrdp binds it: retry.
         let mut last_log = String::new();
         for _ in 0..3 {
@@ -66,7 +73,7 @@ impl Xrdp {
             let log = dir.join("xrdp.log");
             let _ = std::fs::remove_file(&log);
             let ini = dir.join("xrdp.ini");
-            std::fs::write(&ini, xrdp_ini(port, &log)).expect("write xrdp.ini");
+            std::fs::write(&ini, xrdp_ini(port, &log, &tls)).expect("write xrdp.ini");
             let child = Command::new(xrdp)
                 .arg("--nodaemon")
                 .arg("--config")
@@ -107,9 +114,46 @@ impl Xrdp {
     }
 }
 
+/// A self-signed certificate and its key, for one xrdp (xfreerdp runs with
+/// `/cert:ignore`, so any certificate does).
+struct TlsFiles {
+    certificate: PathBuf,
+    key: PathBuf,
+}
+
+impl TlsFiles {
+    /// `openssl req -x509` into `dir`: an RSA key without a passphrase
+    /// (xrdp cannot ask for one) and a certificate for localhost valid for
+    /// a day.
+    fn make(openssl: &Path, dir: &Path) -> TlsFiles {
+        let files = TlsFiles {
+            certificate: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        };
+        let out = Command::new(openssl)
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", "/CN=localhost", "-keyout"])
+            .arg(&files.key)
+            .arg("-out")
+            .arg(&files.certificate)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success() && files.key.is_file() && files.certificate.is_file(),
+            "openssl could not make a certificate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        files
+    }
+}
+
 /// A minimal xrdp.ini: one loopback port, threads instead of forks (so
-/// killing the server ends its connections), the log in the test's dir.
-fn xrdp_ini(port: u16, log: &Path) -> String {
+/// killing the server ends its connections), the log, certificate and key
+/// in the test's dir.
+fn xrdp_ini(port: u16, log: &Path, tls: &TlsFiles) -> String {
     format!(
         "[Globals]\n\
          ini_version=1\n\
@@ -118,8 +162,8 @@ fn xrdp_ini(port: u16, log: &Path) -> String {
          use_vsock=false\n\
          security_layer=negotiate\n\
          crypt_level=high\n\
-         certificate=\n\
-         key_file=\n\
+         certificate={certificate}\n\
+         key_file={key}\n\
          ssl_protocols=TLSv1.2, TLSv1.3\n\
          max_bpp=32\n\
          allow_channels=true\n\
@@ -147,7 +191,9 @@ fn xrdp_ini(port: u16, log: &Path) -> String {
          ip=127.0.0.1\n\
          port=-1\n\
          code=20\n",
-        log = log.display()
+        log = log.display(),
+        certificate = tls.certificate.display(),
+        key = tls.key.display(),
     )
 }
 
@@ -315,10 +361,11 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     let xrdp = require("xrdp", "xrdp");
     let xfreerdp = require("xfreerdp", "freerdp2-x11");
     let xvfb = require("Xvfb", "xvfb");
+    let openssl = require("openssl", "openssl");
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
-    let a = Xrdp::start(&xrdp, &dir.path().join("xrdp-a"));
-    let b = Xrdp::start(&xrdp, &dir.path().join("xrdp-b"));
+    let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
+    let b = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-b"));
     let display = Display::start(&xvfb);
     let client = |args: &[&str]| {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();

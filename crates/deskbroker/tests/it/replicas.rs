@@ -6,15 +6,21 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use broker::writer::RESERVE_TIMEOUT;
 use serde_json::{Value, json};
-use store::postgres::ScratchDatabase;
+use store::postgres::{PING_TIMEOUT, ScratchDatabase};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::postgres::{scratch, spawn_with};
 use crate::{App, eventually, pool_with_hosts};
+
+/// How long to wait for what a working setup does within a few seconds (an
+/// election, a leader's takeover, noticing an outage): a failure bound for
+/// a loaded machine, not a speed.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 /// `n` replicas on `database_url`, each with its own data dir.
 fn replicas(dir: &tempfile::TempDir, database_url: &str, n: usize) -> Vec<App> {
@@ -31,7 +37,8 @@ fn replicas(dir: &tempfile::TempDir, database_url: &str, n: usize) -> Vec<App> {
 
 /// The replica that answers `ok leader` on /healthz.
 async fn leader_index(apps: &[&App]) -> usize {
-    for _ in 0..100 {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
         for (i, app) in apps.iter().enumerate() {
             let r = app.http.get(format!("{}/healthz", app.url)).send().await;
             if let Ok(r) = r
@@ -42,7 +49,7 @@ async fn leader_index(apps: &[&App]) -> usize {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("no replica leads");
+    panic!("no replica leads after {PATIENCE:?}");
 }
 
 /// Connects `user` to pool `p` through `app`, expecting 200.
@@ -272,6 +279,18 @@ async fn three_replicas_keep_every_rule_under_concurrent_load() {
     eprintln!("in the database: {pooled} pooled sessions, {personal} personal");
 }
 
+/// How many connects asked after the kill each surviving replica must
+/// have had acknowledged.
+const AFTER_KILL: usize = 10;
+
+/// One acknowledged connect of the storm.
+struct Ack {
+    user: String,
+    host: String,
+    /// Asked after the killed leader was reaped: served by its successor.
+    after_kill: bool,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
     let db = scratch("replica_kill9").await;
@@ -283,24 +302,37 @@ async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
     pool_with_hosts(first, "p", "BreadthFirst", 1000, 10).await;
 
     // 12 clients, 4 per replica, connecting new users as fast as they can
-    // until told to stop; each remembers what was acknowledged.
+    // until told to stop; each remembers what was acknowledged, and whether
+    // it asked after the leader was dead (`killed` is set once the process
+    // is reaped, so such a connect can only have been served by the
+    // replica that took over).
     let stop = Arc::new(AtomicBool::new(false));
+    let killed = Arc::new(AtomicBool::new(false));
+    let acked_before = Arc::new(AtomicUsize::new(0));
+    // Per replica: the new leader serves its own clients at once, a
+    // follower's only once it has found the new leader.
+    let acked_after: Arc<[AtomicUsize; 3]> = Arc::new(Default::default());
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
     let mut tasks = Vec::new();
     for c in 0..12usize {
-        let (url, http, stop) = (urls[c % 3].clone(), http.clone(), stop.clone());
+        let (url, http, stop, killed) = (
+            urls[c % 3].clone(),
+            http.clone(),
+            stop.clone(),
+            killed.clone(),
+        );
+        let (acked_before, acked_after) = (acked_before.clone(), acked_after.clone());
         tasks.push(tokio::spawn(async move {
-            let mut acked: Vec<(String, String)> = Vec::new();
-            let mut slowest = Duration::ZERO;
+            let mut acked: Vec<Ack> = Vec::new();
             let mut failed = 0usize;
             let mut n = 0;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::SeqCst) {
                 let user = format!("c{c}-u{n}");
                 n += 1;
-                let started = Instant::now();
+                let after_kill = killed.load(Ordering::SeqCst);
                 let r = http
                     .post(format!("{url}/api/v1/hostPools/p/connect"))
                     .bearer_auth(crate::TOKEN)
@@ -317,42 +349,72 @@ async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
                 let status = r.status().as_u16();
                 let v: Value = r.json().await.unwrap_or(Value::Null);
                 if status == 200 {
-                    slowest = slowest.max(started.elapsed());
-                    acked.push((user, v["sessionHost"].as_str().unwrap().to_string()));
+                    let host = v["sessionHost"].as_str().unwrap().to_string();
+                    acked.push(Ack {
+                        user,
+                        host,
+                        after_kill,
+                    });
+                    if after_kill {
+                        &acked_after[c % 3]
+                    } else {
+                        &acked_before
+                    }
+                    .fetch_add(1, Ordering::SeqCst);
                 } else {
                     failed += 1;
                 }
             }
-            (c % 3, acked, slowest, failed)
+            (c % 3, acked, failed)
         }));
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let killed_at = Instant::now();
+    // Kill the leader mid-storm: once there is load, not after a set time.
+    let storming = eventually(PATIENCE, || async {
+        acked_before.load(Ordering::SeqCst) >= 100
+    })
+    .await;
+    assert!(
+        storming,
+        "only {} connects acknowledged before the kill",
+        acked_before.load(Ordering::SeqCst)
+    );
     apps[leader].take().unwrap().kill9();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    stop.store(true, Ordering::Relaxed);
+    killed.store(true, Ordering::SeqCst);
+    // Both survivors go on serving: wait for connects asked and
+    // acknowledged after the kill through each of them (the new leader's
+    // own, and the follower's, forwarded to the new leader).
+    let survivors_served = || {
+        (0..3)
+            .filter(|&r| r != leader)
+            .map(|r| acked_after[r].load(Ordering::SeqCst))
+            .collect::<Vec<_>>()
+    };
+    let served = eventually(PATIENCE, || async {
+        survivors_served().iter().all(|&n| n >= AFTER_KILL)
+    })
+    .await;
+    stop.store(true, Ordering::SeqCst);
 
     let mut acked_all = Vec::new();
     for t in tasks {
-        let (replica, acked, slowest, failed) = t.await.expect("client");
+        let (replica, acked, failed) = t.await.expect("client");
         if replica == leader {
-            eprintln!(
-                "client of the killed leader: {} acknowledged before the kill",
-                acked.len()
-            );
+            eprintln!("client of the killed leader: {} acknowledged", acked.len());
         } else {
-            assert_eq!(
-                failed, 0,
-                "a client of a surviving replica saw a failure (slowest {slowest:?})"
-            );
+            assert_eq!(failed, 0, "a client of a surviving replica saw a failure");
             eprintln!(
-                "client of replica {replica}: {} acknowledged, slowest {slowest:?}",
-                acked.len()
+                "client of replica {replica}: {} acknowledged, {} of them after the kill",
+                acked.len(),
+                acked.iter().filter(|a| a.after_kill).count()
             );
         }
         acked_all.push((replica, acked));
     }
-    eprintln!("killed the leader {:?} ago", killed_at.elapsed());
+    assert!(
+        served,
+        "connects asked after the kill and acknowledged, per surviving replica: {:?}",
+        survivors_served()
+    );
 
     // Every acknowledged connect is in the database, on its host.
     let client = db_client(&db).await;
@@ -362,21 +424,27 @@ async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
         .map(|(_, host, user, _)| (user, host))
         .collect();
     let mut total = 0;
-    let mut after_kill = 0;
+    let mut after_kill = [0usize; 3];
     for (replica, acked) in &acked_all {
-        for (user, host) in acked {
+        for a in acked {
             assert_eq!(
-                in_db.get(user),
-                Some(host),
-                "acknowledged {user} on {host} is lost"
+                in_db.get(&a.user),
+                Some(&a.host),
+                "acknowledged {} on {} is lost",
+                a.user,
+                a.host
             );
             total += 1;
-            if *replica != leader {
-                after_kill += 1;
-            }
+            after_kill[*replica] += usize::from(a.after_kill);
         }
     }
-    assert!(total > 100 && after_kill > 0, "too little load: {total}");
+    assert!(
+        total > 100
+            && (0..3)
+                .filter(|&r| r != leader)
+                .all(|r| after_kill[r] >= AFTER_KILL),
+        "too little load: {total} acknowledged, per replica {after_kill:?} after the kill"
+    );
     check_invariants(&client, "p", 1000).await;
 
     // Users who were served by the killed replica reconnect through the
@@ -385,7 +453,7 @@ async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
     let theirs: Vec<(String, String)> = acked_all
         .iter()
         .filter(|(r, _)| *r == leader)
-        .flat_map(|(_, a)| a.iter().take(5).cloned())
+        .flat_map(|(_, a)| a.iter().take(5).map(|a| (a.user.clone(), a.host.clone())))
         .collect();
     all_reconnect(&survivors, &theirs).await;
 }
@@ -485,10 +553,13 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
 
     outage.cut();
     let newcomers = std::sync::atomic::AtomicUsize::new(0);
-    // Within a couple of seconds every replica refuses new users with a
-    // clear 503, answered at once (not after a timeout).
+    // Soon every replica refuses new users with a clear 503, answered from
+    // memory: not after waiting out a timeout of the queue or the database
+    // (the shortest of which, 5 s, is the bug a refusal slower than that
+    // would show; anything faster is only the machine's load).
+    let prompt = RESERVE_TIMEOUT.min(PING_TIMEOUT);
     for app in &apps {
-        let refused = eventually(Duration::from_secs(10), || async {
+        let refused = eventually(PATIENCE, || async {
             let started = Instant::now();
             let (status, v) = app
                 .call(
@@ -503,7 +574,11 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
             }
             assert_eq!(status, 503, "{v}");
             assert_eq!(v["error"]["code"], "StoreUnavailable", "{v}");
-            assert!(started.elapsed() < Duration::from_secs(2), "refused only after {:?}", started.elapsed());
+            assert!(
+                started.elapsed() < prompt,
+                "refused only after {:?}: a timeout was waited out",
+                started.elapsed()
+            );
             true
         })
         .await;
@@ -517,11 +592,10 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
     all_reconnect(&both, &placed).await;
 
     outage.restore();
-    let restored = Instant::now();
     // The replicas catch up by themselves: new users are placed again,
     // through both, and nothing acknowledged is lost.
     for app in &apps {
-        let back = eventually(Duration::from_secs(20), || async {
+        let back = eventually(PATIENCE, || async {
             let (status, _) = app
                 .call(
                     "POST",
@@ -534,10 +608,6 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
         .await;
         assert!(back, "{} did not recover", app.url);
     }
-    eprintln!(
-        "recovered {:?} after the database came back",
-        restored.elapsed()
-    );
     all_reconnect(&both, &placed).await;
     let client = db_client(&db).await;
     let sessions = check_invariants(&client, "p", 10).await;
@@ -624,7 +694,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
     // Through the follower's front door: placed by the leader, relayed to h1.
     let mut client = TcpStream::connect(&front_door).await.unwrap();
     client.write_all(&pdu).await.unwrap();
-    let (mut upstream, _) = tokio::time::timeout(Duration::from_secs(10), host.accept())
+    let (mut upstream, _) = tokio::time::timeout(PATIENCE, host.accept())
         .await
         .expect("h1 is dialled")
         .unwrap();
@@ -636,7 +706,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
     let mut back = [0u8; 12];
     client.read_exact(&mut back).await.unwrap();
     assert!(
-        eventually(Duration::from_secs(5), || async {
+        eventually(PATIENCE, || async {
             session_of_alice(&leader)
                 .await
                 .is_some_and(|(_, state)| state == "Active")
@@ -653,7 +723,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
     leader.kill9();
     let mut client = TcpStream::connect(&front_door).await.unwrap();
     client.write_all(&pdu).await.unwrap();
-    let (mut upstream, _) = tokio::time::timeout(Duration::from_secs(15), host.accept())
+    let (mut upstream, _) = tokio::time::timeout(PATIENCE, host.accept())
         .await
         .expect("h1 is dialled again")
         .unwrap();
