@@ -2,9 +2,10 @@
 //! (`api::Client`: its timeouts, its bound on answers, its one wording of
 //! every failure), with answers kept as `serde_json::Value` so that fields
 //! the broker adds pass through to the output untouched, and errors as
-//! `anyhow` for the binary's one error line.
+//! `anyhow` for the binary's one error line (an `Unauthorized` one is
+//! explained by `Context::explain`, which knows where the token came from).
 
-use api::{BrokerUrl, ClientError, ErrorCode};
+use api::BrokerUrl;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -68,7 +69,7 @@ impl Client {
         self.api
             .get_text(segments)
             .await
-            .map_err(|e| self.explain(e))
+            .map_err(anyhow::Error::from)
     }
 
     async fn send(
@@ -81,24 +82,7 @@ impl Client {
         self.api
             .send(method, segments, query, body)
             .await
-            .map_err(|e| self.explain(e))
-    }
-
-    /// The client's error, with what only the CLI knows: how to give a token.
-    fn explain(&self, e: ClientError) -> anyhow::Error {
-        match e {
-            ClientError::Api {
-                code: ErrorCode::Unauthorized,
-                status,
-                message,
-            } if !self.api.has_token() => ClientError::Api {
-                code: ErrorCode::Unauthorized,
-                status,
-                message: format!("{message} (no token given: use --token or DESKBROKER_TOKEN)"),
-            }
-            .into(),
-            other => other.into(),
-        }
+            .map_err(anyhow::Error::from)
     }
 }
 

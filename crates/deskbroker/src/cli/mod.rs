@@ -109,8 +109,8 @@ impl Context {
     pub fn explain(&self, outcome: anyhow::Result<()>) -> anyhow::Result<()> {
         outcome.map_err(|err| {
             let unauthorized = err
-                .downcast_ref::<client::ApiError>()
-                .is_some_and(|api| api.code == "Unauthorized");
+                .downcast_ref::<api::ClientError>()
+                .is_some_and(|e| e.code() == Some(api::ErrorCode::Unauthorized));
             if unauthorized {
                 anyhow::anyhow!("{err:#}; {}", unauthorized_hint(&self.token_source))
             } else {
@@ -323,8 +323,9 @@ mod tests {
                 output: OutputFormat::Table,
                 token_source: source,
             };
-            let err = anyhow::Error::from(client::ApiError {
-                code: "Unauthorized".to_owned(),
+            let err = anyhow::Error::from(api::ClientError::Api {
+                status: 401,
+                code: api::ErrorCode::Unauthorized,
                 message: "bearer token is not valid".to_owned(),
             });
             format!("{:#}", ctx.explain(Err(err)).expect_err("still an error"))
@@ -354,8 +355,9 @@ mod tests {
             token_source: TokenSource::Missing(PathBuf::from("d/admin.token")),
         };
         let other = ctx
-            .explain(Err(anyhow::Error::from(client::ApiError {
-                code: "HostPoolNotFound".to_owned(),
+            .explain(Err(anyhow::Error::from(api::ClientError::Api {
+                status: 404,
+                code: api::ErrorCode::HostPoolNotFound,
                 message: "host pool p not found".to_owned(),
             })))
             .expect_err("an error");
