@@ -74,10 +74,7 @@ pub struct Context {
 
 impl Context {
     pub fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
-        let data_dir = std::env::var_os("DESKBROKER_DATA_DIR")
-            .filter(|dir| !dir.is_empty())
-            .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from);
-        let token = resolve_token(global.token.as_deref(), &data_dir)?;
+        let token = admin_token(global.token.as_deref())?;
         Ok(Context {
             client: Client::new(&global.broker, token)?,
             output: global.output,
@@ -94,6 +91,16 @@ impl Context {
         }
         write_stdout(&output::render(answer, self.output, columns))
     }
+}
+
+/// The token every command sends to a broker (the CLI's, and `bench`'s
+/// with `--broker`): `given` (the flag or `DESKBROKER_TOKEN`), else the
+/// admin token file of `DESKBROKER_DATA_DIR` (default `./deskbroker-data`).
+pub fn admin_token(given: Option<&str>) -> anyhow::Result<Option<String>> {
+    let data_dir = std::env::var_os("DESKBROKER_DATA_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from);
+    resolve_token(given, &data_dir)
 }
 
 /// The token to send: the flag or `DESKBROKER_TOKEN` (clap reads both), else
