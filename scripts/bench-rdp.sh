@@ -6,7 +6,7 @@
 # the private broker are started by the benchmark and stopped at its end.
 #
 # Extra arguments go to `deskbroker bench rdp`, after the documented ones,
-# e.g. `scripts/bench-rdp.sh -o json` or `scripts/bench-rdp.sh --rounds 3`.
+# e.g. `scripts/bench-rdp.sh -o json` (or `-o tsv`) or `scripts/bench-rdp.sh --rounds 3`.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

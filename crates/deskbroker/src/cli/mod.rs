@@ -89,12 +89,9 @@ enum TokenSource {
 
 impl Context {
     pub fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
-        let data_dir = std::env::var_os("DESKBROKER_DATA_DIR")
-            .filter(|dir| !dir.is_empty())
-            .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from);
         let env_token = std::env::var("DESKBROKER_TOKEN").ok();
         let (token, token_source) =
-            resolve_token(global.token.as_deref(), env_token.as_deref(), &data_dir)?;
+            resolve_token(global.token.as_deref(), env_token.as_deref(), &data_dir())?;
         Ok(Context {
             client: Client::new(&global.broker, token)?,
             output: global.output,
@@ -153,6 +150,22 @@ fn unauthorized_hint(source: &TokenSource) -> String {
             path.display()
         ),
     }
+}
+
+/// The token every command sends to a broker (the CLI's, and `bench`'s
+/// with `--broker`): `given` (the flag or `DESKBROKER_TOKEN`), else the
+/// admin token file of `DESKBROKER_DATA_DIR` (default `./deskbroker-data`).
+pub fn admin_token(given: Option<&str>) -> anyhow::Result<Option<String>> {
+    let env_token = std::env::var("DESKBROKER_TOKEN").ok();
+    Ok(resolve_token(given, env_token.as_deref(), &data_dir())?.0)
+}
+
+/// The data directory of a local broker: `DESKBROKER_DATA_DIR`, else
+/// `./deskbroker-data`.
+fn data_dir() -> PathBuf {
+    std::env::var_os("DESKBROKER_DATA_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from)
 }
 
 /// The token to send, and where it came from: the flag or `DESKBROKER_TOKEN`

@@ -5,6 +5,7 @@
 
 mod agent;
 mod api;
+mod bench;
 mod cli;
 mod console;
 mod durability;

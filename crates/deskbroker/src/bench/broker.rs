@@ -1,0 +1,256 @@
+//! The broker side of `deskbroker bench`: the private brokers the
+//! benchmarks start (this same binary's `serve` on a temporary data
+//! directory, stopped at the end), and every API call the benchmarks make.
+//!
+//! The calls go through the contract's client (`api::Client`: typed
+//! `connect` and `heartbeat`, JSON for the rest) and are gathered here, in
+//! [`Broker`]; the benchmarks see typed methods, not paths.
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use api::types::{ConnectInput, HeartbeatInput};
+use api::{BrokerUrl, Client};
+use placement::HostMetrics;
+use reqwest::Method;
+
+/// How long a private broker may take to start listening.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a private broker may take to stop after SIGTERM before it is
+/// killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The broker's HTTP API as the benchmarks use it.
+pub struct Broker {
+    client: Client,
+}
+
+impl Broker {
+    /// A client of the broker at `url`. The token is `token` (the flag or
+    /// `DESKBROKER_TOKEN`), else the admin token file, found as every
+    /// other CLI command finds it ([`crate::cli::admin_token`]).
+    pub fn new(url: &str, token: Option<&str>) -> anyhow::Result<Broker> {
+        let base = BrokerUrl::parse(url).map_err(|e| anyhow::anyhow!("{e} (--broker)"))?;
+        let client = Client::new(
+            base,
+            concat!("deskbroker-bench/", env!("CARGO_PKG_VERSION")),
+        )?;
+        Ok(Broker {
+            client: match crate::cli::admin_token(token)? {
+                Some(token) => client.with_token(token),
+                None => client,
+            },
+        })
+    }
+
+    /// Creates pool `pool` with `body`, replacing a pool of that name left
+    /// from an earlier run (with its hosts and sessions).
+    pub async fn replace_pool(&self, pool: &str, body: &Value) -> anyhow::Result<()> {
+        let path = ["hostPools", pool];
+        if self
+            .client
+            .send(Method::GET, &path, &[], None)
+            .await
+            .is_ok()
+        {
+            self.client
+                .send(Method::DELETE, &path, &[("force", "true")], None)
+                .await?;
+        }
+        self.client
+            .send(Method::PUT, &path, &[], Some(body))
+            .await
+            .context("cannot create the benchmark pool")?;
+        Ok(())
+    }
+
+    /// Adds session host `host` at `address` to `pool`.
+    pub async fn add_host(&self, pool: &str, host: &str, address: &str) -> anyhow::Result<()> {
+        self.client
+            .send(
+                Method::PUT,
+                &["hostPools", pool, "sessionHosts", host],
+                &[],
+                Some(&json!({"address": address})),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Sends one heartbeat of `host` with its CPU and nothing else.
+    pub async fn heartbeat(&self, pool: &str, host: &str, cpu_percent: f64) -> anyhow::Result<()> {
+        self.client
+            .heartbeat(
+                pool,
+                host,
+                &HeartbeatInput {
+                    metrics: HostMetrics {
+                        cpu_percent: Some(cpu_percent),
+                        ..HostMetrics::default()
+                    },
+                    ..HeartbeatInput::default()
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Places `user` in `pool`. A refusal answers the API's error code;
+    /// anything that is not an answer of the broker, `TransportError`.
+    pub async fn connect(&self, pool: &str, user: &str) -> Result<(), String> {
+        let input = ConnectInput {
+            user: user.to_string(),
+            ..ConnectInput::default()
+        };
+        match self.client.connect(pool, &input).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e
+                .code()
+                .map_or_else(|| "TransportError".to_string(), |c| c.to_string())),
+        }
+    }
+
+    /// The pool's `sessionCount`, as its GET answers it.
+    pub async fn session_count(&self, pool: &str) -> anyhow::Result<Value> {
+        let p = self
+            .client
+            .send(Method::GET, &["hostPools", pool], &[], None)
+            .await?;
+        Ok(p.get("sessionCount").cloned().unwrap_or(Value::Null))
+    }
+
+    /// The session hosts of `pool`, as their list answers them (every page).
+    pub async fn hosts(&self, pool: &str) -> anyhow::Result<Vec<Value>> {
+        let hosts = self
+            .client
+            .send(Method::GET, &["hostPools", pool, "sessionHosts"], &[], None)
+            .await?;
+        Ok(match hosts.get("value") {
+            Some(Value::Array(hosts)) => hosts.clone(),
+            _ => Vec::new(),
+        })
+    }
+}
+
+/// A broker started for the benchmark: `deskbroker serve` on port 0 with a
+/// temporary data directory, stopped at the end (killed if dropped).
+pub struct PrivateBroker {
+    child: tokio::process::Child,
+    pub url: String,
+    pub token: String,
+    /// The RDP front door's address, when it was started with one.
+    pub rdp: Option<SocketAddr>,
+    _dir: tempfile::TempDir,
+}
+
+impl PrivateBroker {
+    /// Starts `serve` with `extra` flags and a fresh random admin token;
+    /// with `rdp_default_pool`, also its RDP front door (`--rdp-listen
+    /// 127.0.0.1:0 --rdp-default-pool POOL`).
+    pub async fn start(
+        rdp_default_pool: Option<&str>,
+        extra: &[&str],
+    ) -> anyhow::Result<PrivateBroker> {
+        PrivateBroker::start_with_token(rdp_default_pool, extra, &new_token()).await
+    }
+
+    /// Like [`PrivateBroker::start`], with admin `token` (replicas of one
+    /// broker share theirs).
+    pub async fn start_with_token(
+        rdp_default_pool: Option<&str>,
+        extra: &[&str],
+        token: &str,
+    ) -> anyhow::Result<PrivateBroker> {
+        let dir = tempfile::tempdir().context("cannot create a temporary data dir")?;
+        let token = token.to_string();
+        let exe = std::env::current_exe().context("cannot find the deskbroker binary")?;
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .args(extra);
+        if let Some(pool) = rdp_default_pool {
+            command.args(["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", pool]);
+        }
+        let mut child = command
+            .env("DESKBROKER_ADMIN_TOKEN", &token)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start a private broker")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        // `serve` prints its HTTP address, then its front door's.
+        let (url, rdp) = tokio::time::timeout(START_TIMEOUT, async {
+            let mut url = None;
+            let mut rdp = None;
+            while let Some(line) = lines.next_line().await? {
+                if let Some(u) = line.strip_prefix("listening on ") {
+                    url = Some(u.trim().to_string());
+                } else if let Some(a) = line.strip_prefix("rdp front door listening on ") {
+                    let a = a.trim();
+                    rdp = Some(
+                        a.parse::<SocketAddr>()
+                            .with_context(|| format!("unreadable front door address {a:?}"))?,
+                    );
+                }
+                if let Some(url) = &url
+                    && (rdp_default_pool.is_none() || rdp.is_some())
+                {
+                    return Ok((url.clone(), rdp));
+                }
+            }
+            anyhow::bail!("the private broker exited before listening")
+        })
+        .await
+        .context("the private broker did not start in time")??;
+        Ok(PrivateBroker {
+            child,
+            url,
+            token,
+            rdp,
+            _dir: dir,
+        })
+    }
+
+    /// A client of this broker with its admin token.
+    pub fn client(&self) -> anyhow::Result<Broker> {
+        Broker::new(&self.url, Some(&self.token))
+    }
+
+    /// The broker's process id while it runs (for its CPU time).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// SIGTERM, so the broker flushes and stops cleanly; killed if it has
+    /// not stopped within [`STOP_TIMEOUT`].
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id().and_then(|id| i32::try_from(id).ok())
+            && pid > 0
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        if tokio::time::timeout(STOP_TIMEOUT, self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// A fresh admin token for private brokers.
+pub fn new_token() -> String {
+    format!("bench-{:032x}", rand::random::<u128>())
+}

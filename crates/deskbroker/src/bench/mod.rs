@@ -1,0 +1,40 @@
+//! `deskbroker bench`: load generators that reproduce the figures in
+//! `docs/benchmarks.md` with one command each. This file holds the clap
+//! commands and the dispatch; each benchmark lives in its own module.
+//!
+//! - `bench storm` ([`storm`]): a logon storm over HTTP against one broker
+//!   or several replicas, private or given with `--broker`.
+//! - `bench rdp` ([`rdp`]): the RDP front door side by side with HAProxy in
+//!   front of the same loopback session hosts.
+//!
+//! Both print `--output table|json|tsv` with the CLI's `output` module, and
+//! both reach the broker only through [`broker`] (the private brokers they
+//! start and the few API calls they make).
+
+mod broker;
+mod rdp;
+mod storm;
+
+/// Flags of `deskbroker bench`.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum BenchCommand {
+    /// Create a pool of N hosts and send M connects with C concurrent clients.
+    Storm(storm::StormArgs),
+    /// The RDP front door against HAProxy (and against no proxy at all), in
+    /// front of the same loopback session hosts: new connections per second,
+    /// added latency to the host's first byte, relayed throughput.
+    Rdp(rdp::RdpArgs),
+}
+
+pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Storm(args) => storm::run(args).await,
+        BenchCommand::Rdp(args) => rdp::run(args).await,
+    }
+}
+
+/// Rounds to three decimals, the precision of every figure in the reports
+/// (microseconds of a millisecond figure, milliseconds of a second).
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
