@@ -41,7 +41,7 @@ pub const MAX_LOAD_INDEX_THRESHOLD: u32 = 100;
 /// Rule H6: a host's `connectingSessionThreshold` is 0..=150.
 pub const MAX_CONNECTING_SESSION_THRESHOLD: u32 = 150;
 
-/// Flags of `deskbroker agent` (see `shared/spec/api.md`). Every one is
+/// Flags of `deskbroker agent` (see docs/agent.md). Every one is
 /// optional here because it may come from the `--config` file instead;
 /// [`Config::load`] says what is missing.
 #[derive(clap::Args, Debug, Clone, Default)]

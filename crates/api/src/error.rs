@@ -196,7 +196,7 @@ mod tests {
         for e in &errors {
             assert_eq!(ErrorCode::from(e).as_str(), e.code());
         }
-        // The statuses the contract names (api.md, "Sessions and connecting").
+        // The statuses the contract names for connect (docs/rules.md, P7, S3).
         assert_eq!(ErrorCode::NoPersonalDesktopAssigned.status(), 403);
         assert_eq!(ErrorCode::Conflict.status(), 409);
         assert_eq!(ErrorCode::NoSessionHostAvailable.status(), 503);

@@ -1,4 +1,4 @@
-//! The JSON shapes of `/api/v1` (the contract's `api.md`), camelCase, in
+//! The JSON shapes of `/api/v1` (documented by `GET /openapi.json`), camelCase, in
 //! both directions: the broker deserializes the inputs and serializes the
 //! outputs, and its clients do the reverse with the same types, so the two
 //! sides cannot drift apart.

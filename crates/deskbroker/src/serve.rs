@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-/// Flags of `deskbroker serve` (see `shared/spec/api.md`).
+/// Flags of `deskbroker serve` (see the README).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Address the HTTP API listens on (port 0 picks a free port; the

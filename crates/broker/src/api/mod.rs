@@ -1,4 +1,5 @@
-//! The HTTP API of `shared/spec/api.md`: routing, authentication, and the
+//! The HTTP API (its shapes are the `api` crate's; `GET /openapi.json`
+//! documents it): routing, authentication, and the
 //! extractors that turn every malformed request into the contract's error
 //! shape before a handler runs.
 

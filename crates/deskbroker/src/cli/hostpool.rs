@@ -8,7 +8,7 @@ use super::output::Columns;
 use super::{Body, Context, GlobalArgs};
 
 /// Columns of a pool in a table, for one pool (`show`, `create`, `update`)
-/// as for a list: the contract's example (`api.md`: name, algorithm, limit)
+/// as for a list: the interface contract's example (name, algorithm, limit)
 /// with the pool's type, without which `Persistent` or `LoadIndex` alone
 /// does not say what kind of pool it is.
 const POOL_COLUMNS: Columns = &[

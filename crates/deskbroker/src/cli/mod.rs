@@ -1,6 +1,6 @@
 //! The az-style command-line client of the broker's HTTP API:
 //! `deskbroker hostpool …`, `sessionhost …`, `session …` and `connect`
-//! (`shared/spec/api.md`, section "CLI").
+//! (the README's worked example shows each).
 //!
 //! This module holds what the command groups share: the global options
 //! (`--broker`, `--token`, `--output`), where the token comes from, and how an

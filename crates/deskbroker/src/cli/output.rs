@@ -196,8 +196,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The example of `shared/spec/api.md`, byte for byte (`hostpool show`
-    /// now adds the pool's type: see `hostpool.rs`).
+    /// The az-style table of the interface contract's example, byte for byte
+    /// (`hostpool show` now adds the pool's type: see `hostpool.rs`).
     #[test]
     fn three_column_table_matches_the_contract_example() {
         let pool = json!({
