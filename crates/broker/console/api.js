@@ -7,7 +7,8 @@
 // appears in no history, referrer or access log.
 
 const TOKEN_KEY = 'deskbroker.adminToken';
-/** A request that takes longer than this is given up (the broker's own bound is 30 s). */
+/** A request that takes longer than this is given up: the same bound as every
+ * other client of the broker (api::REQUEST_TIMEOUT in crates/api). */
 export const REQUEST_TIMEOUT_MS = 15000;
 
 export const token = {
@@ -16,16 +17,21 @@ export const token = {
   clear: () => sessionStorage.removeItem(TOKEN_KEY),
 };
 
-/** A refusal, with the API's own code and message ({"error": {code, message}}). */
+/**
+ * A failed call, classified as every client of the broker classifies it
+ * (crates/api, ClientError): the API's refusal, with its own code and message
+ * ({"error": {code, message}}); an answer that is not the API's (a proxy's
+ * error page: `code` null); or no answer at all (`status` 0, `code` null).
+ */
 export class ApiError extends Error {
   constructor(status, code, message) {
     super(message);
     this.status = status;
     this.code = code;
   }
-  /** The one-line form the CLI prints: "Code: message". */
+  /** The one-line form the CLI prints: "Code: message", or the message alone. */
   toString() {
-    return `${this.code}: ${this.message}`;
+    return this.code ? `${this.code}: ${this.message}` : this.message;
   }
 }
 
@@ -77,7 +83,7 @@ export async function api(method, path, body, tokenOverride, extraHeaders = {}) 
     text = await resp.text();
   } catch (e) {
     const why = e.name === 'AbortError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : e.message;
-    throw new ApiError(0, 'BrokerUnreachable', `the broker did not answer (${why})`);
+    throw new ApiError(0, null, `the broker did not answer (${why})`);
   } finally {
     clearTimeout(timer);
   }
@@ -91,7 +97,18 @@ export async function api(method, path, body, tokenOverride, extraHeaders = {}) 
   }
   if (!resp.ok) {
     const err = json && json.error;
-    const e = new ApiError(resp.status, err?.code ?? `HTTP${resp.status}`, err?.message ?? (text.trim() || resp.statusText));
+    let e;
+    if (err && typeof err.code === 'string') {
+      e = new ApiError(resp.status, err.code, String(err.message ?? ''));
+    } else {
+      const excerpt = text.trim().replace(/\s+/g, ' ').slice(0, 200);
+      e = new ApiError(
+        resp.status,
+        null,
+        `HTTP ${resp.status} ${resp.statusText} from the broker, which is not an answer of the deskbroker API` +
+          (excerpt ? `: ${excerpt}` : ''),
+      );
+    }
     if (resp.status === 401 && tokenOverride === undefined) unauthorized.forEach((f) => f(e));
     throw e;
   }
