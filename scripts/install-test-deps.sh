@@ -1,24 +1,54 @@
 #!/usr/bin/env bash
-# Installs the programs the end-to-end tests drive: for the RDP test
-# (crates/deskbroker/tests/it/rdp.rs) xrdp (two session hosts), xfreerdp
-# (the client) and Xvfb (a display for xfreerdp); for the web console's
-# browser test (tests/it/console.rs) Debian's chromium and its chromedriver.
-# Installs only what is missing, so it is quick on a machine that has them.
-# Debian/Ubuntu (apt-get); run as root or with sudo available.
+# Installs, from Debian's packages, the programs the tests drive:
+# - for the RDP end-to-end test (crates/deskbroker/tests/it/rdp.rs): xrdp
+#   (two session hosts), freerdp2-x11 (xfreerdp, the client), xvfb (a
+#   display for xfreerdp) and ssl-cert (xrdp's default TLS certificate);
+# - for the web console's browser test (tests/it/console.rs): chromium and
+#   chromium-driver;
+# - for the PostgreSQL store's tests, when DESKBROKER_TEST_DATABASE_URL
+#   does not name a server and no initdb/pg_ctl is found (in
+#   /usr/lib/postgresql/*/bin or on PATH): postgresql, Debian's server
+#   package (scripts/test makes a throwaway cluster with its initdb; note
+#   that Debian's package also creates and starts its own "main" cluster).
+# Installs only what is missing, so it is quick on a machine that has them,
+# and says what it installs. Debian/Ubuntu (apt-get); as root, or with sudo.
 set -euo pipefail
 
+# Whether `program` is on PATH or in an sbin directory (where xrdp lives,
+# often off a non-root user's PATH).
+have() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  local dir
+  for dir in /usr/sbin /sbin /usr/local/sbin; do
+    [ -x "$dir/$1" ] && return 0
+  done
+  return 1
+}
+
+# Whether a PostgreSQL server's initdb and pg_ctl are here.
+have_postgres_server() {
+  local dir
+  for dir in /usr/lib/postgresql/*/bin; do
+    [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] && return 0
+  done
+  command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1
+}
+
 need=()
-command -v xrdp >/dev/null 2>&1 || need+=(xrdp)
-command -v xfreerdp >/dev/null 2>&1 || need+=(freerdp2-x11)
-command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
+have xrdp || need+=(xrdp)
+have xfreerdp || need+=(freerdp2-x11)
+have Xvfb || need+=(xvfb)
 # The console test runs /usr/bin/chromium under /usr/bin/chromedriver.
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 # xrdp's default TLS certificate is the snakeoil one from ssl-cert.
 [ -e /etc/ssl/certs/ssl-cert-snakeoil.pem ] || need+=(ssl-cert)
+if [ -z "${DESKBROKER_TEST_DATABASE_URL:-}" ] && ! have_postgres_server; then
+  need+=(postgresql)
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium and chromedriver are installed"
+  echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium, chromedriver and a PostgreSQL server are installed"
   exit 0
 fi
 
@@ -32,7 +62,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "install-test-deps: installing ${need[*]}"
+echo "install-test-deps: installing ${need[*]} (Debian packages)"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -q
 "${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}"

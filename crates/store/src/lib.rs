@@ -8,9 +8,13 @@
 //! one transaction.
 //!
 //! Backends: [`SqliteStore`] (embedded, the default) and [`PostgresStore`]
-//! (one broker per database for now). Every backend passes
-//! the same conformance suite, [`conformance::run_all`].
+//! (one writer per database: the holder of its owner lock). Every backend
+//! passes the same conformance suite, `conformance::run_all`, which is a
+//! test fixture: it and the PostgreSQL tests' scratch databases are built
+//! only with the `testing` feature, which crates enable from their
+//! `[dev-dependencies]`.
 
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod postgres;
 mod sqlite;

@@ -1,9 +1,9 @@
 //! The conformance suite, and what is particular to it, on the PostgreSQL
-//! store. Needs a PostgreSQL server: this machine's
-//! (`postgres://postgres@127.0.0.1:5432/test`, trust auth) unless
-//! `DESKBROKER_TEST_DATABASE_URL` names another. Each test works in fresh
-//! databases of its own, dropped at the end. A server that is down fails
-//! the tests (`scripts/start-postgres.sh` starts this machine's).
+//! store. Needs a PostgreSQL server: the one `DESKBROKER_TEST_DATABASE_URL`
+//! names (`scripts/test` starts a throwaway cluster and sets it), else this
+//! machine's (`postgres://postgres@127.0.0.1:5432/test`, trust auth). Each
+//! test works in fresh databases of its own, dropped at the end. A server
+//! that cannot be reached fails the tests.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,8 +21,8 @@ async fn scratch(label: &str) -> ScratchDatabase {
         .unwrap_or_else(|e| {
             panic!(
                 "these tests need a PostgreSQL server and could not use it: {e}\n\
-                 Start this machine's with scripts/start-postgres.sh, or name another \
-                 with DESKBROKER_TEST_DATABASE_URL."
+                 Run the tests with scripts/test (it starts a throwaway server), or name \
+                 one with DESKBROKER_TEST_DATABASE_URL."
             )
         })
 }

@@ -21,8 +21,8 @@ pub async fn scratch(label: &str) -> ScratchDatabase {
         .unwrap_or_else(|e| {
             panic!(
                 "this test needs a PostgreSQL server and could not use it: {e}\n\
-                 Start this machine's with scripts/start-postgres.sh, or name another \
-                 with DESKBROKER_TEST_DATABASE_URL."
+                 Run the tests with scripts/test (it starts a throwaway server), or name \
+                 one with DESKBROKER_TEST_DATABASE_URL."
             )
         })
 }

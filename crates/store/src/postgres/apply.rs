@@ -1,0 +1,470 @@
+//! Applying a batch: mutations become multi-row statements over `unnest`
+//! arrays (one per run of one kind), prepared once per connection, and the
+//! whole transaction is sent pipelined, in one round trip.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row, Statement};
+
+use super::{Connection, PostgresError};
+use crate::{Mutation, StoreError};
+
+/// What one mutation becomes in a multi-row statement: up to three key
+/// columns borrowed from the batch, up to two JSON texts and one integer;
+/// [`Kind::columns`] says which a statement takes.
+struct Values<'a> {
+    keys: [&'a str; 3],
+    texts: [String; 2],
+    int: i64,
+}
+
+/// A column of a statement's parameters (each parameter is an array).
+#[derive(Clone, Copy)]
+enum Column {
+    Key(usize),
+    Text(usize),
+    Int,
+}
+
+/// The kinds of statement a batch is made of, one per kind of mutation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    PutPool,
+    PutCounters,
+    DeletePool,
+    PutHost,
+    DeleteHost,
+    PutSession,
+    DeleteSession,
+    PutToken,
+    DeleteTokens,
+    PutCredential,
+}
+
+impl Kind {
+    const ALL: [Kind; 10] = [
+        Kind::PutPool,
+        Kind::PutCounters,
+        Kind::DeletePool,
+        Kind::PutHost,
+        Kind::DeleteHost,
+        Kind::PutSession,
+        Kind::DeleteSession,
+        Kind::PutToken,
+        Kind::DeleteTokens,
+        Kind::PutCredential,
+    ];
+
+    fn of(m: &Mutation) -> Kind {
+        match m {
+            Mutation::PutPool { .. } => Kind::PutPool,
+            Mutation::PutCounters { .. } => Kind::PutCounters,
+            Mutation::DeletePool { .. } => Kind::DeletePool,
+            Mutation::PutHost { .. } => Kind::PutHost,
+            Mutation::DeleteHost { .. } => Kind::DeleteHost,
+            Mutation::PutSession { .. } => Kind::PutSession,
+            Mutation::DeleteSession { .. } => Kind::DeleteSession,
+            Mutation::PutRegistrationToken { .. } => Kind::PutToken,
+            Mutation::DeleteRegistrationTokens { .. } => Kind::DeleteTokens,
+            Mutation::PutHostCredential { .. } => Kind::PutCredential,
+        }
+    }
+
+    /// The statement: every parameter is an array of one column, so one
+    /// statement writes a whole run of mutations.
+    fn sql(self) -> &'static str {
+        match self {
+            Kind::PutPool => {
+                "INSERT INTO pools (name, config, counters)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+                 ON CONFLICT (name) DO UPDATE SET config = excluded.config,
+                                                  counters = excluded.counters"
+            }
+            Kind::PutCounters => "SELECT put_counters($1::text[], $2::text[])",
+            // Hosts, sessions, tokens and credentials go with it (cascades;
+            // the sessions through their index by host).
+            Kind::DeletePool => "DELETE FROM pools WHERE name = ANY($1::text[])",
+            Kind::PutHost => {
+                "INSERT INTO hosts (pool, name, seq, record)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[])
+                 ON CONFLICT (pool, name) DO UPDATE SET seq = excluded.seq,
+                                                        record = excluded.record"
+            }
+            Kind::DeleteHost => {
+                "DELETE FROM hosts AS h USING unnest($1::text[], $2::text[]) AS d(pool, name)
+                 WHERE h.pool = d.pool AND h.name = d.name"
+            }
+            Kind::PutSession => {
+                "INSERT INTO sessions (pool, id, host, record)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                 ON CONFLICT (pool, id) DO UPDATE SET host = excluded.host,
+                                                      record = excluded.record"
+            }
+            Kind::DeleteSession => {
+                "DELETE FROM sessions AS s USING unnest($1::text[], $2::text[]) AS d(pool, id)
+                 WHERE s.pool = d.pool AND s.id = d.id"
+            }
+            Kind::PutToken => {
+                "INSERT INTO registration_tokens (pool, hash, expires_ms)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::int8[])
+                 ON CONFLICT (pool, hash) DO UPDATE SET expires_ms = excluded.expires_ms"
+            }
+            Kind::DeleteTokens => "DELETE FROM registration_tokens WHERE pool = ANY($1::text[])",
+            Kind::PutCredential => {
+                "INSERT INTO host_credentials (pool, host, hash)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+                 ON CONFLICT (pool, host) DO UPDATE SET hash = excluded.hash"
+            }
+        }
+    }
+
+    /// The statement's parameters, in order.
+    fn columns(self) -> &'static [Column] {
+        use Column::{Int, Key, Text};
+        match self {
+            Kind::PutPool => &[Key(0), Text(0), Text(1)],
+            Kind::PutCounters => &[Key(0), Text(0)],
+            Kind::DeletePool | Kind::DeleteTokens => &[Key(0)],
+            Kind::PutHost => &[Key(0), Key(1), Int, Text(0)],
+            Kind::DeleteHost | Kind::DeleteSession => &[Key(0), Key(1)],
+            Kind::PutSession => &[Key(0), Key(1), Key(2), Text(0)],
+            Kind::PutToken => &[Key(0), Key(1), Int],
+            Kind::PutCredential => &[Key(0), Key(1), Key(2)],
+        }
+    }
+
+    /// Whether the statement is an upsert keyed by the first two keys.
+    fn keyed(self) -> bool {
+        matches!(
+            self,
+            Kind::PutPool
+                | Kind::PutCounters
+                | Kind::PutHost
+                | Kind::PutSession
+                | Kind::PutToken
+                | Kind::PutCredential
+        )
+    }
+
+    /// What a foreign-key failure of this statement means is missing.
+    fn parent(self) -> &'static str {
+        match self {
+            Kind::PutSession | Kind::PutCredential => "session host",
+            _ => "host pool",
+        }
+    }
+}
+
+fn values(m: &Mutation) -> Values<'_> {
+    fn v(keys: [&str; 3], texts: [String; 2], int: i64) -> Values<'_> {
+        Values { keys, texts, int }
+    }
+    let none = String::new;
+    match m {
+        Mutation::PutPool { config, counters } => v(
+            [&config.name, "", ""],
+            [to_json(config), to_json(counters)],
+            0,
+        ),
+        Mutation::PutCounters { pool, counters } => {
+            v([pool, "", ""], [to_json(counters), none()], 0)
+        }
+        Mutation::DeletePool { pool } | Mutation::DeleteRegistrationTokens { pool } => {
+            v([pool, "", ""], [none(), none()], 0)
+        }
+        Mutation::PutHost { pool, host } => v(
+            [pool, &host.spec.name, ""],
+            [to_json(host), none()],
+            host.seq as i64,
+        ),
+        Mutation::DeleteHost { pool, host } => v([pool, host, ""], [none(), none()], 0),
+        Mutation::PutSession { pool, session } => v(
+            [pool, &session.id, &session.host],
+            [to_json(session), none()],
+            0,
+        ),
+        Mutation::DeleteSession { pool, id } => v([pool, id, ""], [none(), none()], 0),
+        Mutation::PutRegistrationToken { pool, token } => {
+            v([pool, &token.hash, ""], [none(), none()], token.expires_ms)
+        }
+        Mutation::PutHostCredential { pool, credential } => v(
+            [pool, &credential.host, &credential.hash],
+            [none(), none()],
+            0,
+        ),
+    }
+}
+
+/// One statement of a batch: a run of consecutive mutations of one kind.
+struct Step<'a> {
+    kind: Kind,
+    rows: Vec<Values<'a>>,
+    /// Keys written so far, for keyed kinds.
+    keys: HashSet<(&'a str, &'a str)>,
+}
+
+impl<'a> Step<'a> {
+    fn new(kind: Kind) -> Step<'a> {
+        Step {
+            kind,
+            rows: Vec::new(),
+            keys: HashSet::new(),
+        }
+    }
+
+    /// Adds `v` to this statement, or gives it back when it cannot join:
+    /// another kind, or a key this upsert already writes (`ON CONFLICT DO
+    /// UPDATE` may not touch a row twice, and keeping only the last would
+    /// skip the checks of the first, which SQLite makes one at a time).
+    fn join(&mut self, kind: Kind, v: Values<'a>) -> Option<Values<'a>> {
+        if kind != self.kind || (kind.keyed() && !self.keys.insert((v.keys[0], v.keys[1]))) {
+            return Some(v);
+        }
+        self.rows.push(v);
+        None
+    }
+
+    /// The statement's parameters, one array a column.
+    fn params(&self) -> Vec<Box<dyn ToSql + Sync + Send + '_>> {
+        self.kind
+            .columns()
+            .iter()
+            .map(|c| -> Box<dyn ToSql + Sync + Send + '_> {
+                match *c {
+                    Column::Key(i) => {
+                        Box::new(self.rows.iter().map(|r| r.keys[i]).collect::<Vec<_>>())
+                    }
+                    Column::Text(i) => Box::new(
+                        self.rows
+                            .iter()
+                            .map(|r| r.texts[i].as_str())
+                            .collect::<Vec<_>>(),
+                    ),
+                    Column::Int => Box::new(self.rows.iter().map(|r| r.int).collect::<Vec<_>>()),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Turns a batch into statements, in order: consecutive mutations of one
+/// kind share a statement (until a key repeats), and only the last counters
+/// of each pool are written (exactly as the SQLite store coalesces them).
+fn plan(batch: &[Mutation]) -> Vec<Step<'_>> {
+    let mut last_counters = HashMap::new();
+    for (i, m) in batch.iter().enumerate() {
+        if let Mutation::PutCounters { pool, .. } = m {
+            last_counters.insert(pool.as_str(), i);
+        }
+    }
+    let mut steps: Vec<Step<'_>> = Vec::new();
+    for (i, m) in batch.iter().enumerate() {
+        if let Mutation::PutCounters { pool, .. } = m
+            && last_counters.get(pool.as_str()) != Some(&i)
+        {
+            continue;
+        }
+        let kind = Kind::of(m);
+        let v = values(m);
+        let left = match steps.last_mut() {
+            Some(step) => step.join(kind, v),
+            None => Some(v),
+        };
+        if let Some(v) = left {
+            let mut step = Step::new(kind);
+            step.join(kind, v);
+            steps.push(step);
+        }
+    }
+    steps
+}
+
+/// Every statement a batch can use, prepared once per connection.
+pub(super) struct Statements(Vec<Statement>);
+
+impl Statements {
+    pub(super) async fn prepare(client: &Client) -> Result<Statements, StoreError> {
+        let mut all = Vec::with_capacity(Kind::ALL.len());
+        for kind in Kind::ALL {
+            all.push(
+                client.prepare(kind.sql()).await.map_err(|e| {
+                    PostgresError::query("cannot prepare the store's statements", e)
+                })?,
+            );
+        }
+        Ok(Statements(all))
+    }
+
+    fn get(&self, kind: Kind) -> &Statement {
+        // `ALL` lists every kind once, in declaration order.
+        &self.0[kind as usize]
+    }
+}
+
+type Answer = Result<Vec<Row>, tokio_postgres::Error>;
+type Pending<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
+
+/// Runs `requests` pipelined: each is polled once, in order, which sends it
+/// (tokio-postgres sends a request on its first poll), so the server gets
+/// them all in batch order without waiting for any answer; then the
+/// answers are awaited in the same order.
+async fn pipeline(mut requests: Vec<Pending<'_>>) -> Vec<Answer> {
+    let mut early: Vec<Option<Answer>> = Vec::with_capacity(requests.len());
+    std::future::poll_fn(|cx| {
+        for r in &mut requests {
+            early.push(match r.as_mut().poll(cx) {
+                Poll::Ready(a) => Some(a),
+                Poll::Pending => None,
+            });
+        }
+        Poll::Ready(())
+    })
+    .await;
+    let mut answers = Vec::with_capacity(requests.len());
+    for (r, a) in requests.into_iter().zip(early) {
+        answers.push(match a {
+            Some(a) => a,
+            None => r.await,
+        });
+    }
+    answers
+}
+
+impl Connection {
+    /// One round trip: `BEGIN`, every statement and `COMMIT` are sent
+    /// together. If a statement fails, the server aborts the transaction,
+    /// the statements after it fail too, and `COMMIT` rolls back.
+    pub(super) async fn apply(&mut self, batch: &[Mutation]) -> Result<(), StoreError> {
+        self.recover().await?;
+        let steps = plan(batch);
+        if steps.is_empty() {
+            // Nothing to write; everything before is already committed.
+            return Ok(());
+        }
+        self.in_transaction = true;
+        let client = &self.client;
+        let statements = &self.statements;
+        let params: Vec<_> = steps.iter().map(Step::params).collect();
+        let mut requests: Vec<Pending<'_>> = Vec::with_capacity(steps.len() + 2);
+        requests.push(Box::pin(async move {
+            client.batch_execute("BEGIN").await.map(|()| Vec::new())
+        }));
+        for (step, params) in steps.iter().zip(&params) {
+            requests.push(Box::pin(async move {
+                let refs: Vec<&(dyn ToSql + Sync)> =
+                    params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
+                client.query(statements.get(step.kind), &refs).await
+            }));
+        }
+        requests.push(Box::pin(async move {
+            client.batch_execute("COMMIT").await.map(|()| Vec::new())
+        }));
+        let mut answers = pipeline(requests).await;
+        let Some(committed) = answers.pop() else {
+            return Err(StoreError::Task("a batch lost its answers".into()));
+        };
+        let mut answers = answers.into_iter();
+        let begun = answers.next().unwrap_or_else(|| Ok(Vec::new()));
+        // Whatever failed, the transaction is over once COMMIT answered.
+        self.in_transaction = committed.is_err();
+        begun.map_err(|e| PostgresError::query("cannot begin a transaction", e))?;
+        check(&steps, answers)?;
+        committed.map_err(|e| PostgresError::query("cannot commit a batch", e))?;
+        Ok(())
+    }
+}
+
+/// The first failure among a batch's answers, in batch order (after one
+/// statement fails, the rest only say the transaction is aborted).
+fn check(steps: &[Step<'_>], answers: impl Iterator<Item = Answer>) -> Result<(), StoreError> {
+    for (step, answer) in steps.iter().zip(answers) {
+        match answer {
+            Ok(_) => {}
+            Err(e) if e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
+                let detail = e
+                    .as_db_error()
+                    .and_then(|d| d.detail())
+                    .unwrap_or("no detail")
+                    .to_string();
+                return Err(StoreError::Missing(format!(
+                    "{} ({detail})",
+                    step.kind.parent()
+                )));
+            }
+            Err(e) => return Err(PostgresError::query("cannot apply a batch", e).into()),
+        }
+    }
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("records serialize to JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_listed_in_declaration_order() {
+        // `Statements::get` indexes by `kind as usize`.
+        for (i, kind) in Kind::ALL.iter().enumerate() {
+            assert_eq!(*kind as usize, i, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn runs_share_a_statement_until_a_key_repeats_and_counters_coalesce() {
+        let s = |id: &str, user: &str| Mutation::PutSession {
+            pool: "p".into(),
+            session: crate::conformance::session(id, "h", user),
+        };
+        let counters = |n: u64| Mutation::PutCounters {
+            pool: "p".into(),
+            counters: placement::PoolCounters {
+                next_seq: n,
+                ..placement::PoolCounters::default()
+            },
+        };
+        let batch = vec![
+            s("a", "1"),
+            counters(1),
+            s("b", "2"),
+            s("a", "3"),
+            s("c", "4"),
+            counters(2),
+            Mutation::DeleteSession {
+                pool: "p".into(),
+                id: "a".into(),
+            },
+            Mutation::DeleteSession {
+                pool: "p".into(),
+                id: "a".into(),
+            },
+            s("a", "5"),
+        ];
+        let steps = plan(&batch);
+        let rows: Vec<(Kind, Vec<&str>)> = steps
+            .iter()
+            .map(|s| (s.kind, s.rows.iter().map(|r| r.keys[1]).collect()))
+            .collect();
+        // The first counters are dropped, so the first puts join; the
+        // second put of "a" starts a statement of its own; the last
+        // counters stay where they were; deletes may repeat a key.
+        assert_eq!(
+            rows,
+            [
+                (Kind::PutSession, vec!["a", "b"]),
+                (Kind::PutSession, vec!["a", "c"]),
+                (Kind::PutCounters, vec![""]),
+                (Kind::DeleteSession, vec!["a", "a"]),
+                (Kind::PutSession, vec!["a"]),
+            ]
+        );
+    }
+}

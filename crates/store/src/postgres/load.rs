@@ -1,0 +1,109 @@
+//! Loading: every table read in one repeatable-read snapshot, in the order
+//! the SQLite store gives, into a [`Snapshot`].
+
+use std::collections::HashMap;
+
+use tokio_postgres::Row;
+
+use super::{Connection, PostgresError};
+use crate::{HostCredential, PoolRecord, RegistrationToken, Snapshot, StoreError};
+
+impl Connection {
+    pub(super) async fn load(&mut self) -> Result<Snapshot, StoreError> {
+        self.recover().await?;
+        self.in_transaction = true;
+        let loaded = self.load_in_transaction().await;
+        let ended = self.client.batch_execute("COMMIT").await;
+        if ended.is_ok() {
+            self.in_transaction = false;
+        }
+        let snapshot = loaded?;
+        ended.map_err(|e| PostgresError::query("cannot end the load transaction", e))?;
+        Ok(snapshot)
+    }
+
+    /// Reads everything in one consistent snapshot, each table in one
+    /// query in the order SQLite gives (pools by name, hosts by query
+    /// order, sessions by id, tokens by hash, credentials by host).
+    async fn load_in_transaction(&self) -> Result<Snapshot, StoreError> {
+        let c = &self.client;
+        let q = |e| PostgresError::query("cannot load the store", e);
+        c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await
+            .map_err(q)?;
+        let mut pools = Vec::new();
+        let mut index = HashMap::new();
+        for row in c
+            .query(
+                "SELECT name, config, counters FROM pools ORDER BY name",
+                &[],
+            )
+            .await
+            .map_err(q)?
+        {
+            index.insert(row.get::<_, String>(0), pools.len());
+            pools.push(PoolRecord {
+                config: from_json(row.get(1))?,
+                counters: from_json(row.get(2))?,
+                hosts: Vec::new(),
+                sessions: Vec::new(),
+                registration_tokens: Vec::new(),
+                host_credentials: Vec::new(),
+            });
+        }
+        let pool_of = |row: &Row| -> Result<usize, StoreError> {
+            let name: &str = row.get(0);
+            index
+                .get(name)
+                .copied()
+                .ok_or_else(|| StoreError::Corrupt(format!("a record of missing pool {name}")))
+        };
+        for row in c
+            .query("SELECT pool, record FROM hosts ORDER BY pool, seq", &[])
+            .await
+            .map_err(q)?
+        {
+            pools[pool_of(&row)?].hosts.push(from_json(row.get(1))?);
+        }
+        for row in c
+            .query("SELECT pool, record FROM sessions ORDER BY pool, id", &[])
+            .await
+            .map_err(q)?
+        {
+            pools[pool_of(&row)?].sessions.push(from_json(row.get(1))?);
+        }
+        for row in c
+            .query(
+                "SELECT pool, hash, expires_ms FROM registration_tokens ORDER BY pool, hash",
+                &[],
+            )
+            .await
+            .map_err(q)?
+        {
+            pools[pool_of(&row)?]
+                .registration_tokens
+                .push(RegistrationToken {
+                    hash: row.get(1),
+                    expires_ms: row.get(2),
+                });
+        }
+        for row in c
+            .query(
+                "SELECT pool, host, hash FROM host_credentials ORDER BY pool, host",
+                &[],
+            )
+            .await
+            .map_err(q)?
+        {
+            pools[pool_of(&row)?].host_credentials.push(HostCredential {
+                host: row.get(1),
+                hash: row.get(2),
+            });
+        }
+        Ok(Snapshot { pools })
+    }
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
+}

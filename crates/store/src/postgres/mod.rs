@@ -1,0 +1,269 @@
+//! The PostgreSQL store: the same tables, records and semantics as the
+//! embedded SQLite store ([`crate::SqliteStore`]), in a PostgreSQL database
+//! named by a `postgres://` URL (`deskbroker serve --database-url`).
+//!
+//! **One writer per database.** Each broker keeps every pool's engine in
+//! memory and decides alone, so two brokers writing one database would
+//! overwrite each other. The writer is the process whose connection holds a
+//! session-level advisory lock, the *owner lock*: [`PostgresStore::connect`]
+//! takes it (waiting a little) or refuses to start, and
+//! [`PostgresStore::campaign`] — used by broker replicas — takes it if it is
+//! free and otherwise answers the address the current holder published
+//! (`deskbroker_leader`, tied to the holder's backend pid). Every write
+//! goes through the connection that holds the lock, so a process that lost
+//! its connection has lost the right to write with it.
+
+//! How it keeps its promises:
+//! - *Atomic*: a batch is one transaction, all or nothing. A session on a
+//!   missing host, or the counters of a missing pool, fail the whole batch
+//!   with [`StoreError::Missing`], as in SQLite.
+//! - *Durable*: `COMMIT` returns once the WAL is flushed
+//!   (`synchronous_commit = on`, PostgreSQL's default; a connection that
+//!   finds it `off` turns it back on for itself and says so).
+//! - *Fast*: consecutive mutations of one kind become one multi-row
+//!   statement over `unnest` arrays (a batch of placements is one
+//!   `INSERT … ON CONFLICT` and one counters `UPDATE`), every statement is
+//!   prepared once, and all statements of a batch are sent at once without
+//!   waiting for each answer (pipelining), `BEGIN` and `COMMIT` included:
+//!   a batch costs one round trip and one WAL flush, whatever its size.
+//!
+//! Records are JSON in `text` columns, exactly what SQLite keeps: a JSON
+//! text never holds a NUL byte, while `jsonb` refuses the `\u0000` escape a
+//! description may legally contain. Key columns use the `"C"` collation, so
+//! `load` returns names in byte order as SQLite does, whatever the
+//! database's locale.
+//!
+//! Schema changes are numbered migrations, applied at start in one
+//! transaction under `pg_advisory_xact_lock`, recorded in `schema_version`.
+//!
+//! Connections: one ([`MAX_CONNECTIONS`]), behind an async mutex, like the
+//! SQLite store: the broker's writer sends one batch at a time, and the owner
+//! lock lives on that connection. If the connection is lost, every later
+//! call fails, the broker stops (crash-only), and its restart reconnects.
+//! TLS is not supported yet (`NoTls`): use it on loopback or a trusted
+//! network; `sslmode=disable` and `prefer` connect in clear, `require` is
+//! refused.
+//!
+//! The modules, one seam each: `connection` (URLs, connecting,
+//! session settings), `lock` (the owner lock and the leader's published
+//! address), `schema` (migrations), `apply` (a batch as pipelined
+//! multi-row statements), `load` (everything back in one snapshot) and,
+//! behind the `testing` feature, `scratch` (throwaway databases for tests).
+
+mod apply;
+mod connection;
+mod error;
+mod load;
+mod lock;
+mod schema;
+#[cfg(feature = "testing")]
+mod scratch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use crate::{Mutation, Snapshot, Store, StoreError};
+use apply::Statements;
+use connection::{configure_session, open_connection};
+use lock::{leader_url, publish_leader, take_owner_lock};
+use schema::migrate;
+
+pub use connection::is_postgres_url;
+pub use error::PostgresError;
+#[cfg(feature = "testing")]
+pub use scratch::{ScratchDatabase, TEST_SERVER_URL_DEFAULT, TEST_SERVER_URL_ENV, test_server_url};
+
+/// Connections a store opens to the server: one, behind a mutex. The
+/// broker's writer applies one batch at a time, so a second connection
+/// would only wait for the first.
+pub const MAX_CONNECTIONS: usize = 1;
+/// How long connecting may take when the URL sets no `connect_timeout`.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a new store waits for the owner lock of its database before
+/// it gives up: long enough for the server to notice that a killed
+/// broker's connection is gone, short enough to report a second broker.
+pub const OWNER_LOCK_WAIT: Duration = Duration::from_secs(10);
+/// How long one batch may take, from the queue to `COMMIT`. Past it the
+/// batch fails with an unknown outcome, the broker stops, and its restart
+/// reads what was really committed.
+pub const APPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a liveness check of the connection may take.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long loading everything at start may take.
+pub const LOAD_TIMEOUT: Duration = Duration::from_secs(300);
+/// TCP keepalive asked of the server for this connection (idle seconds,
+/// seconds between probes, probes): if a broker's machine vanishes without
+/// closing its connection, the server ends that session, and so frees the
+/// owner lock, within about 25 s instead of the operating system's hours.
+pub const SERVER_KEEPALIVE: (u32, u32, u32) = (10, 5, 3);
+
+/// The PostgreSQL backend of [`Store`]. Cloning shares the connection.
+#[derive(Clone)]
+pub struct PostgresStore {
+    conn: Arc<tokio::sync::Mutex<Connection>>,
+    /// `host:port/database`, for messages (never the password).
+    target: Arc<str>,
+}
+
+/// The one connection and what lives with it.
+struct Connection {
+    client: Client,
+    statements: Statements,
+    /// Set between `BEGIN` and the end of its transaction: a call that was
+    /// cancelled half-way (a timeout) leaves it set, and the next call rolls
+    /// that transaction back first.
+    in_transaction: bool,
+}
+
+impl PostgresStore {
+    /// Connects to the database of `url` (`postgres://` or `postgresql://`),
+    /// takes its owner lock (waiting up to [`OWNER_LOCK_WAIT`]), applies
+    /// migrations and prepares statements. Must run inside a Tokio runtime:
+    /// the connection is driven by a task spawned on it.
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect_with_lock_wait(url, OWNER_LOCK_WAIT).await
+    }
+
+    /// Like [`PostgresStore::connect`], waiting at most `lock_wait` for
+    /// another process to release the database.
+    pub async fn connect_with_lock_wait(
+        url: &str,
+        lock_wait: Duration,
+    ) -> Result<PostgresStore, StoreError> {
+        let (client, target) = open_connection(url).await?;
+        configure_session(&client).await?;
+        take_owner_lock(&client, &target, lock_wait).await?;
+        migrate(&client).await?;
+        let statements = Statements::prepare(&client).await?;
+        tracing::info!(database = %target, "postgres store open");
+        Ok(PostgresStore {
+            conn: Arc::new(tokio::sync::Mutex::new(Connection {
+                client,
+                statements,
+                in_transaction: false,
+            })),
+            target: target.into(),
+        })
+    }
+
+    /// One try at becoming the leader of the broker replicas that share
+    /// the database of `url`: connects, waits at most `wait` for the owner
+    /// lock, and if it gets it applies migrations and publishes
+    /// `advertise_url` as the leader's address (in the same session that
+    /// holds the lock, so the address dies with the lock). Otherwise
+    /// answers the current leader's address, if one is published.
+    ///
+    /// The store of a won campaign is the only one that may write: its
+    /// connection holds the lock, and every write goes through it, so a
+    /// leader that lost its connection cannot write any more (a new store
+    /// needs a new campaign).
+    pub async fn campaign(
+        url: &str,
+        advertise_url: &str,
+        wait: Duration,
+    ) -> Result<Campaign, StoreError> {
+        let (client, target) = open_connection(url).await?;
+        configure_session(&client).await?;
+        match take_owner_lock(&client, &target, wait).await {
+            Ok(()) => {}
+            Err(StoreError::Postgres(PostgresError::InUse { .. })) => {
+                return Ok(Campaign::Lost {
+                    leader: leader_url(&client).await?,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        migrate(&client).await?;
+        publish_leader(&client, advertise_url).await?;
+        let statements = Statements::prepare(&client).await?;
+        tracing::info!(database = %target, advertise = advertise_url, "elected leader of the broker replicas");
+        Ok(Campaign::Won(PostgresStore {
+            conn: Arc::new(tokio::sync::Mutex::new(Connection {
+                client,
+                statements,
+                in_transaction: false,
+            })),
+            target: target.into(),
+        }))
+    }
+
+    /// `host:port/database` of this store, for messages.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+}
+
+/// What one [`PostgresStore::campaign`] found.
+pub enum Campaign {
+    /// This process holds the owner lock: it decides, through this store.
+    Won(PostgresStore),
+    /// Another replica holds it; `leader` is its published address (None
+    /// for the moment between taking the lock and publishing).
+    Lost { leader: Option<String> },
+}
+
+impl Connection {
+    /// Ends a transaction a cancelled call left open.
+    async fn recover(&mut self) -> Result<(), StoreError> {
+        if self.in_transaction {
+            self.client
+                .batch_execute("ROLLBACK")
+                .await
+                .map_err(|e| PostgresError::query("cannot roll back an interrupted batch", e))?;
+            self.in_transaction = false;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PostgresStore {
+    async fn load(&self) -> Result<Snapshot, StoreError> {
+        let run = async { self.conn.lock().await.load().await };
+        tokio::time::timeout(LOAD_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PostgresError::Timeout {
+                    what: "load the store",
+                    timeout: LOAD_TIMEOUT,
+                }
+                .into())
+            })
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let run = async {
+            let mut conn = self.conn.lock().await;
+            conn.recover().await?;
+            conn.client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(|e| PostgresError::query("the database does not answer", e))?;
+            Ok(())
+        };
+        tokio::time::timeout(PING_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PostgresError::Timeout {
+                    what: "check the connection",
+                    timeout: PING_TIMEOUT,
+                }
+                .into())
+            })
+    }
+
+    async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+        let run = async { self.conn.lock().await.apply(&batch).await };
+        tokio::time::timeout(APPLY_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PostgresError::Timeout {
+                    what: "commit a batch",
+                    timeout: APPLY_TIMEOUT,
+                }
+                .into())
+            })
+    }
+}

@@ -1,0 +1,138 @@
+//! The schema: numbered migrations, the same tables and version numbers as
+//! the SQLite store's, applied at start in one transaction under the
+//! migration lock and recorded in `schema_version`.
+
+use tokio_postgres::Client;
+
+use super::PostgresError;
+use super::lock::{LOCK_CLASS, MIGRATION_LOCK};
+use crate::StoreError;
+
+/// Migrations, in order; `schema_version.version` is how many have been
+/// applied. Numbered as the SQLite store's, so a version means the same
+/// tables in both.
+const MIGRATIONS: &[&str] = &[
+    // 1: pools, hosts, sessions. Unlike SQLite, sessions are indexed by
+    // host: PostgreSQL's foreign-key cascade looks up the sessions of each
+    // deleted host with a query of its own, and without this index every
+    // such lookup would scan the whole pool's sessions (a pool of 10,000
+    // hosts could not be deleted in reasonable time).
+    r#"CREATE TABLE pools (
+        name text COLLATE "C" PRIMARY KEY,
+        config text NOT NULL,
+        counters text NOT NULL
+     );
+     CREATE TABLE hosts (
+        pool text COLLATE "C" NOT NULL REFERENCES pools(name) ON DELETE CASCADE,
+        name text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        record text NOT NULL,
+        PRIMARY KEY (pool, name)
+     );
+     CREATE TABLE sessions (
+        pool text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        host text COLLATE "C" NOT NULL,
+        record text NOT NULL,
+        PRIMARY KEY (pool, id),
+        FOREIGN KEY (pool, host) REFERENCES hosts(pool, name) ON DELETE CASCADE
+     );
+     CREATE INDEX sessions_by_host ON sessions (pool, host);
+     -- Counters of pools that must exist: a missing pool fails the
+     -- statement (as a foreign key would), so that a batch's COMMIT can be
+     -- sent with its statements, without waiting to check a row count.
+     CREATE FUNCTION put_counters(pool_names text[], new_counters text[]) RETURNS void
+     LANGUAGE plpgsql AS $$
+     DECLARE
+        updated bigint;
+        missing text;
+     BEGIN
+        UPDATE pools AS p SET counters = u.counters
+          FROM unnest(pool_names, new_counters) AS u(name, counters)
+         WHERE p.name = u.name;
+        GET DIAGNOSTICS updated = ROW_COUNT;
+        IF updated < cardinality(pool_names) THEN
+           SELECT string_agg(n, ', ') INTO missing
+             FROM unnest(pool_names) AS n
+            WHERE NOT EXISTS (SELECT 1 FROM pools WHERE name = n);
+           RAISE EXCEPTION 'counters of a missing host pool'
+             USING ERRCODE = 'foreign_key_violation',
+                   DETAIL = format('Key (name)=(%s) is not present in table "pools".', missing);
+        END IF;
+     END $$;"#,
+    // 2: registration tokens and host credentials (hashes only).
+    r#"CREATE TABLE registration_tokens (
+        pool text COLLATE "C" NOT NULL REFERENCES pools(name) ON DELETE CASCADE,
+        hash text COLLATE "C" NOT NULL,
+        expires_ms bigint NOT NULL,
+        PRIMARY KEY (pool, hash)
+     );
+     CREATE TABLE host_credentials (
+        pool text COLLATE "C" NOT NULL,
+        host text COLLATE "C" NOT NULL,
+        hash text NOT NULL,
+        PRIMARY KEY (pool, host),
+        FOREIGN KEY (pool, host) REFERENCES hosts(pool, name) ON DELETE CASCADE
+     );"#,
+];
+
+/// Applies the migrations this database lacks, all in one transaction, under
+/// an advisory lock so that two processes starting at once take turns.
+pub(super) async fn migrate(client: &Client) -> Result<(), StoreError> {
+    let run = async {
+        client.batch_execute("BEGIN").await?;
+        client
+            .execute(
+                "SELECT pg_advisory_xact_lock($1, $2)",
+                &[&LOCK_CLASS, &MIGRATION_LOCK],
+            )
+            .await?;
+        client
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (
+                    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+                    version integer NOT NULL
+                 );
+                 INSERT INTO schema_version (version) VALUES (0) ON CONFLICT DO NOTHING",
+            )
+            .await?;
+        let version: i32 = client
+            .query_one("SELECT version FROM schema_version", &[])
+            .await?
+            .get(0);
+        Ok::<_, tokio_postgres::Error>(version)
+    };
+    let version = match run.await {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(PostgresError::query("cannot read the schema version", e).into());
+        }
+    };
+    let known = MIGRATIONS.len();
+    if version < 0 || version as usize > known {
+        let _ = client.batch_execute("ROLLBACK").await;
+        return Err(StoreError::Corrupt(format!(
+            "the database has schema version {version}, newer than this deskbroker \
+             knows ({known}): upgrade deskbroker"
+        )));
+    }
+    let apply = async {
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            client.batch_execute(sql).await?;
+            client
+                .execute(
+                    "UPDATE schema_version SET version = $1",
+                    &[&((i + 1) as i32)],
+                )
+                .await?;
+            tracing::info!(version = i + 1, "applied store migration");
+        }
+        client.batch_execute("COMMIT").await
+    };
+    if let Err(e) = apply.await {
+        let _ = client.batch_execute("ROLLBACK").await;
+        return Err(PostgresError::query("cannot apply the store migrations", e).into());
+    }
+    Ok(())
+}
