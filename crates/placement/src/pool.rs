@@ -1206,13 +1206,12 @@ impl PoolCounters {
     /// of the stored seed and count of draws, so that after a restart the
     /// next placement draws exactly what it would have drawn (rule S5:
     /// "decides exactly as it would have"), and the simulator draws what
-    /// the broker would. The caller passes it to [`Pool::connect`].
+    /// the broker would. The caller passes it to [`Pool::connect`]. The
+    /// generator is placement's own (`random.rs`: xoshiro256++ seeded by
+    /// SplitMix64), fixed by test vectors, so no dependency or platform
+    /// can change what a stored seed draws.
     pub fn placement_random(&self) -> u64 {
-        use rand::{Rng, SeedableRng};
-        rand::rngs::SmallRng::seed_from_u64(
-            self.random_seed ^ self.random_draws.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        )
-        .next_u64()
+        crate::random::placement_random(self.random_seed, self.random_draws)
     }
 }
 
