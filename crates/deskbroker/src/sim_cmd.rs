@@ -32,16 +32,22 @@ const TABLE_COLUMNS: Columns = &[
 /// What `deskbroker sim --help` says after the flags: how to read the
 /// measure that surprises, a CPU percentage above 100.
 const MEASURES_HELP: &str = "\
-PeakCpuPercent is the worst host's highest 30-second average of CPU demand \
-(what its sessions and logons asked for) in percent of its vCPUs. Above 100 \
-the host was asked for more than it has: 150 means 1.5 times its vCPUs, so \
-everything on it, logons included, ran at about 2/3 of full speed. The other \
-measures: PeakConnecting (the most logons one host ran at once), \
-LogonP50Seconds and LogonP99Seconds (placement to desktop), Rejected (new \
-sessions refused), FailedAttempts (connects to a dead or unavailable host, \
-retried), HostsInUsePeak and HostsInUseMean (hosts with a session), \
-ImbalanceMean (hottest host minus the mean host, in CPU points). See \
-docs/simulation.md.";
+Measures, per policy:
+  PeakCpuPercent    the worst host's highest CPU demand (what its sessions and
+                    logons asked for), averaged over one sample interval, in
+                    percent of its vCPUs. Demand, not use: above 100 the host
+                    was asked for more than it has; 150 means 1.5 times its
+                    vCPUs, so everything on it, logons included, ran at about
+                    2/3 of full speed.
+  PeakConnecting    the most logons one host ran at once
+  LogonP50Seconds, LogonP99Seconds
+                    logon time, placement to desktop
+  Rejected          new sessions refused (NoSessionHostAvailable)
+  FailedAttempts    connects to a dead or unavailable host, each retried
+  HostsInUsePeak, HostsInUseMean
+                    hosts with at least one session
+  ImbalanceMean     hottest host minus the mean host, in CPU points
+See docs/simulation.md.";
 
 /// Flags of `deskbroker sim`.
 #[derive(clap::Args, Debug, Clone)]

@@ -241,8 +241,8 @@ fn sim_help_names_the_policies_and_explains_cpu_demand() {
     for want in [
         "BreadthFirst, BreadthFirstClassic",
         "LoadIndexCorrected",
-        "PeakCpuPercent is the worst host's highest 30-second average of CPU demand",
-        "Above 100",
+        "PeakCpuPercent the worst host's highest CPU demand",
+        "Demand, not use: above 100 the host was asked for more than it has",
         "150 means 1.5 times its vCPUs",
     ] {
         assert!(help.contains(want), "{want:?} missing from: {help}");
