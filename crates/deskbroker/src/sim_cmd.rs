@@ -29,8 +29,29 @@ const TABLE_COLUMNS: Columns = &[
     "imbalanceMean",
 ];
 
+/// What `deskbroker sim --help` says after the flags: how to read the
+/// measure that surprises, a CPU percentage above 100.
+const MEASURES_HELP: &str = "\
+Measures, per policy:
+  PeakCpuPercent    the worst host's highest CPU demand (what its sessions and
+                    logons asked for), averaged over one sample interval, in
+                    percent of its vCPUs. Demand, not use: above 100 the host
+                    was asked for more than it has; 150 means 1.5 times its
+                    vCPUs, so everything on it, logons included, ran at about
+                    2/3 of full speed.
+  PeakConnecting    the most logons one host ran at once
+  LogonP50Seconds, LogonP99Seconds
+                    logon time, placement to desktop
+  Rejected          new sessions refused (NoSessionHostAvailable)
+  FailedAttempts    connects to a dead or unavailable host, each retried
+  HostsInUsePeak, HostsInUseMean
+                    hosts with at least one session
+  ImbalanceMean     hottest host minus the mean host, in CPU points
+See docs/simulation.md.";
+
 /// Flags of `deskbroker sim`.
 #[derive(clap::Args, Debug, Clone)]
+#[command(after_help = MEASURES_HELP)]
 pub struct SimArgs {
     /// `storm` (a morning logon storm), `day` (a working day with
     /// disconnects, reconnects, logoffs and a maintenance drain), `failure`
@@ -47,13 +68,17 @@ pub struct SimArgs {
     /// Seed of everything random; printed with the results.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Policies to compare, comma-separated, or `all`: breadth-first,
-    /// breadth-first-classic, depth-first, load-index, least-connections,
-    /// power-of-two, least-load-stale, citrix-horizontal,
-    /// load-index-corrected.
+    /// Policies to compare, comma-separated, or `all`, named as the API
+    /// names algorithms: BreadthFirst, BreadthFirstClassic (BreadthFirst
+    /// with breadthFirstRandomized false), DepthFirst, LoadIndex,
+    /// LeastConnections, PowerOfTwo, LeastLoadStale, CitrixHorizontal,
+    /// LoadIndexCorrected (LoadIndex with logonStormSettings.logonCost). Any
+    /// case; the former names (breadth-first, load-index-corrected, …) are
+    /// accepted too.
     #[arg(long, default_value = "all")]
     pub policies: String,
-    /// `table` (the main measures per policy, az-style), `json` (the
+    /// `table` (the main measures per policy, az-style; PeakCpuPercent is
+    /// CPU demand, so above 100 a host was overloaded), `json` (the
     /// whole report: also the accounting of every session and per-minute
     /// quantiles) or `tsv` (the table's rows, every scalar measure).
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
@@ -73,7 +98,7 @@ pub struct SimArgs {
     /// maxSessionLimit of the pools (default: twice the users per host).
     #[arg(long)]
     pub max_session_limit: Option<u32>,
-    /// logonStormSettings.logonCost of load-index-corrected (rule H7).
+    /// logonStormSettings.logonCost of LoadIndexCorrected (rule H7).
     #[arg(long, default_value_t = sim::policy::DEFAULT_LOGON_COST)]
     pub logon_cost: u32,
     /// Hide the progress bar.

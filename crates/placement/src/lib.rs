@@ -20,6 +20,7 @@ pub mod load_index;
 pub mod model;
 pub mod pipeline;
 mod pool;
+mod random;
 
 pub use error::Error;
 pub use model::*;

@@ -55,7 +55,29 @@ impl Policy {
         Policy::LoadIndexCorrected,
     ];
 
+    /// The policy's name, as the API names algorithms (`loadBalancerType`:
+    /// `BreadthFirst`, `DepthFirst`, `LoadIndex`) and in the same
+    /// PascalCase for the policies the API does not have (B3, H7's
+    /// correction as a policy of its own, other products' picks). What
+    /// `--policies` takes and what the report, table and plot show.
     pub fn name(self) -> &'static str {
+        match self {
+            Policy::BreadthFirst => "BreadthFirst",
+            Policy::BreadthFirstClassic => "BreadthFirstClassic",
+            Policy::DepthFirst => "DepthFirst",
+            Policy::LoadIndex => "LoadIndex",
+            Policy::LoadIndexCorrected => "LoadIndexCorrected",
+            Policy::LeastConnections => "LeastConnections",
+            Policy::PowerOfTwo => "PowerOfTwo",
+            Policy::LeastLoadStale => "LeastLoadStale",
+            Policy::CitrixHorizontal => "CitrixHorizontal",
+        }
+    }
+
+    /// The name the simulator used before it named policies as the API
+    /// does, still accepted by `--policies` so that existing scripts keep
+    /// working; never printed.
+    pub fn former_name(self) -> &'static str {
         match self {
             Policy::BreadthFirst => "breadth-first",
             Policy::BreadthFirstClassic => "breadth-first-classic",
@@ -69,7 +91,8 @@ impl Policy {
         }
     }
 
-    /// Parses `--policies`: comma-separated names, or `all`.
+    /// Parses `--policies`: comma-separated names or former names (any
+    /// case), or `all`.
     pub fn parse_list(s: &str) -> Result<Vec<Policy>, String> {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim) {
@@ -83,7 +106,10 @@ impl Policy {
             }
             let p = Policy::ALL
                 .into_iter()
-                .find(|p| p.name().eq_ignore_ascii_case(part))
+                .find(|p| {
+                    p.name().eq_ignore_ascii_case(part)
+                        || p.former_name().eq_ignore_ascii_case(part)
+                })
                 .ok_or_else(|| {
                     let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
                     format!(
@@ -92,7 +118,7 @@ impl Policy {
                     )
                 })?;
             if out.contains(&p) {
-                return Err(format!("--policies: {part:?} is listed twice"));
+                return Err(format!("--policies: {} is listed twice", p.name()));
             }
             out.push(p);
         }

@@ -27,7 +27,10 @@ pub struct Report {
 pub struct PolicyResult {
     pub policy: String,
     /// The worst host's highest CPU demand, averaged over one sample
-    /// interval, in percent of its vCPUs (over 100: overloaded).
+    /// interval, in percent of its vCPUs. Demand, not use: it passes 100
+    /// when a host is asked for more than it has (150: 1.5 × its vCPUs,
+    /// everything on it running at about 2/3 of full speed), which a
+    /// utilisation figure, capped at 100, would hide.
     pub peak_cpu_percent: f64,
     /// The most logons one host ran at once.
     pub peak_connecting: u32,

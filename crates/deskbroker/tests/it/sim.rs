@@ -2,7 +2,9 @@
 //! `logonStormSettings.logonCost` (rule H7) is accepted by the API, shown
 //! by GET, kept across a restart and set by the CLI; `deskbroker sim`
 //! prints the same bytes for the same seed, its table and tsv as the CLI
-//! prints them, and refuses bad input with one line and a non-zero exit.
+//! prints them, names policies as the API names algorithms, explains its
+//! measures in its help, and refuses bad input with one line and a
+//! non-zero exit.
 
 use std::process::Command;
 
@@ -146,7 +148,7 @@ fn sim_prints_the_same_bytes_for_the_same_seed_and_draws_a_plot() {
     assert_eq!(v["seed"], 42);
     assert_eq!(v["results"].as_array().unwrap().len(), 9, "every policy");
     let svg = std::fs::read_to_string(&plot).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("load-index-corrected"));
+    assert!(svg.starts_with("<svg") && svg.contains("LoadIndexCorrected (peak"));
     let (ok, table, _) = sim(&[
         "--scenario",
         "storm",
@@ -180,13 +182,33 @@ fn sim_prints_the_same_bytes_for_the_same_seed_and_draws_a_plot() {
         "{table}"
     );
     assert!(
-        lines[2].starts_with("Policy                 PeakCpuPercent    PeakConnecting  "),
+        lines[2].starts_with("Policy               PeakCpuPercent    PeakConnecting  "),
         "{table}"
     );
     assert_eq!(
         lines.len(),
         4 + 9,
         "summary, blank, header, dashes, 9 policies"
+    );
+    // Policies named as the API names algorithms, in their fixed order.
+    let names: Vec<&str> = lines[4..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "BreadthFirst",
+            "BreadthFirstClassic",
+            "DepthFirst",
+            "LoadIndex",
+            "LeastConnections",
+            "PowerOfTwo",
+            "LeastLoadStale",
+            "CitrixHorizontal",
+            "LoadIndexCorrected"
+        ],
+        "{table}"
     );
     // tsv: the same rows, every scalar measure, no header.
     let (ok, tsv, _) = sim(&[
@@ -204,8 +226,27 @@ fn sim_prints_the_same_bytes_for_the_same_seed_and_draws_a_plot() {
     assert!(ok);
     let rows: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
     assert_eq!(rows.len(), 9, "{tsv}");
-    assert_eq!(rows[0][0], "breadth-first", "{tsv}");
+    assert_eq!(rows[0][0], "BreadthFirst", "{tsv}");
     assert_eq!(rows[0].len(), 10, "{tsv}");
+}
+
+/// The help names the policies as the API does and says why a CPU
+/// percentage can pass 100.
+#[test]
+fn sim_help_names_the_policies_and_explains_cpu_demand() {
+    let (ok, help, err) = sim(&["--help"]);
+    assert!(ok, "{err}");
+    // As one line: clap may wrap the help to the terminal's width.
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        "BreadthFirst, BreadthFirstClassic",
+        "LoadIndexCorrected",
+        "PeakCpuPercent the worst host's highest CPU demand",
+        "Demand, not use: above 100 the host was asked for more than it has",
+        "150 means 1.5 times its vCPUs",
+    ] {
+        assert!(help.contains(want), "{want:?} missing from: {help}");
+    }
 }
 
 #[test]
@@ -261,13 +302,21 @@ fn sim_replays_a_trace() {
         "--hosts",
         "2",
         "--policies",
-        "breadth-first,load-index-corrected",
+        // An API name and a former name (still accepted).
+        "BreadthFirst,load-index-corrected",
         "--output",
         "json",
     ]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["users"], 2);
+    let policies: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(policies, ["BreadthFirst", "LoadIndexCorrected"], "{v}");
     for r in v["results"].as_array().unwrap() {
         let a = &r["accounting"];
         assert_eq!(a["placed"], 2, "{r}");

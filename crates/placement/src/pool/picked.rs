@@ -9,7 +9,8 @@
 //! connections, power of two choices, …) on the same engine, without a
 //! second implementation of the rules they share.
 
-use super::{Pool, View};
+use super::Pool;
+use super::placement::View;
 use crate::Error;
 use crate::model::*;
 use crate::pipeline::Ranked;

@@ -244,3 +244,66 @@ fn b_s4_successive_placements_see_each_others_pending_sessions() {
         );
     }
 }
+
+/// B1's spread with the broker's own random source: 110,000 placements,
+/// each drawing `placement_random` from the pool's counters as the broker
+/// does (seed `SEED`, draws 0, 1, 2, …), land uniformly on the less-loaded
+/// half, and never elsewhere.
+///
+/// The pool: 21 hosts, the 11 odd-numbered ones with 0–2 sessions, the 10
+/// even-numbered ones with 5–8, so the less-loaded half, ceil(21/2) = 11,
+/// is exactly the odd hosts, interleaved in query order with the others.
+/// Each placement is logged off at once: the loads, and so the half, stay
+/// the same while the draw count moves on (a logoff draws nothing).
+///
+/// The arithmetic: with k = 11 hosts and N = 110,000 placements each host
+/// expects E = 10,000. Pearson's statistic X² = Σ (n_i − E)² / E follows a
+/// chi-square law with k − 1 = 10 degrees of freedom if the pick is
+/// uniform. For an even number 2m of degrees of freedom the tail is exact
+/// and short: P(X² > x) = e^(−x/2) · Σ_{j<m} (x/2)^j / j!; at x = 63, m = 5:
+/// e^(−31.5) · (1 + 31.5 + 496.1 + 5209.3 + 41 023.3) ≈ 2.09e-14 · 46 761
+/// ≈ 9.8e-10. So a uniform pick fails this test for fewer than one seed in
+/// a billion, while a real bias shows at once: one host 10 % over its share
+/// (11,000) adds 100 on its own, and a half one host short or long leaves
+/// a host at 0 or puts hits outside the half. (Seed 7 gives X² ≈ 6.8;
+/// its mean for a uniform pick is 10.)
+#[test]
+fn b1_the_broker_random_source_spreads_uniformly_over_the_less_loaded_half() {
+    let names: Vec<String> = (1..=21).map(|i| format!("h{i:02}")).collect();
+    let spec: Vec<String> = (1..=21_u32)
+        .map(|i| {
+            let sessions = if i % 2 == 1 { (i / 2) % 3 } else { 5 + i % 4 };
+            format!("{}:{sessions}", names[i as usize - 1])
+        })
+        .collect();
+    let mut w = build(Alg::Breadth, 999_999, &spec.join(" "));
+    let half: Vec<&str> = names.iter().step_by(2).map(String::as_str).collect();
+    assert_eq!(half.len(), 11);
+
+    const N: u64 = 110_000;
+    let mut hits = std::collections::BTreeMap::<String, u64>::new();
+    let draws_before = w.pool.counters().random_draws;
+    for _ in 0..N {
+        let random = w.pool.counters().placement_random();
+        let p = w.connect("newcomer@contoso.com", random).unwrap();
+        w.pool.logoff(&p.session_id).unwrap();
+        *hits.entry(p.host).or_default() += 1;
+    }
+    assert_eq!(w.pool.counters().random_draws, draws_before + N);
+    let outside: Vec<_> = hits
+        .keys()
+        .filter(|h| !half.contains(&h.as_str()))
+        .collect();
+    assert!(outside.is_empty(), "picked outside the half: {hits:?}");
+    assert_eq!(hits.len(), 11, "every host of the half is picked: {hits:?}");
+    let expected = N as f64 / 11.0;
+    let chi_square: f64 = hits
+        .values()
+        .map(|&n| (n as f64 - expected).powi(2) / expected)
+        .sum();
+    assert!(
+        chi_square < 63.0,
+        "chi-square {chi_square:.1} over 10 degrees of freedom (P < 1e-9 for a uniform \
+         pick): {hits:?}"
+    );
+}

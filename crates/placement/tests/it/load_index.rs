@@ -86,10 +86,45 @@ fn h2_a_factor_is_floor_of_100_value_over_threshold_capped_at_100() {
             "factor({value}, {threshold}): {why}"
         );
     }
-    // The traps are real: the naive float formulas give 28 and 56 for rows
-    // that must be 29 and 57, so those rows would catch them.
-    assert_eq!((29.0_f64 / 100.0 * 100.0).floor(), 28.0);
-    assert_eq!((100.0_f64 * 0.57 / 1.0).floor(), 56.0);
+}
+
+/// H2's factor is exact for every value with two decimals (what the agent
+/// reports): 100 * (k / 100) / threshold is k / threshold in integers, so
+/// `factor(k / 100, t)` must be `min(100, k / t)` for every k in
+/// 0..=100.00 and t in 1..=100. A heartbeat's "0.29" parses to the same
+/// f64 as `29.0 / 100.0` (both are the double nearest 0.29). A formula
+/// that floors the float product (`floor(100 * v / t)`) fails here at
+/// k = 29, t = 1 (28) and at many more pairs.
+#[test]
+fn h2_the_factor_of_every_two_decimal_value_is_the_integer_quotient() {
+    for t in 1..=100_u32 {
+        for k in 0..=10_000_u32 {
+            let value = f64::from(k) / 100.0;
+            let want = (k / t).min(100) as i32;
+            assert_eq!(factor(value, t), want, "factor({value}, {t})");
+        }
+    }
+}
+
+/// The same at six decimals, the precision `factor` promises, where it is
+/// hardest: at each step boundary. For threshold t and factor q, the value
+/// q * t / 100 (m = q * t * 10^4 millionths) must give exactly q, and one
+/// millionth less q - 1: floor(100 * m / (10^6 * t)) in integers. A float
+/// formula misses a boundary whenever the product rounds below it (at
+/// t = 1, q = 29 for one: `floor(100 * v / t)` misses 579 of these).
+#[test]
+fn h2_the_factor_is_exact_at_every_step_to_the_millionth() {
+    for t in 1..=100_u32 {
+        for q in 0..=100_u64 {
+            let m = q * u64::from(t) * 10_000;
+            let at = m as f64 / 1e6;
+            assert_eq!(factor(at, t), q as i32, "factor({at}, {t})");
+            if q > 0 {
+                let below = (m - 1) as f64 / 1e6;
+                assert_eq!(factor(below, t), q as i32 - 1, "factor({below}, {t})");
+            }
+        }
+    }
 }
 
 #[test]
@@ -117,10 +152,10 @@ fn h2_the_session_factor_against_the_limit_or_the_raw_count() {
         (999_998, 999_998, 100, "at that limit"),
         (0, 0, 100, "limit 0: no new session at all, full"),
         (5, 0, 100, "limit 0 with sessions: full"),
-        (0, MAX_SESSION_LIMIT, 0, "no limit: the raw count, 0"),
-        (42, MAX_SESSION_LIMIT, 42, "no limit: the raw count, 42"),
-        (100, MAX_SESSION_LIMIT, 100, "no limit: the raw count, 100"),
-        (150, MAX_SESSION_LIMIT, 100, "no limit: 150 capped at 100"),
+        (0, 999_999, 0, "no limit: the raw count, 0"),
+        (42, 999_999, 42, "no limit: the raw count, 42"),
+        (100, 999_999, 100, "no limit: the raw count, 100"),
+        (150, 999_999, 100, "no limit: 150 capped at 100"),
     ];
     for &(sessions, limit, want, why) in rows {
         assert_eq!(

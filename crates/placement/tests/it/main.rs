@@ -20,6 +20,7 @@ mod load_index;
 mod personal;
 mod picked;
 mod props;
+mod random;
 mod reconnect;
 mod refusal;
 mod requires;

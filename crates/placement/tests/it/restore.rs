@@ -234,37 +234,60 @@ fn restore_skips_sessions_on_unknown_hosts() {
     assert_consistent(&p);
 }
 
-/// Each placement's random value is a pure function of the stored seed and
-/// draw count, and its values are pinned: a broker restarted on stored
-/// counters (or the simulator) draws exactly what the running broker would
-/// have, and a change to the derivation would change decisions replayed
-/// after an upgrade.
+/// One connect as the broker makes it: the random value comes from the
+/// pool's own stored counters (`placement_random`), never from the test.
+fn broker_connect(pool: &mut Pool, user: &str, id: &str, now_ms: i64) -> Placement {
+    let random = pool.counters().placement_random();
+    let req = placement::ConnectRequest {
+        user,
+        ..Default::default()
+    };
+    pool.connect(&req, now_ms, random, id)
+        .expect("room for every user")
+}
+
+/// Rule S5 with the broker's random source: a pool restarted from what the
+/// store keeps (every fifth placement here) draws the same random values
+/// and so places every new user exactly where the pool that never stopped
+/// does. BreadthFirst randomized, so each placement depends on its draw.
 #[test]
-fn s5_placement_random_is_a_pure_function_of_the_stored_counters() {
-    let counters = |random_draws| PoolCounters {
-        next_seq: 7,
-        random_seed: 12345,
-        random_draws,
-        last_served_seq: 3,
-    };
-    let got: Vec<u64> = (0..3).map(|d| counters(d).placement_random()).collect();
-    assert_eq!(
-        got,
-        [
-            10_201_931_350_592_234_856,
-            16_618_551_969_089_801_746,
-            4_465_964_984_520_668_606
-        ]
-    );
-    assert_eq!(
-        counters(1).placement_random(),
-        counters(1).placement_random()
-    );
-    // Only the seed and the draws count.
-    let other = PoolCounters {
-        next_seq: 99,
-        last_served_seq: 42,
-        ..counters(1)
-    };
-    assert_eq!(other.placement_random(), counters(1).placement_random());
+fn s5_a_restarted_pool_places_as_the_uninterrupted_one() {
+    let mut w = busy_world(Alg::Breadth);
+    w.set_limit(999_999);
+    w.pool.take_changes();
+    let mut uninterrupted = w.pool.clone();
+    let mut restarted = w.pool.clone();
+    let mut lost_draws = w.pool.clone();
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    let mut now_ms = w.now_ms;
+    for i in 0..50 {
+        if i % 5 == 0 {
+            restarted = restore_from(&restarted, now_ms);
+            // The same restart with the draw count lost: what this test
+            // must tell apart from a correct restore.
+            let counters = PoolCounters {
+                random_draws: 0,
+                ..lost_draws.counters()
+            };
+            lost_draws = Pool::restore(
+                lost_draws.config().clone(),
+                counters,
+                lost_draws.hosts().cloned().collect(),
+                lost_draws.sessions().cloned().collect(),
+                now_ms,
+            );
+        }
+        let user = format!("new{i}@contoso.com");
+        let id = format!("n{i}");
+        a.push(broker_connect(&mut uninterrupted, &user, &id, now_ms).host);
+        b.push(broker_connect(&mut restarted, &user, &id, now_ms).host);
+        c.push(broker_connect(&mut lost_draws, &user, &id, now_ms).host);
+        now_ms += 1_000;
+    }
+    assert_eq!(a, b, "the restarted pool placed differently");
+    assert_eq!(uninterrupted.counters(), restarted.counters());
+    assert_eq!(sorted_sessions(&uninterrupted), sorted_sessions(&restarted));
+    assert_ne!(a, c, "a pool that forgot its draws would place differently");
+    // More than one host was drawn, so the draws mattered.
+    assert!(a.iter().any(|h| h != &a[0]), "{a:?}");
 }

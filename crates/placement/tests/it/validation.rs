@@ -110,13 +110,13 @@ fn p2_p4_p5_settings_table() {
         (
             "limit 999999",
             pooled,
-            |c| c.max_session_limit = MAX_SESSION_LIMIT,
+            |c| c.max_session_limit = 999_999,
             Want::Ok(0),
         ),
         (
             "limit 1000000",
             pooled,
-            |c| c.max_session_limit = MAX_SESSION_LIMIT + 1,
+            |c| c.max_session_limit = 1_000_000,
             Want::Invalid("maxSessionLimit"),
         ),
         (
@@ -137,7 +137,7 @@ fn p2_p4_p5_settings_table() {
             pooled,
             |c| {
                 c.load_balancer_type = DepthFirst;
-                c.max_session_limit = MAX_SESSION_LIMIT - 1;
+                c.max_session_limit = 999_998;
             },
             Want::Ok(0),
         ),
@@ -244,6 +244,35 @@ fn p2_p4_p5_settings_table() {
             (Want::Invalid(f), Ok(w)) => panic!("{name}: accepted ({w:?}), want {f} refused"),
         }
     }
+}
+
+/// P4 pinned by its literal, not by the constant the code uses, so a change
+/// of `MAX_SESSION_LIMIT` (or of the default `PoolConfig::new` takes)
+/// cannot pass unnoticed: the contract says 0..=999999, default 999999.
+#[test]
+fn p4_the_limit_defaults_to_999999_which_is_also_the_highest() {
+    for c in [pooled(), personal()] {
+        assert_eq!(c.max_session_limit, 999_999, "{:?}", c.host_pool_type);
+    }
+    assert_eq!(MAX_SESSION_LIMIT, 999_999);
+    let with_limit = |limit| {
+        let mut c = pooled();
+        c.max_session_limit = limit;
+        c.validate()
+    };
+    assert_eq!(with_limit(999_999).unwrap(), Vec::<String>::new());
+    let e = with_limit(1_000_000).unwrap_err();
+    assert_eq!(e.code(), "InvalidParameter");
+    assert!(e.to_string().starts_with("maxSessionLimit:"), "{e}");
+    // P5: the default is what DepthFirst warns about; one below is a real
+    // limit.
+    let depth = |limit| {
+        let mut c = pooled();
+        c.load_balancer_type = DepthFirst;
+        c.max_session_limit = limit;
+        c.validate().unwrap().len()
+    };
+    assert_eq!((depth(999_999), depth(999_998)), (1, 0));
 }
 
 #[test]

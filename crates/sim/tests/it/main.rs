@@ -216,7 +216,7 @@ fn bounds_and_policy_names_are_checked() {
     c.users = sim::MAX_USERS + 1;
     assert!(c.validate().unwrap_err().to_string().contains("--users"));
     assert!(Policy::parse_list("all").unwrap().len() == 9);
-    assert!(Policy::parse_list("depth-first,depth-first").is_err());
+    assert!(Policy::parse_list("DepthFirst,DepthFirst").is_err());
     assert!(
         Policy::parse_list("Least-Connections")
             .unwrap()
@@ -227,6 +227,59 @@ fn bounds_and_policy_names_are_checked() {
             .unwrap_err()
             .contains("unknown policy")
     );
+}
+
+/// Policies are named as the API names algorithms (`loadBalancerType`),
+/// the others in the same PascalCase; the simulator's former kebab-case
+/// names are still accepted, in any case, and mean the same policy.
+#[test]
+fn policies_are_named_as_the_api_names_algorithms() {
+    let api = [
+        ("BreadthFirst", Policy::BreadthFirst),
+        ("DepthFirst", Policy::DepthFirst),
+        ("LoadIndex", Policy::LoadIndex),
+    ];
+    for (name, policy) in api {
+        assert_eq!(policy.name(), name);
+        assert_eq!(Policy::parse_list(name).unwrap(), [policy]);
+    }
+    let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "BreadthFirst",
+            "BreadthFirstClassic",
+            "DepthFirst",
+            "LoadIndex",
+            "LeastConnections",
+            "PowerOfTwo",
+            "LeastLoadStale",
+            "CitrixHorizontal",
+            "LoadIndexCorrected",
+        ]
+    );
+    let former = "breadth-first,breadth-first-classic,depth-first,load-index,\
+                  least-connections,power-of-two,least-load-stale,citrix-horizontal,\
+                  load-index-corrected";
+    assert_eq!(Policy::parse_list(former).unwrap(), Policy::ALL);
+    assert_eq!(
+        Policy::parse_list("breadthfirst, LOAD-INDEX-CORRECTED").unwrap(),
+        [Policy::BreadthFirst, Policy::LoadIndexCorrected]
+    );
+    // A name and its former name are the same policy.
+    let twice = Policy::parse_list("LoadIndex,load-index").unwrap_err();
+    assert!(twice.contains("LoadIndex is listed twice"), "{twice}");
+    // The error lists the names, not the former ones.
+    let err = Policy::parse_list("fastest").unwrap_err();
+    assert!(err.contains("BreadthFirst, BreadthFirstClassic"), "{err}");
+    assert!(!err.contains("breadth-first"), "{err}");
+    // The report names policies the same way.
+    let mut cfg = SimConfig::new(ScenarioKind::Storm, 2, 4, 1);
+    cfg.storm_minutes = 1;
+    cfg.policies = vec![Policy::LoadIndexCorrected, Policy::BreadthFirst];
+    let report = sim::run(&cfg, &Default::default()).unwrap();
+    let shown: Vec<&str> = report.results.iter().map(|r| r.policy.as_str()).collect();
+    assert_eq!(shown, ["LoadIndexCorrected", "BreadthFirst"]);
     // Plots are SVG, whatever the case of the extension.
     assert!(sim::plot::check_path(std::path::Path::new("day.SVG")).is_ok());
     for bad in ["day.png", "day", "svg"] {

@@ -1,0 +1,223 @@
+//! A pool's hosts: registration and replacement in query order, owners
+//! (P7), removal, heartbeats (S7, H3) and the passing of time (`tick`: S4
+//! expiry, S7 silence).
+
+use super::index::reports_custom;
+use super::{Change, Pool, Upsert};
+use crate::model::*;
+use crate::{Error, load_index};
+
+impl Pool {
+    /// Registers a host, or replaces its settings keeping its place in query
+    /// order and its sessions.
+    pub fn upsert_host(&mut self, spec: HostSpec, now_ms: TimestampMs) -> Result<Upsert, Error> {
+        spec.validate()?;
+        let pooled = self.config.host_pool_type == HostPoolType::Pooled;
+        if pooled && spec.assigned_user.is_some() {
+            return Err(Error::InvalidParameter(
+                "assignedUser: only session hosts of Personal host pools have an owner".into(),
+            ));
+        }
+        let existing = self.host_by_name.get(&spec.name).copied();
+        let old_owner = existing.and_then(|seq| self.hosts[&seq].spec.assigned_user.clone());
+        let new_owner = spec.assigned_user.clone();
+        if old_owner.as_deref().map(user_key) != new_owner.as_deref().map(user_key) {
+            self.check_assignment(
+                &spec.name,
+                existing,
+                old_owner.as_deref(),
+                new_owner.as_deref(),
+            )?;
+        }
+        match existing {
+            Some(seq) => {
+                let old = self.remove_host_entry(seq);
+                let mut h = old;
+                h.spec = spec;
+                self.insert_host(h);
+                self.changes
+                    .push(Change::Host(self.hosts[&seq].spec.name.clone()));
+                Ok(Upsert::Replaced)
+            }
+            None => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                let name = spec.name.clone();
+                self.insert_host(Host {
+                    seq,
+                    spec,
+                    registered_at_ms: now_ms,
+                    last_heartbeat_ms: None,
+                    metrics: None,
+                    status: HostStatus::Available,
+                    sessions: 0,
+                    connecting_sessions: 0,
+                    load_index: load_index::UNKNOWN,
+                    logons_since_heartbeat: 0,
+                });
+                self.changes.push(Change::Host(name));
+                self.changes.push(Change::Counters);
+                Ok(Upsert::Created)
+            }
+        }
+    }
+
+    /// Rule P7: a host has one owner; a `Persistent` user owns one host; an
+    /// owner with sessions on the host cannot be taken away.
+    fn check_assignment(
+        &self,
+        host: &str,
+        existing: Option<u64>,
+        old: Option<&str>,
+        new: Option<&str>,
+    ) -> Result<(), Error> {
+        if let Some(old) = old {
+            let has_sessions = existing.is_some_and(|seq| self.hosts[&seq].sessions > 0);
+            match new {
+                Some(_) => {
+                    return Err(Error::Conflict(format!(
+                        "assignedUser: session host {host} is already assigned to {old}; \
+                         unassign it first"
+                    )));
+                }
+                None if has_sessions => {
+                    return Err(Error::Conflict(format!(
+                        "assignedUser: {old} has a session on session host {host}; log it \
+                         off before unassigning the host"
+                    )));
+                }
+                None => {}
+            }
+        }
+        if let Some(new) = new
+            && self.config.load_balancer_type == LoadBalancerType::Persistent
+            && let Some(owned) = self.owners.get(&user_key(new))
+            && let Some(other) = owned.iter().next()
+        {
+            return Err(Error::Conflict(format!(
+                "assignedUser: {new} already has session host {} and a Persistent pool gives \
+                 a user one host; use MultiplePersistent for several",
+                self.hosts[other].spec.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Removes a host. With sessions it is a conflict unless `force`, which
+    /// ends them.
+    pub fn remove_host(&mut self, name: &str, force: bool) -> Result<(), Error> {
+        let seq = self.seq_of(name)?;
+        let sessions = self.hosts[&seq].sessions;
+        if sessions > 0 && !force {
+            return Err(Error::Conflict(format!(
+                "session host {name} has {sessions} session(s); log them off or remove it \
+                 with force"
+            )));
+        }
+        if sessions > 0 {
+            let ids: Vec<String> = self
+                .sessions
+                .values()
+                .filter(|s| s.host == name)
+                .map(|s| s.id.clone())
+                .collect();
+            for id in ids {
+                self.end_session(&id);
+            }
+        }
+        let reported_before = self.custom_reporters > 0;
+        self.remove_host_entry(seq);
+        if reported_before != (self.custom_reporters > 0) {
+            // H3: the last custom reporter is gone: every host is -1 again.
+            self.rebuild_indexes();
+        }
+        self.changes.push(Change::HostRemoved(name.to_string()));
+        Ok(())
+    }
+
+    pub(super) fn seq_of(&self, name: &str) -> Result<u64, Error> {
+        self.host_by_name.get(name).copied().ok_or_else(|| {
+            Error::SessionHostNotFound(format!(
+                "session host {name} is not in host pool {}",
+                self.config.name
+            ))
+        })
+    }
+
+    /// Rule S7: a heartbeat makes the host `Available` and replaces its metrics.
+    pub fn heartbeat(
+        &mut self,
+        name: &str,
+        metrics: HostMetrics,
+        now_ms: TimestampMs,
+    ) -> Result<(), Error> {
+        metrics.validate()?;
+        let seq = self.seq_of(name)?;
+        let started_ms = self.started_ms;
+        let reported_before = self.custom_reporters > 0;
+        let is = metrics.custom_load_index.is_some();
+        // One look-up of the host does it all. Its load index is recomputed
+        // in `update_host` with the custom reporters counted before this
+        // heartbeat: right unless the count crosses zero, and then every
+        // index is rebuilt below.
+        let (was, seen_before, seen) = self.update_host(seq, |h| {
+            let was = reports_custom(h);
+            let seen_before = watch_key(h, started_ms);
+            h.last_heartbeat_ms = Some(now_ms);
+            h.metrics = Some(metrics);
+            h.logons_since_heartbeat = 0;
+            if h.status == HostStatus::Unavailable {
+                h.status = HostStatus::Available;
+            }
+            (was, seen_before, watch_key(h, started_ms))
+        });
+        self.custom_reporters = self.custom_reporters + usize::from(is) - usize::from(was);
+        self.watched.remove(&seen_before);
+        self.watched.insert(seen);
+        if reported_before != (self.custom_reporters > 0) {
+            // H3: the first or last custom reporter changes every other
+            // host's index (25 or -1).
+            self.rebuild_indexes();
+        }
+        self.changes.push(Change::Host(name.to_string()));
+        Ok(())
+    }
+
+    pub(super) fn watch_key(&self, seq: u64) -> (TimestampMs, u64) {
+        watch_key(&self.hosts[&seq], self.started_ms)
+    }
+
+    /// Applies the passing of time: Pending sessions older than the pool's
+    /// `pendingTimeoutSeconds` end (S4); hosts silent for
+    /// `heartbeatTimeoutSeconds` become `Unavailable` (S7). Costs O(1) when
+    /// nothing is due, so every connect calls it first.
+    pub fn tick(&mut self, now_ms: TimestampMs) {
+        let pending_ms = i64::from(self.config.pending_timeout_seconds) * 1000;
+        while let Some((since, id)) = self.pending.first() {
+            if since + pending_ms > now_ms {
+                break;
+            }
+            let id = id.clone();
+            self.end_session(&id);
+        }
+        let silence_ms = i64::from(self.config.heartbeat_timeout_seconds) * 1000;
+        while let Some(&(seen, seq)) = self.watched.first() {
+            if seen + silence_ms > now_ms {
+                break;
+            }
+            self.watched.remove(&(seen, seq));
+            self.update_host(seq, |h| h.status = HostStatus::Unavailable);
+            // Status is derived, not stored: nothing to persist.
+        }
+    }
+}
+
+/// Where a host stands in the watch for silence (S7): its last heartbeat,
+/// or the engine's start if that is later.
+fn watch_key(h: &Host, started_ms: TimestampMs) -> (TimestampMs, u64) {
+    let seen = h
+        .last_heartbeat_ms
+        .unwrap_or(TimestampMs::MIN)
+        .max(started_ms);
+    (seen, h.seq)
+}

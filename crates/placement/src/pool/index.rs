@@ -1,0 +1,306 @@
+//! Index bookkeeping: every map and index a pool keeps beside its hosts and
+//! sessions (open hosts by session count, unassigned hosts, owners,
+//! capabilities, the `LoadIndex` buckets, load indexes), kept true around
+//! each change of a host or a session and rebuilt from scratch after a
+//! settings change or a restore.
+
+use std::collections::BTreeSet;
+
+use super::Pool;
+use crate::load_index::{self, MinTree};
+use crate::model::*;
+
+/// Indexes of the `LoadIndex` algorithm over its eligible hosts (open,
+/// below the limit, not refusing by H6).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Buckets {
+    /// Bucket-1 candidates (every standard capability, under the connecting
+    /// threshold, known index) as `(index, seq)`: the threshold raise reads
+    /// the `minHostsInQueue`-th lowest index here.
+    pub(super) first_sorted: indexset::BTreeSet<(i32, u64)>,
+    /// The same hosts' indexes by query order, for round robin.
+    pub(super) first: MinTree,
+    /// Bucket-2 candidates (lacking a standard capability) by query order.
+    pub(super) second: MinTree,
+    /// Every eligible host, in bucket-3 order: known index lowest first
+    /// (unknown last), then fewest connecting sessions, then query order.
+    pub(super) third: BTreeSet<(i32, u32, u64)>,
+}
+
+fn third_key(h: &Host) -> (i32, u32, u64) {
+    let index = if h.load_index >= 0 {
+        h.load_index
+    } else {
+        i32::MAX
+    };
+    (index, h.connecting_sessions, h.seq)
+}
+
+fn is_open(h: &Host) -> bool {
+    h.spec.allow_new_session && h.status == HostStatus::Available
+}
+
+/// What decides a host's place in the indexes a pool without `LoadIndex`
+/// buckets keeps: `open` (`(sessions, seq)` while open) and
+/// `open_unassigned` (open and without an owner).
+fn open_key(h: &Host) -> (u32, bool, bool) {
+    (h.sessions, is_open(h), h.spec.assigned_user.is_none())
+}
+
+impl Pool {
+    /// Applies `f` to a host, keeping the indexes true around it.
+    ///
+    /// The `LoadIndex` buckets are keyed by what almost any change moves
+    /// (load index, connecting sessions), so with buckets the host leaves
+    /// every index before `f` and rejoins after. Without them the only
+    /// index keys are [`open_key`]'s inputs: when `f` leaves those as they
+    /// were (a heartbeat of a host that stays Available, say), the host
+    /// keeps its place and only its load index is recomputed (shown, not
+    /// used to place). Every host sends a heartbeat every 30 s, so this is
+    /// most of the engine's work between placements.
+    pub(super) fn update_host<R>(&mut self, seq: u64, f: impl FnOnce(&mut Host) -> R) -> R {
+        if self.buckets.is_some() {
+            self.unindex(seq);
+            let r = f(self.hosts.get_mut(&seq).expect("update_host: host exists"));
+            self.reindex(seq);
+            return r;
+        }
+        let any_custom = self.custom_reporters > 0;
+        let h = self.hosts.get_mut(&seq).expect("update_host: host exists");
+        let before = open_key(h);
+        let r = f(h);
+        if open_key(h) == before {
+            h.load_index = host_load_index(&self.config, any_custom, h);
+            return r;
+        }
+        // What `unindex` removes, by the keys the host had before `f`.
+        let (sessions, was_open, _) = before;
+        if was_open {
+            self.open.remove(&(sessions, seq));
+            self.open_unassigned.remove(&seq);
+        }
+        self.reindex(seq);
+        r
+    }
+
+    fn unindex(&mut self, seq: u64) {
+        let h = &self.hosts[&seq];
+        self.open.remove(&(h.sessions, seq));
+        self.open_unassigned.remove(&seq);
+        if let Some(b) = &mut self.buckets {
+            b.first_sorted.remove(&(h.load_index, seq));
+            b.first.set(seq as usize, i32::MAX);
+            b.second.set(seq as usize, i32::MAX);
+            b.third.remove(&third_key(h));
+        }
+    }
+
+    /// Recomputes the host's load index and puts it back in every index it
+    /// belongs to.
+    fn reindex(&mut self, seq: u64) {
+        self.refresh_load_index(seq);
+        let cfg = &self.config;
+        let h = &self.hosts[&seq];
+        if !is_open(h) {
+            return;
+        }
+        self.open.insert((h.sessions, seq));
+        if h.spec.assigned_user.is_none() {
+            self.open_unassigned.insert(seq);
+        }
+        if self.buckets.is_none() || h.sessions >= cfg.max_session_limit || self.rejects(h) {
+            return;
+        }
+        let connecting = cfg.logon_storm_settings.connecting_session_threshold;
+        let under_connecting = connecting == 0 || h.connecting_sessions < connecting;
+        let standard = cfg
+            .standard_capabilities
+            .iter()
+            .all(|c| h.spec.capabilities.contains(c));
+        let key = third_key(h);
+        let index = h.load_index;
+        let b = self.buckets.as_mut().expect("checked above");
+        b.third.insert(key);
+        if index >= 0 && under_connecting {
+            if standard {
+                b.first_sorted.insert((index, seq));
+                b.first.set(seq as usize, index);
+            } else {
+                b.second.set(seq as usize, index);
+            }
+        }
+    }
+
+    /// Recomputes the host's load index.
+    fn refresh_load_index(&mut self, seq: u64) {
+        let any_custom = self.custom_reporters > 0;
+        let h = self
+            .hosts
+            .get_mut(&seq)
+            .expect("refresh_load_index: host exists");
+        h.load_index = host_load_index(&self.config, any_custom, h);
+    }
+
+    /// H6: a host of a `LoadIndex` pool at or over its load index or
+    /// connecting session threshold refuses new logons (its own policy
+    /// overrides the pool's values; 0 disables). The load index is the one
+    /// H7 corrected (`load_index::compute_corrected` says why), so with
+    /// `logonCost` a host refuses once its logons since the last heartbeat
+    /// bring it to its threshold.
+    pub(super) fn rejects(&self, h: &Host) -> bool {
+        if self.config.load_balancer_type != LoadBalancerType::LoadIndex {
+            return false;
+        }
+        let s = &self.config.load_index_settings;
+        let index_max = h
+            .spec
+            .policy
+            .load_index_threshold
+            .unwrap_or(s.load_index_threshold);
+        let connecting_max = h
+            .spec
+            .policy
+            .connecting_session_threshold
+            .unwrap_or(s.connecting_session_threshold);
+        (index_max > 0 && h.load_index >= index_max as i32)
+            || (connecting_max > 0 && h.connecting_sessions >= connecting_max)
+    }
+
+    /// Recomputes every derived index from scratch (after a settings change,
+    /// a restore, or a change of custom reporters).
+    pub(super) fn rebuild_indexes(&mut self) {
+        self.open = indexset::BTreeSet::new();
+        self.open_unassigned.clear();
+        self.buckets =
+            (self.config.load_balancer_type == LoadBalancerType::LoadIndex).then(Buckets::default);
+        let seqs: Vec<u64> = self.hosts.keys().copied().collect();
+        for seq in seqs {
+            self.reindex(seq);
+        }
+    }
+
+    pub(super) fn with_indexes_rebuilt(mut self) -> Pool {
+        self.rebuild_indexes();
+        self
+    }
+
+    pub(super) fn insert_host(&mut self, h: Host) {
+        let seq = h.seq;
+        self.custom_reporters += usize::from(reports_custom(&h));
+        self.host_by_name.insert(h.spec.name.clone(), seq);
+        for c in &h.spec.capabilities {
+            *self.capability_hosts.entry(c.clone()).or_default() += 1;
+        }
+        if let Some(u) = &h.spec.assigned_user {
+            self.owners.entry(user_key(u)).or_default().insert(seq);
+        }
+        let watch = h.last_heartbeat_ms.is_some() && h.status == HostStatus::Available;
+        self.hosts.insert(seq, h);
+        self.reindex(seq);
+        if watch {
+            self.watched.insert(self.watch_key(seq));
+        }
+    }
+
+    /// Takes a host out of every map and index; its sessions stay.
+    pub(super) fn remove_host_entry(&mut self, seq: u64) -> Host {
+        self.unindex(seq);
+        self.watched.remove(&self.watch_key(seq));
+        let h = self
+            .hosts
+            .remove(&seq)
+            .expect("remove_host_entry: host exists");
+        self.custom_reporters -= usize::from(reports_custom(&h));
+        self.host_by_name.remove(&h.spec.name);
+        for c in &h.spec.capabilities {
+            if let Some(n) = self.capability_hosts.get_mut(c) {
+                *n -= 1;
+                if *n == 0 {
+                    self.capability_hosts.remove(c);
+                }
+            }
+        }
+        if let Some(u) = &h.spec.assigned_user {
+            let key = user_key(u);
+            if let Some(o) = self.owners.get_mut(&key) {
+                o.remove(&seq);
+                if o.is_empty() {
+                    self.owners.remove(&key);
+                }
+            }
+        }
+        h
+    }
+
+    pub(super) fn insert_session(&mut self, s: Session) {
+        let seq = self.host_by_name[&s.host];
+        let pending = s.state == SessionState::Pending;
+        self.update_host(seq, |h| {
+            h.sessions += 1;
+            if pending {
+                h.connecting_sessions += 1;
+            }
+        });
+        if pending {
+            self.pending.insert((s.state_since_ms, s.id.clone()));
+        }
+        self.user_sessions
+            .entry(user_key(&s.user))
+            .or_default()
+            .push(s.id.clone());
+        self.sessions.insert(s.id.clone(), s);
+    }
+
+    pub(super) fn remove_session_entry(&mut self, id: &str) -> Session {
+        let s = self
+            .sessions
+            .remove(id)
+            .expect("remove_session_entry: session exists");
+        let pending = s.state == SessionState::Pending;
+        if pending {
+            self.pending.remove(&(s.state_since_ms, s.id.clone()));
+        }
+        let key = user_key(&s.user);
+        if let Some(ids) = self.user_sessions.get_mut(&key) {
+            ids.retain(|i| i != id);
+            if ids.is_empty() {
+                self.user_sessions.remove(&key);
+            }
+        }
+        if let Some(&seq) = self.host_by_name.get(&s.host) {
+            self.update_host(seq, |h| {
+                h.sessions -= 1;
+                if pending {
+                    h.connecting_sessions -= 1;
+                }
+            });
+        }
+        s
+    }
+}
+
+/// A host's load index (H1–H3), with H7's correction: the logons the host
+/// runs or was given since its last heartbeat, each counted once — the
+/// larger of its connecting sessions and the logons placed since — times
+/// the pool's `logonCost`.
+fn host_load_index(cfg: &PoolConfig, any_custom: bool, h: &Host) -> i32 {
+    let correction = cfg
+        .logon_storm_settings
+        .logon_cost
+        .saturating_mul(h.logons_since_heartbeat.max(h.connecting_sessions))
+        .min(100) as i32;
+    load_index::compute_corrected(
+        &cfg.load_index_settings,
+        cfg.max_session_limit,
+        h.sessions,
+        h.metrics.as_ref(),
+        any_custom,
+        correction,
+    )
+}
+
+pub(super) fn reports_custom(h: &Host) -> bool {
+    h.metrics
+        .as_ref()
+        .is_some_and(|m| m.custom_load_index.is_some())
+}
