@@ -2,7 +2,8 @@
 # Installs, from Debian's packages, the programs the tests drive:
 # - for the RDP end-to-end test (crates/deskbroker/tests/it/rdp.rs): xrdp
 #   (two session hosts), freerdp2-x11 (xfreerdp, the client), xvfb (a
-#   display for xfreerdp) and ssl-cert (xrdp's default TLS certificate);
+#   display for xfreerdp) and openssl (the test makes each xrdp a certificate
+#   and key of its own);
 # - for the web console's browser test (tests/it/console.rs): chromium and
 #   chromium-driver;
 # - for the PostgreSQL store's tests, when DESKBROKER_TEST_DATABASE_URL
@@ -41,8 +42,8 @@ have Xvfb || need+=(xvfb)
 # The console test runs /usr/bin/chromium under /usr/bin/chromedriver.
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
-# xrdp's default TLS certificate is the snakeoil one from ssl-cert.
-[ -e /etc/ssl/certs/ssl-cert-snakeoil.pem ] || need+=(ssl-cert)
+# The RDP test gives each xrdp a certificate of its own with `openssl req`.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ -z "${DESKBROKER_TEST_DATABASE_URL:-}" ] && ! have_postgres_server; then
   need+=(postgresql)
 fi
@@ -66,7 +67,3 @@ echo "install-test-deps: installing ${need[*]} (Debian packages)"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -q
 "${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}"
-# A fresh ssl-cert install makes the snakeoil pair; make sure it exists.
-if [ ! -e /etc/ssl/certs/ssl-cert-snakeoil.pem ] && command -v make-ssl-cert >/dev/null 2>&1; then
-  "${sudo[@]}" make-ssl-cert generate-default-snakeoil
-fi

@@ -1,5 +1,5 @@
 //! The placement engine of deskbroker: which session host of a pool gets a
-//! logon, by the rules of `shared/spec/behaviour.md`.
+//! logon, by the rules of docs/rules.md.
 //!
 //! **This crate performs no IO, reads no clock and keeps no random number
 //! generator**: time and randomness come in as arguments, so every decision

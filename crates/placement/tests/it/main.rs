@@ -2,7 +2,7 @@
 //!
 //! Every test goes through the public API (`Pool`, `PoolConfig`, `HostSpec`,
 //! `ConnectRequest`), so the engine's internals can change freely. Rules are
-//! cited by their number in `shared/spec/behaviour.md`. The shared helpers
+//! cited by their number in docs/rules.md. The shared helpers
 //! live here: [`World`] (a pool with a clock and session ids) and [`check`]
 //! (one table row of a pooled placement: build the hosts, connect, compare).
 
