@@ -576,15 +576,7 @@ async fn service_endpoints() {
         200,
     )
     .await;
-    let resp = app
-        .http
-        .get(format!("{}/metrics", app.url))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let text = resp.text().await.unwrap();
+    let text = app.text("/metrics").await;
     assert!(
         text.contains("deskbroker_placements_total{outcome=\"placed\"} 1"),
         "{text}"
@@ -753,18 +745,14 @@ async fn personal_desktops_conflicts_and_users_without_one() {
     }
     // A second desktop for alice: a conflict in a Persistent pool (users
     // matched without regard to case), accepted in a MultiplePersistent one.
-    let (status, v) = app
-        .call(
-            "PATCH",
-            "/api/v1/hostPools/desks/sessionHosts/d2",
-            Some(json!({"assignedUser": "Alice@Contoso.com"})),
-        )
-        .await;
-    assert_eq!(
-        (status, &v["error"]["code"]),
-        (409, &json!("Conflict")),
-        "{v}"
-    );
+    app.refused(
+        "PATCH",
+        "/api/v1/hostPools/desks/sessionHosts/d2",
+        Some(json!({"assignedUser": "Alice@Contoso.com"})),
+        409,
+        "Conflict",
+    )
+    .await;
     assert_eq!(owner(&app, "desks", "d2").await, Value::Null);
     app.ok(
         "PATCH",
@@ -776,18 +764,14 @@ async fn personal_desktops_conflicts_and_users_without_one() {
 
     // Direct assignment: bob has no desktop and is told so; d2 stays free
     // (nothing is assigned on connect); alice goes to hers.
-    let (status, v) = app
-        .call(
-            "POST",
-            "/api/v1/hostPools/desks/connect",
-            Some(json!({"user": "bob@contoso.com"})),
-        )
-        .await;
-    assert_eq!(
-        (status, &v["error"]["code"]),
-        (403, &json!("NoPersonalDesktopAssigned")),
-        "{v}"
-    );
+    app.refused(
+        "POST",
+        "/api/v1/hostPools/desks/connect",
+        Some(json!({"user": "bob@contoso.com"})),
+        403,
+        "NoPersonalDesktopAssigned",
+    )
+    .await;
     assert_eq!(owner(&app, "desks", "d2").await, Value::Null);
     let alice = app
         .ok(

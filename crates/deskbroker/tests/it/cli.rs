@@ -267,16 +267,7 @@ async fn revoke_and_rdp_file_say_what_they_did() {
     assert!(ok, "{err}");
     assert_eq!(out, "");
     let written = std::fs::read_to_string(&file).expect("the .rdp file");
-    let served = app
-        .http
-        .get(format!("{}/api/v1/hostPools/farm/rdpFile", app.url))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let served = app.text("/api/v1/hostPools/farm/rdpFile").await;
     assert_eq!(written, served);
     assert_eq!(
         err,

@@ -63,16 +63,7 @@ async fn hosts_show_their_load_index_and_storm_buckets_hold() {
         .collect();
     assert_eq!(sessions, [10, 10, 10, 10, 0, 0]);
     // The index shows in /metrics too.
-    let text = app
-        .http
-        .get(format!("{}/metrics", app.url))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.text("/metrics").await;
     assert!(
         text.contains("deskbroker_host_load_index{pool=\"li\",host=\"h6\"} 90"),
         "{text}"

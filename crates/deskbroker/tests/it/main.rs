@@ -175,6 +175,34 @@ impl App {
         v
     }
 
+    /// `GET` of a text answer (`/metrics`, an `.rdp` file) with the admin
+    /// token, asserting 200.
+    pub async fn text(&self, path: &str) -> String {
+        match self.ok("GET", path, None, 200).await {
+            Value::String(text) => text,
+            other => other.to_string(),
+        }
+    }
+
+    /// Asserts that a request is refused with `status` and the contract's
+    /// error `code`; answers the error body.
+    pub async fn refused(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        status: u16,
+        code: &str,
+    ) -> Value {
+        let (got, v) = self.call(method, path, body).await;
+        assert_eq!(
+            (got, v["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{method} {path}: {v}"
+        );
+        v
+    }
+
     /// Runs the CLI against this broker; answers (exit success, stdout, stderr).
     pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
         let out = Command::new(exe())

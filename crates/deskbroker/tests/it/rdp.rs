@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{App, TOKEN, eventually, free_port};
+use crate::{App, eventually, free_port};
 
 /// How long to wait for anything a working setup does in a second or two.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -492,16 +492,7 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
         sessions(&app, "farm2").await
     );
     // The front door's work is in the broker's metrics.
-    let metrics = app
-        .http
-        .get(format!("{}/metrics", app.url))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let metrics = app.text("/metrics").await;
     assert!(
         metrics.contains("deskbroker_rdp_connections_total{outcome=\"relayed\"}"),
         "{metrics}"
