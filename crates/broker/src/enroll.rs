@@ -1,14 +1,12 @@
-//! Enrolling session hosts like AVD, and hearing from them: an
-//! administrator creates a pool's registration token; an agent presents it
-//! once to register its host and receives a host credential that only lets
-//! it act as that host; with it, the host sends heartbeats (metrics, its
-//! own policy, its list of sessions). Secrets are random, shown once, and
+//! Enrolling session hosts like AVD: an administrator creates a pool's
+//! registration token; an agent presents it once to register its host and
+//! receives a host credential that only lets it act as that host (its
+//! heartbeats are `heartbeat.rs`). Secrets are random, shown once, and
 //! kept only as SHA-256 hashes ([`crate::state::Secrets`]), changed under
 //! the pool's lock in the same step that queues them for the store.
 
 use api::types::{
-    HeartbeatInput, RegisterInput, RegisterOutput, RegistrationTokenOutput, SessionHostOutput,
-    rfc3339,
+    RegisterInput, RegisterOutput, RegistrationTokenOutput, SessionHostOutput, rfc3339,
 };
 use placement::{HostSpec, Upsert};
 use store::{HostCredential, Mutation, RegistrationToken};
@@ -183,40 +181,6 @@ impl Broker {
                 host_credential: credential,
             },
         ))
-    }
-
-    /// A heartbeat of `host`: the host is alive (rule S7), its metrics and
-    /// own thresholds (H6) replace the last ones, and its list of sessions,
-    /// when it sends one, is reconciled with the broker's.
-    pub async fn heartbeat(
-        &self,
-        pool: &str,
-        host: &str,
-        input: HeartbeatInput,
-    ) -> Result<SessionHostOutput, BrokerError> {
-        let reported: Option<Vec<(String, placement::SessionState)>> = input
-            .sessions
-            .map(|v| v.into_iter().map(|s| (s.user, s.state)).collect());
-        self.write(pool, |p, now| {
-            if let Some(policy) = input.policy {
-                let current = p.find_host(host)?;
-                if current.spec.policy != policy {
-                    let spec = HostSpec {
-                        policy,
-                        ..current.spec.clone()
-                    };
-                    p.upsert_host(spec, now)?;
-                }
-            }
-            p.heartbeat(host, input.metrics, now)?;
-            if let Some(reported) = &reported {
-                p.reconcile(host, reported, now, &mut || {
-                    uuid::Uuid::now_v7().to_string()
-                })?;
-            }
-            Ok(SessionHostOutput::from(p.find_host(host)?))
-        })
-        .await
     }
 
     /// Removes a host (with its sessions only when `force`), and forgets

@@ -12,6 +12,7 @@ pub mod connect;
 pub mod enroll;
 pub mod error;
 pub mod front_door;
+pub mod heartbeat;
 pub mod listener;
 pub mod replica;
 pub mod state;
