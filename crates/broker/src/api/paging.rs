@@ -9,8 +9,9 @@ use std::cmp::Ordering;
 use std::fmt::Write;
 
 use axum::http::Uri;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use serde::Deserialize;
+
+pub use api::types::Page;
 
 use super::error::ApiError;
 
@@ -38,18 +39,6 @@ impl PageQuery {
             _ => Ok(()),
         }
     }
-}
-
-/// `{"value": [...], "nextLink": "..."}`: a list, and where its next page
-/// is while there is one (absent on the last page and on unpaged lists).
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Page<T> {
-    pub value: Vec<T>,
-    /// Path and query of the next page, e.g.
-    /// `/api/v1/hostPools/p/sessionHosts?pageSize=100&initialSkip=200`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_link: Option<String>,
 }
 
 /// Takes one page of `items` (mapping only the items on it), and the
