@@ -248,6 +248,8 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
                     token: store::RegistrationToken {
                         hash: format!("t{}", rng.below(5)),
                         expires_ms: rng.below(1 << 50) as i64,
+                        max_hosts: 1 + rng.below(1_000) as u32,
+                        used_hosts: rng.below(1_000) as u32,
                     },
                 },
                 18 => Mutation::DeleteRegistrationTokens { pool: p },
