@@ -460,3 +460,86 @@ impl Broker {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement::{HostPoolType, LoadBalancerType};
+
+    fn pool(ranges: &[&str]) -> PoolConfig {
+        let mut c = PoolConfig::new("p", HostPoolType::Pooled, LoadBalancerType::BreadthFirst);
+        c.allowed_address_ranges = ranges.iter().map(ToString::to_string).collect();
+        c
+    }
+
+    #[test]
+    fn the_address_policy() {
+        // (pool's ranges, address, allowed)
+        let cases: &[(&[&str], &str, bool)] = &[
+            // Without ranges: any routable address or name…
+            (&[], "10.0.0.5:3389", true),
+            (&[], "203.0.113.7:3389", true),
+            (&[], "[2001:db8::7]:3389", true),
+            (&[], "host7.contoso.com:3389", true),
+            // …but none of the special ranges, in any spelling.
+            (&[], "127.0.0.1:3389", false),
+            (&[], "127.8.9.10:3389", false),
+            (&[], "169.254.169.254:80", false),
+            (&[], "0.0.0.0:3389", false),
+            (&[], "224.0.0.1:3389", false),
+            (&[], "255.255.255.255:3389", false),
+            (&[], "[::1]:3389", false),
+            (&[], "[::]:3389", false),
+            (&[], "[fe80::1]:3389", false),
+            (&[], "[ff02::1]:3389", false),
+            (&[], "[::ffff:127.0.0.1]:3389", false),
+            (&[], "[::ffff:169.254.169.254]:80", false),
+            (&[], "localhost:3389", false),
+            (&[], "LocalHost.:3389", false),
+            (&[], "db.localhost:3389", false),
+            // inet_aton spellings of 127.0.0.1 the resolver accepts.
+            (&[], "127.1:3389", false),
+            (&[], "2130706433:3389", false),
+            (&[], "0x7f.1:3389", false),
+            (&[], "010.0.0.5:3389", false),
+            // A list confines addresses to it, and names cannot be checked.
+            (&["10.0.0.0/8"], "10.200.0.5:3389", true),
+            (&["10.0.0.0/8"], "192.168.1.5:3389", false),
+            (&["10.0.0.0/8"], "host7.contoso.com:3389", false),
+            (&["10.0.0.0/8", "fd00::/8"], "[fd12::5]:3389", true),
+            // A special range opens only when named within itself.
+            (&["127.0.0.0/8"], "127.0.0.1:3389", true),
+            (&["127.0.0.1"], "127.0.0.1:3389", true),
+            (&["127.0.0.1"], "127.0.0.2:3389", false),
+            (&["127.0.0.0/8"], "localhost:3389", true),
+            (&["0.0.0.0/0"], "127.0.0.1:3389", false),
+            (&["0.0.0.0/0"], "169.254.169.254:80", false),
+            (&["0.0.0.0/0"], "8.8.8.8:3389", true),
+            (&["169.254.0.0/16"], "169.254.169.254:80", true),
+            (&["::/0"], "[::1]:3389", false),
+        ];
+        for (ranges, address, allowed) in cases {
+            let got = check_address(&pool(ranges), address);
+            assert_eq!(got.is_ok(), *allowed, "{ranges:?} {address}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains("rule E4"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn ranges_are_parsed_normalised_and_bounded() {
+        let parsed = parse_address_ranges(&["10.1.2.3/8".into(), "fd00::1".into()]).unwrap();
+        let shown: Vec<String> = parsed.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["10.0.0.0/8", "fd00::1/128"]);
+        for bad in ["10.0.0.0/33", "10.0.0", "", "ten/8", "10.0.0.0/8 "] {
+            let e = parse_address_ranges(&["10.0.0.0/8".into(), bad.into()]).unwrap_err();
+            assert!(
+                e.to_string().contains("allowedAddressRanges[1]"),
+                "{bad:?}: {e}"
+            );
+        }
+        let many = vec!["10.0.0.0/8".to_string(); MAX_ADDRESS_RANGES + 1];
+        assert!(parse_address_ranges(&many).is_err());
+    }
+}
