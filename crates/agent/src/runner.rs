@@ -147,12 +147,13 @@ impl Agent {
                 let next = if c.registration_token.is_some() {
                     "registering again with the registration token"
                 } else {
-                    "and there is no registration token to register again with"
+                    "the agent forgot its registration token once registered: put a new one \
+                     in its configuration and restart it"
                 };
                 Outcome::Retry {
                     message: format!(
                         "heartbeat refused, the host credential is no longer valid (the host \
-                         was removed, or registered again by another agent): {e}; {next}"
+                         was removed, or re-registered by an administrator): {e}; {next}"
                     ),
                     severe: true,
                 }
@@ -181,7 +182,7 @@ impl Agent {
                 severe: true,
             });
         };
-        let request = RegisterInput {
+        let mut request = RegisterInput {
             token: token.clone(),
             host_pool: Some(c.host_pool.clone()),
             name: c.name.clone(),
@@ -189,7 +190,9 @@ impl Agent {
             capabilities: c.capabilities.clone(),
             policy: (!policy_is_empty(&c.policy)).then(|| c.policy.clone()),
         };
-        match self.client.register(&request).await {
+        let answer = self.client.register(&request).await;
+        forget(&mut request.token);
+        match answer {
             Ok((registered, created)) => {
                 let how = if created {
                     "registered as a new session host"
@@ -212,6 +215,12 @@ impl Agent {
                     tracing::error!("cannot save the host credential: {e}");
                 }
                 self.credential = Some(registered.host_credential);
+                // Registered: the token is of no more use to this host, and
+                // whoever reads the agent's memory must not find a key that
+                // enrols other machines (rule E3). Only the credential stays.
+                if let Some(mut token) = self.config.registration_token.take() {
+                    forget(&mut token);
+                }
                 Ok(())
             }
             Err(e) if !e.is_retryable() => Err(Outcome::Retry {
@@ -232,6 +241,15 @@ impl Agent {
             }),
         }
     }
+}
+
+/// Overwrites a secret in place before it is dropped, so that its bytes do
+/// not linger in freed memory (best effort: copies the HTTP client made
+/// are freed, not overwritten).
+fn forget(secret: &mut String) {
+    let zeros = "\0".repeat(secret.len());
+    secret.replace_range(.., &zeros);
+    secret.clear();
 }
 
 /// 401: the token or credential is not (or no longer) valid.

@@ -75,6 +75,11 @@ pub struct HostPoolInput {
     pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub friendly_name: Option<String>,
+    /// CIDR ranges a host's address must lie in (`["10.0.0.0/8"]`); empty:
+    /// any routable address. Loopback, link-local, unspecified and
+    /// multicast addresses are refused unless a range names them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_address_ranges: Option<Vec<String>>,
     /// Accepted for symmetry with the output; must match the path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -292,6 +297,10 @@ pub struct RegistrationTokenInput {
     /// Life of the token, 1..=2592000 seconds (default 86400).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_in_seconds: Option<u64>,
+    /// How many new session hosts the token may register, 1..=10000
+    /// (default 1); re-registering an existing host does not count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_hosts: Option<u32>,
 }
 
 /// A new registration token; shown once.
@@ -302,6 +311,9 @@ pub struct RegistrationTokenOutput {
     /// Shown once: only its hash is kept.
     pub token: String,
     pub expiration_time: String,
+    /// How many new session hosts the token may register.
+    #[serde(default)]
+    pub max_hosts: u32,
 }
 
 /// Body of `POST /api/v1/register`, from an agent.

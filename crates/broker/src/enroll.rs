@@ -4,11 +4,20 @@
 //! heartbeats are `heartbeat.rs`). Secrets are random, shown once, and
 //! kept only as SHA-256 hashes ([`crate::state::Secrets`]), changed under
 //! the pool's lock in the same step that queues them for the store.
+//!
+//! Registration cannot take a host over (docs/rules.md, E1–E5): a token is
+//! bound to a number of new hosts (`maxHosts`), a name that exists is
+//! registered again only by the holder of that host's credential or the
+//! admin, only the admin changes a registered host's address, and every
+//! address must pass the pool's address policy ([`check_address`]).
+
+use std::net::IpAddr;
 
 use api::types::{
     RegisterInput, RegisterOutput, RegistrationTokenOutput, SessionHostOutput, rfc3339,
 };
-use placement::{HostSpec, Upsert};
+use ipnet::IpNet;
+use placement::{HostSpec, PoolConfig, TimestampMs, Upsert};
 use store::{HostCredential, Mutation, RegistrationToken};
 use subtle::ConstantTimeEq;
 
@@ -21,6 +30,49 @@ pub const MAX_TOKEN_SECONDS: u64 = 30 * 24 * 3600;
 /// Life of a registration token when the request does not say: one day.
 pub const DEFAULT_TOKEN_SECONDS: u64 = 86_400;
 
+/// New hosts a registration token registers when the request does not
+/// say: one, so that a token given to one machine enrols that machine
+/// and nothing else (rule E3).
+pub const DEFAULT_TOKEN_HOSTS: u32 = 1;
+
+/// Most new hosts one registration token may register.
+pub const MAX_TOKEN_HOSTS: u32 = 10_000;
+
+/// Most entries of a pool's `allowedAddressRanges`.
+pub const MAX_ADDRESS_RANGES: usize = 256;
+
+/// What a registration token allows, in memory (its hash is the key).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenGrant {
+    pub pool: String,
+    pub expires_ms: TimestampMs,
+    /// How many new hosts it may register.
+    pub max_hosts: u32,
+    /// How many it has registered (kept in the store, so a restart does
+    /// not refill the token).
+    pub used_hosts: u32,
+}
+
+impl TokenGrant {
+    pub fn from_stored(pool: &str, t: &RegistrationToken) -> TokenGrant {
+        TokenGrant {
+            pool: pool.to_string(),
+            expires_ms: t.expires_ms,
+            max_hosts: t.max_hosts,
+            used_hosts: t.used_hosts,
+        }
+    }
+
+    fn stored(&self, hash: &str) -> RegistrationToken {
+        RegistrationToken {
+            hash: hash.to_string(),
+            expires_ms: self.expires_ms,
+            max_hosts: self.max_hosts,
+            used_hosts: self.used_hosts,
+        }
+    }
+}
+
 /// Who presented a bearer token.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caller {
@@ -28,6 +80,129 @@ pub enum Caller {
     Admin,
     /// A host credential: may act only as this host of this pool.
     Host { pool: String, host: String },
+}
+
+/// Address ranges no host is registered at unless the pool's
+/// `allowedAddressRanges` name them explicitly (rule E4): what a host
+/// there would reach is the broker's own machine, the cloud's metadata
+/// service, or no single machine at all.
+const SPECIAL_RANGES: &[(&str, &str)] = &[
+    ("0.0.0.0/8", "unspecified"),
+    ("127.0.0.0/8", "loopback"),
+    ("169.254.0.0/16", "link-local"),
+    ("224.0.0.0/4", "multicast"),
+    ("255.255.255.255/32", "broadcast"),
+    ("::/128", "unspecified"),
+    ("::1/128", "loopback"),
+    ("fe80::/10", "link-local"),
+    ("ff00::/8", "multicast"),
+];
+
+/// Parses a pool's `allowedAddressRanges`: CIDR ranges (`10.0.0.0/8`,
+/// `fd00::/8`) or single addresses, normalised to their network
+/// (`10.1.2.3/8` is `10.0.0.0/8`).
+pub fn parse_address_ranges(ranges: &[String]) -> Result<Vec<IpNet>, placement::Error> {
+    if ranges.len() > MAX_ADDRESS_RANGES {
+        return Err(placement::Error::InvalidParameter(format!(
+            "allowedAddressRanges: {} ranges; at most {MAX_ADDRESS_RANGES} are allowed",
+            ranges.len()
+        )));
+    }
+    ranges
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.parse::<IpNet>()
+                .or_else(|_| r.parse::<IpAddr>().map(IpNet::from))
+                .map(|n| n.trunc())
+                .map_err(|_| {
+                    let shown: String = r.chars().take(64).collect();
+                    placement::Error::InvalidParameter(format!(
+                        "allowedAddressRanges[{i}]: {shown:?} is not an address range in CIDR \
+                         notation (for example 10.0.0.0/8 or fd00::/8)"
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// The address an IPv6 form of an IPv4 address stands for
+/// (`::ffff:127.0.0.1` is 127.0.0.1), so that no special range is
+/// reached through another spelling.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) if !v6.is_loopback() && !v6.is_unspecified() => {
+            v6.to_ipv4().map_or(ip, IpAddr::V4)
+        }
+        _ => ip,
+    }
+}
+
+/// Whether `address` (`HOST:PORT`) may be a host of the pool (rule E4):
+/// loopback, link-local, unspecified, multicast and broadcast addresses
+/// (and the name `localhost`) only when one of the pool's ranges lies
+/// within that special range and contains the address (so `0.0.0.0/0`
+/// does not open them, `127.0.0.0/8` does); with ranges, only IP
+/// addresses inside one of them; without, any other address or DNS name.
+pub fn check_address(config: &PoolConfig, address: &str) -> Result<(), BrokerError> {
+    placement::validate_address(address)?;
+    let ranges = parse_address_ranges(&config.allowed_address_ranges)?;
+    let (host, _port) = address.rsplit_once(':').unwrap_or((address, ""));
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let refuse = |why: String| {
+        BrokerError::Invalid(format!(
+            "address: {address} {why} (rule E4); an administrator can name the range in the \
+             host pool's allowedAddressRanges"
+        ))
+    };
+    let ip = match host.parse::<IpAddr>() {
+        Ok(ip) => canonical(ip),
+        Err(_) => {
+            let name = host.to_ascii_lowercase();
+            let name = name.trim_end_matches('.');
+            let last = name.rsplit('.').next().unwrap_or(name);
+            if name == "localhost" || name.ends_with(".localhost") {
+                IpAddr::from([127, 0, 0, 1])
+            } else if last.chars().all(|c| c.is_ascii_digit())
+                || last.starts_with("0x")
+                || last.is_empty()
+            {
+                // `127.1`, `2130706433` and `0x7f.1` are loopback to the
+                // system's resolver; no real name ends in a number.
+                return Err(refuse(
+                    "is neither an IP address in the usual notation nor a DNS name".into(),
+                ));
+            } else if ranges.is_empty() {
+                return Ok(());
+            } else {
+                return Err(refuse(
+                    "is a DNS name, which cannot be checked against the host pool's \
+                     allowedAddressRanges: register the host by its IP address"
+                        .into(),
+                ));
+            }
+        }
+    };
+    let special = SPECIAL_RANGES.iter().find_map(|(net, what)| {
+        let net: IpNet = net.parse().expect("the special ranges are valid CIDR");
+        net.contains(&ip).then_some((net, *what))
+    });
+    if let Some((net, what)) = special {
+        let named = ranges
+            .iter()
+            .any(|r| r.contains(&ip) && r.prefix_len() >= net.prefix_len());
+        if !named {
+            return Err(refuse(format!("is a {what} address ({net})")));
+        }
+        return Ok(());
+    }
+    if !ranges.is_empty() && !ranges.iter().any(|r| r.contains(&ip)) {
+        return Err(refuse(format!(
+            "is not in the host pool's allowedAddressRanges ({})",
+            config.allowed_address_ranges.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 impl Broker {
@@ -49,11 +224,13 @@ impl Broker {
     }
 
     /// Creates a registration token for `pool`, valid for `seconds`
-    /// (1..=[`MAX_TOKEN_SECONDS`]).
+    /// (1..=[`MAX_TOKEN_SECONDS`]), that registers at most `max_hosts` new
+    /// hosts (1..=[`MAX_TOKEN_HOSTS`]).
     pub async fn create_registration_token(
         &self,
         pool: &str,
         seconds: u64,
+        max_hosts: u32,
     ) -> Result<RegistrationTokenOutput, BrokerError> {
         if !(1..=MAX_TOKEN_SECONDS).contains(&seconds) {
             return Err(BrokerError::Invalid(format!(
@@ -61,23 +238,41 @@ impl Broker {
                  {MAX_TOKEN_SECONDS} (30 days)"
             )));
         }
+        if !(1..=MAX_TOKEN_HOSTS).contains(&max_hosts) {
+            return Err(BrokerError::Invalid(format!(
+                "maxHosts: {max_hosts} is out of range; it must be from 1 to {MAX_TOKEN_HOSTS}"
+            )));
+        }
         let token = new_secret("dbr_");
         let hash = secret_hash(&token);
         let expires_ms = now_ms() + (seconds as i64) * 1000;
         self.write_with(pool, |p, _| {
-            let pool = p.name().to_string();
+            let grant = TokenGrant {
+                pool: p.name().to_string(),
+                expires_ms,
+                max_hosts,
+                used_hosts: 0,
+            };
+            let stored = grant.stored(&hash);
             self.secrets
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .tokens
-                .insert(hash.clone(), (pool.clone(), expires_ms));
-            let token = RegistrationToken { hash, expires_ms };
-            Ok(((), vec![Mutation::PutRegistrationToken { pool, token }]))
+                .insert(hash.clone(), grant);
+            let pool = p.name().to_string();
+            Ok((
+                (),
+                vec![Mutation::PutRegistrationToken {
+                    pool,
+                    token: stored,
+                }],
+            ))
         })
         .await?;
         Ok(RegistrationTokenOutput {
             token,
             expiration_time: rfc3339(expires_ms),
+            max_hosts,
         })
     }
 
@@ -90,39 +285,53 @@ impl Broker {
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .tokens
-                .retain(|_, (owner, _)| *owner != pool);
+                .retain(|_, t| t.pool != pool);
             Ok(((), vec![Mutation::DeleteRegistrationTokens { pool }]))
         })
         .await
     }
 
-    /// An agent registers its host with a registration token: creates the
-    /// host or re-registers it (keeping its sessions and drain state), and
-    /// answers a new host credential, which replaces any earlier one.
-    pub async fn register(
-        &self,
-        input: RegisterInput,
-    ) -> Result<(Upsert, RegisterOutput), BrokerError> {
+    /// The grant of a registration token, if it is known and unexpired.
+    fn token_grant(&self, hash: &str) -> Result<TokenGrant, BrokerError> {
         let found = self
             .secrets
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .tokens
-            .get(&secret_hash(&input.token))
+            .get(hash)
             .cloned();
-        let Some((pool, expires_ms)) = found else {
+        let Some(grant) = found else {
             return Err(BrokerError::Unauthorized(
                 "the registration token is not valid: it is unknown or was revoked; create a \
                  new one"
                     .into(),
             ));
         };
-        if now_ms() >= expires_ms {
+        if now_ms() >= grant.expires_ms {
             return Err(BrokerError::Unauthorized(format!(
                 "the registration token expired at {}; create a new one",
-                rfc3339(expires_ms)
+                rfc3339(grant.expires_ms)
             )));
         }
+        Ok(grant)
+    }
+
+    /// An agent registers its host with a registration token: creates the
+    /// host, or re-registers it (keeping its sessions and drain state), and
+    /// answers a new host credential, which replaces any earlier one.
+    ///
+    /// `caller` is who the request's bearer token is, if it has one. A name
+    /// that exists is registered again only by that host's own credential
+    /// or the admin (else 409, rule E2), and only the admin changes its
+    /// address (rule E5); a new host uses one of the token's `maxHosts`
+    /// (rule E3); every address passes [`check_address`] (rule E4).
+    pub async fn register(
+        &self,
+        input: RegisterInput,
+        caller: Option<Caller>,
+    ) -> Result<(Upsert, RegisterOutput), BrokerError> {
+        let token_hash = secret_hash(&input.token);
+        let pool = self.token_grant(&token_hash)?.pool;
         if let Some(asked) = &input.host_pool
             && asked != &pool
         {
@@ -135,42 +344,91 @@ impl Broker {
         let name = input.name.clone();
         let (upsert, host) = self
             .write_with(&pool, |p, now| {
+                // Again under the pool's lock: the token may have been
+                // revoked or used up by a registration that ran meanwhile.
+                let mut grant = self.token_grant(&token_hash)?;
+                let mut mutations = Vec::new();
                 let spec = match p.host(&name) {
-                    Some(h) => HostSpec {
-                        address: input.address.clone(),
-                        capabilities: input
-                            .capabilities
-                            .clone()
-                            .unwrap_or(h.spec.capabilities.clone()),
-                        policy: input.policy.clone().unwrap_or(h.spec.policy.clone()),
-                        ..h.spec.clone()
-                    },
-                    None => HostSpec {
-                        capabilities: input
-                            .capabilities
-                            .clone()
-                            .unwrap_or_else(|| vec!["rdp".to_string()]),
-                        policy: input.policy.clone().unwrap_or_default(),
-                        ..HostSpec::new(&name, &input.address)
-                    },
+                    Some(h) => {
+                        let own = caller.as_ref().is_some_and(|c| match c {
+                            Caller::Admin => true,
+                            Caller::Host { pool, host } => pool == p.name() && host == &name,
+                        });
+                        if !own {
+                            return Err(placement::Error::Conflict(format!(
+                                "session host {name} is already registered in host pool {}; \
+                                 registering it again takes its current host credential (or \
+                                 the admin token) as the bearer token (rule E2): to enrol \
+                                 another machine under this name, an administrator removes \
+                                 the host first",
+                                p.name()
+                            ))
+                            .into());
+                        }
+                        if input.address != h.spec.address {
+                            if caller != Some(Caller::Admin) {
+                                return Err(BrokerError::Forbidden(format!(
+                                    "address: session host {name} is registered at {}; only an \
+                                     administrator changes the address of a registered host \
+                                     (rule E5, PATCH /api/v1/hostPools/{}/sessionHosts/{name})",
+                                    h.spec.address,
+                                    p.name()
+                                )));
+                            }
+                            check_address(p.config(), &input.address)?;
+                        }
+                        HostSpec {
+                            address: input.address.clone(),
+                            capabilities: input
+                                .capabilities
+                                .clone()
+                                .unwrap_or(h.spec.capabilities.clone()),
+                            policy: input.policy.clone().unwrap_or(h.spec.policy.clone()),
+                            ..h.spec.clone()
+                        }
+                    }
+                    None => {
+                        if grant.used_hosts >= grant.max_hosts {
+                            return Err(BrokerError::Forbidden(format!(
+                                "the registration token has registered all the {} new session \
+                                 host(s) it allows (maxHosts, rule E3); create a new token for \
+                                 more hosts",
+                                grant.max_hosts
+                            )));
+                        }
+                        check_address(p.config(), &input.address)?;
+                        HostSpec {
+                            capabilities: input
+                                .capabilities
+                                .clone()
+                                .unwrap_or_else(|| vec!["rdp".to_string()]),
+                            policy: input.policy.clone().unwrap_or_default(),
+                            ..HostSpec::new(&name, &input.address)
+                        }
+                    }
                 };
                 let upsert = p.upsert_host(spec, now)?;
                 let mut s = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+                if upsert == Upsert::Created {
+                    grant.used_hosts += 1;
+                    mutations.push(Mutation::PutRegistrationToken {
+                        pool: p.name().to_string(),
+                        token: grant.stored(&token_hash),
+                    });
+                    s.tokens.insert(token_hash.clone(), grant);
+                }
                 s.forget(p.name(), Some(&name));
                 s.hosts
                     .insert(hash.clone(), (p.name().to_string(), name.clone()));
                 let out = SessionHostOutput::from(p.find_host(&name)?);
-                let credential = HostCredential {
-                    host: name.clone(),
-                    hash,
-                };
-                Ok((
-                    (upsert, out),
-                    vec![Mutation::PutHostCredential {
-                        pool: p.name().to_string(),
-                        credential,
-                    }],
-                ))
+                mutations.push(Mutation::PutHostCredential {
+                    pool: p.name().to_string(),
+                    credential: HostCredential {
+                        host: name.clone(),
+                        hash,
+                    },
+                });
+                Ok(((upsert, out), mutations))
             })
             .await?;
         tracing::info!(pool = %pool, host = %input.name, "session host registered");
@@ -200,5 +458,88 @@ impl Broker {
             Ok(())
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement::{HostPoolType, LoadBalancerType};
+
+    fn pool(ranges: &[&str]) -> PoolConfig {
+        let mut c = PoolConfig::new("p", HostPoolType::Pooled, LoadBalancerType::BreadthFirst);
+        c.allowed_address_ranges = ranges.iter().map(ToString::to_string).collect();
+        c
+    }
+
+    #[test]
+    fn the_address_policy() {
+        // (pool's ranges, address, allowed)
+        let cases: &[(&[&str], &str, bool)] = &[
+            // Without ranges: any routable address or name…
+            (&[], "10.0.0.5:3389", true),
+            (&[], "203.0.113.7:3389", true),
+            (&[], "[2001:db8::7]:3389", true),
+            (&[], "host7.contoso.com:3389", true),
+            // …but none of the special ranges, in any spelling.
+            (&[], "127.0.0.1:3389", false),
+            (&[], "127.8.9.10:3389", false),
+            (&[], "169.254.169.254:80", false),
+            (&[], "0.0.0.0:3389", false),
+            (&[], "224.0.0.1:3389", false),
+            (&[], "255.255.255.255:3389", false),
+            (&[], "[::1]:3389", false),
+            (&[], "[::]:3389", false),
+            (&[], "[fe80::1]:3389", false),
+            (&[], "[ff02::1]:3389", false),
+            (&[], "[::ffff:127.0.0.1]:3389", false),
+            (&[], "[::ffff:169.254.169.254]:80", false),
+            (&[], "localhost:3389", false),
+            (&[], "LocalHost.:3389", false),
+            (&[], "db.localhost:3389", false),
+            // inet_aton spellings of 127.0.0.1 the resolver accepts.
+            (&[], "127.1:3389", false),
+            (&[], "2130706433:3389", false),
+            (&[], "0x7f.1:3389", false),
+            (&[], "010.0.0.5:3389", false),
+            // A list confines addresses to it, and names cannot be checked.
+            (&["10.0.0.0/8"], "10.200.0.5:3389", true),
+            (&["10.0.0.0/8"], "192.168.1.5:3389", false),
+            (&["10.0.0.0/8"], "host7.contoso.com:3389", false),
+            (&["10.0.0.0/8", "fd00::/8"], "[fd12::5]:3389", true),
+            // A special range opens only when named within itself.
+            (&["127.0.0.0/8"], "127.0.0.1:3389", true),
+            (&["127.0.0.1"], "127.0.0.1:3389", true),
+            (&["127.0.0.1"], "127.0.0.2:3389", false),
+            (&["127.0.0.0/8"], "localhost:3389", true),
+            (&["0.0.0.0/0"], "127.0.0.1:3389", false),
+            (&["0.0.0.0/0"], "169.254.169.254:80", false),
+            (&["0.0.0.0/0"], "8.8.8.8:3389", true),
+            (&["169.254.0.0/16"], "169.254.169.254:80", true),
+            (&["::/0"], "[::1]:3389", false),
+        ];
+        for (ranges, address, allowed) in cases {
+            let got = check_address(&pool(ranges), address);
+            assert_eq!(got.is_ok(), *allowed, "{ranges:?} {address}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains("rule E4"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn ranges_are_parsed_normalised_and_bounded() {
+        let parsed = parse_address_ranges(&["10.1.2.3/8".into(), "fd00::1".into()]).unwrap();
+        let shown: Vec<String> = parsed.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["10.0.0.0/8", "fd00::1/128"]);
+        for bad in ["10.0.0.0/33", "10.0.0", "", "ten/8", "10.0.0.0/8 "] {
+            let e = parse_address_ranges(&["10.0.0.0/8".into(), bad.into()]).unwrap_err();
+            assert!(
+                e.to_string().contains("allowedAddressRanges[1]"),
+                "{bad:?}: {e}"
+            );
+        }
+        let many = vec!["10.0.0.0/8".to_string(); MAX_ADDRESS_RANGES + 1];
+        assert!(parse_address_ranges(&many).is_err());
     }
 }

@@ -27,8 +27,8 @@ pub type SharedSlot = Arc<Mutex<PoolSlot>>;
 /// same step that queues the change for the store.
 #[derive(Default)]
 pub struct Secrets {
-    /// Registration token hash → (pool, expiry).
-    pub tokens: HashMap<String, (String, TimestampMs)>,
+    /// Registration token hash → its pool, expiry and host bound.
+    pub tokens: HashMap<String, crate::enroll::TokenGrant>,
     /// Host credential hash → (pool, host).
     pub hosts: HashMap<String, (String, String)>,
 }
@@ -40,7 +40,7 @@ impl Secrets {
         self.hosts
             .retain(|_, (p, h)| !(p == pool && host.is_none_or(|host| host == h)));
         if host.is_none() {
-            self.tokens.retain(|_, (p, _)| p != pool);
+            self.tokens.retain(|_, t| t.pool != pool);
         }
     }
 }
@@ -95,9 +95,10 @@ impl Broker {
         let mut secrets = Secrets::default();
         for r in &snapshot.pools {
             for t in &r.registration_tokens {
-                secrets
-                    .tokens
-                    .insert(t.hash.clone(), (r.config.name.clone(), t.expires_ms));
+                secrets.tokens.insert(
+                    t.hash.clone(),
+                    crate::enroll::TokenGrant::from_stored(&r.config.name, t),
+                );
             }
             for c in &r.host_credentials {
                 secrets

@@ -143,6 +143,13 @@ pub struct PoolConfig {
     pub logon_storm_settings: LogonStormSettings,
     pub description: String,
     pub friendly_name: String,
+    /// CIDR ranges a host's address must lie in; empty: any routable
+    /// address. The broker checks addresses against them when a host is
+    /// registered or its address changes (it parses them; the engine never
+    /// looks at addresses). Absent in settings stored before it existed,
+    /// hence the serde default.
+    #[serde(default)]
+    pub allowed_address_ranges: Vec<String>,
 }
 
 impl PoolConfig {
@@ -166,6 +173,7 @@ impl PoolConfig {
             logon_storm_settings: LogonStormSettings::default(),
             description: String::new(),
             friendly_name: String::new(),
+            allowed_address_ranges: Vec::new(),
         }
     }
 

@@ -23,6 +23,7 @@ pub async fn run_all(open: Opener<'_>) {
     a_failing_batch_changes_nothing(open).await;
     deletes_cascade(open).await;
     puts_replace_and_counters_update(open).await;
+    a_token_keeps_its_bound_and_count(open).await;
 }
 
 pub fn pool(name: &str) -> PoolConfig {
@@ -112,6 +113,8 @@ fn token(hash: &str, expires_ms: i64) -> RegistrationToken {
     RegistrationToken {
         hash: hash.into(),
         expires_ms,
+        max_hosts: 3,
+        used_hosts: 1,
     }
 }
 
@@ -295,4 +298,37 @@ async fn puts_replace_and_counters_update(open: Opener<'_>) {
     assert_eq!(p.hosts[1], h);
     assert_eq!(p.sessions.iter().find(|x| x.id == "s1"), Some(&s));
     assert_eq!(p.sessions.len(), 2);
+}
+
+/// A registration token's bound and how much of it is used survive a
+/// reopen, and a put of the same token replaces its count (the broker puts
+/// it again each time the token registers a host), also twice in a batch.
+async fn a_token_keeps_its_bound_and_count(open: Opener<'_>) {
+    let store = open("token-count");
+    store.apply(seed_batch("p").into()).await.expect("apply");
+    let used = |n: u32| Mutation::PutRegistrationToken {
+        pool: "p".into(),
+        token: RegistrationToken {
+            hash: "aa".into(),
+            expires_ms: 5,
+            max_hosts: 300,
+            used_hosts: n,
+        },
+    };
+    store
+        .apply(vec![used(2), used(3)].into())
+        .await
+        .expect("apply");
+    drop(store);
+    let snap = open("token-count").load().await.expect("load");
+    assert_eq!(
+        snap.pools[0].registration_tokens,
+        [RegistrationToken {
+            hash: "aa".into(),
+            expires_ms: 5,
+            max_hosts: 300,
+            used_hosts: 3,
+        }],
+        "a_token_keeps_its_bound_and_count"
+    );
 }

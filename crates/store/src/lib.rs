@@ -57,6 +57,8 @@ pub enum Mutation {
         pool: String,
         id: String,
     },
+    /// Creates a registration token, or replaces it (the broker puts it
+    /// again each time it registers a new host, with `used_hosts` counted).
     PutRegistrationToken {
         pool: String,
         token: RegistrationToken,
@@ -74,11 +76,17 @@ pub enum Mutation {
 }
 
 /// A registration token, kept only as its SHA-256 (hex): the secret itself
-/// is shown once, to the administrator who created it.
+/// is shown once, to the administrator who created it. A token is bound:
+/// it registers at most `max_hosts` new hosts, and `used_hosts` says how
+/// many it has, kept durably so that a restart does not refill it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegistrationToken {
     pub hash: String,
     pub expires_ms: i64,
+    /// How many new hosts the token may register (at least 1).
+    pub max_hosts: u32,
+    /// How many new hosts it has registered so far.
+    pub used_hosts: u32,
 }
 
 /// A host's credential, kept only as its SHA-256 (hex).

@@ -53,6 +53,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (pool, host),
         FOREIGN KEY (pool, host) REFERENCES hosts(pool, name) ON DELETE CASCADE
      ) STRICT, WITHOUT ROWID;",
+    // 3: registration tokens are bound: how many new hosts each may
+    // register, and how many it has. Tokens made before this bound get
+    // one more host (they may have registered any number already).
+    "ALTER TABLE registration_tokens ADD COLUMN max_hosts INTEGER NOT NULL DEFAULT 1;
+     ALTER TABLE registration_tokens ADD COLUMN used_hosts INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// SQLite behind a mutex: the broker's writer is the only frequent caller,
@@ -142,12 +147,15 @@ impl SqliteStore {
                 p.sessions.push(from_json(&rec?)?);
             }
             let mut stmt = conn.prepare_cached(
-                "SELECT hash, expires_ms FROM registration_tokens WHERE pool = ?1 ORDER BY hash",
+                "SELECT hash, expires_ms, max_hosts, used_hosts FROM registration_tokens
+                 WHERE pool = ?1 ORDER BY hash",
             )?;
             for row in stmt.query_map([&p.config.name], |r| {
                 Ok(RegistrationToken {
                     hash: r.get(0)?,
                     expires_ms: r.get(1)?,
+                    max_hosts: r.get(2)?,
+                    used_hosts: r.get(3)?,
                 })
             })? {
                 p.registration_tokens.push(row?);
@@ -278,10 +286,17 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
         }
         Mutation::PutRegistrationToken { pool, token } => {
             tx.prepare_cached(
-                "INSERT OR REPLACE INTO registration_tokens (pool, hash, expires_ms)
-                 VALUES (?1, ?2, ?3)",
+                "INSERT OR REPLACE INTO registration_tokens
+                   (pool, hash, expires_ms, max_hosts, used_hosts)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
-            .execute(params![pool, token.hash, token.expires_ms])
+            .execute(params![
+                pool,
+                token.hash,
+                token.expires_ms,
+                token.max_hosts,
+                token.used_hosts
+            ])
             .map_err(|e| missing_parent(e, || format!("host pool {pool}")))?;
         }
         Mutation::DeleteRegistrationTokens { pool } => {

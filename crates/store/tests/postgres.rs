@@ -79,6 +79,55 @@ async fn a_newer_schema_is_refused() {
     assert!(err.to_string().contains("newer"), "{err}");
 }
 
+/// A database of schema 2 (before registration tokens were bound) is
+/// migrated: its tokens come back bound to one more host.
+#[tokio::test]
+async fn tokens_of_an_older_schema_get_a_bound_of_one_host() {
+    let db = scratch("tokens-v2").await;
+    let url = format!("{}?sslmode=disable", db.url());
+    let store = PostgresStore::connect(&url).await.expect("open");
+    store
+        .apply(
+            vec![Mutation::PutPool {
+                config: pool("p"),
+                counters: PoolCounters::default(),
+            }]
+            .into(),
+        )
+        .await
+        .expect("pool");
+    drop(store);
+    // Back to schema 2, with a token as it wrote them.
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("raw connect");
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "ALTER TABLE registration_tokens DROP COLUMN max_hosts, DROP COLUMN used_hosts;
+             UPDATE schema_version SET version = 2;
+             INSERT INTO registration_tokens (pool, hash, expires_ms) VALUES ('p', 'old', 7);",
+        )
+        .await
+        .expect("schema 2");
+    drop(client);
+    let snap = PostgresStore::connect(&url)
+        .await
+        .expect("migrate")
+        .load()
+        .await
+        .expect("load");
+    assert_eq!(
+        snap.pools[0].registration_tokens,
+        [store::RegistrationToken {
+            hash: "old".into(),
+            expires_ms: 7,
+            max_hosts: 1,
+            used_hosts: 0,
+        }]
+    );
+}
+
 #[tokio::test]
 async fn one_broker_per_database() {
     let db = scratch("owner").await;
@@ -248,6 +297,8 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
                     token: store::RegistrationToken {
                         hash: format!("t{}", rng.below(5)),
                         expires_ms: rng.below(1 << 50) as i64,
+                        max_hosts: 1 + rng.below(1_000) as u32,
+                        used_hosts: rng.below(1_000) as u32,
                     },
                 },
                 18 => Mutation::DeleteRegistrationTokens { pool: p },

@@ -77,6 +77,9 @@ pub async fn put(
     };
     let (upsert, out) = b
         .write(&pool, |p, now| {
+            if p.host(&host).is_none_or(|h| h.spec.address != spec.address) {
+                crate::enroll::check_address(p.config(), &spec.address)?;
+            }
             let upsert = p.upsert_host(spec, now)?;
             Ok((upsert, host_output(p, &host)?))
         })
@@ -104,7 +107,10 @@ pub async fn patch(
         .write(&pool, |p, now| {
             let current = p.find_host(&host)?;
             let mut spec = current.spec.clone();
-            if let Some(a) = input.address {
+            if let Some(a) = input.address
+                && a != spec.address
+            {
+                crate::enroll::check_address(p.config(), &a)?;
                 spec.address = a;
             }
             if let Some(v) = input.allow_new_session {

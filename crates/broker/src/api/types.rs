@@ -46,6 +46,12 @@ pub fn apply_pool_input(
             friendly_name
         ]
     );
+    if let Some(ranges) = input.allowed_address_ranges {
+        base.allowed_address_ranges = crate::enroll::parse_address_ranges(&ranges)?
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+    }
     if let Some(t) = input.personal_desktop_assignment_type {
         base.personal_desktop_assignment_type = Some(t);
     } else if type_changed {

@@ -67,6 +67,10 @@ struct TokenArgs {
     /// How long the token is valid: 90m, 24h, 7d… (at most 30 days).
     #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
     expires_in: std::time::Duration,
+    /// How many new session hosts the token may register (1..=10000);
+    /// re-registering a host with its own credential does not count.
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "revoke")]
+    max_hosts: u32,
     /// Revoke every registration token of the pool instead (hosts already
     /// registered keep working).
     #[arg(long, conflicts_with = "expires_in")]
@@ -390,7 +394,10 @@ async fn execute(ctx: &Context, command: HostpoolCommand) -> anyhow::Result<()> 
                 );
                 return Ok(());
             }
-            let body = serde_json::json!({"expiresInSeconds": t.expires_in.as_secs()});
+            let body = serde_json::json!({
+                "expiresInSeconds": t.expires_in.as_secs(),
+                "maxHosts": t.max_hosts,
+            });
             let answer = client.post(&path, &body).await?;
             ctx.print(&answer, TOKEN_COLUMNS)
         }

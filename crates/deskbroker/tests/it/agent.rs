@@ -112,7 +112,7 @@ async fn agents_register_report_and_survive_restarts() {
         .ok(
             "POST",
             "/api/v1/hostPools/farm/registrationToken",
-            Some(json!({})),
+            Some(json!({"maxHosts": 2})),
             200,
         )
         .await["token"]

@@ -21,8 +21,16 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     let app = App::spawn(&dir);
     let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host_addr = host.local_addr().unwrap().to_string();
-    app.ok("PUT", "/api/v1/hostPools/farm",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 5})), 201).await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 5,
+                    "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
+        201,
+    )
+    .await;
     // h1 cannot be reached (nothing listens there): the front door must
     // release that placement and use h2 (R5).
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

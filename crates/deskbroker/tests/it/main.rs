@@ -16,6 +16,7 @@ mod rdp;
 mod registration;
 mod replicas;
 mod sim;
+mod takeover;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

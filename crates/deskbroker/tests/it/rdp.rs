@@ -378,7 +378,10 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 1})),
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 1,
+                    "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
         201,
     )
     .await;
@@ -442,7 +445,10 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm2",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
         201,
     )
     .await;

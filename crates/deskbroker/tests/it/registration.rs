@@ -114,14 +114,19 @@ async fn a_host_credential_acts_only_as_its_host() {
             .len(),
         1
     );
-    // Re-registering replaces the credential: the old one stops working.
-    let (status, v) = register(
-        &app,
-        json!({"token": t, "name": "agent1", "address": "10.1.0.9:3389"}),
-    )
-    .await;
+    // Re-registering with its own credential replaces the credential (at
+    // the same address: only an administrator moves a host, rule E5): the
+    // old one stops working.
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/register",
+            Some(json!({"token": t, "name": "agent1", "address": "10.1.0.1:3389"})),
+            c,
+        )
+        .await;
     assert_eq!(status, 200, "{v}");
-    assert_eq!(v["sessionHost"]["address"], "10.1.0.9:3389");
+    assert_eq!(v["sessionHost"]["address"], "10.1.0.1:3389");
     let new = v["hostCredential"].as_str().unwrap().to_string();
     assert_eq!(
         app.call_with("POST", &format!("{own}/heartbeat"), Some(hb.clone()), c)

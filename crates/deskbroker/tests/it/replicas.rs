@@ -650,7 +650,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
             "/api/v1/hostPools/farm",
             Some(
                 json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
-                        "maxSessionLimit": 5}),
+                        "maxSessionLimit": 5, "allowedAddressRanges": ["127.0.0.0/8"]}),
             ),
             201,
         )

@@ -15,12 +15,12 @@ use super::{Connection, PostgresError};
 use crate::{Mutation, StoreError};
 
 /// What one mutation becomes in a multi-row statement: up to three key
-/// columns borrowed from the batch, up to two JSON texts and one integer;
-/// [`Kind::columns`] says which a statement takes.
+/// columns borrowed from the batch, up to two JSON texts and three
+/// integers; [`Kind::columns`] says which a statement takes.
 struct Values<'a> {
     keys: [&'a str; 3],
     texts: [String; 2],
-    int: i64,
+    ints: [i64; 3],
 }
 
 /// A column of a statement's parameters (each parameter is an array).
@@ -28,7 +28,7 @@ struct Values<'a> {
 enum Column {
     Key(usize),
     Text(usize),
-    Int,
+    Int(usize),
 }
 
 /// The kinds of statement a batch is made of, one per kind of mutation.
@@ -110,9 +110,11 @@ impl Kind {
                  WHERE s.pool = d.pool AND s.id = d.id"
             }
             Kind::PutToken => {
-                "INSERT INTO registration_tokens (pool, hash, expires_ms)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::int8[])
-                 ON CONFLICT (pool, hash) DO UPDATE SET expires_ms = excluded.expires_ms"
+                "INSERT INTO registration_tokens (pool, hash, expires_ms, max_hosts, used_hosts)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[])
+                 ON CONFLICT (pool, hash) DO UPDATE SET expires_ms = excluded.expires_ms,
+                                                        max_hosts = excluded.max_hosts,
+                                                        used_hosts = excluded.used_hosts"
             }
             Kind::DeleteTokens => "DELETE FROM registration_tokens WHERE pool = ANY($1::text[])",
             Kind::PutCredential => {
@@ -130,10 +132,10 @@ impl Kind {
             Kind::PutPool => &[Key(0), Text(0), Text(1)],
             Kind::PutCounters => &[Key(0), Text(0)],
             Kind::DeletePool | Kind::DeleteTokens => &[Key(0)],
-            Kind::PutHost => &[Key(0), Key(1), Int, Text(0)],
+            Kind::PutHost => &[Key(0), Key(1), Int(0), Text(0)],
             Kind::DeleteHost | Kind::DeleteSession => &[Key(0), Key(1)],
             Kind::PutSession => &[Key(0), Key(1), Key(2), Text(0)],
-            Kind::PutToken => &[Key(0), Key(1), Int],
+            Kind::PutToken => &[Key(0), Key(1), Int(0), Int(1), Int(2)],
             Kind::PutCredential => &[Key(0), Key(1), Key(2)],
         }
     }
@@ -162,7 +164,11 @@ impl Kind {
 
 fn values(m: &Mutation) -> Values<'_> {
     fn v(keys: [&str; 3], texts: [String; 2], int: i64) -> Values<'_> {
-        Values { keys, texts, int }
+        Values {
+            keys,
+            texts,
+            ints: [int, 0, 0],
+        }
     }
     let none = String::new;
     match m {
@@ -189,9 +195,15 @@ fn values(m: &Mutation) -> Values<'_> {
             0,
         ),
         Mutation::DeleteSession { pool, id } => v([pool, id, ""], [none(), none()], 0),
-        Mutation::PutRegistrationToken { pool, token } => {
-            v([pool, &token.hash, ""], [none(), none()], token.expires_ms)
-        }
+        Mutation::PutRegistrationToken { pool, token } => Values {
+            keys: [pool, &token.hash, ""],
+            texts: [none(), none()],
+            ints: [
+                token.expires_ms,
+                i64::from(token.max_hosts),
+                i64::from(token.used_hosts),
+            ],
+        },
         Mutation::PutHostCredential { pool, credential } => v(
             [pool, &credential.host, &credential.hash],
             [none(), none()],
@@ -245,7 +257,9 @@ impl<'a> Step<'a> {
                             .map(|r| r.texts[i].as_str())
                             .collect::<Vec<_>>(),
                     ),
-                    Column::Int => Box::new(self.rows.iter().map(|r| r.int).collect::<Vec<_>>()),
+                    Column::Int(i) => {
+                        Box::new(self.rows.iter().map(|r| r.ints[i]).collect::<Vec<_>>())
+                    }
                 }
             })
             .collect()

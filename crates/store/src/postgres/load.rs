@@ -74,7 +74,8 @@ impl Connection {
         }
         for row in c
             .query(
-                "SELECT pool, hash, expires_ms FROM registration_tokens ORDER BY pool, hash",
+                "SELECT pool, hash, expires_ms, max_hosts, used_hosts FROM registration_tokens
+                 ORDER BY pool, hash",
                 &[],
             )
             .await
@@ -85,6 +86,8 @@ impl Connection {
                 .push(RegistrationToken {
                     hash: row.get(1),
                     expires_ms: row.get(2),
+                    max_hosts: count(row.get(3))?,
+                    used_hosts: count(row.get(4))?,
                 });
         }
         for row in c
@@ -102,6 +105,11 @@ impl Connection {
         }
         Ok(Snapshot { pools })
     }
+}
+
+/// A stored count as the `u32` it was written from.
+fn count(n: i64) -> Result<u32, StoreError> {
+    u32::try_from(n).map_err(|_| StoreError::Corrupt(format!("a count of {n} is out of range")))
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {

@@ -74,6 +74,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (pool, host),
         FOREIGN KEY (pool, host) REFERENCES hosts(pool, name) ON DELETE CASCADE
      );"#,
+    // 3: registration tokens are bound: how many new hosts each may
+    // register, and how many it has. Tokens made before this bound get
+    // one more host (they may have registered any number already).
+    r#"ALTER TABLE registration_tokens ADD COLUMN max_hosts bigint NOT NULL DEFAULT 1;
+     ALTER TABLE registration_tokens ADD COLUMN used_hosts bigint NOT NULL DEFAULT 0;"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under

@@ -378,7 +378,10 @@ async fn register_hosts(client: &Broker, pool: &str, hosts: &[SocketAddr]) -> an
     client
         .replace_pool(
             pool,
-            &json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}),
+            // The fake hosts listen on loopback, which a pool must name
+            // to accept (rule E4).
+            &json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "allowedAddressRanges": ["127.0.0.0/8"]}),
         )
         .await?;
     for (i, address) in hosts.iter().enumerate() {
