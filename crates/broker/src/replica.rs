@@ -538,7 +538,7 @@ async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Response {
 }
 
 /// Serves a replica on `listener` until `shutdown` resolves; then finishes
-/// in-flight requests and, if it leads, flushes its store (closing the
+/// in-flight requests (for up to [`crate::server::SHUTDOWN_GRACE`]) and, if it leads, flushes its store (closing the
 /// connection then hands the lock to a follower).
 pub async fn serve(
     replica: Arc<Replica>,
@@ -547,10 +547,13 @@ pub async fn serve(
 ) -> Result<(), String> {
     let elections = tokio::spawn(replica.clone().run_elections());
     let app = replica.router();
-    let served = axum::serve(crate::listener::LimitedListener::new(listener), app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| format!("server: {e}"));
+    let served = crate::server::serve(
+        crate::listener::LimitedListener::new(listener),
+        app,
+        shutdown,
+    )
+    .await
+    .map_err(|e| format!("server: {e}"));
     elections.abort();
     if let Some(broker) = replica.leader_broker()
         && broker.writer.failure().is_none()

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub const TOKEN: &str = "test-admin-token-0123456789";
+pub const TOKEN: &str = "test-admin-token-0123456789-abcdefghij";
 
 /// A running broker.
 pub struct App {
