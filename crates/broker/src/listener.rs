@@ -18,12 +18,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Most client connections served at once.
 pub const MAX_CONNECTIONS: usize = 4_096;
 
-/// Most connections open at once from one source IP address. Agents and
-/// clients keep one connection each (idle ones close after the server's
-/// `HEADER_READ_TIMEOUT`), so this leaves room for a NAT'd site of hundreds
-/// of hosts while a single address can hold at most a sixteenth of
-/// [`MAX_CONNECTIONS`].
-pub const MAX_CONNECTIONS_PER_SOURCE: usize = 256;
+/// Most connections open at once from one source IP address: a quarter of
+/// [`MAX_CONNECTIONS`], so that one address cannot take them all, while a
+/// portal, a stand-alone front door or a NAT'd site of agents behind one
+/// address keeps room for hundreds of requests at once (idle connections
+/// close after the server's `HEADER_READ_TIMEOUT`).
+pub const MAX_CONNECTIONS_PER_SOURCE: usize = 1_024;
 
 pub struct LimitedListener {
     inner: TcpListener,

@@ -58,6 +58,68 @@ struct Refusals;
 const NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._-]*$";
 const NAME_MAX_CHARS: usize = 253;
 
+/// The ranges `placement::PoolConfig::validate` enforces on a pool's
+/// input, for the document: (schema, property, minimum, maximum).
+const INTEGER_RANGES: &[(&str, &str, usize, usize)] = &[
+    (
+        "HostPoolInput",
+        "maxSessionLimit",
+        0,
+        placement::MAX_SESSION_LIMIT as usize,
+    ),
+    ("HostPoolInput", "pendingTimeoutSeconds", 1, 86_400),
+    ("HostPoolInput", "heartbeatTimeoutSeconds", 5, 86_400),
+    ("LoadIndexSettingsInput", "cpuThreshold", 0, 100),
+    ("LoadIndexSettingsInput", "memoryThreshold", 0, 100),
+    ("LoadIndexSettingsInput", "loadIndexThreshold", 0, 100),
+    (
+        "LoadIndexSettingsInput",
+        "connectingSessionThreshold",
+        0,
+        150,
+    ),
+    ("LogonStormSettingsInput", "loadIndexThreshold", 0, 100),
+    (
+        "LogonStormSettingsInput",
+        "connectingSessionThreshold",
+        0,
+        150,
+    ),
+    ("LogonStormSettingsInput", "minHostsInQueue", 1, 10_000),
+    ("LogonStormSettingsInput", "logonCost", 0, 100),
+];
+
+/// Longest texts of a pool's input, in bytes: (schema, property, maximum).
+const TEXT_LENGTHS: &[(&str, &str, usize)] = &[
+    ("HostPoolInput", "description", 1_024),
+    ("HostPoolInput", "friendlyName", 256),
+];
+
+/// Writes [`INTEGER_RANGES`] and [`TEXT_LENGTHS`] into the components.
+fn add_ranges(openapi: &mut utoipa::openapi::OpenApi) {
+    use utoipa::Number;
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::Schema;
+    let Some(components) = openapi.components.as_mut() else {
+        return;
+    };
+    for &(schema, name, min, max) in INTEGER_RANGES {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(schema)
+            && let Some(RefOr::T(Schema::Object(p))) = object.properties.get_mut(name)
+        {
+            p.minimum = Some(Number::UInt(min));
+            p.maximum = Some(Number::UInt(max));
+        }
+    }
+    for &(schema, name, max) in TEXT_LENGTHS {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(schema)
+            && let Some(RefOr::T(Schema::Object(p))) = object.properties.get_mut(name)
+        {
+            p.max_length = Some(max);
+        }
+    }
+}
+
 impl utoipa::Modify for Refusals {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::path::{Operation, ParameterIn};
@@ -77,6 +139,7 @@ impl utoipa::Modify for Refusals {
                     .build(),
             )
         };
+        add_ranges(openapi);
         for (path, item) in openapi.paths.paths.iter_mut() {
             let names_a_pool = path.contains("{pool}");
             let operations: [&mut Option<Operation>; 5] = [

@@ -18,7 +18,7 @@ use crate::{App, TOKEN, eventually, exe};
 /// The server's bounds, as the broker names them (`broker::server`,
 /// `broker::listener`).
 const MAX_CONNECTIONS: usize = 4_096;
-const MAX_CONNECTIONS_PER_SOURCE: usize = 256;
+const MAX_CONNECTIONS_PER_SOURCE: usize = 1_024;
 
 /// Another source address on loopback, for "the others".
 const OTHER_SOURCE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
@@ -352,13 +352,18 @@ async fn malformed_requests_are_answered_in_the_contracts_shape() {
 }
 
 /// The OpenAPI document says what every operation can answer (401/403
-/// included) and what a name in a path may be.
+/// included), what a name in a path may be, and the ranges of a pool's
+/// settings.
 #[tokio::test]
 async fn the_openapi_document_lists_auth_refusals_and_name_constraints() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     let (status, doc) = app.call_with("GET", "/openapi.json", None, None).await;
     assert_eq!(status, 200);
+    let pool = &doc["components"]["schemas"]["HostPoolInput"]["properties"];
+    assert_eq!(pool["maxSessionLimit"]["maximum"], 999_999, "{pool}");
+    assert_eq!(pool["heartbeatTimeoutSeconds"]["minimum"], 5, "{pool}");
+    assert_eq!(pool["description"]["maxLength"], 1_024, "{pool}");
     let paths = doc["paths"].as_object().unwrap();
     assert!(paths.len() >= 10, "{paths:?}");
     for (path, item) in paths {
