@@ -51,11 +51,15 @@ pub enum ErrorCode {
     /// 504: the leading replica did not answer in time; the outcome is
     /// unknown.
     LeaderTimeout,
+    /// 405: the path exists but not with this method.
+    MethodNotAllowed,
+    /// 414: the request's path and query are longer than the broker reads.
+    UriTooLong,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -74,6 +78,8 @@ impl ErrorCode {
         ErrorCode::ServiceBusy,
         ErrorCode::NoLeader,
         ErrorCode::LeaderTimeout,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::UriTooLong,
     ];
 
     /// The HTTP status this code is answered with.
@@ -94,6 +100,8 @@ impl ErrorCode {
             | ServiceBusy
             | NoLeader => 503,
             LeaderTimeout => 504,
+            MethodNotAllowed => 405,
+            UriTooLong => 414,
         }
     }
 
@@ -119,6 +127,8 @@ impl ErrorCode {
             ServiceBusy => "ServiceBusy",
             NoLeader => "NoLeader",
             LeaderTimeout => "LeaderTimeout",
+            MethodNotAllowed => "MethodNotAllowed",
+            UriTooLong => "UriTooLong",
         }
     }
 

@@ -15,6 +15,7 @@ pub mod front_door;
 pub mod heartbeat;
 pub mod listener;
 pub mod replica;
+pub mod server;
 pub mod state;
 pub mod telemetry;
 pub mod writer;
@@ -42,7 +43,8 @@ pub async fn open(
 }
 
 /// Serves the API on `listener` until `shutdown` resolves or the store
-/// fails; then finishes in-flight requests and flushes the store.
+/// fails; then finishes in-flight requests (for up to
+/// [`server::SHUTDOWN_GRACE`]) and flushes the store.
 pub async fn serve(
     broker: Arc<Broker>,
     listener: tokio::net::TcpListener,
@@ -63,13 +65,15 @@ pub async fn serve(
     });
     let (reason_tx, reason_rx) = tokio::sync::oneshot::channel();
     let app = api::router(broker.clone());
-    let server = axum::serve(listener::LimitedListener::new(listener), app).with_graceful_shutdown(
-        async move {
-            let reason = stop_rx.await.unwrap_or(None);
-            let _ = reason_tx.send(reason);
-        },
-    );
-    server.await.map_err(|e| format!("server: {e}"))?;
+    // Bounded: see `server` (header-read timeout, shutdown grace) and
+    // `listener` (connection caps).
+    let stop = async move {
+        let reason = stop_rx.await.unwrap_or(None);
+        let _ = reason_tx.send(reason);
+    };
+    server::serve(listener::LimitedListener::new(listener), app, stop)
+        .await
+        .map_err(|e| format!("server: {e}"))?;
     ticker.abort();
     let reason = reason_rx.await.unwrap_or(None);
     if let Some(e) = reason {

@@ -1,9 +1,14 @@
-//! A TCP listener with a bound on open connections: past
+//! A TCP listener with bounds on open connections: past
 //! [`MAX_CONNECTIONS`], new connections wait in the kernel's accept backlog
-//! until one closes, instead of exhausting file descriptors.
+//! until one closes, instead of exhausting file descriptors; past
+//! [`MAX_CONNECTIONS_PER_SOURCE`] from one IP address, a new connection from
+//! that address is closed at once, so that one client cannot take every
+//! slot from the others (issue #13, finding 4).
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -13,9 +18,17 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Most client connections served at once.
 pub const MAX_CONNECTIONS: usize = 4_096;
 
+/// Most connections open at once from one source IP address: a quarter of
+/// [`MAX_CONNECTIONS`], so that one address cannot take them all, while a
+/// portal, a stand-alone front door or a NAT'd site of agents behind one
+/// address keeps room for hundreds of requests at once (idle connections
+/// close after the server's `HEADER_READ_TIMEOUT`).
+pub const MAX_CONNECTIONS_PER_SOURCE: usize = 1_024;
+
 pub struct LimitedListener {
     inner: TcpListener,
     permits: Arc<Semaphore>,
+    per_source: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 impl LimitedListener {
@@ -23,14 +36,49 @@ impl LimitedListener {
         LimitedListener {
             inner,
             permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            per_source: Arc::default(),
+        }
+    }
+
+    /// Counts a connection from `ip`, or `None` when that source already
+    /// holds [`MAX_CONNECTIONS_PER_SOURCE`].
+    fn admit(&self, ip: IpAddr) -> Option<SourceSlot> {
+        let mut open = self.per_source.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if *n >= MAX_CONNECTIONS_PER_SOURCE {
+            return None;
+        }
+        *n += 1;
+        Some(SourceSlot {
+            ip,
+            per_source: self.per_source.clone(),
+        })
+    }
+}
+
+/// One connection counted against its source address; uncounted on drop.
+struct SourceSlot {
+    ip: IpAddr,
+    per_source: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut open = self.per_source.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
         }
     }
 }
 
-/// A connection that gives its permit back when it closes.
+/// A connection that gives its permits back when it closes.
 pub struct LimitedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    _source: SourceSlot,
 }
 
 impl axum::serve::Listener for LimitedListener {
@@ -38,22 +86,31 @@ impl axum::serve::Listener for LimitedListener {
     type Addr = std::net::SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed");
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        // Small JSON answers: send them now, not after a delayed ACK.
-        let _ = stream.set_nodelay(true);
-        (
-            LimitedStream {
-                stream,
-                _permit: permit,
-            },
-            addr,
-        )
+        loop {
+            let permit = self
+                .permits
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the semaphore is never closed");
+            let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+            let Some(source) = self.admit(addr.ip()) else {
+                // Dropped: closed at once, and its global permit freed.
+                metrics::counter!("deskbroker_http_connections_refused_total", "reason" => "per_source")
+                    .increment(1);
+                continue;
+            };
+            // Small JSON answers: send them now, not after a delayed ACK.
+            let _ = stream.set_nodelay(true);
+            return (
+                LimitedStream {
+                    stream,
+                    _permit: permit,
+                    _source: source,
+                },
+                addr,
+            );
+        }
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {

@@ -64,6 +64,13 @@ pub const FORWARD_WAIT: Duration = Duration::from_secs(10);
 pub const FORWARD_TIMEOUT: Duration = crate::api::REQUEST_TIMEOUT;
 /// Idle connections kept to the leader.
 pub const FORWARD_IDLE_CONNECTIONS: usize = 256;
+/// How long an idle connection to the leader is kept: well under the
+/// leader's `server::HEADER_READ_TIMEOUT`, after which the leader closes
+/// it, so that a forwarded request is not sent on a connection the leader
+/// is closing at that moment.
+pub const FORWARD_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+const _: () =
+    assert!(FORWARD_IDLE_TIMEOUT.as_secs() < crate::server::HEADER_READ_TIMEOUT.as_secs());
 /// Marks a request forwarded by a replica (its value: the sender's
 /// address). A replica that is not the leader answers it with
 /// [`NOT_LEADER_HEADER`] instead of forwarding it again.
@@ -133,6 +140,7 @@ impl Replica {
             .connect_timeout(Duration::from_secs(2))
             .timeout(FORWARD_TIMEOUT)
             .pool_max_idle_per_host(FORWARD_IDLE_CONNECTIONS)
+            .pool_idle_timeout(FORWARD_IDLE_TIMEOUT)
             .tcp_nodelay(true)
             .build()
             .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
@@ -538,7 +546,7 @@ async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Response {
 }
 
 /// Serves a replica on `listener` until `shutdown` resolves; then finishes
-/// in-flight requests and, if it leads, flushes its store (closing the
+/// in-flight requests (for up to [`crate::server::SHUTDOWN_GRACE`]) and, if it leads, flushes its store (closing the
 /// connection then hands the lock to a follower).
 pub async fn serve(
     replica: Arc<Replica>,
@@ -547,10 +555,13 @@ pub async fn serve(
 ) -> Result<(), String> {
     let elections = tokio::spawn(replica.clone().run_elections());
     let app = replica.router();
-    let served = axum::serve(crate::listener::LimitedListener::new(listener), app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| format!("server: {e}"));
+    let served = crate::server::serve(
+        crate::listener::LimitedListener::new(listener),
+        app,
+        shutdown,
+    )
+    .await
+    .map_err(|e| format!("server: {e}"));
     elections.abort();
     if let Some(broker) = replica.leader_broker()
         && broker.writer.failure().is_none()

@@ -32,13 +32,25 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub database_url: Option<String>,
-    /// The admin bearer token; generated into DATA_DIR/admin.token when unset.
+    /// The admin bearer token (at least 32 characters, no blanks); generated
+    /// into DATA_DIR/admin.token when neither this nor `--admin-token-file`
+    /// is given.
     #[arg(
         long = "admin-token",
         env = "DESKBROKER_ADMIN_TOKEN",
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
+    /// Read the admin bearer token from FILE (its first line; at least 32
+    /// characters, no blanks), e.g. a mounted secret, instead of passing it
+    /// in the environment or on the command line.
+    #[arg(
+        long = "admin-token-file",
+        env = "DESKBROKER_ADMIN_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with = "admin_token"
+    )]
+    pub admin_token_file: Option<PathBuf>,
     /// With `--database-url`: how the other replicas reach this one's API
     /// (`http://host:port`); default `http://` + the listen address, which
     /// must then not be a wildcard (0.0.0.0, ::).
@@ -58,9 +70,13 @@ pub struct ServeArgs {
     pub rdp_public_address: Option<String>,
 }
 
+/// Fewest characters of an admin token: 32 random characters of any
+/// kind people type are well over 128 bits; a generated token has 64 hex
+/// digits (256 bits).
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    private_data_dir(&args.data_dir)?;
     if let Some(pool) = &args.rdp_default_pool {
         anyhow::ensure!(
             args.rdp_listen.is_some(),
@@ -68,12 +84,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
         placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
     }
-    let token = match args.admin_token.clone() {
-        Some(t) if t.len() >= 16 => {
+    let given = match (&args.admin_token, &args.admin_token_file) {
+        (Some(t), _) => Some((
+            t.clone(),
+            "--admin-token / DESKBROKER_ADMIN_TOKEN".to_string(),
+        )),
+        (None, Some(file)) => {
+            let t = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read --admin-token-file {}", file.display()))?;
+            warn_if_readable_by_others(file);
+            let first = t.lines().next().unwrap_or("").trim().to_string();
+            Some((first, format!("--admin-token-file {}", file.display())))
+        }
+        (None, None) => None,
+    };
+    let token = match given {
+        Some((t, source)) => {
+            check_admin_token(&t).with_context(|| format!("the admin token of {source}"))?;
             keep_token_file_in_step(&args.data_dir, &t)?;
             t
         }
-        Some(_) => anyhow::bail!("DESKBROKER_ADMIN_TOKEN must be at least 16 characters"),
         None => admin_token_file(&args.data_dir)?,
     };
     let database_url = args.database_url.clone().filter(|u| !u.trim().is_empty());
@@ -87,6 +117,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let store = store::SqliteStore::open(&args.data_dir)
         .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
+    private_database_files(&args.data_dir)?;
     let store_name = format!("sqlite {}", args.data_dir.display());
     let broker = broker::open(Arc::new(store), token)
         .await
@@ -250,12 +281,108 @@ async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
-/// Reads `DATA_DIR/admin.token`, or creates it (mode 0600) with a new
-/// random token and says where it is.
+/// An admin token must be at least [`MIN_ADMIN_TOKEN_CHARS`] characters
+/// and hold no blank or control character (it travels in a header).
+fn check_admin_token(token: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !token.chars().any(|c| c.is_whitespace() || c.is_control()),
+        "an admin token must not contain blanks or control characters"
+    );
+    let n = token.chars().count();
+    anyhow::ensure!(
+        n >= MIN_ADMIN_TOKEN_CHARS,
+        "an admin token must be at least {MIN_ADMIN_TOKEN_CHARS} characters; this one has {n} \
+         (leave it unset to have one generated into DATA_DIR/admin.token)"
+    );
+    Ok(())
+}
+
+/// Creates the data directory with mode 0700, or makes an existing one
+/// 0700 (saying so): it holds the admin token and the whole state.
+fn private_data_dir(dir: &Path) -> anyhow::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .with_context(|| format!("cannot create data dir {}", dir.display()))?;
+    make_private(dir, 0o700)
+}
+
+/// Makes the SQLite database and its journal files 0600 (SQLite creates
+/// the journal files with the database file's mode from then on).
+fn private_database_files(dir: &Path) -> anyhow::Result<()> {
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with("deskbroker.sqlite3") && entry.file_type()?.is_file()
+        {
+            make_private(&entry.path(), 0o600)?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets `path`'s permissions to `mode` when they allow more (group or
+/// others), with a warning that says what was changed.
+fn make_private(path: &Path, mode: u32) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let old = meta.permissions().mode() & 0o777;
+        if old & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(
+                || format!("cannot restrict the permissions of {}", path.display()),
+            )?;
+            tracing::warn!(path = %path.display(), old = format!("{old:o}"), new = format!("{mode:o}"), "permissions were looser than the owner's: restricted");
+            eprintln!(
+                "warning: {} had mode {old:o}: now {mode:o} (only the broker's user may read it)",
+                path.display()
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, mode);
+    Ok(())
+}
+
+/// A token file given by the operator is theirs to manage (a mounted
+/// secret may be read-only): say so when others may read it, change nothing.
+fn warn_if_readable_by_others(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            eprintln!(
+                "warning: {} has mode {:o}: other users may read the admin token (chmod 600)",
+                path.display(),
+                meta.permissions().mode() & 0o777
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// Reads `DATA_DIR/admin.token` (made 0600 if it was looser), or creates it
+/// (mode 0600) with a new random token and says where it is.
 fn admin_token_file(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join("admin.token");
     match std::fs::read_to_string(&path) {
-        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(t) if !t.trim().is_empty() => {
+            make_private(&path, 0o600)?;
+            let t = t.trim().to_string();
+            check_admin_token(&t)
+                .with_context(|| format!("the admin token in {}", path.display()))?;
+            return Ok(t);
+        }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),

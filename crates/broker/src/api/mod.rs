@@ -34,6 +34,9 @@ pub use error::ApiError;
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 /// A request that takes longer than this is answered 503 and dropped.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest path and query string read; longer ones are answered 414
+/// `UriTooLong` (every name is at most 253 characters, a user 256).
+pub const MAX_URI_BYTES: usize = 8 * 1024;
 
 pub use service::ApiDoc;
 
@@ -74,6 +77,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             post(registration::create_token).delete(registration::revoke_tokens),
         )
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .route_layer(middleware::from_fn_with_state(broker.clone(), authenticate));
     // Registration carries its token in the body: no bearer token.
     let api = Router::new()
@@ -91,12 +95,83 @@ pub fn router(broker: Arc<Broker>) -> Router {
         // The web console: static files, no data, no token (console.rs).
         .merge(console::routes())
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             REQUEST_TIMEOUT,
         ))
+        .layer(middleware::from_fn(edge))
         .with_state(broker)
+}
+
+/// What every request passes first and every answer last: a path and query
+/// longer than [`MAX_URI_BYTES`] is 414, a path that is not UTF-8 once
+/// percent-decoded is 400 (both in the contract's shape, before routing),
+/// and answers say `Cache-Control: no-store` unless they chose otherwise
+/// (the console's files), so that no cache or proxy keeps a registration
+/// token, a host credential or any state.
+async fn edge(req: Request, next: Next) -> Response {
+    let uri = req.uri();
+    let length = uri.path_and_query().map_or(0, |p| p.as_str().len());
+    let refusal = if length > MAX_URI_BYTES {
+        Some(ApiError::new(
+            ErrorCode::UriTooLong,
+            format!("the path and query are {length} bytes; at most {MAX_URI_BYTES} are read"),
+        ))
+    } else if std::str::from_utf8(&percent_decode(uri.path().as_bytes())).is_err() {
+        Some(ApiError::invalid(
+            "the path is not valid UTF-8 once percent-decoded",
+        ))
+    } else {
+        None
+    };
+    let mut answer = match refusal {
+        Some(e) => axum::response::IntoResponse::into_response(e),
+        None => next.run(req).await,
+    };
+    answer
+        .headers_mut()
+        .entry(axum::http::header::CACHE_CONTROL)
+        .or_insert(axum::http::HeaderValue::from_static("no-store"));
+    answer
+}
+
+/// `%XX` sequences decoded to their bytes; anything else kept as it is.
+fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        if input[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                input.get(i + 1).copied().and_then(hex),
+                input.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push(hi << 4 | lo);
+            i += 3;
+        } else {
+            out.push(input[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this path does not take that method (see /openapi.json)",
+    )
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header; the scheme is
+/// matched without regard to case (RFC 9110, section 11.1).
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, token) = header.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 async fn not_found() -> ApiError {
@@ -118,7 +193,7 @@ async fn authenticate(
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let Some(token) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
+    let Some(token) = header.and_then(bearer_token) else {
         return Err(ApiError::unauthorized(
             "missing Authorization: Bearer TOKEN header (the admin token is in \
              DATA_DIR/admin.token or DESKBROKER_ADMIN_TOKEN)",
@@ -193,5 +268,28 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
             .await
             .map(|axum::extract::Query(v)| Query(v))
             .map_err(|e| ApiError::invalid(format!("query string: {}", e.body_text())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_without_regard_to_case() {
+        for header in ["Bearer t0k", "bearer t0k", "BEARER t0k", "bEaReR  t0k"] {
+            assert_eq!(bearer_token(header), Some("t0k"), "{header}");
+        }
+        for header in ["Basic t0k", "Bearer", "Bearer ", "Bearert0k", "t0k"] {
+            assert_eq!(bearer_token(header), None, "{header}");
+        }
+    }
+
+    #[test]
+    fn paths_are_percent_decoded_before_the_utf8_check() {
+        assert_eq!(percent_decode(b"/a%20b"), b"/a b");
+        assert_eq!(percent_decode(b"/%ff%FE"), [b'/', 0xff, 0xfe]);
+        assert_eq!(percent_decode(b"/100%"), b"/100%");
+        assert_eq!(percent_decode(b"/%zz"), b"/%zz");
     }
 }

@@ -28,7 +28,7 @@ use crate::state::Broker;
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
         types::HeartbeatInput, types::ConnectInput, types::ConnectOutput,
         types::SessionOutput, types::SessionPatch)),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),
 )]
 pub struct ApiDoc;
@@ -43,6 +43,159 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// The refusals every operation can answer besides those its handler
+/// lists, and the constraints of the names in paths, so that the document
+/// says everything a client can receive (schemathesis checks it in CI):
+/// 400 (a malformed path, query or body), 401 and 403 (the bearer token),
+/// 404 (the pool or host in the path), 413 (a body over the limit), 414
+/// (`MAX_URI_BYTES`), 503 (`REQUEST_TIMEOUT`, a failed store, a full queue).
+struct Refusals;
+
+/// What a pool or session host name may be (`placement::validate_name`).
+const NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._-]*$";
+const NAME_MAX_CHARS: usize = 253;
+
+/// The ranges `placement::PoolConfig::validate` enforces on a pool's
+/// input, for the document: (schema, property, minimum, maximum).
+const INTEGER_RANGES: &[(&str, &str, usize, usize)] = &[
+    (
+        "HostPoolInput",
+        "maxSessionLimit",
+        0,
+        placement::MAX_SESSION_LIMIT as usize,
+    ),
+    ("HostPoolInput", "pendingTimeoutSeconds", 1, 86_400),
+    ("HostPoolInput", "heartbeatTimeoutSeconds", 5, 86_400),
+    ("LoadIndexSettingsInput", "cpuThreshold", 0, 100),
+    ("LoadIndexSettingsInput", "memoryThreshold", 0, 100),
+    ("LoadIndexSettingsInput", "loadIndexThreshold", 0, 100),
+    (
+        "LoadIndexSettingsInput",
+        "connectingSessionThreshold",
+        0,
+        150,
+    ),
+    ("LogonStormSettingsInput", "loadIndexThreshold", 0, 100),
+    (
+        "LogonStormSettingsInput",
+        "connectingSessionThreshold",
+        0,
+        150,
+    ),
+    ("LogonStormSettingsInput", "minHostsInQueue", 1, 10_000),
+    ("LogonStormSettingsInput", "logonCost", 0, 100),
+];
+
+/// Longest texts of a pool's input, in bytes: (schema, property, maximum).
+const TEXT_LENGTHS: &[(&str, &str, usize)] = &[
+    ("HostPoolInput", "description", 1_024),
+    ("HostPoolInput", "friendlyName", 256),
+];
+
+/// Writes [`INTEGER_RANGES`] and [`TEXT_LENGTHS`] into the components.
+fn add_ranges(openapi: &mut utoipa::openapi::OpenApi) {
+    use utoipa::Number;
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::Schema;
+    let Some(components) = openapi.components.as_mut() else {
+        return;
+    };
+    for &(schema, name, min, max) in INTEGER_RANGES {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(schema)
+            && let Some(RefOr::T(Schema::Object(p))) = object.properties.get_mut(name)
+        {
+            p.minimum = Some(Number::UInt(min));
+            p.maximum = Some(Number::UInt(max));
+        }
+    }
+    for &(schema, name, max) in TEXT_LENGTHS {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(schema)
+            && let Some(RefOr::T(Schema::Object(p))) = object.properties.get_mut(name)
+        {
+            p.max_length = Some(max);
+        }
+    }
+}
+
+impl utoipa::Modify for Refusals {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::{Operation, ParameterIn};
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+
+        let refusal = |why: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(why)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        add_ranges(openapi);
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let names_a_pool = path.contains("{pool}");
+            let operations: [&mut Option<Operation>; 5] = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for op in operations.into_iter().flatten() {
+                let mut add = |status: &str, why: &str| {
+                    op.responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| refusal(why));
+                };
+                add(
+                    "400",
+                    "InvalidParameter: a malformed path, query string or body",
+                );
+                add(
+                    "401",
+                    "Unauthorized: no bearer token, or one the broker does not know",
+                );
+                add("403", "Forbidden: the token does not allow this request");
+                add("414", "UriTooLong: the path and query are too long");
+                add(
+                    "503",
+                    "The broker cannot serve this now (store, queue, time limit)",
+                );
+                if names_a_pool {
+                    add(
+                        "404",
+                        "The host pool, session host or session does not exist",
+                    );
+                }
+                if op.request_body.is_some() {
+                    add("413", "PayloadTooLarge: the body is over the limit");
+                }
+                for param in op.parameters.iter_mut().flatten() {
+                    let RefOr::T(param) = param else { continue };
+                    if param.parameter_in == ParameterIn::Path
+                        && matches!(param.name.as_str(), "pool" | "host")
+                    {
+                        param.schema = Some(RefOr::T(
+                            ObjectBuilder::new()
+                                .schema_type(Type::String)
+                                .min_length(Some(1))
+                                .max_length(Some(NAME_MAX_CHARS))
+                                .pattern(Some(NAME_PATTERN))
+                                .into(),
+                        ));
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@ mod cli;
 mod console;
 mod durability;
 mod gateway;
+mod http_edge;
 mod load_index;
 mod postgres;
 mod rdp;
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub const TOKEN: &str = "test-admin-token-0123456789";
+pub const TOKEN: &str = "test-admin-token-0123456789-abcdefghij";
 
 /// A running broker.
 pub struct App {
@@ -66,7 +67,7 @@ impl App {
 
     /// `spawn_with`, with `DESKBROKER_ADMIN_TOKEN` set to `admin_token` or
     /// unset.
-    fn spawn_opts(
+    pub fn spawn_opts(
         data_dir: &Path,
         listen: &str,
         extra: &[&str],
