@@ -17,6 +17,7 @@ pub mod listener;
 pub mod replica;
 pub mod state;
 pub mod telemetry;
+pub mod tls;
 pub mod writer;
 
 use std::future::Future;
@@ -41,11 +42,12 @@ pub async fn open(
     Ok(Arc::new(Broker::new(store, snapshot, admin_token)))
 }
 
-/// Serves the API on `listener` until `shutdown` resolves or the store
-/// fails; then finishes in-flight requests and flushes the store.
+/// Serves the API on `listener` (a `TcpListener` for plain HTTP, or
+/// [`tls::Listening::tls`] for HTTPS) until `shutdown` resolves or the
+/// store fails; then finishes in-flight requests and flushes the store.
 pub async fn serve(
     broker: Arc<Broker>,
-    listener: tokio::net::TcpListener,
+    listener: impl Into<tls::Listening>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let ticker = spawn_ticker(broker.clone());
@@ -63,12 +65,10 @@ pub async fn serve(
     });
     let (reason_tx, reason_rx) = tokio::sync::oneshot::channel();
     let app = api::router(broker.clone());
-    let server = axum::serve(listener::LimitedListener::new(listener), app).with_graceful_shutdown(
-        async move {
-            let reason = stop_rx.await.unwrap_or(None);
-            let _ = reason_tx.send(reason);
-        },
-    );
+    let server = axum::serve(listener.into(), app).with_graceful_shutdown(async move {
+        let reason = stop_rx.await.unwrap_or(None);
+        let _ = reason_tx.send(reason);
+    });
     server.await.map_err(|e| format!("server: {e}"))?;
     ticker.abort();
     let reason = reason_rx.await.unwrap_or(None);
