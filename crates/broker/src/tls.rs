@@ -265,7 +265,7 @@ impl axum::serve::Listener for Listening {
         let stream = match &self.tls {
             None => Stream::Plain(stream),
             Some(tls) => Stream::Handshake(
-                tls.acceptor.accept(stream),
+                Box::new(tls.acceptor.accept(stream)),
                 Box::pin(tokio::time::sleep(HANDSHAKE_TIMEOUT)),
             ),
         };
@@ -281,7 +281,7 @@ impl axum::serve::Listener for Listening {
 pub enum Stream {
     Plain(LimitedStream),
     Handshake(
-        tokio_rustls::Accept<LimitedStream>,
+        Box<tokio_rustls::Accept<LimitedStream>>,
         Pin<Box<tokio::time::Sleep>>,
     ),
     Tls(Box<tokio_rustls::server::TlsStream<LimitedStream>>),
@@ -302,7 +302,7 @@ impl Stream {
                 _ => Poll::Ready(Ok(())),
             };
         };
-        match Pin::new(accept).poll(cx) {
+        match Pin::new(accept.as_mut()).poll(cx) {
             Poll::Ready(Ok(tls)) => {
                 *self = Stream::Tls(Box::new(tls));
                 Poll::Ready(Ok(()))
