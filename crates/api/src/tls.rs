@@ -292,7 +292,7 @@ impl ServerCertVerifier for Pinned {
 
 /// The TLS failure inside a transport error, if that is what it was: the
 /// rustls error (a certificate refused, a handshake failed), said in words.
-pub(crate) fn tls_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+pub fn tls_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut cause = Some(err);
     while let Some(e) = cause {
         if let Some(tls) = e.downcast_ref::<rustls::Error>() {

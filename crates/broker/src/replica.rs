@@ -321,7 +321,14 @@ impl Replica {
         request = request.header(FORWARDED_HEADER, &self.config.advertise_url);
         let answer = match request.send().await {
             Ok(answer) => answer,
-            Err(e) if e.is_connect() => return Forwarded::Retry,
+            Err(e) if e.is_connect() => {
+                // A leader whose certificate this replica does not trust
+                // (--ca-cert, --tls-fingerprint) looks unreachable: say why.
+                if let Some(why) = api::tls::tls_failure(&e) {
+                    tracing::warn!(%leader, error = %why, "TLS with the leader failed");
+                }
+                return Forwarded::Retry;
+            }
             Err(e) => return self.lost(method, path_and_query, &e),
         };
         let status = answer.status();

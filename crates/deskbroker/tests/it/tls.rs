@@ -641,3 +641,30 @@ async fn replicas_forward_over_https_and_reach_postgresql_over_tls() {
         "every broker connection uses TLS"
     );
 }
+
+#[tokio::test]
+async fn a_database_whose_certificate_is_not_the_trusted_one_is_refused() {
+    let db = scratch("tls_verify").await;
+    let dir = tempfile::tempdir().unwrap();
+    // The test server's certificate was not issued by this CA: as a man in
+    // the middle's would not be.
+    let ca = Ca::new(dir.path(), "not-the-servers-ca");
+    let sep = if db.url().contains('?') { "&" } else { "?" };
+    let url = format!(
+        "{}{sep}sslmode=verify-full&sslrootcert={}",
+        db.url(),
+        ca.pem.display()
+    );
+    let err = crate::postgres::spawn_with(&dir.path().join("r"), &["--database-url", &url])
+        .err()
+        .expect("a database it cannot verify is refused");
+    assert!(
+        err.contains("cannot connect to PostgreSQL") && err.contains("certificate"),
+        "{err}"
+    );
+    // With the encryption asked for, the same database is used.
+    let url = format!("{}{sep}sslmode=require", db.url());
+    let app = crate::postgres::spawn_with(&dir.path().join("ok"), &["--database-url", &url])
+        .expect("sslmode=require connects");
+    app.ok("GET", "/api/v1/hostPools", None, 200).await;
+}
