@@ -113,6 +113,20 @@ enum Kind {
     Roots(Vec<CertificateDer<'static>>),
     /// Exactly one certificate, whatever it names (`--tls-fingerprint`).
     Pinned(Fingerprint),
+    /// Exactly the certificate whose fingerprint the function answers at
+    /// each handshake: a broker calling its own API (its in-process front
+    /// door), which follows its certificate across SIGHUP reloads.
+    Live(Live),
+}
+
+/// A fingerprint read anew at each handshake.
+#[derive(Clone)]
+struct Live(Arc<dyn Fn() -> Fingerprint + Send + Sync>);
+
+impl fmt::Debug for Live {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Live({})", (self.0)())
+    }
 }
 
 /// Why the trust flags cannot be used; names the flag and the file.
@@ -137,6 +151,13 @@ impl Trust {
     /// Only this fingerprint.
     pub fn pinned(fingerprint: Fingerprint) -> Trust {
         Trust(Kind::Pinned(fingerprint))
+    }
+
+    /// Only the certificate whose fingerprint `current` answers when a
+    /// connection is made (a process trusting the certificate it serves,
+    /// which SIGHUP may replace).
+    pub fn pinned_live(current: impl Fn() -> Fingerprint + Send + Sync + 'static) -> Trust {
+        Trust(Kind::Live(Live(Arc::new(current))))
     }
 
     /// The CA certificates in the PEM file at `path`.
@@ -197,8 +218,15 @@ impl Trust {
                 .build()
                 .map_err(|e| TrustError::Setup(format!("--ca-cert: {e}")))?
             }
-            Kind::Pinned(fingerprint) => Arc::new(Pinned {
-                fingerprint: *fingerprint,
+            Kind::Pinned(fingerprint) => {
+                let fingerprint = *fingerprint;
+                Arc::new(Pinned {
+                    fingerprint: Live(Arc::new(move || fingerprint)),
+                    provider,
+                })
+            }
+            Kind::Live(live) => Arc::new(Pinned {
+                fingerprint: live.clone(),
                 provider,
             }),
         };
@@ -218,7 +246,7 @@ impl Trust {
 /// copy of the certificate is of no use to anyone else.
 #[derive(Debug)]
 struct Pinned {
-    fingerprint: Fingerprint,
+    fingerprint: Live,
     provider: Arc<CryptoProvider>,
 }
 
@@ -243,14 +271,12 @@ impl ServerCertVerifier for Pinned {
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let got = Fingerprint::of(end_entity);
-        if got == self.fingerprint {
+        let want = (self.fingerprint.0)();
+        if got == want {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::InvalidCertificate(CertificateError::Other(
-                rustls::OtherError(Arc::new(FingerprintMismatch {
-                    got,
-                    want: self.fingerprint,
-                })),
+                rustls::OtherError(Arc::new(FingerprintMismatch { got, want })),
             )))
         }
     }
@@ -344,6 +370,30 @@ mod tests {
             }
             assert!(Fingerprint::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_live_pin_follows_the_certificate_it_is_told_of() {
+        let (a, b) = (b"certificate a".as_slice(), b"certificate b".as_slice());
+        let current = Arc::new(std::sync::Mutex::new(Fingerprint::of(a)));
+        let reader = current.clone();
+        let verifier = Pinned {
+            fingerprint: Live(Arc::new(move || *reader.lock().unwrap())),
+            provider: Arc::new(rustls::crypto::ring::default_provider()),
+        };
+        let name = ServerName::try_from("localhost").unwrap();
+        let check = |der: &[u8]| {
+            verifier
+                .verify_server_cert(&CertificateDer::from(der), &[], &name, &[], UnixTime::now())
+                .is_ok()
+        };
+        assert!(check(a) && !check(b));
+        *current.lock().unwrap() = Fingerprint::of(b);
+        assert!(check(b) && !check(a));
+        let e = verifier
+            .verify_server_cert(&CertificateDer::from(a), &[], &name, &[], UnixTime::now())
+            .expect_err("a");
+        assert!(tls_failure(&e).unwrap().contains("not the pinned"), "{e}");
     }
 
     #[test]

@@ -313,10 +313,12 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
                 format!("{scheme}://{addr}")
             };
             let own = api::BrokerUrl::parse(&own)?;
-            // Its own certificate, pinned as served at start: after a
-            // SIGHUP that changes it, restart the replica to re-pin.
+            // Exactly the certificate it serves, across SIGHUP reloads.
             let trust = match &tls {
-                Some(tls) => api::Trust::pinned(tls.fingerprint()),
+                Some(tls) => {
+                    let tls = tls.clone();
+                    api::Trust::pinned_live(move || tls.fingerprint())
+                }
                 None => api::Trust::system(),
             };
             let placer = gateway::Http::with_trust(own, &token, &trust)

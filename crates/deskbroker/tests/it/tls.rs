@@ -668,3 +668,112 @@ async fn a_database_whose_certificate_is_not_the_trusted_one_is_refused() {
         .expect("sslmode=require connects");
     app.ok("GET", "/api/v1/hostPools", None, 200).await;
 }
+
+/// `deskbroker gateway` against `broker` with `trust_flags`; answers the
+/// process and its RDP address.
+fn gateway(broker: &str, trust_flags: &[&str]) -> (Killed, String) {
+    let mut child = Command::new(exe())
+        .args(["gateway", "--broker", broker, "--rdp-listen", "127.0.0.1:0"])
+        .args(["--rdp-default-pool", "farm"])
+        .args(trust_flags)
+        .env("DESKBROKER_TOKEN", TOKEN)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start deskbroker gateway");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let line = read_line(&mut stdout, &mut child);
+    std::mem::forget(stdout);
+    let addr = line
+        .strip_prefix("rdp front door listening on ")
+        .expect("the listening line")
+        .to_string();
+    (Killed(child), addr)
+}
+
+/// Sends a real client's first PDU to the front door at `front_door`;
+/// answers whether `host` was dialled and got it byte for byte, and the
+/// client connection (kept open so the session stays up).
+async fn rdp_through(
+    front_door: &str,
+    host: &tokio::net::TcpListener,
+) -> (bool, tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pdu = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../gateway/tests/fixtures/xfreerdp-2.11.7-user.bin"
+    ))
+    .unwrap();
+    let mut client = tokio::net::TcpStream::connect(front_door).await.unwrap();
+    client.write_all(&pdu).await.unwrap();
+    // The front door either dials the host, or closes the client's
+    // connection when it cannot place the user.
+    let mut byte = [0u8; 1];
+    tokio::select! {
+        accepted = host.accept() => {
+            let (mut upstream, _) = accepted.unwrap();
+            let mut got = vec![0; pdu.len()];
+            upstream.read_exact(&mut got).await.unwrap();
+            (got == pdu, client)
+        }
+        read = client.read(&mut byte) => {
+            assert!(matches!(read, Ok(0) | Err(_)), "the front door sent nothing");
+            (false, client)
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_standalone_front_door_places_over_https_and_refuses_a_wrong_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca");
+    let (cert, key, leaf_sha) = ca.leaf(dir.path(), "broker");
+    let trust = api::Trust::ca_file(&ca.pem).expect("CA");
+    let (app, _) = serve(
+        &dir.path().join("data"),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+        &trust,
+    );
+    let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host_addr = host.local_addr().unwrap().to_string();
+    app.ok("PUT", "/api/v1/hostPools/farm", Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 5})), 201).await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": host_addr})),
+        201,
+    )
+    .await;
+
+    // A front door pinning another certificate places nobody: its admin
+    // token never leaves it.
+    let wrong = fingerprint(b"a man in the middle");
+    let (_bad, bad_door) = gateway(&app.url, &["--tls-fingerprint", &wrong]);
+    let (dialled, _c) = rdp_through(&bad_door, &host).await;
+    assert!(!dialled, "no placement through an untrusted broker");
+    let (status, sessions) = app
+        .call("GET", "/api/v1/hostPools/farm/userSessions", None)
+        .await;
+    assert_eq!(
+        (status, sessions["value"].as_array().map(Vec::len)),
+        (200, Some(0))
+    );
+
+    // Trusting the CA, or pinning the right certificate: placed.
+    for flags in [
+        vec!["--ca-cert", ca.pem.to_str().unwrap()],
+        vec!["--tls-fingerprint", leaf_sha.as_str()],
+    ] {
+        let (_gw, door) = gateway(&app.url, &flags);
+        let (dialled, _client) = rdp_through(&door, &host).await;
+        assert!(dialled, "{flags:?}: the host got the first PDU");
+    }
+}
