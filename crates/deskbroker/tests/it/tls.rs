@@ -777,3 +777,76 @@ async fn the_standalone_front_door_places_over_https_and_refuses_a_wrong_certifi
         assert!(dialled, "{flags:?}: the host got the first PDU");
     }
 }
+
+#[tokio::test]
+async fn a_replicas_own_front_door_follows_its_certificate_across_a_reload() {
+    let db = scratch("tls_front_door").await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca");
+    let (cert, key, _) = ca.leaf(dir.path(), "old");
+    let (new_cert, new_key, new_sha) = ca.leaf(dir.path(), "new");
+    let live_cert = dir.path().join("live-cert.pem");
+    let live_key = dir.path().join("live-key.pem");
+    std::fs::copy(&cert, &live_cert).unwrap();
+    std::fs::copy(&key, &live_key).unwrap();
+    let trust = api::Trust::ca_file(&ca.pem).expect("CA");
+    let (app, lines) = serve(
+        &dir.path().join("r"),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            db.url(),
+            "--tls-cert",
+            live_cert.to_str().unwrap(),
+            "--tls-key",
+            live_key.to_str().unwrap(),
+            "--rdp-listen",
+            "127.0.0.1:0",
+            "--rdp-default-pool",
+            "farm",
+        ],
+        &trust,
+    );
+    let door = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("rdp front door listening on "))
+        .expect("the front door's line")
+        .to_string();
+    let leads = eventually(PATIENCE, || async {
+        app.text("/healthz").await.starts_with("ok leader")
+    })
+    .await;
+    assert!(leads);
+    let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host_addr = host.local_addr().unwrap().to_string();
+    app.ok("PUT", "/api/v1/hostPools/farm", Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 5})), 201).await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": host_addr})),
+        201,
+    )
+    .await;
+
+    // A new certificate, loaded on SIGHUP.
+    std::fs::copy(&new_cert, &live_cert).unwrap();
+    std::fs::copy(&new_key, &live_key).unwrap();
+    hangup(&app);
+    let fresh = client(&api::Trust::pinned(
+        api::Fingerprint::parse(&new_sha).unwrap(),
+    ));
+    let swapped = eventually(PATIENCE, || async {
+        fresh
+            .get(format!("{}/healthz", app.url))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+    })
+    .await;
+    assert!(swapped, "the new certificate is served");
+    // The front door, which places through this replica's own API over
+    // HTTPS, still places users.
+    let (dialled, _client) = rdp_through(&door, &host).await;
+    assert!(dialled, "the front door placed the user after the reload");
+}
