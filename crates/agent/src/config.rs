@@ -46,9 +46,21 @@ pub const MAX_CONNECTING_SESSION_THRESHOLD: u32 = 150;
 /// [`Config::load`] says what is missing.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct AgentArgs {
-    /// The broker's base URL, e.g. http://broker.contoso.com:8080.
+    /// The broker's base URL, e.g. https://broker.contoso.com:8080.
     #[arg(long, env = "DESKBROKER_URL", value_name = "URL")]
     pub broker: Option<String>,
+    /// Trust this PEM CA certificate (a private CA) for an `https://`
+    /// broker's certificate, instead of the system's roots.
+    #[arg(long = "ca-cert", env = "DESKBROKER_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Accept only the broker certificate with this SHA-256 fingerprint
+    /// (what `deskbroker serve` prints for a self-signed one).
+    #[arg(
+        long = "tls-fingerprint",
+        env = "DESKBROKER_TLS_FINGERPRINT",
+        value_name = "SHA256"
+    )]
+    pub tls_fingerprint: Option<String>,
     /// The host pool this session host joins.
     #[arg(long, env = "DESKBROKER_HOST_POOL", value_name = "N")]
     pub host_pool: Option<String>,
@@ -112,6 +124,8 @@ pub struct AgentArgs {
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub broker: Option<String>,
+    pub ca_cert: Option<PathBuf>,
+    pub tls_fingerprint: Option<String>,
     pub host_pool: Option<String>,
     pub registration_token: Option<String>,
     pub name: Option<String>,
@@ -154,6 +168,8 @@ pub fn policy_is_empty(policy: &HostPolicy) -> bool {
 pub struct Config {
     /// The broker's base URL; API paths are appended to its path.
     pub broker: BrokerUrl,
+    /// How an `https://` broker's certificate is trusted.
+    pub tls: TlsConfig,
     pub host_pool: String,
     /// Needed only when there is no saved credential, or it was revoked.
     pub registration_token: Option<String>,
@@ -167,6 +183,26 @@ pub struct Config {
     /// `None` lets the broker apply its default (`["rdp"]`).
     pub capabilities: Option<Vec<String>>,
     pub policy: HostPolicy,
+}
+
+/// How the agent trusts an `https://` broker: the system's roots, a
+/// private CA (`--ca-cert`), or one pinned certificate
+/// (`--tls-fingerprint`); at most one of the last two.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TlsConfig {
+    pub ca_cert: Option<PathBuf>,
+    pub fingerprint: Option<api::Fingerprint>,
+}
+
+impl TlsConfig {
+    /// The client's trust; reads the CA file.
+    pub fn trust(&self) -> Result<api::Trust, api::TrustError> {
+        match (&self.ca_cert, self.fingerprint) {
+            (Some(path), _) => api::Trust::ca_file(path),
+            (None, Some(f)) => Ok(api::Trust::pinned(f)),
+            (None, None) => Ok(api::Trust::system()),
+        }
+    }
 }
 
 /// A configuration that cannot be used, said in one line naming the setting.
@@ -238,6 +274,21 @@ impl Config {
             key: "broker",
         })?;
         let broker = parse_broker_url(&broker)?;
+        let ca_cert = args.ca_cert.or(file.ca_cert);
+        let fingerprint = given(args.tls_fingerprint.or(file.tls_fingerprint))
+            .map(|f| api::Fingerprint::parse(&f))
+            .transpose()
+            .map_err(|e| invalid("tls_fingerprint (--tls-fingerprint)", e.to_string()))?;
+        if ca_cert.is_some() && fingerprint.is_some() {
+            return Err(invalid(
+                "ca_cert (--ca-cert)",
+                "give --ca-cert or --tls-fingerprint, not both",
+            ));
+        }
+        let tls = TlsConfig {
+            ca_cert,
+            fingerprint,
+        };
 
         let host_pool = given(args.host_pool.or(file.host_pool)).ok_or(ConfigError::Missing {
             what: "host pool",
@@ -353,6 +404,7 @@ impl Config {
 
         Ok(Config {
             broker,
+            tls,
             host_pool,
             registration_token,
             name,
@@ -487,6 +539,12 @@ mod tests {
         if !has("--config") {
             a.config = None;
         }
+        if !has("--ca-cert") {
+            a.ca_cert = None;
+        }
+        if !has("--tls-fingerprint") {
+            a.tls_fingerprint = None;
+        }
         a
     }
 
@@ -606,12 +664,12 @@ mod tests {
             (
                 "--broker b:1 --host-pool p --name h --address a:1",
                 "",
-                "broker URL (--broker / DESKBROKER_URL): \"b:1\": write it as http://HOST:PORT, e.g. http://b:1",
+                "broker URL (--broker / DESKBROKER_URL): \"b:1\": write it as http://HOST:PORT or https://HOST:PORT, e.g. https://b:1",
             ),
             (
-                "--broker https://b:1 --host-pool p --name h --address a:1",
+                "--broker https://b:1 --host-pool p --name h --address a:1 --tls-fingerprint ab",
                 "",
-                "broker URL (--broker / DESKBROKER_URL): https://b:1: this build of deskbroker speaks plain HTTP only; use http:// or put a TLS-terminating proxy in front of the broker",
+                "tls_fingerprint (--tls-fingerprint): invalid --tls-fingerprint \"ab\": give the certificate's SHA-256 as 64 hex digits, with or without colons (as `deskbroker serve` prints it)",
             ),
             (
                 &format!("{MINIMAL} --interval 4"),

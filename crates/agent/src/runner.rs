@@ -321,9 +321,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let interval = config.interval;
     let mut sampler = Sampler::new(&config);
     let mut agent = Agent {
-        client: Client::new(
+        client: Client::with_trust(
             config.broker.clone(),
             concat!("deskbroker-agent/", env!("CARGO_PKG_VERSION")),
+            &config
+                .tls
+                .trust()
+                .map_err(|e| AgentError::Client(e.to_string()))?,
         )
         .map_err(|e| AgentError::Client(e.to_string()))?,
         state,

@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ErrorCode;
+use crate::tls::{Trust, tls_failure};
 use crate::types::{
     ConnectInput, ConnectOutput, HeartbeatInput, Page, RegisterInput, RegisterOutput,
     SessionHostOutput, SessionOutput, SessionPatch,
@@ -50,6 +51,11 @@ pub enum ClientError {
          there? set --broker or DESKBROKER_URL)"
     )]
     Connect { broker: String, detail: String },
+    /// Connected, but the TLS handshake failed: the broker's certificate
+    /// is not trusted (`--ca-cert`), its fingerprint is not the pinned one
+    /// (`--tls-fingerprint`), or the broker does not speak TLS there.
+    #[error("TLS with the broker at {broker} failed: {detail}")]
+    Tls { broker: String, detail: String },
     /// Connected, but no complete answer within [`REQUEST_TIMEOUT`].
     #[error("the broker at {broker} did not answer within {} s", REQUEST_TIMEOUT.as_secs())]
     Timeout { broker: String },
@@ -72,11 +78,13 @@ pub enum ClientError {
 
 impl ClientError {
     /// True when the same request may succeed later unchanged: no answer,
+    /// a failed TLS handshake (the broker's certificate may be replaced),
     /// or a status that says "not now" (5xx, 408, 429). A refusal (4xx) or
     /// an answer this client cannot read would be the same again.
     pub fn is_retryable(&self) -> bool {
         match self {
             ClientError::Connect { .. }
+            | ClientError::Tls { .. }
             | ClientError::Timeout { .. }
             | ClientError::Transport { .. } => true,
             ClientError::Api { status, .. } | ClientError::Unexpected { status, .. } => {
@@ -113,10 +121,26 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the broker at `base`, without a token. `user_agent`
-    /// names the program, e.g. `deskbroker-cli/0.1.0`.
+    /// A client of the broker at `base`, without a token, trusting the
+    /// system's roots for an `https://` broker. `user_agent` names the
+    /// program, e.g. `deskbroker-cli/0.1.0`.
     pub fn new(base: BrokerUrl, user_agent: &str) -> Result<Client, ClientError> {
+        Client::with_trust(base, user_agent, &Trust::system())
+    }
+
+    /// A client of the broker at `base` that accepts the certificates
+    /// `trust` says (`--ca-cert`, `--tls-fingerprint`).
+    pub fn with_trust(
+        base: BrokerUrl,
+        user_agent: &str,
+        trust: &Trust,
+    ) -> Result<Client, ClientError> {
+        let tls = trust.client_config().map_err(|e| ClientError::Tls {
+            broker: base.to_string(),
+            detail: e.to_string(),
+        })?;
         let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
             .timeout(REQUEST_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(user_agent)
@@ -366,6 +390,8 @@ impl Client {
         let broker = self.base.to_string();
         if e.is_timeout() {
             ClientError::Timeout { broker }
+        } else if let Some(detail) = tls_failure(e) {
+            ClientError::Tls { broker, detail }
         } else if e.is_connect() {
             ClientError::Connect {
                 broker,

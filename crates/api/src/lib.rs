@@ -9,6 +9,8 @@
 //! - [`rdp_file`]: the `.rdp` connection file and the routing token that
 //!   names a pool (rule R1), written by the broker, parsed by the front door;
 //! - [`url`]: the one parser of a broker URL (`--broker`, `DESKBROKER_URL`);
+//! - [`tls`]: which certificates a client trusts from an `https://`
+//!   broker (system roots, `--ca-cert`, a pinned `--tls-fingerprint`);
 //! - [`client`]: one async client with one timeout policy, a bound on the
 //!   answer's size, and one classification of failures into "retry later"
 //!   and "the broker said no".
@@ -20,9 +22,11 @@
 pub mod client;
 pub mod error;
 pub mod rdp_file;
+pub mod tls;
 pub mod types;
 pub mod url;
 
 pub use client::{CONNECT_TIMEOUT, Client, ClientError, MAX_ANSWER_BYTES, REQUEST_TIMEOUT};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+pub use tls::{Fingerprint, FingerprintError, Trust, TrustError};
 pub use url::{BrokerUrl, BrokerUrlError};

@@ -5,7 +5,7 @@
 
 use reqwest::Url;
 
-/// A broker's base URL: `http://HOST[:PORT][/PATH]`. API paths are
+/// A broker's base URL: `http[s]://HOST[:PORT][/PATH]`. API paths are
 /// appended to its path, so a broker behind a path prefix works.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerUrl(Url);
@@ -21,7 +21,7 @@ impl BrokerUrl {
         let bad = |why: String| Err(BrokerUrlError(why));
         if !text.contains("://") {
             return bad(format!(
-                "{text:?}: write it as http://HOST:PORT, e.g. http://{text}"
+                "{text:?}: write it as http://HOST:PORT or https://HOST:PORT, e.g. https://{text}"
             ));
         }
         let url = match Url::parse(text) {
@@ -29,14 +29,12 @@ impl BrokerUrl {
             Err(e) => return bad(format!("{text:?}: {e}")),
         };
         match url.scheme() {
-            "http" => {}
-            "https" => {
+            "http" | "https" => {}
+            other => {
                 return bad(format!(
-                    "{text}: this build of deskbroker speaks plain HTTP only; use http:// \
-                     or put a TLS-terminating proxy in front of the broker"
+                    "{text}: unsupported scheme {other:?}, use https:// (or http://)"
                 ));
             }
-            other => return bad(format!("{text}: unsupported scheme {other:?}, use http://")),
         }
         if url.cannot_be_a_base() || url.host().is_none() {
             return bad(format!(
@@ -105,13 +103,17 @@ mod tests {
             "http://broker.example/desk/api/v1/hostPools"
         );
         assert_eq!(prefixed.to_string(), "http://broker.example/desk");
+        let tls = BrokerUrl::parse("https://broker.example:8443").expect("https is accepted");
+        assert_eq!(
+            tls.api(&["hostPools"], &[]).as_str(),
+            "https://broker.example:8443/api/v1/hostPools"
+        );
     }
 
     #[test]
     fn bad_broker_urls_are_refused_with_a_way_to_write_them() {
         for (bad, says) in [
             ("127.0.0.1:8080", "write it as http://HOST:PORT"),
-            ("https://broker:443", "plain HTTP only"),
             ("ftp://x", "unsupported scheme"),
             ("not a url", "write it as"),
             ("http://", "empty host"),

@@ -18,6 +18,7 @@ pub mod replica;
 pub mod server;
 pub mod state;
 pub mod telemetry;
+pub mod tls;
 pub mod writer;
 
 use std::future::Future;
@@ -42,12 +43,13 @@ pub async fn open(
     Ok(Arc::new(Broker::new(store, snapshot, admin_token)))
 }
 
-/// Serves the API on `listener` until `shutdown` resolves or the store
-/// fails; then finishes in-flight requests (for up to
+/// Serves the API on `listener` (a `TcpListener` for plain HTTP, or
+/// [`tls::Listening::tls`] for HTTPS) until `shutdown` resolves or the
+/// store fails; then finishes in-flight requests (for up to
 /// [`server::SHUTDOWN_GRACE`]) and flushes the store.
 pub async fn serve(
     broker: Arc<Broker>,
-    listener: tokio::net::TcpListener,
+    listener: impl Into<tls::Listening>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let ticker = spawn_ticker(broker.clone());
@@ -71,7 +73,7 @@ pub async fn serve(
         let reason = stop_rx.await.unwrap_or(None);
         let _ = reason_tx.send(reason);
     };
-    server::serve(listener::LimitedListener::new(listener), app, stop)
+    server::serve(listener.into(), app, stop)
         .await
         .map_err(|e| format!("server: {e}"))?;
     ticker.abort();

@@ -83,8 +83,12 @@ pub const NOT_LEADER_HEADER: &str = "x-deskbroker-not-leader";
 pub struct ReplicaConfig {
     /// `postgres://…` of the shared database.
     pub database_url: String,
-    /// How the other replicas reach this one's HTTP API (`http://host:port`).
+    /// How the other replicas reach this one's HTTP API
+    /// (`http[s]://host:port`).
     pub advertise_url: String,
+    /// Which certificates this replica accepts from the leader when it
+    /// forwards over `https://` (the leader's advertised URL says which).
+    pub leader_trust: api::Trust,
     pub admin_token: String,
     /// Where RDP clients reach this process's front door, for `.rdp` files.
     pub rdp_front_door: Option<String>,
@@ -136,7 +140,12 @@ pub struct Replica {
 impl Replica {
     fn new(config: ReplicaConfig) -> Result<Arc<Replica>, String> {
         crate::telemetry::init();
+        let tls = config
+            .leader_trust
+            .client_config()
+            .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
         let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
             .connect_timeout(Duration::from_secs(2))
             .timeout(FORWARD_TIMEOUT)
             .pool_max_idle_per_host(FORWARD_IDLE_CONNECTIONS)
@@ -320,7 +329,14 @@ impl Replica {
         request = request.header(FORWARDED_HEADER, &self.config.advertise_url);
         let answer = match request.send().await {
             Ok(answer) => answer,
-            Err(e) if e.is_connect() => return Forwarded::Retry,
+            Err(e) if e.is_connect() => {
+                // A leader whose certificate this replica does not trust
+                // (--ca-cert, --tls-fingerprint) looks unreachable: say why.
+                if let Some(why) = api::tls::tls_failure(&e) {
+                    tracing::warn!(%leader, error = %why, "TLS with the leader failed");
+                }
+                return Forwarded::Retry;
+            }
             Err(e) => return self.lost(method, path_and_query, &e),
         };
         let status = answer.status();
@@ -550,13 +566,13 @@ async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Response {
 /// connection then hands the lock to a follower).
 pub async fn serve(
     replica: Arc<Replica>,
-    listener: tokio::net::TcpListener,
+    listener: impl Into<crate::tls::Listening>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let elections = tokio::spawn(replica.clone().run_elections());
     let app = replica.router();
     let served = crate::server::serve(
-        crate::listener::LimitedListener::new(listener),
+        listener.into(),
         app,
         shutdown,
     )

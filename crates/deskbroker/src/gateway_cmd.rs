@@ -24,13 +24,17 @@ pub struct GatewayArgs {
     /// Pool of clients that send no routing token (rule R1).
     #[arg(long = "rdp-default-pool", env = "DESKBROKER_RDP_DEFAULT_POOL")]
     pub rdp_default_pool: Option<String>,
+    /// How an `https://` broker is trusted.
+    #[command(flatten)]
+    pub tls: crate::cli::TlsArgs,
 }
 
 pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(pool) = &args.rdp_default_pool {
         placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
     }
-    let placer = gateway::Http::new(args.broker.clone(), &args.token)
+    let trust = args.tls.trust()?;
+    let placer = gateway::Http::with_trust(args.broker.clone(), &args.token, &trust)
         .map_err(|e| anyhow::anyhow!("broker {}: {e}", args.broker))?;
     let listener = tokio::net::TcpListener::bind(args.rdp_listen)
         .await

@@ -63,6 +63,7 @@ impl Command {
 async fn main() -> ExitCode {
     let args = Args::parse();
     init_tracing(args.command.default_log_level());
+    api::tls::install_default_provider();
 
     let result = match args.command {
         Command::Serve(serve_args) => serve::run(serve_args).await,

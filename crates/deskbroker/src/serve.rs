@@ -1,7 +1,9 @@
 //! `deskbroker serve`: runs the broker (HTTP API) on the embedded SQLite
 //! store in `--data-dir`, or on PostgreSQL with `--database-url`, and with
 //! `--rdp-listen` the RDP front door (crate `gateway`) in the same process,
-//! stopped by the same signal.
+//! stopped by the same signal. HTTPS with `--tls-cert`/`--tls-key`, or
+//! with a self-signed certificate generated into the data directory when it
+//! listens beyond loopback without them (`--insecure-http` to refuse TLS).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -68,6 +70,118 @@ pub struct ServeArgs {
     /// `.rdp` files the broker hands out; default: the listen address.
     #[arg(long = "rdp-public-address", env = "DESKBROKER_RDP_PUBLIC_ADDRESS")]
     pub rdp_public_address: Option<String>,
+    /// PEM certificate chain (leaf first) to serve HTTPS with; re-read,
+    /// with the key, on SIGHUP (open connections are kept).
+    #[arg(
+        long = "tls-cert",
+        env = "DESKBROKER_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(
+        long = "tls-key",
+        env = "DESKBROKER_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP even on a non-loopback address (by default such a
+    /// listener without `--tls-cert` gets a self-signed certificate kept in
+    /// the data dir, whose SHA-256 fingerprint is printed).
+    #[arg(
+        long = "insecure-http",
+        env = "DESKBROKER_INSECURE_HTTP",
+        conflicts_with = "tls_cert"
+    )]
+    pub insecure_http: bool,
+    /// With `--database-url`: trust this PEM CA for the leader's `https://`
+    /// address when forwarding to it (default: the system's roots).
+    #[arg(long = "ca-cert", env = "DESKBROKER_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// With `--database-url`: accept only the leader certificate with this
+    /// SHA-256 fingerprint when forwarding to it.
+    #[arg(
+        long = "tls-fingerprint",
+        env = "DESKBROKER_TLS_FINGERPRINT",
+        value_name = "SHA256",
+        conflicts_with = "ca_cert"
+    )]
+    pub tls_fingerprint: Option<String>,
+}
+
+/// The listener's TLS, if any: the given files; none when asked for plain
+/// HTTP or on loopback; otherwise the self-signed pair of the data dir
+/// (generated on first start). Prints the scheme's choice and the
+/// certificate's fingerprint, and installs the SIGHUP reload.
+fn listener_tls(
+    args: &ServeArgs,
+    addr: SocketAddr,
+) -> anyhow::Result<Option<Arc<broker::tls::Tls>>> {
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => broker::tls::Tls::from_files(cert, key)?,
+        _ if args.insecure_http || addr.ip().is_loopback() => return Ok(None),
+        _ => {
+            let (tls, generated) =
+                broker::tls::Tls::self_signed(&args.data_dir, &self_signed_names(addr))?;
+            let path = args.data_dir.join(broker::tls::SELF_SIGNED_CERT);
+            if generated {
+                eprintln!(
+                    "{addr} is not a loopback address and no --tls-cert was given: generated a \
+                     self-signed certificate {} (clients pin it with --tls-fingerprint, or \
+                     pass --insecure-http to serve plain HTTP)",
+                    path.display()
+                );
+            } else {
+                eprintln!("using the self-signed certificate {}", path.display());
+            }
+            tls
+        }
+    };
+    let tls = Arc::new(tls);
+    tls.reload_on_sighup()
+        .context("cannot install the SIGHUP handler for TLS reloads")?;
+    Ok(Some(tls))
+}
+
+/// The names a self-signed certificate is for: loopback, this machine's
+/// host name, and the listen address unless it is a wildcard.
+fn self_signed_names(addr: SocketAddr) -> Vec<String> {
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        let host = host.trim();
+        if !host.is_empty() && host != "localhost" {
+            names.push(host.to_string());
+        }
+    }
+    if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+        names.push(addr.ip().to_string());
+    }
+    names
+}
+
+/// Prints the certificate's fingerprint, after the "listening on" lines
+/// (scripts and tests read it to pin the certificate).
+fn announce_tls(tls: Option<&Arc<broker::tls::Tls>>) {
+    if let Some(tls) = tls {
+        println!("TLS certificate SHA-256 fingerprint {}", tls.fingerprint());
+    }
+}
+
+/// Serves `listener` with `tls`, or plain.
+fn listening(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<broker::tls::Tls>>,
+) -> broker::tls::Listening {
+    match tls {
+        Some(tls) => broker::tls::Listening::tls(listener, tls),
+        None => listener.into(),
+    }
 }
 
 /// Fewest characters of an admin token: 32 random characters of any
@@ -126,11 +240,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
+    let tls = listener_tls(&args, addr)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
-    tracing::info!(%addr, store = %store_name, "deskbroker listening");
+    tracing::info!(%addr, store = %store_name, scheme, "deskbroker listening");
     // Tests and scripts read these lines to find port-0 listeners.
-    println!("listening on http://{addr}");
+    println!("listening on {scheme}://{addr}");
     announce_rdp(rdp_listener.as_ref())?;
+    announce_tls(tls.as_ref());
     *broker
         .rdp_front_door
         .write()
@@ -155,7 +272,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let config = gateway::Config::new(args.rdp_default_pool.clone());
         tokio::spawn(gateway::serve(l, placer, config, stopped(stop_rx.clone())))
     });
-    let served = broker::serve(broker, listener, stopped(stop_rx)).await;
+    let served = broker::serve(broker, listening(listener, tls), stopped(stop_rx)).await;
     let _ = stop_tx.send(true);
     if let Some(task) = front_door {
         let _ = task.await;
@@ -173,11 +290,17 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
+    let tls = listener_tls(&args, addr)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let leader_trust =
+        api::Trust::from_flags(args.ca_cert.as_deref(), args.tls_fingerprint.as_deref())?;
     let advertise_url = match &args.advertise_url {
         Some(u) => {
             anyhow::ensure!(
-                u.starts_with("http://") && u.len() > "http://".len(),
-                "--advertise-url must be http://HOST:PORT"
+                ["http://", "https://"]
+                    .iter()
+                    .any(|p| u.starts_with(p) && u.len() > p.len()),
+                "--advertise-url must be http://HOST:PORT or https://HOST:PORT"
             );
             u.trim_end_matches('/').to_string()
         }
@@ -187,7 +310,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
                 "--listen {addr} is a wildcard address: set --advertise-url to how the \
                  other replicas reach this one"
             );
-            format!("http://{addr}")
+            format!("{scheme}://{addr}")
         }
     };
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
@@ -195,6 +318,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
     let replica = broker::replica::Replica::start(broker::replica::ReplicaConfig {
         database_url: database_url.to_string(),
         advertise_url: advertise_url.clone(),
+        leader_trust,
         admin_token: token.clone(),
         rdp_front_door: rdp_public,
     })
@@ -202,8 +326,9 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
     .map_err(anyhow::Error::msg)
     .context("cannot use the PostgreSQL database")?;
     tracing::info!(%addr, role = replica.role_name(), advertise = %advertise_url, "deskbroker replica listening");
-    println!("listening on http://{addr}");
+    println!("listening on {scheme}://{addr}");
     announce_rdp(rdp_listener.as_ref())?;
+    announce_tls(tls.as_ref());
     std::io::stdout().flush()?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -214,12 +339,21 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         Some(l) => {
             let own = if addr.ip().is_unspecified() {
                 let loopback = if addr.is_ipv4() { "127.0.0.1" } else { "[::1]" };
-                format!("http://{loopback}:{}", addr.port())
+                format!("{scheme}://{loopback}:{}", addr.port())
             } else {
-                format!("http://{addr}")
+                format!("{scheme}://{addr}")
             };
             let own = api::BrokerUrl::parse(&own)?;
-            let placer = gateway::Http::new(own, &token).map_err(|e| anyhow::anyhow!("{e}"))?;
+            // Exactly the certificate it serves, across SIGHUP reloads.
+            let trust = match &tls {
+                Some(tls) => {
+                    let tls = tls.clone();
+                    api::Trust::pinned_live(move || tls.fingerprint())
+                }
+                None => api::Trust::system(),
+            };
+            let placer = gateway::Http::with_trust(own, &token, &trust)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             let config = gateway::Config::new(args.rdp_default_pool.clone());
             Some(tokio::spawn(gateway::serve(
                 l,
@@ -230,7 +364,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         }
         None => None,
     };
-    let served = broker::replica::serve(replica, listener, stopped(stop_rx)).await;
+    let served = broker::replica::serve(replica, listening(listener, tls), stopped(stop_rx)).await;
     if let Some(task) = front_door {
         let _ = task.await;
     }

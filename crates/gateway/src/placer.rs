@@ -97,9 +97,20 @@ pub struct Http {
 impl Http {
     /// `broker` is the broker's root, e.g. `http://10.0.0.2:8080`.
     pub fn new(broker: BrokerUrl, token: &str) -> Result<Http, PlacerError> {
-        let client = Client::new(
+        Http::with_trust(broker, token, &api::Trust::system())
+    }
+
+    /// The same, accepting the certificates `trust` says from an
+    /// `https://` broker (`--ca-cert`, `--tls-fingerprint`).
+    pub fn with_trust(
+        broker: BrokerUrl,
+        token: &str,
+        trust: &api::Trust,
+    ) -> Result<Http, PlacerError> {
+        let client = Client::with_trust(
             broker,
             concat!("deskbroker-gateway/", env!("CARGO_PKG_VERSION")),
+            trust,
         )?
         .with_token(token);
         Ok(Http { client })

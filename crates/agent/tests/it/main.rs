@@ -26,6 +26,7 @@ const PATIENCE: Duration = Duration::from_secs(15);
 fn config(broker: &str, state_dir: &Path) -> Config {
     Config {
         broker: broker.parse().unwrap(),
+        tls: Default::default(),
         host_pool: "farm".into(),
         registration_token: Some("regtoken".into()),
         name: "h7".into(),

@@ -33,12 +33,14 @@ pub struct Broker {
 impl Broker {
     /// A client of the broker at `url`. The token is `token` (the flag or
     /// `DESKBROKER_TOKEN`), else the admin token file, found as every
-    /// other CLI command finds it ([`crate::cli::admin_token`]).
-    pub fn new(url: &str, token: Option<&str>) -> anyhow::Result<Broker> {
+    /// other CLI command finds it ([`crate::cli::admin_token`]). An
+    /// `https://` broker's certificate is checked as `trust` says.
+    pub fn new(url: &str, token: Option<&str>, trust: &api::Trust) -> anyhow::Result<Broker> {
         let base = BrokerUrl::parse(url).map_err(|e| anyhow::anyhow!("{e} (--broker)"))?;
-        let client = Client::new(
+        let client = Client::with_trust(
             base,
             concat!("deskbroker-bench/", env!("CARGO_PKG_VERSION")),
+            trust,
         )?;
         Ok(Broker {
             client: match crate::cli::admin_token(token)? {
@@ -222,7 +224,7 @@ impl PrivateBroker {
 
     /// A client of this broker with its admin token.
     pub fn client(&self) -> anyhow::Result<Broker> {
-        Broker::new(&self.url, Some(&self.token))
+        Broker::new(&self.url, Some(&self.token), &api::Trust::system())
     }
 
     /// The broker's process id while it runs (for its CPU time).

@@ -83,6 +83,9 @@ pub struct StormArgs {
     /// (./deskbroker-data/admin.token), as for every CLI command.
     #[arg(long, env = "DESKBROKER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// How an `https://` `--broker` is trusted.
+    #[command(flatten)]
+    pub tls: crate::cli::TlsArgs,
     /// Session hosts in the benchmark pool.
     #[arg(long, default_value_t = 10_000)]
     pub hosts: u32,
@@ -137,10 +140,12 @@ pub async fn run(args: StormArgs) -> anyhow::Result<()> {
         }
         private.iter().map(PrivateBroker::client).collect()
     } else {
-        args.broker
-            .iter()
-            .map(|url| Broker::new(url, args.token.as_deref()))
-            .collect::<anyhow::Result<Vec<_>>>()
+        args.tls.trust().and_then(|trust| {
+            args.broker
+                .iter()
+                .map(|url| Broker::new(url, args.token.as_deref(), &trust))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
     };
     let report = match clients {
         Ok(clients) => {

@@ -17,10 +17,20 @@ pub struct Client {
 impl Client {
     /// Checks the broker URL once, up front, so a typo is reported before any
     /// request is made.
-    pub fn new(broker: &str, token: Option<String>) -> anyhow::Result<Self> {
+    /// An `https://` broker's certificate is checked as `trust` says
+    /// (`--ca-cert`, `--tls-fingerprint`).
+    pub fn with_trust(
+        broker: &str,
+        token: Option<String>,
+        trust: &api::Trust,
+    ) -> anyhow::Result<Self> {
         let base = BrokerUrl::parse(broker)
             .map_err(|e| anyhow::anyhow!("{e} (--broker / DESKBROKER_URL)"))?;
-        let api = api::Client::new(base, concat!("deskbroker-cli/", env!("CARGO_PKG_VERSION")))?;
+        let api = api::Client::with_trust(
+            base,
+            concat!("deskbroker-cli/", env!("CARGO_PKG_VERSION")),
+            trust,
+        )?;
         let api = match token {
             Some(token) => api.with_token(token),
             None => api,
@@ -92,13 +102,11 @@ mod tests {
 
     #[test]
     fn bad_broker_urls_are_refused_up_front_naming_the_flag() {
-        for bad in [
-            "127.0.0.1:8080",
-            "https://broker:443",
-            "ftp://x",
-            "not a url",
-        ] {
-            let e = Client::new(bad, None).err().expect(bad).to_string();
+        for bad in ["127.0.0.1:8080", "ftp://x", "not a url"] {
+            let e = Client::with_trust(bad, None, &api::Trust::system())
+                .err()
+                .expect(bad)
+                .to_string();
             assert!(e.ends_with("(--broker / DESKBROKER_URL)"), "{bad}: {e}");
         }
     }
@@ -111,7 +119,7 @@ mod tests {
             .expect("free port")
             .port();
         let broker = format!("http://127.0.0.1:{port}");
-        let error = Client::new(&broker, None)
+        let error = Client::with_trust(&broker, None, &api::Trust::system())
             .expect("valid URL")
             .get(&["hostPools"], &[])
             .await

@@ -64,6 +64,45 @@ pub struct GlobalArgs {
         default_value_t = OutputFormat::Table
     )]
     pub output: OutputFormat,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// How a client trusts an `https://` broker, the same flags for the CLI,
+/// `gateway` and `bench` (the agent has them in its config): the system's
+/// roots by default.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct TlsArgs {
+    /// Trust this PEM CA certificate (a private CA) for the broker's
+    /// certificate, instead of the system's roots.
+    #[arg(
+        long = "ca-cert",
+        global = true,
+        env = "DESKBROKER_CA_CERT",
+        value_name = "FILE"
+    )]
+    pub ca_cert: Option<PathBuf>,
+    /// Accept only the broker certificate with this SHA-256 fingerprint
+    /// (what `deskbroker serve` prints for a self-signed one).
+    #[arg(
+        long = "tls-fingerprint",
+        global = true,
+        env = "DESKBROKER_TLS_FINGERPRINT",
+        value_name = "SHA256"
+    )]
+    pub tls_fingerprint: Option<String>,
+}
+
+impl TlsArgs {
+    /// The trust these flags say; refuses both at once, a bad fingerprint
+    /// or an unreadable CA file.
+    pub fn trust(&self) -> anyhow::Result<api::Trust> {
+        Ok(api::Trust::from_flags(
+            self.ca_cert.as_deref(),
+            self.tls_fingerprint.as_deref(),
+        )?)
+    }
 }
 
 /// What a command needs to run: the client, the output format, and where
@@ -93,7 +132,7 @@ impl Context {
         let (token, token_source) =
             resolve_token(global.token.as_deref(), env_token.as_deref(), &data_dir())?;
         Ok(Context {
-            client: Client::new(&global.broker, token)?,
+            client: Client::with_trust(&global.broker, token, &global.tls.trust()?)?,
             output: global.output,
             token_source,
         })
@@ -332,7 +371,8 @@ mod tests {
     fn an_unauthorized_answer_says_where_the_token_came_from() {
         let refused = |source: TokenSource| {
             let ctx = Context {
-                client: Client::new("http://127.0.0.1:1", None).expect("client"),
+                client: Client::with_trust("http://127.0.0.1:1", None, &api::Trust::system())
+                    .expect("client"),
                 output: OutputFormat::Table,
                 token_source: source,
             };
@@ -363,7 +403,8 @@ mod tests {
         );
         // Other errors pass unchanged.
         let ctx = Context {
-            client: Client::new("http://127.0.0.1:1", None).expect("client"),
+            client: Client::with_trust("http://127.0.0.1:1", None, &api::Trust::system())
+                .expect("client"),
             output: OutputFormat::Table,
             token_source: TokenSource::Missing(PathBuf::from("d/admin.token")),
         };

@@ -18,6 +18,7 @@ mod registration;
 mod replicas;
 mod sim;
 mod takeover;
+mod tls;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -73,6 +74,9 @@ impl App {
         extra: &[&str],
         admin_token: Option<&str>,
     ) -> (App, Vec<String>) {
+        // reqwest's TLS needs a process-wide crypto provider (see
+        // api::tls::install_default_provider), even for plain HTTP clients.
+        ::api::tls::install_default_provider();
         let mut command = Command::new(exe());
         command
             .args(["serve", "--listen", listen, "--data-dir"])

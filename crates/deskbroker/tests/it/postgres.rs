@@ -31,6 +31,9 @@ pub async fn scratch(label: &str) -> ScratchDatabase {
 /// answers the running broker, or the exit status and stderr of one that
 /// stopped before listening.
 pub fn spawn_with(data_dir: &Path, extra: &[&str]) -> Result<App, String> {
+    // reqwest's TLS needs a process-wide crypto provider, even for plain
+    // HTTP clients (see api::tls::install_default_provider).
+    api::tls::install_default_provider();
     let mut child = Command::new(exe())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)

@@ -36,6 +36,9 @@ async fn running() -> Running {
     tokio::spawn(broker::serve(broker.clone(), listener, async move {
         let _ = stopped.await;
     }));
+    // reqwest's TLS needs a process-wide crypto provider, even for plain
+    // HTTP (see api::tls::install_default_provider).
+    api::tls::install_default_provider();
     let http = reqwest::Client::new();
     let put = |path: String, body: serde_json::Value| {
         let req = http

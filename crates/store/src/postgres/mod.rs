@@ -40,9 +40,11 @@
 //! SQLite store: the broker's writer sends one batch at a time, and the owner
 //! lock lives on that connection. If the connection is lost, every later
 //! call fails, the broker stops (crash-only), and its restart reconnects.
-//! TLS is not supported yet (`NoTls`): use it on loopback or a trusted
-//! network; `sslmode=disable` and `prefer` connect in clear, `require` is
-//! refused.
+//! TLS as the URL asks, read as libpq reads it: `sslmode=require`
+//! encrypts (checking the certificate only against an `sslrootcert`),
+//! `verify-ca` checks the chain, `verify-full` the chain and the host name
+//! (roots: `sslrootcert`, else the system's); no `sslmode`, `disable`,
+//! `allow` and `prefer` connect in clear.
 //!
 //! The modules, one seam each: `connection` (URLs, connecting,
 //! session settings), `lock` (the owner lock and the leader's published

@@ -220,7 +220,7 @@ pub async fn run(mut args: RdpArgs) -> anyhow::Result<()> {
                 r
             }
         };
-        let c = Broker::new(&url, token.as_deref())?;
+        let c = Broker::new(&url, token.as_deref(), &api::Trust::system())?;
         register_hosts(&c, &args.pool, &hosts.addresses).await?;
         endpoints.deskbroker = Some(rdp);
         client = Some(c);
