@@ -22,9 +22,11 @@ use crate::Error;
 use crate::model::*;
 
 /// The most sessions one heartbeat may list (S8): a longer list is refused
-/// whole (400). Ten thousand is far more desktops than one host runs, and
-/// bounds the work a heartbeat does under its pool's lock.
-pub const MAX_REPORTED_SESSIONS: usize = 10_000;
+/// whole (400). 4,096 is far more desktops than one host runs (a large RDS
+/// host runs a few hundred), bounds the work a heartbeat does under its
+/// pool's lock, and fits the broker's 256 KiB request body with 64 bytes
+/// an entry, so the bound, not the body limit, is what a long list meets.
+pub const MAX_REPORTED_SESSIONS: usize = 4_096;
 
 /// Why an entry of a host's list was not taken (S8). The entry changed
 /// nothing; the rest of the list was applied.
