@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::AgentError;
 use crate::backoff::Backoff;
-use api::types::{HeartbeatInput, RegisterInput};
+use api::types::{HeartbeatInput, RefusedSession, RegisterInput};
 use api::{Client, ClientError, ErrorCode};
 use placement::HostMetrics;
 
@@ -128,7 +128,9 @@ impl Agent {
             .heartbeat(&c.host_pool, &c.name, heartbeat)
             .await
         {
-            Ok(host) => {
+            Ok(answer) => {
+                warn_refused(&answer.refused_sessions);
+                let host = answer.host;
                 let (status, load_index, sessions) = (host.status, host.load_index, host.sessions);
                 if self.delivered_any {
                     tracing::debug!(?status, load_index, sessions, "heartbeat delivered");
@@ -158,6 +160,12 @@ impl Agent {
                     severe: true,
                 }
             }
+            Err(e) if e.code() == Some(ErrorCode::TooManyRequests) => Outcome::Retry {
+                // The broker bounds each host's heartbeats (S8): not an
+                // error of this agent's, just a later retry.
+                message: format!("the broker asks for fewer heartbeats, retrying later: {e}"),
+                severe: false,
+            },
             Err(e) if !e.is_retryable() => {
                 tracing::error!("heartbeat refused by the broker: {e}");
                 Outcome::Refused
@@ -250,6 +258,31 @@ fn forget(secret: &mut String) {
     let zeros = "\0".repeat(secret.len());
     secret.replace_range(.., &zeros);
     secret.clear();
+}
+
+/// Logs the entries of this heartbeat's list the broker did not take (rule
+/// S8): one warning per distinct reason, with how many and one user, so a
+/// list the broker keeps refusing costs one line per reason per interval.
+fn warn_refused(refused: &[RefusedSession]) {
+    let mut reasons: Vec<(&str, usize, &str)> = Vec::new();
+    for r in refused {
+        match reasons
+            .iter_mut()
+            .find(|(reason, _, _)| *reason == r.reason)
+        {
+            Some((_, n, _)) => *n += 1,
+            None => reasons.push((&r.reason, 1, &r.user)),
+        }
+    }
+    for (reason, n, user) in reasons {
+        tracing::warn!(
+            reason,
+            entries = n,
+            first_user = user,
+            "the broker did not take {n} session(s) this host reported ({reason}); \
+             those users are placed by the broker's rules, not by this host"
+        );
+    }
 }
 
 /// 401: the token or credential is not (or no longer) valid.

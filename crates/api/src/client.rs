@@ -22,8 +22,8 @@ use serde_json::Value;
 use crate::error::ErrorCode;
 use crate::tls::{Trust, tls_failure};
 use crate::types::{
-    ConnectInput, ConnectOutput, HeartbeatInput, Page, RegisterInput, RegisterOutput,
-    SessionHostOutput, SessionOutput, SessionPatch,
+    ConnectInput, ConnectOutput, HeartbeatInput, HeartbeatOutput, Page, RegisterInput,
+    RegisterOutput, SessionHostOutput, SessionOutput, SessionPatch,
 };
 use crate::url::BrokerUrl;
 
@@ -231,13 +231,16 @@ impl Client {
         Ok((self.decode(&bytes)?, status == StatusCode::CREATED))
     }
 
-    /// One heartbeat of `host`, with this client's token (the host credential).
+    /// One heartbeat of `host`, with this client's token (the host
+    /// credential): the host as the broker sees it and the entries of the
+    /// list it refused (S8). Too frequent heartbeats are refused 429
+    /// `TooManyRequests`, which [`ClientError::is_retryable`] says to retry.
     pub async fn heartbeat(
         &self,
         pool: &str,
         host: &str,
         input: &HeartbeatInput,
-    ) -> Result<SessionHostOutput, ClientError> {
+    ) -> Result<HeartbeatOutput, ClientError> {
         let segments = ["hostPools", pool, "sessionHosts", host, "heartbeat"];
         let bytes = self.call(Method::POST, &segments, &[], Some(input)).await?;
         self.decode(&bytes)

@@ -33,6 +33,9 @@ pub enum ErrorCode {
     Conflict,
     /// 413: the request body is larger than the broker accepts.
     PayloadTooLarge,
+    /// 429: this caller sent too many requests of this kind (a host's
+    /// heartbeats, rule S8); retry after the `Retry-After` seconds.
+    TooManyRequests,
     /// 500: a fault of the broker itself; nothing was changed.
     InternalError,
     /// 502: the leading replica went away while handling the request; its
@@ -59,7 +62,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -70,6 +73,7 @@ impl ErrorCode {
         ErrorCode::SessionNotFound,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::TooManyRequests,
         ErrorCode::InternalError,
         ErrorCode::LeaderLost,
         ErrorCode::NoSessionHostAvailable,
@@ -92,6 +96,7 @@ impl ErrorCode {
             NotFound | HostPoolNotFound | SessionHostNotFound | SessionNotFound => 404,
             Conflict => 409,
             PayloadTooLarge => 413,
+            TooManyRequests => 429,
             InternalError => 500,
             LeaderLost => 502,
             NoSessionHostAvailable
@@ -119,6 +124,7 @@ impl ErrorCode {
             SessionNotFound => "SessionNotFound",
             Conflict => "Conflict",
             PayloadTooLarge => "PayloadTooLarge",
+            TooManyRequests => "TooManyRequests",
             InternalError => "InternalError",
             LeaderLost => "LeaderLost",
             NoSessionHostAvailable => "NoSessionHostAvailable",

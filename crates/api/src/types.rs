@@ -289,6 +289,34 @@ pub struct ReportedSession {
     pub state: SessionState,
 }
 
+/// The answer to a heartbeat: the host as the broker now sees it, and the
+/// entries of its `sessions` list the broker did not take (rule S8); the
+/// rest of the heartbeat was applied.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatOutput {
+    #[serde(flatten)]
+    pub host: SessionHostOutput,
+    /// Entries refused (empty when none was, or no list was sent).
+    #[serde(default)]
+    pub refused_sessions: Vec<RefusedSession>,
+}
+
+/// One entry of a heartbeat's list that the broker refused (rule S8). It
+/// changed nothing and moved no user.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedSession {
+    pub user: String,
+    /// `sessionElsewhere` (the user has a session on another host of the
+    /// pool), `notOwner` (a personal pool, and the user does not own this
+    /// host), `hostFull` (the host is at the pool's `maxSessionLimit`) or
+    /// `duplicate` (the user is listed twice).
+    pub reason: String,
+}
+
 /// Body of `POST …/registrationToken`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

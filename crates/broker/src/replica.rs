@@ -571,13 +571,9 @@ pub async fn serve(
 ) -> Result<(), String> {
     let elections = tokio::spawn(replica.clone().run_elections());
     let app = replica.router();
-    let served = crate::server::serve(
-        listener.into(),
-        app,
-        shutdown,
-    )
-    .await
-    .map_err(|e| format!("server: {e}"));
+    let served = crate::server::serve(listener.into(), app, shutdown)
+        .await
+        .map_err(|e| format!("server: {e}"));
     elections.abort();
     if let Some(broker) = replica.leader_broker()
         && broker.writer.failure().is_none()

@@ -72,6 +72,8 @@ pub struct Broker {
     /// Where RDP clients reach this broker's front door (`host:port`), for
     /// the `.rdp` connection files; None when it runs none.
     pub rdp_front_door: RwLock<Option<String>>,
+    /// Per-host heartbeat budgets (rule S8: one host cannot starve others).
+    pub heartbeats: crate::heartbeat::HeartbeatLimiter,
 }
 
 pub fn now_ms() -> TimestampMs {
@@ -128,6 +130,7 @@ impl Broker {
             admin_token,
             started_ms,
             rdp_front_door: RwLock::new(None),
+            heartbeats: Default::default(),
         }
     }
 

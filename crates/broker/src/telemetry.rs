@@ -57,6 +57,19 @@ fn describe() {
         "Requests group-committed per store batch."
     );
     metrics::describe_counter!(
+        "deskbroker_heartbeat_refused_sessions_total",
+        "Entries of heartbeats' session lists the broker did not take (rule S8), by reason: \
+         sessionElsewhere, notOwner, hostFull, duplicate."
+    );
+    metrics::describe_counter!(
+        "deskbroker_heartbeat_adopted_sessions_total",
+        "Sessions adopted, unconfirmed, from heartbeats' session lists (rule S8)."
+    );
+    metrics::describe_counter!(
+        "deskbroker_heartbeats_throttled_total",
+        "Heartbeats refused 429 because their host was over its heartbeat budget."
+    );
+    metrics::describe_counter!(
         "deskbroker_replica_forwarded_total",
         "API requests this replica forwarded to the leading replica and relayed the answer of."
     );

@@ -24,4 +24,7 @@ mod random;
 
 pub use error::Error;
 pub use model::*;
-pub use pool::{Candidates, Change, ConnectRequest, Placement, Pool, PoolCounters, Upsert};
+pub use pool::{
+    Candidates, Change, ConnectRequest, MAX_REPORTED_SESSIONS, Placement, Pool, PoolCounters,
+    Reconciled, RefusalReason, RefusedSession, Upsert,
+};

@@ -12,7 +12,7 @@
 //! caller-picked variant the simulator uses), and `index` (the bookkeeping
 //! that keeps every index true).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::Error;
 use crate::model::*;
@@ -26,6 +26,7 @@ mod settings;
 
 use index::Buckets;
 pub use picked::Candidates;
+pub use sessions::{MAX_REPORTED_SESSIONS, Reconciled, RefusalReason, RefusedSession};
 
 /// What an operation changed, for the caller to persist. Drained with
 /// [`Pool::take_changes`] after every operation.
@@ -85,6 +86,14 @@ pub struct Pool {
     sessions: HashMap<String, Session>,
     /// User key → that user's session ids.
     user_sessions: HashMap<String, Vec<String>>,
+    /// Host name → the ids of its sessions, so that a heartbeat's list is
+    /// reconciled in O(reported + the host's sessions), never O(pool).
+    host_sessions: HashMap<String, HashSet<String>>,
+    /// Sessions adopted from a host's own list (S8) that nothing has
+    /// confirmed: they count on their host, but S1 never sends a user to
+    /// one, and they are never stored (a restart forgets them until the
+    /// host lists them again). See `sessions.rs`.
+    unconfirmed: HashSet<String>,
     /// User key → the hosts they own (personal pools), in query order.
     owners: HashMap<String, BTreeSet<u64>>,
     /// Capability → how many hosts offer it, for the fast path of `requires`.
@@ -122,6 +131,8 @@ impl Pool {
             host_by_name: HashMap::new(),
             sessions: HashMap::new(),
             user_sessions: HashMap::new(),
+            host_sessions: HashMap::new(),
+            unconfirmed: HashSet::new(),
             owners: HashMap::new(),
             capability_hosts: HashMap::new(),
             open: indexset::BTreeSet::new(),
@@ -207,6 +218,12 @@ impl Pool {
 
     pub fn session(&self, id: &str) -> Option<&Session> {
         self.sessions.get(id)
+    }
+
+    /// Whether a session was adopted from its host's list and not yet
+    /// confirmed (rule S8): S1 does not use it, and it is not stored.
+    pub fn is_unconfirmed(&self, id: &str) -> bool {
+        self.unconfirmed.contains(id)
     }
 
     /// The host named `name`, or `SessionHostNotFound` saying so.

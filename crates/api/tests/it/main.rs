@@ -80,7 +80,8 @@ async fn typed_calls_send_the_contracts_json_and_read_its_answer() {
         .heartbeat("my pool", "h1", &HeartbeatInput::default())
         .await
         .expect("heartbeat");
-    assert_eq!((host.sessions, host.load_index), (2, 12));
+    assert_eq!((host.host.sessions, host.host.load_index), (2, 12));
+    assert!(host.refused_sessions.is_empty());
 }
 
 #[tokio::test]

@@ -1,10 +1,11 @@
 //! Session hosts: register, replace, change (drain, owner), list, remove,
-//! and heartbeats.
+//! and heartbeats (with their 429 when a host sends too many, rule S8).
 
 use std::sync::Arc;
 
 use axum::extract::{OriginalUri, Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use placement::{HostSpec, Upsert};
 
 use super::error::ApiError;
@@ -12,9 +13,12 @@ use super::paging::{self, Page, PageQuery};
 use super::types::ForceQuery;
 use super::{Json, Query};
 use crate::error::BrokerError;
+use crate::heartbeat::{HEARTBEAT_BURST, HEARTBEAT_REFILL, HeartbeatError};
 use crate::state::Broker;
-use api::ErrorBody;
-use api::types::{HeartbeatInput, SessionHostInput, SessionHostOutput, SessionHostPatch};
+use api::types::{
+    HeartbeatInput, HeartbeatOutput, SessionHostInput, SessionHostOutput, SessionHostPatch,
+};
+use api::{ErrorBody, ErrorCode};
 
 fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, BrokerError> {
     Ok(SessionHostOutput::from(p.find_host(host)?))
@@ -145,15 +149,38 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// From the host's agent: metrics, and the host is alive (rule S7).
+/// From the host's agent: metrics, and the host is alive (rule S7); its
+/// list of sessions is reconciled by rule S8, and the entries refused are
+/// in the answer's `refusedSessions`. Beyond a host's heartbeat budget
+/// (`HEARTBEAT_BURST`, then one per `HEARTBEAT_REFILL`): 429 with
+/// `Retry-After`.
 #[utoipa::path(post, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}/heartbeat", tag = "sessionHosts",
     request_body = HeartbeatInput,
-    responses((status = 200, body = SessionHostOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = HeartbeatOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 429, body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until the host may send its next heartbeat")))))]
 pub async fn heartbeat(
     State(b): State<Arc<Broker>>,
     Path((pool, host)): Path<(String, String)>,
     Json(input): Json<HeartbeatInput>,
-) -> Result<axum::Json<SessionHostOutput>, ApiError> {
-    let out = b.heartbeat(&pool, &host, input).await?;
-    Ok(axum::Json(out))
+) -> Result<axum::Json<HeartbeatOutput>, Response> {
+    match b.heartbeat(&pool, &host, input).await {
+        Ok(out) => Ok(axum::Json(out)),
+        Err(HeartbeatError::Broker(e)) => Err(ApiError::from(e).into_response()),
+        Err(HeartbeatError::TooSoon {
+            retry_after_seconds,
+        }) => {
+            let e = ApiError::new(
+                ErrorCode::TooManyRequests,
+                format!(
+                    "session host {host} sends heartbeats too often (at most {HEARTBEAT_BURST} at \
+                     once, then one every {} s); retry after {retry_after_seconds} s",
+                    HEARTBEAT_REFILL.as_secs()
+                ),
+            );
+            let mut r = e.into_response();
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_seconds));
+            Err(r)
+        }
+    }
 }

@@ -150,7 +150,10 @@ async fn agents_register_report_and_survive_restarts() {
             .is_some_and(|m| m > 0.0 && m <= 100.0),
         "{h1}"
     );
-    // Carol was adopted: she reconnects to h1.
+    // Carol was adopted, unconfirmed (S8): her connect is placed by the
+    // rules, not by h1's word — DepthFirst, both hosts empty once the
+    // adoption is dropped: h1, first in query order, as a new session,
+    // which h1's next heartbeat then confirms.
     let v = app
         .ok(
             "POST",
@@ -161,7 +164,7 @@ async fn agents_register_report_and_survive_restarts() {
         .await;
     assert_eq!(
         (v["sessionHost"].clone(), v["reconnect"].clone()),
-        (json!("h1"), json!(true))
+        (json!("h1"), json!(false))
     );
 
     // Drain h1 from the CLI: a new user goes to h2 although h1 has more

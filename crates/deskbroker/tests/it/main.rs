@@ -10,6 +10,7 @@ mod cli;
 mod console;
 mod durability;
 mod gateway;
+mod heartbeat_authority;
 mod http_edge;
 mod load_index;
 mod postgres;

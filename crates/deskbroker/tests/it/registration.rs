@@ -330,7 +330,10 @@ async fn heartbeats_reconcile_the_hosts_sessions() {
             ("carol".to_string(), "Disconnected".to_string())
         ]
     );
-    // Carol was adopted: she reconnects to h1 (S1), not a new session.
+    assert_eq!(h1["refusedSessions"], json!([]));
+    // Carol was adopted, unconfirmed (S8): the host's word does not send
+    // her anywhere. Her connect is placed by the rules (DepthFirst: h1,
+    // which has alice once the adoption is dropped), as a new session.
     let v = app
         .ok(
             "POST",
@@ -341,7 +344,7 @@ async fn heartbeats_reconcile_the_hosts_sessions() {
         .await;
     assert_eq!(
         (v["sessionHost"].clone(), v["reconnect"].clone()),
-        (json!("h1"), json!(true))
+        (json!("h1"), json!(false))
     );
     // A heartbeat without `sessions` leaves them alone.
     let h1 = app

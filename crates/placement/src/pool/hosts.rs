@@ -116,10 +116,11 @@ impl Pool {
         }
         if sessions > 0 {
             let ids: Vec<String> = self
-                .sessions
-                .values()
-                .filter(|s| s.host == name)
-                .map(|s| s.id.clone())
+                .host_sessions
+                .get(name)
+                .into_iter()
+                .flatten()
+                .cloned()
                 .collect();
             for id in ids {
                 self.end_session(&id);

@@ -248,6 +248,10 @@ impl Pool {
             .entry(user_key(&s.user))
             .or_default()
             .push(s.id.clone());
+        self.host_sessions
+            .entry(s.host.clone())
+            .or_default()
+            .insert(s.id.clone());
         self.sessions.insert(s.id.clone(), s);
     }
 
@@ -265,6 +269,12 @@ impl Pool {
             ids.retain(|i| i != id);
             if ids.is_empty() {
                 self.user_sessions.remove(&key);
+            }
+        }
+        if let Some(ids) = self.host_sessions.get_mut(&s.host) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.host_sessions.remove(&s.host);
             }
         }
         if let Some(&seq) = self.host_by_name.get(&s.host) {

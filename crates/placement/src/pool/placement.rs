@@ -55,7 +55,8 @@ impl Pool {
 
     /// What every connect does before a host is chosen, in this order: the
     /// request's fields are checked, the session id must be new, time is
-    /// applied (`tick`: S4 expiry, S7 health); then, in a pooled pool, a
+    /// applied (`tick`: S4 expiry, S7 health); the user's unconfirmed
+    /// sessions are dropped (S8); then, in a pooled pool, a
     /// `sessionHost` is refused and a user with a session is sent back to
     /// it (S1; the answer is that placement). Personal pools apply S1 in
     /// `pick_personal`, per host.
@@ -76,6 +77,7 @@ impl Pool {
             )));
         }
         self.tick(now_ms);
+        self.drop_unconfirmed(req.user);
         if self.config.host_pool_type != HostPoolType::Pooled {
             return Ok(None);
         }
@@ -100,13 +102,15 @@ impl Pool {
         self.reconnect(user, only_host)
     }
 
-    /// Rule S1: the user's existing session (on `only_host` if given).
+    /// Rule S1: the user's existing session (on `only_host` if given). A
+    /// session adopted from a host's list and not confirmed is never one
+    /// (S8): a host cannot send a user to itself by listing them.
     fn reconnect(&self, user: &str, only_host: Option<u64>) -> Result<Option<Placement>, Error> {
         let Some(ids) = self.user_sessions.get(&user_key(user)) else {
             return Ok(None);
         };
         let mut found: Option<(&Host, &Session)> = None;
-        for id in ids {
+        for id in ids.iter().filter(|id| !self.unconfirmed.contains(*id)) {
             let s = &self.sessions[id];
             let seq = self.host_by_name[&s.host];
             if only_host.is_some_and(|o| o != seq) {

@@ -1,14 +1,81 @@
 //! A pool's sessions after placement: their state (S4), the host agent's
-//! authoritative list (`reconcile`) and logoff.
+//! list of its sessions (`reconcile`, rule S8: the broker, not the host, is
+//! the authority on where a user belongs) and logoff.
+//!
+//! Adoption. A host may list a user the broker did not place there (a
+//! console logon, a session older than the agent). Such an entry is adopted
+//! only for a user with no session anywhere else in the pool (in a personal
+//! pool, only the host's owner), and only while the host is below the
+//! pool's `maxSessionLimit`. An adopted session is *unconfirmed*: it counts
+//! on its host (the host really is that loaded), but rule S1 never sends a
+//! user to it, and it is never stored. What confirms it is the broker's own
+//! word, never the host's: the user's next connect drops it and places the
+//! user by the rules (so a host can never capture a user by listing them,
+//! however often it lists them or in whatever state); if the rules choose
+//! that host, the session the broker placed there is the one the host then
+//! reports. An administrator's `PATCH` of its state also confirms it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashSet;
 
 use super::{Change, Pool};
 use crate::Error;
 use crate::model::*;
 
+/// The most sessions one heartbeat may list (S8): a longer list is refused
+/// whole (400). 4,096 is far more desktops than one host runs (a large RDS
+/// host runs a few hundred), bounds the work a heartbeat does under its
+/// pool's lock, and fits the broker's 256 KiB request body with 64 bytes
+/// an entry, so the bound, not the body limit, is what a long list meets.
+pub const MAX_REPORTED_SESSIONS: usize = 4_096;
+
+/// Why an entry of a host's list was not taken (S8). The entry changed
+/// nothing; the rest of the list was applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RefusalReason {
+    /// The user has a session on another host of the pool.
+    SessionElsewhere,
+    /// A personal pool, and the user does not own this host.
+    NotOwner,
+    /// The host is at the pool's `maxSessionLimit`.
+    HostFull,
+    /// The user is listed twice; the first entry was taken.
+    Duplicate,
+}
+
+impl RefusalReason {
+    /// The reason as the API says it (`refusedSessions[].reason`) and as
+    /// the refusal counter's label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalReason::SessionElsewhere => "sessionElsewhere",
+            RefusalReason::NotOwner => "notOwner",
+            RefusalReason::HostFull => "hostFull",
+            RefusalReason::Duplicate => "duplicate",
+        }
+    }
+}
+
+/// One refused entry of a host's list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedSession {
+    pub user: String,
+    pub reason: RefusalReason,
+}
+
+/// What a reconciliation did besides its changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Entries not taken: duplicates first, then the others in the order
+    /// listed.
+    pub refused: Vec<RefusedSession>,
+    /// Sessions adopted (unconfirmed) by this list.
+    pub adopted: usize,
+}
+
 impl Pool {
-    /// Sets a session `Active` or `Disconnected` (rule S4).
+    /// Sets a session `Active` or `Disconnected` (rule S4). On a session
+    /// adopted from its host's list (S8) this is the administrator's word:
+    /// it confirms the session, which from then on is stored and used by S1.
     pub fn set_session_state(
         &mut self,
         id: &str,
@@ -20,9 +87,19 @@ impl Pool {
                 "sessionState: a session can be set Active or Disconnected, not Pending".into(),
             ));
         }
-        let s = self.find_session(id)?;
-        if s.state == state {
-            return Ok(());
+        self.find_session(id)?;
+        let confirmed = self.unconfirmed.remove(id);
+        self.change_state(id, state, now_ms);
+        if confirmed {
+            self.changes.push(Change::Session(id.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Sets a session's state; a change of a confirmed session is recorded.
+    fn change_state(&mut self, id: &str, state: SessionState, now_ms: TimestampMs) {
+        if self.sessions[id].state == state {
+            return;
         }
         let s = self.remove_session_entry(id);
         self.insert_session(Session {
@@ -30,77 +107,152 @@ impl Pool {
             state_since_ms: now_ms,
             ..s
         });
-        self.changes.push(Change::Session(id.to_string()));
-        Ok(())
+        if !self.unconfirmed.contains(id) {
+            self.changes.push(Change::Session(id.to_string()));
+        }
     }
 
     /// Reconciles the broker's sessions on `host` with the host's own full
-    /// list (from its agent). The host is the authority on what runs on it:
-    /// - a session it reports that the broker did not place is adopted (it
-    ///   counts, and its user gets affinity, S1), with an id from `new_id`;
-    /// - a Pending session it reports Active becomes Active; a state it
-    ///   reports (Active, Disconnected) is taken;
-    /// - an Active or Disconnected session it no longer reports has ended
-    ///   (logoff); a Pending one is kept until the host shows it or it
-    ///   expires (S4), since a logon in progress may not be visible yet.
+    /// list (from its agent), by rule S8:
+    /// - a session the broker has on this host and the host lists takes the
+    ///   state listed (Active, Disconnected; never back to Pending);
+    /// - an Active or Disconnected session on this host it no longer lists
+    ///   has ended (logoff); a Pending one is kept until the host shows it
+    ///   or it expires (S4), since a logon in progress may not be visible;
+    /// - a user the broker has no session for on this host is adopted, as
+    ///   an unconfirmed session with an id from `new_id` (see the file's
+    ///   comment), only if the user has no session elsewhere in the pool,
+    ///   owns the host (personal pools) and the host is below the limit
+    ///   (pooled pools); anything else is refused for that entry.
     ///
-    /// Users the host reports twice count once.
+    /// A list longer than [`MAX_REPORTED_SESSIONS`] or with an invalid user
+    /// is refused whole. The work is O(listed + the host's sessions): no
+    /// other host's sessions are looked at.
     pub fn reconcile(
         &mut self,
         host: &str,
         reported: &[(String, SessionState)],
         now_ms: TimestampMs,
         new_id: &mut dyn FnMut() -> String,
-    ) -> Result<(), Error> {
+    ) -> Result<Reconciled, Error> {
+        if reported.len() > MAX_REPORTED_SESSIONS {
+            return Err(Error::InvalidParameter(format!(
+                "sessions: {} entries; a heartbeat lists at most {MAX_REPORTED_SESSIONS}",
+                reported.len()
+            )));
+        }
         for (user, _) in reported {
             validate_user("sessions.user", user)?;
         }
-        self.find_host(host)?;
-        let mut on_host: HashMap<String, String> = self
-            .sessions
-            .values()
-            .filter(|s| s.host == host)
-            .map(|s| (user_key(&s.user), s.id.clone()))
-            .collect();
-        let mut seen = BTreeSet::new();
+        let seq = self.seq_of(host)?;
+        let mut out = Reconciled::default();
+        let mut listed: Vec<(&str, String, SessionState)> = Vec::with_capacity(reported.len());
+        let mut seen = HashSet::with_capacity(reported.len());
         for (user, state) in reported {
             let key = user_key(user);
-            if !seen.insert(key.clone()) {
+            if seen.insert(key.clone()) {
+                listed.push((user, key, *state));
+            } else {
+                out.refused.push(RefusedSession {
+                    user: user.clone(),
+                    reason: RefusalReason::Duplicate,
+                });
+            }
+        }
+        // Ends first, so that a host whose users changed is judged against
+        // the limit with the sessions it still has.
+        let ended: Vec<String> = self
+            .host_sessions
+            .get(host)
+            .into_iter()
+            .flatten()
+            .filter(|id| {
+                let s = &self.sessions[*id];
+                s.state != SessionState::Pending && !seen.contains(&user_key(&s.user))
+            })
+            .cloned()
+            .collect();
+        for id in ended {
+            self.end_session(&id);
+        }
+        for (user, key, state) in listed {
+            if let Some(id) = self.session_on(host, &key) {
+                // The host never turns a session back into Pending.
+                if state != SessionState::Pending {
+                    self.change_state(&id, state, now_ms);
+                }
                 continue;
             }
-            match on_host.remove(&key) {
-                Some(id) => {
-                    let current = self.sessions[&id].state;
-                    // The host never turns a session back into Pending.
-                    if *state != current && *state != SessionState::Pending {
-                        self.set_session_state(&id, *state, now_ms)?;
-                    }
-                }
-                None => {
-                    let id = new_id();
-                    if id.is_empty() || self.sessions.contains_key(&id) {
-                        return Err(Error::Conflict(format!(
-                            "session id {id:?} is empty or already in use"
-                        )));
-                    }
-                    self.insert_session(Session {
-                        id: id.clone(),
-                        host: host.to_string(),
-                        user: user.clone(),
-                        state: *state,
-                        create_time_ms: now_ms,
-                        state_since_ms: now_ms,
-                    });
-                    self.changes.push(Change::Session(id));
-                }
+            if let Some(reason) = self.adoption_refused(seq, &key) {
+                out.refused.push(RefusedSession {
+                    user: user.to_string(),
+                    reason,
+                });
+                continue;
+            }
+            let id = new_id();
+            if id.is_empty() || self.sessions.contains_key(&id) {
+                return Err(Error::Conflict(format!(
+                    "session id {id:?} is empty or already in use"
+                )));
+            }
+            self.insert_session(Session {
+                id: id.clone(),
+                host: host.to_string(),
+                user: user.to_string(),
+                state,
+                create_time_ms: now_ms,
+                state_since_ms: now_ms,
+            });
+            // Not recorded in `changes`: an unconfirmed session is not stored.
+            self.unconfirmed.insert(id);
+            out.adopted += 1;
+        }
+        Ok(out)
+    }
+
+    /// The id of the session of the user keyed `key` on `host`, if any.
+    fn session_on(&self, host: &str, key: &str) -> Option<String> {
+        self.user_sessions
+            .get(key)?
+            .iter()
+            .find(|id| self.sessions[*id].host == host)
+            .cloned()
+    }
+
+    /// Why the host `seq` may not adopt a session of the user keyed `key`
+    /// (S8), who has none on it; None when it may.
+    fn adoption_refused(&self, seq: u64, key: &str) -> Option<RefusalReason> {
+        if self.user_sessions.contains_key(key) {
+            return Some(RefusalReason::SessionElsewhere);
+        }
+        let h = &self.hosts[&seq];
+        match self.config.host_pool_type {
+            HostPoolType::Personal => {
+                let owner = h.spec.assigned_user.as_deref().map(user_key);
+                (owner.as_deref() != Some(key)).then_some(RefusalReason::NotOwner)
+            }
+            HostPoolType::Pooled => {
+                (h.sessions >= self.config.max_session_limit).then_some(RefusalReason::HostFull)
             }
         }
-        for (_, id) in on_host {
-            if self.sessions[&id].state != SessionState::Pending {
-                self.end_session(&id);
-            }
+    }
+
+    /// A connect of `user` drops the user's unconfirmed sessions (S8): the
+    /// broker places the user by its own rules, and a host's word is not
+    /// one of them. The pool then holds at most the session it places.
+    pub(super) fn drop_unconfirmed(&mut self, user: &str) {
+        let Some(ids) = self.user_sessions.get(&user_key(user)) else {
+            return;
+        };
+        let drop: Vec<String> = ids
+            .iter()
+            .filter(|id| self.unconfirmed.contains(*id))
+            .cloned()
+            .collect();
+        for id in drop {
+            self.end_session(&id);
         }
-        Ok(())
     }
 
     /// Ends a session (logoff).
@@ -110,8 +262,12 @@ impl Pool {
         Ok(())
     }
 
+    /// Ends a session; the end of an unconfirmed one (never stored) is not
+    /// recorded.
     pub(super) fn end_session(&mut self, id: &str) {
         self.remove_session_entry(id);
-        self.changes.push(Change::SessionEnded(id.to_string()));
+        if !self.unconfirmed.remove(id) {
+            self.changes.push(Change::SessionEnded(id.to_string()));
+        }
     }
 }

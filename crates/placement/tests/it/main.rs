@@ -21,6 +21,7 @@ mod personal;
 mod picked;
 mod props;
 mod random;
+mod reconcile;
 mod reconnect;
 mod refusal;
 mod requires;

@@ -1,0 +1,194 @@
+//! Rule S8: a host's list of its sessions confirms, changes or ends what the
+//! broker placed on it, and adopts only what takes nobody: a user with no
+//! session elsewhere (the owner, in a personal pool), within the limit, and
+//! never used for S1 until the broker itself places the user.
+
+use placement::{
+    Change, Error, HostPoolType, LoadBalancerType, MAX_REPORTED_SESSIONS, PoolConfig,
+    RefusalReason, SessionState,
+};
+
+use crate::{Alg, World};
+
+use RefusalReason::*;
+use SessionState::*;
+
+/// Reconciles `host`'s list at the world's time; answers the refusals as
+/// `(user, reason)` and how many entries were adopted.
+fn report(
+    w: &mut World,
+    host: &str,
+    list: &[(&str, SessionState)],
+) -> Result<(Vec<(String, RefusalReason)>, usize), Error> {
+    let reported: Vec<(String, SessionState)> =
+        list.iter().map(|(u, s)| (u.to_string(), *s)).collect();
+    let mut n = 0;
+    let mut ids = || {
+        n += 1;
+        format!("adopted{n}")
+    };
+    let r = w.pool.reconcile(host, &reported, w.now_ms, &mut ids)?;
+    let refused = r.refused.into_iter().map(|x| (x.user, x.reason)).collect();
+    Ok((refused, r.adopted))
+}
+
+fn users_on(w: &World, host: &str) -> Vec<String> {
+    let mut u: Vec<String> = w
+        .pool
+        .sessions()
+        .filter(|s| s.host == host)
+        .map(|s| s.user.to_ascii_lowercase())
+        .collect();
+    u.sort();
+    u
+}
+
+#[test]
+fn s8_a_host_confirms_changes_and_ends_only_its_own_sessions() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    let alice = w.connect("alice", 0).unwrap();
+    assert_eq!(alice.host, "a");
+    let bob = w.connect("bob", 0).unwrap();
+    assert_eq!(bob.host, "b");
+    w.set_state(&bob.session_id, Active);
+    w.pool.take_changes();
+    // a lists alice Active (confirms her Pending session), in another case.
+    let (refused, adopted) = report(&mut w, "a", &[("ALICE", Active)]).unwrap();
+    assert_eq!((refused, adopted), (vec![], 0));
+    assert_eq!(w.pool.session(&alice.session_id).unwrap().state, Active);
+    // An empty list from a ends alice; bob on b is not a's to end.
+    report(&mut w, "a", &[]).unwrap();
+    assert!(w.pool.session(&alice.session_id).is_none());
+    assert!(w.pool.session(&bob.session_id).is_some());
+    assert!(
+        w.pool
+            .take_changes()
+            .contains(&Change::SessionEnded(alice.session_id))
+    );
+}
+
+#[test]
+fn s8_a_user_with_a_session_elsewhere_is_refused_and_stays_where_they_are() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    let alice = w.connect("alice", 0).unwrap();
+    assert_eq!(alice.host, "a");
+    let (refused, adopted) = report(&mut w, "b", &[("alice", Active)]).unwrap();
+    assert_eq!(refused, vec![("alice".to_string(), SessionElsewhere)]);
+    assert_eq!(adopted, 0);
+    assert!(users_on(&w, "b").is_empty());
+    let again = w.connect("alice", 0).unwrap();
+    assert_eq!((again.host.as_str(), again.reconnect), ("a", true));
+}
+
+#[test]
+fn s8_adoption_stops_at_the_limit_and_duplicates_count_once() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    w.set_limit(3);
+    let users: Vec<String> = (0..3002).map(|i| format!("u{i}")).collect();
+    let mut list: Vec<(&str, SessionState)> = users.iter().map(|u| (u.as_str(), Active)).collect();
+    list.push(("U0", Active));
+    w.pool.take_changes();
+    let (refused, adopted) = report(&mut w, "a", &list).unwrap();
+    // 3 adopted (the limit), 2,999 refused as full, 1 duplicate.
+    assert_eq!(adopted, 3);
+    assert_eq!(w.sessions_on("a"), 3);
+    assert_eq!(refused.iter().filter(|r| r.1 == HostFull).count(), 2999);
+    assert!(refused.contains(&("U0".to_string(), Duplicate)));
+    assert_eq!(refused.len(), 3000);
+    // Adopted sessions are never stored.
+    assert_eq!(w.pool.take_changes(), vec![]);
+}
+
+#[test]
+fn s8_an_adopted_session_is_never_used_for_s1() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    w.set_drained("b", true);
+    // b (drained) lists carol, who never logged on, again and again.
+    for _ in 0..3 {
+        let (refused, _) = report(&mut w, "b", &[("carol", Active)]).unwrap();
+        assert!(refused.is_empty());
+    }
+    assert_eq!(users_on(&w, "b"), vec!["carol"]);
+    let s1 = w.pool.existing_placement("carol", None).unwrap();
+    assert!(
+        s1.is_none(),
+        "an unconfirmed session is not a reconnect: {s1:?}"
+    );
+    // Her connect drops the adoption and places her by the rules: on a.
+    let p = w.connect("carol", 0).unwrap();
+    assert_eq!((p.host.as_str(), p.reconnect), ("a", false));
+    assert!(users_on(&w, "b").is_empty());
+    // b listing her now is refused: she has a session elsewhere.
+    let (refused, _) = report(&mut w, "b", &[("carol", Active)]).unwrap();
+    assert_eq!(refused, vec![("carol".to_string(), SessionElsewhere)]);
+}
+
+#[test]
+fn s8_when_the_rules_choose_the_adopting_host_its_next_list_confirms_the_placed_session() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    report(&mut w, "a", &[("dave", Disconnected)]).unwrap();
+    let p = w.connect("dave", 0).unwrap();
+    assert_eq!((p.host.as_str(), p.reconnect), ("a", false));
+    report(&mut w, "a", &[("dave", Active)]).unwrap();
+    assert_eq!(w.pool.session(&p.session_id).unwrap().state, Active);
+    let again = w.connect("dave", 0).unwrap();
+    assert_eq!((again.session_id, again.reconnect), (p.session_id, true));
+}
+
+#[test]
+fn s8_an_administrator_confirms_an_adopted_session() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    report(&mut w, "b", &[("erin", Disconnected)]).unwrap();
+    let id = w.pool.user_sessions("erin").next().unwrap().id.clone();
+    assert!(w.pool.is_unconfirmed(&id));
+    w.pool.take_changes();
+    w.set_state(&id, Active);
+    assert!(!w.pool.is_unconfirmed(&id));
+    assert!(w.pool.take_changes().contains(&Change::Session(id.clone())));
+    let p = w.connect("erin", 0).unwrap();
+    assert_eq!((p.session_id, p.reconnect), (id, true));
+}
+
+fn persistent(hosts: &[(&str, &str)]) -> World {
+    let c = PoolConfig::new(
+        "desks",
+        HostPoolType::Personal,
+        LoadBalancerType::Persistent,
+    );
+    let mut w = World::new(c);
+    for (h, owner) in hosts {
+        let mut spec = crate::host_spec(h, &[]);
+        spec.assigned_user = Some(owner.to_string());
+        w.add_spec(spec);
+    }
+    w
+}
+
+#[test]
+fn s8_in_a_personal_pool_only_the_owner_is_adopted() {
+    let mut w = persistent(&[("alice-pc", "alice"), ("mallory-pc", "mallory")]);
+    let (refused, adopted) = report(
+        &mut w,
+        "mallory-pc",
+        &[("alice", Active), ("Mallory", Active)],
+    )
+    .unwrap();
+    assert_eq!(refused, vec![("alice".to_string(), NotOwner)]);
+    assert_eq!(adopted, 1);
+    let p = w.connect("alice", 0).unwrap();
+    assert_eq!(p.host, "alice-pc");
+}
+
+#[test]
+fn s8_the_list_is_bounded() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    let users: Vec<String> = (0..=MAX_REPORTED_SESSIONS)
+        .map(|i| format!("u{i}"))
+        .collect();
+    let list: Vec<(&str, SessionState)> = users.iter().map(|u| (u.as_str(), Active)).collect();
+    let e = report(&mut w, "a", &list).unwrap_err();
+    assert!(matches!(e, Error::InvalidParameter(_)), "{e:?}");
+    assert_eq!(w.sessions_on("a"), 0);
+    let ok = report(&mut w, "a", &list[..MAX_REPORTED_SESSIONS]).unwrap();
+    assert_eq!(ok.1, MAX_REPORTED_SESSIONS);
+}
