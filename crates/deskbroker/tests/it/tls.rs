@@ -744,7 +744,7 @@ async fn the_standalone_front_door_places_over_https_and_refuses_a_wrong_certifi
     );
     let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host_addr = host.local_addr().unwrap().to_string();
-    app.ok("PUT", "/api/v1/hostPools/farm", Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 5})), 201).await;
+    app.ok("PUT", "/api/v1/hostPools/farm", Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 5, "allowedAddressRanges": ["127.0.0.0/8"]})), 201).await;
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm/sessionHosts/h1",
@@ -820,7 +820,7 @@ async fn a_replicas_own_front_door_follows_its_certificate_across_a_reload() {
     assert!(leads);
     let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host_addr = host.local_addr().unwrap().to_string();
-    app.ok("PUT", "/api/v1/hostPools/farm", Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 5})), 201).await;
+    app.ok("PUT", "/api/v1/hostPools/farm", Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 5, "allowedAddressRanges": ["127.0.0.0/8"]})), 201).await;
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm/sessionHosts/h1",
