@@ -56,6 +56,8 @@ pub struct ServeArgs {
     /// `.rdp` files the broker hands out; default: the listen address.
     #[arg(long = "rdp-public-address", env = "DESKBROKER_RDP_PUBLIC_ADDRESS")]
     pub rdp_public_address: Option<String>,
+    #[command(flatten)]
+    pub front_door: crate::gateway_cmd::FrontDoorFlags,
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -88,6 +90,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = store::SqliteStore::open(&args.data_dir)
         .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
     let store_name = format!("sqlite {}", args.data_dir.display());
+    let front_door_config = args
+        .front_door
+        .config(args.rdp_default_pool.clone(), &token);
     let broker = broker::open(Arc::new(store), token)
         .await
         .context("cannot load the store")?;
@@ -121,8 +126,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let front_door = rdp_listener.map(|l| {
         let placer = Arc::new(broker::front_door::InProcess::new(broker.clone()));
-        let config = gateway::Config::new(args.rdp_default_pool.clone());
-        tokio::spawn(gateway::serve(l, placer, config, stopped(stop_rx.clone())))
+        tokio::spawn(gateway::serve(
+            l,
+            placer,
+            front_door_config,
+            stopped(stop_rx.clone()),
+        ))
     });
     let served = broker::serve(broker, listener, stopped(stop_rx)).await;
     let _ = stop_tx.send(true);
@@ -189,7 +198,9 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
             };
             let own = api::BrokerUrl::parse(&own)?;
             let placer = gateway::Http::new(own, &token).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let config = gateway::Config::new(args.rdp_default_pool.clone());
+            let config = args
+                .front_door
+                .config(args.rdp_default_pool.clone(), &token);
             Some(tokio::spawn(gateway::serve(
                 l,
                 Arc::new(placer),

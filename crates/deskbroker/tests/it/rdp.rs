@@ -442,7 +442,7 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm2",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst", "frontDoor": true})),
         201,
     )
     .await;
