@@ -489,8 +489,10 @@ async fn connection<P: Placer>(
                 return Outcome::NoPool;
             };
             report.pool = Some(pool.clone());
-            return redirect(client, &first_pdu, addr, &pool, placer, config, source, report)
-                .await;
+            return redirect(
+                client, &first_pdu, addr, &pool, placer, config, source, report,
+            )
+            .await;
         }
         None => (config.default_pool.clone(), None),
     };
@@ -646,7 +648,12 @@ async fn redirect<P: Placer>(
         }
     }
     match dial(&address, config.host_connect_timeout).await {
-        Ok(host) => relay(client, host, first_pdu, None, placer, config, source, report).await,
+        Ok(host) => {
+            relay(
+                client, host, first_pdu, None, placer, config, source, report,
+            )
+            .await
+        }
         Err(e) => {
             report.detail = Some(format!("{address}: {e}"));
             Outcome::HostUnreachable
@@ -717,15 +724,17 @@ async fn relay<P: Placer>(
     let mut from_client = Counted::new(client_read, "client_to_host");
     let mut from_host = Counted::new(host_read, "host_to_client");
     let (answered_tx, answered_rx) = tokio::sync::oneshot::channel();
-    from_host.first_read = Some(answered_tx);
+    let hook = source.answer_hook();
+    from_host.first_read = Some(Box::new(move || {
+        hook();
+        let _ = answered_tx.send(());
+    }));
     // Until the host answers, the connection is a handshake of its source's
-    // (bounded), and it is given up after `host_answer_timeout`.
+    // (bounded, released by the hook the moment the host's first byte is
+    // read), and it is given up after `host_answer_timeout`.
     let host_answer = async {
         match tokio::time::timeout(config.host_answer_timeout, answered_rx).await {
-            Ok(Ok(())) => {
-                source.answered();
-                std::future::pending::<io::Result<()>>().await
-            }
+            Ok(Ok(())) => std::future::pending::<io::Result<()>>().await,
             // The host closed without a byte: its pump ends the relay.
             Ok(Err(_)) => std::future::pending::<io::Result<()>>().await,
             Err(_) => Err(io::Error::new(
@@ -785,8 +794,8 @@ struct Counted<S> {
     inner: S,
     read_bytes: u64,
     counter: metrics::Counter,
-    /// Told when the first byte is read (the host has answered).
-    first_read: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Called when the first byte is read (the host has answered).
+    first_read: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl<S> Counted<S> {
@@ -813,9 +822,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
             self.read_bytes += n;
             self.counter.increment(n);
             if n > 0
-                && let Some(tx) = self.first_read.take()
+                && let Some(hook) = self.first_read.take()
             {
-                let _ = tx.send(());
+                hook();
             }
         }
         polled

@@ -529,7 +529,13 @@ mod tests {
         assert_eq!(sig.mac[..2], [0x00, 0x11]);
         assert_eq!(sig.mac[15], 0xff);
         assert!(msts(&format!("3640205228.15629.1700000000.{}", &mac[1..])).is_err());
-        assert!(msts(&format!("3640205228.15629.1700000000.{}", mac.to_uppercase())).is_err());
+        assert!(
+            msts(&format!(
+                "3640205228.15629.1700000000.{}",
+                mac.to_uppercase()
+            ))
+            .is_err()
+        );
         assert!(msts(&format!("3640205228.15629.-1.{mac}")).is_err());
         assert!(msts(&format!("3640205228.15629.1.{mac}.0")).is_err());
         assert!(msts("1.0.0000").is_err(), "port 0");

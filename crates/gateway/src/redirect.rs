@@ -80,8 +80,8 @@ impl RedirectRefusal {
 impl RedirectKey {
     /// The key of every front door that knows `secret` (the admin token).
     pub fn derive(secret: &str) -> RedirectKey {
-        let mut mac = HmacSha256::new_from_slice(secret.as_bytes())
-            .expect("HMAC takes keys of any length");
+        let mut mac =
+            HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length");
         mac.update(KEY_CONTEXT);
         RedirectKey(mac.finalize().into_bytes().into())
     }

@@ -156,7 +156,7 @@ impl Sources {
         Ok(SourceGuard {
             sources: self.clone(),
             ip,
-            handshaking: std::sync::atomic::AtomicBool::new(true),
+            handshaking: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         })
     }
 }
@@ -166,19 +166,21 @@ impl Sources {
 pub struct SourceGuard {
     sources: Arc<Sources>,
     ip: IpAddr,
-    handshaking: std::sync::atomic::AtomicBool,
+    /// Still counted as a handshake (shared with [`SourceGuard::answer_hook`]).
+    handshaking: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SourceGuard {
     /// The host has answered: the connection no longer counts as a handshake.
     pub fn answered(&self) {
-        if self
-            .handshaking
-            .swap(false, std::sync::atomic::Ordering::Relaxed)
-            && let Some(e) = self.sources.table().get_mut(&self.ip)
-        {
-            e.handshakes -= 1;
-        }
+        answered(&self.sources, self.ip, &self.handshaking);
+    }
+
+    /// [`SourceGuard::answered`] as a function the relay calls the moment
+    /// it reads the host's first byte, before passing it on.
+    pub fn answer_hook(&self) -> impl FnOnce() + Send + 'static {
+        let (sources, ip, handshaking) = (self.sources.clone(), self.ip, self.handshaking.clone());
+        move || answered(&sources, ip, &handshaking)
     }
 
     /// Counts a new session placed for this source, or refuses it when the
@@ -198,9 +200,19 @@ impl SourceGuard {
     }
 }
 
+fn answered(sources: &Sources, ip: IpAddr, handshaking: &std::sync::atomic::AtomicBool) {
+    if handshaking.swap(false, std::sync::atomic::Ordering::Relaxed)
+        && let Some(e) = sources.table().get_mut(&ip)
+    {
+        e.handshakes -= 1;
+    }
+}
+
 impl Drop for SourceGuard {
     fn drop(&mut self) {
-        let handshaking = *self.handshaking.get_mut();
+        let handshaking = self
+            .handshaking
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
         if let Some(e) = self.sources.table().get_mut(&self.ip) {
             e.connections -= 1;
             if handshaking {

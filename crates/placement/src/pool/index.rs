@@ -245,11 +245,9 @@ impl Pool {
             self.pending.insert((s.state_since_ms, s.id.clone()));
         }
         if s.state == SessionState::Disconnected {
-            self.disconnected
-                .insert((s.state_since_ms, s.id.clone()));
+            self.disconnected.insert((s.state_since_ms, s.id.clone()));
         }
-        self.by_create_time
-            .insert((s.create_time_ms, s.id.clone()));
+        self.by_create_time.insert((s.create_time_ms, s.id.clone()));
         self.user_sessions
             .entry(user_key(&s.user))
             .or_default()
@@ -267,8 +265,7 @@ impl Pool {
             self.pending.remove(&(s.state_since_ms, s.id.clone()));
         }
         if s.state == SessionState::Disconnected {
-            self.disconnected
-                .remove(&(s.state_since_ms, s.id.clone()));
+            self.disconnected.remove(&(s.state_since_ms, s.id.clone()));
         }
         self.by_create_time
             .remove(&(s.create_time_ms, s.id.clone()));
