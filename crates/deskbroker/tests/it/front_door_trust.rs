@@ -512,11 +512,20 @@ async fn one_source_gets_a_bounded_share_of_new_sessions_and_handshakes() {
         metrics.contains("deskbroker_rdp_refusals_total{reason=\"source_session_rate\"} 1"),
         "{metrics}"
     );
-    // Once a host answers, its connection is no longer a handshake: the
-    // source may start another.
-    dialled[0].write_all(b"CC").await.expect("answer");
-    let mut cc = [0u8; 2];
-    held[0].read_exact(&mut cc).await.expect("relayed");
+    // Once the host answers, those connections are no longer handshakes:
+    // the source may start another. (Whichever way the slots free up: on a
+    // slow machine the front door may already have given up on the silent
+    // host, HOST_ANSWER_TIMEOUT, which frees them too.)
+    for d in &mut dialled {
+        let _ = d.write_all(b"CC").await;
+    }
+    for c in &mut held {
+        // The answer, relayed (or the close, if the front door gave up).
+        let mut cc = [0u8; 2];
+        let _ = tokio::time::timeout(PATIENCE, c.read_exact(&mut cc))
+            .await
+            .expect("the held connection is answered or closed");
+    }
     let mut fourth = from_other().await;
     fourth.write_all(&quiet).await.expect("write");
     if tokio::time::timeout(PATIENCE, silent.accept())
@@ -528,6 +537,7 @@ async fn one_source_gets_a_bounded_share_of_new_sessions_and_handshakes() {
             app.text("/metrics").await
         );
     }
+    drop(held);
     // The API kept serving meanwhile.
     app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
 }
