@@ -383,10 +383,23 @@ async fn register_hosts(client: &Broker, pool: &str, hosts: &[SocketAddr]) -> an
     Ok(())
 }
 
+/// How long the pool may take to end the sessions of the run's last
+/// connections after they closed.
+const POOL_SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The pool as the broker sees it after the run: the bench's connections
 /// close before any logon, so none left a session (rule S9).
+///
+/// The front door ends a session after its connection closed, so the last
+/// ones may still be ending: the count is read again until it is 0 or
+/// [`POOL_SETTLE_WAIT`] has passed (then it is reported as it stands).
 async fn pool_outcome(client: &Broker, pool: &str) -> anyhow::Result<Value> {
-    let sessions = client.session_count(pool).await?;
+    let deadline = tokio::time::Instant::now() + POOL_SETTLE_WAIT;
+    let mut sessions = client.session_count(pool).await?;
+    while sessions.as_u64().is_some_and(|n| n > 0) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        sessions = client.session_count(pool).await?;
+    }
     let per_host: Vec<u64> = client
         .hosts(pool)
         .await?
