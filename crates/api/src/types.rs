@@ -80,6 +80,18 @@ pub struct HostPoolInput {
     /// multicast addresses are refused unless a range names them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_address_ranges: Option<Vec<String>>,
+    /// Rule S9: seconds after which a Disconnected session ends (0 = never,
+    /// otherwise 60..=31536000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disconnected_timeout_seconds: Option<u32>,
+    /// Rule S9: seconds after which any session ends (0 = never, otherwise
+    /// 60..=31536000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_session_lifetime_seconds: Option<u32>,
+    /// Rule R3: whether RDP clients may name this pool with a `tsv://`
+    /// routing token at the front door (default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub front_door: Option<bool>,
     /// Accepted for symmetry with the output; must match the path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

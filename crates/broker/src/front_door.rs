@@ -55,6 +55,13 @@ impl Placer for InProcess {
         self.broker.logoff(pool, session_id).await.map_err(refused)
     }
 
+    async fn front_door_allowed(&self, pool: &str) -> Result<bool, PlacerError> {
+        self.broker
+            .read(pool, |p| Ok(p.config().front_door))
+            .await
+            .map_err(refused)
+    }
+
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {
         self.broker.host_at(pool, address).await.map_err(refused)
     }

@@ -27,6 +27,49 @@ pub struct GatewayArgs {
     /// How an `https://` broker is trusted.
     #[command(flatten)]
     pub tls: crate::cli::TlsArgs,
+    #[command(flatten)]
+    pub front_door: FrontDoorFlags,
+}
+
+/// The front door's per-source bounds (`gateway::sources`), shared by
+/// `serve --rdp-listen` and `gateway`. A source is one client IP address;
+/// behind a NAT many users share one, so raise these there.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "RDP front door: per-source bounds")]
+pub struct FrontDoorFlags {
+    /// Connections one source may have open at once.
+    #[arg(long, value_name = "N", default_value_t = gateway::sources::MAX_CONNECTIONS_PER_SOURCE as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub rdp_max_connections_per_source: u32,
+    /// Connections of one source that no host has answered yet, at once.
+    #[arg(long, value_name = "N", default_value_t = gateway::sources::MAX_HANDSHAKES_PER_SOURCE as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub rdp_max_handshakes_per_source: u32,
+    /// Connections one source may open per minute.
+    #[arg(long, value_name = "N", default_value_t = gateway::sources::HANDSHAKES_PER_SOURCE_PER_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub rdp_handshakes_per_source_per_minute: u32,
+    /// New sessions (not reconnects) one source may have placed per minute.
+    #[arg(long, value_name = "N", default_value_t = gateway::sources::NEW_SESSIONS_PER_SOURCE_PER_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub rdp_new_sessions_per_source_per_minute: u32,
+}
+
+impl FrontDoorFlags {
+    /// The front door's settings: these bounds, the default pool, and the
+    /// key of redirection tokens derived from the admin token (`secret`),
+    /// which every front door and replica of one broker shares.
+    pub fn config(&self, default_pool: Option<String>, secret: &str) -> gateway::Config {
+        let mut config = gateway::Config::new(default_pool);
+        config.source_limits = gateway::sources::Limits {
+            max_connections: self.rdp_max_connections_per_source as usize,
+            max_handshakes: self.rdp_max_handshakes_per_source as usize,
+            handshakes_per_minute: self.rdp_handshakes_per_source_per_minute,
+            new_sessions_per_minute: self.rdp_new_sessions_per_source_per_minute,
+        };
+        config.redirect_key = Some(gateway::redirect::RedirectKey::derive(secret));
+        config
+    }
 }
 
 pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
@@ -43,7 +86,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     tracing::info!(%addr, broker = %args.broker, "rdp front door listening");
     println!("rdp front door listening on {addr}");
     std::io::stdout().flush()?;
-    let config = gateway::Config::new(args.rdp_default_pool);
+    let config = args.front_door.config(args.rdp_default_pool, &args.token);
     gateway::serve(
         listener,
         Arc::new(placer),

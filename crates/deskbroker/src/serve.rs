@@ -109,6 +109,8 @@ pub struct ServeArgs {
         conflicts_with = "ca_cert"
     )]
     pub tls_fingerprint: Option<String>,
+    #[command(flatten)]
+    pub front_door: crate::gateway_cmd::FrontDoorFlags,
 }
 
 /// The listener's TLS, if any: the given files; none when asked for plain
@@ -233,6 +235,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
     private_database_files(&args.data_dir)?;
     let store_name = format!("sqlite {}", args.data_dir.display());
+    let front_door_config = args
+        .front_door
+        .config(args.rdp_default_pool.clone(), &token);
     let broker = broker::open(Arc::new(store), token)
         .await
         .context("cannot load the store")?;
@@ -269,8 +274,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let front_door = rdp_listener.map(|l| {
         let placer = Arc::new(broker::front_door::InProcess::new(broker.clone()));
-        let config = gateway::Config::new(args.rdp_default_pool.clone());
-        tokio::spawn(gateway::serve(l, placer, config, stopped(stop_rx.clone())))
+        tokio::spawn(gateway::serve(
+            l,
+            placer,
+            front_door_config,
+            stopped(stop_rx.clone()),
+        ))
     });
     let served = broker::serve(broker, listening(listener, tls), stopped(stop_rx)).await;
     let _ = stop_tx.send(true);
@@ -354,7 +363,9 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
             };
             let placer = gateway::Http::with_trust(own, &token, &trust)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let config = gateway::Config::new(args.rdp_default_pool.clone());
+            let config = args
+                .front_door
+                .config(args.rdp_default_pool.clone(), &token);
             Some(tokio::spawn(gateway::serve(
                 l,
                 Arc::new(placer),

@@ -13,7 +13,43 @@
 //!
 //! Each connection runs on its own task, so a slow or hostile client holds
 //! one slot for at most the handshake timeout and disturbs no other (R6).
-//! Every connection ends in one log line and one `outcome` in metrics.
+//! Every connection ends in one `outcome` in metrics; relayed ones in one
+//! INFO line, refused ones in `deskbroker_rdp_refusals_total{reason}` and a
+//! rate-limited line (`sources.rs`).
+//!
+//! What the front door trusts (rules R2, R3, S9):
+//!
+//! - **Sources are bounded** (`sources.rs`): connections, handshakes not yet
+//!   answered by a host, handshakes and new sessions per minute, per IP; a
+//!   host that has not answered within [`HOST_ANSWER_TIMEOUT`] of the
+//!   forwarded first PDU is given up.
+//! - **A session needs evidence of a logon.** A session this front door
+//!   made is kept (Disconnected) when its connection closes only if a logon
+//!   can have begun: the connection went through the TLS handshake with the
+//!   host, seen as at least [`LOGON_EVIDENCE_HOST_BYTES`] from the host (its
+//!   Connection Confirm and TLS server flight with its certificate) and at
+//!   least [`LOGON_EVIDENCE_CLIENT_BYTES`] from the client past its first
+//!   PDU (its TLS handshake and what follows). Measured with xfreerdp 2.11
+//!   against xrdp, closed as soon as xrdp logged the TLS connection: 2252
+//!   bytes from the host, 1145 from the client. Without that evidence the
+//!   session is ended (logoff): connections with invented `mstshash` names
+//!   that close at once, or send junk the host refuses, leave nothing
+//!   behind. A client that plays a real TLS handshake with the host does get
+//!   a session; per-source bounds and the pool's S9 lifetimes bound those.
+//! - **A connection changes only the sessions it owns.** It owns the session
+//!   it made, and a reconnect (S1) to a session that was Disconnected or that
+//!   another connection of this front door already owns. A reconnect to a
+//!   session that is Active (or Pending) with no connection of this front
+//!   door on it belongs to someone else's live connection: the client is
+//!   relayed (S1 sends the user to their host, which authenticates them) but
+//!   the session's state is never touched. An owned session is marked
+//!   Disconnected (or ended, above) only when its last connection through
+//!   this front door closes. (Each front door process keeps its own table:
+//!   after a restart, a session left Active is ended by the host's agent or
+//!   by the pool's S9 lifetimes.)
+//! - **Redirection tokens must be the broker's** (`redirect.rs`), and a
+//!   `tsv://` routing token must name a pool with `frontDoor: true` (the
+//!   front door's own default pool needs no token).
 
 use std::future::Future;
 use std::io;
@@ -30,6 +66,8 @@ use tokio::sync::Semaphore;
 
 use crate::pdu::{self, HANDSHAKE_TIMEOUT, Routing};
 use crate::placer::{ConnectInput, Placer};
+use crate::redirect::{RedirectKey, RedirectRefusal};
+use crate::sources::{self, Limits, SourceGuard, Sources};
 
 /// Connections open at once (in handshake or relayed). At the limit the
 /// front door stops accepting; the kernel's backlog holds the next ones.
@@ -48,6 +86,16 @@ pub const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 pub const RELAY_BUFFER_BYTES: usize = 32 * 1024;
 /// Prefix of the user name of a connection that names no user (R2).
 pub const ANONYMOUS_USER_PREFIX: &str = "anonymous-";
+/// How long a host may take to send its first byte after the first PDU was
+/// forwarded (its X.224 Connection Confirm comes at once from a real RDP
+/// host): past it the connection is closed and counts as unreachable.
+pub const HOST_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Rule S9's evidence of a logon: bytes the host must have sent (its TLS
+/// server flight carries its certificate; see the module's documentation).
+pub const LOGON_EVIDENCE_HOST_BYTES: u64 = 1024;
+/// Rule S9's evidence of a logon: bytes the client must have sent past its
+/// first PDU (its TLS handshake, then its MCS connection).
+pub const LOGON_EVIDENCE_CLIENT_BYTES: u64 = 512;
 
 /// The front door's settings; [`Config::new`] gives the named defaults.
 #[derive(Clone, Debug)]
@@ -59,6 +107,13 @@ pub struct Config {
     pub handshake_timeout: Duration,
     pub host_connect_timeout: Duration,
     pub max_placement_attempts: usize,
+    /// See [`HOST_ANSWER_TIMEOUT`].
+    pub host_answer_timeout: Duration,
+    /// Per-source bounds (`sources.rs`).
+    pub source_limits: Limits,
+    /// The key of the broker's redirection tokens (R3); none: every msts
+    /// token is refused.
+    pub redirect_key: Option<RedirectKey>,
 }
 
 impl Config {
@@ -69,6 +124,9 @@ impl Config {
             handshake_timeout: HANDSHAKE_TIMEOUT,
             host_connect_timeout: HOST_CONNECT_TIMEOUT,
             max_placement_attempts: MAX_PLACEMENT_ATTEMPTS,
+            host_answer_timeout: HOST_ANSWER_TIMEOUT,
+            source_limits: Limits::default(),
+            redirect_key: None,
         }
     }
 }
@@ -78,7 +136,20 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "deskbroker_rdp_connections_total",
         "RDP front door connections by outcome: relayed, handshake_failed, no_pool, refused, \
-         host_unreachable, unknown_redirect, broker_unreachable."
+         pool_not_allowed, redirect_refused, host_unreachable, unknown_redirect, \
+         broker_unreachable."
+    );
+    metrics::describe_counter!(
+        "deskbroker_rdp_refusals_total",
+        "RDP connections refused, by reason: per-source bounds (source_connections, \
+         source_handshakes, source_handshake_rate, source_session_rate, source_table_full), \
+         unsigned_redirect, forged_redirect, expired_redirect, redirect_not_enabled, \
+         pool_not_allowed, handshake_failed, no_pool, refused, unknown_redirect."
+    );
+    metrics::describe_counter!(
+        "deskbroker_rdp_sessions_without_logon_total",
+        "Sessions the front door ended when their connection closed without evidence \
+         of a logon (rule S9)."
     );
     metrics::describe_counter!(
         "deskbroker_rdp_handshake_failures_total",
@@ -107,6 +178,10 @@ pub async fn serve<P: Placer>(
     shutdown: impl Future<Output = ()>,
 ) {
     describe_metrics();
+    let shared = Arc::new(Shared {
+        sources: Sources::new(config.source_limits),
+        live: Live::default(),
+    });
     let config = Arc::new(config);
     let slots = Arc::new(Semaphore::new(config.max_connections));
     tokio::pin!(shutdown);
@@ -131,14 +206,94 @@ pub async fn serve<P: Placer>(
                 }
             },
         };
+        let source = match shared.sources.admit(peer.ip()) {
+            Ok(guard) => guard,
+            Err(refusal) => {
+                // Closed at once, before any byte is read: no task, no host.
+                drop(stream);
+                metrics::counter!("deskbroker_rdp_connections_total", "outcome" => "source_limit")
+                    .increment(1);
+                sources::refused(refusal.reason(), peer, "per-source bound");
+                continue;
+            }
+        };
         let placer = placer.clone();
         let config = config.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            handle(stream, peer, placer.as_ref(), &config).await;
+            handle(stream, peer, placer.as_ref(), &config, &shared, source).await;
         });
     }
     tracing::info!("rdp front door stopped accepting");
+}
+
+/// What every connection of one front door shares.
+struct Shared {
+    sources: Arc<Sources>,
+    live: Live,
+}
+
+/// The sessions this front door owns (see the module's documentation), with
+/// how many of its connections are on each and whether any of them showed
+/// a logon.
+#[derive(Default)]
+struct Live {
+    sessions: std::sync::Mutex<std::collections::HashMap<(String, String), LiveSession>>,
+}
+
+struct LiveSession {
+    connections: usize,
+    /// Made by a connection of this front door (not a reconnect).
+    made_here: bool,
+    logon_seen: bool,
+}
+
+impl Live {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), LiveSession>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Joins the session's connections if this front door owns it, or
+    /// claims it when `claim` (made here, or reconnected while
+    /// Disconnected). False: someone else's live session; hands off.
+    fn join(&self, pool: &str, id: &str, claim: bool, made_here: bool) -> bool {
+        let mut live = self.lock();
+        let key = (pool.to_string(), id.to_string());
+        if let Some(s) = live.get_mut(&key) {
+            s.connections += 1;
+            return true;
+        }
+        if claim {
+            live.insert(
+                key,
+                LiveSession {
+                    connections: 1,
+                    made_here,
+                    logon_seen: false,
+                },
+            );
+        }
+        claim
+    }
+
+    /// Leaves; when this was the session's last connection here, answers
+    /// what to do: `Some(true)` end it (made here, no logon ever seen),
+    /// `Some(false)` mark it Disconnected, `None` nothing (others remain).
+    fn leave(&self, pool: &str, id: &str, logon_seen: bool) -> Option<bool> {
+        let mut live = self.lock();
+        let key = (pool.to_string(), id.to_string());
+        let s = live.get_mut(&key)?;
+        s.logon_seen |= logon_seen;
+        s.connections -= 1;
+        if s.connections > 0 {
+            return None;
+        }
+        let s = live.remove(&key)?;
+        Some(s.made_here && !s.logon_seen)
+    }
 }
 
 /// What happened to one connection: its log line and metrics.
@@ -152,6 +307,8 @@ struct Report {
     client_to_host_bytes: u64,
     host_to_client_bytes: u64,
     detail: Option<String>,
+    /// The first PDU's refusal reason, for the refusal counter.
+    handshake_reason: Option<&'static str>,
 }
 
 /// How a connection ended, as the `outcome` label.
@@ -171,6 +328,12 @@ enum Outcome {
     UnknownRedirect,
     /// The broker did not answer.
     BrokerUnreachable,
+    /// A `tsv://` token named a pool that does not allow the front door (R3).
+    PoolNotAllowed,
+    /// An msts token the broker did not issue, or expired (R3).
+    RedirectRefused(RedirectRefusal),
+    /// A per-source bound (new sessions per minute).
+    SourceLimit,
 }
 
 impl Outcome {
@@ -183,6 +346,24 @@ impl Outcome {
             Outcome::HostUnreachable => "host_unreachable",
             Outcome::UnknownRedirect => "unknown_redirect",
             Outcome::BrokerUnreachable => "broker_unreachable",
+            Outcome::PoolNotAllowed => "pool_not_allowed",
+            Outcome::RedirectRefused(_) => "redirect_refused",
+            Outcome::SourceLimit => "source_limit",
+        }
+    }
+
+    /// The refusal's reason label, or none for a connection that was served
+    /// (or failed for reasons that are not the client's).
+    fn refusal(self, handshake: Option<&'static str>) -> Option<&'static str> {
+        match self {
+            Outcome::HandshakeFailed => Some(handshake.unwrap_or("handshake_failed")),
+            Outcome::NoPool => Some("no_pool"),
+            Outcome::Refused => Some("refused"),
+            Outcome::UnknownRedirect => Some("unknown_redirect"),
+            Outcome::PoolNotAllowed => Some("pool_not_allowed"),
+            Outcome::RedirectRefused(r) => Some(r.reason()),
+            Outcome::SourceLimit => Some("source_session_rate"),
+            Outcome::Relayed | Outcome::HostUnreachable | Outcome::BrokerUnreachable => None,
         }
     }
 }
@@ -203,15 +384,28 @@ impl Drop for OpenGauge {
     }
 }
 
-async fn handle<P: Placer>(client: TcpStream, peer: SocketAddr, placer: &P, config: &Config) {
+async fn handle<P: Placer>(
+    client: TcpStream,
+    peer: SocketAddr,
+    placer: &P,
+    config: &Config,
+    shared: &Shared,
+    source: SourceGuard,
+) {
     let _open = OpenGauge::new();
     let started = Instant::now();
     let mut report = Report::default();
-    let outcome = connection(client, placer, config, &mut report).await;
+    let outcome = connection(client, placer, config, shared, &source, &mut report).await;
+    drop(source);
     let duration = started.elapsed();
     metrics::counter!("deskbroker_rdp_connections_total", "outcome" => outcome.as_str())
         .increment(1);
     metrics::histogram!("deskbroker_rdp_connection_seconds").record(duration);
+    if let Some(reason) = outcome.refusal(report.handshake_reason) {
+        // Junk and refused connections: counted, and logged rate-limited.
+        sources::refused(reason, peer, report.detail.as_deref().unwrap_or(""));
+        return;
+    }
     tracing::info!(
         %peer,
         user = report.user.as_deref().unwrap_or("-"),
@@ -233,6 +427,8 @@ async fn connection<P: Placer>(
     mut client: TcpStream,
     placer: &P,
     config: &Config,
+    shared: &Shared,
+    source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
     let (first_pdu, request) =
@@ -241,6 +437,7 @@ async fn connection<P: Placer>(
             Err(e) => {
                 metrics::counter!("deskbroker_rdp_handshake_failures_total", "reason" => e.reason())
                     .increment(1);
+                report.handshake_reason = Some(e.reason());
                 report.detail = Some(e.to_string());
                 return Outcome::HandshakeFailed;
             }
@@ -248,9 +445,43 @@ async fn connection<P: Placer>(
     let _ = client.set_nodelay(true);
 
     let (pool, user) = match request.routing {
-        Some(Routing::Pool(pool)) => (Some(pool), None),
+        Some(Routing::Pool(pool)) => {
+            // Rule R3: a routing token names only pools that allow it.
+            if config.default_pool.as_deref() != Some(pool.as_str()) {
+                report.pool = Some(pool.clone());
+                match placer.front_door_allowed(&pool).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        report.detail = Some(format!(
+                            "host pool {pool} does not allow the front door (frontDoor: false)"
+                        ));
+                        return Outcome::PoolNotAllowed;
+                    }
+                    Err(e) => {
+                        report.detail = Some(e.to_string());
+                        return match e {
+                            crate::PlacerError::Refused { .. } => Outcome::Refused,
+                            crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
+                        };
+                    }
+                }
+            }
+            (Some(pool), None)
+        }
         Some(Routing::User(user)) => (config.default_pool.clone(), Some(user)),
-        Some(Routing::Redirect(addr)) => {
+        Some(Routing::Redirect(token)) => {
+            // Rule R3: only the broker's own, unexpired tokens.
+            let verified = match &config.redirect_key {
+                None => Err(RedirectRefusal::NoKey),
+                Some(key) => key.verify(&token, unix_seconds()),
+            };
+            let addr = match verified {
+                Ok(addr) => addr,
+                Err(refusal) => {
+                    report.detail = Some(format!("{}: {refusal}", token.addr));
+                    return Outcome::RedirectRefused(refusal);
+                }
+            };
             // A redirection cookie names no pool: it is looked up in the
             // default pool, the only one such a client can have come from.
             let Some(pool) = config.default_pool.clone() else {
@@ -258,7 +489,10 @@ async fn connection<P: Placer>(
                 return Outcome::NoPool;
             };
             report.pool = Some(pool.clone());
-            return redirect(client, &first_pdu, addr, &pool, placer, config, report).await;
+            return redirect(
+                client, &first_pdu, addr, &pool, placer, config, source, report,
+            )
+            .await;
         }
         None => (config.default_pool.clone(), None),
     };
@@ -275,6 +509,7 @@ async fn connection<P: Placer>(
         user,
         ..ConnectInput::default()
     };
+    let mut counted = false;
     for _ in 0..config.max_placement_attempts {
         let placed = match placer.connect(&pool, &request).await {
             Ok(p) => p,
@@ -289,33 +524,67 @@ async fn connection<P: Placer>(
         report.host = Some(placed.host.clone());
         report.session_id = Some(placed.session_id.clone());
         report.reconnect = placed.reconnect;
+        if !placed.reconnect && !counted {
+            // A new session counts against its source's share per minute
+            // (one per connection, whatever R5's retries place).
+            if let Err(refusal) = source.new_session() {
+                release(placer, &pool, &placed.session_id).await;
+                report.session_id = None;
+                report.detail = Some(format!("{}: too many new sessions", refusal.reason()));
+                return Outcome::SourceLimit;
+            }
+            counted = true;
+        }
         match dial(&placed.address, config.host_connect_timeout).await {
             Ok(host) => {
-                let end_state = if anonymous {
-                    None
-                } else {
-                    Some(SessionState::Disconnected)
-                };
+                // Ownership (see the module's documentation).
+                let owned = shared.live.join(
+                    &pool,
+                    &placed.session_id,
+                    !placed.reconnect || placed.state == SessionState::Disconnected,
+                    !placed.reconnect,
+                );
+                if !owned {
+                    report.detail = Some(
+                        "reconnect to a session live elsewhere: its state is left alone".into(),
+                    );
+                }
                 let outcome = relay(
                     client,
                     host,
                     &first_pdu,
-                    Some((&pool, &placed.session_id)),
+                    owned.then_some((pool.as_str(), placed.session_id.as_str())),
                     placer,
+                    config,
+                    source,
                     report,
                 )
                 .await;
-                match end_state {
-                    Some(state) => {
-                        if let Err(e) = placer
-                            .set_session_state(&pool, &placed.session_id, state)
-                            .await
-                        {
-                            tracing::warn!(pool, session = placed.session_id, error = %e,
-                                "rdp: could not mark the session Disconnected");
+                if owned {
+                    let logon_seen = logon_evidence(report, first_pdu.len());
+                    match shared.live.leave(&pool, &placed.session_id, logon_seen) {
+                        None => {}
+                        Some(end) if end || anonymous => {
+                            if end {
+                                metrics::counter!("deskbroker_rdp_sessions_without_logon_total")
+                                    .increment(1);
+                            }
+                            release(placer, &pool, &placed.session_id).await
+                        }
+                        Some(_) => {
+                            if let Err(e) = placer
+                                .set_session_state(
+                                    &pool,
+                                    &placed.session_id,
+                                    SessionState::Disconnected,
+                                )
+                                .await
+                            {
+                                tracing::warn!(pool, session = placed.session_id, error = %e,
+                                    "rdp: could not mark the session Disconnected");
+                            }
                         }
                     }
-                    None => release(placer, &pool, &placed.session_id).await,
                 }
                 return outcome;
             }
@@ -335,8 +604,27 @@ async fn connection<P: Placer>(
     Outcome::HostUnreachable
 }
 
-/// Rule R3: straight to the registered host at `addr`, or refused. The
-/// session on that host is the host's (and its agent's) to report.
+/// Rule S9's evidence that a logon can have taken place on a connection.
+fn logon_evidence(report: &Report, first_pdu_bytes: usize) -> bool {
+    report.host_to_client_bytes >= LOGON_EVIDENCE_HOST_BYTES
+        && report
+            .client_to_host_bytes
+            .saturating_sub(first_pdu_bytes as u64)
+            >= LOGON_EVIDENCE_CLIENT_BYTES
+}
+
+/// Seconds since the Unix epoch (the redirection tokens' clock).
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Rule R3: straight to the registered host at `addr` (whose token the
+/// broker signed), or refused. The session on that host is the host's (and
+/// its agent's) to report.
+#[allow(clippy::too_many_arguments)]
 async fn redirect<P: Placer>(
     client: TcpStream,
     first_pdu: &[u8],
@@ -344,6 +632,7 @@ async fn redirect<P: Placer>(
     pool: &str,
     placer: &P,
     config: &Config,
+    source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
     let address = addr.to_string();
@@ -359,7 +648,12 @@ async fn redirect<P: Placer>(
         }
     }
     match dial(&address, config.host_connect_timeout).await {
-        Ok(host) => relay(client, host, first_pdu, None, placer, report).await,
+        Ok(host) => {
+            relay(
+                client, host, first_pdu, None, placer, config, source, report,
+            )
+            .await
+        }
         Err(e) => {
             report.detail = Some(format!("{address}: {e}"));
             Outcome::HostUnreachable
@@ -398,12 +692,15 @@ async fn dial(address: &str, timeout: Duration) -> io::Result<TcpStream> {
 /// fewer before the client's first byte: `deskbroker bench rdp`, see
 /// `docs/benchmarks.md`). Both are done before this returns, so the
 /// caller's Disconnected (or logoff) always comes after Active.
+#[allow(clippy::too_many_arguments)]
 async fn relay<P: Placer>(
     client: TcpStream,
     mut host: TcpStream,
     first_pdu: &[u8],
     session: Option<(&str, &str)>,
     placer: &P,
+    config: &Config,
+    source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
     if let Err(e) = host.write_all(first_pdu).await {
@@ -426,13 +723,38 @@ async fn relay<P: Placer>(
     let (host_read, mut host_write) = host.into_split();
     let mut from_client = Counted::new(client_read, "client_to_host");
     let mut from_host = Counted::new(host_read, "host_to_client");
+    let (answered_tx, answered_rx) = tokio::sync::oneshot::channel();
+    let hook = source.answer_hook();
+    from_host.first_read = Some(Box::new(move || {
+        hook();
+        let _ = answered_tx.send(());
+    }));
+    // Until the host answers, the connection is a handshake of its source's
+    // (bounded, released by the hook the moment the host's first byte is
+    // read), and it is given up after `host_answer_timeout`.
+    let host_answer = async {
+        match tokio::time::timeout(config.host_answer_timeout, answered_rx).await {
+            Ok(Ok(())) => std::future::pending::<io::Result<()>>().await,
+            // The host closed without a byte: its pump ends the relay.
+            Ok(Err(_)) => std::future::pending::<io::Result<()>>().await,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the host did not answer within {:?}",
+                    config.host_answer_timeout
+                ),
+            )),
+        }
+    };
     let copy = async {
         tokio::select! {
             r = pump(&mut from_client, &mut host_write) => r,
             r = pump(&mut from_host, &mut client_write) => r,
+            r = host_answer => r,
         }
     };
     let ((), ended) = tokio::join!(mark_active, copy);
+    let unanswered = matches!(&ended, Err(e) if e.kind() == io::ErrorKind::TimedOut);
     if let Err(e) = ended {
         report.detail = Some(format!("relay ended: {e}"));
     }
@@ -440,6 +762,9 @@ async fn relay<P: Placer>(
     let _ = client_write.shutdown().await;
     report.client_to_host_bytes += from_client.read_bytes;
     report.host_to_client_bytes = from_host.read_bytes;
+    if unanswered {
+        return Outcome::HostUnreachable;
+    }
     Outcome::Relayed
 }
 
@@ -469,6 +794,8 @@ struct Counted<S> {
     inner: S,
     read_bytes: u64,
     counter: metrics::Counter,
+    /// Called when the first byte is read (the host has answered).
+    first_read: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl<S> Counted<S> {
@@ -477,6 +804,7 @@ impl<S> Counted<S> {
             inner,
             read_bytes: 0,
             counter: metrics::counter!("deskbroker_rdp_bytes_total", "direction" => direction),
+            first_read: None,
         }
     }
 }
@@ -493,6 +821,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
             let n = (buf.filled().len() - before) as u64;
             self.read_bytes += n;
             self.counter.increment(n);
+            if n > 0
+                && let Some(hook) = self.first_read.take()
+            {
+                hook();
+            }
         }
         polled
     }

@@ -9,6 +9,8 @@
 //!   HTTP ([`Http`]) or, in `deskbroker serve`, the broker's own
 //!   `broker::front_door::InProcess`.
 //! - [`front_door`]: the listener and the relay.
+//! - [`redirect`]: the signed msts redirection tokens the front door honours (R3).
+//! - [`sources`]: per-source bounds on handshakes and new sessions.
 //!
 //! **The front door decides nothing**: every placement, reconnect and
 //! session state goes through a [`Placer`], so it follows the same rules
@@ -17,6 +19,8 @@
 pub mod front_door;
 pub mod pdu;
 pub mod placer;
+pub mod redirect;
+pub mod sources;
 
 pub use api::rdp_file::{rdp_file, routing_token};
 pub use front_door::{Config, serve};

@@ -79,8 +79,31 @@ pub enum Routing {
     User(String),
     /// `tsv://MS Terminal Services Plugin.1.<pool>`: the pool (rule R1).
     Pool(String),
-    /// `Cookie: msts=<ip>.<port>.<reserved>`: a host, by address (rule R3).
-    Redirect(SocketAddrV4),
+    /// `Cookie: msts=<ip>.<port>.<reserved>`: a host, by address (rule R3);
+    /// honoured only when signed (`redirect.rs`).
+    Redirect(RedirectToken),
+}
+
+/// An msts redirection token as the client sent it: the address, and the
+/// broker's signature when the token has one (`redirect.rs` checks it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedirectToken {
+    pub addr: SocketAddrV4,
+    pub signed: Option<RedirectSignature>,
+}
+
+impl RedirectToken {
+    /// The plain form (`<ip>.<port>.0000`), as any client can write it.
+    pub fn unsigned(addr: SocketAddrV4) -> RedirectToken {
+        RedirectToken { addr, signed: None }
+    }
+}
+
+/// The signed form's two extra parts: `<expires>.<mac>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedirectSignature {
+    pub expires_unix_seconds: u64,
+    pub mac: [u8; crate::redirect::REDIRECT_MAC_BYTES],
 }
 
 /// RDP_NEG_REQ (MS-RDPBCGR 2.2.1.1.1).
@@ -354,20 +377,59 @@ fn valid_pool_name(name: &str) -> bool {
 /// order read as a little-endian u32, in decimal; the port's two bytes in
 /// network order read as a little-endian u16, in decimal; then optional
 /// reserved digits (`0000`). 172.31.249.216:3389 is `3640205228.15629.0000`.
-fn msts(value: &str) -> Result<SocketAddrV4, PduError> {
+/// The broker's signed form (`redirect.rs`) puts `<expires>.<mac>` in place
+/// of the reserved digits: decimal Unix seconds, then 32 lowercase hex digits.
+fn msts(value: &str) -> Result<RedirectToken, PduError> {
     let bad = || PduError::InvalidRedirect(value.to_string());
-    let mut parts = value.split('.');
-    let ip = parts.next().and_then(decimal::<u32>).ok_or_else(bad)?;
-    let port = parts.next().and_then(decimal::<u16>).ok_or_else(bad)?;
-    let reserved = parts.next().ok_or_else(bad)?;
-    if !reserved.bytes().all(|b| b.is_ascii_digit()) || parts.next().is_some() {
+    let parts: Vec<&str> = value.split('.').collect();
+    if parts.len() != 3 && parts.len() != 4 {
         return Err(bad());
     }
+    let ip = decimal::<u32>(parts[0]).ok_or_else(bad)?;
+    let port = decimal::<u16>(parts[1]).ok_or_else(bad)?;
     let port = port.swap_bytes();
     if port == 0 {
         return Err(bad());
     }
-    Ok(SocketAddrV4::new(Ipv4Addr::from(ip.to_le_bytes()), port))
+    let addr = SocketAddrV4::new(Ipv4Addr::from(ip.to_le_bytes()), port);
+    if parts.len() == 3 {
+        if !parts[2].bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        return Ok(RedirectToken::unsigned(addr));
+    }
+    let expires_unix_seconds = decimal::<u64>(parts[2]).ok_or_else(bad)?;
+    let hex = parts[3].as_bytes();
+    if hex.len() != 2 * crate::redirect::REDIRECT_MAC_BYTES {
+        return Err(bad());
+    }
+    let mut mac = [0u8; crate::redirect::REDIRECT_MAC_BYTES];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let digit = |b: u8| match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        };
+        let (Some(hi), Some(lo)) = (digit(pair[0]), digit(pair[1])) else {
+            return Err(bad());
+        };
+        mac[i] = hi << 4 | lo;
+    }
+    Ok(RedirectToken {
+        addr,
+        signed: Some(RedirectSignature {
+            expires_unix_seconds,
+            mac,
+        }),
+    })
+}
+
+/// An address as the msts cookie writes it: (ip, port) in decimal.
+pub fn msts_parts(addr: SocketAddrV4) -> (u32, u16) {
+    (
+        u32::from_le_bytes(addr.ip().octets()),
+        addr.port().swap_bytes(),
+    )
 }
 
 /// Plain decimal digits only (no sign, no spaces), within the type's range.
@@ -381,8 +443,7 @@ fn decimal<T: std::str::FromStr>(s: &str) -> Option<T> {
 /// The msts cookie value for a host address, the inverse of what
 /// [`parse`] reads (for tests and for building redirection tokens).
 pub fn msts_cookie(addr: SocketAddrV4) -> String {
-    let ip = u32::from_le_bytes(addr.ip().octets());
-    let port = addr.port().swap_bytes();
+    let (ip, port) = msts_parts(addr);
     format!("Cookie: msts={ip}.{port}.0000")
 }
 
@@ -447,16 +508,36 @@ mod tests {
     #[test]
     fn msts_matches_the_documented_example() {
         // IMsRdpClientAdvancedSettings::LoadBalanceInfo: 172.31.249.216:3389.
-        let addr = msts("3640205228.15629.0000").expect("parses");
+        let token = msts("3640205228.15629.0000").expect("parses");
+        let addr = token.addr;
         assert_eq!(addr, "172.31.249.216:3389".parse().expect("addr"));
+        assert_eq!(token.signed, None);
         assert_eq!(msts_cookie(addr), "Cookie: msts=3640205228.15629.0000");
         // The reserved digits are optional, the last dot is not.
-        assert_eq!(msts("3640205228.15629.").expect("parses"), addr);
+        assert_eq!(msts("3640205228.15629.").expect("parses"), token);
         assert!(msts("3640205228.15629").is_err());
         assert!(msts("4294967296.15629.0000").is_err(), "u32 overflow");
         assert!(msts("1.65536.0000").is_err(), "u16 overflow");
         assert!(msts("+1.15629.0000").is_err());
         assert!(msts("1.15629.00x0").is_err());
+        // The signed form: expiry, then exactly 32 lowercase hex digits.
+        let mac = "00112233445566778899aabbccddeeff";
+        let signed = msts(&format!("3640205228.15629.1700000000.{mac}")).expect("parses");
+        assert_eq!(signed.addr, addr);
+        let sig = signed.signed.expect("signed");
+        assert_eq!(sig.expires_unix_seconds, 1_700_000_000);
+        assert_eq!(sig.mac[..2], [0x00, 0x11]);
+        assert_eq!(sig.mac[15], 0xff);
+        assert!(msts(&format!("3640205228.15629.1700000000.{}", &mac[1..])).is_err());
+        assert!(
+            msts(&format!(
+                "3640205228.15629.1700000000.{}",
+                mac.to_uppercase()
+            ))
+            .is_err()
+        );
+        assert!(msts(&format!("3640205228.15629.-1.{mac}")).is_err());
+        assert!(msts(&format!("3640205228.15629.1.{mac}.0")).is_err());
         assert!(msts("1.0.0000").is_err(), "port 0");
     }
 

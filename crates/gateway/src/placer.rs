@@ -78,6 +78,13 @@ pub trait Placer: Send + Sync + 'static {
         session_id: &str,
     ) -> impl Future<Output = Result<(), PlacerError>> + Send;
 
+    /// Whether clients may name `pool` with a `tsv://` routing token (the
+    /// pool's `frontDoor` setting, rule R3).
+    fn front_door_allowed(
+        &self,
+        pool: &str,
+    ) -> impl Future<Output = Result<bool, PlacerError>> + Send;
+
     /// The host of `pool` registered with `address`, if any (rule R3).
     fn host_at(
         &self,
@@ -143,6 +150,13 @@ impl Placer for Http {
 
     async fn logoff(&self, pool: &str, session_id: &str) -> Result<(), PlacerError> {
         Ok(self.client.logoff(pool, session_id).await?)
+    }
+
+    async fn front_door_allowed(&self, pool: &str) -> Result<bool, PlacerError> {
+        let text = self.client.get_text(&["hostPools", pool]).await?;
+        let out: api::types::HostPoolOutput = serde_json::from_str(&text)
+            .map_err(|e| PlacerError::Unreachable(format!("host pool {pool}: {e}")))?;
+        Ok(out.config.front_door)
     }
 
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {

@@ -150,7 +150,31 @@ pub struct PoolConfig {
     /// hence the serde default.
     #[serde(default)]
     pub allowed_address_ranges: Vec<String>,
+    /// Rule S9: a Disconnected session ends this many seconds after it was
+    /// disconnected (AVD's and RDS's "end a disconnected session"). 0 (the
+    /// default) = never; otherwise 60..=31536000. Absent in settings stored
+    /// before it existed, hence the serde default.
+    #[serde(default)]
+    pub disconnected_timeout_seconds: u32,
+    /// Rule S9: any session ends this many seconds after it was placed
+    /// (RDS's "active session limit", counted from the logon). 0 (the
+    /// default) = never; otherwise 60..=31536000.
+    #[serde(default)]
+    pub max_session_lifetime_seconds: u32,
+    /// Rule R3: whether a client of the RDP front door may name this pool
+    /// with a `tsv://` routing token. False by default (the safe choice: a
+    /// routing token is an unauthenticated claim, and a pool is reached by
+    /// name only when its administrator says so); the pool an operator
+    /// names with `--rdp-default-pool` is reached without a token either
+    /// way, since naming it there is that operator's choice.
+    #[serde(default)]
+    pub front_door: bool,
 }
+
+/// The smallest non-zero value of S9's timeouts, in seconds.
+pub const MIN_SESSION_TIMEOUT_SECONDS: u32 = 60;
+/// The largest value of S9's timeouts, in seconds (365 days).
+pub const MAX_SESSION_TIMEOUT_SECONDS: u32 = 31_536_000;
 
 impl PoolConfig {
     /// A pool with every default of the contract; personal pools get the
@@ -174,6 +198,9 @@ impl PoolConfig {
             description: String::new(),
             friendly_name: String::new(),
             allowed_address_ranges: Vec::new(),
+            disconnected_timeout_seconds: 0,
+            max_session_lifetime_seconds: 0,
+            front_door: false,
         }
     }
 
@@ -268,6 +295,14 @@ impl PoolConfig {
             10_000,
         )?;
         check_range("logonStormSettings.logonCost", ls.logon_cost, 0, 100)?;
+        check_session_timeout(
+            "disconnectedTimeoutSeconds",
+            self.disconnected_timeout_seconds,
+        )?;
+        check_session_timeout(
+            "maxSessionLifetimeSeconds",
+            self.max_session_lifetime_seconds,
+        )?;
         check_text("description", &self.description, 1024)?;
         check_text("friendlyName", &self.friendly_name, 256)?;
 
@@ -290,6 +325,25 @@ fn check_range(field: &str, value: u32, min: u32, max: u32) -> Result<(), Error>
         )));
     }
     Ok(())
+}
+
+/// Rule S9's timeouts: 0 (never) or 60..=31536000 seconds.
+fn check_session_timeout(field: &str, value: u32) -> Result<(), Error> {
+    if value == 0 {
+        return Ok(());
+    }
+    check_range(
+        field,
+        value,
+        MIN_SESSION_TIMEOUT_SECONDS,
+        MAX_SESSION_TIMEOUT_SECONDS,
+    )
+    .map_err(|_| {
+        Error::InvalidParameter(format!(
+            "{field}: {value} is out of range; it must be 0 (never) or from \
+             {MIN_SESSION_TIMEOUT_SECONDS} to {MAX_SESSION_TIMEOUT_SECONDS}"
+        ))
+    })
 }
 
 fn check_text(field: &str, value: &str, max_len: usize) -> Result<(), Error> {

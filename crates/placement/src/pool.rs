@@ -105,6 +105,12 @@ pub struct Pool {
     open_unassigned: BTreeSet<u64>,
     /// Pending sessions as `(state_since_ms, id)`, oldest first (rule S4).
     pending: BTreeSet<(TimestampMs, String)>,
+    /// Disconnected sessions as `(state_since_ms, id)`, longest
+    /// disconnected first (rule S9, `disconnectedTimeoutSeconds`).
+    disconnected: BTreeSet<(TimestampMs, String)>,
+    /// Every session as `(create_time_ms, id)`, oldest first (rule S9,
+    /// `maxSessionLifetimeSeconds`).
+    by_create_time: BTreeSet<(TimestampMs, String)>,
     /// Available hosts that have sent heartbeats, as `(last seen, seq)`,
     /// most silent first (rule S7).
     watched: BTreeSet<(TimestampMs, u64)>,
@@ -138,6 +144,8 @@ impl Pool {
             open: indexset::BTreeSet::new(),
             open_unassigned: BTreeSet::new(),
             pending: BTreeSet::new(),
+            disconnected: BTreeSet::new(),
+            by_create_time: BTreeSet::new(),
             watched: BTreeSet::new(),
             started_ms,
             custom_reporters: 0,

@@ -43,7 +43,10 @@ pub fn apply_pool_input(
             heartbeat_timeout_seconds,
             standard_capabilities,
             description,
-            friendly_name
+            friendly_name,
+            disconnected_timeout_seconds,
+            max_session_lifetime_seconds,
+            front_door
         ]
     );
     if let Some(ranges) = input.allowed_address_ranges {

@@ -178,6 +178,17 @@ impl PrivateBroker {
             .args(extra);
         if let Some(pool) = rdp_default_pool {
             command.args(["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", pool]);
+            // The load comes from one address: the per-source bounds of a
+            // real front door would measure themselves, not the relay.
+            let unbounded = u32::MAX.to_string();
+            for flag in [
+                "--rdp-max-connections-per-source",
+                "--rdp-max-handshakes-per-source",
+                "--rdp-handshakes-per-source-per-minute",
+                "--rdp-new-sessions-per-source-per-minute",
+            ] {
+                command.args([flag, unbounded.as_str()]);
+            }
         }
         let mut child = command
             .env("DESKBROKER_ADMIN_TOKEN", &token)

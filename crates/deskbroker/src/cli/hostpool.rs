@@ -139,6 +139,18 @@ struct PoolSettings {
     /// default 90).
     #[arg(long, value_name = "SECONDS")]
     heartbeat_timeout_seconds: Option<u32>,
+    /// Seconds after which a Disconnected session ends (rule S9): 0 = never
+    /// (the default), otherwise 60..=31536000.
+    #[arg(long, value_name = "SECONDS")]
+    disconnected_timeout_seconds: Option<u32>,
+    /// Seconds after which any session ends, counted from its placement
+    /// (rule S9): 0 = never (the default), otherwise 60..=31536000.
+    #[arg(long, value_name = "SECONDS")]
+    max_session_lifetime_seconds: Option<u32>,
+    /// Whether RDP clients may name this pool with a tsv:// routing token at
+    /// the front door (rule R3; default false).
+    #[arg(long, value_name = "true|false")]
+    front_door: Option<bool>,
     /// Capabilities every host of the pool offers, comma-separated (default rdp).
     #[arg(long, value_name = "CAP,…", value_delimiter = ',')]
     standard_capabilities: Option<Vec<String>>,
@@ -164,6 +176,15 @@ impl PoolSettings {
             .set("breadthFirstRandomized", self.breadth_first_randomized)
             .set("pendingTimeoutSeconds", self.pending_timeout_seconds)
             .set("heartbeatTimeoutSeconds", self.heartbeat_timeout_seconds)
+            .set(
+                "disconnectedTimeoutSeconds",
+                self.disconnected_timeout_seconds,
+            )
+            .set(
+                "maxSessionLifetimeSeconds",
+                self.max_session_lifetime_seconds,
+            )
+            .set("frontDoor", self.front_door)
             .set("standardCapabilities", self.standard_capabilities)
             .set("description", self.description)
             .set("friendlyName", self.friendly_name)

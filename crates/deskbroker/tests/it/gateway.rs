@@ -98,6 +98,16 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     let mut back = [0u8; 12];
     client.read_exact(&mut back).await.unwrap();
     assert_eq!(&back, b"host says hi");
+    // A logon's worth of bytes both ways (rule S9: without them, the
+    // session would end with the connection instead of being kept).
+    let from_client = vec![1u8; gateway::front_door::LOGON_EVIDENCE_CLIENT_BYTES as usize];
+    client.write_all(&from_client).await.unwrap();
+    let mut got = vec![0; from_client.len()];
+    upstream.read_exact(&mut got).await.unwrap();
+    let from_host = vec![2u8; gateway::front_door::LOGON_EVIDENCE_HOST_BYTES as usize];
+    upstream.write_all(&from_host).await.unwrap();
+    let mut got = vec![0; from_host.len()];
+    client.read_exact(&mut got).await.unwrap();
 
     let active = eventually(PATIENCE, || async {
         let v = app

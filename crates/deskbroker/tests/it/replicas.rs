@@ -705,6 +705,16 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
     upstream.write_all(b"host says hi").await.unwrap();
     let mut back = [0u8; 12];
     client.read_exact(&mut back).await.unwrap();
+    // A logon's worth of bytes both ways (rule S9: without them the session
+    // would end with the connection instead of being kept for S1).
+    let from_client = vec![1u8; gateway::front_door::LOGON_EVIDENCE_CLIENT_BYTES as usize];
+    client.write_all(&from_client).await.unwrap();
+    let mut seen = vec![0; from_client.len()];
+    upstream.read_exact(&mut seen).await.unwrap();
+    let from_host = vec![2u8; gateway::front_door::LOGON_EVIDENCE_HOST_BYTES as usize];
+    upstream.write_all(&from_host).await.unwrap();
+    let mut seen = vec![0; from_host.len()];
+    client.read_exact(&mut seen).await.unwrap();
     assert!(
         eventually(PATIENCE, || async {
             session_of_alice(&leader)

@@ -35,6 +35,7 @@ struct Session {
     pool: String,
     user: String,
     host: String,
+    state: SessionState,
 }
 
 /// A placer with hosts in query order that places each new user on the
@@ -105,7 +106,7 @@ impl Placer for Recorder {
                 host: s.host.clone(),
                 address: self.address_of(&s.host),
                 reconnect: true,
-                state: SessionState::Disconnected,
+                state: s.state,
             });
         }
         let Some((host, address)) = self
@@ -127,6 +128,7 @@ impl Placer for Recorder {
                 pool: pool.into(),
                 user: request.user.clone(),
                 host: host.clone(),
+                state: SessionState::Pending,
             },
         );
         Ok(Placement {
@@ -145,6 +147,9 @@ impl Placer for Recorder {
         state: SessionState,
     ) -> Result<(), PlacerError> {
         self.record(Event::State(session_id.into(), state));
+        if let Some(s) = self.sessions.lock().expect("lock").get_mut(session_id) {
+            s.state = state;
+        }
         Ok(())
     }
 
@@ -152,6 +157,11 @@ impl Placer for Recorder {
         self.record(Event::Logoff(session_id.into()));
         self.sessions.lock().expect("lock").remove(session_id);
         Ok(())
+    }
+
+    /// Pools whose name starts with `private` do not allow the front door.
+    async fn front_door_allowed(&self, pool: &str) -> Result<bool, PlacerError> {
+        Ok(!pool.starts_with("private"))
     }
 
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {
@@ -250,6 +260,15 @@ async fn assert_closed(s: &mut TcpStream) {
     }
 }
 
+/// Plays a logon as far as the front door can tell (rule S9's evidence):
+/// enough bytes both ways through the echoing fake host.
+async fn log_on(c: &mut TcpStream) {
+    let n = gateway::front_door::LOGON_EVIDENCE_HOST_BYTES as usize;
+    let bytes = vec![0x5a; n];
+    c.write_all(&bytes).await.expect("write");
+    assert_eq!(read_n(c, n).await, bytes);
+}
+
 fn connect(pool: &str, user: &str, exclude: &[&str]) -> Event {
     Event::Connect {
         pool: pool.into(),
@@ -272,6 +291,7 @@ async fn a_user_is_placed_and_relayed_and_reconnects_to_the_same_host() {
     assert_eq!(seen1.recv().await.expect("pdu"), first, "R4: byte for byte");
     c.write_all(b"ping").await.expect("write");
     assert_eq!(read_n(&mut c, 4).await, b"ping", "relayed both ways");
+    log_on(&mut c).await;
     drop(c);
     assert_eq!(
         placer.wait_events(3).await,
@@ -349,6 +369,7 @@ async fn an_unreachable_new_host_is_released_and_the_next_one_tried() {
     c.write_all(&first).await.expect("write");
     assert_eq!(read_n(&mut c, 2).await, b"h2");
     assert_eq!(seen2.recv().await.expect("pdu"), first);
+    log_on(&mut c).await;
     drop(c);
     assert_eq!(
         placer.wait_events(5).await,
@@ -417,6 +438,7 @@ async fn a_reconnect_to_an_unreachable_host_is_closed_never_placed_elsewhere() {
             pool: "farm".into(),
             user: "alice".into(),
             host: "gone".into(),
+            state: SessionState::Disconnected,
         },
     );
     let door = door(placer.clone(), config(Some("farm"))).await;
@@ -434,15 +456,47 @@ async fn a_reconnect_to_an_unreachable_host_is_closed_never_placed_elsewhere() {
 }
 
 #[tokio::test]
-async fn an_msts_cookie_goes_straight_to_the_registered_host_or_is_refused() {
+async fn only_a_signed_msts_cookie_goes_straight_to_the_registered_host() {
     let (h1, _seen1) = fake_host("h1").await;
     let (h2, mut seen2) = fake_host("h2").await;
     let placer = Recorder::new(&[("h1", &h1), ("h2", &h2)]);
-    let door = door(placer.clone(), config(Some("farm"))).await;
+    let key = gateway::redirect::RedirectKey::derive("the broker's secret");
+    let mut cfg = config(Some("farm"));
+    cfg.redirect_key = Some(key.clone());
+    let door = door(placer.clone(), cfg).await;
     let addr: std::net::SocketAddrV4 = h2.parse().expect("v4");
-    let cookie = gateway::pdu::msts_cookie(addr);
-    let first = build_pdu(Some(cookie.as_bytes()), Some((0, 3)), None);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
 
+    // Refused without a look-up or a dial: the plain form anyone can
+    // write, a token signed with another key, an expired one, and a
+    // signed one whose address was changed.
+    let other = gateway::redirect::RedirectKey::derive("someone else's secret");
+    let signed = key.issue(addr, now);
+    // The same signature on h1's address (same IP, h1's port).
+    let (ip, port) = gateway::pdu::msts_parts(addr);
+    let (_, h1_port) = gateway::pdu::msts_parts(h1.parse().expect("v4"));
+    let elsewhere = signed.replacen(&format!("{ip}.{port}."), &format!("{ip}.{h1_port}."), 1);
+    assert_ne!(elsewhere, signed);
+    for forged in [
+        gateway::pdu::msts_cookie(addr),
+        other.issue(addr, now),
+        key.issue_until(addr, now - 1),
+        elsewhere,
+    ] {
+        let mut c = TcpStream::connect(&door.address).await.expect("connect");
+        c.write_all(&build_pdu(Some(forged.as_bytes()), None, None))
+            .await
+            .expect("write");
+        assert_closed(&mut c).await;
+    }
+    assert_eq!(placer.events(), vec![], "no host was looked up");
+    assert!(seen2.try_recv().is_err(), "no host was dialled");
+
+    // The broker's own token goes through.
+    let first = build_pdu(Some(signed.as_bytes()), Some((0, 3)), None);
     let mut c = TcpStream::connect(&door.address).await.expect("connect");
     c.write_all(&first).await.expect("write");
     assert_eq!(read_n(&mut c, 2).await, b"h2");
@@ -453,8 +507,8 @@ async fn an_msts_cookie_goes_straight_to_the_registered_host_or_is_refused() {
         vec![Event::HostAt("farm".into(), h2.clone())]
     );
 
-    // An address no host has.
-    let unknown = gateway::pdu::msts_cookie("127.0.0.1:9".parse().expect("addr"));
+    // A signed token for an address no host has.
+    let unknown = key.issue("127.0.0.1:9".parse().expect("addr"), now);
     let mut c = TcpStream::connect(&door.address).await.expect("connect");
     c.write_all(&build_pdu(Some(unknown.as_bytes()), None, None))
         .await
@@ -467,6 +521,123 @@ async fn an_msts_cookie_goes_straight_to_the_registered_host_or_is_refused() {
             .iter()
             .all(|e| matches!(e, Event::HostAt(..)))
     );
+}
+
+#[tokio::test]
+async fn a_new_session_without_evidence_of_a_logon_ends_with_its_connection() {
+    let (h1, _seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let door = door(placer.clone(), config(Some("farm"))).await;
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
+        .await
+        .expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    drop(c);
+    assert_eq!(
+        placer.wait_events(3).await,
+        vec![
+            connect("farm", "alice", &[]),
+            Event::State("s1".into(), SessionState::Active),
+            Event::Logoff("s1".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_reconnect_to_a_session_live_elsewhere_never_changes_its_state() {
+    let (h1, mut seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    // alice is Active on h1 through a connection that is not this front
+    // door's (her own client, another front door).
+    placer.sessions.lock().expect("lock").insert(
+        "alice-live".into(),
+        Session {
+            pool: "farm".into(),
+            user: "alice".into(),
+            host: "h1".into(),
+            state: SessionState::Active,
+        },
+    );
+    let door = door(placer.clone(), config(Some("farm"))).await;
+    // An impostor names alice, even gets through a "logon" worth of bytes.
+    let first = fixture("xfreerdp-2.11.7-user.bin");
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    assert_eq!(seen1.recv().await.expect("pdu"), first);
+    log_on(&mut c).await;
+    drop(c);
+    // A second connection as bob, to know the first one's close was handled.
+    let other = build_pdu(Some(b"Cookie: mstshash=bob"), None, None);
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&other).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    drop(c);
+    let events = placer.wait_events(4).await;
+    assert_eq!(events[0], connect("farm", "alice", &[]));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::State(id, _) | Event::Logoff(id) if id == "alice-live")),
+        "alice's live session was not touched: {events:?}"
+    );
+    assert_eq!(
+        placer.sessions.lock().expect("lock")["alice-live"].state,
+        SessionState::Active
+    );
+}
+
+#[tokio::test]
+async fn a_pool_that_does_not_allow_the_front_door_cannot_be_named() {
+    let (h1, mut seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let door = door(placer.clone(), config(None)).await;
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&build_pdu(
+        Some(b"tsv://MS Terminal Services Plugin.1.private1"),
+        None,
+        None,
+    ))
+    .await
+    .expect("write");
+    assert_closed(&mut c).await;
+    assert_eq!(placer.events(), vec![]);
+    assert!(seen1.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn a_source_gets_its_share_of_new_sessions_per_minute() {
+    let (h1, _seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let mut cfg = config(Some("farm"));
+    cfg.source_limits.new_sessions_per_minute = 2;
+    let door = door(placer.clone(), cfg).await;
+    for user in ["u1", "u2"] {
+        let line = format!("Cookie: mstshash={user}");
+        let mut c = TcpStream::connect(&door.address).await.expect("connect");
+        c.write_all(&build_pdu(Some(line.as_bytes()), None, None))
+            .await
+            .expect("write");
+        assert_eq!(read_n(&mut c, 2).await, b"h1");
+        log_on(&mut c).await;
+        drop(c);
+    }
+    // The third new user from the same address: placed, released, closed.
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&build_pdu(Some(b"Cookie: mstshash=u3"), None, None))
+        .await
+        .expect("write");
+    assert_closed(&mut c).await;
+    let events = placer.wait_events(8).await;
+    assert_eq!(events[6], connect("farm", "u3", &[]));
+    assert_eq!(events[7], Event::Logoff("s3".into()));
+    // A reconnect is not a new session: u1 comes back.
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&build_pdu(Some(b"Cookie: mstshash=u1"), None, None))
+        .await
+        .expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
 }
 
 #[tokio::test]

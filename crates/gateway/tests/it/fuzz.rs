@@ -164,7 +164,7 @@ proptest! {
         let want = line.map(|(l, _)| match l {
             Line::User(u) => Routing::User(u),
             Line::Pool(p) => Routing::Pool(p),
-            Line::Redirect(a) => Routing::Redirect(a),
+            Line::Redirect(a) => Routing::Redirect(pdu::RedirectToken::unsigned(a)),
         });
         prop_assert_eq!(r.routing, want);
         prop_assert_eq!(

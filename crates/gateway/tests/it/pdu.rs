@@ -47,7 +47,9 @@ fn xfreerdp_msts_redirection_cookie() {
     let r = parse_fixture("xfreerdp-2.11.7-msts-redirect.bin");
     assert_eq!(
         r.routing,
-        Some(Routing::Redirect("127.0.0.1:3389".parse().expect("addr")))
+        Some(Routing::Redirect(gateway::pdu::RedirectToken::unsigned(
+            "127.0.0.1:3389".parse().expect("addr")
+        )))
     );
 }
 

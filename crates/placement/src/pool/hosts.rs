@@ -189,9 +189,11 @@ impl Pool {
     }
 
     /// Applies the passing of time: Pending sessions older than the pool's
-    /// `pendingTimeoutSeconds` end (S4); hosts silent for
-    /// `heartbeatTimeoutSeconds` become `Unavailable` (S7). Costs O(1) when
-    /// nothing is due, so every connect calls it first.
+    /// `pendingTimeoutSeconds` end (S4); sessions Disconnected for
+    /// `disconnectedTimeoutSeconds`, and any session older than
+    /// `maxSessionLifetimeSeconds`, end (S9; 0 turns either off); hosts
+    /// silent for `heartbeatTimeoutSeconds` become `Unavailable` (S7).
+    /// Costs O(1) when nothing is due, so every connect calls it first.
     pub fn tick(&mut self, now_ms: TimestampMs) {
         let pending_ms = i64::from(self.config.pending_timeout_seconds) * 1000;
         while let Some((since, id)) = self.pending.first() {
@@ -200,6 +202,26 @@ impl Pool {
             }
             let id = id.clone();
             self.end_session(&id);
+        }
+        let disconnected_ms = i64::from(self.config.disconnected_timeout_seconds) * 1000;
+        if disconnected_ms > 0 {
+            while let Some((since, id)) = self.disconnected.first() {
+                if since + disconnected_ms > now_ms {
+                    break;
+                }
+                let id = id.clone();
+                self.end_session(&id);
+            }
+        }
+        let lifetime_ms = i64::from(self.config.max_session_lifetime_seconds) * 1000;
+        if lifetime_ms > 0 {
+            while let Some((created, id)) = self.by_create_time.first() {
+                if created + lifetime_ms > now_ms {
+                    break;
+                }
+                let id = id.clone();
+                self.end_session(&id);
+            }
         }
         let silence_ms = i64::from(self.config.heartbeat_timeout_seconds) * 1000;
         while let Some(&(seen, seq)) = self.watched.first() {

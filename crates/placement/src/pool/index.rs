@@ -244,6 +244,10 @@ impl Pool {
         if pending {
             self.pending.insert((s.state_since_ms, s.id.clone()));
         }
+        if s.state == SessionState::Disconnected {
+            self.disconnected.insert((s.state_since_ms, s.id.clone()));
+        }
+        self.by_create_time.insert((s.create_time_ms, s.id.clone()));
         self.user_sessions
             .entry(user_key(&s.user))
             .or_default()
@@ -264,6 +268,11 @@ impl Pool {
         if pending {
             self.pending.remove(&(s.state_since_ms, s.id.clone()));
         }
+        if s.state == SessionState::Disconnected {
+            self.disconnected.remove(&(s.state_since_ms, s.id.clone()));
+        }
+        self.by_create_time
+            .remove(&(s.create_time_ms, s.id.clone()));
         let key = user_key(&s.user);
         if let Some(ids) = self.user_sessions.get_mut(&key) {
             ids.retain(|i| i != id);

@@ -196,3 +196,97 @@ fn s4_a_session_id_already_in_use_is_refused() {
     assert_eq!((w.counts(), w.pool.session_count()), before);
     w.assert_consistent();
 }
+
+#[test]
+fn s9_by_default_active_and_disconnected_sessions_never_end() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    let active = w.connect("alice@x", 0).unwrap().session_id;
+    w.set_state(&active, SessionState::Active);
+    let gone = w.connect("bob@x", 0).unwrap().session_id;
+    w.set_state(&gone, SessionState::Disconnected);
+    // A year later, both are still there (0 = never, as in AVD and RDS).
+    w.tick_after_ms(366 * 86_400 * SECOND_MS);
+    assert!(w.pool.session(&active).is_some());
+    assert!(w.pool.session(&gone).is_some());
+}
+
+#[test]
+fn s9_a_disconnected_session_ends_after_the_disconnected_timeout() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.disconnected_timeout_seconds = 60);
+    let alice = w.connect("alice@x", 0).unwrap().session_id;
+    let bob = w.connect("bob@x", 0).unwrap().session_id;
+    w.set_state(&alice, SessionState::Active);
+    w.set_state(&bob, SessionState::Active);
+    // t = 10 s: alice disconnects; t = 40 s: bob too.
+    w.advance_ms(10 * SECOND_MS);
+    w.set_state(&alice, SessionState::Disconnected);
+    w.advance_ms(30 * SECOND_MS);
+    w.set_state(&bob, SessionState::Disconnected);
+    // t = 69.999 s: alice has been disconnected 59.999 s.
+    w.tick_after_ms(30 * SECOND_MS - 1);
+    assert!(w.pool.session(&alice).is_some());
+    w.pool.take_changes();
+    // t = 70 s: 60 s disconnected, alice's session ends; bob's (30 s) stays.
+    w.tick_after_ms(1);
+    assert!(w.pool.session(&alice).is_none());
+    assert_eq!(
+        w.pool.take_changes(),
+        [placement::Change::SessionEnded(alice)]
+    );
+    assert!(w.pool.session(&bob).is_some());
+    // bob reconnects (Active again) at t = 80 s: an Active session never
+    // times out by this rule, however long it lasts.
+    w.advance_ms(10 * SECOND_MS);
+    w.set_state(&bob, SessionState::Active);
+    w.tick_after_ms(86_400 * SECOND_MS);
+    assert!(w.pool.session(&bob).is_some());
+    assert_eq!(w.sessions_on("a"), 1);
+    w.assert_consistent();
+}
+
+#[test]
+fn s9_any_session_ends_after_the_max_session_lifetime() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| {
+        c.max_session_lifetime_seconds = 120;
+        c.pending_timeout_seconds = 86_400;
+    });
+    let pending = w.connect("carol@x", 0).unwrap().session_id;
+    w.advance_ms(30 * SECOND_MS);
+    let active = w.connect("alice@x", 0).unwrap().session_id;
+    w.set_state(&active, SessionState::Active);
+    // t = 120 s: carol's (placed at 0, still Pending) reaches its lifetime.
+    w.tick_after_ms(90 * SECOND_MS);
+    assert!(w.pool.session(&pending).is_none());
+    assert!(w.pool.session(&active).is_some());
+    // t = 150 s: alice's (placed at 30 s, Active all along) too.
+    w.tick_after_ms(30 * SECOND_MS - 1);
+    assert!(w.pool.session(&active).is_some());
+    w.tick_after_ms(1);
+    assert!(w.pool.session(&active).is_none());
+    assert_eq!(w.sessions_on("a"), 0);
+    assert_eq!(w.pool.user_sessions("alice@x").count(), 0);
+    w.assert_consistent();
+}
+
+#[test]
+fn s9_the_lifetimes_survive_a_restore() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.disconnected_timeout_seconds = 60);
+    let id = w.connect("alice@x", 0).unwrap().session_id;
+    w.set_state(&id, SessionState::Disconnected);
+    let hosts: Vec<_> = w.pool.hosts().cloned().collect();
+    let sessions: Vec<_> = w.pool.sessions().cloned().collect();
+    let mut restored = placement::Pool::restore(
+        w.pool.config().clone(),
+        w.pool.counters(),
+        hosts,
+        sessions,
+        w.now_ms + 1,
+    );
+    restored.tick(w.now_ms + 60 * SECOND_MS - 1);
+    assert!(restored.session(&id).is_some());
+    restored.tick(w.now_ms + 60 * SECOND_MS);
+    assert!(restored.session(&id).is_none());
+}

@@ -167,6 +167,42 @@ fn p2_p4_p5_settings_table() {
             Want::Invalid("pendingTimeoutSeconds"),
         ),
         (
+            "disconnected timeout 0 (never)",
+            pooled,
+            |c| c.disconnected_timeout_seconds = 0,
+            Want::Ok(0),
+        ),
+        (
+            "disconnected timeout 59",
+            pooled,
+            |c| c.disconnected_timeout_seconds = 59,
+            Want::Invalid("disconnectedTimeoutSeconds"),
+        ),
+        (
+            "disconnected timeout 60",
+            pooled,
+            |c| c.disconnected_timeout_seconds = 60,
+            Want::Ok(0),
+        ),
+        (
+            "session lifetime 31536000",
+            pooled,
+            |c| c.max_session_lifetime_seconds = 31_536_000,
+            Want::Ok(0),
+        ),
+        (
+            "session lifetime 31536001",
+            pooled,
+            |c| c.max_session_lifetime_seconds = 31_536_001,
+            Want::Invalid("maxSessionLifetimeSeconds"),
+        ),
+        (
+            "session lifetime 1",
+            pooled,
+            |c| c.max_session_lifetime_seconds = 1,
+            Want::Invalid("maxSessionLifetimeSeconds"),
+        ),
+        (
             "heartbeat timeout 4",
             pooled,
             |c| c.heartbeat_timeout_seconds = 4,

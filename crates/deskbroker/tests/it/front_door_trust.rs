@@ -1,0 +1,627 @@
+//! Issue #13, finding 3, against the real binary (`serve --rdp-listen`):
+//! the RDP front door no longer turns unauthenticated claims into durable
+//! state. Each test makes the attack first, shows it was refused or left
+//! nothing behind, then shows that the service kept serving others.
+//! Rules S9 (lifetimes, no session without a logon) and R3 (only what the
+//! broker issued); the bounds are `gateway::sources`'s.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::{App, TOKEN, eventually};
+
+/// How long a test waits for what should happen at once.
+const PATIENCE: Duration = Duration::from_secs(15);
+/// S9's smallest timeout is 60 s: the broker's ticker (500 ms) ends the
+/// session soon after; this leaves room for a slow machine.
+const S9_PATIENCE: Duration = Duration::from_secs(150);
+
+/// `serve` with a front door whose default pool is `farm`, and `extra` flags.
+fn spawn_with_front_door(data_dir: &Path, extra: &[&str]) -> (App, String) {
+    let mut args = vec!["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", "farm"];
+    args.extend_from_slice(extra);
+    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &args);
+    let rdp = lines
+        .first()
+        .and_then(|l| l.strip_prefix("rdp front door listening on "))
+        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
+        .to_string();
+    (app, rdp)
+}
+
+/// A fake RDP host: reads the first PDU, answers `CC` (its "Connection
+/// Confirm"), then echoes. Answers its address.
+async fn echo_host() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut header = [0u8; 4];
+                if s.read_exact(&mut header).await.is_err() {
+                    return;
+                }
+                let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+                let mut rest = vec![0u8; len.saturating_sub(4)];
+                if s.read_exact(&mut rest).await.is_err() {
+                    return;
+                }
+                if s.write_all(b"CC").await.is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    address
+}
+
+/// An X.224 Connection Request with `line` as its cookie or routing token
+/// and an RDP_NEG_REQ asking for TLS or CredSSP, as mstsc sends it.
+fn first_pdu(line: &str) -> Vec<u8> {
+    let mut body = vec![0xE0, 0, 0, 0, 0, 0];
+    body.extend_from_slice(line.as_bytes());
+    body.extend_from_slice(b"\r\n");
+    body.extend_from_slice(&[0x01, 0x00, 0x08, 0x00, 0x03, 0x00, 0x00, 0x00]);
+    let mut pdu = vec![3, 0, 0, 0];
+    let total = (4 + 1 + body.len()) as u16;
+    pdu[2..4].copy_from_slice(&total.to_be_bytes());
+    pdu.push(body.len() as u8);
+    pdu.extend_from_slice(&body);
+    pdu
+}
+
+/// Opens a front-door connection with `line`; answers it once the host's
+/// `CC` came back, or `None` when the front door closed it instead.
+async fn open(front_door: &str, line: &str) -> Option<TcpStream> {
+    let mut c = TcpStream::connect(front_door).await.expect("connect");
+    c.write_all(&first_pdu(line)).await.expect("write");
+    let mut cc = [0u8; 2];
+    match tokio::time::timeout(PATIENCE, c.read_exact(&mut cc)).await {
+        Ok(Ok(_)) => {
+            assert_eq!(&cc, b"CC");
+            Some(c)
+        }
+        Ok(Err(_)) => None,
+        Err(_) => panic!("the front door neither relayed nor closed {line:?}"),
+    }
+}
+
+/// Plays a logon as far as the front door can see one (rule S9's
+/// evidence): enough bytes both ways through the echoing host.
+async fn log_on(c: &mut TcpStream) {
+    let n = gateway::front_door::LOGON_EVIDENCE_HOST_BYTES as usize;
+    let bytes = vec![0x42; n];
+    c.write_all(&bytes).await.expect("write");
+    let mut back = vec![0; n];
+    tokio::time::timeout(PATIENCE, c.read_exact(&mut back))
+        .await
+        .expect("in time")
+        .expect("echo");
+}
+
+async fn sessions(app: &App, pool: &str) -> Vec<Value> {
+    let v = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/{pool}/userSessions"),
+            None,
+            200,
+        )
+        .await;
+    v["value"].as_array().cloned().unwrap_or_default()
+}
+
+/// The users with a session in `pool` and their states, sorted.
+async fn states(app: &App, pool: &str) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = sessions(app, pool)
+        .await
+        .iter()
+        .map(|s| {
+            (
+                s["userPrincipalName"].as_str().unwrap_or("").to_string(),
+                s["sessionState"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+async fn wait_states(app: &App, pool: &str, want: &[(&str, &str)]) {
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(u, s)| (u.to_string(), s.to_string()))
+        .collect();
+    let reached = eventually(PATIENCE, || async { states(app, pool).await == want }).await;
+    assert!(
+        reached,
+        "{pool}: want {want:?}, have {:?}",
+        states(app, pool).await
+    );
+}
+
+async fn pool(app: &App, name: &str, body: Value, host: &str) {
+    app.ok("PUT", &format!("/api/v1/hostPools/{name}"), Some(body), 201)
+        .await;
+    app.ok(
+        "PUT",
+        &format!("/api/v1/hostPools/{name}/sessionHosts/h1"),
+        Some(json!({"address": host})),
+        201,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn connections_that_close_before_a_logon_leave_no_session_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let host = echo_host().await;
+    // Six sessions fill the pool: what six junk connections used to do for good.
+    pool(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 6}),
+        &host,
+    )
+    .await;
+
+    // The attack: six connections with invented names that close at once.
+    for i in 0..6 {
+        let c = open(&front_door, &format!("Cookie: mstshash=junk{i}"))
+            .await
+            .expect("relayed");
+        drop(c);
+    }
+    wait_states(&app, "farm", &[]).await;
+
+    // The pool is not full: six real users log on and keep their sessions
+    // (Disconnected once they leave, for S1).
+    for i in 0..6 {
+        let mut c = open(&front_door, &format!("Cookie: mstshash=user{i}"))
+            .await
+            .expect("relayed");
+        log_on(&mut c).await;
+        drop(c);
+    }
+    let want: Vec<(String, &str)> = (0..6)
+        .map(|i| (format!("user{i}"), "Disconnected"))
+        .collect();
+    let want: Vec<(&str, &str)> = want.iter().map(|(u, s)| (u.as_str(), *s)).collect();
+    wait_states(&app, "farm", &want).await;
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("deskbroker_rdp_sessions_without_logon_total 6"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn an_impostor_cannot_disturb_a_live_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let host = echo_host().await;
+    pool(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}),
+        &host,
+    )
+    .await;
+    // alice is logged on through the front door.
+    let mut alice = open(&front_door, "Cookie: mstshash=alice")
+        .await
+        .expect("relayed");
+    log_on(&mut alice).await;
+    wait_states(&app, "farm", &[("alice", "Active")]).await;
+
+    // The impostor names ALICE, twice: once closing at once, once after a
+    // "logon" worth of bytes. alice's session stays Active, and stays.
+    for play in [false, true] {
+        let mut c = open(&front_door, "Cookie: mstshash=ALICE")
+            .await
+            .expect("S1 sends the name to its host, which authenticates");
+        if play {
+            log_on(&mut c).await;
+        }
+        drop(c);
+    }
+    // A third party connects and leaves, so the impostor's closes were handled.
+    let mut bob = open(&front_door, "Cookie: mstshash=bob")
+        .await
+        .expect("relayed");
+    log_on(&mut bob).await;
+    drop(bob);
+    wait_states(
+        &app,
+        "farm",
+        &[("alice", "Active"), ("bob", "Disconnected")],
+    )
+    .await;
+
+    // alice's own connection still works, and her leaving is what
+    // disconnects her session.
+    alice.write_all(b"still here").await.expect("write");
+    let mut back = [0u8; 10];
+    alice.read_exact(&mut back).await.expect("echo");
+    assert_eq!(&back, b"still here");
+    drop(alice);
+    wait_states(
+        &app,
+        "farm",
+        &[("alice", "Disconnected"), ("bob", "Disconnected")],
+    )
+    .await;
+
+    // A session placed through the API (alice's client went straight to
+    // the host) is not the front door's to change either.
+    let carol = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(json!({"user": "carol"})),
+            200,
+        )
+        .await;
+    let carol = carol["sessionId"].as_str().expect("id").to_string();
+    app.ok(
+        "PATCH",
+        &format!("/api/v1/hostPools/farm/userSessions/{carol}"),
+        Some(json!({"sessionState": "Active"})),
+        200,
+    )
+    .await;
+    let mut c = open(&front_door, "Cookie: mstshash=carol")
+        .await
+        .expect("relayed");
+    log_on(&mut c).await;
+    drop(c);
+    let mut dave = open(&front_door, "Cookie: mstshash=dave")
+        .await
+        .expect("relayed");
+    log_on(&mut dave).await;
+    drop(dave);
+    wait_states(
+        &app,
+        "farm",
+        &[
+            ("alice", "Disconnected"),
+            ("bob", "Disconnected"),
+            ("carol", "Active"),
+            ("dave", "Disconnected"),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn only_redirection_tokens_the_broker_signed_reach_a_host() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let host = echo_host().await;
+    // h1 is drained: a forged token used to reach it anyway.
+    pool(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}),
+        &host,
+    )
+    .await;
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"allowNewSession": false})),
+        200,
+    )
+    .await;
+    let addr: std::net::SocketAddrV4 = host.parse().expect("v4");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+
+    // The attack: the plain token anyone can write, one signed with another
+    // key, an expired one.
+    let stranger = gateway::redirect::RedirectKey::derive("not-the-admin-token-at-all");
+    let key = gateway::redirect::RedirectKey::derive(TOKEN);
+    for forged in [
+        gateway::pdu::msts_cookie(addr),
+        stranger.issue(addr, now),
+        key.issue_until(addr, now - 1),
+    ] {
+        assert!(
+            open(&front_door, &forged).await.is_none(),
+            "{forged} was relayed"
+        );
+    }
+    let metrics = app.text("/metrics").await;
+    for reason in ["unsigned_redirect", "forged_redirect", "expired_redirect"] {
+        assert!(
+            metrics.contains(&format!(
+                "deskbroker_rdp_refusals_total{{reason=\"{reason}\"}} 1"
+            )),
+            "{reason}: {metrics}"
+        );
+    }
+
+    // A token from the broker's key (every front door of this broker
+    // derives it from the admin token) goes through, and creates no session.
+    let mut c = open(&front_door, &key.issue(addr, now))
+        .await
+        .expect("a signed token is honoured");
+    log_on(&mut c).await;
+    drop(c);
+    assert_eq!(states(&app, "farm").await, vec![]);
+}
+
+#[tokio::test]
+async fn a_pool_is_named_by_a_routing_token_only_when_it_allows_the_front_door() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let host = echo_host().await;
+    let pooled = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
+    pool(&app, "farm", pooled.clone(), &host).await;
+    pool(&app, "private", pooled.clone(), &host).await;
+    // Default: not allowed (and shown so).
+    let v = app.ok("GET", "/api/v1/hostPools/private", None, 200).await;
+    assert_eq!(v["frontDoor"], false);
+    let token = "tsv://MS Terminal Services Plugin.1.private";
+    assert!(open(&front_door, token).await.is_none(), "refused");
+    assert_eq!(states(&app, "private").await, vec![]);
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("deskbroker_rdp_refusals_total{reason=\"pool_not_allowed\"} 1"),
+        "{metrics}"
+    );
+
+    // Its administrator allows it (through the CLI): the token works.
+    let (ok, _, err) = app.cli(&[
+        "hostpool",
+        "update",
+        "--name",
+        "private",
+        "--front-door",
+        "true",
+    ]);
+    assert!(ok, "{err}");
+    let mut c = open(&front_door, token).await.expect("allowed now");
+    log_on(&mut c).await;
+    // The default pool needs no setting: it is the operator's choice.
+    let mut d = open(&front_door, "Cookie: mstshash=alice")
+        .await
+        .expect("default pool");
+    log_on(&mut d).await;
+    wait_states(&app, "farm", &[("alice", "Active")]).await;
+    assert_eq!(sessions(&app, "private").await.len(), 1);
+}
+
+#[tokio::test]
+async fn one_source_gets_a_bounded_share_of_new_sessions_and_handshakes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, front_door) = spawn_with_front_door(
+        dir.path(),
+        &[
+            "--rdp-new-sessions-per-source-per-minute",
+            "3",
+            "--rdp-max-handshakes-per-source",
+            "2",
+        ],
+    );
+    let host = echo_host().await;
+    pool(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}),
+        &host,
+    )
+    .await;
+    // A silent host: it never answers, so its connections stay handshakes.
+    let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let silent_addr = silent.local_addr().expect("addr").to_string();
+    pool(
+        &app,
+        "quiet",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst", "frontDoor": true}),
+        &silent_addr,
+    )
+    .await;
+
+    // Three new users from this address: placed.
+    let mut kept = Vec::new();
+    for i in 0..3 {
+        let mut c = open(&front_door, &format!("Cookie: mstshash=u{i}"))
+            .await
+            .expect("relayed");
+        log_on(&mut c).await;
+        kept.push(c);
+    }
+    // The fourth new user this minute: refused, and nothing is left behind.
+    assert!(open(&front_door, "Cookie: mstshash=u3").await.is_none());
+    wait_states(
+        &app,
+        "farm",
+        &[("u0", "Active"), ("u1", "Active"), ("u2", "Active")],
+    )
+    .await;
+    // A reconnect is not a new session.
+    drop(kept.pop());
+    wait_states(
+        &app,
+        "farm",
+        &[("u0", "Active"), ("u1", "Active"), ("u2", "Disconnected")],
+    )
+    .await;
+    let mut again = open(&front_door, "Cookie: mstshash=u2")
+        .await
+        .expect("reconnect");
+    log_on(&mut again).await;
+
+    // Another source (127.0.0.2), not touched by the first one's share:
+    // two connections the silent host never answers hold its handshakes,
+    // and its third connection is closed before it is read.
+    let from_other = || async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.2:0".parse().expect("addr"))
+            .expect("bind 127.0.0.2");
+        socket
+            .connect(front_door.parse().expect("addr"))
+            .await
+            .expect("connect")
+    };
+    let quiet = first_pdu("tsv://MS Terminal Services Plugin.1.quiet");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut c = from_other().await;
+        c.write_all(&quiet).await.expect("write");
+        held.push(c);
+    }
+    let mut dialled = Vec::new();
+    for _ in 0..2 {
+        let (s, _) = tokio::time::timeout(PATIENCE, silent.accept())
+            .await
+            .expect("the silent host is dialled")
+            .expect("accept");
+        dialled.push(s);
+    }
+    let mut third = from_other().await;
+    let mut buf = [0u8; 1];
+    let closed = tokio::time::timeout(PATIENCE, third.read(&mut buf))
+        .await
+        .expect("closed in time");
+    assert!(
+        matches!(closed, Ok(0) | Err(_)),
+        "a third handshake of the same source was not refused"
+    );
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("deskbroker_rdp_refusals_total{reason=\"source_handshakes\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("deskbroker_rdp_refusals_total{reason=\"source_session_rate\"} 1"),
+        "{metrics}"
+    );
+    // Once the host answers, those connections are no longer handshakes:
+    // the source may start another. (Whichever way the slots free up: on a
+    // slow machine the front door may already have given up on the silent
+    // host, HOST_ANSWER_TIMEOUT, which frees them too.)
+    for d in &mut dialled {
+        let _ = d.write_all(b"CC").await;
+    }
+    for c in &mut held {
+        // The answer, relayed (or the close, if the front door gave up).
+        let mut cc = [0u8; 2];
+        let _ = tokio::time::timeout(PATIENCE, c.read_exact(&mut cc))
+            .await
+            .expect("the held connection is answered or closed");
+    }
+    let mut fourth = from_other().await;
+    fourth.write_all(&quiet).await.expect("write");
+    if tokio::time::timeout(PATIENCE, silent.accept())
+        .await
+        .is_err()
+    {
+        panic!(
+            "not dialled once a handshake slot was free: {}",
+            app.text("/metrics").await
+        );
+    }
+    drop(held);
+    // The API kept serving meanwhile.
+    app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
+}
+
+/// Places `user` in `pool` through the API and sets its session's state.
+async fn place(app: &App, pool: &str, user: &str, state: &str) {
+    let v = app
+        .ok(
+            "POST",
+            &format!("/api/v1/hostPools/{pool}/connect"),
+            Some(json!({"user": user})),
+            200,
+        )
+        .await;
+    let id = v["sessionId"].as_str().expect("id").to_string();
+    app.ok(
+        "PATCH",
+        &format!("/api/v1/hostPools/{pool}/userSessions/{id}"),
+        Some(json!({"sessionState": state})),
+        200,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn s9_lifetimes_end_sessions_even_across_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, _front_door) = spawn_with_front_door(dir.path(), &[]);
+    let host = echo_host().await;
+    let pooled = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
+    pool(&app, "idle", pooled.clone(), &host).await;
+    pool(&app, "life", pooled.clone(), &host).await;
+    // Out of range: refused, naming the field.
+    app.refused(
+        "PATCH",
+        "/api/v1/hostPools/idle",
+        Some(json!({"disconnectedTimeoutSeconds": 59})),
+        400,
+        "InvalidParameter",
+    )
+    .await;
+    // Set through the API and through the CLI; shown by GET.
+    let v = app
+        .ok(
+            "PATCH",
+            "/api/v1/hostPools/idle",
+            Some(json!({"disconnectedTimeoutSeconds": 60})),
+            200,
+        )
+        .await;
+    assert_eq!(v["disconnectedTimeoutSeconds"], 60);
+    assert_eq!(v["maxSessionLifetimeSeconds"], 0);
+    let (ok, _, err) = app.cli(&[
+        "hostpool",
+        "update",
+        "--name",
+        "life",
+        "--max-session-lifetime-seconds",
+        "60",
+    ]);
+    assert!(ok, "{err}");
+
+    place(&app, "idle", "gone", "Disconnected").await;
+    place(&app, "idle", "working", "Active").await;
+    place(&app, "life", "worker", "Active").await;
+
+    // A restart does not forget the settings nor reset the clocks.
+    drop(app);
+    let (app, _front_door) = spawn_with_front_door(dir.path(), &[]);
+    let v = app.ok("GET", "/api/v1/hostPools/life", None, 200).await;
+    assert_eq!(v["maxSessionLifetimeSeconds"], 60);
+
+    let ended = eventually(S9_PATIENCE, || async {
+        states(&app, "idle").await == [("working".to_string(), "Active".to_string())]
+            && states(&app, "life").await.is_empty()
+    })
+    .await;
+    assert!(
+        ended,
+        "idle: {:?}, life: {:?}",
+        states(&app, "idle").await,
+        states(&app, "life").await
+    );
+    // The pools keep serving: a new user is placed in each.
+    place(&app, "life", "next", "Active").await;
+    assert_eq!(states(&app, "life").await.len(), 1);
+}
