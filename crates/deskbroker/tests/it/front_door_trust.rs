@@ -171,7 +171,7 @@ async fn connections_that_close_before_a_logon_leave_no_session_behind() {
     pool(
         &app,
         "farm",
-        json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 6}),
+        json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "DepthFirst", "maxSessionLimit": 6}),
         &host,
     )
     .await;
@@ -214,7 +214,7 @@ async fn an_impostor_cannot_disturb_a_live_session() {
     pool(
         &app,
         "farm",
-        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}),
+        json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst"}),
         &host,
     )
     .await;
@@ -313,7 +313,7 @@ async fn only_redirection_tokens_the_broker_signed_reach_a_host() {
     pool(
         &app,
         "farm",
-        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}),
+        json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst"}),
         &host,
     )
     .await;
@@ -369,7 +369,7 @@ async fn a_pool_is_named_by_a_routing_token_only_when_it_allows_the_front_door()
     let dir = tempfile::tempdir().expect("tempdir");
     let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
     let host = echo_host().await;
-    let pooled = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
+    let pooled = json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst"});
     pool(&app, "farm", pooled.clone(), &host).await;
     pool(&app, "private", pooled.clone(), &host).await;
     // Default: not allowed (and shown so).
@@ -421,7 +421,7 @@ async fn one_source_gets_a_bounded_share_of_new_sessions_and_handshakes() {
     pool(
         &app,
         "farm",
-        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}),
+        json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst"}),
         &host,
     )
     .await;
@@ -431,7 +431,7 @@ async fn one_source_gets_a_bounded_share_of_new_sessions_and_handshakes() {
     pool(
         &app,
         "quiet",
-        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst", "frontDoor": true}),
+        json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst", "frontDoor": true}),
         &silent_addr,
     )
     .await;
@@ -567,7 +567,7 @@ async fn s9_lifetimes_end_sessions_even_across_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (app, _front_door) = spawn_with_front_door(dir.path(), &[]);
     let host = echo_host().await;
-    let pooled = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
+    let pooled = json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst"});
     pool(&app, "idle", pooled.clone(), &host).await;
     pool(&app, "life", pooled.clone(), &host).await;
     // Out of range: refused, naming the field.
