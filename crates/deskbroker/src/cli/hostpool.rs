@@ -151,6 +151,11 @@ struct PoolSettings {
     /// the front door (rule R3; default false).
     #[arg(long, value_name = "true|false")]
     front_door: Option<bool>,
+    /// CIDR ranges session hosts' addresses must lie in, comma-separated
+    /// (rule E4), e.g. 10.0.0.0/8; an empty value clears the list (any
+    /// routable address).
+    #[arg(long, value_name = "CIDR,…", value_delimiter = ',')]
+    allowed_address_ranges: Option<Vec<String>>,
     /// Capabilities every host of the pool offers, comma-separated (default rdp).
     #[arg(long, value_name = "CAP,…", value_delimiter = ',')]
     standard_capabilities: Option<Vec<String>>,
@@ -185,6 +190,11 @@ impl PoolSettings {
                 self.max_session_lifetime_seconds,
             )
             .set("frontDoor", self.front_door)
+            .set(
+                "allowedAddressRanges",
+                self.allowed_address_ranges
+                    .map(|v| v.into_iter().filter(|r| !r.is_empty()).collect::<Vec<_>>()),
+            )
             .set("standardCapabilities", self.standard_capabilities)
             .set("description", self.description)
             .set("friendlyName", self.friendly_name)

@@ -373,3 +373,75 @@ async fn a_token_given_after_a_first_run_is_the_one_the_cli_reads() {
         assert!(err.contains("DESKBROKER_TOKEN"), "says what to do: {err}");
     }
 }
+
+/// The hardening settings of a pool through the CLI: set, shown by the API,
+/// cleared; a range that is not CIDR is refused in one line, changing nothing.
+#[tokio::test]
+async fn pool_hardening_settings_are_set_and_cleared_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let create = [
+        "hostpool",
+        "create",
+        "--name",
+        "farm",
+        "--host-pool-type",
+        "Pooled",
+        "--load-balancer-type",
+        "BreadthFirst",
+    ];
+    let (ok, _, err) = app.cli(&create);
+    assert!(ok, "{err}");
+    let (ok, _, err) = app.cli(&[
+        "hostpool",
+        "update",
+        "--name",
+        "farm",
+        "--allowed-address-ranges",
+        "10.0.0.0/8,192.168.1.0/24",
+        "--front-door",
+        "true",
+        "--disconnected-timeout-seconds",
+        "3600",
+        "--max-session-lifetime-seconds",
+        "86400",
+    ]);
+    assert!(ok, "{err}");
+    let pool = app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
+    assert_eq!(
+        pool["allowedAddressRanges"],
+        json!(["10.0.0.0/8", "192.168.1.0/24"])
+    );
+    assert_eq!(pool["frontDoor"], json!(true));
+    assert_eq!(pool["disconnectedTimeoutSeconds"], json!(3600));
+    assert_eq!(pool["maxSessionLifetimeSeconds"], json!(86400));
+
+    let (ok, _, err) = app.cli(&[
+        "hostpool",
+        "update",
+        "--name",
+        "farm",
+        "--allowed-address-ranges",
+        "10.0.0.0/33",
+    ]);
+    assert!(!ok);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("InvalidParameter"), "{err}");
+    let pool = app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
+    assert_eq!(
+        pool["allowedAddressRanges"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    let (ok, _, err) = app.cli(&[
+        "hostpool",
+        "update",
+        "--name",
+        "farm",
+        "--allowed-address-ranges",
+        "",
+    ]);
+    assert!(ok, "{err}");
+    let pool = app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
+    assert_eq!(pool["allowedAddressRanges"], json!([]));
+}
