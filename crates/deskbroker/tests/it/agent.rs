@@ -127,6 +127,16 @@ async fn agents_register_report_and_survive_restarts() {
     );
     let h2_sessions = sessions_file(dir.path(), "h2", &[]);
     let a1 = Agent::start(&app, &token, "h1", dir.path(), &h1_sessions);
+    // h2 registers once h1 has: query order (registration order) is then
+    // h1, h2, which the DepthFirst placements below rely on.
+    let h1_registered = eventually(BEAT, || async {
+        app.call("GET", "/api/v1/hostPools/farm/sessionHosts/h1", None)
+            .await
+            .0
+            == 200
+    })
+    .await;
+    assert!(h1_registered, "h1's agent registered");
     let _a2 = Agent::start(&app, &token, "h2", dir.path(), &h2_sessions);
 
     // Both register, and heartbeats bring metrics and sessions.
