@@ -89,9 +89,9 @@ pub struct HostPoolInput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_session_lifetime_seconds: Option<u32>,
     /// Rule R3: whether RDP clients may name this pool with a `tsv://`
-    /// routing token at the front door (default false).
+    /// routing token at the front door (default true).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub front_door: Option<bool>,
+    pub allow_front_door: Option<bool>,
     /// Accepted for symmetry with the output; must match the path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

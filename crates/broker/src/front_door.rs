@@ -57,7 +57,7 @@ impl Placer for InProcess {
 
     async fn front_door_allowed(&self, pool: &str) -> Result<bool, PlacerError> {
         self.broker
-            .read(pool, |p| Ok(p.config().front_door))
+            .read(pool, |p| Ok(p.config().allow_front_door))
             .await
             .map_err(refused)
     }

@@ -48,7 +48,7 @@
 //!   after a restart, a session left Active is ended by the host's agent or
 //!   by the pool's S9 lifetimes.)
 //! - **Redirection tokens must be the broker's** (`redirect.rs`), and a
-//!   `tsv://` routing token must name a pool with `frontDoor: true` (the
+//!   `tsv://` routing token must name a pool with `allowFrontDoor: true` (the
 //!   front door's own default pool needs no token).
 
 use std::future::Future;
@@ -453,7 +453,7 @@ async fn connection<P: Placer>(
                     Ok(true) => {}
                     Ok(false) => {
                         report.detail = Some(format!(
-                            "host pool {pool} does not allow the front door (frontDoor: false)"
+                            "host pool {pool} does not allow the front door (allowFrontDoor: false)"
                         ));
                         return Outcome::PoolNotAllowed;
                     }

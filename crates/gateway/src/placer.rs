@@ -79,7 +79,7 @@ pub trait Placer: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), PlacerError>> + Send;
 
     /// Whether clients may name `pool` with a `tsv://` routing token (the
-    /// pool's `frontDoor` setting, rule R3).
+    /// pool's `allowFrontDoor` setting, rule R3).
     fn front_door_allowed(
         &self,
         pool: &str,
@@ -156,7 +156,7 @@ impl Placer for Http {
         let text = self.client.get_text(&["hostPools", pool]).await?;
         let out: api::types::HostPoolOutput = serde_json::from_str(&text)
             .map_err(|e| PlacerError::Unreachable(format!("host pool {pool}: {e}")))?;
-        Ok(out.config.front_door)
+        Ok(out.config.allow_front_door)
     }
 
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {

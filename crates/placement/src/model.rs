@@ -161,14 +161,19 @@ pub struct PoolConfig {
     /// default) = never; otherwise 60..=31536000.
     #[serde(default)]
     pub max_session_lifetime_seconds: u32,
-    /// Rule R3: whether a client of the RDP front door may name this pool
-    /// with a `tsv://` routing token. False by default (the safe choice: a
-    /// routing token is an unauthenticated claim, and a pool is reached by
-    /// name only when its administrator says so); the pool an operator
-    /// names with `--rdp-default-pool` is reached without a token either
-    /// way, since naming it there is that operator's choice.
-    #[serde(default)]
-    pub front_door: bool,
+    /// Rule R3 (the contract's `allowFrontDoor`): whether a client of the
+    /// RDP front door may name this pool with a `tsv://` routing token. True
+    /// by default, as the contract has it; a pool the front door must not
+    /// reach says false. The pool an operator names with
+    /// `--rdp-default-pool` is reached without a token either way, since
+    /// naming it there is that operator's choice.
+    #[serde(default = "allow_front_door_default")]
+    pub allow_front_door: bool,
+}
+
+/// `allowFrontDoor` of settings stored before it existed, and of new pools.
+fn allow_front_door_default() -> bool {
+    true
 }
 
 /// The smallest non-zero value of S9's timeouts, in seconds.
@@ -200,7 +205,7 @@ impl PoolConfig {
             allowed_address_ranges: Vec::new(),
             disconnected_timeout_seconds: 0,
             max_session_lifetime_seconds: 0,
-            front_door: false,
+            allow_front_door: true,
         }
     }
 

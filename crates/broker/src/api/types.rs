@@ -46,7 +46,7 @@ pub fn apply_pool_input(
             friendly_name,
             disconnected_timeout_seconds,
             max_session_lifetime_seconds,
-            front_door
+            allow_front_door
         ]
     );
     if let Some(ranges) = input.allowed_address_ranges {

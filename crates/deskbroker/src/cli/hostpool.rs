@@ -148,9 +148,9 @@ struct PoolSettings {
     #[arg(long, value_name = "SECONDS")]
     max_session_lifetime_seconds: Option<u32>,
     /// Whether RDP clients may name this pool with a tsv:// routing token at
-    /// the front door (rule R3; default false).
+    /// the front door (rule R3; default true).
     #[arg(long, value_name = "true|false")]
-    front_door: Option<bool>,
+    allow_front_door: Option<bool>,
     /// CIDR ranges session hosts' addresses must lie in, comma-separated
     /// (rule E4), e.g. 10.0.0.0/8; an empty value clears the list (any
     /// routable address).
@@ -189,7 +189,7 @@ impl PoolSettings {
                 "maxSessionLifetimeSeconds",
                 self.max_session_lifetime_seconds,
             )
-            .set("frontDoor", self.front_door)
+            .set("allowFrontDoor", self.allow_front_door)
             .set(
                 "allowedAddressRanges",
                 self.allowed_address_ranges

@@ -399,7 +399,7 @@ async fn pool_hardening_settings_are_set_and_cleared_from_the_cli() {
         "farm",
         "--allowed-address-ranges",
         "10.0.0.0/8,192.168.1.0/24",
-        "--front-door",
+        "--allow-front-door",
         "true",
         "--disconnected-timeout-seconds",
         "3600",
@@ -412,7 +412,7 @@ async fn pool_hardening_settings_are_set_and_cleared_from_the_cli() {
         pool["allowedAddressRanges"],
         json!(["10.0.0.0/8", "192.168.1.0/24"])
     );
-    assert_eq!(pool["frontDoor"], json!(true));
+    assert_eq!(pool["allowFrontDoor"], json!(true));
     assert_eq!(pool["disconnectedTimeoutSeconds"], json!(3600));
     assert_eq!(pool["maxSessionLifetimeSeconds"], json!(86400));
 

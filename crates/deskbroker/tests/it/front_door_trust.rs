@@ -371,10 +371,14 @@ async fn a_pool_is_named_by_a_routing_token_only_when_it_allows_the_front_door()
     let host = echo_host().await;
     let pooled = json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst"});
     pool(&app, "farm", pooled.clone(), &host).await;
-    pool(&app, "private", pooled.clone(), &host).await;
-    // Default: not allowed (and shown so).
+    // The contract's default is true; a pool says false to stay out of reach.
+    let v = app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
+    assert_eq!(v["allowFrontDoor"], true);
+    let mut private = pooled.clone();
+    private["allowFrontDoor"] = json!(false);
+    pool(&app, "private", private, &host).await;
     let v = app.ok("GET", "/api/v1/hostPools/private", None, 200).await;
-    assert_eq!(v["frontDoor"], false);
+    assert_eq!(v["allowFrontDoor"], false);
     let token = "tsv://MS Terminal Services Plugin.1.private";
     assert!(open(&front_door, token).await.is_none(), "refused");
     assert_eq!(states(&app, "private").await, vec![]);
@@ -390,7 +394,7 @@ async fn a_pool_is_named_by_a_routing_token_only_when_it_allows_the_front_door()
         "update",
         "--name",
         "private",
-        "--front-door",
+        "--allow-front-door",
         "true",
     ]);
     assert!(ok, "{err}");
@@ -431,7 +435,7 @@ async fn one_source_gets_a_bounded_share_of_new_sessions_and_handshakes() {
     pool(
         &app,
         "quiet",
-        json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst", "frontDoor": true}),
+        json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst", "allowFrontDoor": true}),
         &silent_addr,
     )
     .await;

@@ -447,7 +447,7 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
         "/api/v1/hostPools/farm2",
         Some(
             json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-                    "allowedAddressRanges": ["127.0.0.0/8"], "frontDoor": true}),
+                    "allowedAddressRanges": ["127.0.0.0/8"], "allowFrontDoor": true}),
         ),
         201,
     )
