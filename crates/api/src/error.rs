@@ -20,6 +20,9 @@ pub enum ErrorCode {
     Forbidden,
     /// 403, rule P7: a `Direct` personal pool and a user with no host.
     NoPersonalDesktopAssigned,
+    /// 403, rule T2: the pool's entitlements do not name this user or any
+    /// of the groups the caller gave.
+    NotEntitled,
     /// 404: no such path in the API.
     NotFound,
     /// 404: the host pool in the path does not exist.
@@ -62,11 +65,12 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NoPersonalDesktopAssigned,
+        ErrorCode::NotEntitled,
         ErrorCode::NotFound,
         ErrorCode::HostPoolNotFound,
         ErrorCode::SessionHostNotFound,
@@ -92,7 +96,7 @@ impl ErrorCode {
         match self {
             InvalidParameter => 400,
             Unauthorized => 401,
-            Forbidden | NoPersonalDesktopAssigned => 403,
+            Forbidden | NoPersonalDesktopAssigned | NotEntitled => 403,
             NotFound | HostPoolNotFound | SessionHostNotFound | SessionNotFound => 404,
             Conflict => 409,
             PayloadTooLarge => 413,
@@ -118,6 +122,7 @@ impl ErrorCode {
             Unauthorized => "Unauthorized",
             Forbidden => "Forbidden",
             NoPersonalDesktopAssigned => "NoPersonalDesktopAssigned",
+            NotEntitled => "NotEntitled",
             NotFound => "NotFound",
             HostPoolNotFound => "HostPoolNotFound",
             SessionHostNotFound => "SessionHostNotFound",
@@ -162,6 +167,7 @@ impl From<&placement::Error> for ErrorCode {
             E::NoSessionHostAvailable(_) => ErrorCode::NoSessionHostAvailable,
             E::SessionHostUnavailable(_) => ErrorCode::SessionHostUnavailable,
             E::NoPersonalDesktopAssigned(_) => ErrorCode::NoPersonalDesktopAssigned,
+            E::NotEntitled(_) => ErrorCode::NotEntitled,
         }
     }
 }
@@ -208,6 +214,7 @@ mod tests {
             placement::Error::NoSessionHostAvailable(String::new()),
             placement::Error::SessionHostUnavailable(String::new()),
             placement::Error::NoPersonalDesktopAssigned(String::new()),
+            placement::Error::NotEntitled(String::new()),
         ];
         for e in &errors {
             assert_eq!(ErrorCode::from(e).as_str(), e.code());

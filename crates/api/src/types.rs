@@ -92,6 +92,13 @@ pub struct HostPoolInput {
     /// routing token at the front door (default true).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_front_door: Option<bool>,
+    /// Rule T2: users who may get a new session (empty with
+    /// `entitledGroups`: everyone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entitled_users: Option<Vec<String>>,
+    /// Rule T2: groups whose members may get a new session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entitled_groups: Option<Vec<String>>,
     /// Accepted for symmetry with the output; must match the path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -398,6 +405,10 @@ pub struct ConnectInput {
     /// reach them (rule R5). Never moves an existing session.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Rule T2: the caller's word for the user's groups, matched against
+    /// the pool's `entitledGroups`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 /// The answer to `connect`.

@@ -42,6 +42,10 @@ impl Broker {
                 requires: &c.requires,
                 session_host: c.session_host.as_deref(),
             };
+            // T2 before the placement, on the pool as time has left it (an
+            // expired session is no reason to let an unentitled user in).
+            p.tick(now);
+            p.check_entitled(&c.user, &c.groups, c.session_host.as_deref())?;
             let engine_started = Instant::now();
             let random = p.counters().placement_random();
             let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);

@@ -25,6 +25,10 @@ pub enum Error {
     /// Rule P7: a `Direct` personal pool and a user with no host.
     #[error("{0}")]
     NoPersonalDesktopAssigned(String),
+    /// Rule T2: the pool lists who may get a new session, and this user is
+    /// not among them.
+    #[error("{0}")]
+    NotEntitled(String),
 }
 
 impl Error {
@@ -38,6 +42,7 @@ impl Error {
             Error::NoSessionHostAvailable(_) => "NoSessionHostAvailable",
             Error::SessionHostUnavailable(_) => "SessionHostUnavailable",
             Error::NoPersonalDesktopAssigned(_) => "NoPersonalDesktopAssigned",
+            Error::NotEntitled(_) => "NotEntitled",
         }
     }
 }

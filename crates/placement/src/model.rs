@@ -169,6 +169,33 @@ pub struct PoolConfig {
     /// naming it there is that operator's choice.
     #[serde(default = "allow_front_door_default")]
     pub allow_front_door: bool,
+    /// Rule T2: users who may get a new session here (matched without
+    /// regard to ASCII case). With `entitled_groups`, both empty (the
+    /// default) means everyone; otherwise only a listed user, or a user the
+    /// caller says is in a listed group. At most [`MAX_ENTITLEMENTS`].
+    #[serde(default)]
+    pub entitled_users: Vec<String>,
+    /// Rule T2: groups whose members may get a new session here (matched
+    /// without regard to ASCII case, as directory group names are).
+    #[serde(default)]
+    pub entitled_groups: Vec<String>,
+}
+
+/// The most entries each of `entitledUsers` and `entitledGroups` holds, and
+/// the most groups a connect may name: each check is a scan under the
+/// pool's lock.
+pub const MAX_ENTITLEMENTS: usize = 10_000;
+
+/// A group name (T2): 1 to 256 characters, no control characters (directory
+/// group names may hold spaces, e.g. `Domain Users`).
+pub fn validate_group(field: &str, group: &str) -> Result<(), Error> {
+    if group.is_empty() || group.len() > 256 || group.chars().any(char::is_control) {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: {group:?} is not a valid group name; use 1 to 256 characters without \
+             control characters"
+        )));
+    }
+    Ok(())
 }
 
 /// `allowFrontDoor` of settings stored before it existed, and of new pools.
@@ -206,6 +233,8 @@ impl PoolConfig {
             disconnected_timeout_seconds: 0,
             max_session_lifetime_seconds: 0,
             allow_front_door: true,
+            entitled_users: Vec::new(),
+            entitled_groups: Vec::new(),
         }
     }
 
@@ -260,6 +289,22 @@ impl PoolConfig {
             86_400,
         )?;
         validate_capabilities("standardCapabilities", &self.standard_capabilities)?;
+        for (field, len) in [
+            ("entitledUsers", self.entitled_users.len()),
+            ("entitledGroups", self.entitled_groups.len()),
+        ] {
+            if len > MAX_ENTITLEMENTS {
+                return Err(Error::InvalidParameter(format!(
+                    "{field}: {len} entries; at most {MAX_ENTITLEMENTS}"
+                )));
+            }
+        }
+        for u in &self.entitled_users {
+            validate_user("entitledUsers", u)?;
+        }
+        for g in &self.entitled_groups {
+            validate_group("entitledGroups", g)?;
+        }
         let li = &self.load_index_settings;
         check_range("loadIndexSettings.cpuThreshold", li.cpu_threshold, 0, 100)?;
         check_range(

@@ -46,7 +46,9 @@ pub fn apply_pool_input(
             friendly_name,
             disconnected_timeout_seconds,
             max_session_lifetime_seconds,
-            allow_front_door
+            allow_front_door,
+            entitled_users,
+            entitled_groups
         ]
     );
     if let Some(ranges) = input.allowed_address_ranges {

@@ -29,6 +29,11 @@ pub struct ConnectArgs {
     /// Pick this one of the user's own hosts (MultiplePersistent pools).
     #[arg(long, value_name = "HOST")]
     session_host: Option<String>,
+    /// The user's groups, comma-separated, for a pool with entitledGroups
+    /// (rule T2: the caller's word, as a portal that signed the user in
+    /// would give it).
+    #[arg(long, value_name = "GROUP,…", value_delimiter = ',')]
+    groups: Option<Vec<String>>,
     /// Last, because its help heading applies to the flags after it.
     #[command(flatten)]
     global: GlobalArgs,
@@ -39,7 +44,8 @@ pub async fn run(args: ConnectArgs) -> anyhow::Result<()> {
     let mut body = Body::default();
     body.set("user", Some(args.user))
         .set("requires", args.requires)
-        .set("sessionHost", args.session_host);
+        .set("sessionHost", args.session_host)
+        .set("groups", args.groups);
     let answer = ctx
         .client
         .post(

@@ -156,6 +156,14 @@ struct PoolSettings {
     /// routable address).
     #[arg(long, value_name = "CIDR,…", value_delimiter = ',')]
     allowed_address_ranges: Option<Vec<String>>,
+    /// Users who may get a new session, comma-separated (rule T2); with
+    /// --entitled-groups empty too, everyone. An empty value clears it.
+    #[arg(long, value_name = "USER,…", value_delimiter = ',')]
+    entitled_users: Option<Vec<String>>,
+    /// Groups whose members may get a new session, comma-separated (rule
+    /// T2). An empty value clears it.
+    #[arg(long, value_name = "GROUP,…", value_delimiter = ',')]
+    entitled_groups: Option<Vec<String>>,
     /// Capabilities every host of the pool offers, comma-separated (default rdp).
     #[arg(long, value_name = "CAP,…", value_delimiter = ',')]
     standard_capabilities: Option<Vec<String>>,
@@ -169,6 +177,12 @@ struct PoolSettings {
     load_index: LoadIndexFlags,
     #[command(flatten)]
     logon_storm: LogonStormFlags,
+}
+
+/// A comma-separated list flag without its empty items, so that an empty
+/// value (`--flag ''`) clears the list.
+fn non_empty(list: Option<Vec<String>>) -> Option<Vec<String>> {
+    list.map(|v| v.into_iter().filter(|item| !item.is_empty()).collect())
 }
 
 impl PoolSettings {
@@ -192,9 +206,10 @@ impl PoolSettings {
             .set("allowFrontDoor", self.allow_front_door)
             .set(
                 "allowedAddressRanges",
-                self.allowed_address_ranges
-                    .map(|v| v.into_iter().filter(|r| !r.is_empty()).collect::<Vec<_>>()),
+                non_empty(self.allowed_address_ranges),
             )
+            .set("entitledUsers", non_empty(self.entitled_users))
+            .set("entitledGroups", non_empty(self.entitled_groups))
             .set("standardCapabilities", self.standard_capabilities)
             .set("description", self.description)
             .set("friendlyName", self.friendly_name)

@@ -629,3 +629,48 @@ async fn s9_lifetimes_end_sessions_even_across_a_restart() {
     place(&app, "life", "next", "Active").await;
     assert_eq!(states(&app, "life").await.len(), 1);
 }
+
+/// Rule T2 at the front door: a user the pool does not entitle is refused
+/// before any host is dialled and leaves no session; an entitled one is
+/// relayed, and keeps reconnecting after the entitlement is removed (S1).
+#[tokio::test]
+async fn the_front_door_places_only_entitled_users() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let host = echo_host().await;
+    pool(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"],
+               "loadBalancerType": "BreadthFirst", "entitledUsers": ["alice@contoso.com"]}),
+        &host,
+    )
+    .await;
+    assert!(
+        open(&front_door, "Cookie: mstshash=mallory")
+            .await
+            .is_none(),
+        "mallory is not entitled: closed before any host"
+    );
+    assert_eq!(states(&app, "farm").await, vec![]);
+    let mut alice = open(&front_door, "Cookie: mstshash=alice@contoso.com")
+        .await
+        .expect("alice is entitled");
+    log_on(&mut alice).await;
+    wait_states(&app, "farm", &[("alice@contoso.com", "Active")]).await;
+    drop(alice);
+    wait_states(&app, "farm", &[("alice@contoso.com", "Disconnected")]).await;
+    // Her entitlement goes; her session stays hers (S1).
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"entitledUsers": ["bob@contoso.com"]})),
+        200,
+    )
+    .await;
+    let mut again = open(&front_door, "Cookie: mstshash=alice@contoso.com")
+        .await
+        .expect("alice reconnects to her session");
+    log_on(&mut again).await;
+    wait_states(&app, "farm", &[("alice@contoso.com", "Active")]).await;
+}

@@ -9,6 +9,7 @@ mod bench;
 mod cli;
 mod console;
 mod durability;
+mod entitlements;
 mod front_door_trust;
 mod gateway;
 mod heartbeat_authority;

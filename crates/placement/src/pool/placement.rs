@@ -89,6 +89,43 @@ impl Pool {
         self.reconnect(req.user, None)
     }
 
+    /// Rule T2: whether `user`, who says they are in `groups`, may get a new
+    /// session here. A pool with no entitlements takes everyone; a user
+    /// with a session (S1, `session_host` as for a connect) reconnects to it
+    /// whatever the lists say, so removing an entitlement moves nobody (an
+    /// operator logs that session off). Changes nothing.
+    pub fn check_entitled(
+        &self,
+        user: &str,
+        groups: &[String],
+        session_host: Option<&str>,
+    ) -> Result<(), Error> {
+        let c = &self.config;
+        if c.entitled_users.is_empty() && c.entitled_groups.is_empty() {
+            return Ok(());
+        }
+        if groups.len() > MAX_ENTITLEMENTS {
+            return Err(Error::InvalidParameter(format!(
+                "groups: {} entries; at most {}",
+                groups.len(),
+                MAX_ENTITLEMENTS
+            )));
+        }
+        let key = user_key(user);
+        let listed = c.entitled_users.iter().any(|u| user_key(u) == key)
+            || groups
+                .iter()
+                .any(|g| c.entitled_groups.iter().any(|e| e.eq_ignore_ascii_case(g)));
+        if listed || self.existing_placement(user, session_host)?.is_some() {
+            return Ok(());
+        }
+        Err(Error::NotEntitled(format!(
+            "user {user} is not entitled to host pool {}: it takes new sessions only for the \
+             users and groups its entitledUsers and entitledGroups name",
+            c.name
+        )))
+    }
+
     /// Rule S1 alone, changing nothing: where a connect of `user` (to
     /// `session_host`, in a personal pool) would send them back to their
     /// existing session, if they have one. The broker answers reconnects
