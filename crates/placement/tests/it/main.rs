@@ -14,6 +14,7 @@ use placement::{
 mod breadth;
 mod changes;
 mod depth;
+mod entitlement;
 mod health;
 mod lifecycle;
 mod load_index;
