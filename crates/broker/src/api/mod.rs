@@ -212,10 +212,17 @@ async fn authenticate(
         .extensions()
         .get::<axum::extract::MatchedPath>()
         .map(|m| m.as_str().to_string());
+    // The whole path, as the route pattern spells it (a nested router
+    // sees its own part only).
+    let path = req
+        .extensions()
+        .get::<axum::extract::OriginalUri>()
+        .map_or_else(|| req.uri().path(), |u| u.0.path())
+        .to_string();
     let (pool, host) = match &route {
         Some(r) => (
-            path_param(r, req.uri().path(), "{pool}"),
-            path_param(r, req.uri().path(), "{host}"),
+            path_param(r, &path, "{pool}"),
+            path_param(r, &path, "{host}"),
         ),
         None => (None, None),
     };
