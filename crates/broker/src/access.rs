@@ -184,6 +184,12 @@ pub fn lookup(method: &str, route: &str) -> Option<&'static Rule> {
         .find(|r| r.method.eq_ignore_ascii_case(method) && r.route == route)
 }
 
+/// Whether the table has an entry for `route` with any method: a method
+/// without one on such a route is answered 405 (still nothing runs).
+pub fn known_route(route: &str) -> bool {
+    TABLE.iter().any(|r| r.route == route)
+}
+
 /// What the caller is, for the table: a role with the pools it is limited
 /// to (empty: every pool), or a session host.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -226,6 +226,14 @@ async fn authenticate(
         ),
         None => (None, None),
     };
+    // A method the route does not take: 405, as the router would answer
+    // (no handler runs either way).
+    if let Some(r) = &route
+        && crate::access::lookup(req.method().as_str(), r).is_none()
+        && crate::access::known_route(r)
+    {
+        return Err(method_not_allowed().await);
+    }
     crate::access::authorize(
         &crate::access::Principal::of(&caller),
         req.method().as_str(),
