@@ -91,6 +91,60 @@ async fn every_role_against_every_endpoint_follows_the_table() {
         }
     }
     assert!(checked >= 5 * 20, "only {checked} calls were checked");
+    // A host credential, against every route naming its own pool and host:
+    // only the routes the table gives to its own host are not 403.
+    let t = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/p/registrationToken",
+            Some(json!({})),
+            200,
+        )
+        .await;
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/register",
+            Some(
+                json!({"token": t["token"], "hostPool": "p", "name": "agent1",
+                        "address": "10.1.0.1:3389"}),
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, 201, "{v}");
+    let host_token = v["hostCredential"]
+        .as_str()
+        .expect("credential")
+        .to_string();
+    for (route, item) in paths {
+        for method in ["get", "put", "post", "patch", "delete"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            let method = method.to_uppercase();
+            let rule = lookup(&method, route).expect("entry");
+            if rule.scope == Scope::Public {
+                continue;
+            }
+            let path = route
+                .replace("{pool}", "p")
+                .replace("{host}", "agent1")
+                .replace("{id}", "ghost")
+                .replace("{name}", "ghost");
+            let body = (method != "GET" && method != "DELETE").then(|| json!({"no": 1}));
+            let (status, v) = app.call_with(&method, &path, body, Some(&host_token)).await;
+            if rule.own_host {
+                assert!(![401, 403].contains(&status), "host {method} {route}: {v}");
+            } else {
+                assert_eq!(status, 403, "host {method} {route}: {v}");
+            }
+        }
+    }
+    let h = app
+        .ok("GET", "/api/v1/hostPools/p/sessionHosts/agent1", None, 200)
+        .await;
+    assert_eq!(h["address"], "10.1.0.1:3389", "{h}");
     // /metrics is not in the document: reader yes, portal no.
     let reader = &tokens[3].1;
     let portal = &tokens[4].1;
