@@ -533,3 +533,37 @@ mod tests {
         );
     }
 }
+
+/// Body of `POST /api/v1/credentials` (rule T1).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CredentialInput {
+    /// Its name, like a pool's (letters, digits, `.`, `_`, `-`).
+    pub name: String,
+    /// `admin`, `operator`, `reader` or `portal`.
+    pub role: String,
+    /// The pools it may act on; absent or empty: every pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_pools: Vec<String>,
+    /// Its life in seconds; absent: it does not expire.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in_seconds: Option<u64>,
+}
+
+/// An API credential as listed (no secret), or just created (with its
+/// token, shown that once).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialOutput {
+    pub name: String,
+    pub role: String,
+    /// Empty: every pool.
+    pub host_pools: Vec<String>,
+    /// RFC 3339; null when it does not expire.
+    pub expiration_time: Option<String>,
+    /// Only in the answer to its creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}

@@ -80,6 +80,28 @@ pub enum Caller {
     Admin,
     /// A host credential: may act only as this host of this pool.
     Host { pool: String, host: String },
+    /// An API credential (rule T1): its role, limited to `host_pools`
+    /// when that is not empty (`crate::access` decides what it may call).
+    Credential {
+        name: String,
+        role: crate::access::Role,
+        host_pools: Vec<String>,
+    },
+}
+
+impl Caller {
+    /// Whether this caller has the admin's rights over `pool`.
+    pub fn is_admin_of(&self, pool: &str) -> bool {
+        match self {
+            Caller::Admin => true,
+            Caller::Credential {
+                role: crate::access::Role::Admin,
+                host_pools,
+                ..
+            } => host_pools.is_empty() || host_pools.iter().any(|p| p == pool),
+            _ => false,
+        }
+    }
 }
 
 /// Address ranges no host is registered at unless the pool's
@@ -206,21 +228,40 @@ pub fn check_address(config: &PoolConfig, address: &str) -> Result<(), BrokerErr
 }
 
 impl Broker {
-    /// Who `token` is, if anyone: the admin token is compared in constant
-    /// time; host credentials by their hash.
-    pub fn caller(&self, token: &str) -> Option<Caller> {
+    /// Who `token` is: the admin token is compared in constant time; host
+    /// and API credentials by their hash. `Err` is why it is not valid
+    /// (unknown, revoked or expired: 401).
+    pub fn caller(&self, token: &str) -> Result<Caller, String> {
         if bool::from(token.as_bytes().ct_eq(self.admin_token.as_bytes())) {
-            return Some(Caller::Admin);
+            return Ok(Caller::Admin);
         }
-        self.secrets
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .hosts
-            .get(&secret_hash(token))
-            .map(|(pool, host)| Caller::Host {
+        let hash = secret_hash(token);
+        let secrets = self.secrets.read().unwrap_or_else(|p| p.into_inner());
+        if let Some((pool, host)) = secrets.hosts.get(&hash) {
+            return Ok(Caller::Host {
                 pool: pool.clone(),
                 host: host.clone(),
-            })
+            });
+        }
+        let Some(c) = secrets.credentials.get(&hash) else {
+            return Err("the bearer token is not valid".into());
+        };
+        if let Some(at) = c.expires_ms
+            && now_ms() >= at
+        {
+            return Err(format!(
+                "the credential {} expired at {}; an admin creates a new one",
+                c.name,
+                rfc3339(at)
+            ));
+        }
+        let role = crate::access::Role::parse(&c.role)
+            .ok_or_else(|| format!("the credential {} has no known role", c.name))?;
+        Ok(Caller::Credential {
+            name: c.name.clone(),
+            role,
+            host_pools: c.host_pools.clone(),
+        })
     }
 
     /// Creates a registration token for `pool`, valid for `seconds`
@@ -351,8 +392,8 @@ impl Broker {
                 let spec = match p.host(&name) {
                     Some(h) => {
                         let own = caller.as_ref().is_some_and(|c| match c {
-                            Caller::Admin => true,
                             Caller::Host { pool, host } => pool == p.name() && host == &name,
+                            other => other.is_admin_of(p.name()),
                         });
                         if !own {
                             return Err(placement::Error::Conflict(format!(
@@ -366,7 +407,7 @@ impl Broker {
                             .into());
                         }
                         if input.address != h.spec.address {
-                            if caller != Some(Caller::Admin) {
+                            if !caller.as_ref().is_some_and(|c| c.is_admin_of(p.name())) {
                                 return Err(BrokerError::Forbidden(format!(
                                     "address: session host {name} is registered at {}; only an \
                                      administrator changes the address of a registered host \

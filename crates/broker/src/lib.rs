@@ -7,6 +7,7 @@
 //! releases answers once they are durable. A ticker applies the passing of
 //! time (Pending expiry, heartbeat loss) every [`TICK_INTERVAL`].
 
+pub mod access;
 pub mod api;
 pub mod connect;
 pub mod enroll;

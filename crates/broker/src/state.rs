@@ -31,6 +31,9 @@ pub struct Secrets {
     pub tokens: HashMap<String, crate::enroll::TokenGrant>,
     /// Host credential hash → (pool, host).
     pub hosts: HashMap<String, (String, String)>,
+    /// API credential hash → the credential (rule T1). Changed under this
+    /// registry's write lock, in the same step that queues the change.
+    pub credentials: HashMap<String, store::ApiCredential>,
 }
 
 impl Secrets {
@@ -107,6 +110,9 @@ impl Broker {
                     .hosts
                     .insert(c.hash.clone(), (r.config.name.clone(), c.host.clone()));
             }
+        }
+        for c in snapshot.credentials {
+            secrets.credentials.insert(c.hash.clone(), c);
         }
         let pools = snapshot
             .pools

@@ -46,6 +46,8 @@ enum Command {
     Session(cli::session::SessionArgs),
     /// Place a user: ask the broker which session host to connect to.
     Connect(cli::connect::ConnectArgs),
+    /// Create, list and revoke API credentials with roles (admin only).
+    Credential(cli::credential::CredentialArgs),
 }
 
 impl Command {
@@ -75,6 +77,7 @@ async fn main() -> ExitCode {
         Command::Sessionhost(sessionhost_args) => cli::sessionhost::run(sessionhost_args).await,
         Command::Session(session_args) => cli::session::run(session_args).await,
         Command::Connect(connect_args) => cli::connect::run(connect_args).await,
+        Command::Credential(credential_args) => cli::credential::run(credential_args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

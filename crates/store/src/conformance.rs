@@ -11,7 +11,7 @@ use placement::{
     PoolCounters, Session, SessionState,
 };
 
-use crate::{HostCredential, Mutation, RegistrationToken, Store};
+use crate::{ApiCredential, HostCredential, Mutation, RegistrationToken, Store};
 
 /// Opens the storage named by the case (see the module documentation).
 pub type Opener<'a> = &'a (dyn Fn(&str) -> Box<dyn Store> + Sync);
@@ -24,6 +24,7 @@ pub async fn run_all(open: Opener<'_>) {
     deletes_cascade(open).await;
     puts_replace_and_counters_update(open).await;
     a_token_keeps_its_bound_and_count(open).await;
+    api_credentials_are_kept_replaced_and_revoked(open).await;
 }
 
 pub fn pool(name: &str) -> PoolConfig {
@@ -330,5 +331,56 @@ async fn a_token_keeps_its_bound_and_count(open: Opener<'_>) {
             used_hosts: 3,
         }],
         "a_token_keeps_its_bound_and_count"
+    );
+}
+
+/// Rule T1: API credentials survive a reopen, a put replaces one by name,
+/// a delete revokes it, and they do not depend on any pool.
+async fn api_credentials_are_kept_replaced_and_revoked(open: Opener<'_>) {
+    let cred = |name: &str, role: &str, pools: &[&str], expires_ms: Option<i64>| ApiCredential {
+        name: name.into(),
+        role: role.into(),
+        host_pools: pools.iter().map(|p| p.to_string()).collect(),
+        expires_ms,
+        hash: format!("hash-of-{name}-{role}"),
+    };
+    let store = open("api-credentials");
+    let put = |c: ApiCredential| Mutation::PutApiCredential { credential: c };
+    store
+        .apply(
+            vec![
+                put(cred("zeta", "reader", &[], None)),
+                put(cred("alpha", "operator", &["p1", "p2"], Some(7))),
+                put(cred("gone", "admin", &[], None)),
+            ]
+            .into(),
+        )
+        .await
+        .expect("apply");
+    store
+        .apply(
+            vec![
+                put(cred("zeta", "portal", &["p3"], Some(9))),
+                Mutation::DeleteApiCredential {
+                    name: "gone".into(),
+                },
+            ]
+            .into(),
+        )
+        .await
+        .expect("apply");
+    drop(store);
+    let snap = open("api-credentials").load().await.expect("load");
+    assert_eq!(
+        snap.credentials,
+        [
+            cred("alpha", "operator", &["p1", "p2"], Some(7)),
+            cred("zeta", "portal", &["p3"], Some(9)),
+        ],
+        "api_credentials_are_kept_replaced_and_revoked"
+    );
+    assert!(
+        snap.pools.is_empty(),
+        "api_credentials_are_kept_replaced_and_revoked: no pools"
     );
 }

@@ -73,6 +73,26 @@ pub enum Mutation {
         pool: String,
         credential: HostCredential,
     },
+    /// Creates or replaces an API credential (rule T1), by name.
+    PutApiCredential {
+        credential: ApiCredential,
+    },
+    /// Revokes an API credential.
+    DeleteApiCredential {
+        name: String,
+    },
+}
+
+/// An API credential with a role (rule T1), kept only as the SHA-256 (hex)
+/// of its token. `host_pools` empty means every pool; `expires_ms` None
+/// means it does not expire.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ApiCredential {
+    pub name: String,
+    pub role: String,
+    pub host_pools: Vec<String>,
+    pub expires_ms: Option<i64>,
+    pub hash: String,
 }
 
 /// A registration token, kept only as its SHA-256 (hex): the secret itself
@@ -112,6 +132,8 @@ pub struct PoolRecord {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
     pub pools: Vec<PoolRecord>,
+    /// API credentials, in name order.
+    pub credentials: Vec<ApiCredential>,
 }
 
 #[derive(Debug, thiserror::Error)]

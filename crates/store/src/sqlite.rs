@@ -12,7 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, params};
 
-use crate::{HostCredential, Mutation, PoolRecord, RegistrationToken, Snapshot, Store, StoreError};
+use crate::{
+    ApiCredential, HostCredential, Mutation, PoolRecord, RegistrationToken, Snapshot, Store,
+    StoreError,
+};
 
 /// Migrations, in order; `user_version` is how many have been applied.
 const MIGRATIONS: &[&str] = &[
@@ -58,6 +61,12 @@ const MIGRATIONS: &[&str] = &[
     // one more host (they may have registered any number already).
     "ALTER TABLE registration_tokens ADD COLUMN max_hosts INTEGER NOT NULL DEFAULT 1;
      ALTER TABLE registration_tokens ADD COLUMN used_hosts INTEGER NOT NULL DEFAULT 0;",
+    // 4: API credentials with roles (rule T1): the record is JSON, its
+    // token only as a hash.
+    "CREATE TABLE api_credentials (
+        name TEXT PRIMARY KEY,
+        record TEXT NOT NULL
+     ) STRICT, WITHOUT ROWID;",
 ];
 
 /// SQLite behind a mutex: the broker's writer is the only frequent caller,
@@ -172,7 +181,12 @@ impl SqliteStore {
                 p.host_credentials.push(row?);
             }
         }
-        Ok(Snapshot { pools })
+        let mut credentials = Vec::new();
+        let mut stmt = conn.prepare_cached("SELECT record FROM api_credentials ORDER BY name")?;
+        for row in stmt.query_map([], |r| r.get::<_, String>(0))? {
+            credentials.push(from_json::<ApiCredential>(&row?)?);
+        }
+        Ok(Snapshot { pools, credentials })
     }
 
     fn apply_sync(&self, batch: &[Mutation]) -> Result<(), StoreError> {
@@ -315,6 +329,16 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
         Mutation::DeleteSession { pool, id } => {
             tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1 AND id = ?2")?
                 .execute([pool, id])?;
+        }
+        Mutation::PutApiCredential { credential } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO api_credentials (name, record) VALUES (?1, ?2)",
+            )?
+            .execute(params![credential.name, to_json(credential)])?;
+        }
+        Mutation::DeleteApiCredential { name } => {
+            tx.prepare_cached("DELETE FROM api_credentials WHERE name = ?1")?
+                .execute([name])?;
         }
     }
     Ok(())

@@ -104,9 +104,18 @@ pub async fn put(
               (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn patch(
     State(b): State<Arc<Broker>>,
+    caller: Option<axum::Extension<crate::enroll::Caller>>,
     Path((pool, host)): Path<(String, String)>,
     Json(input): Json<SessionHostPatch>,
 ) -> Result<axum::Json<SessionHostOutput>, ApiError> {
+    // An operator only drains and undrains (rule T1).
+    if let Some(axum::Extension(crate::enroll::Caller::Credential {
+        role: crate::access::Role::Operator,
+        ..
+    })) = &caller
+    {
+        crate::access::operator_may_patch_host(&input).map_err(ApiError::forbidden)?;
+    }
     let out = b
         .write(&pool, |p, now| {
             let current = p.find_host(&host)?;

@@ -4,6 +4,7 @@
 //! shape before a handler runs.
 
 mod console;
+mod credentials;
 pub mod error;
 mod hosts;
 mod paging;
@@ -22,11 +23,10 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use serde::de::DeserializeOwned;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::enroll::Caller;
 use crate::state::Broker;
 pub use error::ApiError;
 
@@ -76,6 +76,11 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/hostPools/{pool}/registrationToken",
             post(registration::create_token).delete(registration::revoke_tokens),
         )
+        .route(
+            "/credentials",
+            get(credentials::list).post(credentials::create),
+        )
+        .route("/credentials/{name}", delete(credentials::revoke))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(middleware::from_fn_with_state(broker.clone(), authenticate));
@@ -181,12 +186,15 @@ async fn not_found() -> ApiError {
     )
 }
 
-/// Who may call what: the admin token (compared in constant time) may
-/// call everything; a host credential only its own host's heartbeat and
-/// `GET` of that host.
+/// Who may call what: the bearer token says who the caller is (401 when
+/// it is unknown, revoked or expired), and the one authorization table
+/// (`crate::access`, rule T1) decides this route for them (403 naming the
+/// role it needs, before any handler runs). The caller is left in the
+/// request's extensions for handlers that narrow further (lists of a
+/// limited credential, an operator's host changes).
 async fn authenticate(
     axum::extract::State(broker): axum::extract::State<Arc<Broker>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let header = req
@@ -199,23 +207,51 @@ async fn authenticate(
              DATA_DIR/admin.token or DESKBROKER_ADMIN_TOKEN)",
         ));
     };
-    let (pool, host) = match broker.caller(token) {
-        Some(Caller::Admin) => return Ok(next.run(req).await),
-        Some(Caller::Host { pool, host }) => (pool, host),
-        None => return Err(ApiError::unauthorized("the bearer token is not valid")),
+    let caller = broker.caller(token).map_err(ApiError::unauthorized)?;
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| m.as_str().to_string());
+    // The whole path, as the route pattern spells it (a nested router
+    // sees its own part only).
+    let path = req
+        .extensions()
+        .get::<axum::extract::OriginalUri>()
+        .map_or_else(|| req.uri().path(), |u| u.0.path())
+        .to_string();
+    let (pool, host) = match &route {
+        Some(r) => (
+            path_param(r, &path, "{pool}"),
+            path_param(r, &path, "{host}"),
+        ),
+        None => (None, None),
     };
-    let path = req.uri().path();
-    let path = path.strip_prefix("/api/v1").unwrap_or(path);
-    let own = format!("/hostPools/{pool}/sessionHosts/{host}");
-    let allowed = (req.method() == axum::http::Method::GET && path == own)
-        || (req.method() == axum::http::Method::POST && path == format!("{own}/heartbeat"));
-    if !allowed {
-        return Err(ApiError::forbidden(format!(
-            "a host credential only allows heartbeats and reading its own session host \
-                 ({pool}/{host})"
-        )));
+    // A method the route does not take: 405, as the router would answer
+    // (no handler runs either way).
+    if let Some(r) = &route
+        && crate::access::lookup(req.method().as_str(), r).is_none()
+        && crate::access::known_route(r)
+    {
+        return Err(method_not_allowed().await);
     }
+    crate::access::authorize(
+        &crate::access::Principal::of(&caller),
+        req.method().as_str(),
+        route.as_deref(),
+        pool.as_deref(),
+        host.as_deref(),
+    )
+    .map_err(ApiError::forbidden)?;
+    req.extensions_mut().insert(caller);
     Ok(next.run(req).await)
+}
+
+/// The percent-decoded segment of `path` where the route pattern has
+/// `param` (as the `Path` extractor will see it).
+fn path_param(route: &str, path: &str, param: &str) -> Option<String> {
+    let i = route.split('/').position(|s| s == param)?;
+    let raw = path.split('/').nth(i)?;
+    String::from_utf8(percent_decode(raw.as_bytes())).ok()
 }
 
 /// JSON body extractor whose every rejection (bad syntax, wrong type,
@@ -283,6 +319,15 @@ mod tests {
         for header in ["Basic t0k", "Bearer", "Bearer ", "Bearert0k", "t0k"] {
             assert_eq!(bearer_token(header), None, "{header}");
         }
+    }
+
+    #[test]
+    fn path_params_are_read_where_the_route_names_them() {
+        let route = "/api/v1/hostPools/{pool}/sessionHosts/{host}";
+        let path = "/api/v1/hostPools/p%31/sessionHosts/h1";
+        assert_eq!(path_param(route, path, "{pool}").as_deref(), Some("p1"));
+        assert_eq!(path_param(route, path, "{host}").as_deref(), Some("h1"));
+        assert_eq!(path_param(route, path, "{id}"), None);
     }
 
     #[test]

@@ -18,9 +18,16 @@ use crate::state::Broker;
     responses((status = 200, body = List<HostPoolOutput>)))]
 pub async fn list(
     State(b): State<Arc<Broker>>,
+    caller: Option<axum::Extension<crate::enroll::Caller>>,
 ) -> Result<axum::Json<List<HostPoolOutput>>, ApiError> {
+    // A credential limited to some pools sees only those (rule T1).
+    let who = caller.map(|c| crate::access::Principal::of(&c.0));
     let mut value = Vec::new();
-    b.for_each_pool(|p| value.push(HostPoolOutput::of(p, Vec::new())));
+    b.for_each_pool(|p| {
+        if who.as_ref().is_none_or(|w| w.may_see_pool(p.name())) {
+            value.push(HostPoolOutput::of(p, Vec::new()))
+        }
+    });
     b.writer.flush().await?;
     Ok(axum::Json(List { value }))
 }

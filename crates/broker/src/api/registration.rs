@@ -62,10 +62,7 @@ pub async fn register(
     Json(input): Json<RegisterInput>,
 ) -> Result<(StatusCode, axum::Json<RegisterOutput>), ApiError> {
     let caller = match bearer(&headers)? {
-        Some(token) => Some(
-            b.caller(token)
-                .ok_or_else(|| ApiError::unauthorized("the bearer token is not valid"))?,
-        ),
+        Some(token) => Some(b.caller(token).map_err(ApiError::unauthorized)?),
         None => None,
     };
     let (upsert, out) = b.register(input, caller).await?;

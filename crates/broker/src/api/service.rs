@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
-use super::{hosts, pools, registration, sessions};
+use super::{credentials, hosts, pools, registration, sessions};
 use crate::state::Broker;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -23,12 +23,14 @@ use crate::state::Broker;
         hosts::list, hosts::show, hosts::put, hosts::patch, hosts::delete, hosts::heartbeat,
                 sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
         registration::create_token, registration::revoke_tokens, registration::register,
+        credentials::create, credentials::list, credentials::revoke,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorCode, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
         types::HeartbeatInput, types::HeartbeatOutput, types::RefusedSession,
         types::ConnectInput, types::ConnectOutput,
-        types::SessionOutput, types::SessionPatch)),
+        types::SessionOutput, types::SessionPatch,
+        types::CredentialInput, types::CredentialOutput)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),
 )]

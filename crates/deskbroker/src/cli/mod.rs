@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod connect;
+pub mod credential;
 pub mod hostpool;
 pub mod output;
 pub mod session;

@@ -3,6 +3,7 @@
 //! zero-to-production's `spawn_app`) and talks to it over real HTTP, or
 //! through the CLI.
 
+mod access;
 mod agent;
 mod api;
 mod bench;

@@ -44,10 +44,12 @@ enum Kind {
     PutToken,
     DeleteTokens,
     PutCredential,
+    PutApiCredential,
+    DeleteApiCredential,
 }
 
 impl Kind {
-    const ALL: [Kind; 10] = [
+    const ALL: [Kind; 12] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -58,6 +60,8 @@ impl Kind {
         Kind::PutToken,
         Kind::DeleteTokens,
         Kind::PutCredential,
+        Kind::PutApiCredential,
+        Kind::DeleteApiCredential,
     ];
 
     fn of(m: &Mutation) -> Kind {
@@ -72,6 +76,8 @@ impl Kind {
             Mutation::PutRegistrationToken { .. } => Kind::PutToken,
             Mutation::DeleteRegistrationTokens { .. } => Kind::DeleteTokens,
             Mutation::PutHostCredential { .. } => Kind::PutCredential,
+            Mutation::PutApiCredential { .. } => Kind::PutApiCredential,
+            Mutation::DeleteApiCredential { .. } => Kind::DeleteApiCredential,
         }
     }
 
@@ -122,6 +128,12 @@ impl Kind {
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
                  ON CONFLICT (pool, host) DO UPDATE SET hash = excluded.hash"
             }
+            Kind::PutApiCredential => {
+                "INSERT INTO api_credentials (name, record)
+                 SELECT * FROM unnest($1::text[], $2::text[])
+                 ON CONFLICT (name) DO UPDATE SET record = excluded.record"
+            }
+            Kind::DeleteApiCredential => "DELETE FROM api_credentials WHERE name = ANY($1::text[])",
         }
     }
 
@@ -130,8 +142,8 @@ impl Kind {
         use Column::{Int, Key, Text};
         match self {
             Kind::PutPool => &[Key(0), Text(0), Text(1)],
-            Kind::PutCounters => &[Key(0), Text(0)],
-            Kind::DeletePool | Kind::DeleteTokens => &[Key(0)],
+            Kind::PutCounters | Kind::PutApiCredential => &[Key(0), Text(0)],
+            Kind::DeletePool | Kind::DeleteTokens | Kind::DeleteApiCredential => &[Key(0)],
             Kind::PutHost => &[Key(0), Key(1), Int(0), Text(0)],
             Kind::DeleteHost | Kind::DeleteSession => &[Key(0), Key(1)],
             Kind::PutSession => &[Key(0), Key(1), Key(2), Text(0)],
@@ -150,6 +162,7 @@ impl Kind {
                 | Kind::PutSession
                 | Kind::PutToken
                 | Kind::PutCredential
+                | Kind::PutApiCredential
         )
     }
 
@@ -180,9 +193,12 @@ fn values(m: &Mutation) -> Values<'_> {
         Mutation::PutCounters { pool, counters } => {
             v([pool, "", ""], [to_json(counters), none()], 0)
         }
-        Mutation::DeletePool { pool } | Mutation::DeleteRegistrationTokens { pool } => {
-            v([pool, "", ""], [none(), none()], 0)
+        Mutation::PutApiCredential { credential } => {
+            v([&credential.name, "", ""], [to_json(credential), none()], 0)
         }
+        Mutation::DeletePool { pool }
+        | Mutation::DeleteRegistrationTokens { pool }
+        | Mutation::DeleteApiCredential { name: pool } => v([pool, "", ""], [none(), none()], 0),
         Mutation::PutHost { pool, host } => v(
             [pool, &host.spec.name, ""],
             [to_json(host), none()],

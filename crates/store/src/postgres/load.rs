@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tokio_postgres::Row;
 
 use super::{Connection, PostgresError};
-use crate::{HostCredential, PoolRecord, RegistrationToken, Snapshot, StoreError};
+use crate::{ApiCredential, HostCredential, PoolRecord, RegistrationToken, Snapshot, StoreError};
 
 impl Connection {
     pub(super) async fn load(&mut self) -> Result<Snapshot, StoreError> {
@@ -103,7 +103,15 @@ impl Connection {
                 hash: row.get(2),
             });
         }
-        Ok(Snapshot { pools })
+        let mut credentials = Vec::new();
+        for row in c
+            .query("SELECT record FROM api_credentials ORDER BY name", &[])
+            .await
+            .map_err(q)?
+        {
+            credentials.push(from_json::<ApiCredential>(row.get(0))?);
+        }
+        Ok(Snapshot { pools, credentials })
     }
 }
 

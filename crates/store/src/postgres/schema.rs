@@ -79,6 +79,12 @@ const MIGRATIONS: &[&str] = &[
     // one more host (they may have registered any number already).
     r#"ALTER TABLE registration_tokens ADD COLUMN max_hosts bigint NOT NULL DEFAULT 1;
      ALTER TABLE registration_tokens ADD COLUMN used_hosts bigint NOT NULL DEFAULT 0;"#,
+    // 4: API credentials with roles (rule T1): the record is JSON, its
+    // token only as a hash.
+    r#"CREATE TABLE api_credentials (
+        name text COLLATE "C" PRIMARY KEY,
+        record text NOT NULL
+     );"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under

@@ -1,0 +1,431 @@
+//! Who may call what (rule T1): the roles of API credentials and the ONE
+//! authorization table that decides every route of the API.
+//!
+//! Each entry maps a method and a route pattern (as the router and the
+//! OpenAPI document spell it) to the roles allowed, whether the session
+//! host named in the path may call it with its own host credential, and
+//! how the route relates to pools. A route without an entry is refused
+//! (deny by default); a test checks that every path and method of the
+//! OpenAPI document has one. A refusal is 403 `Forbidden` naming the role
+//! the call needs, before any handler runs, so nothing changes.
+
+use crate::enroll::Caller;
+
+/// The role of an API credential.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Everything (the bootstrap admin token of `serve` is one).
+    Admin,
+    /// Reads everything; drains and undrains hosts, logs sessions off and
+    /// changes their state.
+    Operator,
+    /// Reads everything but secrets.
+    Reader,
+    /// Reads pools, connects users and fetches connection files.
+    Portal,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Admin, Role::Operator, Role::Reader, Role::Portal];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Operator => "operator",
+            Role::Reader => "reader",
+            Role::Portal => "portal",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// How a route relates to host pools, for credentials limited to some.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Names one pool in its path (`{pool}`): a limited credential may
+    /// call it only for its pools.
+    Pool,
+    /// Lists pools: a limited credential sees only its own.
+    PoolList,
+    /// Spans every pool (metrics, credentials): refused to a limited
+    /// credential.
+    Global,
+    /// Not authenticated by a bearer token (registration carries its
+    /// token in the body).
+    Public,
+}
+
+/// One entry of the table.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    pub method: &'static str,
+    pub route: &'static str,
+    pub roles: &'static [Role],
+    /// Whether the host named by `{host}` may call it with its own host
+    /// credential.
+    pub own_host: bool,
+    pub scope: Scope,
+}
+
+use Role::{Admin, Operator, Portal, Reader};
+
+const ALL: &[Role] = &[Admin, Operator, Reader, Portal];
+const READERS: &[Role] = &[Admin, Operator, Reader];
+const OPERATORS: &[Role] = &[Admin, Operator];
+const ADMIN: &[Role] = &[Admin];
+
+const fn rule(
+    method: &'static str,
+    route: &'static str,
+    roles: &'static [Role],
+    own_host: bool,
+    scope: Scope,
+) -> Rule {
+    Rule {
+        method,
+        route,
+        roles,
+        own_host,
+        scope,
+    }
+}
+
+const POOL: &str = "/api/v1/hostPools/{pool}";
+const HOST: &str = "/api/v1/hostPools/{pool}/sessionHosts/{host}";
+const SESSION: &str = "/api/v1/hostPools/{pool}/userSessions/{id}";
+
+/// The authorization table. An operator's `PATCH` of a session host may
+/// only change `allowNewSession` (drain and undrain); the handler checks
+/// that with [`operator_may_patch_host`].
+pub const TABLE: &[Rule] = &[
+    rule("GET", "/api/v1/hostPools", ALL, false, Scope::PoolList),
+    rule("GET", POOL, ALL, false, Scope::Pool),
+    rule("PUT", POOL, ADMIN, false, Scope::Pool),
+    rule("PATCH", POOL, ADMIN, false, Scope::Pool),
+    rule("DELETE", POOL, ADMIN, false, Scope::Pool),
+    rule(
+        "GET",
+        "/api/v1/hostPools/{pool}/sessionHosts",
+        READERS,
+        false,
+        Scope::Pool,
+    ),
+    rule("GET", HOST, READERS, true, Scope::Pool),
+    rule("PUT", HOST, ADMIN, false, Scope::Pool),
+    rule("PATCH", HOST, OPERATORS, false, Scope::Pool),
+    rule("DELETE", HOST, ADMIN, false, Scope::Pool),
+    rule(
+        "POST",
+        "/api/v1/hostPools/{pool}/sessionHosts/{host}/heartbeat",
+        ADMIN,
+        true,
+        Scope::Pool,
+    ),
+    rule(
+        "POST",
+        "/api/v1/hostPools/{pool}/connect",
+        &[Admin, Portal],
+        false,
+        Scope::Pool,
+    ),
+    rule(
+        "GET",
+        "/api/v1/hostPools/{pool}/userSessions",
+        READERS,
+        false,
+        Scope::Pool,
+    ),
+    rule("GET", SESSION, READERS, false, Scope::Pool),
+    rule("PATCH", SESSION, OPERATORS, false, Scope::Pool),
+    rule("DELETE", SESSION, OPERATORS, false, Scope::Pool),
+    rule(
+        "GET",
+        "/api/v1/hostPools/{pool}/rdpFile",
+        ALL,
+        false,
+        Scope::Pool,
+    ),
+    // Registration tokens are secrets.
+    rule(
+        "POST",
+        "/api/v1/hostPools/{pool}/registrationToken",
+        ADMIN,
+        false,
+        Scope::Pool,
+    ),
+    rule(
+        "DELETE",
+        "/api/v1/hostPools/{pool}/registrationToken",
+        ADMIN,
+        false,
+        Scope::Pool,
+    ),
+    rule("POST", "/api/v1/register", ALL, false, Scope::Public),
+    // Only the admin manages credentials.
+    rule("GET", "/api/v1/credentials", ADMIN, false, Scope::Global),
+    rule("POST", "/api/v1/credentials", ADMIN, false, Scope::Global),
+    rule(
+        "DELETE",
+        "/api/v1/credentials/{name}",
+        ADMIN,
+        false,
+        Scope::Global,
+    ),
+    rule("GET", "/metrics", READERS, false, Scope::Global),
+];
+
+/// The entry for a method and route pattern, if there is one.
+pub fn lookup(method: &str, route: &str) -> Option<&'static Rule> {
+    TABLE
+        .iter()
+        .find(|r| r.method.eq_ignore_ascii_case(method) && r.route == route)
+}
+
+/// Whether the table has an entry for `route` with any method: a method
+/// without one on such a route is answered 405 (still nothing runs).
+pub fn known_route(route: &str) -> bool {
+    TABLE.iter().any(|r| r.route == route)
+}
+
+/// What the caller is, for the table: a role with the pools it is limited
+/// to (empty: every pool), or a session host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Principal {
+    Role {
+        role: Role,
+        host_pools: Vec<String>,
+        /// For messages: the credential's name (None: the admin token).
+        name: Option<String>,
+    },
+    Host {
+        pool: String,
+        host: String,
+    },
+}
+
+impl Principal {
+    pub fn of(caller: &Caller) -> Principal {
+        match caller {
+            Caller::Admin => Principal::Role {
+                role: Role::Admin,
+                host_pools: Vec::new(),
+                name: None,
+            },
+            Caller::Credential {
+                name,
+                role,
+                host_pools,
+            } => Principal::Role {
+                role: *role,
+                host_pools: host_pools.clone(),
+                name: Some(name.clone()),
+            },
+            Caller::Host { pool, host } => Principal::Host {
+                pool: pool.clone(),
+                host: host.clone(),
+            },
+        }
+    }
+
+    /// Whether the caller may act on `pool` (a limited credential only on
+    /// its own pools; a host only on its own).
+    pub fn may_see_pool(&self, pool: &str) -> bool {
+        match self {
+            Principal::Role { host_pools, .. } => {
+                host_pools.is_empty() || host_pools.iter().any(|p| p == pool)
+            }
+            Principal::Host { pool: own, .. } => own == pool,
+        }
+    }
+}
+
+/// Decides a call: `route` is the matched pattern (None: no route), `pool`
+/// and `host` the decoded names in its path. `Err` is the message of the
+/// 403 refusal.
+pub fn authorize(
+    who: &Principal,
+    method: &str,
+    route: Option<&str>,
+    pool: Option<&str>,
+    host: Option<&str>,
+) -> Result<(), String> {
+    let Some(rule) = route.and_then(|r| lookup(method, r)) else {
+        return Err(format!(
+            "{method} {} has no entry in the authorization table, so nobody may call it",
+            route.unwrap_or("this path")
+        ));
+    };
+    let needs = || {
+        let roles: Vec<&str> = rule.roles.iter().map(|r| r.as_str()).collect();
+        let mut s = format!("the {} role", roles.join(" or "));
+        if rule.own_host {
+            s.push_str(", or the host credential of that session host");
+        }
+        s
+    };
+    match who {
+        Principal::Host { pool: p, host: h } => {
+            if rule.own_host && pool == Some(p.as_str()) && host == Some(h.as_str()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{method} {} needs {}; a host credential only allows heartbeats and reading \
+                     its own session host ({p}/{h})",
+                    rule.route,
+                    needs()
+                ))
+            }
+        }
+        Principal::Role {
+            role,
+            host_pools,
+            name,
+        } => {
+            let who = match name {
+                Some(n) => format!("the credential {n} has the {} role", role.as_str()),
+                None => format!("the caller has the {} role", role.as_str()),
+            };
+            if !rule.roles.contains(role) {
+                return Err(format!("{method} {} needs {}; {who}", rule.route, needs()));
+            }
+            if host_pools.is_empty() {
+                return Ok(());
+            }
+            match rule.scope {
+                Scope::Pool => match pool {
+                    Some(p) if host_pools.iter().any(|own| own == p) => Ok(()),
+                    _ => Err(format!(
+                        "{who}, limited to the host pools {}; this call names another pool",
+                        host_pools.join(", ")
+                    )),
+                },
+                Scope::PoolList | Scope::Public => Ok(()),
+                Scope::Global => Err(format!(
+                    "{method} {} spans every host pool and needs a credential that is not \
+                     limited to some; {who}, limited to {}",
+                    rule.route,
+                    host_pools.join(", ")
+                )),
+            }
+        }
+    }
+}
+
+/// An operator may change a session host only to drain or undrain it
+/// (`allowNewSession`); anything else needs the admin.
+pub fn operator_may_patch_host(patch: &api::types::SessionHostPatch) -> Result<(), String> {
+    let others = patch.address.is_some()
+        || patch.capabilities.is_some()
+        || patch.policy.is_some()
+        || patch.assigned_user.is_some();
+    if others {
+        Err(
+            "an operator may only change allowNewSession (drain and undrain); changing \
+             address, capabilities, policy or assignedUser needs the admin role"
+                .into(),
+        )
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::OpenApi;
+
+    fn admin() -> Principal {
+        Principal::of(&Caller::Admin)
+    }
+
+    fn cred(role: Role, pools: &[&str]) -> Principal {
+        Principal::Role {
+            role,
+            host_pools: pools.iter().map(|p| p.to_string()).collect(),
+            name: Some("c".into()),
+        }
+    }
+
+    #[test]
+    fn every_route_of_the_openapi_document_has_an_entry() {
+        let doc = crate::api::ApiDoc::openapi();
+        let mut seen = 0;
+        for (path, item) in &doc.paths.paths {
+            let ops = [
+                ("GET", item.get.is_some()),
+                ("PUT", item.put.is_some()),
+                ("POST", item.post.is_some()),
+                ("PATCH", item.patch.is_some()),
+                ("DELETE", item.delete.is_some()),
+            ];
+            for (method, present) in ops {
+                if present {
+                    assert!(
+                        lookup(method, path).is_some(),
+                        "{method} {path} has no entry"
+                    );
+                    seen += 1;
+                }
+            }
+        }
+        // The table has nothing the document lacks except /metrics.
+        assert_eq!(seen + 1, TABLE.len(), "the table and the document differ");
+    }
+
+    #[test]
+    fn a_route_without_an_entry_is_refused_even_to_the_admin() {
+        let e = authorize(&admin(), "GET", Some("/api/v1/secrets"), None, None).unwrap_err();
+        assert!(e.contains("no entry"), "{e}");
+        assert!(authorize(&admin(), "GET", None, None, None).is_err());
+        assert!(authorize(&admin(), "TRACE", Some("/api/v1/hostPools"), None, None).is_err());
+    }
+
+    #[test]
+    fn refusals_name_the_role_needed() {
+        let e = authorize(
+            &cred(Role::Reader, &[]),
+            "DELETE",
+            Some(POOL),
+            Some("p"),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("needs the admin role"), "{e}");
+        assert!(e.contains("reader"), "{e}");
+    }
+
+    #[test]
+    fn a_limited_credential_acts_only_on_its_pools() {
+        let c = cred(Role::Operator, &["a"]);
+        assert!(authorize(&c, "GET", Some(POOL), Some("a"), None).is_ok());
+        assert!(authorize(&c, "GET", Some(POOL), Some("b"), None).is_err());
+        assert!(authorize(&c, "GET", Some("/api/v1/hostPools"), None, None).is_ok());
+        assert!(authorize(&c, "GET", Some("/metrics"), None, None).is_err());
+        assert!(c.may_see_pool("a") && !c.may_see_pool("b"));
+    }
+
+    #[test]
+    fn a_host_acts_only_as_itself() {
+        let h = Principal::of(&Caller::Host {
+            pool: "p".into(),
+            host: "h1".into(),
+        });
+        let beat = "/api/v1/hostPools/{pool}/sessionHosts/{host}/heartbeat";
+        assert!(authorize(&h, "POST", Some(beat), Some("p"), Some("h1")).is_ok());
+        assert!(authorize(&h, "GET", Some(HOST), Some("p"), Some("h1")).is_ok());
+        assert!(authorize(&h, "POST", Some(beat), Some("p"), Some("h2")).is_err());
+        assert!(authorize(&h, "PATCH", Some(HOST), Some("p"), Some("h1")).is_err());
+        assert!(authorize(&h, "GET", Some(POOL), Some("p"), None).is_err());
+    }
+
+    #[test]
+    fn roles_parse_and_print() {
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(Role::parse("root"), None);
+    }
+}
