@@ -173,9 +173,11 @@ impl Context {
 fn unauthorized_hint(source: &TokenSource) -> String {
     match source {
         TokenSource::Given(name) => format!(
-            "the token came from {name} and is not this broker's admin token: pass the one \
-             the broker was started with (its DESKBROKER_ADMIN_TOKEN, or the admin.token \
-             file in its data dir) with --token or DESKBROKER_TOKEN"
+            "the token came from {name} and is neither this broker's admin token nor a \
+             credential it knows (revoked or expired?): pass the admin token the broker was \
+             started with (its DESKBROKER_ADMIN_TOKEN, or the admin.token file in its data \
+             dir) or a valid credential (`deskbroker credential create`) with --token or \
+             DESKBROKER_TOKEN"
         ),
         TokenSource::File(path) => format!(
             "the token came from {}, which does not hold this broker's admin token (was the \
