@@ -48,7 +48,7 @@ pub async fn serve<L>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()>
 where
-    L: axum::serve::Listener,
+    L: axum::serve::Listener<Addr = std::net::SocketAddr>,
 {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut connections = JoinSet::new();
@@ -56,14 +56,17 @@ where
     loop {
         // Forget connections that have closed, so the set stays small.
         while connections.try_join_next().is_some() {}
-        let (io, _addr) = tokio::select! {
+        let (io, addr) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
         };
         let app = app.clone();
         let mut stop = stop_rx.clone();
         connections.spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
+            let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+                // Who is calling, for the per-source limits (api/throttle.rs).
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(addr));
                 let mut app = app.clone();
                 async move {
                     let answer = tower::Service::call(&mut app, req).await;

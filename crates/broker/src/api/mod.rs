@@ -12,6 +12,7 @@ mod pools;
 mod registration;
 mod service;
 mod sessions;
+pub mod throttle;
 pub mod types;
 
 use std::sync::Arc;
@@ -106,6 +107,10 @@ pub fn router(broker: Arc<Broker>) -> Router {
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             REQUEST_TIMEOUT,
         ))
+        .layer(middleware::from_fn_with_state(
+            Arc::new(throttle::Throttle::new(broker.clone())),
+            throttle::limit_unauthenticated,
+        ))
         .layer(middleware::from_fn(edge))
         .with_state(broker)
 }
@@ -173,7 +178,7 @@ async fn method_not_allowed() -> ApiError {
 
 /// The token of an `Authorization: Bearer TOKEN` header; the scheme is
 /// matched without regard to case (RFC 9110, section 11.1).
-fn bearer_token(header: &str) -> Option<&str> {
+pub(crate) fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, token) = header.split_once(' ')?;
     let token = token.trim_start_matches(' ');
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)

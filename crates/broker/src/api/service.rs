@@ -54,7 +54,7 @@ impl utoipa::Modify for BearerAuth {
 /// says everything a client can receive (schemathesis checks it in CI):
 /// 400 (a malformed path, query or body), 401 and 403 (the bearer token),
 /// 404 (the pool or host in the path), 413 (a body over the limit), 414
-/// (`MAX_URI_BYTES`), 503 (`REQUEST_TIMEOUT`, a failed store, a full queue).
+/// (`MAX_URI_BYTES`), 429 (`api::throttle`), 503 (`REQUEST_TIMEOUT`, a failed store, a full queue).
 struct Refusals;
 
 /// What a pool or session host name may be (`placement::validate_name`).
@@ -169,6 +169,11 @@ impl utoipa::Modify for Refusals {
                 );
                 add("403", "Forbidden: the token does not allow this request");
                 add("414", "UriTooLong: the path and query are too long");
+                add(
+                    "429",
+                    "TooManyRequests: this source sent too many unauthenticated requests \
+                     (see Retry-After)",
+                );
                 add(
                     "503",
                     "The broker cannot serve this now (store, queue, time limit)",

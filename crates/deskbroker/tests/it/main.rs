@@ -22,6 +22,7 @@ mod registration;
 mod replicas;
 mod sim;
 mod takeover;
+mod throttle;
 mod tls;
 
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,87 @@
+//! Rule T4's always-on part through the real binary: a source that keeps
+//! sending requests without a valid credential is answered 429 with
+//! Retry-After once past its budget, while a valid credential from the same
+//! address and a bad one from another address are still served as usual.
+
+use std::net::IpAddr;
+
+use serde_json::Value;
+
+use crate::{App, TOKEN};
+
+/// The most requests sent before the budget must have run out: the burst
+/// (100) plus what 20 a second refill over a slow minute, bounded.
+const MAX_TRIES: usize = 2_000;
+
+fn client_from(source: &str) -> reqwest::Client {
+    ::api::tls::install_default_provider();
+    reqwest::Client::builder()
+        .local_address(source.parse::<IpAddr>().expect("address"))
+        .build()
+        .expect("client")
+}
+
+#[tokio::test]
+async fn a_source_guessing_tokens_is_throttled_and_nobody_else_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let url = format!("{}/api/v1/hostPools", app.url);
+    let guesser = client_from("127.0.0.1");
+    let mut unauthorized = 0;
+    let mut throttled: Option<(Option<String>, Value)> = None;
+    for _ in 0..MAX_TRIES {
+        let resp = guesser
+            .get(&url)
+            .bearer_auth("dba_not-a-token-of-this-broker-at-all")
+            .send()
+            .await
+            .expect("answer");
+        match resp.status().as_u16() {
+            401 => unauthorized += 1,
+            429 => {
+                let retry = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                throttled = Some((retry, resp.json().await.expect("json")));
+                break;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let (retry, body) = throttled.expect("the guesser was throttled");
+    assert!(
+        unauthorized >= 100,
+        "the burst is served first: {unauthorized}"
+    );
+    assert_eq!(body["error"]["code"], "TooManyRequests", "{body}");
+    assert!(
+        retry
+            .and_then(|r| r.parse::<u64>().ok())
+            .is_some_and(|s| s >= 1),
+        "Retry-After in whole seconds"
+    );
+    // The same address with the admin token: served, not counted.
+    let resp = guesser
+        .get(&url)
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(resp.status().as_u16(), 200);
+    // Another address: its own budget.
+    let other = client_from("127.0.0.2");
+    let resp = other
+        .get(&url)
+        .bearer_auth("dba_not-a-token-of-this-broker-at-all")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(resp.status().as_u16(), 401);
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("deskbroker_http_requests_throttled_total{reason=\"unauthenticated\"}"),
+        "{metrics}"
+    );
+}
