@@ -92,6 +92,8 @@ pub struct ReplicaConfig {
     pub admin_token: String,
     /// Where RDP clients reach this process's front door, for `.rdp` files.
     pub rdp_front_door: Option<String>,
+    /// `serve --api-rate-limit` (rule T4; 0 = none).
+    pub api_rate_limit_per_second: u32,
 }
 
 /// What this replica is now.
@@ -273,6 +275,10 @@ impl Replica {
             .rdp_front_door
             .write()
             .unwrap_or_else(|e| e.into_inner()) = self.config.rdp_front_door.clone();
+        broker.api_rate_limit_per_second.store(
+            self.config.api_rate_limit_per_second,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let router = crate::api::router(broker.clone());
         let ticker = crate::spawn_ticker(broker.clone()).abort_handle();
         self.role.send_replace(Role::Leader(Arc::new(Leading {

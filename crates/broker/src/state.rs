@@ -76,6 +76,11 @@ pub struct Broker {
     /// the `.rdp` connection files; None when it runs none.
     pub rdp_front_door: RwLock<Option<String>>,
     /// Per-host heartbeat budgets (rule S8: one host cannot starve others).
+    /// `serve --api-rate-limit`: requests a second allowed to each
+    /// credential and to each source address with a valid credential
+    /// (bursts of twice as many); 0 = no limit. Read when the API's router
+    /// is built (rule T4, `api::throttle`).
+    pub api_rate_limit_per_second: std::sync::atomic::AtomicU32,
     pub heartbeats: crate::heartbeat::HeartbeatLimiter,
 }
 
@@ -137,6 +142,7 @@ impl Broker {
             started_ms,
             rdp_front_door: RwLock::new(None),
             heartbeats: Default::default(),
+            api_rate_limit_per_second: Default::default(),
         }
     }
 

@@ -109,6 +109,18 @@ pub struct ServeArgs {
         conflicts_with = "ca_cert"
     )]
     pub tls_fingerprint: Option<String>,
+    /// Requests a second allowed to each credential and to each source
+    /// address with a valid credential, in bursts of twice as many (rule
+    /// T4); 0, the default, sets no limit. Requests without a valid
+    /// credential are always limited per source (100 at once, then 20 a
+    /// second).
+    #[arg(
+        long = "api-rate-limit",
+        env = "DESKBROKER_API_RATE_LIMIT",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub api_rate_limit: u32,
     #[command(flatten)]
     pub front_door: crate::gateway_cmd::FrontDoorFlags,
 }
@@ -241,6 +253,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let broker = broker::open(Arc::new(store), token)
         .await
         .context("cannot load the store")?;
+    broker
+        .api_rate_limit_per_second
+        .store(args.api_rate_limit, std::sync::atomic::Ordering::Relaxed);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -330,6 +345,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         leader_trust,
         admin_token: token.clone(),
         rdp_front_door: rdp_public,
+        api_rate_limit_per_second: args.api_rate_limit,
     })
     .await
     .map_err(anyhow::Error::msg)

@@ -85,3 +85,63 @@ async fn a_source_guessing_tokens_is_throttled_and_nobody_else_is() {
         "{metrics}"
     );
 }
+
+/// `serve --api-rate-limit N`: a credential gets N requests a second in
+/// bursts of 2×N, then 429 naming the credential's limit; a credential of
+/// its own (another key) is still served.
+#[tokio::test]
+async fn with_an_api_rate_limit_a_busy_credential_is_throttled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--api-rate-limit", "5"]);
+    let url = format!("{}/api/v1/hostPools", app.url);
+    // Another credential, made before the admin token's budget is spent.
+    let reader = app
+        .ok(
+            "POST",
+            "/api/v1/credentials",
+            Some(serde_json::json!({"name": "watcher", "role": "reader"})),
+            201,
+        )
+        .await["token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    let mut served = 0;
+    let mut throttled = None;
+    for _ in 0..MAX_TRIES {
+        let resp = app
+            .http
+            .get(&url)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .expect("answer");
+        match resp.status().as_u16() {
+            200 => served += 1,
+            429 => {
+                throttled = Some(resp.json::<Value>().await.expect("json"));
+                break;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let body = throttled.expect("the admin token was throttled");
+    assert!(served >= 8, "about a burst of 10 first: {served}");
+    assert_eq!(body["error"]["code"], "TooManyRequests", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("this credential"),
+        "{body}"
+    );
+    // The reader is a credential of its own; from another address it is
+    // not held by this source's budget either.
+    let resp = client_from("127.0.0.2")
+        .get(&url)
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(resp.status().as_u16(), 200);
+}
