@@ -24,8 +24,19 @@ use crate::state::Broker;
 pub async fn connect(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
+    caller: Option<axum::Extension<crate::enroll::Caller>>,
     Json(input): Json<ConnectInput>,
 ) -> Result<axum::Json<ConnectOutput>, ApiError> {
+    // `exclude` steers a placement away from hosts (R5: a front door that
+    // could not reach them); only an admin — the stand-alone front door —
+    // may use it, so a portal cannot pick a user's host by excluding the
+    // others.
+    if !input.exclude.is_empty() && !caller.is_some_and(|axum::Extension(c)| c.is_admin_of(&pool)) {
+        return Err(ApiError::forbidden(
+            "exclude is reserved for the RDP front door, which calls with an admin credential; \
+             leave it out",
+        ));
+    }
     let placed = b.connect(&pool, &input).await?;
     Ok(axum::Json(ConnectOutput::from(placed)))
 }

@@ -398,3 +398,56 @@ async fn the_credential_commands_create_list_and_revoke() {
     let (ok, _, err) = app.cli(&["credential", "create", "--name", "n", "--role", "root"]);
     assert!(!ok && err.contains("role"), "{err}");
 }
+
+/// A portal places users but cannot steer a placement with `exclude` (the
+/// front door's R5 retries, admin only): excluding every host but one is
+/// 403 and makes nothing; the admin (the stand-alone front door) may.
+#[tokio::test]
+async fn only_an_admin_steers_a_placement_with_exclude() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "DepthFirst", 10, 3).await;
+    let portal = credential(&app, "portal1", "portal", &[]).await;
+    let steer = json!({"user": "mallory@contoso.com", "exclude": ["h1", "h2"]});
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(steer.clone()),
+            Some(&portal),
+        )
+        .await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (403, Some("Forbidden")),
+        "{v}"
+    );
+    let sessions = app
+        .ok("GET", "/api/v1/hostPools/p/userSessions", None, 200)
+        .await;
+    assert_eq!(sessions["value"], json!([]), "nothing was placed");
+    // Without exclude the portal places as the rules say.
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "mallory@contoso.com"})),
+            Some(&portal),
+        )
+        .await;
+    assert_eq!(
+        (status, v["sessionHost"].as_str()),
+        (200, Some("h1")),
+        "{v}"
+    );
+    // The admin may exclude (R5 retries of the stand-alone front door).
+    let v = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "trent@contoso.com", "exclude": ["h1"]})),
+            200,
+        )
+        .await;
+    assert_eq!(v["sessionHost"], "h2", "{v}");
+}
