@@ -202,6 +202,8 @@ async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
+    // Looked up once per request: the throttle in front may have done it.
+    let resolved = req.extensions_mut().remove::<throttle::Resolved>();
     let header = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)
@@ -212,7 +214,10 @@ async fn authenticate(
              DATA_DIR/admin.token or DESKBROKER_ADMIN_TOKEN)",
         ));
     };
-    let caller = broker.caller(token).map_err(ApiError::unauthorized)?;
+    let caller = match resolved {
+        Some(throttle::Resolved(caller)) => caller,
+        None => broker.caller(token).map_err(ApiError::unauthorized)?,
+    };
     let route = req
         .extensions()
         .get::<axum::extract::MatchedPath>()

@@ -43,23 +43,83 @@ pub const UNAUTHENTICATED_PER_SECOND: u32 = 20;
 /// `--api-rate-limit N` allows bursts of this many times N.
 const BURST_FACTOR: NonZeroU32 = NonZeroU32::new(2).unwrap();
 
-/// At most this many sources are tracked; past it, those whose budget is
-/// full again are forgotten (which only gives them the burst they have).
+/// At most this many keys are tracked in each limiter; past it, those whose
+/// budget is full again are forgotten (which only gives them the burst they
+/// have), and if all are busy the limiter starts afresh (a flood from that
+/// many addresses at once gains one burst each, and memory stays bounded).
 pub const MAX_TRACKED_SOURCES: usize = 65_536;
+
+/// A keyed limiter with a hard bound on its keys.
+struct Bounded<K: std::hash::Hash + Eq + Clone> {
+    quota: Quota,
+    max_keys: usize,
+    limiter: std::sync::RwLock<DefaultKeyedRateLimiter<K>>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Bounded<K> {
+    fn new(quota: Quota, max_keys: usize) -> Bounded<K> {
+        Bounded {
+            quota,
+            max_keys,
+            limiter: std::sync::RwLock::new(RateLimiter::keyed(quota)),
+        }
+    }
+
+    /// Takes one request from `key`'s budget, or says when it may retry.
+    fn check(&self, key: &K) -> Result<(), governor::NotUntil<<DefaultClock as Clock>::Instant>> {
+        {
+            let limiter = self.limiter.read().unwrap_or_else(|p| p.into_inner());
+            if limiter.len() <= self.max_keys {
+                return limiter.check_key(key);
+            }
+        }
+        let mut limiter = self.limiter.write().unwrap_or_else(|p| p.into_inner());
+        if limiter.len() > self.max_keys {
+            limiter.retain_recent();
+            if limiter.len() > self.max_keys {
+                *limiter = RateLimiter::keyed(self.quota);
+            }
+        }
+        limiter.check_key(key)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.limiter.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+/// The key of a source address: an IPv4 address, or the /64 network of an
+/// IPv6 one (one subscriber's usual allocation, so a single client cannot
+/// count as billions of sources).
+fn source_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(std::net::Ipv6Addr::from(bits))
+        }
+    }
+}
+
+/// The caller the throttle found for a request's bearer token, handed on to
+/// `authenticate` so the token is looked up once per request.
+#[derive(Clone)]
+pub struct Resolved(pub Caller);
 
 /// The per-source limiter of requests without a valid credential, and the
 /// optional limiters of those with one.
 pub struct Throttle {
     broker: Arc<Broker>,
-    unauthenticated: DefaultKeyedRateLimiter<IpAddr>,
+    unauthenticated: Bounded<IpAddr>,
     /// `--api-rate-limit`: per credential and per source; None when 0.
     authenticated: Option<Authenticated>,
 }
 
 struct Authenticated {
     per_second: u32,
-    by_caller: DefaultKeyedRateLimiter<String>,
-    by_source: DefaultKeyedRateLimiter<IpAddr>,
+    by_caller: Bounded<String>,
+    by_source: Bounded<IpAddr>,
 }
 
 impl Throttle {
@@ -73,13 +133,16 @@ impl Throttle {
             let quota = Quota::per_second(n).allow_burst(n.saturating_mul(BURST_FACTOR));
             Authenticated {
                 per_second: n.get(),
-                by_caller: RateLimiter::keyed(quota),
-                by_source: RateLimiter::keyed(quota),
+                by_caller: Bounded::new(quota, MAX_TRACKED_SOURCES),
+                by_source: Bounded::new(quota, MAX_TRACKED_SOURCES),
             }
         });
         Throttle {
             broker,
-            unauthenticated: RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)),
+            unauthenticated: Bounded::new(
+                Quota::per_second(per_second).allow_burst(burst),
+                MAX_TRACKED_SOURCES,
+            ),
             authenticated,
         }
     }
@@ -102,13 +165,6 @@ fn caller_key(caller: &Caller) -> String {
         Caller::Admin => "admin".to_string(),
         Caller::Host { pool, host } => format!("host:{pool}/{host}"),
         Caller::Credential { name, .. } => format!("credential:{name}"),
-    }
-}
-
-/// Forgets idle keys once a limiter holds more than [`MAX_TRACKED_SOURCES`].
-fn bound<K: std::hash::Hash + Eq + Clone>(limiter: &DefaultKeyedRateLimiter<K>) {
-    if limiter.len() > MAX_TRACKED_SOURCES {
-        limiter.retain_recent();
     }
 }
 
@@ -136,7 +192,7 @@ fn too_many(
 /// source, and answers 429 once the source is over its budget.
 pub async fn limit_unauthenticated(
     State(throttle): State<Arc<Throttle>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     // Requests served without a socket (in-process tests) have no source.
@@ -146,17 +202,15 @@ pub async fn limit_unauthenticated(
     let ip = peer.ip();
     if let Some(caller) = throttle.caller(&req) {
         if let Some(limits) = &throttle.authenticated {
-            bound(&limits.by_caller);
-            bound(&limits.by_source);
             let n = limits.per_second;
-            if let Err(not_until) = limits.by_caller.check_key(&caller_key(&caller)) {
+            if let Err(not_until) = limits.by_caller.check(&caller_key(&caller)) {
                 return too_many(
                     not_until,
                     "credential",
                     format!("this credential is over its limit of {n} requests a second"),
                 );
             }
-            if let Err(not_until) = limits.by_source.check_key(&ip) {
+            if let Err(not_until) = limits.by_source.check(&source_key(ip)) {
                 return too_many(
                     not_until,
                     "source",
@@ -164,11 +218,10 @@ pub async fn limit_unauthenticated(
                 );
             }
         }
+        req.extensions_mut().insert(Resolved(caller));
         return next.run(req).await;
     }
-    let limiter = &throttle.unauthenticated;
-    bound(limiter);
-    match limiter.check_key(&ip) {
+    match throttle.unauthenticated.check(&source_key(ip)) {
         Ok(()) => next.run(req).await,
         Err(not_until) => too_many(
             not_until,
@@ -178,5 +231,36 @@ pub async fn limit_unauthenticated(
                  {UNAUTHENTICATED_PER_SECOND} a second (bursts of {UNAUTHENTICATED_BURST})"
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limiter_holds_at_most_its_bound_of_keys_however_many_sources_come() {
+        let quota = Quota::per_second(NonZeroU32::MIN).allow_burst(NonZeroU32::MIN);
+        let limiter: Bounded<u32> = Bounded::new(quota, 100);
+        // Every key busy (its one request taken): none can be forgotten.
+        for key in 0..10_000 {
+            assert!(limiter.check(&key).is_ok(), "a new key has its burst");
+            assert!(limiter.len() <= 101, "{} keys", limiter.len());
+        }
+        // A busy key within the bound is still held to its budget.
+        let small: Bounded<u32> = Bounded::new(quota, 100);
+        assert!(small.check(&7).is_ok());
+        assert!(small.check(&7).is_err());
+    }
+
+    #[test]
+    fn ipv6_sources_count_by_their_64_network() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(source_key(a), source_key(b));
+        assert_ne!(source_key(a), source_key(c));
+        let v4: IpAddr = "192.0.2.7".parse().unwrap();
+        assert_eq!(source_key(v4), v4);
     }
 }
