@@ -23,6 +23,10 @@ pub enum ErrorCode {
     /// 403, rule T2: the pool's entitlements do not name this user or any
     /// of the groups the caller gave.
     NotEntitled,
+    /// 403, rule T3: a connection ticket that is malformed, not signed by
+    /// this broker, changed, expired, or for another pool or user; or a
+    /// pool that requires one was reached without.
+    InvalidConnectionTicket,
     /// 404: no such path in the API.
     NotFound,
     /// 404: the host pool in the path does not exist.
@@ -65,12 +69,13 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NoPersonalDesktopAssigned,
         ErrorCode::NotEntitled,
+        ErrorCode::InvalidConnectionTicket,
         ErrorCode::NotFound,
         ErrorCode::HostPoolNotFound,
         ErrorCode::SessionHostNotFound,
@@ -96,7 +101,7 @@ impl ErrorCode {
         match self {
             InvalidParameter => 400,
             Unauthorized => 401,
-            Forbidden | NoPersonalDesktopAssigned | NotEntitled => 403,
+            Forbidden | NoPersonalDesktopAssigned | NotEntitled | InvalidConnectionTicket => 403,
             NotFound | HostPoolNotFound | SessionHostNotFound | SessionNotFound => 404,
             Conflict => 409,
             PayloadTooLarge => 413,
@@ -123,6 +128,7 @@ impl ErrorCode {
             Forbidden => "Forbidden",
             NoPersonalDesktopAssigned => "NoPersonalDesktopAssigned",
             NotEntitled => "NotEntitled",
+            InvalidConnectionTicket => "InvalidConnectionTicket",
             NotFound => "NotFound",
             HostPoolNotFound => "HostPoolNotFound",
             SessionHostNotFound => "SessionHostNotFound",

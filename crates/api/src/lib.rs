@@ -8,6 +8,8 @@
 //!   its HTTP status, and the error body `{"error": {"code", "message"}}`;
 //! - [`rdp_file`]: the `.rdp` connection file and the routing token that
 //!   names a pool (rule R1), written by the broker, parsed by the front door;
+//! - [`ticket`]: signed connection tickets (rule T3), issued by the broker
+//!   into `.rdp` files, read by the front door, verified by the broker;
 //! - [`url`]: the one parser of a broker URL (`--broker`, `DESKBROKER_URL`);
 //! - [`tls`]: which certificates a client trusts from an `https://`
 //!   broker (system roots, `--ca-cert`, a pinned `--tls-fingerprint`);
@@ -22,6 +24,7 @@
 pub mod client;
 pub mod error;
 pub mod rdp_file;
+pub mod ticket;
 pub mod tls;
 pub mod types;
 pub mod url;

@@ -18,10 +18,21 @@ pub fn routing_token(pool: &str) -> String {
 /// digits, `.`, `-` and `_`); control characters in either argument are
 /// dropped so that no value can add a line to the file.
 pub fn rdp_file(front_door: &str, pool: &str) -> String {
+    file_with_routing(front_door, &routing_token(pool))
+}
+
+/// An `.rdp` file through the front door at `front_door` whose
+/// `loadbalanceinfo` is a signed connection ticket (rule T3, `ticket.rs`):
+/// the ticket names the pool and the user.
+pub fn rdp_file_with_ticket(front_door: &str, ticket: &str) -> String {
+    file_with_routing(front_door, ticket)
+}
+
+fn file_with_routing(front_door: &str, load_balance_info: &str) -> String {
     let clean = |s: &str| s.chars().filter(|c| !c.is_control()).collect::<String>();
     let settings = [
         format!("full address:s:{}", clean(front_door)),
-        format!("loadbalanceinfo:s:{}", routing_token(&clean(pool))),
+        format!("loadbalanceinfo:s:{}", clean(load_balance_info)),
         // Full screen, the mstsc default for a published desktop.
         "screen mode id:i:2".to_string(),
         // Warn, but let the user go on, when the host's certificate cannot

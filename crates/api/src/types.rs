@@ -99,6 +99,14 @@ pub struct HostPoolInput {
     /// Rule T2: groups whose members may get a new session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entitled_groups: Option<Vec<String>>,
+    /// Rule T3: whether the RDP front door places users only on a signed
+    /// connection ticket (default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_connection_ticket: Option<bool>,
+    /// Rule T3: seconds a connection ticket of this pool is honoured
+    /// (30..=86400, default 300).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ticket_lifetime_seconds: Option<u32>,
     /// Accepted for symmetry with the output; must match the path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -409,6 +417,12 @@ pub struct ConnectInput {
     /// the pool's `entitledGroups`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// Rule T3: a signed connection ticket (from a connection file's
+    /// `loadbalanceinfo`, as an RDP client sent it). The broker verifies it
+    /// and places the ticket's user, who must be `user`; the pool's
+    /// entitlements were checked when it was issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
 }
 
 /// The answer to `connect`.

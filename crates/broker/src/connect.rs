@@ -10,13 +10,22 @@ use placement::{ConnectRequest, Placement, SessionState};
 use crate::error::BrokerError;
 use crate::state::Broker;
 
+/// An `.rdp` connection file and the pool it is for.
+#[derive(Clone, Debug)]
+pub struct ConnectionFile {
+    pub pool: String,
+    pub body: String,
+}
+
 impl Broker {
     /// Places a user (rules S1–S4, B, D, H, P7) and answers once the new
     /// session is durable.
     pub async fn connect(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
         let started = Instant::now();
         let from_memory = self.writer.failure().is_some();
-        let result = if from_memory {
+        let result = if let Err(e) = self.check_ticket(pool, c) {
+            Err(e)
+        } else if from_memory {
             self.reconnect_from_memory(pool, c)
         } else {
             self.place(pool, c).await
@@ -44,8 +53,11 @@ impl Broker {
             };
             // T2 before the placement, on the pool as time has left it (an
             // expired session is no reason to let an unentitled user in).
+            // A verified ticket (T3) was issued only to an entitled user.
             p.tick(now);
-            p.check_entitled(&c.user, &c.groups, c.session_host.as_deref())?;
+            if c.ticket.is_none() {
+                p.check_entitled(&c.user, &c.groups, c.session_host.as_deref())?;
+            }
             let engine_started = Instant::now();
             let random = p.counters().placement_random();
             let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
@@ -54,6 +66,82 @@ impl Broker {
             Ok(r?)
         })
         .await
+    }
+
+    /// Rule T3: a request that carries a connection ticket is placed only if
+    /// this broker signed it, for this pool and this user, and it has not
+    /// expired. Nothing is read from the pool: a ticket is checked before
+    /// any host is considered.
+    fn check_ticket(&self, pool: &str, c: &ConnectInput) -> Result<(), BrokerError> {
+        let Some(raw) = &c.ticket else {
+            return Ok(());
+        };
+        let refused = |r: api::ticket::TicketRefusal| {
+            metrics::counter!("deskbroker_ticket_refusals_total", "reason" => r.reason())
+                .increment(1);
+            BrokerError::Ticket(r.to_string())
+        };
+        let ticket = api::ticket::Ticket::parse(raw).map_err(refused)?;
+        let user = self
+            .ticket_key
+            .verify(&ticket, pool, crate::state::now_ms().max(0) as u64 / 1000)
+            .map_err(refused)?;
+        if user != c.user {
+            return Err(refused(api::ticket::TicketRefusal::OtherUser));
+        }
+        Ok(())
+    }
+
+    /// Issues the connection ticket of `user` in `pool` (rule T3) after
+    /// checking that the user is entitled to it (T2, with the groups the
+    /// caller vouches for); it lives the pool's `ticketLifetimeSeconds`.
+    pub async fn issue_ticket(
+        &self,
+        pool: &str,
+        user: &str,
+        groups: &[String],
+    ) -> Result<String, BrokerError> {
+        placement::validate_user("user", user)?;
+        let lifetime = self
+            .read(pool, |p| {
+                p.check_entitled(user, groups, None)?;
+                Ok(p.config().ticket_lifetime_seconds)
+            })
+            .await?;
+        let expires = (crate::state::now_ms().max(0) as u64 / 1000) + u64::from(lifetime);
+        self.ticket_key
+            .issue(pool, user, expires)
+            .map_err(|e| BrokerError::Invalid(e.to_string()))
+    }
+
+    /// The `.rdp` file of `pool` through this broker's RDP front door: with
+    /// a user (and the groups the caller vouches for), carrying that user's
+    /// connection ticket (rule T3); without, the pool's routing token (R1).
+    /// The API's `rdpFile` and the user portal both serve this.
+    pub async fn connection_file(
+        &self,
+        pool: &str,
+        user: Option<(&str, &[String])>,
+    ) -> Result<ConnectionFile, BrokerError> {
+        let name = self.read(pool, |p| Ok(p.name().to_string())).await?;
+        let front_door = self
+            .rdp_front_door
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                BrokerError::NotFound(
+                    "this broker runs no RDP front door: start it with serve --rdp-listen".into(),
+                )
+            })?;
+        let body = match user {
+            None => api::rdp_file::rdp_file(&front_door, &name),
+            Some((user, groups)) => {
+                let ticket = self.issue_ticket(&name, user, groups).await?;
+                api::rdp_file::rdp_file_with_ticket(&front_door, &ticket)
+            }
+        };
+        Ok(ConnectionFile { pool: name, body })
     }
 
     /// While the store is unreachable: a user whose session is known (and

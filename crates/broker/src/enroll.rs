@@ -90,6 +90,16 @@ pub enum Caller {
 }
 
 impl Caller {
+    /// The role of an API credential (the admin token is `admin`); None
+    /// for a host.
+    pub fn role(&self) -> Option<crate::access::Role> {
+        match self {
+            Caller::Admin => Some(crate::access::Role::Admin),
+            Caller::Credential { role, .. } => Some(*role),
+            Caller::Host { .. } => None,
+        }
+    }
+
     /// Whether this caller has the admin's rights over `pool`.
     pub fn is_admin_of(&self, pool: &str) -> bool {
         match self {

@@ -25,6 +25,12 @@ pub enum BrokerError {
     /// A valid secret that does not allow this.
     #[error("{0}")]
     Forbidden(String),
+    /// Something the broker does not have (no front door, say).
+    #[error("{0}")]
+    NotFound(String),
+    /// A connection ticket that does not admit this connection (rule T3).
+    #[error("{0}")]
+    Ticket(String),
     /// The store did not confirm a write: nothing was acknowledged.
     #[error("the change could not be saved, so it was not made: {0}")]
     StoreUnavailable(String),
@@ -42,6 +48,8 @@ impl BrokerError {
             BrokerError::Invalid(_) => ErrorCode::InvalidParameter,
             BrokerError::Unauthorized(_) => ErrorCode::Unauthorized,
             BrokerError::Forbidden(_) => ErrorCode::Forbidden,
+            BrokerError::NotFound(_) => ErrorCode::NotFound,
+            BrokerError::Ticket(_) => ErrorCode::InvalidConnectionTicket,
             BrokerError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
             BrokerError::Overloaded => ErrorCode::ServiceBusy,
         }

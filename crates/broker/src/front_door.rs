@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use api::types::ConnectInput;
-use gateway::{Placer, PlacerError};
+use gateway::{FrontDoorPolicy, Placer, PlacerError};
 use placement::{Placement, SessionState};
 
 use crate::error::BrokerError;
@@ -55,9 +55,9 @@ impl Placer for InProcess {
         self.broker.logoff(pool, session_id).await.map_err(refused)
     }
 
-    async fn front_door_allowed(&self, pool: &str) -> Result<bool, PlacerError> {
+    async fn front_door_policy(&self, pool: &str) -> Result<FrontDoorPolicy, PlacerError> {
         self.broker
-            .read(pool, |p| Ok(p.config().allow_front_door))
+            .read(pool, |p| Ok(FrontDoorPolicy::of(p.config())))
             .await
             .map_err(refused)
     }

@@ -71,6 +71,9 @@ pub struct Broker {
     pub secrets: RwLock<Secrets>,
     pub writer: Arc<WriteQueue>,
     pub admin_token: String,
+    /// Signs and checks connection tickets (rule T3); derived from the
+    /// admin token, so every replica shares it (`api::ticket`).
+    pub ticket_key: api::ticket::TicketKey,
     pub started_ms: TimestampMs,
     /// Where RDP clients reach this broker's front door (`host:port`), for
     /// the `.rdp` connection files; None when it runs none.
@@ -138,6 +141,7 @@ impl Broker {
             pools: RwLock::new(pools),
             secrets: RwLock::new(secrets),
             writer: WriteQueue::start(store),
+            ticket_key: api::ticket::TicketKey::derive(&admin_token),
             admin_token,
             started_ms,
             rdp_front_door: RwLock::new(None),

@@ -48,8 +48,15 @@
 //!   after a restart, a session left Active is ended by the host's agent or
 //!   by the pool's S9 lifetimes.)
 //! - **Redirection tokens must be the broker's** (`redirect.rs`), and a
-//!   `tsv://` routing token must name a pool with `allowFrontDoor: true` (the
-//!   front door's own default pool needs no token).
+//!   `tsv://` routing token or a ticket must name a pool with
+//!   `allowFrontDoor: true` (the front door's own default pool needs no
+//!   token).
+//! - **Tickets are the broker's word** (rule T3, `api::ticket`): a ticket
+//!   names its pool and user, and goes to the broker with the connect
+//!   request, which places that user only if it signed the ticket for that
+//!   pool and it has not expired; a pool with `requireConnectionTicket` is
+//!   refused to connections without one before the broker is asked to
+//!   place. The front door holds no key that mints tickets.
 
 use std::future::Future;
 use std::io;
@@ -137,14 +144,15 @@ pub fn describe_metrics() {
         "deskbroker_rdp_connections_total",
         "RDP front door connections by outcome: relayed, handshake_failed, no_pool, refused, \
          pool_not_allowed, redirect_refused, host_unreachable, unknown_redirect, \
-         broker_unreachable."
+         broker_unreachable, ticket_required, ticket_refused."
     );
     metrics::describe_counter!(
         "deskbroker_rdp_refusals_total",
         "RDP connections refused, by reason: per-source bounds (source_connections, \
          source_handshakes, source_handshake_rate, source_session_rate, source_table_full), \
          unsigned_redirect, forged_redirect, expired_redirect, redirect_not_enabled, \
-         pool_not_allowed, handshake_failed, no_pool, refused, unknown_redirect."
+         pool_not_allowed, handshake_failed, no_pool, refused, unknown_redirect, \
+         ticket_required, ticket_refused."
     );
     metrics::describe_counter!(
         "deskbroker_rdp_sessions_without_logon_total",
@@ -334,6 +342,10 @@ enum Outcome {
     RedirectRefused(RedirectRefusal),
     /// A per-source bound (new sessions per minute).
     SourceLimit,
+    /// A pool with `requireConnectionTicket` reached without a ticket (T3).
+    TicketRequired,
+    /// The broker refused the ticket: forged, changed, expired, foreign (T3).
+    TicketRefused,
 }
 
 impl Outcome {
@@ -349,6 +361,8 @@ impl Outcome {
             Outcome::PoolNotAllowed => "pool_not_allowed",
             Outcome::RedirectRefused(_) => "redirect_refused",
             Outcome::SourceLimit => "source_limit",
+            Outcome::TicketRequired => "ticket_required",
+            Outcome::TicketRefused => "ticket_refused",
         }
     }
 
@@ -363,6 +377,8 @@ impl Outcome {
             Outcome::PoolNotAllowed => Some("pool_not_allowed"),
             Outcome::RedirectRefused(r) => Some(r.reason()),
             Outcome::SourceLimit => Some("source_session_rate"),
+            Outcome::TicketRequired => Some("ticket_required"),
+            Outcome::TicketRefused => Some("ticket_refused"),
             Outcome::Relayed | Outcome::HostUnreachable | Outcome::BrokerUnreachable => None,
         }
     }
@@ -444,31 +460,16 @@ async fn connection<P: Placer>(
         };
     let _ = client.set_nodelay(true);
 
+    let mut ticket = None;
     let (pool, user) = match request.routing {
-        Some(Routing::Pool(pool)) => {
-            // Rule R3: a routing token names only pools that allow it.
-            if config.default_pool.as_deref() != Some(pool.as_str()) {
-                report.pool = Some(pool.clone());
-                match placer.front_door_allowed(&pool).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        report.detail = Some(format!(
-                            "host pool {pool} does not allow the front door (allowFrontDoor: false)"
-                        ));
-                        return Outcome::PoolNotAllowed;
-                    }
-                    Err(e) => {
-                        report.detail = Some(e.to_string());
-                        return match e {
-                            crate::PlacerError::Refused { .. } => Outcome::Refused,
-                            crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
-                        };
-                    }
-                }
-            }
-            (Some(pool), None)
-        }
+        Some(Routing::Pool(pool)) => (Some(pool), None),
         Some(Routing::User(user)) => (config.default_pool.clone(), Some(user)),
+        // Rule T3: the ticket names its pool and user; the broker checks
+        // its signature when asked to place.
+        Some(Routing::Ticket { ticket: t, raw }) => {
+            ticket = Some(raw);
+            (Some(t.pool), Some(t.user))
+        }
         Some(Routing::Redirect(token)) => {
             // Rule R3: only the broker's own, unexpired tokens.
             let verified = match &config.redirect_key {
@@ -501,12 +502,39 @@ async fn connection<P: Placer>(
         return Outcome::NoPool;
     };
     report.pool = Some(pool.clone());
+    report.user = user.clone();
+    // Rules R3 and T3: what the pool lets through a front door.
+    let policy = match placer.front_door_policy(&pool).await {
+        Ok(p) => p,
+        Err(e) => {
+            report.detail = Some(e.to_string());
+            return match e {
+                crate::PlacerError::Refused { .. } => Outcome::Refused,
+                crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
+            };
+        }
+    };
+    // A routing token or ticket names only pools that allow it; the
+    // operator's own default pool needs no token.
+    if !policy.allowed && config.default_pool.as_deref() != Some(pool.as_str()) {
+        report.detail = Some(format!(
+            "host pool {pool} does not allow the front door (allowFrontDoor: false)"
+        ));
+        return Outcome::PoolNotAllowed;
+    }
+    if policy.require_ticket && ticket.is_none() {
+        report.detail = Some(format!(
+            "host pool {pool} places users only on a connection ticket (requireConnectionTicket)"
+        ));
+        return Outcome::TicketRequired;
+    }
     let anonymous = user.is_none();
     let user = user.unwrap_or_else(|| format!("{ANONYMOUS_USER_PREFIX}{}", uuid::Uuid::new_v4()));
     report.user = Some(user.clone());
 
     let mut request = ConnectInput {
         user,
+        ticket,
         ..ConnectInput::default()
     };
     let mut counted = false;
@@ -516,6 +544,11 @@ async fn connection<P: Placer>(
             Err(e) => {
                 report.detail = Some(e.to_string());
                 return match e {
+                    crate::PlacerError::Refused { code, .. }
+                        if code == api::ErrorCode::InvalidConnectionTicket =>
+                    {
+                        Outcome::TicketRefused
+                    }
                     crate::PlacerError::Refused { .. } => Outcome::Refused,
                     crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
                 };

@@ -24,4 +24,4 @@ pub mod sources;
 
 pub use api::rdp_file::{rdp_file, routing_token};
 pub use front_door::{Config, serve};
-pub use placer::{ConnectInput, Http, Placer, PlacerError};
+pub use placer::{ConnectInput, FrontDoorPolicy, Http, Placer, PlacerError};

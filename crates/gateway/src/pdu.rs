@@ -8,6 +8,7 @@
 //!                           "Cookie: mstshash=<user>\r\n"
 //!                           "Cookie: msts=<ip>.<port>.<reserved>\r\n"
 //!                           "tsv://MS Terminal Services Plugin.1.<pool>\r\n"
+//!                           "dbt1:<pool>:<expires>:<mac>:<user>\r\n"  (a ticket, api::ticket)
 //! RDP_NEG_REQ             optional: type=0x01 | flags | length=8 (u16 LE) | requestedProtocols (u32 LE)
 //! RDP_NEG_CORRELATION_INFO optional, after RDP_NEG_REQ: type=0x06 | flags | length=36 | id (16) | reserved (16)
 //! ```
@@ -82,6 +83,13 @@ pub enum Routing {
     /// `Cookie: msts=<ip>.<port>.<reserved>`: a host, by address (rule R3);
     /// honoured only when signed (`redirect.rs`).
     Redirect(RedirectToken),
+    /// `dbt1:<pool>:…:<user>`: a connection ticket from a connection file
+    /// (rule T3), read but not verified (the broker verifies it), with the
+    /// line as the client sent it.
+    Ticket {
+        ticket: api::ticket::Ticket,
+        raw: String,
+    },
 }
 
 /// An msts redirection token as the client sent it: the address, and the
@@ -150,6 +158,8 @@ pub enum PduError {
     InvalidPool(String),
     #[error("malformed msts redirection cookie: {0:?}")]
     InvalidRedirect(String),
+    #[error("malformed connection ticket")]
+    InvalidTicket,
     #[error("malformed RDP_NEG_REQ: {0}")]
     InvalidNegotiation(&'static str),
     #[error("malformed RDP_NEG_CORRELATION_INFO: {0}")]
@@ -176,6 +186,7 @@ impl PduError {
             PduError::EmptyUser => "empty_user",
             PduError::InvalidPool(_) => "invalid_pool",
             PduError::InvalidRedirect(_) => "invalid_redirect",
+            PduError::InvalidTicket => "invalid_ticket",
             PduError::InvalidNegotiation(_) => "invalid_negotiation",
             PduError::InvalidCorrelation(_) => "invalid_correlation",
             PduError::TrailingBytes(_) => "trailing_bytes",
@@ -351,6 +362,14 @@ fn routing(line: &str) -> Result<Routing, PduError> {
     }
     if let Some(value) = strip(bytes, MSTS_PREFIX, line) {
         return msts(value.trim_end_matches(' ')).map(Routing::Redirect);
+    }
+    if api::ticket::Ticket::looks_like(line) {
+        let raw = line.trim_end_matches(' ');
+        let ticket = api::ticket::Ticket::parse(raw).map_err(|_| PduError::InvalidTicket)?;
+        return Ok(Routing::Ticket {
+            ticket,
+            raw: raw.to_string(),
+        });
     }
     if let Some(pool) = strip(bytes, TSV_POOL_PREFIX, line) {
         let pool = pool.trim_end_matches(' ');

@@ -50,6 +50,25 @@ impl From<ClientError> for PlacerError {
     }
 }
 
+/// A pool's settings that decide who the front door may place there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrontDoorPolicy {
+    /// `allowFrontDoor` (R3): clients may name the pool with a `tsv://`
+    /// routing token or a ticket.
+    pub allowed: bool,
+    /// `requireConnectionTicket` (T3): only tickets place users here.
+    pub require_ticket: bool,
+}
+
+impl FrontDoorPolicy {
+    pub fn of(config: &placement::PoolConfig) -> FrontDoorPolicy {
+        FrontDoorPolicy {
+            allowed: config.allow_front_door,
+            require_ticket: config.require_connection_ticket,
+        }
+    }
+}
+
 /// The broker operations the front door needs (rules S1–S4 via R1–R5).
 /// Futures are `Send` so that each connection can run on its own task.
 pub trait Placer: Send + Sync + 'static {
@@ -78,12 +97,12 @@ pub trait Placer: Send + Sync + 'static {
         session_id: &str,
     ) -> impl Future<Output = Result<(), PlacerError>> + Send;
 
-    /// Whether clients may name `pool` with a `tsv://` routing token (the
-    /// pool's `allowFrontDoor` setting, rule R3).
-    fn front_door_allowed(
+    /// What the pool allows through a front door (its `allowFrontDoor` and
+    /// `requireConnectionTicket` settings, rules R3 and T3).
+    fn front_door_policy(
         &self,
         pool: &str,
-    ) -> impl Future<Output = Result<bool, PlacerError>> + Send;
+    ) -> impl Future<Output = Result<FrontDoorPolicy, PlacerError>> + Send;
 
     /// The host of `pool` registered with `address`, if any (rule R3).
     fn host_at(
@@ -152,11 +171,11 @@ impl Placer for Http {
         Ok(self.client.logoff(pool, session_id).await?)
     }
 
-    async fn front_door_allowed(&self, pool: &str) -> Result<bool, PlacerError> {
+    async fn front_door_policy(&self, pool: &str) -> Result<FrontDoorPolicy, PlacerError> {
         let text = self.client.get_text(&["hostPools", pool]).await?;
         let out: api::types::HostPoolOutput = serde_json::from_str(&text)
             .map_err(|e| PlacerError::Unreachable(format!("host pool {pool}: {e}")))?;
-        Ok(out.config.allow_front_door)
+        Ok(FrontDoorPolicy::of(&out.config))
     }
 
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {

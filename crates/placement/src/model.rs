@@ -179,6 +179,29 @@ pub struct PoolConfig {
     /// without regard to ASCII case, as directory group names are).
     #[serde(default)]
     pub entitled_groups: Vec<String>,
+    /// Rule T3: whether the RDP front door places users here only on a
+    /// signed connection ticket, refusing connections that carry just an
+    /// `mstshash` cookie or no user. False by default, as the contract has it.
+    #[serde(default)]
+    pub require_connection_ticket: bool,
+    /// Rule T3: how long a ticket issued for this pool is honoured, in
+    /// seconds: [`MIN_TICKET_LIFETIME_SECONDS`]..=[`MAX_TICKET_LIFETIME_SECONDS`],
+    /// 300 by default.
+    #[serde(default = "ticket_lifetime_default")]
+    pub ticket_lifetime_seconds: u32,
+}
+
+/// The shortest ticket lifetime a pool may set (rule T3): time enough to
+/// download a file and open it.
+pub const MIN_TICKET_LIFETIME_SECONDS: u32 = 30;
+/// The longest (one day): a ticket is a bearer secret in a file, so it
+/// should not outlive the working day it was fetched for.
+pub const MAX_TICKET_LIFETIME_SECONDS: u32 = 86_400;
+
+/// `ticketLifetimeSeconds` of settings stored before it existed, and of
+/// new pools.
+fn ticket_lifetime_default() -> u32 {
+    300
 }
 
 /// The most entries each of `entitledUsers` and `entitledGroups` holds, and
@@ -235,6 +258,8 @@ impl PoolConfig {
             allow_front_door: true,
             entitled_users: Vec::new(),
             entitled_groups: Vec::new(),
+            require_connection_ticket: false,
+            ticket_lifetime_seconds: ticket_lifetime_default(),
         }
     }
 
@@ -353,10 +378,23 @@ impl PoolConfig {
             "maxSessionLifetimeSeconds",
             self.max_session_lifetime_seconds,
         )?;
+        check_range(
+            "ticketLifetimeSeconds",
+            self.ticket_lifetime_seconds,
+            MIN_TICKET_LIFETIME_SECONDS,
+            MAX_TICKET_LIFETIME_SECONDS,
+        )?;
         check_text("description", &self.description, 1024)?;
         check_text("friendlyName", &self.friendly_name, 256)?;
 
         let mut warnings = Vec::new();
+        if self.require_connection_ticket && !self.allow_front_door {
+            warnings.push(
+                "requireConnectionTicket has no effect while allowFrontDoor is false: the \
+                 front door places nobody in this pool"
+                    .to_string(),
+            );
+        }
         if self.load_balancer_type == DepthFirst && self.max_session_limit == MAX_SESSION_LIMIT {
             warnings.push(
                 "DepthFirst with the default maxSessionLimit (999999) fills the first host \

@@ -6,8 +6,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use placement::{PoolConfig, validate_name};
 
+use api::ErrorBody;
 use api::types::{HostPoolInput, HostPoolOutput, List};
-use api::{ErrorBody, ErrorCode};
 
 use super::error::ApiError;
 use super::types::{ForceQuery, apply_pool_input};
@@ -116,28 +116,63 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// `?user=` (and `groups=`, comma-separated) of a connection file.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RdpFileQuery {
+    pub user: Option<String>,
+    pub groups: Option<String>,
+}
+
 /// An `.rdp` file that points mstsc or xfreerdp at this broker's RDP front
-/// door with the pool's routing token (rule R1).
+/// door with the pool's routing token (rule R1); with `?user=`, a signed
+/// connection ticket for that user instead (rule T3), issued only to the
+/// admin and portals, and only for a user the pool entitles (T2, with the
+/// groups the caller vouches for in `groups`).
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/rdpFile", tag = "hostPools",
+    params(("user" = Option<String>, Query, description = "issue a connection ticket for this user (admin or portal)"),
+           ("groups" = Option<String>, Query, description = "the user's groups, comma-separated, for the pool's entitledGroups")),
     responses((status = 200, content_type = "application/x-rdp", body = String),
+              (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
 pub async fn rdp_file(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
+    caller: Option<axum::Extension<crate::enroll::Caller>>,
+    Query(q): Query<RdpFileQuery>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
-    let name = b.read(&pool, |p| Ok(p.name().to_string())).await?;
-    let front_door = b
-        .rdp_front_door
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::NotFound,
-                "this broker runs no RDP front door: start it with serve --rdp-listen",
-            )
-        })?;
-    let file = api::rdp_file::rdp_file(&front_door, &name);
+    let user = match q.user {
+        None => None,
+        Some(user) => {
+            // A ticket places its user: only whoever may connect users may
+            // have one made (rule T1: admin and portal).
+            let may = caller.is_some_and(|axum::Extension(c)| {
+                c.is_admin_of(&pool) || c.role() == Some(crate::access::Role::Portal)
+            });
+            if !may {
+                return Err(ApiError::forbidden(
+                    "rdpFile?user= issues a connection ticket and needs the admin or portal role",
+                ));
+            }
+            let groups: Vec<String> = q
+                .groups
+                .as_deref()
+                .map(|g| {
+                    g.split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((user, groups))
+        }
+    };
+    let file = b
+        .connection_file(
+            &pool,
+            user.as_ref().map(|(u, g)| (u.as_str(), g.as_slice())),
+        )
+        .await?;
     Ok((
         [
             (
@@ -146,9 +181,9 @@ pub async fn rdp_file(
             ),
             (
                 axum::http::header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{name}.rdp\""),
+                format!("attachment; filename=\"{}.rdp\"", file.pool),
             ),
         ],
-        file,
+        file.body,
     ))
 }

@@ -48,7 +48,9 @@ pub fn apply_pool_input(
             max_session_lifetime_seconds,
             allow_front_door,
             entitled_users,
-            entitled_groups
+            entitled_groups,
+            require_connection_ticket,
+            ticket_lifetime_seconds
         ]
     );
     if let Some(ranges) = input.allowed_address_ranges {

@@ -45,6 +45,8 @@ struct Recorder {
     hosts: Vec<(String, String)>,
     sessions: Mutex<HashMap<String, Session>>,
     events: Mutex<Vec<Event>>,
+    /// The ticket of each connect request, in order.
+    tickets: Mutex<Vec<Option<String>>>,
     next_id: Mutex<u32>,
 }
 
@@ -96,6 +98,10 @@ impl Placer for Recorder {
             user: request.user.clone(),
             exclude: request.exclude.clone(),
         });
+        self.tickets
+            .lock()
+            .expect("lock")
+            .push(request.ticket.clone());
         let mut sessions = self.sessions.lock().expect("lock");
         if let Some((id, s)) = sessions
             .iter()
@@ -159,9 +165,13 @@ impl Placer for Recorder {
         Ok(())
     }
 
-    /// Pools whose name starts with `private` do not allow the front door.
-    async fn front_door_allowed(&self, pool: &str) -> Result<bool, PlacerError> {
-        Ok(!pool.starts_with("private"))
+    /// Pools whose name starts with `private` do not allow the front door;
+    /// those starting with `ticketed` require a connection ticket.
+    async fn front_door_policy(&self, pool: &str) -> Result<gateway::FrontDoorPolicy, PlacerError> {
+        Ok(gateway::FrontDoorPolicy {
+            allowed: !pool.starts_with("private"),
+            require_ticket: pool.starts_with("ticketed"),
+        })
     }
 
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {
@@ -604,6 +614,55 @@ async fn a_pool_that_does_not_allow_the_front_door_cannot_be_named() {
     assert_closed(&mut c).await;
     assert_eq!(placer.events(), vec![]);
     assert!(seen1.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn a_pool_that_requires_a_ticket_is_reached_only_with_one_and_the_ticket_goes_to_the_broker()
+{
+    let (h1, mut seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    // The default pool requires tickets: a cookie alone or nothing at all
+    // is refused before the broker is asked to place (rule T3).
+    let door = door(placer.clone(), config(Some("ticketed"))).await;
+    for line in [
+        Some(&b"Cookie: mstshash=alice"[..]),
+        Some(&b"tsv://MS Terminal Services Plugin.1.ticketed-2"[..]),
+        None,
+    ] {
+        let mut c = TcpStream::connect(&door.address).await.expect("connect");
+        c.write_all(&build_pdu(line, None, None))
+            .await
+            .expect("write");
+        assert_closed(&mut c).await;
+    }
+    assert_eq!(placer.events(), vec![]);
+    assert!(seen1.try_recv().is_err(), "no host was dialled");
+
+    // A ticket names its pool and user; the front door hands it to the
+    // broker with the connect request (the broker checks the signature)
+    // and forwards the first PDU byte for byte (R4).
+    let key = api::ticket::TicketKey::derive("the broker's secret");
+    let ticket = key
+        .issue("ticketed-2", "alice@contoso.com", 4_000_000_000)
+        .expect("fits");
+    let pdu = build_pdu(Some(ticket.as_bytes()), None, None);
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&pdu).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    assert_eq!(seen1.recv().await.expect("pdu"), pdu, "R4: byte for byte");
+    assert_eq!(
+        placer.events()[0],
+        connect("ticketed-2", "alice@contoso.com", &[])
+    );
+    assert_eq!(*placer.tickets.lock().expect("lock"), vec![Some(ticket)]);
+
+    // A malformed ticket is a junk first PDU: refused, nobody asked.
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&build_pdu(Some(b"dbt1:ticketed:1:short:alice"), None, None))
+        .await
+        .expect("write");
+    assert_closed(&mut c).await;
+    assert_eq!(placer.tickets.lock().expect("lock").len(), 1);
 }
 
 #[tokio::test]
