@@ -193,8 +193,12 @@ impl Client {
     }
 
     /// `GET` of a document that is not JSON (an `.rdp` file); answers its text.
-    pub async fn get_text(&self, segments: &[&str]) -> Result<String, ClientError> {
-        let bytes = self.call(Method::GET, segments, &[], None::<&()>).await?;
+    pub async fn get_text(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+    ) -> Result<String, ClientError> {
+        let bytes = self.call(Method::GET, segments, query, None::<&()>).await?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 

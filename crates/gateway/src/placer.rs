@@ -172,7 +172,7 @@ impl Placer for Http {
     }
 
     async fn front_door_policy(&self, pool: &str) -> Result<FrontDoorPolicy, PlacerError> {
-        let text = self.client.get_text(&["hostPools", pool]).await?;
+        let text = self.client.get_text(&["hostPools", pool], &[]).await?;
         let out: api::types::HostPoolOutput = serde_json::from_str(&text)
             .map_err(|e| PlacerError::Unreachable(format!("host pool {pool}: {e}")))?;
         Ok(FrontDoorPolicy::of(&out.config))

@@ -75,9 +75,13 @@ impl Client {
     }
 
     /// `GET` of a document that is not JSON (an `.rdp` file); answers its text.
-    pub async fn get_text(&self, segments: &[&str]) -> anyhow::Result<String> {
+    pub async fn get_text(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+    ) -> anyhow::Result<String> {
         self.api
-            .get_text(segments)
+            .get_text(segments, query)
             .await
             .map_err(anyhow::Error::from)
     }

@@ -57,6 +57,14 @@ struct RdpFileArgs {
     /// Write the file here instead of printing it.
     #[arg(long, value_name = "PATH")]
     file: Option<std::path::PathBuf>,
+    /// Put a signed connection ticket for this user in the file (rule T3;
+    /// admin or portal credentials), valid for the pool's
+    /// ticketLifetimeSeconds.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// The user's groups, comma-separated, for the pool's entitledGroups (T2).
+    #[arg(long, value_name = "GROUP,…", value_delimiter = ',', requires = "user")]
+    groups: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -151,6 +159,14 @@ struct PoolSettings {
     /// the front door (rule R3; default true).
     #[arg(long, value_name = "true|false")]
     allow_front_door: Option<bool>,
+    /// Whether the front door places users here only on a signed connection
+    /// ticket, from `hostpool rdp-file --user` (rule T3; default false).
+    #[arg(long, value_name = "true|false")]
+    require_connection_ticket: Option<bool>,
+    /// Seconds a connection ticket of this pool is honoured (30..=86400,
+    /// default 300).
+    #[arg(long, value_name = "SECONDS")]
+    ticket_lifetime_seconds: Option<u32>,
     /// CIDR ranges session hosts' addresses must lie in, comma-separated
     /// (rule E4), e.g. 10.0.0.0/8; an empty value clears the list (any
     /// routable address).
@@ -204,6 +220,8 @@ impl PoolSettings {
                 self.max_session_lifetime_seconds,
             )
             .set("allowFrontDoor", self.allow_front_door)
+            .set("requireConnectionTicket", self.require_connection_ticket)
+            .set("ticketLifetimeSeconds", self.ticket_lifetime_seconds)
             .set(
                 "allowedAddressRanges",
                 non_empty(self.allowed_address_ranges),
@@ -406,7 +424,17 @@ async fn execute(ctx: &Context, command: HostpoolCommand) -> anyhow::Result<()> 
             ctx.print(&answer, POOL_COLUMNS)
         }
         HostpoolCommand::RdpFile(r) => {
-            let text = client.get_text(&["hostPools", &r.name, "rdpFile"]).await?;
+            let mut query = Vec::new();
+            if let Some(user) = &r.user {
+                query.push(("user", user.as_str()));
+            }
+            let groups = r.groups.join(",");
+            if !groups.is_empty() {
+                query.push(("groups", groups.as_str()));
+            }
+            let text = client
+                .get_text(&["hostPools", &r.name, "rdpFile"], &query)
+                .await?;
             match r.file {
                 Some(path) => {
                     std::fs::write(&path, &text)

@@ -23,6 +23,7 @@ mod replicas;
 mod sim;
 mod takeover;
 mod throttle;
+mod tickets;
 mod tls;
 
 use std::io::{BufRead, BufReader};

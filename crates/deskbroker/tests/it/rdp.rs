@@ -505,3 +505,153 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     );
     assert!(metrics.contains("deskbroker_rdp_bytes_total{direction=\"host_to_client\"}"));
 }
+
+/// Rule T3 with real programs: a pool that requires connection tickets
+/// places xfreerdp users only on a ticket the broker issued — from a
+/// connection file or `/load-balance-info:` — and refuses tampered,
+/// expired, foreign and missing ones without dialling any host or making
+/// any session.
+#[tokio::test]
+async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_other() {
+    let xrdp = require("xrdp", "xrdp");
+    let xfreerdp = require("xfreerdp", "freerdp2-x11");
+    let xvfb = require("Xvfb", "xvfb");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
+    let display = Display::start(&xvfb);
+    let client = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        Client::start(&xfreerdp, &display, &home, &args)
+    };
+    // The front door's default pool is `secure`: a client with a cookie
+    // alone is meant for it.
+    let (app, front_door) = spawn_with_front_door(&dir.path().join("data"), "secure");
+    for pool in ["secure", "other"] {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/{pool}"),
+            Some(
+                json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                        "allowedAddressRanges": ["127.0.0.0/8"],
+                        "requireConnectionTicket": true}),
+            ),
+            201,
+        )
+        .await;
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/{pool}/sessionHosts/h1"),
+            Some(json!({"address": a.address})),
+            201,
+        )
+        .await;
+    }
+    let v = format!("/v:{front_door}");
+
+    // Refused: each client gives up, no host saw a TLS handshake, no
+    // session exists in either pool.
+    let refused = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        client(&args)
+    };
+    let issued = |pool: &str, user: &str| {
+        let path = format!("/api/v1/hostPools/{pool}/rdpFile?user={user}");
+        let app = &app;
+        async move {
+            let file = app.text(&path).await;
+            file.split("\r\n")
+                .find_map(|l| l.strip_prefix("loadbalanceinfo:s:"))
+                .expect("loadbalanceinfo")
+                .to_string()
+        }
+    };
+    let alice = issued("secure", "alice").await;
+    let other_pool = issued("other", "alice").await;
+    let attempts = [
+        // Missing: a cookie alone, and a routing token naming the pool.
+        vec![v.clone(), "/u:alice".to_string()],
+        vec![
+            v.clone(),
+            "/load-balance-info:tsv://MS Terminal Services Plugin.1.other".to_string(),
+        ],
+        // Tampered: another user in the broker's ticket.
+        vec![
+            v.clone(),
+            format!("/load-balance-info:{}", alice.replace(":alice", ":mallory")),
+        ],
+        // Honest but for another pool, rewritten to name this one.
+        vec![
+            v.clone(),
+            format!(
+                "/load-balance-info:{}",
+                other_pool.replace("dbt1:other:", "dbt1:secure:")
+            ),
+        ],
+        // Signed by the broker but expired; signed by another broker.
+        vec![
+            v.clone(),
+            format!(
+                "/load-balance-info:{}",
+                api::ticket::TicketKey::derive(crate::TOKEN)
+                    .issue("secure", "alice", 1_000_000_000)
+                    .expect("fits")
+            ),
+        ],
+        vec![
+            v.clone(),
+            format!(
+                "/load-balance-info:{}",
+                api::ticket::TicketKey::derive("another broker's admin token, 32+ chars")
+                    .issue("secure", "alice", 4_000_000_000)
+                    .expect("fits")
+            ),
+        ],
+    ];
+    for args in attempts {
+        let mut c = refused(args.clone());
+        let gave_up = eventually(PATIENCE, || {
+            let exited = c.exited();
+            async move { exited }
+        })
+        .await;
+        assert!(gave_up, "{args:?} was not refused: {}", c.log());
+        assert_eq!(a.tls_connections(), 0, "{args:?} reached the host");
+    }
+    assert!(sessions(&app, "secure").await.is_empty());
+    assert!(sessions(&app, "other").await.is_empty());
+    let metrics = app.text("/metrics").await;
+    // Two clients without a ticket, four with a bad one (xfreerdp tries
+    // each connection twice).
+    for (outcome, n) in [("ticket_required", 2), ("ticket_refused", 4)] {
+        let line = format!("deskbroker_rdp_connections_total{{outcome=\"{outcome}\"}} ");
+        let count: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(count >= n, "{outcome}: {count} < {n}\n{metrics}");
+    }
+
+    // Valid, from the connection file as users get it: placed as alice.
+    let rdp_file = dir.path().join("secure.rdp");
+    let path = rdp_file.display().to_string();
+    let (ok, _, err) = app.cli(&[
+        "hostpool", "rdp-file", "--name", "secure", "--user", "alice", "--file", &path,
+    ]);
+    assert!(ok, "hostpool rdp-file --user: {err}");
+    let c = client(&[&path]);
+    let reached = eventually(PATIENCE, || async { a.tls_connections() >= 1 }).await;
+    assert!(reached, "alice's ticket did not reach h1: {}", c.log());
+    wait_session(&app, "secure", "alice", "h1", "Active").await;
+    drop(c);
+    wait_session(&app, "secure", "alice", "h1", "Disconnected").await;
+
+    // Valid, with /load-balance-info: as bob.
+    let bob = issued("secure", "bob").await;
+    let c = client(&[&v, &format!("/load-balance-info:{bob}")]);
+    let reached = eventually(PATIENCE, || async { a.tls_connections() >= 2 }).await;
+    assert!(reached, "bob's ticket did not reach h1: {}", c.log());
+    wait_session(&app, "secure", "bob", "h1", "Active").await;
+}

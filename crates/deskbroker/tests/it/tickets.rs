@@ -1,0 +1,234 @@
+//! Rule T3 through the API, against the real binary: who may have a
+//! connection ticket made, for whom, what the file carries, and that the
+//! broker places on a ticket only as it was issued. The front door with
+//! real xfreerdp and xrdp is in `rdp.rs`.
+
+use serde_json::{Value, json};
+
+use crate::{App, TOKEN};
+
+/// The `loadbalanceinfo` value of an `.rdp` file.
+fn load_balance_info(file: &str) -> String {
+    file.split("\r\n")
+        .find_map(|l| l.strip_prefix("loadbalanceinfo:s:"))
+        .unwrap_or_else(|| panic!("no loadbalanceinfo in {file:?}"))
+        .to_string()
+}
+
+/// `GET rdpFile` with `token`: (status, body text).
+async fn rdp_file(app: &App, query: &str, token: &str) -> (u16, Value) {
+    app.call_with(
+        "GET",
+        &format!("/api/v1/hostPools/farm/rdpFile{query}"),
+        None,
+        Some(token),
+    )
+    .await
+}
+
+async fn credential(app: &App, name: &str, role: &str) -> String {
+    let v = app
+        .ok(
+            "POST",
+            "/api/v1/credentials",
+            Some(json!({"name": name, "role": role})),
+            201,
+        )
+        .await;
+    v["token"].as_str().expect("token").to_string()
+}
+
+async fn sessions(app: &App) -> usize {
+    app.ok("GET", "/api/v1/hostPools/farm/userSessions", None, 200)
+        .await["value"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+#[tokio::test]
+async fn tickets_are_issued_to_portals_for_entitled_users_and_place_only_as_issued() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "entitledUsers": ["alice@contoso.com"], "entitledGroups": ["Sales"],
+                    "requireConnectionTicket": true, "ticketLifetimeSeconds": 120}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": "10.0.0.1:3389"})),
+        201,
+    )
+    .await;
+    let pool = app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
+    assert_eq!(pool["requireConnectionTicket"], true);
+    assert_eq!(pool["ticketLifetimeSeconds"], 120);
+
+    // Without a user: the plain file, for every role, as before.
+    let reader = credential(&app, "auditor", "reader").await;
+    let (status, plain) = rdp_file(&app, "", &reader).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        load_balance_info(plain.as_str().unwrap()),
+        "tsv://MS Terminal Services Plugin.1.farm"
+    );
+
+    // A ticket places a user: a reader or operator may not have one made.
+    let operator = credential(&app, "helpdesk", "operator").await;
+    for token in [&reader, &operator] {
+        let (status, v) = rdp_file(&app, "?user=alice@contoso.com", token).await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (403, Some("Forbidden")),
+            "{v}"
+        );
+    }
+
+    // A portal may, for entitled users only (T2 at issue, with the groups
+    // the portal vouches for).
+    let portal = credential(&app, "portal", "portal").await;
+    let (status, v) = rdp_file(&app, "?user=mallory@contoso.com", &portal).await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (403, Some("NotEntitled")),
+        "{v}"
+    );
+    let (status, file) =
+        rdp_file(&app, "?user=bob@contoso.com&groups=Staff,%20Sales", &portal).await;
+    assert_eq!(status, 200, "{file}");
+    let bob_ticket = load_balance_info(file.as_str().unwrap());
+    assert!(bob_ticket.starts_with("dbt1:farm:"), "{bob_ticket}");
+    assert!(bob_ticket.ends_with(":bob@contoso.com"), "{bob_ticket}");
+    let (status, file) = rdp_file(&app, "?user=alice@contoso.com", &portal).await;
+    assert_eq!(status, 200);
+    let alice_ticket = load_balance_info(file.as_str().unwrap());
+    // Bad input is refused whole: a user the broker would never place, an
+    // unknown parameter.
+    for query in ["?user=", "?user=a%20b", "?user=alice&color=red"] {
+        let (status, v) = rdp_file(&app, query, &portal).await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (400, Some("InvalidParameter")),
+            "{query}: {v}"
+        );
+    }
+    // A ticket must fit an RDP client's first PDU: too long a user is a
+    // clear 400, not a file no client can use.
+    let long = format!("{}@contoso.com", "u".repeat(200));
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"entitledUsers": ["alice@contoso.com", long]})),
+        200,
+    )
+    .await;
+    let (status, v) = rdp_file(&app, &format!("?user={long}"), &portal).await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (400, Some("InvalidParameter")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("first PDU"),
+        "{v}"
+    );
+
+    // The broker places on a ticket only its own user in its own pool.
+    let connect = |user: &str, ticket: &str| json!({"user": user, "ticket": ticket});
+    let tampered = alice_ticket.replace(":alice@", ":eve@");
+    let foreign = api::ticket::TicketKey::derive("another broker's admin token, 32+ chars")
+        .issue("farm", "alice@contoso.com", 4_000_000_000)
+        .unwrap();
+    let expired = api::ticket::TicketKey::derive(TOKEN)
+        .issue("farm", "alice@contoso.com", 1_000_000_000)
+        .unwrap();
+    for (user, ticket) in [
+        ("eve@contoso.com", tampered.as_str()),
+        ("alice@contoso.com", foreign.as_str()),
+        ("alice@contoso.com", expired.as_str()),
+        // Honest, but for someone else than the request says.
+        ("eve@contoso.com", alice_ticket.as_str()),
+        ("alice@contoso.com", "dbt1:farm:junk"),
+    ] {
+        let (status, v) = app
+            .call_with(
+                "POST",
+                "/api/v1/hostPools/farm/connect",
+                Some(connect(user, ticket)),
+                Some(&portal),
+            )
+            .await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (403, Some("InvalidConnectionTicket")),
+            "{ticket}: {v}"
+        );
+    }
+    assert_eq!(sessions(&app).await, 0, "nothing was placed");
+    // bob is entitled through a group the portal vouched for when the
+    // ticket was made; the ticket carries that decision.
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(connect("bob@contoso.com", &bob_ticket)),
+            Some(&portal),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["sessionHost"], "h1");
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("deskbroker_ticket_refusals_total{reason=\"forged_ticket\"}"),
+        "{metrics}"
+    );
+
+    // A pool setting out of range is refused whole.
+    app.refused(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"ticketLifetimeSeconds": 5, "description": "x"})),
+        400,
+        "InvalidParameter",
+    )
+    .await;
+    let pool = app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
+    assert_eq!(
+        (
+            pool["ticketLifetimeSeconds"].as_u64(),
+            pool["description"].as_str()
+        ),
+        (Some(120), Some(""))
+    );
+}
+
+#[tokio::test]
+async fn without_a_front_door_there_is_no_connection_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+        201,
+    )
+    .await;
+    app.refused(
+        "GET",
+        "/api/v1/hostPools/farm/rdpFile?user=alice",
+        None,
+        404,
+        "NotFound",
+    )
+    .await;
+}
