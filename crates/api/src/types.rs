@@ -555,7 +555,8 @@ mod tests {
 pub struct CredentialInput {
     /// Its name, like a pool's (letters, digits, `.`, `_`, `-`).
     pub name: String,
-    /// `admin`, `operator`, `reader` or `portal`.
+    /// `admin`, `operator`, `reader`, `portal`, or `gateway` (a stand-alone
+    /// RDP front door: places users and changes the sessions it relays).
     pub role: String,
     /// The pools it may act on; absent or empty: every pool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

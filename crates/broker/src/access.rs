@@ -23,10 +23,21 @@ pub enum Role {
     Reader,
     /// Reads pools, connects users and fetches connection files.
     Portal,
+    /// A stand-alone RDP front door (`deskbroker gateway`): reads pools and
+    /// their hosts, connects users (with R5's `exclude`), and marks or ends
+    /// the sessions it relays. Not in the contract's list: what a front
+    /// door needs without the admin token's power over everything else.
+    Gateway,
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [Role::Admin, Role::Operator, Role::Reader, Role::Portal];
+    pub const ALL: [Role; 5] = [
+        Role::Admin,
+        Role::Operator,
+        Role::Reader,
+        Role::Portal,
+        Role::Gateway,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -34,6 +45,7 @@ impl Role {
             Role::Operator => "operator",
             Role::Reader => "reader",
             Role::Portal => "portal",
+            Role::Gateway => "gateway",
         }
     }
 
@@ -70,11 +82,14 @@ pub struct Rule {
     pub scope: Scope,
 }
 
-use Role::{Admin, Operator, Portal, Reader};
+use Role::{Admin, Gateway, Operator, Portal, Reader};
 
-const ALL: &[Role] = &[Admin, Operator, Reader, Portal];
+const ALL: &[Role] = &[Admin, Operator, Reader, Portal, Gateway];
 const READERS: &[Role] = &[Admin, Operator, Reader];
 const OPERATORS: &[Role] = &[Admin, Operator];
+/// Who changes sessions: operators, and front doors marking the sessions
+/// they relay Active or Disconnected, or ending them.
+const SESSION_CHANGERS: &[Role] = &[Admin, Operator, Gateway];
 const ADMIN: &[Role] = &[Admin];
 
 const fn rule(
@@ -106,10 +121,11 @@ pub const TABLE: &[Rule] = &[
     rule("PUT", POOL, ADMIN, false, Scope::Pool),
     rule("PATCH", POOL, ADMIN, false, Scope::Pool),
     rule("DELETE", POOL, ADMIN, false, Scope::Pool),
+    // A front door finds a host by address (R3's redirection tokens).
     rule(
         "GET",
         "/api/v1/hostPools/{pool}/sessionHosts",
-        READERS,
+        &[Admin, Operator, Reader, Gateway],
         false,
         Scope::Pool,
     ),
@@ -127,7 +143,7 @@ pub const TABLE: &[Rule] = &[
     rule(
         "POST",
         "/api/v1/hostPools/{pool}/connect",
-        &[Admin, Portal],
+        &[Admin, Portal, Gateway],
         false,
         Scope::Pool,
     ),
@@ -139,8 +155,8 @@ pub const TABLE: &[Rule] = &[
         Scope::Pool,
     ),
     rule("GET", SESSION, READERS, false, Scope::Pool),
-    rule("PATCH", SESSION, OPERATORS, false, Scope::Pool),
-    rule("DELETE", SESSION, OPERATORS, false, Scope::Pool),
+    rule("PATCH", SESSION, SESSION_CHANGERS, false, Scope::Pool),
+    rule("DELETE", SESSION, SESSION_CHANGERS, false, Scope::Pool),
     rule(
         "GET",
         "/api/v1/hostPools/{pool}/rdpFile",

@@ -68,6 +68,8 @@ pub struct ServeArgs {
     pub rdp_default_pool: Option<String>,
     /// How clients reach the front door (`host:port`), written into the
     /// `.rdp` files the broker hands out; default: the listen address.
+    /// Without --rdp-listen: where a stand-alone front door (`deskbroker
+    /// gateway`) listens, so the broker still hands out connection files.
     #[arg(long = "rdp-public-address", env = "DESKBROKER_RDP_PUBLIC_ADDRESS")]
     pub rdp_public_address: Option<String>,
     /// PEM certificate chain (leaf first) to serve HTTPS with; re-read,
@@ -429,13 +431,11 @@ fn rdp_public_address(
     args: &ServeArgs,
     rdp_listener: Option<&tokio::net::TcpListener>,
 ) -> anyhow::Result<Option<String>> {
-    let Some(l) = rdp_listener else {
-        return Ok(None);
-    };
-    Ok(Some(match &args.rdp_public_address {
-        Some(p) => p.clone(),
-        None => l.local_addr()?.to_string(),
-    }))
+    Ok(match (&args.rdp_public_address, rdp_listener) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(l)) => Some(l.local_addr()?.to_string()),
+        (None, None) => None,
+    })
 }
 
 async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {

@@ -28,13 +28,17 @@ pub async fn connect(
     Json(input): Json<ConnectInput>,
 ) -> Result<axum::Json<ConnectOutput>, ApiError> {
     // `exclude` steers a placement away from hosts (R5: a front door that
-    // could not reach them); only an admin — the stand-alone front door —
-    // may use it, so a portal cannot pick a user's host by excluding the
-    // others.
-    if !input.exclude.is_empty() && !caller.is_some_and(|axum::Extension(c)| c.is_admin_of(&pool)) {
+    // could not reach them); only a front door (the gateway role) or an
+    // admin may use it, so a portal cannot pick a user's host by excluding
+    // the others.
+    if !input.exclude.is_empty()
+        && !caller.is_some_and(|axum::Extension(c)| {
+            c.is_admin_of(&pool) || c.role() == Some(crate::access::Role::Gateway)
+        })
+    {
         return Err(ApiError::forbidden(
-            "exclude is reserved for the RDP front door, which calls with an admin credential; \
-             leave it out",
+            "exclude is reserved for the RDP front door, which calls with a gateway or admin \
+             credential; leave it out",
         ));
     }
     let placed = b.connect(&pool, &input).await?;

@@ -33,7 +33,7 @@ struct CreateArgs {
     /// Its name (letters, digits, `.`, `_`, `-`).
     #[arg(long, value_name = "NAME")]
     name: String,
-    /// admin, operator, reader or portal.
+    /// admin, operator, reader, portal, or gateway (a stand-alone RDP front door).
     #[arg(long, value_name = "ROLE")]
     role: String,
     /// Limit it to these host pools (comma-separated); default every pool.

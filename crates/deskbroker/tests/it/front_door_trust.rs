@@ -67,7 +67,7 @@ async fn echo_host() -> String {
 
 /// An X.224 Connection Request with `line` as its cookie or routing token
 /// and an RDP_NEG_REQ asking for TLS or CredSSP, as mstsc sends it.
-fn first_pdu(line: &str) -> Vec<u8> {
+pub(crate) fn first_pdu(line: &str) -> Vec<u8> {
     let mut body = vec![0xE0, 0, 0, 0, 0, 0];
     body.extend_from_slice(line.as_bytes());
     body.extend_from_slice(b"\r\n");

@@ -1,6 +1,6 @@
 //! `deskbroker gateway`: the front door as a process of its own, placing
-//! users through the broker's HTTP API, in front of a host that records
-//! what reaches it.
+//! users through the broker's HTTP API with a `gateway` credential (not the
+//! admin token), in front of a host that records what reaches it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{App, TOKEN, eventually, exe};
+use crate::{App, eventually, exe};
 
 /// How long to wait for what a working setup does in well under a second:
 /// a failure bound for a loaded machine, not a speed.
@@ -18,7 +18,13 @@ const PATIENCE: Duration = Duration::from_secs(30);
 #[tokio::test]
 async fn a_standalone_front_door_relays_to_the_chosen_host() {
     let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
+    // The broker hands out connection files that point at the stand-alone
+    // front door, wherever its operator put it.
+    let (app, _) = App::spawn_with(
+        dir.path(),
+        "127.0.0.1:0",
+        &["--rdp-public-address", "rdp.contoso.test:3389"],
+    );
     let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host_addr = host.local_addr().unwrap().to_string();
     app.ok(
@@ -51,6 +57,43 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     )
     .await;
 
+    // The front door's own credential: what it needs, nothing more (T1).
+    let v = app
+        .ok(
+            "POST",
+            "/api/v1/credentials",
+            Some(json!({"name": "front-door-1", "role": "gateway"})),
+            201,
+        )
+        .await;
+    let token = v["token"].as_str().unwrap().to_string();
+    for (method, path, body) in [
+        (
+            "PUT",
+            "/api/v1/hostPools/farm2",
+            Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+        ),
+        (
+            "PATCH",
+            "/api/v1/hostPools/farm/sessionHosts/h1",
+            Some(json!({"allowNewSession": false})),
+        ),
+        ("GET", "/api/v1/credentials", None),
+        ("GET", "/api/v1/hostPools/farm/rdpFile?user=alice", None),
+        (
+            "POST",
+            "/api/v1/hostPools/farm/registrationToken",
+            Some(json!({})),
+        ),
+    ] {
+        let (status, v) = app.call_with(method, path, body, Some(&token)).await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (403, Some("Forbidden")),
+            "{method} {path}: {v}"
+        );
+    }
+
     let mut gw = Command::new(exe())
         .args([
             "gateway",
@@ -61,7 +104,7 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
             "--rdp-default-pool",
             "farm",
         ])
-        .env("DESKBROKER_TOKEN", TOKEN)
+        .env("DESKBROKER_TOKEN", &token)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -141,6 +184,78 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     })
     .await;
     assert!(disconnected, "the client left: Disconnected (R4)");
+
+    // Rule T3 through the stand-alone front door: it holds no key, the
+    // broker checks the ticket it hands on.
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"requireConnectionTicket": true})),
+        200,
+    )
+    .await;
+    let mut bob = tokio::net::TcpStream::connect(&front_door).await.unwrap();
+    bob.write_all(&crate::front_door_trust::first_pdu("Cookie: mstshash=bob"))
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1];
+    let closed = tokio::time::timeout(PATIENCE, bob.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "bob without a ticket: {closed:?}"
+    );
+    let file = app.text("/api/v1/hostPools/farm/rdpFile?user=carol").await;
+    assert!(
+        file.starts_with("full address:s:rdp.contoso.test:3389\r\n"),
+        "{file}"
+    );
+    let ticket = file
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("loadbalanceinfo:s:"))
+        .expect("ticket");
+    let forged = ticket.replace(":carol", ":mallory");
+    let mut mallory = tokio::net::TcpStream::connect(&front_door).await.unwrap();
+    mallory
+        .write_all(&crate::front_door_trust::first_pdu(&forged))
+        .await
+        .unwrap();
+    let closed = tokio::time::timeout(PATIENCE, mallory.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "a forged ticket: {closed:?}"
+    );
+    let pdu = crate::front_door_trust::first_pdu(ticket);
+    let mut carol = tokio::net::TcpStream::connect(&front_door).await.unwrap();
+    carol.write_all(&pdu).await.unwrap();
+    let (mut upstream, _) = tokio::time::timeout(PATIENCE, host.accept())
+        .await
+        .expect("the host is dialled for carol")
+        .unwrap();
+    let mut got = vec![0; pdu.len()];
+    upstream.read_exact(&mut got).await.unwrap();
+    assert_eq!(
+        got, pdu,
+        "the ticket reaches the host as the client sent it (R4)"
+    );
+    let placed = eventually(PATIENCE, || async {
+        let v = app
+            .ok("GET", "/api/v1/hostPools/farm/userSessions", None, 200)
+            .await;
+        let users: Vec<&str> = v["value"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s["userPrincipalName"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        users == ["alice", "carol"] || users == ["carol", "alice"]
+    })
+    .await;
+    assert!(
+        placed,
+        "carol is placed on her ticket; bob and mallory are not"
+    );
     let _ = gw.kill();
     let _ = gw.wait();
 }
