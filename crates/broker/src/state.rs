@@ -224,12 +224,21 @@ impl Broker {
             if s.deleted {
                 return Err(BrokerError::PoolNotFound(pool.to_string()));
             }
+            // An audited request's entry goes with its change (rule T5).
+            let before = crate::audit::before_write(&s.pool);
             let r = f(&mut s.pool, now_ms());
             let mut mutations = mutations_for(&mut s.pool);
             let r = r.map(|(r, extra)| {
                 mutations.extend(extra);
                 r
             });
+            if r.is_ok()
+                && !mutations.is_empty()
+                && let Some(before) = before
+                && let Some(entry) = crate::audit::after_write(&s.pool, before, &mutations)
+            {
+                mutations.push(entry);
+            }
             (r, self.writer.send(Some(reserved), mutations))
         };
         self.writer.wait(ticket).await?;

@@ -303,6 +303,12 @@ mod tests {
                 Err(StoreError::Task("connection closed".into()))
             }
         }
+        async fn audit(
+            &self,
+            _query: store::AuditQuery,
+        ) -> Result<Vec<store::AuditRow>, StoreError> {
+            Err(StoreError::Task("connection closed".into()))
+        }
         async fn ping(&self) -> Result<(), StoreError> {
             if self.pings_ok {
                 Ok(())
