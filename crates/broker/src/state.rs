@@ -68,6 +68,9 @@ pub fn new_secret(prefix: &str) -> String {
 /// The running broker's state, shared by every request.
 pub struct Broker {
     pools: RwLock<HashMap<String, SharedSlot>>,
+    /// The store, read directly only for what memory does not keep (the
+    /// audit log, rule T5); every write goes through `writer`.
+    pub store: Arc<dyn Store>,
     pub secrets: RwLock<Secrets>,
     pub writer: Arc<WriteQueue>,
     pub admin_token: String,
@@ -137,7 +140,8 @@ impl Broker {
         Broker {
             pools: RwLock::new(pools),
             secrets: RwLock::new(secrets),
-            writer: WriteQueue::start(store),
+            writer: WriteQueue::start(store.clone()),
+            store,
             admin_token,
             started_ms,
             rdp_front_door: RwLock::new(None),
