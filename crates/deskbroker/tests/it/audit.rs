@@ -380,3 +380,35 @@ async fn the_log_is_kept_and_bounded_on_postgresql() {
         "the newest stay"
     );
 }
+
+#[tokio::test]
+async fn the_cli_lists_the_log_with_filters() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = App::spawn(&dir);
+    drain_and_refusals_are_recorded(&app).await;
+    let (ok, out, err) = app.cli(&["audit", "list", "--actor", "credential:watcher"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("credential:watcher") && out.contains("403"),
+        "{out}"
+    );
+    assert!(!out.contains("admin "), "only the watcher's: {out}");
+    let (ok, out, err) = app.cli(&[
+        "audit",
+        "list",
+        "--host-pool",
+        "p",
+        "--limit",
+        "2",
+        "--output",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let list = v.as_array().expect("array");
+    assert_eq!(list.len(), 2, "{v}");
+    assert_eq!(list[1]["after"]["allowNewSession"], false, "{v}");
+    let (ok, _, err) = app.cli(&["audit", "list", "--since", "yesterday"]);
+    assert!(!ok);
+    assert!(err.contains("since"), "{err}");
+}
