@@ -209,7 +209,7 @@ impl SqliteStore {
 
     fn audit_sync(&self, q: &AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
         let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
-        let within = q.within_pools.as_ref().map(|p| to_json(p));
+        let within = q.within_pools.as_ref().map(to_json);
         let limit = q.limit.min(MAX_AUDIT_PAGE_ROWS) as i64;
         let mut stmt = conn.prepare_cached(
             "SELECT id, record FROM audit_log
