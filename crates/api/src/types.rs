@@ -582,3 +582,58 @@ pub struct CredentialOutput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
 }
+
+/// Reads an RFC 3339 time (any offset) as milliseconds since the epoch.
+pub fn parse_rfc3339(s: &str) -> Option<TimestampMs> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+/// One entry of the audit log (rule T5): who changed, or tried to change,
+/// what, the resource as the API showed it before and after (never a
+/// secret), and the HTTP status of the answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntryOutput {
+    /// Grows with every entry; `beforeId` continues a list below it.
+    pub id: i64,
+    /// RFC 3339, UTC, milliseconds.
+    pub time: String,
+    /// `admin`, `credential:NAME`, `host:POOL/HOST` or
+    /// `registration-token:POOL`.
+    pub actor: String,
+    /// `METHOD /api/v1/...`.
+    pub action: String,
+    /// The resource acted on, e.g. `hostPools/p/sessionHosts/h1`.
+    pub target: String,
+    /// The host pool of the resource; null for credentials.
+    pub host_pool: Option<String>,
+    /// The resource before; null when it did not exist or is not shown.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub before: Option<serde_json::Value>,
+    /// The resource after; null once removed, or when it is not shown.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub after: Option<serde_json::Value>,
+    /// The HTTP status of the answer (refusals are recorded too).
+    pub outcome: u16,
+    /// The caller's address, when known.
+    pub source: Option<String>,
+}
+
+/// Who the caller is (`GET /api/v1/whoami`), so that a client such as the
+/// web console shows only what the caller may do.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WhoAmIOutput {
+    /// `admin`, `operator`, `reader`, `portal`, or `host` (a host
+    /// credential).
+    pub role: String,
+    /// The credential's name; `admin` for the admin token, `POOL/HOST`
+    /// for a host credential.
+    pub name: String,
+    /// The pools it is limited to; empty: every pool.
+    pub host_pools: Vec<String>,
+}

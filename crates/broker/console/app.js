@@ -29,6 +29,21 @@ const live = document.getElementById('live');
 const nav = document.getElementById('nav');
 const signout = document.getElementById('signout');
 
+/**
+ * Who is signed in (GET /api/v1/whoami: role, name, pools), so that the
+ * console shows only what the role may do; the broker decides anyway
+ * (rule T1), this only spares people buttons that would be refused.
+ */
+let me = null;
+const may = {
+  /** Create, change and delete pools (admin). */
+  edit: () => me !== null && me.role === 'admin',
+  /** Drain, undrain, log off (admin, operator). */
+  operate: () => me !== null && (me.role === 'admin' || me.role === 'operator'),
+  /** Hosts, sessions, the audit log (all but portal). */
+  read: () => me !== null && me.role !== 'portal',
+};
+
 // ---------------------------------------------------------------- history
 
 /** pool name → [{t, n}]: its session count at each refresh, bounded. */
@@ -171,10 +186,25 @@ function route() {
     signIn();
     return;
   }
+  if (me === null) {
+    // A reload keeps the token (this tab only), not who it is: ask.
+    api('GET', '/whoami')
+      .then((who) => {
+        me = who;
+        route();
+      })
+      .catch((e) => {
+        if (e.status !== 401) signIn(e.toString());
+      });
+    return;
+  }
+  for (const a of nav.querySelectorAll('a[data-nav="sessions"], a[data-nav="audit"]')) a.hidden = !may.read();
+  setText(document.getElementById('whoami'), `${me.name} (${me.role})`);
   const { parts, params } = parseHash();
   if (parts[0] === 'pools' && parts.length === 1) show(poolsView(), 'pools');
-  else if (parts[0] === 'pools' && parts.length === 2) show(poolView(parts[1], params), 'pools');
-  else if (parts[0] === 'sessions') show(sessionsView(params), 'sessions');
+  else if (parts[0] === 'pools' && parts.length === 2 && may.read()) show(poolView(parts[1], params), 'pools');
+  else if (parts[0] === 'sessions' && may.read()) show(sessionsView(params), 'sessions');
+  else if (parts[0] === 'audit' && may.read()) show(auditView(params), 'audit');
   else location.hash = '#/pools';
 }
 
@@ -182,11 +212,13 @@ window.addEventListener('hashchange', route);
 
 signout.addEventListener('click', () => {
   token.clear();
+  me = null;
   signIn('Signed out.');
 });
 
 onUnauthorized((e) => {
   token.clear();
+  me = null;
   signIn(`The broker refused the token: ${e.toString()}`);
 });
 
@@ -253,6 +285,7 @@ function signIn(note) {
   setLive('');
   nav.hidden = true;
   signout.hidden = true;
+  setText(document.getElementById('whoami'), '');
   const input = h('input', { id: 'token', type: 'password', autocomplete: 'off', spellcheck: 'false', required: true });
   const err = message('signin-error');
   if (note) say(err, note, 'info');
@@ -264,10 +297,11 @@ function signIn(note) {
     h(
       'p',
       {},
-      'Paste the broker’s admin token (DATA_DIR/admin.token, or DESKBROKER_ADMIN_TOKEN). ',
+      'Paste the broker’s admin token (DATA_DIR/admin.token, or DESKBROKER_ADMIN_TOKEN), ',
+      'or a credential’s token (deskbroker credential create): the console shows what its role may do. ',
       'It stays in this browser tab only and is sent only in the Authorization header.',
     ),
-    field('Admin token', input),
+    field('Token', input),
     button,
     err,
   );
@@ -275,14 +309,15 @@ function signIn(note) {
     e.preventDefault();
     const t = input.value.trim();
     if (!t) {
-      say(err, 'Paste the admin token first.', 'error');
+      say(err, 'Paste a token first.', 'error');
       return;
     }
     button.disabled = true;
     say(err, 'Checking…', 'info');
     try {
-      await api('GET', '/hostPools', undefined, t);
+      const who = await api('GET', '/whoami', undefined, t);
       token.set(t);
+      me = who;
       input.value = '';
       route();
     } catch (ex) {
@@ -311,7 +346,7 @@ function poolsView() {
     ),
     tbody,
   );
-  v.el = h('section', { class: 'view' }, h('h1', {}, 'Host pools'), h('div', { class: 'scroll' }, table), empty, createPoolForm());
+  v.el = h('section', { class: 'view' }, h('h1', {}, 'Host pools'), h('div', { class: 'scroll' }, table), empty, may.edit() ? createPoolForm() : null);
   v.refresh = async () => {
     const r = await api('GET', '/hostPools');
     if (v.closed) return;
@@ -326,7 +361,7 @@ function poolsView() {
         h(
           'tr',
           { dataset: { pool: p.name } },
-          h('th', { scope: 'row' }, h('a', { href: `#/pools/${seg(p.name)}` }, p.name)),
+          h('th', { scope: 'row' }, may.read() ? h('a', { href: `#/pools/${seg(p.name)}` }, p.name) : p.name),
           h('td', { class: 'type' }),
           h('td', { class: 'lb' }),
           h('td', { class: 'limit num' }),
@@ -520,7 +555,7 @@ function poolView(name, params) {
     h('p', { class: 'crumbs' }, h('a', { href: '#/pools' }, 'Host pools'), ' › ', name, ' · ', h('a', { href: `#/sessions${query({ pool: name })}` }, 'its sessions')),
     h('h1', {}, name),
     notFound,
-    h('div', { class: 'pool-top' }, h('div', {}, summary, trend), settings),
+    h('div', { class: 'pool-top' }, h('div', {}, summary, trend), may.edit() ? settings : null),
     h('h2', {}, 'Sessions and load per host'),
     heatNote,
     heat,
@@ -625,7 +660,10 @@ function poolView(name, params) {
 
 function hostRow(pool, x, errorEl) {
   const toggle = h('input', { type: 'checkbox', role: 'switch', class: 'drain', dataset: { host: x.name }, id: `allow-${x.name}` });
-  const label = h('label', { class: 'switch', for: toggle.id }, toggle, h('span', { class: 'switch-text' }));
+  // A role that may not drain sees the state, not a switch.
+  const label = may.operate()
+    ? h('label', { class: 'switch', for: toggle.id }, toggle, h('span', { class: 'switch-text' }))
+    : h('span', {}, h('span', { class: 'switch-text' }));
   const sessions = bar('sessions');
   const load = bar('load');
   const tr = h(
@@ -669,7 +707,7 @@ function updateHostRow(tr, x, p, most) {
   status.className = `status ${x.status.toLowerCase()}`;
   if (!tr.dataset.busy) {
     const toggle = tr.querySelector('input.drain');
-    toggle.checked = x.allowNewSession;
+    if (toggle) toggle.checked = x.allowNewSession;
     setText(tr.querySelector('.switch-text'), x.allowNewSession ? 'Accepting' : 'Draining');
   }
   tr.classList.toggle('drained', !x.allowNewSession);
@@ -822,8 +860,71 @@ function sessionRow(pool, x, errorEl) {
     h('td', { class: 'state' }),
     h('td', { class: 'created' }),
     h('td', { class: 'id' }, h('code', {}, x.id)),
-    h('td', {}, button),
+    h('td', {}, may.operate() ? button : null),
   );
+}
+
+// ---------------------------------------------------------------- audit
+
+/** The audit log (rule T5), newest first, one page, filtered by actor and pool. */
+function auditView(params) {
+  const v = { closed: false };
+  const actor = params.get('actor') || '';
+  const pool = params.get('pool') || '';
+  const actorIn = h('input', { id: 'audit-actor', type: 'text', value: actor, autocomplete: 'off', placeholder: 'credential:helpdesk' });
+  const poolIn = h('input', { id: 'audit-pool', type: 'text', value: pool, autocomplete: 'off' });
+  const filter = h('form', { id: 'audit-filter', class: 'card inline', method: 'get', novalidate: true }, field('Actor', actorIn), field('Host pool', poolIn), h('button', { type: 'submit' }, 'Filter'));
+  filter.addEventListener('submit', (e) => {
+    e.preventDefault();
+    location.hash = `#/audit${query({ actor: actorIn.value.trim(), pool: poolIn.value.trim() })}`;
+  });
+  const errorEl = message('audit-error');
+  const tbody = h('tbody');
+  const table = h(
+    'table',
+    { id: 'audit-table', class: 'grid' },
+    h('thead', {}, h('tr', {}, th('Time'), th('Actor'), th('Action'), th('Outcome', 'num'), th('Change'))),
+    tbody,
+  );
+  const empty = h('p', { class: 'muted', hidden: true }, 'No entries.');
+  v.el = h('section', { class: 'view' }, h('h1', {}, 'Audit log'), filter, errorEl, h('div', { class: 'scroll' }, table), empty);
+  v.refresh = async () => {
+    const r = await api('GET', `/auditLog${query({ actor, hostPool: pool, pageSize: 100 })}`);
+    if (v.closed) return;
+    empty.hidden = r.value.length > 0;
+    keyedRows(
+      tbody,
+      r.value,
+      (e) => String(e.id),
+      (e) =>
+        h(
+          'tr',
+          { dataset: { id: String(e.id), actor: e.actor } },
+          h('td', { class: 'time' }, e.time),
+          h('th', { scope: 'row', class: 'actor' }, e.actor),
+          h('td', { class: 'action' }, h('code', {}, e.action)),
+          h('td', { class: `outcome num${e.outcome >= 400 ? ' refused' : ''}` }, String(e.outcome)),
+          h('td', { class: 'change' }, changeText(e.before, e.after)),
+        ),
+      () => {},
+    );
+  };
+  v.failed = (e) => say(errorEl, e.toString(), 'error');
+  return v;
+}
+
+/** What changed between two JSON objects, as `field: old → new`, briefly. */
+function changeText(before, after) {
+  if (before === null && after === null) return '—';
+  if (before === null) return 'created';
+  if (after === null) return 'removed';
+  const diffs = [];
+  for (const k of Object.keys(after)) {
+    const a = JSON.stringify(before[k]);
+    const b = JSON.stringify(after[k]);
+    if (a !== b && !['lastHeartBeat', 'metrics', 'loadIndex'].includes(k)) diffs.push(`${k}: ${a} → ${b}`);
+  }
+  return diffs.length ? diffs.slice(0, 4).join('; ') : 'no change';
 }
 
 // ---------------------------------------------------------------- start

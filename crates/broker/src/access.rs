@@ -191,6 +191,10 @@ pub const TABLE: &[Rule] = &[
         Scope::Global,
     ),
     rule("GET", "/metrics", READERS, false, Scope::Global),
+    // Rule T5: a credential limited to some pools sees their entries only
+    // (the handler narrows the query).
+    rule("GET", "/api/v1/auditLog", READERS, false, Scope::PoolList),
+    rule("GET", "/api/v1/whoami", ALL, false, Scope::PoolList),
 ];
 
 /// The entry for a method and route pattern, if there is one.

@@ -399,6 +399,9 @@ impl Broker {
                 // revoked or used up by a registration that ran meanwhile.
                 let mut grant = self.token_grant(&token_hash)?;
                 let mut mutations = Vec::new();
+                let before = p
+                    .host(&name)
+                    .and_then(|h| serde_json::to_value(SessionHostOutput::from(h)).ok());
                 let spec = match p.host(&name) {
                     Some(h) => {
                         let own = caller.as_ref().is_some_and(|c| match c {
@@ -477,6 +480,24 @@ impl Broker {
                     credential: HostCredential {
                         host: name.clone(),
                         hash,
+                    },
+                });
+                // Rule T5: the registration, with the host (never its
+                // credential or the token), in the same transaction.
+                mutations.push(Mutation::AppendAudit {
+                    entry: store::AuditEntry {
+                        time_ms: now,
+                        actor: caller.as_ref().map_or_else(
+                            || format!("registration-token:{}", p.name()),
+                            crate::audit::actor,
+                        ),
+                        action: "POST /api/v1/register".into(),
+                        target: format!("hostPools/{}/sessionHosts/{name}", p.name()),
+                        host_pool: Some(p.name().to_string()),
+                        before,
+                        after: serde_json::to_value(&out).ok(),
+                        outcome: if upsert == Upsert::Created { 201 } else { 200 },
+                        source: None,
                     },
                 });
                 Ok(((upsert, out), mutations))

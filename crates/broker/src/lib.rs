@@ -9,6 +9,7 @@
 
 pub mod access;
 pub mod api;
+pub mod audit;
 pub mod connect;
 pub mod enroll;
 pub mod error;

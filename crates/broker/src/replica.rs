@@ -94,6 +94,8 @@ pub struct ReplicaConfig {
     pub rdp_front_door: Option<String>,
     /// `serve --api-rate-limit` (rule T4; 0 = none).
     pub api_rate_limit_per_second: u32,
+    /// `serve --audit-retention-days`, `--audit-max-entries` (rule T5).
+    pub audit_retention: crate::writer::AuditRetention,
 }
 
 /// What this replica is now.
@@ -279,6 +281,9 @@ impl Replica {
             self.config.api_rate_limit_per_second,
             std::sync::atomic::Ordering::Relaxed,
         );
+        broker
+            .writer
+            .set_audit_retention(self.config.audit_retention);
         let router = crate::api::router(broker.clone());
         let ticker = crate::spawn_ticker(broker.clone()).abort_handle();
         self.role.send_replace(Role::Leader(Arc::new(Leading {

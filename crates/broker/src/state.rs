@@ -68,6 +68,9 @@ pub fn new_secret(prefix: &str) -> String {
 /// The running broker's state, shared by every request.
 pub struct Broker {
     pools: RwLock<HashMap<String, SharedSlot>>,
+    /// The store, read directly only for what memory does not keep (the
+    /// audit log, rule T5); every write goes through `writer`.
+    pub store: Arc<dyn Store>,
     pub secrets: RwLock<Secrets>,
     pub writer: Arc<WriteQueue>,
     pub admin_token: String,
@@ -140,7 +143,8 @@ impl Broker {
         Broker {
             pools: RwLock::new(pools),
             secrets: RwLock::new(secrets),
-            writer: WriteQueue::start(store),
+            writer: WriteQueue::start(store.clone()),
+            store,
             ticket_key: api::ticket::TicketKey::derive(&admin_token),
             admin_token,
             started_ms,
@@ -228,12 +232,21 @@ impl Broker {
             if s.deleted {
                 return Err(BrokerError::PoolNotFound(pool.to_string()));
             }
+            // An audited request's entry goes with its change (rule T5).
+            let before = crate::audit::before_write(&s.pool);
             let r = f(&mut s.pool, now_ms());
             let mut mutations = mutations_for(&mut s.pool);
             let r = r.map(|(r, extra)| {
                 mutations.extend(extra);
                 r
             });
+            if r.is_ok()
+                && !mutations.is_empty()
+                && let Some(before) = before
+                && let Some(entry) = crate::audit::after_write(&s.pool, before, &mutations)
+            {
+                mutations.push(entry);
+            }
             (r, self.writer.send(Some(reserved), mutations))
         };
         self.writer.wait(ticket).await?;

@@ -34,6 +34,34 @@ pub const RESERVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// answers ([`Store::ping`]), so that a lost database is noticed within
 /// about this long even when nothing is written.
 pub const PING_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the writer bounds the audit log (rule T5): it adds one
+/// [`Mutation::PruneAudit`] to the batch it is writing (or writes one
+/// alone when idle), which removes at most a chunk of entries per bound,
+/// through an index, so a prune costs little even on a storm.
+pub const AUDIT_PRUNE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long and how many audit entries are kept (`serve
+/// --audit-retention-days`, `--audit-max-entries`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuditRetention {
+    pub max_age_ms: i64,
+    pub max_rows: u64,
+}
+
+impl AuditRetention {
+    /// 90 days, 1,000,000 entries.
+    pub const DEFAULT: AuditRetention = AuditRetention {
+        max_age_ms: 90 * 86_400_000,
+        max_rows: 1_000_000,
+    };
+
+    fn prune(self, now_ms: i64) -> Mutation {
+        Mutation::PruneAudit {
+            older_than_ms: now_ms.saturating_sub(self.max_age_ms),
+            max_rows: self.max_rows,
+        }
+    }
+}
 
 struct WriteRequest {
     lsn: u64,
@@ -56,6 +84,8 @@ pub struct WriteQueue {
     /// they are never answered from memory. Filled before `failed` is set,
     /// and only then.
     unsaved: Arc<Mutex<HashSet<(String, String)>>>,
+    /// Read by the writer at each prune.
+    retention: Arc<Mutex<AuditRetention>>,
 }
 
 /// A reserved slot in the queue, taken before the engine is touched so that
@@ -77,12 +107,14 @@ impl WriteQueue {
         let (durable_tx, durable) = watch::channel(0);
         let (failed_tx, failed) = watch::channel(None);
         let unsaved = Arc::new(Mutex::new(HashSet::new()));
+        let retention = Arc::new(Mutex::new(AuditRetention::DEFAULT));
         tokio::spawn(run_writer(
             store,
             rx,
             durable_tx,
             failed_tx,
             unsaved.clone(),
+            retention.clone(),
         ));
         Arc::new(WriteQueue {
             tx,
@@ -90,7 +122,14 @@ impl WriteQueue {
             durable,
             failed,
             unsaved,
+            retention,
         })
+    }
+
+    /// Sets how long and how many audit entries are kept; the next prune
+    /// applies it.
+    pub fn set_audit_retention(&self, retention: AuditRetention) {
+        *self.retention.lock().unwrap_or_else(|p| p.into_inner()) = retention;
     }
 
     /// Whether the session `id` of `pool` is known to be durable as memory
@@ -198,13 +237,27 @@ async fn run_writer(
     durable: watch::Sender<u64>,
     failed: watch::Sender<Option<String>>,
     unsaved: Arc<Mutex<HashSet<(String, String)>>>,
+    retention: Arc<Mutex<AuditRetention>>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH_REQUESTS);
+    let mut next_prune = tokio::time::Instant::now() + AUDIT_PRUNE_INTERVAL;
+    let mut prune_due = || {
+        let now = tokio::time::Instant::now();
+        (now >= next_prune).then(|| {
+            next_prune = now + AUDIT_PRUNE_INTERVAL;
+            let r = *retention.lock().unwrap_or_else(|p| p.into_inner());
+            r.prune(crate::state::now_ms())
+        })
+    };
     loop {
         let received = tokio::select! {
             n = rx.recv_many(&mut batch, MAX_BATCH_REQUESTS) => n,
             () = tokio::time::sleep(PING_INTERVAL) => {
-                if let Err(e) = store.ping().await {
+                let checked = match prune_due() {
+                    Some(prune) => store.apply(vec![prune].into()).await,
+                    None => store.ping().await,
+                };
+                if let Err(e) = checked {
                     fail(e.to_string(), &[], &mut batch, &mut rx, &failed, &unsaved).await;
                     return;
                 }
@@ -218,6 +271,7 @@ async fn run_writer(
         let mutations: Arc<[Mutation]> = batch
             .iter_mut()
             .flat_map(|r| std::mem::take(&mut r.mutations))
+            .chain(prune_due())
             .collect();
         let started = std::time::Instant::now();
         let result = store.apply(mutations.clone()).await;
@@ -302,6 +356,12 @@ mod tests {
             } else {
                 Err(StoreError::Task("connection closed".into()))
             }
+        }
+        async fn audit(
+            &self,
+            _query: store::AuditQuery,
+        ) -> Result<Vec<store::AuditRow>, StoreError> {
+            Err(StoreError::Task("connection closed".into()))
         }
         async fn ping(&self) -> Result<(), StoreError> {
             if self.pings_ok {

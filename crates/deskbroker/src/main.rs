@@ -48,6 +48,8 @@ enum Command {
     Connect(cli::connect::ConnectArgs),
     /// Create, list and revoke API credentials with roles (admin only).
     Credential(cli::credential::CredentialArgs),
+    /// List the audit log: who changed what, newest first (rule T5).
+    Audit(cli::audit::AuditArgs),
 }
 
 impl Command {
@@ -78,6 +80,7 @@ async fn main() -> ExitCode {
         Command::Session(session_args) => cli::session::run(session_args).await,
         Command::Connect(connect_args) => cli::connect::run(connect_args).await,
         Command::Credential(credential_args) => cli::credential::run(credential_args).await,
+        Command::Audit(audit_args) => cli::audit::run(audit_args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -123,8 +123,37 @@ pub struct ServeArgs {
         default_value_t = 0
     )]
     pub api_rate_limit: u32,
+    /// Days the audit log keeps an entry (rule T5); older ones are pruned.
+    #[arg(
+        long = "audit-retention-days",
+        env = "DESKBROKER_AUDIT_RETENTION_DAYS",
+        value_name = "N",
+        default_value_t = 90,
+        value_parser = clap::value_parser!(u32).range(1..=36_500)
+    )]
+    pub audit_retention_days: u32,
+    /// Most entries the audit log keeps (rule T5); the oldest beyond this
+    /// are pruned.
+    #[arg(
+        long = "audit-max-entries",
+        env = "DESKBROKER_AUDIT_MAX_ENTRIES",
+        value_name = "N",
+        default_value_t = 1_000_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub audit_max_entries: u64,
     #[command(flatten)]
     pub front_door: crate::gateway_cmd::FrontDoorFlags,
+}
+
+impl ServeArgs {
+    /// The audit log's bounds (rule T5) from the flags.
+    fn audit_retention(&self) -> broker::writer::AuditRetention {
+        broker::writer::AuditRetention {
+            max_age_ms: i64::from(self.audit_retention_days) * 86_400_000,
+            max_rows: self.audit_max_entries,
+        }
+    }
 }
 
 /// The listener's TLS, if any: the given files; none when asked for plain
@@ -258,6 +287,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     broker
         .api_rate_limit_per_second
         .store(args.api_rate_limit, std::sync::atomic::Ordering::Relaxed);
+    broker.writer.set_audit_retention(args.audit_retention());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -348,6 +378,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         admin_token: token.clone(),
         rdp_front_door: rdp_public,
         api_rate_limit_per_second: args.api_rate_limit,
+        audit_retention: args.audit_retention(),
     })
     .await
     .map_err(anyhow::Error::msg)

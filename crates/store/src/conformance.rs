@@ -11,7 +11,9 @@ use placement::{
     PoolCounters, Session, SessionState,
 };
 
-use crate::{ApiCredential, HostCredential, Mutation, RegistrationToken, Store};
+use crate::{
+    ApiCredential, AuditEntry, AuditQuery, HostCredential, Mutation, RegistrationToken, Store,
+};
 
 /// Opens the storage named by the case (see the module documentation).
 pub type Opener<'a> = &'a (dyn Fn(&str) -> Box<dyn Store> + Sync);
@@ -25,6 +27,9 @@ pub async fn run_all(open: Opener<'_>) {
     puts_replace_and_counters_update(open).await;
     a_token_keeps_its_bound_and_count(open).await;
     api_credentials_are_kept_replaced_and_revoked(open).await;
+    the_audit_log_is_appended_queried_newest_first_and_paged(open).await;
+    an_audit_entry_commits_with_its_batch_or_not_at_all(open).await;
+    the_audit_log_is_pruned_by_age_and_count(open).await;
 }
 
 pub fn pool(name: &str) -> PoolConfig {
@@ -383,4 +388,265 @@ async fn api_credentials_are_kept_replaced_and_revoked(open: Opener<'_>) {
         snap.pools.is_empty(),
         "api_credentials_are_kept_replaced_and_revoked: no pools"
     );
+}
+
+/// An audit entry at `time_ms` by `actor`, on `pool` if any.
+pub fn audit_entry(time_ms: i64, actor: &str, pool: Option<&str>) -> AuditEntry {
+    AuditEntry {
+        time_ms,
+        actor: actor.into(),
+        action: format!(
+            "PATCH /api/v1/hostPools/{}/sessionHosts/h1",
+            pool.unwrap_or("-")
+        ),
+        target: "hostPools/p/sessionHosts/h1".into(),
+        host_pool: pool.map(str::to_string),
+        before: Some(serde_json::json!({"allowNewSession": true, "note": "ünïcode"})),
+        after: None,
+        outcome: 200,
+        source: Some("127.0.0.1:5000".into()),
+    }
+}
+
+fn append(entry: AuditEntry) -> Mutation {
+    Mutation::AppendAudit { entry }
+}
+
+/// Rule T5: entries survive a reopen and come back whole, newest first;
+/// each filter narrows; a page continues below the last id it showed.
+async fn the_audit_log_is_appended_queried_newest_first_and_paged(open: Opener<'_>) {
+    let case = "the_audit_log_is_appended_queried_newest_first_and_paged";
+    let store = open("audit-query");
+    let mut batch = seed_batch("p");
+    batch.push(append(audit_entry(1_000, "admin", Some("p"))));
+    batch.push(append(audit_entry(2_000, "credential:ops", Some("q"))));
+    store.apply(batch.into()).await.expect("apply");
+    store
+        .apply(
+            vec![
+                append(audit_entry(3_000, "admin", None)),
+                append(audit_entry(4_000, "credential:ops", Some("p"))),
+                append(audit_entry(5_000, "admin", Some("p"))),
+            ]
+            .into(),
+        )
+        .await
+        .expect("apply");
+    drop(store);
+    let store = open("audit-query");
+    let times = |rows: &[crate::AuditRow]| rows.iter().map(|r| r.entry.time_ms).collect::<Vec<_>>();
+    let all = store
+        .audit(AuditQuery {
+            limit: 100,
+            ..AuditQuery::default()
+        })
+        .await
+        .expect("query");
+    assert_eq!(
+        times(&all),
+        [5_000, 4_000, 3_000, 2_000, 1_000],
+        "{case}: newest first"
+    );
+    assert_eq!(
+        all[4].entry,
+        audit_entry(1_000, "admin", Some("p")),
+        "{case}: whole"
+    );
+    assert!(
+        all.windows(2).all(|w| w[0].id > w[1].id),
+        "{case}: ids grow"
+    );
+    let q = |f: &dyn Fn(&mut AuditQuery)| {
+        let mut q = AuditQuery {
+            limit: 100,
+            ..AuditQuery::default()
+        };
+        f(&mut q);
+        q
+    };
+    let got = store
+        .audit(q(&|q| q.since_ms = Some(3_000)))
+        .await
+        .expect("since");
+    assert_eq!(times(&got), [5_000, 4_000, 3_000], "{case}: since");
+    let got = store
+        .audit(q(&|q| q.actor = Some("credential:ops".into())))
+        .await
+        .expect("actor");
+    assert_eq!(times(&got), [4_000, 2_000], "{case}: actor");
+    let got = store
+        .audit(q(&|q| q.host_pool = Some("p".into())))
+        .await
+        .expect("pool");
+    assert_eq!(times(&got), [5_000, 4_000, 1_000], "{case}: pool");
+    let got = store
+        .audit(q(&|q| q.within_pools = Some(vec!["q".into(), "x".into()])))
+        .await
+        .expect("within");
+    assert_eq!(
+        times(&got),
+        [2_000],
+        "{case}: within pools (no entry without a pool)"
+    );
+    let got = store
+        .audit(q(&|q| q.within_pools = Some(Vec::new())))
+        .await
+        .expect("within none");
+    assert!(got.is_empty(), "{case}: within no pool");
+    let got = store
+        .audit(q(&|q| {
+            q.actor = Some("admin".into());
+            q.host_pool = Some("p".into());
+            q.since_ms = Some(2_000);
+        }))
+        .await
+        .expect("all filters");
+    assert_eq!(times(&got), [5_000], "{case}: filters combine");
+    // Pages of two: [5000, 4000], then below 4000's id [3000, 2000], [1000].
+    let mut pages = Vec::new();
+    let mut before_id = None;
+    loop {
+        let page = store
+            .audit(q(&|q| {
+                q.limit = 2;
+                q.before_id = before_id;
+            }))
+            .await
+            .expect("page");
+        if page.is_empty() {
+            break;
+        }
+        before_id = page.last().map(|r| r.id);
+        pages.push(times(&page));
+    }
+    assert_eq!(
+        pages,
+        [vec![5_000, 4_000], vec![3_000, 2_000], vec![1_000]],
+        "{case}: pages"
+    );
+    let got = store
+        .audit(q(&|q| q.limit = usize::MAX))
+        .await
+        .expect("huge limit");
+    assert_eq!(got.len(), 5, "{case}: a huge limit is capped, not an error");
+}
+
+/// An audit entry in a batch that fails is not kept, and one in a batch
+/// that commits is kept with the change it records.
+async fn an_audit_entry_commits_with_its_batch_or_not_at_all(open: Opener<'_>) {
+    let case = "an_audit_entry_commits_with_its_batch_or_not_at_all";
+    let store = open("audit-atomic");
+    store.apply(seed_batch("p").into()).await.expect("apply");
+    let bad = vec![
+        append(audit_entry(1_000, "admin", Some("p"))),
+        Mutation::PutSession {
+            pool: "p".into(),
+            session: session("s9", "nope", "carol"),
+        },
+    ];
+    assert!(store.apply(bad.into()).await.is_err(), "{case}: refused");
+    let all = || AuditQuery {
+        limit: 100,
+        ..AuditQuery::default()
+    };
+    assert!(
+        store.audit(all()).await.expect("query").is_empty(),
+        "{case}: nothing kept"
+    );
+    let mut h = host("h1", 2);
+    h.spec.allow_new_session = false;
+    store
+        .apply(
+            vec![
+                Mutation::PutHost {
+                    pool: "p".into(),
+                    host: h.clone(),
+                },
+                append(audit_entry(2_000, "admin", Some("p"))),
+            ]
+            .into(),
+        )
+        .await
+        .expect("apply");
+    drop(store);
+    let store = open("audit-atomic");
+    let snap = store.load().await.expect("load");
+    assert_eq!(snap.pools[0].hosts[1], h, "{case}: the change");
+    let got = store.audit(all()).await.expect("query");
+    assert_eq!(got.len(), 1, "{case}: and its entry");
+    assert_eq!(got[0].entry.time_ms, 2_000, "{case}");
+}
+
+/// Retention: a prune removes entries older than its cutoff and all but
+/// the newest `max_rows`, and leaves the rest.
+async fn the_audit_log_is_pruned_by_age_and_count(open: Opener<'_>) {
+    let case = "the_audit_log_is_pruned_by_age_and_count";
+    let store = open("audit-prune");
+    let batch: Vec<Mutation> = (1..=10)
+        .map(|i| append(audit_entry(i * 1_000, "admin", Some("p"))))
+        .collect();
+    store.apply(batch.into()).await.expect("apply");
+    let all = || AuditQuery {
+        limit: 100,
+        ..AuditQuery::default()
+    };
+    let times =
+        |rows: Vec<crate::AuditRow>| rows.iter().map(|r| r.entry.time_ms).collect::<Vec<_>>();
+    // Older than 3,000: 1,000 and 2,000 go.
+    store
+        .apply(
+            vec![Mutation::PruneAudit {
+                older_than_ms: 3_000,
+                max_rows: u64::MAX,
+            }]
+            .into(),
+        )
+        .await
+        .expect("prune by age");
+    assert_eq!(
+        times(store.audit(all()).await.expect("query")),
+        [10_000, 9_000, 8_000, 7_000, 6_000, 5_000, 4_000, 3_000],
+        "{case}: by age"
+    );
+    // At most 3 rows, with an append in the same batch: the newest 3 stay.
+    store
+        .apply(
+            vec![
+                append(audit_entry(11_000, "admin", None)),
+                Mutation::PruneAudit {
+                    older_than_ms: 0,
+                    max_rows: 3,
+                },
+            ]
+            .into(),
+        )
+        .await
+        .expect("prune by count");
+    drop(store);
+    let store = open("audit-prune");
+    assert_eq!(
+        times(store.audit(all()).await.expect("query")),
+        [11_000, 10_000, 9_000],
+        "{case}: by count"
+    );
+    store
+        .apply(
+            vec![Mutation::PruneAudit {
+                older_than_ms: i64::MAX,
+                max_rows: 0,
+            }]
+            .into(),
+        )
+        .await
+        .expect("prune all");
+    assert!(
+        store.audit(all()).await.expect("query").is_empty(),
+        "{case}: emptied"
+    );
+    store
+        .apply(vec![append(audit_entry(12_000, "admin", None))].into())
+        .await
+        .expect("append after emptying");
+    let got = store.audit(all()).await.expect("query");
+    assert_eq!(got.len(), 1, "{case}");
 }

@@ -81,6 +81,75 @@ pub enum Mutation {
     DeleteApiCredential {
         name: String,
     },
+    /// Appends an entry to the audit log (rule T5), in the batch of the
+    /// change it records when there is one, so both commit together.
+    AppendAudit {
+        entry: AuditEntry,
+    },
+    /// Bounds the audit log: removes entries older than `older_than_ms`
+    /// and all but the newest `max_rows`, at most [`AUDIT_PRUNE_CHUNK_ROWS`]
+    /// of each a time, so that one prune never makes a long transaction
+    /// (the writer prunes again a while later until the log is in bounds).
+    PruneAudit {
+        older_than_ms: i64,
+        max_rows: u64,
+    },
+}
+
+/// How many audit entries one [`Mutation::PruneAudit`] removes at most for
+/// each of its two bounds (age and count).
+pub const AUDIT_PRUNE_CHUNK_ROWS: u64 = 10_000;
+
+/// Most entries one [`Store::audit`] query answers.
+pub const MAX_AUDIT_PAGE_ROWS: usize = 1000;
+
+/// One entry of the audit log (rule T5): who changed or tried to change
+/// what, the resource before and after (never a secret), and the HTTP
+/// status of the answer. Kept as JSON; `time_ms`, `actor` and `host_pool`
+/// are also columns, for the query's filters and the retention.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AuditEntry {
+    pub time_ms: i64,
+    /// `admin`, `credential:NAME`, `host:POOL/HOST`, or
+    /// `registration-token:POOL`.
+    pub actor: String,
+    /// `METHOD PATH`, as the request spelt its path.
+    pub action: String,
+    /// The resource acted on (`hostPools/p/sessionHosts/h1`).
+    pub target: String,
+    /// The pool the resource belongs to, if any (credentials limited to
+    /// some pools see only the entries of theirs).
+    pub host_pool: Option<String>,
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+    /// The answer's HTTP status (a refusal is recorded too).
+    pub outcome: u16,
+    /// The caller's address, when known.
+    pub source: Option<String>,
+}
+
+/// An entry as the store keeps it: `id` grows with every append, so the
+/// newest entry has the largest, and a page continues below the last id
+/// it showed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuditRow {
+    pub id: i64,
+    pub entry: AuditEntry,
+}
+
+/// Which entries a [`Store::audit`] query answers: newest first, those
+/// matching every filter given, below `before_id`, at most `limit` (capped
+/// at [`MAX_AUDIT_PAGE_ROWS`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AuditQuery {
+    pub since_ms: Option<i64>,
+    pub actor: Option<String>,
+    pub host_pool: Option<String>,
+    /// Only entries of these pools (a credential limited to some pools);
+    /// None: every entry, with or without a pool.
+    pub within_pools: Option<Vec<String>>,
+    pub before_id: Option<i64>,
+    pub limit: usize,
 }
 
 /// An API credential with a role (rule T1), kept only as the SHA-256 (hex)
@@ -167,4 +236,8 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// Entries of the audit log, newest first (see [`AuditQuery`]). The log
+    /// is never loaded into memory: it is read from the store on demand.
+    async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRow>, StoreError>;
 }

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, params};
 
 use crate::{
-    ApiCredential, HostCredential, Mutation, PoolRecord, RegistrationToken, Snapshot, Store,
-    StoreError,
+    AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, AuditQuery, AuditRow, HostCredential,
+    MAX_AUDIT_PAGE_ROWS, Mutation, PoolRecord, RegistrationToken, Snapshot, Store, StoreError,
 };
 
 /// Migrations, in order; `user_version` is how many have been applied.
@@ -67,6 +67,18 @@ const MIGRATIONS: &[&str] = &[
         name TEXT PRIMARY KEY,
         record TEXT NOT NULL
      ) STRICT, WITHOUT ROWID;",
+    // 5: the audit log (rule T5). The id orders entries (AUTOINCREMENT:
+    // never reused, even once pruning empties the table, so a page's
+    // continuation stays meaningful); the record is JSON; time, actor and
+    // pool are columns for the filters, time indexed for the retention.
+    "CREATE TABLE audit_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time_ms INTEGER NOT NULL,
+        actor TEXT NOT NULL,
+        host_pool TEXT,
+        record TEXT NOT NULL
+     ) STRICT;
+     CREATE INDEX audit_log_by_time ON audit_log (time_ms);",
 ];
 
 /// SQLite behind a mutex: the broker's writer is the only frequent caller,
@@ -74,6 +86,9 @@ const MIGRATIONS: &[&str] = &[
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// A second connection for reading the audit log: WAL lets it read
+    /// while the writer commits, so a query never holds a batch up.
+    reader: Arc<Mutex<Connection>>,
 }
 
 impl SqliteStore {
@@ -93,8 +108,11 @@ impl SqliteStore {
         // Checkpoints run on their own connection and thread (below), not
         // inside a commit, so a placement never waits for one.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let reader = Connection::open(dir.join("deskbroker.sqlite3"))?;
+        reader.busy_timeout(std::time::Duration::from_secs(5))?;
         let mut store = SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
+            reader: Arc::new(Mutex::new(reader)),
         };
         store.migrate()?;
         spawn_checkpointer(dir.join("deskbroker.sqlite3"), Arc::downgrade(&store.conn))?;
@@ -187,6 +205,34 @@ impl SqliteStore {
             credentials.push(from_json::<ApiCredential>(&row?)?);
         }
         Ok(Snapshot { pools, credentials })
+    }
+
+    fn audit_sync(&self, q: &AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
+        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let within = q.within_pools.as_ref().map(to_json);
+        let limit = q.limit.min(MAX_AUDIT_PAGE_ROWS) as i64;
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, record FROM audit_log
+             WHERE (?1 IS NULL OR time_ms >= ?1)
+               AND (?2 IS NULL OR actor = ?2)
+               AND (?3 IS NULL OR host_pool = ?3)
+               AND (?4 IS NULL OR host_pool IN (SELECT value FROM json_each(?4)))
+               AND (?5 IS NULL OR id < ?5)
+             ORDER BY id DESC LIMIT ?6",
+        )?;
+        let rows = stmt.query_map(
+            params![q.since_ms, q.actor, q.host_pool, within, q.before_id, limit],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, record) = row?;
+            out.push(AuditRow {
+                id,
+                entry: from_json(&record)?,
+            });
+        }
+        Ok(out)
     }
 
     fn apply_sync(&self, batch: &[Mutation]) -> Result<(), StoreError> {
@@ -340,6 +386,37 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
             tx.prepare_cached("DELETE FROM api_credentials WHERE name = ?1")?
                 .execute([name])?;
         }
+        Mutation::AppendAudit { entry } => {
+            tx.prepare_cached(
+                "INSERT INTO audit_log (time_ms, actor, host_pool, record)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                entry.time_ms,
+                entry.actor,
+                entry.host_pool,
+                to_json(entry)
+            ])?;
+        }
+        Mutation::PruneAudit {
+            older_than_ms,
+            max_rows,
+        } => {
+            let chunk = AUDIT_PRUNE_CHUNK_ROWS as i64;
+            tx.prepare_cached(
+                "DELETE FROM audit_log WHERE id IN
+                   (SELECT id FROM audit_log WHERE time_ms < ?1 ORDER BY time_ms LIMIT ?2)",
+            )?
+            .execute(params![older_than_ms, chunk])?;
+            let keep = i64::try_from(*max_rows).unwrap_or(i64::MAX);
+            tx.prepare_cached(
+                "DELETE FROM audit_log WHERE id IN
+                   (SELECT id FROM audit_log
+                     WHERE id <= (SELECT max(id) FROM audit_log) - ?1
+                     ORDER BY id LIMIT ?2)",
+            )?
+            .execute(params![keep, chunk])?;
+        }
     }
     Ok(())
 }
@@ -375,6 +452,13 @@ impl Store for SqliteStore {
     async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.apply_sync(&batch))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.audit_sync(&query))
             .await
             .map_err(|e| StoreError::Task(e.to_string()))?
     }

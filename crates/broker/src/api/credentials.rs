@@ -25,7 +25,7 @@ pub const MAX_CREDENTIAL_SECONDS: u64 = 10 * 365 * 86_400;
 /// Most host pools one credential may be limited to.
 pub const MAX_CREDENTIAL_POOLS: usize = 1000;
 
-fn output(c: &ApiCredential, token: Option<String>) -> CredentialOutput {
+pub(crate) fn output(c: &ApiCredential, token: Option<String>) -> CredentialOutput {
     CredentialOutput {
         name: c.name.clone(),
         role: c.role.clone(),

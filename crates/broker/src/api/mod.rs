@@ -3,6 +3,7 @@
 //! extractors that turn every malformed request into the contract's error
 //! shape before a handler runs.
 
+mod audit;
 mod console;
 mod credentials;
 pub mod error;
@@ -82,6 +83,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(credentials::list).post(credentials::create),
         )
         .route("/credentials/{name}", delete(credentials::revoke))
+        .route("/auditLog", get(audit::list))
+        .route("/whoami", get(audit::whoami))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(middleware::from_fn_with_state(broker.clone(), authenticate));
@@ -244,16 +247,31 @@ async fn authenticate(
     {
         return Err(method_not_allowed().await);
     }
-    crate::access::authorize(
+    let authorized = crate::access::authorize(
         &crate::access::Principal::of(&caller),
         req.method().as_str(),
         route.as_deref(),
         pool.as_deref(),
         host.as_deref(),
-    )
-    .map_err(ApiError::forbidden)?;
-    req.extensions_mut().insert(caller);
-    Ok(next.run(req).await)
+    );
+    req.extensions_mut().insert(caller.clone());
+    let run = async move |req: Request| match authorized {
+        Ok(()) => next.run(req).await,
+        Err(e) => axum::response::IntoResponse::into_response(ApiError::forbidden(e)),
+    };
+    // Rule T5: changes, allowed or refused, go to the audit log.
+    match route.as_deref() {
+        Some(r) if audit::is_audited(req.method(), Some(r)) => {
+            let params = [
+                pool,
+                host,
+                path_param(r, &path, "{id}"),
+                path_param(r, &path, "{name}"),
+            ];
+            Ok(audit::record(&broker, &caller, r, params, req, run).await)
+        }
+        _ => Ok(run(req).await),
+    }
 }
 
 /// The percent-decoded segment of `path` where the route pattern has

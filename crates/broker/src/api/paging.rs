@@ -88,18 +88,24 @@ pub fn sort_for_page<T>(v: &mut Vec<T>, q: PageQuery, mut cmp: impl FnMut(&T, &T
 /// exactly as the client encoded it (nothing is decoded and re-encoded).
 /// A pair is recognised as `initialSkip` by its raw name.
 pub fn next_link(uri: &Uri, next_skip: usize) -> String {
+    next_link_with(uri, "initialSkip", next_skip)
+}
+
+/// Like [`next_link`], with `param=value` in place of `initialSkip` (the
+/// audit log continues below an entry's id, `beforeId`).
+pub fn next_link_with(uri: &Uri, param: &str, value: impl std::fmt::Display) -> String {
     let mut link = uri.path().to_string();
     let mut sep = '?';
     for pair in uri.query().unwrap_or_default().split('&') {
         let name = pair.split_once('=').map_or(pair, |(name, _)| name);
-        if pair.is_empty() || name == "initialSkip" {
+        if pair.is_empty() || name == param {
             continue;
         }
         link.push(sep);
         link.push_str(pair);
         sep = '&';
     }
-    let _ = write!(link, "{sep}initialSkip={next_skip}");
+    let _ = write!(link, "{sep}{param}={value}");
     link
 }
 

@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
-use super::{credentials, hosts, pools, registration, sessions};
+use super::{audit, credentials, hosts, pools, registration, sessions};
 use crate::state::Broker;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -24,13 +24,15 @@ use crate::state::Broker;
                 sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
         registration::create_token, registration::revoke_tokens, registration::register,
         credentials::create, credentials::list, credentials::revoke,
+        audit::list, audit::whoami,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorCode, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
         types::HeartbeatInput, types::HeartbeatOutput, types::RefusedSession,
         types::ConnectInput, types::ConnectOutput,
         types::SessionOutput, types::SessionPatch,
-        types::CredentialInput, types::CredentialOutput)),
+        types::CredentialInput, types::CredentialOutput,
+        types::AuditEntryOutput, types::WhoAmIOutput)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),
 )]

@@ -7,6 +7,7 @@
 //! answer is printed. Each group lives in its own file with its flags and the
 //! request it makes; `client` speaks HTTP and `output` formats.
 
+pub mod audit;
 pub mod client;
 pub mod connect;
 pub mod credential;

@@ -1180,3 +1180,135 @@ async fn console_shows_a_10000_host_pool() {
     assert_eq!(count(c, "#sessions-table tbody tr").await, 100);
     b.client.clone().close().await.expect("close the browser");
 }
+
+/// Signs in through the form with `token` (any credential), and waits for
+/// the pools page.
+async fn sign_in_as(c: &Client, app: &App, token: &str) {
+    c.goto(&format!("{}/", app.url))
+        .await
+        .expect("open the console");
+    type_into(c, "#token", token).await;
+    click(c, "#signin button[type=submit]").await;
+    wait_js(
+        c,
+        "return !!document.querySelector('#pools-table');",
+        "the pools page after sign-in",
+    )
+    .await;
+}
+
+/// Rules T1 and T5 in the console: a reader signs in with its own
+/// credential and sees no change buttons; an operator drains a host, and
+/// the audit page shows that entry with the operator as its actor.
+#[tokio::test]
+async fn each_role_sees_its_actions_and_the_audit_page_shows_a_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "BreadthFirst", 5, 2).await;
+    connect(&app, "p", "alice").await;
+    let token = |v: Value| v["token"].as_str().expect("token").to_string();
+    let reader = token(
+        app.ok(
+            "POST",
+            "/api/v1/credentials",
+            Some(json!({"name": "watcher", "role": "reader"})),
+            201,
+        )
+        .await,
+    );
+    let operator = token(
+        app.ok(
+            "POST",
+            "/api/v1/credentials",
+            Some(json!({"name": "ops", "role": "operator"})),
+            201,
+        )
+        .await,
+    );
+    let b = browser().await;
+    let c = &b.client;
+
+    sign_in_as(c, &app, &reader).await;
+    wait_text(c, "#whoami", "who is signed in", |t| {
+        t == "watcher (reader)"
+    })
+    .await;
+    assert_eq!(count(c, "#new-pool").await, 0, "a reader creates no pool");
+    go(c, "#/pools/p").await;
+    wait_js(
+        c,
+        "return document.querySelectorAll('#hosts-table tbody tr').length === 2;",
+        "the hosts of p",
+    )
+    .await;
+    assert_eq!(
+        count(c, "input.drain").await,
+        0,
+        "a reader has no drain switch"
+    );
+    assert_eq!(
+        count(c, "#pool-settings").await,
+        0,
+        "nor the pool's settings"
+    );
+    go(c, "#/sessions?pool=p").await;
+    wait_js(
+        c,
+        "return !!document.querySelector('tr[data-user=\"alice\"]');",
+        "alice's session",
+    )
+    .await;
+    assert_eq!(
+        count(c, "button.logoff").await,
+        0,
+        "a reader logs nobody off"
+    );
+    click(c, "#signout").await;
+
+    sign_in_as(c, &app, &operator).await;
+    assert_eq!(
+        count(c, "#new-pool").await,
+        0,
+        "an operator creates no pool"
+    );
+    go(c, "#/pools/p").await;
+    wait_js(
+        c,
+        "return document.querySelectorAll('input.drain').length === 2;",
+        "the operator's drain switches",
+    )
+    .await;
+    assert_eq!(
+        count(c, "#pool-settings").await,
+        0,
+        "an operator edits no pool"
+    );
+    click(c, "input.drain[data-host=\"h1\"]").await;
+    let drained = crate::eventually(std::time::Duration::from_secs(10), || async {
+        app.ok("GET", "/api/v1/hostPools/p/sessionHosts/h1", None, 200)
+            .await["allowNewSession"]
+            == false
+    })
+    .await;
+    assert!(drained, "the operator's switch drained h1");
+    go(c, "#/sessions?pool=p").await;
+    wait_js(
+        c,
+        "return !!document.querySelector('button.logoff');",
+        "the operator's log off button",
+    )
+    .await;
+    go(c, "#/audit").await;
+    let action = wait_text(
+        c,
+        "#audit-table tr[data-actor=\"credential:ops\"] .action",
+        "the operator's drain in the audit log",
+        |t| t == "PATCH /api/v1/hostPools/p/sessionHosts/h1",
+    )
+    .await;
+    assert!(!action.is_empty());
+    let change = text(c, "#audit-table tr[data-actor=\"credential:ops\"] .change")
+        .await
+        .unwrap_or_default();
+    assert!(change.contains("allowNewSession: true → false"), "{change}");
+}

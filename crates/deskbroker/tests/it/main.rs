@@ -6,6 +6,7 @@
 mod access;
 mod agent;
 mod api;
+mod audit;
 mod bench;
 mod cli;
 mod console;

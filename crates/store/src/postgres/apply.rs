@@ -29,6 +29,8 @@ enum Column {
     Key(usize),
     Text(usize),
     Int(usize),
+    /// [`crate::AUDIT_PRUNE_CHUNK_ROWS`], one value for the statement.
+    Chunk,
 }
 
 /// The kinds of statement a batch is made of, one per kind of mutation.
@@ -46,10 +48,12 @@ enum Kind {
     PutCredential,
     PutApiCredential,
     DeleteApiCredential,
+    AppendAudit,
+    PruneAudit,
 }
 
 impl Kind {
-    const ALL: [Kind; 12] = [
+    const ALL: [Kind; 14] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -62,6 +66,8 @@ impl Kind {
         Kind::PutCredential,
         Kind::PutApiCredential,
         Kind::DeleteApiCredential,
+        Kind::AppendAudit,
+        Kind::PruneAudit,
     ];
 
     fn of(m: &Mutation) -> Kind {
@@ -78,6 +84,8 @@ impl Kind {
             Mutation::PutHostCredential { .. } => Kind::PutCredential,
             Mutation::PutApiCredential { .. } => Kind::PutApiCredential,
             Mutation::DeleteApiCredential { .. } => Kind::DeleteApiCredential,
+            Mutation::AppendAudit { .. } => Kind::AppendAudit,
+            Mutation::PruneAudit { .. } => Kind::PruneAudit,
         }
     }
 
@@ -134,12 +142,35 @@ impl Kind {
                  ON CONFLICT (name) DO UPDATE SET record = excluded.record"
             }
             Kind::DeleteApiCredential => "DELETE FROM api_credentials WHERE name = ANY($1::text[])",
+            // `WITH ORDINALITY` keeps the batch's order in the ids. An
+            // empty pool name stands for none (no pool has that name).
+            Kind::AppendAudit => {
+                "INSERT INTO audit_log (time_ms, actor, host_pool, record)
+                 SELECT t, a, NULLIF(p, ''), r
+                   FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[])
+                        WITH ORDINALITY AS u(a, p, t, r, n)
+                  ORDER BY n"
+            }
+            // Both bounds, each at most AUDIT_PRUNE_CHUNK_ROWS rows a time
+            // ($3); a run of prunes keeps the strictest.
+            Kind::PruneAudit => {
+                "WITH bound AS (SELECT max(t) AS cutoff, min(k) AS keep
+                                  FROM unnest($1::int8[], $2::int8[]) AS u(t, k))
+                 DELETE FROM audit_log WHERE id IN (
+                   (SELECT id FROM audit_log
+                     WHERE time_ms < (SELECT cutoff FROM bound)
+                     ORDER BY time_ms LIMIT $3::int8)
+                   UNION ALL
+                   (SELECT id FROM audit_log
+                     WHERE id <= (SELECT max(id) FROM audit_log) - (SELECT keep FROM bound)
+                     ORDER BY id LIMIT $3::int8))"
+            }
         }
     }
 
     /// The statement's parameters, in order.
     fn columns(self) -> &'static [Column] {
-        use Column::{Int, Key, Text};
+        use Column::{Chunk, Int, Key, Text};
         match self {
             Kind::PutPool => &[Key(0), Text(0), Text(1)],
             Kind::PutCounters | Kind::PutApiCredential => &[Key(0), Text(0)],
@@ -149,6 +180,8 @@ impl Kind {
             Kind::PutSession => &[Key(0), Key(1), Key(2), Text(0)],
             Kind::PutToken => &[Key(0), Key(1), Int(0), Int(1), Int(2)],
             Kind::PutCredential => &[Key(0), Key(1), Key(2)],
+            Kind::AppendAudit => &[Key(0), Key(1), Int(0), Text(0)],
+            Kind::PruneAudit => &[Int(0), Int(1), Chunk],
         }
     }
 
@@ -225,6 +258,23 @@ fn values(m: &Mutation) -> Values<'_> {
             [none(), none()],
             0,
         ),
+        Mutation::AppendAudit { entry } => v(
+            [&entry.actor, entry.host_pool.as_deref().unwrap_or(""), ""],
+            [to_json(entry), none()],
+            entry.time_ms,
+        ),
+        Mutation::PruneAudit {
+            older_than_ms,
+            max_rows,
+        } => Values {
+            keys: ["", "", ""],
+            texts: [none(), none()],
+            ints: [
+                *older_than_ms,
+                i64::try_from(*max_rows).unwrap_or(i64::MAX),
+                0,
+            ],
+        },
     }
 }
 
@@ -276,6 +326,7 @@ impl<'a> Step<'a> {
                     Column::Int(i) => {
                         Box::new(self.rows.iter().map(|r| r.ints[i]).collect::<Vec<_>>())
                     }
+                    Column::Chunk => Box::new(crate::AUDIT_PRUNE_CHUNK_ROWS as i64),
                 }
             })
             .collect()

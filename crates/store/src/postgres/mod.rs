@@ -49,10 +49,12 @@
 //! The modules, one seam each: `connection` (URLs, connecting,
 //! session settings), `lock` (the owner lock and the leader's published
 //! address), `schema` (migrations), `apply` (a batch as pipelined
-//! multi-row statements), `load` (everything back in one snapshot) and,
+//! multi-row statements), `load` (everything back in one snapshot),
+//! `audit` (the audit log, read on demand) and,
 //! behind the `testing` feature, `scratch` (throwaway databases for tests).
 
 mod apply;
+mod audit;
 mod connection;
 mod error;
 mod load;
@@ -66,7 +68,7 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use crate::{Mutation, Snapshot, Store, StoreError};
+use crate::{AuditQuery, AuditRow, Mutation, Snapshot, Store, StoreError};
 use apply::Statements;
 use connection::{configure_session, open_connection};
 use lock::{leader_url, publish_leader, take_owner_lock};
@@ -251,6 +253,19 @@ impl Store for PostgresStore {
                 Err(PostgresError::Timeout {
                     what: "check the connection",
                     timeout: PING_TIMEOUT,
+                }
+                .into())
+            })
+    }
+
+    async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
+        let run = async { self.conn.lock().await.audit(&query).await };
+        tokio::time::timeout(APPLY_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PostgresError::Timeout {
+                    what: "read the audit log",
+                    timeout: APPLY_TIMEOUT,
                 }
                 .into())
             })

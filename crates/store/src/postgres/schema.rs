@@ -85,6 +85,17 @@ const MIGRATIONS: &[&str] = &[
         name text COLLATE "C" PRIMARY KEY,
         record text NOT NULL
      );"#,
+    // 5: the audit log (rule T5). The id orders entries (an identity,
+    // never reused); the record is JSON; time, actor and pool are columns
+    // for the filters, time indexed for the retention.
+    r#"CREATE TABLE audit_log (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        time_ms bigint NOT NULL,
+        actor text COLLATE "C" NOT NULL,
+        host_pool text COLLATE "C",
+        record text NOT NULL
+     );
+     CREATE INDEX audit_log_by_time ON audit_log (time_ms);"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under

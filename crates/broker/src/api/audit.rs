@@ -1,0 +1,306 @@
+//! The HTTP side of the audit log (rule T5): recording every request that
+//! may change something, `GET /api/v1/auditLog`, and `GET /api/v1/whoami`.
+//!
+//! What is recorded: every request of an authenticated caller whose method
+//! is not GET or HEAD, on a route of the API, whatever its outcome (a 403
+//! of the authorization table, a 404, 409 or 400 of the handler), except
+//! heartbeats (host telemetry, many a second on a large farm). Requests
+//! without a valid credential (401) are not recorded: they change nothing,
+//! anybody can send them, and they are throttled per source already
+//! (`throttle.rs`), so recording them would let anyone fill the log.
+//! Registrations are recorded by `Broker::register` (their token is in the
+//! body, not a bearer token). See `crate::audit` for how an entry commits
+//! with its change.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, OriginalUri, Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use api::ErrorBody;
+use api::types::{AuditEntryOutput, Page, WhoAmIOutput};
+use store::{AuditEntry, AuditQuery, Mutation};
+
+use super::error::ApiError;
+use super::{MAX_BODY_BYTES, Query};
+use crate::audit::{Resource, Scope};
+use crate::enroll::Caller;
+use crate::state::{Broker, now_ms};
+
+/// Entries a page holds when `pageSize` is not given.
+pub const DEFAULT_AUDIT_PAGE_SIZE: u32 = 100;
+
+/// Whether a request to `route` with `method` is recorded.
+pub fn is_audited(method: &Method, route: Option<&str>) -> bool {
+    *method != Method::GET
+        && *method != Method::HEAD
+        && route.is_some_and(|r| {
+            r.starts_with("/api/v1/") && !r.ends_with("/sessionHosts/{host}/heartbeat")
+        })
+}
+
+/// Runs the rest of the request (`run`: authorization, then the handler)
+/// and records it: in the change's own batch when `Broker::write_with` could
+/// (see `crate::audit`), else here, before the answer leaves.
+pub async fn record(
+    broker: &Broker,
+    caller: &Caller,
+    route: &str,
+    params: [Option<String>; 4],
+    mut req: Request,
+    run: impl AsyncFnOnce(Request) -> Response,
+) -> Response {
+    let [pool, host, id, name] = params;
+    let mut resource = Resource::of(
+        route,
+        pool.as_deref(),
+        host.as_deref(),
+        id.as_deref(),
+        name.as_deref(),
+    );
+    if resource == Resource::Credentials && *req.method() == Method::POST {
+        // The new credential's name is in the body: read it (bounded as
+        // every body is) and hand the body on unchanged.
+        let (parts, body) = req.into_parts();
+        let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+            Ok(b) => b,
+            Err(_) => {
+                return ApiError::new(
+                    api::ErrorCode::PayloadTooLarge,
+                    format!("request body: larger than {MAX_BODY_BYTES} bytes"),
+                )
+                .into_response();
+            }
+        };
+        if let Some(n) = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("name")?.as_str().map(str::to_string))
+        {
+            resource = Resource::Credential(n);
+        }
+        req = Request::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    let path = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| req.uri().path(), |u| u.0.path())
+        .to_string();
+    let source = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip().to_string());
+    let target = match &resource {
+        Resource::Credential(n) => format!("credentials/{n}"),
+        _ => path.trim_start_matches("/api/v1/").to_string(),
+    };
+    let before = render(broker, &resource);
+    let scope = Scope {
+        entry: AuditEntry {
+            time_ms: now_ms(),
+            actor: crate::audit::actor(caller),
+            action: format!("{} {path}", req.method()),
+            target,
+            host_pool: pool,
+            before,
+            after: None,
+            outcome: 0,
+            source,
+        },
+        method: req.method().as_str().to_string(),
+        resource,
+        recorded: None,
+    };
+    let (response, scope) = crate::audit::with_scope(scope, run(req)).await;
+    let status = response.status().as_u16();
+    match scope.recorded {
+        Some(outcome) if outcome == status => {}
+        recorded => {
+            if let Some(outcome) = recorded {
+                // The handler answered otherwise than its change said:
+                // the entry with the change stands, and this one says how
+                // the request ended.
+                tracing::warn!(outcome, status, "an audited change answered another status");
+            }
+            let mut entry = scope.entry;
+            entry.after = render(broker, &scope.resource);
+            entry.outcome = status;
+            append(broker, entry).await;
+        }
+    }
+    response
+}
+
+/// The resource as memory holds it now (without waiting for the store).
+fn render(broker: &Broker, resource: &Resource) -> Option<Value> {
+    match resource {
+        Resource::Pool(p) | Resource::Host { pool: p, .. } | Resource::Session { pool: p, .. } => {
+            broker
+                .peek(p, |pool| Ok(resource.render_in(pool)))
+                .ok()
+                .flatten()
+        }
+        Resource::Credential(name) => {
+            let secrets = broker.secrets.read().unwrap_or_else(|p| p.into_inner());
+            secrets
+                .credentials
+                .values()
+                .find(|c| &c.name == name)
+                .and_then(|c| serde_json::to_value(super::credentials::output(c, None)).ok())
+        }
+        _ => None,
+    }
+}
+
+/// Queues `entry` on its own and waits until it is durable. If the store
+/// has failed, the entry cannot be kept: that is logged, and the answer
+/// (already decided) goes out as it is.
+async fn append(broker: &Broker, entry: AuditEntry) {
+    let queued = async {
+        let slot = broker.writer.reserve().await?;
+        let ticket = broker
+            .writer
+            .send(Some(slot), vec![Mutation::AppendAudit { entry }]);
+        broker.writer.wait(ticket).await
+    };
+    if let Err(e) = queued.await {
+        tracing::error!(error = %e, "an audit entry could not be stored");
+    }
+}
+
+/// `?since=&actor=&hostPool=&pageSize=&beforeId=` of the audit log.
+#[derive(Deserialize, Default, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditLogQuery {
+    pub since: Option<String>,
+    pub actor: Option<String>,
+    pub host_pool: Option<String>,
+    pub page_size: Option<u32>,
+    pub before_id: Option<i64>,
+}
+
+/// The audit log, newest first, in pages (`nextLink` while more remain).
+/// A credential limited to some pools sees only the entries of its pools.
+#[utoipa::path(get, path = "/api/v1/auditLog", tag = "audit",
+    params(("since" = Option<String>, Query, description = "only entries at or after this RFC 3339 time"),
+           ("actor" = Option<String>, Query, description = "only this actor's entries (admin, credential:NAME, host:POOL/HOST, registration-token:POOL)"),
+           ("hostPool" = Option<String>, Query, description = "only entries of this host pool"),
+           ("pageSize" = Option<u32>, Query, description = "at most this many entries (1..=1000, default 100), with a nextLink while more remain"),
+           ("beforeId" = Option<i64>, Query, description = "only entries older than this id (what nextLink carries)")),
+    responses((status = 200, body = Page<AuditEntryOutput>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn list(
+    State(b): State<Arc<Broker>>,
+    caller: Option<axum::Extension<Caller>>,
+    OriginalUri(uri): OriginalUri,
+    Query(q): Query<AuditLogQuery>,
+) -> Result<axum::Json<Page<AuditEntryOutput>>, ApiError> {
+    let size = q.page_size.unwrap_or(DEFAULT_AUDIT_PAGE_SIZE);
+    let max = store::MAX_AUDIT_PAGE_ROWS as u32;
+    if size == 0 || size > max {
+        return Err(ApiError::invalid(format!(
+            "pageSize: {size} is out of range 1..={max}"
+        )));
+    }
+    let since_ms = match &q.since {
+        Some(s) => Some(api::types::parse_rfc3339(s).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "since: {s:?} is not an RFC 3339 time (e.g. 2026-01-31T08:00:00Z)"
+            ))
+        })?),
+        None => None,
+    };
+    let within_pools = match caller.as_ref().map(|axum::Extension(c)| c) {
+        Some(Caller::Credential { host_pools, .. }) if !host_pools.is_empty() => {
+            if let Some(p) = &q.host_pool
+                && !host_pools.contains(p)
+            {
+                return Err(ApiError::forbidden(format!(
+                    "hostPool: the credential is limited to the host pools {}",
+                    host_pools.join(", ")
+                )));
+            }
+            Some(host_pools.clone())
+        }
+        _ => None,
+    };
+    let rows = b
+        .store
+        .audit(AuditQuery {
+            since_ms,
+            actor: q.actor.clone(),
+            host_pool: q.host_pool.clone(),
+            within_pools,
+            before_id: q.before_id,
+            limit: size as usize + 1,
+        })
+        .await
+        .map_err(|e| ApiError::from(crate::BrokerError::store_unavailable(e.to_string())))?;
+    let more = rows.len() > size as usize;
+    let value: Vec<AuditEntryOutput> = rows
+        .into_iter()
+        .take(size as usize)
+        .map(|r| AuditEntryOutput {
+            id: r.id,
+            time: chrono_ms(r.entry.time_ms),
+            actor: r.entry.actor,
+            action: r.entry.action,
+            target: r.entry.target,
+            host_pool: r.entry.host_pool,
+            before: r.entry.before,
+            after: r.entry.after,
+            outcome: r.entry.outcome,
+            source: r.entry.source,
+        })
+        .collect();
+    let next_link = match (more, value.last()) {
+        (true, Some(last)) => Some(super::paging::next_link_with(&uri, "beforeId", last.id)),
+        _ => None,
+    };
+    Ok(axum::Json(Page { value, next_link }))
+}
+
+/// RFC 3339 with milliseconds: entries a moment apart stay apart.
+fn chrono_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let rest = ms.rem_euclid(1000);
+    let whole = api::types::rfc3339(secs * 1000);
+    // `…:SSZ` → `…:SS.mmmZ`
+    match whole.strip_suffix('Z') {
+        Some(t) => format!("{t}.{rest:03}Z"),
+        None => whole,
+    }
+}
+
+/// Who the caller is: its role, name and pools, for any valid credential.
+#[utoipa::path(get, path = "/api/v1/whoami", tag = "audit",
+    responses((status = 200, body = WhoAmIOutput), (status = 401, body = ErrorBody)))]
+pub async fn whoami(caller: Option<axum::Extension<Caller>>) -> Response {
+    let out = match caller {
+        Some(axum::Extension(Caller::Admin)) => WhoAmIOutput {
+            role: "admin".into(),
+            name: "admin".into(),
+            host_pools: Vec::new(),
+        },
+        Some(axum::Extension(Caller::Credential {
+            name,
+            role,
+            host_pools,
+        })) => WhoAmIOutput {
+            role: role.as_str().into(),
+            name,
+            host_pools,
+        },
+        Some(axum::Extension(Caller::Host { pool, host })) => WhoAmIOutput {
+            role: "host".into(),
+            name: format!("{pool}/{host}"),
+            host_pools: vec![pool],
+        },
+        None => {
+            return ApiError::unauthorized("no caller").into_response();
+        }
+    };
+    (StatusCode::OK, axum::Json(out)).into_response()
+}

@@ -1,0 +1,223 @@
+//! The audit log (rule T5): what an entry says about a change, and how an
+//! entry is queued with the change it records.
+//!
+//! The API records every request that may change something (any method
+//! but GET and HEAD; heartbeats aside) from an authenticated caller, in
+//! `api::audit`. Before the handler runs it opens a [`Scope`] for the
+//! request (a task-local: the handler runs in the request's task). When
+//! the change goes through [`crate::Broker::write_with`], that step renders
+//! the resource before and after under the pool's lock and queues the entry
+//! in the same write request as the change, so both commit in one
+//! transaction (and on a storm an entry costs one more row in a batch, not
+//! one more commit). Changes that do not go through it (pool creation and
+//! removal, credentials, registration tokens) and refusals are recorded
+//! by `api::audit` once the handler answered, and the answer waits until
+//! the entry is durable.
+//!
+//! **Never a secret**: resources are rendered with the API's output types
+//! minus anything secret (a credential without token or hash; registration
+//! tokens and host credentials not at all).
+
+use std::sync::{Arc, Mutex};
+
+use placement::Pool;
+use serde_json::Value;
+use store::{AuditEntry, Mutation};
+
+use crate::enroll::Caller;
+
+tokio::task_local! {
+    static SCOPE: Arc<Mutex<Scope>>;
+}
+
+/// The resource a request acts on, as its route names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resource {
+    Pool(String),
+    Host {
+        pool: String,
+        host: String,
+    },
+    Session {
+        pool: String,
+        id: String,
+    },
+    /// A connect: the session it places is known only once it is placed.
+    Connect {
+        pool: String,
+    },
+    /// Registration tokens (never rendered: they are secrets).
+    RegistrationTokens {
+        pool: String,
+    },
+    Credential(String),
+    /// Credentials being created: the name is in the body.
+    Credentials,
+    /// A route this module does not know how to render.
+    Other,
+}
+
+impl Resource {
+    /// The resource of `route` (a pattern) with its decoded parameters.
+    pub fn of(
+        route: &str,
+        pool: Option<&str>,
+        host: Option<&str>,
+        id: Option<&str>,
+        name: Option<&str>,
+    ) -> Resource {
+        let s = |v: Option<&str>| v.unwrap_or_default().to_string();
+        match route {
+            "/api/v1/hostPools/{pool}" => Resource::Pool(s(pool)),
+            "/api/v1/hostPools/{pool}/sessionHosts/{host}" => Resource::Host {
+                pool: s(pool),
+                host: s(host),
+            },
+            "/api/v1/hostPools/{pool}/userSessions/{id}" => Resource::Session {
+                pool: s(pool),
+                id: s(id),
+            },
+            "/api/v1/hostPools/{pool}/connect" => Resource::Connect { pool: s(pool) },
+            "/api/v1/hostPools/{pool}/registrationToken" => {
+                Resource::RegistrationTokens { pool: s(pool) }
+            }
+            "/api/v1/credentials/{name}" => Resource::Credential(s(name)),
+            "/api/v1/credentials" => Resource::Credentials,
+            _ => Resource::Other,
+        }
+    }
+
+    fn pool(&self) -> Option<&str> {
+        match self {
+            Resource::Pool(p)
+            | Resource::Host { pool: p, .. }
+            | Resource::Session { pool: p, .. }
+            | Resource::Connect { pool: p }
+            | Resource::RegistrationTokens { pool: p } => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The resource as the API shows it in `pool` (None: absent, or not
+    /// something kept in a pool).
+    pub fn render_in(&self, pool: &Pool) -> Option<Value> {
+        let json = |v: Result<Value, serde_json::Error>| v.ok();
+        match self {
+            Resource::Pool(_) => json(serde_json::to_value(api::types::HostPoolOutput::of(
+                pool,
+                pool.config().validate().unwrap_or_default(),
+            ))),
+            Resource::Host { host, .. } => pool
+                .host(host)
+                .and_then(|h| json(serde_json::to_value(api::types::SessionHostOutput::from(h)))),
+            Resource::Session { id, .. } => pool
+                .session(id)
+                .and_then(|s| json(serde_json::to_value(api::types::SessionOutput::from(s)))),
+            _ => None,
+        }
+    }
+}
+
+/// Who a caller is, in the log: `admin` (the admin token),
+/// `credential:NAME`, `host:POOL/HOST`.
+pub fn actor(caller: &Caller) -> String {
+    match caller {
+        Caller::Admin => "admin".into(),
+        Caller::Credential { name, .. } => format!("credential:{name}"),
+        Caller::Host { pool, host } => format!("host:{pool}/{host}"),
+    }
+}
+
+/// The entry of a request, filled in as it goes.
+pub struct Scope {
+    /// Everything but before, after and outcome, until they are known.
+    pub entry: AuditEntry,
+    pub method: String,
+    pub resource: Resource,
+    /// Set when [`crate::Broker::write_with`] queued the entry with the
+    /// change, to the outcome it recorded.
+    pub recorded: Option<u16>,
+}
+
+/// Runs `f` (the handler) with `scope` open, and answers the scope back.
+pub async fn with_scope<F: Future>(scope: Scope, f: F) -> (F::Output, Scope) {
+    let shared = Arc::new(Mutex::new(scope));
+    let out = SCOPE.scope(shared.clone(), f).await;
+    let scope = match Arc::try_unwrap(shared) {
+        Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+        Err(shared) => {
+            let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+            Scope {
+                entry: s.entry.clone(),
+                method: std::mem::take(&mut s.method),
+                resource: s.resource.clone(),
+                recorded: s.recorded,
+            }
+        }
+    };
+    (out, scope)
+}
+
+/// The state of an open scope's resource in `pool` before a write: None
+/// when no scope is open, or it is about another pool, or already recorded.
+pub(crate) fn before_write(pool: &Pool) -> Option<Option<Value>> {
+    SCOPE
+        .try_with(|s| {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            (s.recorded.is_none() && s.resource.pool() == Some(pool.name()))
+                .then(|| s.resource.render_in(pool))
+        })
+        .ok()
+        .flatten()
+}
+
+/// The entry of the open scope for a write that changed `pool` (its
+/// `mutations`), with the status the handler answers for that success;
+/// None when there is no scope, or the handler's status cannot be known
+/// here (then `api::audit` records it after the handler).
+pub(crate) fn after_write(
+    pool: &Pool,
+    before: Option<Value>,
+    mutations: &[Mutation],
+) -> Option<Mutation> {
+    SCOPE
+        .try_with(|s| {
+            let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+            let (after, outcome) = match (&s.resource, s.method.as_str()) {
+                (Resource::Host { .. }, "PUT") => (
+                    s.resource.render_in(pool),
+                    if before.is_none() { 201 } else { 200 },
+                ),
+                (Resource::Pool(_) | Resource::Host { .. } | Resource::Session { .. }, "PATCH") => {
+                    (s.resource.render_in(pool), 200)
+                }
+                // A pool that exists is replaced here (200); one created
+                // does not come through a write.
+                (Resource::Pool(_), "PUT") if before.is_some() => (s.resource.render_in(pool), 200),
+                (Resource::Host { .. } | Resource::Session { .. }, "DELETE") => (None, 204),
+                (Resource::Connect { .. }, "POST") => {
+                    // The session placed (a reconnect to one that exists
+                    // changes nothing, and is recorded after the handler).
+                    let placed = mutations.iter().rev().find_map(|m| match m {
+                        Mutation::PutSession { session, .. } => Some(session.id.clone()),
+                        _ => None,
+                    })?;
+                    s.entry.target = format!("hostPools/{}/userSessions/{placed}", pool.name());
+                    let session = pool.session(&placed)?;
+                    (
+                        serde_json::to_value(api::types::SessionOutput::from(session)).ok(),
+                        200,
+                    )
+                }
+                _ => return None,
+            };
+            s.recorded = Some(outcome);
+            let mut entry = s.entry.clone();
+            entry.before = before;
+            entry.after = after;
+            entry.outcome = outcome;
+            Some(Mutation::AppendAudit { entry })
+        })
+        .ok()
+        .flatten()
+}

@@ -1,0 +1,42 @@
+//! Reading the audit log (rule T5): one query, newest first, with the
+//! filters of [`AuditQuery`]; never loaded into memory at start.
+
+use super::{Connection, PostgresError};
+use crate::{AuditQuery, AuditRow, MAX_AUDIT_PAGE_ROWS, StoreError};
+
+impl Connection {
+    pub(super) async fn audit(&mut self, q: &AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
+        self.recover().await?;
+        let limit = q.limit.min(MAX_AUDIT_PAGE_ROWS) as i64;
+        let rows = self
+            .client
+            .query(
+                "SELECT id, record FROM audit_log
+                 WHERE ($1::int8 IS NULL OR time_ms >= $1)
+                   AND ($2::text IS NULL OR actor = $2)
+                   AND ($3::text IS NULL OR host_pool = $3)
+                   AND ($4::text[] IS NULL OR host_pool = ANY($4))
+                   AND ($5::int8 IS NULL OR id < $5)
+                 ORDER BY id DESC LIMIT $6",
+                &[
+                    &q.since_ms,
+                    &q.actor,
+                    &q.host_pool,
+                    &q.within_pools,
+                    &q.before_id,
+                    &limit,
+                ],
+            )
+            .await
+            .map_err(|e| PostgresError::query("cannot read the audit log", e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(AuditRow {
+                    id: r.get(0),
+                    entry: serde_json::from_str(r.get::<_, &str>(1))
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                })
+            })
+            .collect()
+    }
+}
