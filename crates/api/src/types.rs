@@ -564,6 +564,11 @@ pub struct CredentialInput {
     /// Its life in seconds; absent: it does not expire.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_in_seconds: Option<u64>,
+    /// Rule T4: requests a second it may make (bursts of twice as many),
+    /// 1..=100000, whatever `serve --api-rate-limit` says; absent: the
+    /// broker's limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_second: Option<u32>,
 }
 
 /// An API credential as listed (no secret), or just created (with its
@@ -578,6 +583,9 @@ pub struct CredentialOutput {
     pub host_pools: Vec<String>,
     /// RFC 3339; null when it does not expire.
     pub expiration_time: Option<String>,
+    /// Its own limit of requests a second; absent: the broker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_second: Option<u32>,
     /// Only in the answer to its creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,

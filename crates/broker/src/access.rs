@@ -238,6 +238,7 @@ impl Principal {
                 name,
                 role,
                 host_pools,
+                ..
             } => Principal::Role {
                 role: *role,
                 host_pools: host_pools.clone(),

@@ -86,6 +86,8 @@ pub enum Caller {
         name: String,
         role: crate::access::Role,
         host_pools: Vec<String>,
+        /// Its own limit of requests a second (rule T4), if it has one.
+        rate_limit_per_second: Option<u32>,
     },
 }
 
@@ -271,6 +273,7 @@ impl Broker {
             name: c.name.clone(),
             role,
             host_pools: c.host_pools.clone(),
+            rate_limit_per_second: c.rate_limit_per_second,
         })
     }
 

@@ -348,6 +348,8 @@ async fn api_credentials_are_kept_replaced_and_revoked(open: Opener<'_>) {
         host_pools: pools.iter().map(|p| p.to_string()).collect(),
         expires_ms,
         hash: format!("hash-of-{name}-{role}"),
+        // Some credentials carry their own rate limit (T4); it is kept.
+        rate_limit_per_second: (role == "portal").then_some(250),
     };
     let store = open("api-credentials");
     let put = |c: ApiCredential| Mutation::PutApiCredential { credential: c };

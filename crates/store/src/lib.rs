@@ -162,6 +162,11 @@ pub struct ApiCredential {
     pub host_pools: Vec<String>,
     pub expires_ms: Option<i64>,
     pub hash: String,
+    /// Rule T4: its own limit of requests a second (bursts of twice as
+    /// many), whatever `serve --api-rate-limit` says; None: the broker's.
+    /// Absent in records stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_second: Option<u32>,
 }
 
 /// A registration token, kept only as its SHA-256 (hex): the secret itself

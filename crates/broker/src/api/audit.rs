@@ -288,6 +288,7 @@ pub async fn whoami(caller: Option<axum::Extension<Caller>>) -> Response {
             name,
             role,
             host_pools,
+            ..
         })) => WhoAmIOutput {
             role: role.as_str().into(),
             name,

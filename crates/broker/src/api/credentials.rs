@@ -25,12 +25,16 @@ pub const MAX_CREDENTIAL_SECONDS: u64 = 10 * 365 * 86_400;
 /// Most host pools one credential may be limited to.
 pub const MAX_CREDENTIAL_POOLS: usize = 1000;
 
+/// The largest `rateLimitPerSecond` a credential may carry.
+pub const MAX_CREDENTIAL_RATE_LIMIT: u32 = 100_000;
+
 pub(crate) fn output(c: &ApiCredential, token: Option<String>) -> CredentialOutput {
     CredentialOutput {
         name: c.name.clone(),
         role: c.role.clone(),
         host_pools: c.host_pools.clone(),
         expiration_time: c.expires_ms.map(rfc3339),
+        rate_limit_per_second: c.rate_limit_per_second,
         token,
     }
 }
@@ -44,8 +48,17 @@ impl Broker {
         placement::validate_name("name", &input.name)?;
         if Role::parse(&input.role).is_none() {
             return Err(BrokerError::Invalid(format!(
-                "role: {:?} is not a role; it must be admin, operator, reader or portal",
-                input.role.chars().take(64).collect::<String>()
+                "role: {:?} is not a role; it must be one of {}",
+                input.role.chars().take(64).collect::<String>(),
+                Role::ALL.map(Role::as_str).join(", ")
+            )));
+        }
+        if let Some(n) = input.rate_limit_per_second
+            && !(1..=MAX_CREDENTIAL_RATE_LIMIT).contains(&n)
+        {
+            return Err(BrokerError::Invalid(format!(
+                "rateLimitPerSecond: {n} is out of range; it must be from 1 to \
+                 {MAX_CREDENTIAL_RATE_LIMIT}, or absent for the broker's limit"
             )));
         }
         if input.host_pools.len() > MAX_CREDENTIAL_POOLS {
@@ -78,6 +91,7 @@ impl Broker {
             host_pools,
             expires_ms,
             hash: secret_hash(&token),
+            rate_limit_per_second: input.rate_limit_per_second,
         };
         let reserved = self.writer.reserve().await?;
         let ticket = {

@@ -14,6 +14,11 @@
 //! credential) and for each source address, so a runaway script or a
 //! leaked credential cannot monopolise the broker.
 //!
+//! A credential may carry its own `rateLimitPerSecond` (same shape: N a
+//! second, bursts of 2×N): that limit is its own, in place of the broker's
+//! per-credential one, and holds even when `--api-rate-limit` is 0. The
+//! per-source limit of `--api-rate-limit` still applies to it.
+//!
 //! The limiters are `governor`'s keyed GCRA; at most
 //! [`MAX_TRACKED_SOURCES`] keys are kept in each (idle ones are dropped
 //! first).
@@ -114,6 +119,13 @@ pub struct Throttle {
     unauthenticated: Bounded<IpAddr>,
     /// `--api-rate-limit`: per credential and per source; None when 0.
     authenticated: Option<Authenticated>,
+    /// Credentials with a `rateLimitPerSecond` of their own, keyed by
+    /// name and limit (a credential made anew with another limit gets a
+    /// fresh budget). At most [`MAX_TRACKED_SOURCES`]; past it, the map
+    /// starts afresh.
+    own: std::sync::Mutex<
+        std::collections::HashMap<(String, u32), governor::DefaultDirectRateLimiter>,
+    >,
 }
 
 struct Authenticated {
@@ -144,7 +156,29 @@ impl Throttle {
                 MAX_TRACKED_SOURCES,
             ),
             authenticated,
+            own: Default::default(),
         }
+    }
+
+    /// Takes one request from the budget of a credential with its own
+    /// limit of `n` a second.
+    fn check_own(
+        &self,
+        name: &str,
+        n: NonZeroU32,
+    ) -> Result<(), governor::NotUntil<<DefaultClock as Clock>::Instant>> {
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (name.to_string(), n.get());
+        if !own.contains_key(&key) && own.len() >= MAX_TRACKED_SOURCES {
+            own.clear();
+        }
+        own.entry(key)
+            .or_insert_with(|| {
+                RateLimiter::direct(
+                    Quota::per_second(n).allow_burst(n.saturating_mul(BURST_FACTOR)),
+                )
+            })
+            .check()
     }
 
     /// Who the request's credential is, if the broker knows it (admin
@@ -201,9 +235,28 @@ pub async fn limit_unauthenticated(
     };
     let ip = peer.ip();
     if let Some(caller) = throttle.caller(&req) {
+        let own = match &caller {
+            Caller::Credential {
+                name,
+                rate_limit_per_second: Some(n),
+                ..
+            } => NonZeroU32::new(*n).map(|n| (name.as_str(), n)),
+            _ => None,
+        };
+        if let Some((name, n)) = own
+            && let Err(not_until) = throttle.check_own(name, n)
+        {
+            return too_many(
+                not_until,
+                "credential",
+                format!("the credential {name} is over its own limit of {n} requests a second"),
+            );
+        }
         if let Some(limits) = &throttle.authenticated {
             let n = limits.per_second;
-            if let Err(not_until) = limits.by_caller.check(&caller_key(&caller)) {
+            if own.is_none()
+                && let Err(not_until) = limits.by_caller.check(&caller_key(&caller))
+            {
                 return too_many(
                     not_until,
                     "credential",

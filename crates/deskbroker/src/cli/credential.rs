@@ -42,6 +42,10 @@ struct CreateArgs {
     /// Its life (`30d`, `12h`); default: it does not expire.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     expires_in: Option<std::time::Duration>,
+    /// Its own limit of API requests a second (bursts of twice as many),
+    /// whatever serve --api-rate-limit says (rule T4).
+    #[arg(long, value_name = "N")]
+    rate_limit_per_second: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -67,6 +71,7 @@ async fn execute(ctx: &Context, command: CredentialCommand) -> anyhow::Result<()
                 body.set("hostPools", Some(c.host_pools));
             }
             body.set("expiresInSeconds", c.expires_in.map(|d| d.as_secs()));
+            body.set("rateLimitPerSecond", c.rate_limit_per_second);
             let created = client.post(&["credentials"], &body.into_value()).await?;
             ctx.print(&created, CREDENTIAL_COLUMNS)
         }

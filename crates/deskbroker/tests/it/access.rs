@@ -187,7 +187,11 @@ async fn every_role_against_every_endpoint_follows_the_table() {
     let list = app.ok("GET", "/api/v1/credentials", None, 200).await;
     let text = list.to_string();
     assert!(!text.contains("dbc_") && !text.contains("token"), "{text}");
-    assert_eq!(list["value"].as_array().map(Vec::len), Some(Role::ALL.len()), "{list}");
+    assert_eq!(
+        list["value"].as_array().map(Vec::len),
+        Some(Role::ALL.len()),
+        "{list}"
+    );
 }
 
 #[tokio::test]

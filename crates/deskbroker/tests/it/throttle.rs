@@ -145,3 +145,76 @@ async fn with_an_api_rate_limit_a_busy_credential_is_throttled() {
         .expect("answer");
     assert_eq!(resp.status().as_u16(), 200);
 }
+
+/// A credential's own `rateLimitPerSecond` holds even without
+/// `--api-rate-limit`, and only for that credential.
+#[tokio::test]
+async fn a_credential_with_its_own_limit_is_held_to_it_and_nobody_else_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    // Out of range: refused whole, nothing made.
+    for bad in [0, 100_001] {
+        app.refused(
+            "POST",
+            "/api/v1/credentials",
+            Some(
+                serde_json::json!({"name": "script", "role": "reader", "rateLimitPerSecond": bad}),
+            ),
+            400,
+            "InvalidParameter",
+        )
+        .await;
+    }
+    // Made through the CLI, as an administrator would.
+    let (ok, out, err) = app.cli(&[
+        "credential",
+        "create",
+        "--name",
+        "script",
+        "--role",
+        "reader",
+        "--rate-limit-per-second",
+        "1",
+        "--output",
+        "json",
+    ]);
+    assert!(ok, "credential create: {err}");
+    let created: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(created["rateLimitPerSecond"], 1, "{created}");
+    let token = created["token"].as_str().expect("token").to_string();
+    let url = format!("{}/api/v1/hostPools", app.url);
+    // One a second in bursts of two: well within MAX_TRIES it is refused.
+    let mut throttled = None;
+    for _ in 0..MAX_TRIES {
+        let resp = app
+            .http
+            .get(&url)
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("answer");
+        match resp.status().as_u16() {
+            200 => {}
+            429 => {
+                assert!(resp.headers().get("retry-after").is_some());
+                throttled = Some(resp.json::<Value>().await.expect("json"));
+                break;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let body = throttled.expect("the credential was held to its own limit");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("script is over its own limit of 1"),
+        "{body}"
+    );
+    // The admin token from the same address is not held by it.
+    for _ in 0..20 {
+        app.ok("GET", "/api/v1/hostPools", None, 200).await;
+    }
+    let list = app.ok("GET", "/api/v1/credentials", None, 200).await;
+    assert_eq!(list["value"][0]["rateLimitPerSecond"], 1, "{list}");
+}
