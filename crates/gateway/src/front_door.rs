@@ -544,11 +544,10 @@ async fn connection<P: Placer>(
             Err(e) => {
                 report.detail = Some(e.to_string());
                 return match e {
-                    crate::PlacerError::Refused { code, .. }
-                        if code == api::ErrorCode::InvalidConnectionTicket =>
-                    {
-                        Outcome::TicketRefused
-                    }
+                    crate::PlacerError::Refused {
+                        code: api::ErrorCode::InvalidConnectionTicket,
+                        ..
+                    } => Outcome::TicketRefused,
                     crate::PlacerError::Refused { .. } => Outcome::Refused,
                     crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
                 };
