@@ -61,11 +61,14 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// 414: the request's path and query are longer than the broker reads.
     UriTooLong,
+    /// 502: the user portal's OpenID Connect provider could not be reached
+    /// or answered something that is not OpenID Connect.
+    IdentityProviderUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -88,6 +91,7 @@ impl ErrorCode {
         ErrorCode::LeaderTimeout,
         ErrorCode::MethodNotAllowed,
         ErrorCode::UriTooLong,
+        ErrorCode::IdentityProviderUnavailable,
     ];
 
     /// The HTTP status this code is answered with.
@@ -111,6 +115,7 @@ impl ErrorCode {
             LeaderTimeout => 504,
             MethodNotAllowed => 405,
             UriTooLong => 414,
+            IdentityProviderUnavailable => 502,
         }
     }
 
@@ -140,6 +145,7 @@ impl ErrorCode {
             LeaderTimeout => "LeaderTimeout",
             MethodNotAllowed => "MethodNotAllowed",
             UriTooLong => "UriTooLong",
+            IdentityProviderUnavailable => "IdentityProviderUnavailable",
         }
     }
 

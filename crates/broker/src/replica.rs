@@ -94,6 +94,10 @@ pub struct ReplicaConfig {
     pub rdp_front_door: Option<String>,
     /// `serve --api-rate-limit` (rule T4; 0 = none).
     pub api_rate_limit_per_second: u32,
+    /// The user portal (`serve --oidc-issuer`), served by whichever replica
+    /// leads (followers forward `/portal` like the API); its sessions are in
+    /// the leader's memory, so a new leader signs everyone out.
+    pub portal: Option<Arc<crate::portal::Portal>>,
 }
 
 /// What this replica is now.
@@ -279,6 +283,9 @@ impl Replica {
             self.config.api_rate_limit_per_second,
             std::sync::atomic::Ordering::Relaxed,
         );
+        if let Some(portal) = &self.config.portal {
+            let _ = broker.portal.set(portal.clone());
+        }
         let router = crate::api::router(broker.clone());
         let ticker = crate::spawn_ticker(broker.clone()).abort_handle();
         self.role.send_replace(Role::Leader(Arc::new(Leading {

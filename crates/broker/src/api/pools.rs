@@ -124,8 +124,24 @@ pub async fn delete(
 pub async fn rdp_file(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
-) -> Result<impl axum::response::IntoResponse, ApiError> {
-    let name = b.read(&pool, |p| Ok(p.name().to_string())).await?;
+) -> Result<axum::response::Response, ApiError> {
+    let (name, file) = rdp_file_for(&b, &pool, None).await?;
+    Ok(rdp_answer(&name, file))
+}
+
+/// The `.rdp` file of `pool` for `user` (None: for nobody in particular),
+/// with the pool's name: the one place the file is made, so that the API's
+/// `rdpFile` and the user portal's download (`api/portal.rs`) hand out the
+/// same file, and whatever a file carries for its user reaches both.
+/// Today the file is the same for every user (the pool's routing token);
+/// signed connection tickets (rule T3) are what will use `user`.
+pub(crate) async fn rdp_file_for(
+    b: &Broker,
+    pool: &str,
+    user: Option<&str>,
+) -> Result<(String, String), ApiError> {
+    let _ = user;
+    let name = b.read(pool, |p| Ok(p.name().to_string())).await?;
     let front_door = b
         .rdp_front_door
         .read()
@@ -138,7 +154,12 @@ pub async fn rdp_file(
             )
         })?;
     let file = api::rdp_file::rdp_file(&front_door, &name);
-    Ok((
+    Ok((name, file))
+}
+
+/// An `.rdp` file as a download named after its pool.
+pub(crate) fn rdp_answer(name: &str, file: String) -> axum::response::Response {
+    axum::response::IntoResponse::into_response((
         [
             (
                 axum::http::header::CONTENT_TYPE,
