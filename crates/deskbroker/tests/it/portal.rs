@@ -62,7 +62,8 @@ impl Drop for Provider {
 }
 
 /// Starts the provider with the broker's client (redirect URI under
-/// `broker_url`) and `accounts` (login → claims), its issuer on `host`.
+/// `broker_url`) and `accounts` (login → claims), listening on the
+/// loopback address `host` (its issuer names it).
 fn start_provider(broker_url: &str, host: &str, accounts: Value) -> Provider {
     install_provider();
     let mut child = Command::new("node")
@@ -82,9 +83,12 @@ fn start_provider(broker_url: &str, host: &str, accounts: Value) -> Provider {
         .spawn()
         .expect("node is missing: the portal tests need node (scripts/install-test-deps.sh)");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    stdout
         .read_line(&mut line)
         .expect("read the provider's first line");
+    // Keep reading what it prints, so that it never writes to a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     let issuer = line
         .trim()
         .strip_prefix("listening on ")
@@ -201,13 +205,25 @@ async fn sign_in(c: &fantoccini::Client, app: &App, login: &str) {
     type_into(c, "input[name=password]", "any password").await;
     click(c, "button[type=submit]").await;
     // The consent form, then back to the portal.
-    wait_js(
-        c,
-        "return !!document.querySelector('input[name=prompt][value=consent]') \
-         || !!document.querySelector('#user');",
-        "the provider's consent form or the portal",
-    )
-    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen = js(
+            c,
+            "return !!document.querySelector('input[name=prompt][value=consent]') \
+             || !!document.querySelector('#user');",
+            vec![],
+        )
+        .await;
+        if seen.as_bool() == Some(true) {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let url = c.current_url().await.map(|u| u.to_string());
+            let page = js(c, "return document.documentElement.outerHTML;", vec![]).await;
+            panic!("neither the consent form nor the portal: at {url:?}:\n{page}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     if js(c, "return !!document.querySelector('#user');", vec![])
         .await
         .as_bool()
@@ -279,12 +295,12 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let broker_url = format!("http://127.0.0.1:{port}");
-    // The provider on another site than the broker (localhost vs
+    // The provider on another site than the broker (127.0.0.2 vs
     // 127.0.0.1), as in production: the callback is a cross-site
     // navigation, which SameSite=Lax cookies survive.
     let provider = start_provider(
         &broker_url,
-        "localhost",
+        "127.0.0.2",
         json!({
             "alice": {"preferred_username": "alice@contoso.com", "email": "alice@contoso.com",
                       "groups": ["Desk Users", "Staff"]},

@@ -6,7 +6,8 @@
 //   OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_REDIRECT_URI  the broker's client
 //   OIDC_ACCOUNTS   JSON {"login": {"preferred_username": …, "email": …,
 //                   "groups": [...]}, …}: the accounts that can sign in
-//   OIDC_HOST       the issuer's host name (default 127.0.0.1)
+//   OIDC_HOST       the loopback address it listens on and its issuer names
+//                   (default 127.0.0.1)
 //
 // It listens on a free loopback port and prints `listening on ISSUER` once
 // it serves. Sign-in uses the package's development interactions: a login
@@ -35,7 +36,7 @@ const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', use: 'sig', alg: 'RS256' };
 
 const server = createServer();
-server.listen(0, '127.0.0.1', () => {
+server.listen(0, host, () => {
   const issuer = `http://${host}:${server.address().port}`;
   const provider = new Provider(issuer, {
     clients: [{
@@ -70,6 +71,8 @@ server.listen(0, '127.0.0.1', () => {
   });
   server.on('request', provider.callback());
   console.log(`listening on ${issuer}`);
+  // Anything the package logs from now on goes to stderr.
+  console.log = console.error;
 });
 
 // The test ends it with SIGTERM (its own child, by pid).
