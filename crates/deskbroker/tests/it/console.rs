@@ -323,7 +323,7 @@ async fn sign_in(c: &Client, app: &App) {
     assert!(is_shown(c, "#nav").await, "no navigation once signed in");
 }
 
-fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
+pub(crate) fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
     if std::env::var_os("DESKBROKER_UPDATE_SCREENSHOTS").is_some() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/console");
         std::fs::create_dir_all(&dir).expect("docs/console");
@@ -334,7 +334,7 @@ fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
     }
 }
 
-async fn screenshot(c: &Client, dir: &Path, name: &str) {
+pub(crate) async fn screenshot(c: &Client, dir: &Path, name: &str) {
     // From the top of the page, once it is painted there.
     js(
         c,

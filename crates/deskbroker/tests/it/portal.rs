@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::console::{browser, click, js, type_into, wait_js, wait_text};
+use crate::console::{
+    browser, click, js, screenshot, screenshot_dir, type_into, wait_js, wait_text,
+};
 use crate::{App, free_port};
 
 const CLIENT_ID: &str = "deskbroker-portal";
@@ -309,9 +311,19 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     );
     let app = spawn_broker(&dir, port, &provider.issuer, &[]);
     assert_eq!(app.url, broker_url);
-    pool(&app, "open", json!({})).await;
-    pool(&app, "by-user", json!({"entitledUsers": ["Alice@Contoso.com"]})).await;
-    pool(&app, "by-group", json!({"entitledGroups": ["desk users"]})).await;
+    pool(&app, "open", json!({"friendlyName": "Office desktop"})).await;
+    pool(
+        &app,
+        "by-user",
+        json!({"entitledUsers": ["Alice@Contoso.com"], "friendlyName": "Alice's workstation"}),
+    )
+    .await;
+    pool(
+        &app,
+        "by-group",
+        json!({"entitledGroups": ["desk users"], "friendlyName": "Finance <apps>"}),
+    )
+    .await;
     pool(
         &app,
         "others",
@@ -330,6 +342,23 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     // By name (any case), by group (any case), open to all; not the
     // others, nor a pool the front door may not reach.
     assert_eq!(offered(c).await, ["by-group", "by-user", "open"]);
+    // The page with its style (the README shows it).
+    let style = js(
+        c,
+        "return getComputedStyle(document.querySelector('a.download')).borderTopStyle;",
+        vec![],
+    )
+    .await;
+    assert_eq!(style, "solid", "the stylesheet was not applied");
+    // A friendly name is shown as text, markup and all (escaped).
+    assert_eq!(
+        crate::console::text(c, "li[data-pool=by-group] .pool-name")
+            .await
+            .as_deref(),
+        Some("Finance <apps>")
+    );
+    let (shots, _keep) = screenshot_dir();
+    screenshot(c, &shots, "portal.png").await;
     let cookie = session_cookie(c).await.expect("the portal's session cookie");
     let cookies = c.get_all_cookies().await.unwrap();
     let k = cookies
