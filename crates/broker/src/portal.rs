@@ -33,10 +33,9 @@ use openidconnect::core::{
 };
 use openidconnect::{
     AdditionalClaims, AsyncHttpClient, AuthorizationCode, Client, ClientId, ClientSecret,
-    CsrfToken, EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet,
-    HttpRequest, HttpResponse, IdTokenFields, IssuerUrl, Nonce, PkceCodeChallenge,
-    PkceCodeVerifier, RedirectUrl, Scope, StandardErrorResponse, StandardTokenResponse,
-    TokenResponse,
+    CsrfToken, EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet, HttpRequest,
+    HttpResponse, IdTokenFields, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, Scope, StandardErrorResponse, StandardTokenResponse, TokenResponse,
 };
 use serde::{Deserialize, Serialize};
 
@@ -211,7 +210,8 @@ pub struct ProviderHttpError(String);
 
 impl<'c> AsyncHttpClient<'c> for ProviderHttp {
     type Error = ProviderHttpError;
-    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, ProviderHttpError>> + Send + 'c>>;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<HttpResponse, ProviderHttpError>> + Send + 'c>>;
 
     fn call(&'c self, request: HttpRequest) -> Self::Future {
         Box::pin(async move {
@@ -401,12 +401,10 @@ impl Portal {
             browser: hashed(&browser),
             expires: now + PENDING_LOGIN_LIFETIME,
         };
-        self.logins.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            hashed(state.secret()),
-            pending,
-            now,
-            |p| p.expires,
-        );
+        self.logins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(hashed(state.secret()), pending, now, |p| p.expires);
         Ok((url.to_string(), browser))
     }
 
@@ -440,16 +438,22 @@ impl Portal {
         let client = self.client(false).await?;
         let token = client
             .exchange_code(AuthorizationCode::new(code.to_string()))
-            .map_err(|e| PortalError::Unavailable(format!("the provider has no token endpoint: {e}")))?
+            .map_err(|e| {
+                PortalError::Unavailable(format!("the provider has no token endpoint: {e}"))
+            })?
             .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier))
             .request_async(&self.http)
             .await
             .map_err(|e| match e {
-                openidconnect::RequestTokenError::ServerResponse(r) => PortalError::Refused(format!(
-                    "the identity provider refused the sign-in: {}{}",
-                    r.error(),
-                    r.error_description().map(|d| format!(" ({d})")).unwrap_or_default()
-                )),
+                openidconnect::RequestTokenError::ServerResponse(r) => {
+                    PortalError::Refused(format!(
+                        "the identity provider refused the sign-in: {}{}",
+                        r.error(),
+                        r.error_description()
+                            .map(|d| format!(" ({d})"))
+                            .unwrap_or_default()
+                    ))
+                }
                 other => PortalError::Unavailable(format!(
                     "cannot exchange the code with the identity provider: {}",
                     error_chain(&other)
@@ -474,9 +478,8 @@ impl Portal {
                 )));
             }
         };
-        let claims = serde_json::to_value(&verified).map_err(|e| {
-            PortalError::Refused(format!("cannot read the ID token's claims: {e}"))
-        })?;
+        let claims = serde_json::to_value(&verified)
+            .map_err(|e| PortalError::Refused(format!("cannot read the ID token's claims: {e}")))?;
         let user = user_of(&claims, &self.config.user_claim)?;
         let groups = groups_of(&claims, &self.config.groups_claim)?;
         let now = Instant::now();
@@ -486,12 +489,10 @@ impl Portal {
             expires: now + SESSION_LIFETIME,
         };
         let id = crate::state::new_secret("");
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            hashed(&id),
-            session.clone(),
-            now,
-            |s| s.expires,
-        );
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(hashed(&id), session.clone(), now, |s| s.expires);
         tracing::info!(user = %session.user, groups = session.groups.len(), "portal sign-in");
         Ok((id, session))
     }

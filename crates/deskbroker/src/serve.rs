@@ -133,7 +133,11 @@ pub struct ServeArgs {
 pub struct PortalFlags {
     /// The OpenID Connect provider's issuer URL (https://, or http:// on
     /// loopback); turns the user portal at /portal on.
-    #[arg(long = "oidc-issuer", env = "DESKBROKER_OIDC_ISSUER", value_name = "URL")]
+    #[arg(
+        long = "oidc-issuer",
+        env = "DESKBROKER_OIDC_ISSUER",
+        value_name = "URL"
+    )]
     pub oidc_issuer: Option<String>,
     /// The portal's client id at the provider.
     #[arg(
@@ -180,7 +184,11 @@ pub struct PortalFlags {
     pub oidc_scopes: String,
     /// Trust this PEM CA for the provider's https:// (default: the
     /// system's roots).
-    #[arg(long = "oidc-ca-cert", env = "DESKBROKER_OIDC_CA_CERT", value_name = "FILE")]
+    #[arg(
+        long = "oidc-ca-cert",
+        env = "DESKBROKER_OIDC_CA_CERT",
+        value_name = "FILE"
+    )]
     pub oidc_ca_cert: Option<PathBuf>,
     /// How browsers reach this broker (https://broker.contoso.com); the
     /// portal's redirect URI is PUBLIC_URL/portal/callback. Default: the

@@ -201,7 +201,12 @@ pub(crate) async fn wait_value(
 }
 
 /// Waits until the text of `css` satisfies `ok`; answers it.
-pub(crate) async fn wait_text(c: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+pub(crate) async fn wait_text(
+    c: &Client,
+    css: &str,
+    what: &str,
+    ok: impl Fn(&str) -> bool,
+) -> String {
     let what = format!("{what} in {css}");
     let v = wait_value(c, TEXT_OF, vec![json!(css)], &what, |v| {
         v.as_str().is_some_and(&ok)

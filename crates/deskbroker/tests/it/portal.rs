@@ -45,8 +45,14 @@ fn install_provider() {
         .args(["ci", "--prefer-offline", "--no-audit", "--no-fund"])
         .current_dir(oidc_dir())
         .status()
-        .expect("npm is missing: the portal tests need node and npm (scripts/install-test-deps.sh)");
-    assert!(status.success(), "npm ci in {} failed", oidc_dir().display());
+        .expect(
+            "npm is missing: the portal tests need node and npm (scripts/install-test-deps.sh)",
+        );
+    assert!(
+        status.success(),
+        "npm ci in {} failed",
+        oidc_dir().display()
+    );
     *done = true;
 }
 
@@ -159,10 +165,7 @@ fn raw_client() -> reqwest::Client {
 }
 
 /// `GET url` with `cookie` (a `name=value` header): (status, headers, body).
-async fn get(
-    url: &str,
-    cookie: Option<&str>,
-) -> (u16, reqwest::header::HeaderMap, String) {
+async fn get(url: &str, cookie: Option<&str>) -> (u16, reqwest::header::HeaderMap, String) {
     let mut r = raw_client().get(url);
     if let Some(c) = cookie {
         r = r.header("Cookie", c);
@@ -196,7 +199,9 @@ fn set_cookie(headers: &reqwest::header::HeaderMap, name: &str) -> Option<(Strin
 
 /// Signs in through the provider's forms in the browser, from `/portal`.
 async fn sign_in(c: &fantoccini::Client, app: &App, login: &str) {
-    c.goto(&format!("{}/portal", app.url)).await.expect("open /portal");
+    c.goto(&format!("{}/portal", app.url))
+        .await
+        .expect("open /portal");
     wait_js(
         c,
         "return !!document.querySelector('input[name=login]');",
@@ -359,7 +364,9 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     );
     let (shots, _keep) = screenshot_dir();
     screenshot(c, &shots, "portal.png").await;
-    let cookie = session_cookie(c).await.expect("the portal's session cookie");
+    let cookie = session_cookie(c)
+        .await
+        .expect("the portal's session cookie");
     let cookies = c.get_all_cookies().await.unwrap();
     let k = cookies
         .iter()
@@ -413,40 +420,70 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
             Some(&cookie),
         )
         .await;
-        assert_eq!((got, code(&body)), (status, want.to_string()), "{pool}: {body}");
+        assert_eq!(
+            (got, code(&body)),
+            (status, want.to_string()),
+            "{pool}: {body}"
+        );
     }
-    for forged in [None, Some("deskbroker-portal=0000"), Some("deskbroker-portal=")] {
+    for forged in [
+        None,
+        Some("deskbroker-portal=0000"),
+        Some("deskbroker-portal="),
+    ] {
         let (got, _, body) = get(&format!("{broker_url}/portal/pools/open/rdpFile"), forged).await;
-        assert_eq!((got, code(&body).as_str()), (401, "Unauthorized"), "{forged:?}");
+        assert_eq!(
+            (got, code(&body).as_str()),
+            (401, "Unauthorized"),
+            "{forged:?}"
+        );
     }
     // The page is served under the strict policy, and is not cached.
     let (status, headers, page) = get(&format!("{broker_url}/portal"), Some(&cookie)).await;
     assert_eq!(status, 200);
     assert!(page.contains("alice@contoso.com"));
     let csp = headers["content-security-policy"].to_str().unwrap();
-    assert!(csp.contains("default-src 'none'") && !csp.contains("script-src"), "{csp}");
+    assert!(
+        csp.contains("default-src 'none'") && !csp.contains("script-src"),
+        "{csp}"
+    );
     assert_eq!(headers["cache-control"], "no-store");
     assert_eq!(headers["x-frame-options"], "DENY");
 
     // Sign out: the session ends on the server and the cookie goes.
     click(c, "#signout").await;
-    wait_text(c, "#signed-out", "the signed-out page", |t| t == "Signed out").await;
+    wait_text(c, "#signed-out", "the signed-out page", |t| {
+        t == "Signed out"
+    })
+    .await;
     assert_eq!(session_cookie(c).await, None);
-    let (got, _, body) = get(&format!("{broker_url}/portal/pools/open/rdpFile"), Some(&cookie)).await;
+    let (got, _, body) = get(
+        &format!("{broker_url}/portal/pools/open/rdpFile"),
+        Some(&cookie),
+    )
+    .await;
     assert_eq!((got, code(&body).as_str()), (401, "Unauthorized"), "{body}");
     // Signed out, /portal sends the browser to the provider again.
     let (got, headers, _) = get(&format!("{broker_url}/portal"), Some(&cookie)).await;
     assert_eq!(got, 303);
     let location = headers["location"].to_str().unwrap();
-    assert!(location.starts_with(&format!("{}/auth?", provider.issuer)), "{location}");
+    assert!(
+        location.starts_with(&format!("{}/auth?", provider.issuer)),
+        "{location}"
+    );
 
     // bob, in no group: only the open pool. (The provider's session is
     // alice's: forget every cookie of both sites first.)
-    c.goto(&format!("{}/.well-known/openid-configuration", provider.issuer))
+    c.goto(&format!(
+        "{}/.well-known/openid-configuration",
+        provider.issuer
+    ))
+    .await
+    .unwrap();
+    c.delete_all_cookies().await.unwrap();
+    c.goto(&format!("{broker_url}/portal/portal.css"))
         .await
         .unwrap();
-    c.delete_all_cookies().await.unwrap();
-    c.goto(&format!("{broker_url}/portal/portal.css")).await.unwrap();
     c.delete_all_cookies().await.unwrap();
     sign_in(c, &app, "bob").await;
     assert_eq!(
@@ -455,7 +492,11 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     );
     assert_eq!(offered(c).await, ["open"]);
     let bob = session_cookie(c).await.unwrap();
-    let (got, _, body) = get(&format!("{broker_url}/portal/pools/by-group/rdpFile"), Some(&bob)).await;
+    let (got, _, body) = get(
+        &format!("{broker_url}/portal/pools/by-group/rdpFile"),
+        Some(&bob),
+    )
+    .await;
     assert_eq!((got, code(&body).as_str()), (403, "NotEntitled"), "{body}");
     // alice's session is gone; bob's does not become hers.
     assert_ne!(bob, cookie);
@@ -475,17 +516,27 @@ async fn the_callback_refuses_missing_forged_reused_and_other_browsers_states() 
     let (status, headers, _) = get(&format!("{broker_url}/portal"), None).await;
     assert_eq!(status, 303);
     let location = reqwest::Url::parse(headers["location"].to_str().unwrap()).unwrap();
-    assert!(location.as_str().starts_with(&format!("{}/auth?", provider.issuer)));
+    assert!(
+        location
+            .as_str()
+            .starts_with(&format!("{}/auth?", provider.issuer))
+    );
     let query: std::collections::HashMap<String, String> =
         location.query_pairs().into_owned().collect();
     assert_eq!(query["client_id"], CLIENT_ID);
-    assert_eq!(query["redirect_uri"], format!("{broker_url}/portal/callback"));
+    assert_eq!(
+        query["redirect_uri"],
+        format!("{broker_url}/portal/callback")
+    );
     assert_eq!(query["code_challenge_method"], "S256");
     assert!(query["scope"].split(' ').any(|s| s == "openid"));
     assert!(!query["nonce"].is_empty());
     let state = query["state"].clone();
     let (login, raw) = set_cookie(&headers, "deskbroker-login").expect("a login cookie");
-    assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Lax"), "{raw}");
+    assert!(
+        raw.contains("HttpOnly") && raw.contains("SameSite=Lax"),
+        "{raw}"
+    );
 
     let callback = |q: &str| format!("{broker_url}/portal/callback?{q}");
     // No state, a forged one: refused.
@@ -495,13 +546,21 @@ async fn the_callback_refuses_missing_forged_reused_and_other_browsers_states() 
         ("code=abc&state=forged".to_string(), Some(login.as_str())),
     ] {
         let (got, headers, body) = get(&callback(&q), cookie).await;
-        assert_eq!((got, code(&body).as_str()), (403, "Forbidden"), "{q}: {body}");
+        assert_eq!(
+            (got, code(&body).as_str()),
+            (403, "Forbidden"),
+            "{q}: {body}"
+        );
         assert!(set_cookie(&headers, "deskbroker-portal").is_none());
     }
     // The right state from another browser (no login cookie, or another
     // one): refused — and the state is spent, so the right browser cannot
     // use it afterwards either.
-    let (got, _, body) = get(&callback(&format!("code=abc&state={state}")), Some("deskbroker-login=other")).await;
+    let (got, _, body) = get(
+        &callback(&format!("code=abc&state={state}")),
+        Some("deskbroker-login=other"),
+    )
+    .await;
     assert_eq!((got, code(&body).as_str()), (403, "Forbidden"), "{body}");
     let (got, _, body) = get(&callback(&format!("code=abc&state={state}")), Some(&login)).await;
     assert_eq!((got, code(&body).as_str()), (403, "Forbidden"), "{body}");
@@ -517,7 +576,11 @@ async fn the_callback_refuses_missing_forged_reused_and_other_browsers_states() 
         .1
         .into_owned();
     let (login, _) = set_cookie(&headers, "deskbroker-login").unwrap();
-    let (got, headers, body) = get(&callback(&format!("code=made-up&state={state}")), Some(&login)).await;
+    let (got, headers, body) = get(
+        &callback(&format!("code=made-up&state={state}")),
+        Some(&login),
+    )
+    .await;
     assert_eq!((got, code(&body).as_str()), (401, "Unauthorized"), "{body}");
     assert!(set_cookie(&headers, "deskbroker-portal").is_none());
     // The provider's own refusal (the user cancelled) comes back as 401.
@@ -534,7 +597,10 @@ async fn the_callback_refuses_missing_forged_reused_and_other_browsers_states() 
             break;
         }
     }
-    assert!(throttled, "200 callbacks in a row from one address were never throttled");
+    assert!(
+        throttled,
+        "200 callbacks in a row from one address were never throttled"
+    );
 }
 
 #[tokio::test]
