@@ -152,6 +152,10 @@ impl Replica {
             .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
+            // The leader's answer is relayed as it is: a redirect (the
+            // portal's, to the identity provider) goes to the client, not
+            // followed here.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(2))
             .timeout(FORWARD_TIMEOUT)
             .pool_max_idle_per_host(FORWARD_IDLE_CONNECTIONS)

@@ -648,3 +648,67 @@ async fn a_portal_not_configured_or_a_provider_down_says_so() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("https://"), "{stderr}");
 }
+
+#[tokio::test]
+async fn replicas_serve_the_portal_through_the_leader() {
+    let db = crate::postgres::scratch("portal_replicas").await;
+    let dir = tempfile::tempdir().unwrap();
+    // Behind one address (a load balancer): the same public URL for all.
+    let public = "http://desktops.contoso.test";
+    let provider = start_provider(public, "127.0.0.1", json!({}));
+    let secret = dir.path().join("client-secret");
+    std::fs::write(&secret, CLIENT_SECRET).unwrap();
+    let secret = secret.display().to_string();
+    let args = [
+        "--database-url",
+        db.url(),
+        "--oidc-issuer",
+        &provider.issuer,
+        "--oidc-client-id",
+        CLIENT_ID,
+        "--oidc-client-secret-file",
+        &secret,
+        "--public-url",
+        public,
+    ];
+    let leader = crate::postgres::spawn_with(&dir.path().join("r0"), &args).expect("replica 0");
+    let leads = crate::eventually(Duration::from_secs(30), || async {
+        let (_, _, health) = get(&format!("{}/healthz", leader.url), None).await;
+        health.starts_with("ok leader")
+    })
+    .await;
+    assert!(leads, "the first replica does not lead");
+    let follower = crate::postgres::spawn_with(&dir.path().join("r1"), &args).expect("replica 1");
+
+    // Through the follower: the leader begins the login, and its redirect
+    // and login cookie come back whole.
+    let (status, headers, body) = get(&format!("{}/portal", follower.url), None).await;
+    assert_eq!(status, 303, "{body}");
+    let location = reqwest::Url::parse(headers["location"].to_str().unwrap()).unwrap();
+    assert!(
+        location
+            .as_str()
+            .starts_with(&format!("{}/auth?", provider.issuer))
+    );
+    let query: std::collections::HashMap<String, String> =
+        location.query_pairs().into_owned().collect();
+    assert_eq!(query["redirect_uri"], format!("{public}/portal/callback"));
+    let (login, _) = set_cookie(&headers, "deskbroker-login").expect("the login cookie");
+    // A forged state is refused; the real one reaches the login the
+    // leader keeps (then the provider refuses the made-up code).
+    let (got, _, body) = get(
+        &format!("{}/portal/callback?code=x&state=forged", follower.url),
+        Some(&login),
+    )
+    .await;
+    assert_eq!((got, code(&body).as_str()), (403, "Forbidden"), "{body}");
+    let (got, _, body) = get(
+        &format!(
+            "{}/portal/callback?code=made-up&state={}",
+            follower.url, query["state"]
+        ),
+        Some(&login),
+    )
+    .await;
+    assert_eq!((got, code(&body).as_str()), (401, "Unauthorized"), "{body}");
+}
