@@ -454,6 +454,39 @@ mod tests {
         assert_eq!(cookie(&h, "missing"), None);
     }
 
+    fn portal(public_url: &str) -> Portal {
+        Portal::new(crate::portal::PortalConfig {
+            issuer: "https://login.contoso.com".into(),
+            client_id: "deskbroker".into(),
+            client_secret: "secret".into(),
+            public_url: public_url.into(),
+            user_claim: "preferred_username".into(),
+            groups_claim: "groups".into(),
+            scopes: vec![],
+            trust: api::Trust::system(),
+        })
+        .expect("a portal")
+    }
+
+    #[test]
+    fn over_https_cookies_are_secure_and_host_only() {
+        let p = portal("https://desktops.contoso.com");
+        assert_eq!(session_cookie(&p), "__Host-deskbroker-portal");
+        assert_eq!(login_cookie(&p), "__Host-deskbroker-login");
+        let c = set_cookie(&p, session_cookie(&p), "abc", 60);
+        assert_eq!(
+            c.to_str().unwrap(),
+            "__Host-deskbroker-portal=abc; Path=/; Max-Age=60; HttpOnly; SameSite=Lax; Secure"
+        );
+        // Plain HTTP (loopback labs): no Secure, which browsers would drop.
+        let p = portal("http://127.0.0.1:8080");
+        let c = set_cookie(&p, session_cookie(&p), "abc", 0);
+        assert_eq!(
+            c.to_str().unwrap(),
+            "deskbroker-portal=abc; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+        );
+    }
+
     #[test]
     fn path_segments_are_encoded() {
         assert_eq!(path_segment("pool-1.a_b"), "pool-1.a_b");
