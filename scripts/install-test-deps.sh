@@ -6,6 +6,11 @@
 #   and key of its own);
 # - for the web console's browser test (tests/it/console.rs): chromium and
 #   chromium-driver;
+# - for the user portal's test (tests/it/portal.rs), which runs a real
+#   OpenID Connect provider (the npm package oidc-provider) on Node: nodejs
+#   and npm, when no `node` is found (the package asks for Node 20 or
+#   later; an older Debian's nodejs may be too old: then install Node 20+
+#   by hand);
 # - for the PostgreSQL store's tests, when DESKBROKER_TEST_DATABASE_URL
 #   does not name a server and no initdb/pg_ctl is found (in
 #   /usr/lib/postgresql/*/bin or on PATH): postgresql, Debian's server
@@ -42,6 +47,9 @@ have Xvfb || need+=(xvfb)
 # The console test runs /usr/bin/chromium under /usr/bin/chromedriver.
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+# The portal test's OpenID provider runs on Node.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 # The RDP test gives each xrdp a certificate of its own with `openssl req`.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ -z "${DESKBROKER_TEST_DATABASE_URL:-}" ] && ! have_postgres_server; then
@@ -49,7 +57,7 @@ if [ -z "${DESKBROKER_TEST_DATABASE_URL:-}" ] && ! have_postgres_server; then
 fi
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium, chromedriver and a PostgreSQL server are installed"
+  echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium, chromedriver, node, npm and a PostgreSQL server are installed"
   exit 0
 fi
 

@@ -65,11 +65,14 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// 414: the request's path and query are longer than the broker reads.
     UriTooLong,
+    /// 502: the user portal's OpenID Connect provider could not be reached
+    /// or answered something that is not OpenID Connect.
+    IdentityProviderUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -93,6 +96,7 @@ impl ErrorCode {
         ErrorCode::LeaderTimeout,
         ErrorCode::MethodNotAllowed,
         ErrorCode::UriTooLong,
+        ErrorCode::IdentityProviderUnavailable,
     ];
 
     /// The HTTP status this code is answered with.
@@ -116,6 +120,7 @@ impl ErrorCode {
             LeaderTimeout => 504,
             MethodNotAllowed => 405,
             UriTooLong => 414,
+            IdentityProviderUnavailable => 502,
         }
     }
 
@@ -146,6 +151,7 @@ impl ErrorCode {
             LeaderTimeout => "LeaderTimeout",
             MethodNotAllowed => "MethodNotAllowed",
             UriTooLong => "UriTooLong",
+            IdentityProviderUnavailable => "IdentityProviderUnavailable",
         }
     }
 

@@ -16,6 +16,7 @@ pub mod error;
 pub mod front_door;
 pub mod heartbeat;
 pub mod listener;
+pub mod portal;
 pub mod replica;
 pub mod server;
 pub mod state;

@@ -96,6 +96,10 @@ pub struct ReplicaConfig {
     pub api_rate_limit_per_second: u32,
     /// `serve --audit-retention-days`, `--audit-max-entries` (rule T5).
     pub audit_retention: crate::writer::AuditRetention,
+    /// The user portal (`serve --oidc-issuer`), served by whichever replica
+    /// leads (followers forward `/portal` like the API); its sessions are in
+    /// the leader's memory, so a new leader signs everyone out.
+    pub portal: Option<Arc<crate::portal::Portal>>,
 }
 
 /// What this replica is now.
@@ -150,6 +154,10 @@ impl Replica {
             .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
+            // The leader's answer is relayed as it is: a redirect (the
+            // portal's, to the identity provider) goes to the client, not
+            // followed here.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(2))
             .timeout(FORWARD_TIMEOUT)
             .pool_max_idle_per_host(FORWARD_IDLE_CONNECTIONS)
@@ -284,6 +292,9 @@ impl Replica {
         broker
             .writer
             .set_audit_retention(self.config.audit_retention);
+        if let Some(portal) = &self.config.portal {
+            let _ = broker.portal.set(portal.clone());
+        }
         let router = crate::api::router(broker.clone());
         let ticker = crate::spawn_ticker(broker.clone()).abort_handle();
         self.role.send_replace(Role::Leader(Arc::new(Leading {

@@ -88,6 +88,9 @@ pub struct Broker {
     /// is built (rule T4, `api::throttle`).
     pub api_rate_limit_per_second: std::sync::atomic::AtomicU32,
     pub heartbeats: crate::heartbeat::HeartbeatLimiter,
+    /// The user portal's sign-in (`serve --oidc-issuer`); unset: `/portal`
+    /// answers that it is not configured.
+    pub portal: std::sync::OnceLock<Arc<crate::portal::Portal>>,
 }
 
 pub fn now_ms() -> TimestampMs {
@@ -151,6 +154,7 @@ impl Broker {
             rdp_front_door: RwLock::new(None),
             heartbeats: Default::default(),
             api_rate_limit_per_second: Default::default(),
+            portal: Default::default(),
         }
     }
 

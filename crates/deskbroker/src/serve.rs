@@ -144,6 +144,140 @@ pub struct ServeArgs {
     pub audit_max_entries: u64,
     #[command(flatten)]
     pub front_door: crate::gateway_cmd::FrontDoorFlags,
+    #[command(flatten)]
+    pub portal: PortalFlags,
+}
+
+/// The user portal's flags (`/portal`, OpenID Connect sign-in); without
+/// `--oidc-issuer` there is no portal.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PortalFlags {
+    /// The OpenID Connect provider's issuer URL (https://, or http:// on
+    /// loopback); turns the user portal at /portal on.
+    #[arg(
+        long = "oidc-issuer",
+        env = "DESKBROKER_OIDC_ISSUER",
+        value_name = "URL"
+    )]
+    pub oidc_issuer: Option<String>,
+    /// The portal's client id at the provider.
+    #[arg(
+        long = "oidc-client-id",
+        env = "DESKBROKER_OIDC_CLIENT_ID",
+        value_name = "ID",
+        requires = "oidc_issuer"
+    )]
+    pub oidc_client_id: Option<String>,
+    /// File holding the portal's client secret (its first line).
+    #[arg(
+        long = "oidc-client-secret-file",
+        env = "DESKBROKER_OIDC_CLIENT_SECRET_FILE",
+        value_name = "FILE",
+        requires = "oidc_issuer"
+    )]
+    pub oidc_client_secret_file: Option<PathBuf>,
+    /// The ID token claim that names the user (as entitledUsers lists
+    /// them); a token without it is refused.
+    #[arg(
+        long = "oidc-user-claim",
+        env = "DESKBROKER_OIDC_USER_CLAIM",
+        value_name = "NAME",
+        default_value = "preferred_username"
+    )]
+    pub oidc_user_claim: String,
+    /// The ID token claim that lists the user's groups (as entitledGroups
+    /// lists them).
+    #[arg(
+        long = "oidc-groups-claim",
+        env = "DESKBROKER_OIDC_GROUPS_CLAIM",
+        value_name = "NAME",
+        default_value = "groups"
+    )]
+    pub oidc_groups_claim: String,
+    /// Scopes asked for besides openid, separated by blanks or commas
+    /// (some providers put groups in the token only for a `groups` scope).
+    #[arg(
+        long = "oidc-scopes",
+        env = "DESKBROKER_OIDC_SCOPES",
+        value_name = "SCOPES",
+        default_value = "profile email"
+    )]
+    pub oidc_scopes: String,
+    /// Trust this PEM CA for the provider's https:// (default: the
+    /// system's roots).
+    #[arg(
+        long = "oidc-ca-cert",
+        env = "DESKBROKER_OIDC_CA_CERT",
+        value_name = "FILE"
+    )]
+    pub oidc_ca_cert: Option<PathBuf>,
+    /// How browsers reach this broker (https://broker.contoso.com); the
+    /// portal's redirect URI is PUBLIC_URL/portal/callback. Default: the
+    /// scheme and listen address.
+    #[arg(long = "public-url", env = "DESKBROKER_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+}
+
+impl PortalFlags {
+    /// The portal, with `--oidc-issuer`; `scheme` and `addr` are the API
+    /// listener's (the default public URL).
+    fn portal(
+        &self,
+        scheme: &str,
+        addr: SocketAddr,
+    ) -> anyhow::Result<Option<Arc<broker::portal::Portal>>> {
+        let Some(issuer) = self.oidc_issuer.as_deref().filter(|i| !i.trim().is_empty()) else {
+            return Ok(None);
+        };
+        let client_id = self
+            .oidc_client_id
+            .clone()
+            .context("--oidc-issuer needs --oidc-client-id")?;
+        let secret_file = self
+            .oidc_client_secret_file
+            .as_deref()
+            .context("--oidc-issuer needs --oidc-client-secret-file")?;
+        let secret = std::fs::read_to_string(secret_file).with_context(|| {
+            format!(
+                "cannot read --oidc-client-secret-file {}",
+                secret_file.display()
+            )
+        })?;
+        warn_if_readable_by_others(secret_file, "the portal's client secret");
+        let secret = secret.lines().next().unwrap_or("").trim().to_string();
+        let public_url = match &self.public_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => {
+                anyhow::ensure!(
+                    !addr.ip().is_unspecified(),
+                    "--listen {addr} is a wildcard address: set --public-url to how browsers \
+                     reach this broker (the portal's redirect URI is PUBLIC_URL/portal/callback)"
+                );
+                format!("{scheme}://{addr}")
+            }
+        };
+        let trust = match &self.oidc_ca_cert {
+            Some(path) => api::Trust::ca_file(path)?,
+            None => api::Trust::system(),
+        };
+        let portal = broker::portal::Portal::new(broker::portal::PortalConfig {
+            issuer: issuer.trim_end_matches('/').to_string(),
+            client_id,
+            client_secret: secret,
+            public_url,
+            user_claim: self.oidc_user_claim.clone(),
+            groups_claim: self.oidc_groups_claim.clone(),
+            scopes: self
+                .oidc_scopes
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty() && *s != "openid")
+                .map(str::to_string)
+                .collect(),
+            trust,
+        })
+        .map_err(anyhow::Error::msg)?;
+        Ok(Some(Arc::new(portal)))
+    }
 }
 
 impl ServeArgs {
@@ -251,7 +385,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         (None, Some(file)) => {
             let t = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read --admin-token-file {}", file.display()))?;
-            warn_if_readable_by_others(file);
+            warn_if_readable_by_others(file, "the admin token");
             let first = t.lines().next().unwrap_or("").trim().to_string();
             Some((first, format!("--admin-token-file {}", file.display())))
         }
@@ -294,6 +428,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let tls = listener_tls(&args, addr)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
+    if let Some(portal) = args.portal.portal(scheme, addr)? {
+        let _ = broker.portal.set(portal);
+    }
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
     tracing::info!(%addr, store = %store_name, scheme, "deskbroker listening");
     // Tests and scripts read these lines to find port-0 listeners.
@@ -369,6 +506,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
             format!("{scheme}://{addr}")
         }
     };
+    let portal = args.portal.portal(scheme, addr)?;
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
     let rdp_public = rdp_public_address(&args, rdp_listener.as_ref())?;
     let replica = broker::replica::Replica::start(broker::replica::ReplicaConfig {
@@ -379,6 +517,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         rdp_front_door: rdp_public,
         api_rate_limit_per_second: args.api_rate_limit,
         audit_retention: args.audit_retention(),
+        portal,
     })
     .await
     .map_err(anyhow::Error::msg)
@@ -545,7 +684,7 @@ fn make_private(path: &Path, mode: u32) -> anyhow::Result<()> {
 
 /// A token file given by the operator is theirs to manage (a mounted
 /// secret may be read-only): say so when others may read it, change nothing.
-fn warn_if_readable_by_others(path: &Path) {
+fn warn_if_readable_by_others(path: &Path, what: &str) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -553,14 +692,14 @@ fn warn_if_readable_by_others(path: &Path) {
             && meta.permissions().mode() & 0o077 != 0
         {
             eprintln!(
-                "warning: {} has mode {:o}: other users may read the admin token (chmod 600)",
+                "warning: {} has mode {:o}: other users may read {what} (chmod 600)",
                 path.display(),
                 meta.permissions().mode() & 0o777
             );
         }
     }
     #[cfg(not(unix))]
-    let _ = path;
+    let _ = (path, what);
 }
 
 /// Reads `DATA_DIR/admin.token` (made 0600 if it was looser), or creates it

@@ -10,6 +10,7 @@ pub mod error;
 mod hosts;
 mod paging;
 mod pools;
+mod portal;
 mod registration;
 mod service;
 mod sessions;
@@ -103,6 +104,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/openapi.json", get(service::openapi))
         // The web console: static files, no data, no token (console.rs).
         .merge(console::routes())
+        // The user portal: its own session cookie, no bearer (portal.rs).
+        .merge(portal::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))

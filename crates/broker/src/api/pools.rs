@@ -140,7 +140,7 @@ pub async fn rdp_file(
     Path(pool): Path<String>,
     caller: Option<axum::Extension<crate::enroll::Caller>>,
     Query(q): Query<RdpFileQuery>,
-) -> Result<impl axum::response::IntoResponse, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let user = match q.user {
         None => None,
         Some(user) => {
@@ -167,13 +167,31 @@ pub async fn rdp_file(
             Some((user, groups))
         }
     };
-    let file = b
-        .connection_file(
-            &pool,
-            user.as_ref().map(|(u, g)| (u.as_str(), g.as_slice())),
-        )
-        .await?;
-    Ok((
+    let file = rdp_file_for(
+        &b,
+        &pool,
+        user.as_ref().map(|(u, g)| (u.as_str(), g.as_slice())),
+    )
+    .await?;
+    Ok(rdp_answer(file))
+}
+
+/// The `.rdp` file of `pool`, for a user (with the groups the caller
+/// vouches for) or for nobody in particular: the one place the file is
+/// made (`Broker::connection_file`), so that the API's `rdpFile` and the
+/// user portal's download (`api/portal.rs`) hand out the same file, with
+/// a connection ticket (rule T3) for the user.
+pub(crate) async fn rdp_file_for(
+    b: &Broker,
+    pool: &str,
+    user: Option<(&str, &[String])>,
+) -> Result<crate::connect::ConnectionFile, ApiError> {
+    Ok(b.connection_file(pool, user).await?)
+}
+
+/// An `.rdp` file as a download named after its pool.
+pub(crate) fn rdp_answer(file: crate::connect::ConnectionFile) -> axum::response::Response {
+    axum::response::IntoResponse::into_response((
         [
             (
                 axum::http::header::CONTENT_TYPE,

@@ -33,9 +33,10 @@ const HIDDEN_WATCH: Duration = Duration::from_millis(4500);
 /// A laptop screen.
 const WINDOW: (u32, u32) = (1366, 900);
 
-/// A headless chromium under its own chromedriver, both killed on drop.
-struct Browser {
-    client: Client,
+/// A headless chromium under its own chromedriver, both killed on drop
+/// (also used by the portal's test, `portal.rs`).
+pub(crate) struct Browser {
+    pub(crate) client: Client,
     driver: Child,
     _profile: tempfile::TempDir,
 }
@@ -89,7 +90,7 @@ fn kill_group(pgid: u32) {
         .status();
 }
 
-async fn browser() -> Browser {
+pub(crate) async fn browser() -> Browser {
     for bin in [CHROMIUM, CHROMEDRIVER] {
         assert!(
             Path::new(bin).exists(),
@@ -158,7 +159,7 @@ async fn browser() -> Browser {
 }
 
 /// Runs `script` in the page and answers its value.
-async fn js(c: &Client, script: &str, args: Vec<Value>) -> Value {
+pub(crate) async fn js(c: &Client, script: &str, args: Vec<Value>) -> Value {
     c.execute(script, args)
         .await
         .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
@@ -169,7 +170,7 @@ const TEXT_OF: &str =
     "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;";
 
 /// The text of the first element matching `css`, or None.
-async fn text(c: &Client, css: &str) -> Option<String> {
+pub(crate) async fn text(c: &Client, css: &str) -> Option<String> {
     js(c, TEXT_OF, vec![json!(css)])
         .await
         .as_str()
@@ -178,7 +179,7 @@ async fn text(c: &Client, css: &str) -> Option<String> {
 
 /// Runs `script` until its value satisfies `ok`; answers that value, or
 /// fails naming `what` and the last value seen.
-async fn wait_value(
+pub(crate) async fn wait_value(
     c: &Client,
     script: &str,
     args: Vec<Value>,
@@ -200,7 +201,12 @@ async fn wait_value(
 }
 
 /// Waits until the text of `css` satisfies `ok`; answers it.
-async fn wait_text(c: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+pub(crate) async fn wait_text(
+    c: &Client,
+    css: &str,
+    what: &str,
+    ok: impl Fn(&str) -> bool,
+) -> String {
     let what = format!("{what} in {css}");
     let v = wait_value(c, TEXT_OF, vec![json!(css)], &what, |v| {
         v.as_str().is_some_and(&ok)
@@ -210,7 +216,7 @@ async fn wait_text(c: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool)
 }
 
 /// Waits until `script` answers true.
-async fn wait_js(c: &Client, script: &str, what: &str) {
+pub(crate) async fn wait_js(c: &Client, script: &str, what: &str) {
     wait_value(c, script, vec![], what, |v| v.as_bool() == Some(true)).await;
 }
 
@@ -228,7 +234,7 @@ async fn is_shown(c: &Client, css: &str) -> bool {
     .unwrap_or(false)
 }
 
-async fn count(c: &Client, css: &str) -> u64 {
+pub(crate) async fn count(c: &Client, css: &str) -> u64 {
     js(
         c,
         "return document.querySelectorAll(arguments[0]).length;",
@@ -239,7 +245,7 @@ async fn count(c: &Client, css: &str) -> u64 {
     .unwrap_or(0)
 }
 
-async fn click(c: &Client, css: &str) {
+pub(crate) async fn click(c: &Client, css: &str) {
     c.find(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
@@ -248,7 +254,7 @@ async fn click(c: &Client, css: &str) {
         .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
 }
 
-async fn type_into(c: &Client, css: &str, value: &str) {
+pub(crate) async fn type_into(c: &Client, css: &str, value: &str) {
     let e = c
         .find(Locator::Css(css))
         .await
@@ -322,7 +328,7 @@ async fn sign_in(c: &Client, app: &App) {
     assert!(is_shown(c, "#nav").await, "no navigation once signed in");
 }
 
-fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
+pub(crate) fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
     if std::env::var_os("DESKBROKER_UPDATE_SCREENSHOTS").is_some() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/console");
         std::fs::create_dir_all(&dir).expect("docs/console");
@@ -333,7 +339,7 @@ fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
     }
 }
 
-async fn screenshot(c: &Client, dir: &Path, name: &str) {
+pub(crate) async fn screenshot(c: &Client, dir: &Path, name: &str) {
     // From the top of the page, once it is painted there.
     js(
         c,

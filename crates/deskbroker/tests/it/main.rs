@@ -17,6 +17,7 @@ mod gateway;
 mod heartbeat_authority;
 mod http_edge;
 mod load_index;
+mod portal;
 mod postgres;
 mod rdp;
 mod registration;

@@ -1,0 +1,500 @@
+//! The user portal at `/portal` (issue 14): a person signs in with the
+//! organisation's OpenID Connect provider (`crate::portal`) and gets a
+//! page listing the host pools they are entitled to (rule T2, the same
+//! check as `connect`), each with a link to its `.rdp` file — the same file
+//! the API's `rdpFile?user=` gives for that user (`pools::rdp_file_for`).
+//!
+//! These routes are outside `/api/v1` and take no bearer token: the
+//! browser holds a session cookie (a random id; the user and groups stay on
+//! the server), `HttpOnly`, `SameSite=Lax`, `Secure` when the public URL is
+//! https. They are not in the OpenAPI document nor the authorization table
+//! (which decide bearer-token calls), and the unauthenticated throttle
+//! (rule T4) counts them like any request without a credential.
+//!
+//! CSRF and open redirects: a login's `state` is one-use, expires, and is
+//! bound to the browser that began it by a second cookie; sign-out is a
+//! POST, and the session cookie is not sent with cross-site POSTs; every
+//! redirect goes to the provider's authorization URL or to `/portal`,
+//! never to a URL taken from a request. Pages are rendered on the server
+//! with every value HTML-escaped, under a strict Content-Security-Policy
+//! (no script at all).
+
+use std::sync::Arc;
+
+use api::ErrorCode;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use super::Query;
+use super::error::ApiError;
+use crate::portal::{Portal, PortalError, UserSession};
+use crate::state::Broker;
+
+/// The portal's policy: no script at all, styles and images from this
+/// origin only, forms only to this origin (sign-out), no framing.
+pub const PORTAL_CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; \
+     img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+const SECURITY_HEADERS: [(HeaderName, HeaderValue); 4] = [
+    (
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(PORTAL_CONTENT_SECURITY_POLICY),
+    ),
+    (
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    ),
+    (
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    ),
+    (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+];
+
+/// The session cookie's name; `__Host-` (Secure, Path=/, no Domain: no
+/// sibling domain can set or shadow it) when the portal is served over
+/// https.
+fn session_cookie(portal: &Portal) -> &'static str {
+    if portal.secure_cookies() {
+        "__Host-deskbroker-portal"
+    } else {
+        "deskbroker-portal"
+    }
+}
+
+/// The cookie that binds a login's state to the browser that began it.
+fn login_cookie(portal: &Portal) -> &'static str {
+    if portal.secure_cookies() {
+        "__Host-deskbroker-login"
+    } else {
+        "deskbroker-login"
+    }
+}
+
+/// A `Set-Cookie` value: `HttpOnly; SameSite=Lax; Path=/`, `Secure` over
+/// https; `max_age_seconds` 0 deletes it.
+fn set_cookie(portal: &Portal, name: &str, value: &str, max_age_seconds: u64) -> HeaderValue {
+    let secure = if portal.secure_cookies() {
+        "; Secure"
+    } else {
+        ""
+    };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path=/; Max-Age={max_age_seconds}; HttpOnly; SameSite=Lax{secure}"
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static("invalid=; Max-Age=0"))
+}
+
+/// The value of cookie `name` in the request, if sent.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+}
+
+/// `/portal` and what is under it.
+pub fn routes() -> Router<Arc<Broker>> {
+    Router::new()
+        .route("/portal", get(page))
+        .route("/portal/callback", get(callback))
+        .route("/portal/logout", post(logout))
+        .route("/portal/pools/{pool}/rdpFile", get(rdp_file))
+        .route("/portal/portal.css", get(stylesheet))
+        .layer(axum::middleware::map_response(with_security_headers))
+}
+
+async fn with_security_headers(mut answer: Response) -> Response {
+    for (name, value) in SECURITY_HEADERS {
+        answer.headers_mut().insert(name, value);
+    }
+    answer
+}
+
+/// The portal, or 404 saying it is not configured.
+fn configured(b: &Broker) -> Result<&Arc<Portal>, ApiError> {
+    b.portal.get().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            "the user portal is not configured on this broker: start serve with --oidc-issuer, \
+             --oidc-client-id and --oidc-client-secret-file",
+        )
+    })
+}
+
+impl From<PortalError> for ApiError {
+    fn from(e: PortalError) -> ApiError {
+        let code = match e {
+            PortalError::BadCallback(_) => ErrorCode::Forbidden,
+            PortalError::Refused(_) => ErrorCode::Unauthorized,
+            PortalError::Unavailable(_) => ErrorCode::IdentityProviderUnavailable,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+/// The signed-in user of the request's session cookie.
+fn signed_in(portal: &Portal, headers: &HeaderMap) -> Option<UserSession> {
+    cookie(headers, session_cookie(portal)).and_then(|id| portal.session(id))
+}
+
+/// `GET /portal`: the user's pools, or off to the provider to sign in.
+async fn page(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let portal = configured(&b)?;
+    let Some(session) = signed_in(portal, &headers) else {
+        let (url, browser) = portal.begin_login().await?;
+        let location = HeaderValue::from_str(&url).map_err(|_| {
+            ApiError::new(
+                ErrorCode::IdentityProviderUnavailable,
+                "the identity provider's authorization URL is not a valid header value",
+            )
+        })?;
+        return Ok((
+            StatusCode::SEE_OTHER,
+            [
+                (header::LOCATION, location),
+                (
+                    header::SET_COOKIE,
+                    set_cookie(
+                        portal,
+                        login_cookie(portal),
+                        &browser,
+                        crate::portal::PENDING_LOGIN_LIFETIME.as_secs(),
+                    ),
+                ),
+            ],
+        )
+            .into_response());
+    };
+    let pools = entitled_pools(&b, &session).await?;
+    Ok(html(StatusCode::OK, &pools_page(&session, &pools)))
+}
+
+/// A pool as the page shows it.
+struct Offered {
+    name: String,
+    friendly_name: String,
+}
+
+/// The pools `session`'s user may get a desktop in (rule T2 with the ID
+/// token's groups), that the RDP front door may reach (`allowFrontDoor`:
+/// the `.rdp` file goes through it, so another pool's file would be
+/// refused there), sorted by name.
+async fn entitled_pools(b: &Broker, session: &UserSession) -> Result<Vec<Offered>, ApiError> {
+    let mut offered = Vec::new();
+    b.for_each_pool(|p| {
+        if p.config().allow_front_door
+            && p.check_entitled(&session.user, &session.groups, None)
+                .is_ok()
+        {
+            offered.push(Offered {
+                name: p.name().to_string(),
+                friendly_name: p.config().friendly_name.clone(),
+            });
+        }
+    });
+    // Nothing is shown that a crash could take back.
+    b.writer.flush().await?;
+    offered.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(offered)
+}
+
+#[derive(Deserialize)]
+struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// `GET /portal/callback?code=…&state=…`: where the provider sends the
+/// browser back. A missing, forged, expired, reused or other browser's
+/// state is 403 and nothing is signed in.
+async fn callback(
+    State(b): State<Arc<Broker>>,
+    headers: HeaderMap,
+    Query(q): Query<CallbackQuery>,
+) -> Result<Response, ApiError> {
+    let portal = configured(&b)?;
+    let Some(state) = q.state.filter(|s| !s.is_empty()) else {
+        return Err(ApiError::forbidden(
+            "the callback carries no state: start the sign-in at /portal",
+        ));
+    };
+    if let Some(error) = q.error {
+        // The login is over either way: forget it.
+        let _ = portal.finish_login(&state, "", None).await;
+        return Err(ApiError::unauthorized(format!(
+            "the identity provider did not sign you in: {error}{}",
+            q.error_description
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )));
+    }
+    let Some(code) = q.code.filter(|c| !c.is_empty()) else {
+        return Err(ApiError::invalid("the callback carries no code"));
+    };
+    let browser = cookie(&headers, login_cookie(portal));
+    let (id, _) = portal.finish_login(&state, &code, browser).await?;
+    let mut answer = (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, HeaderValue::from_static("/portal"))],
+    )
+        .into_response();
+    let cookies = answer.headers_mut();
+    cookies.append(
+        header::SET_COOKIE,
+        set_cookie(
+            portal,
+            session_cookie(portal),
+            &id,
+            crate::portal::SESSION_LIFETIME.as_secs(),
+        ),
+    );
+    cookies.append(
+        header::SET_COOKIE,
+        set_cookie(portal, login_cookie(portal), "", 0),
+    );
+    Ok(answer)
+}
+
+/// `POST /portal/logout`: ends the session and deletes its cookie.
+async fn logout(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let portal = configured(&b)?;
+    if let Some(id) = cookie(&headers, session_cookie(portal)) {
+        portal.end_session(id);
+    }
+    let mut answer = html(StatusCode::OK, &signed_out_page());
+    answer.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(portal, session_cookie(portal), "", 0),
+    );
+    Ok(answer)
+}
+
+/// `GET /portal/pools/{pool}/rdpFile`: the pool's `.rdp` file for the
+/// signed-in user; 401 without a session, 403 `NotEntitled` for a pool
+/// rule T2 keeps them out of, 403 `Forbidden` for a pool the front door
+/// may not reach.
+async fn rdp_file(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let portal = configured(&b)?;
+    let session = signed_in(portal, &headers).ok_or_else(|| {
+        ApiError::unauthorized("not signed in to the portal (or the session ended): open /portal")
+    })?;
+    b.read(&pool, |p| {
+        if !p.config().allow_front_door {
+            return Err(crate::BrokerError::Forbidden(format!(
+                "host pool {} is not reached through the RDP front door (allowFrontDoor is false)",
+                p.name()
+            )));
+        }
+        Ok(p.check_entitled(&session.user, &session.groups, None)?)
+    })
+    .await?;
+    let file = super::pools::rdp_file_for(
+        &b,
+        &pool,
+        Some((session.user.as_str(), session.groups.as_slice())),
+    )
+    .await?;
+    Ok(super::pools::rdp_answer(file))
+}
+
+/// The page's style (a file: the policy allows no inline style).
+async fn stylesheet() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        STYLE,
+    )
+        .into_response()
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:44rem;margin:2rem auto;\
+padding:0 1rem;color:#1b1f24}header{display:flex;justify-content:space-between;\
+align-items:baseline;gap:1rem;flex-wrap:wrap}ul{list-style:none;padding:0}\
+li{display:flex;justify-content:space-between;align-items:center;padding:.75rem 0;\
+border-bottom:1px solid #d0d7de}.pool-name{font-weight:600}.pool-id{color:#57606a;\
+font-size:.9em;margin-left:.5rem}a.download{padding:.35rem .8rem;border:1px solid #0969da;\
+border-radius:6px;color:#0969da;text-decoration:none}button{font:inherit;padding:.3rem .8rem}";
+
+/// `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted
+/// attributes.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Percent-encodes everything but unreserved characters, for a path
+/// segment (pool names are already restricted; this keeps the rule local).
+fn path_segment(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn html(status: StatusCode, body: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn document(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<link rel=\"stylesheet\" href=\"/portal/portal.css\">\n\
+         </head>\n<body>\n{body}</body>\n</html>\n",
+        escape(title)
+    )
+}
+
+fn pools_page(session: &UserSession, pools: &[Offered]) -> String {
+    let mut body = format!(
+        "<header>\n<h1>Your desktops</h1>\n<p>Signed in as <strong id=\"user\">{}</strong></p>\n\
+         <form method=\"post\" action=\"/portal/logout\"><button id=\"signout\" \
+         type=\"submit\">Sign out</button></form>\n</header>\n<main>\n",
+        escape(&session.user)
+    );
+    if pools.is_empty() {
+        body.push_str(
+            "<p id=\"none\">No desktop is available to you. Ask your administrator to \
+             entitle you to a host pool.</p>\n",
+        );
+    } else {
+        body.push_str("<ul id=\"pools\">\n");
+        for p in pools {
+            let shown = if p.friendly_name.is_empty() {
+                &p.name
+            } else {
+                &p.friendly_name
+            };
+            body.push_str(&format!(
+                "<li class=\"pool\" data-pool=\"{name}\"><span><span class=\"pool-name\">{shown}\
+                 </span><span class=\"pool-id\">{name}</span></span> <a class=\"download\" \
+                 href=\"/portal/pools/{path}/rdpFile\" download=\"{name}.rdp\">Download .rdp</a>\
+                 </li>\n",
+                name = escape(&p.name),
+                shown = escape(shown),
+                path = escape(&path_segment(&p.name)),
+            ));
+        }
+        body.push_str("</ul>\n<p>Open the downloaded file with Remote Desktop Connection (mstsc) or another RDP client.</p>\n");
+    }
+    body.push_str("</main>\n");
+    document("Your desktops", &body)
+}
+
+fn signed_out_page() -> String {
+    document(
+        "Signed out",
+        "<main>\n<h1 id=\"signed-out\">Signed out</h1>\n<p><a href=\"/portal\">Sign in again</a></p>\n</main>\n",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_on_a_page_is_escaped() {
+        assert_eq!(
+            escape(r#"<script>"x"&'y'</script>"#),
+            "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;&lt;/script&gt;"
+        );
+        let session = UserSession::for_test("<b>eve</b>", &[]);
+        let page = pools_page(
+            &session,
+            &[Offered {
+                name: "p1".into(),
+                friendly_name: "<img src=x onerror=alert(1)>".into(),
+            }],
+        );
+        assert!(!page.contains("<b>eve"), "{page}");
+        assert!(!page.contains("<img"), "{page}");
+        assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    }
+
+    #[test]
+    fn cookies_are_read_by_exact_name() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("xdeskbroker-portal=1; deskbroker-portal=abc; other=2"),
+        );
+        assert_eq!(cookie(&h, "deskbroker-portal"), Some("abc"));
+        assert_eq!(cookie(&h, "missing"), None);
+    }
+
+    fn portal(public_url: &str) -> Portal {
+        Portal::new(crate::portal::PortalConfig {
+            issuer: "https://login.contoso.com".into(),
+            client_id: "deskbroker".into(),
+            client_secret: "secret".into(),
+            public_url: public_url.into(),
+            user_claim: "preferred_username".into(),
+            groups_claim: "groups".into(),
+            scopes: vec![],
+            trust: api::Trust::system(),
+        })
+        .expect("a portal")
+    }
+
+    #[test]
+    fn over_https_cookies_are_secure_and_host_only() {
+        let p = portal("https://desktops.contoso.com");
+        assert_eq!(session_cookie(&p), "__Host-deskbroker-portal");
+        assert_eq!(login_cookie(&p), "__Host-deskbroker-login");
+        let c = set_cookie(&p, session_cookie(&p), "abc", 60);
+        assert_eq!(
+            c.to_str().unwrap(),
+            "__Host-deskbroker-portal=abc; Path=/; Max-Age=60; HttpOnly; SameSite=Lax; Secure"
+        );
+        // Plain HTTP (loopback labs): no Secure, which browsers would drop.
+        let p = portal("http://127.0.0.1:8080");
+        let c = set_cookie(&p, session_cookie(&p), "abc", 0);
+        assert_eq!(
+            c.to_str().unwrap(),
+            "deskbroker-portal=abc; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+        );
+    }
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(path_segment("pool-1.a_b"), "pool-1.a_b");
+        assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
+    }
+}
