@@ -14,6 +14,9 @@ use placement::{Placement, SessionState};
 use crate::error::BrokerError;
 use crate::state::Broker;
 
+/// The actor of the front door's placements in the audit log.
+pub const FRONT_DOOR_ACTOR: &str = "front-door";
+
 /// The broker in this process, as the front door's [`Placer`].
 #[derive(Clone)]
 pub struct InProcess {
@@ -35,8 +38,32 @@ fn refused(e: BrokerError) -> PlacerError {
 }
 
 impl Placer for InProcess {
+    /// A new placement is recorded in the audit log (T5) with its session,
+    /// in the placement's own batch, as the API's connects are; the actor
+    /// is `front-door` (the user is in the entry's `after`). Refusals and
+    /// reconnects are not: the front door's metrics and log count those,
+    /// and anyone on the network can cause them.
     async fn connect(&self, pool: &str, request: &ConnectInput) -> Result<Placement, PlacerError> {
-        self.broker.connect(pool, request).await.map_err(refused)
+        let scope = crate::audit::Scope {
+            entry: store::AuditEntry {
+                time_ms: crate::state::now_ms(),
+                actor: FRONT_DOOR_ACTOR.to_string(),
+                action: format!("RDP connect {pool}"),
+                target: format!("hostPools/{pool}"),
+                host_pool: Some(pool.to_string()),
+                before: None,
+                after: None,
+                outcome: 0,
+                source: None,
+            },
+            method: "POST".to_string(),
+            resource: crate::audit::Resource::Connect {
+                pool: pool.to_string(),
+            },
+            recorded: None,
+        };
+        let (placed, _) = crate::audit::with_scope(scope, self.broker.connect(pool, request)).await;
+        placed.map_err(refused)
     }
 
     async fn set_session_state(

@@ -654,4 +654,17 @@ async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_othe
     let reached = eventually(PATIENCE, || async { a.tls_connections() >= 2 }).await;
     assert!(reached, "bob's ticket did not reach h1: {}", c.log());
     wait_session(&app, "secure", "bob", "h1", "Active").await;
+
+    // The front door's placements are in the audit log (T5), its refusals
+    // are not (anyone on the network can cause those).
+    let log = app
+        .ok("GET", "/api/v1/auditLog?actor=front-door", None, 200)
+        .await;
+    let users: Vec<&str> = log["value"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["after"]["userPrincipalName"].as_str())
+        .collect();
+    assert_eq!(users, ["bob", "alice"], "{log}");
 }
