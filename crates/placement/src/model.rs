@@ -63,6 +63,29 @@ pub enum HostStatus {
     Shutdown,
 }
 
+/// A session host's power state (rule A9). A new host is `Running`; the
+/// broker's power drivers and the scaling plan move it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum PowerState {
+    #[default]
+    Running,
+    Starting,
+    Stopping,
+    Stopped,
+    Unknown,
+}
+
+/// Who drained a session host (rule A6): an operator's drain is never
+/// undone by a scaling plan; the plan undoes only its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum DrainedBy {
+    Operator,
+    ScalingPlan,
+}
+
 /// Factors of the Server Load Index and host-side rejection (rules H2, H3, H6).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
