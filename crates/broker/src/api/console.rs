@@ -31,21 +31,27 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      form-action 'none'; frame-ancestors 'none'";
 
 /// Sent with every answer of the console, a missing file's too.
-const SECURITY_HEADERS: [(HeaderName, HeaderValue); 4] = [
-    (
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    ),
-    (
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    ),
-    (
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    ),
-    (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
-];
+const SECURITY_HEADERS: [(HeaderName, HeaderValue); 4] = security_headers(CONTENT_SECURITY_POLICY);
+
+/// The headers every page the broker serves to a browser carries (the
+/// console's, the portal's): `policy`, no sniffing, no referrer, no framing.
+pub(crate) const fn security_headers(policy: &'static str) -> [(HeaderName, HeaderValue); 4] {
+    [
+        (
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(policy),
+        ),
+        (
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ),
+        (
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ),
+        (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+    ]
+}
 
 /// The console's files, all of them: a name not listed here is a 404.
 const FILES: [(&str, &[u8]); 6] = [

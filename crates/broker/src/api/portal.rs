@@ -39,21 +39,8 @@ use crate::state::Broker;
 pub const PORTAL_CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; \
      img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-const SECURITY_HEADERS: [(HeaderName, HeaderValue); 4] = [
-    (
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(PORTAL_CONTENT_SECURITY_POLICY),
-    ),
-    (
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    ),
-    (
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    ),
-    (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
-];
+const SECURITY_HEADERS: [(HeaderName, HeaderValue); 4] =
+    super::console::security_headers(PORTAL_CONTENT_SECURITY_POLICY);
 
 /// The session cookie's name; `__Host-` (Secure, Path=/, no Domain: no
 /// sibling domain can set or shadow it) when the portal is served over

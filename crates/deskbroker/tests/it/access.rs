@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 
 use crate::{App, eventually, pool_with_hosts};
 
-/// Creates a credential with the admin token; answers its token.
-async fn credential(app: &App, name: &str, role: &str, pools: &[&str]) -> String {
+/// Creates a credential with the admin token; answers its token (also
+/// for the other tests of credentials).
+pub(crate) async fn credential(app: &App, name: &str, role: &str, pools: &[&str]) -> String {
     let v = app
         .ok(
             "POST",

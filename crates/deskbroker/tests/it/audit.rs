@@ -8,18 +8,7 @@ use serde_json::{Value, json};
 
 use crate::{App, pool_with_hosts};
 
-/// Creates a credential with the admin token; answers its token.
-async fn credential(app: &App, name: &str, role: &str, pools: &[&str]) -> String {
-    let v = app
-        .ok(
-            "POST",
-            "/api/v1/credentials",
-            Some(json!({"name": name, "role": role, "hostPools": pools})),
-            201,
-        )
-        .await;
-    v["token"].as_str().expect("token").to_string()
-}
+use crate::access::credential;
 
 /// The audit log's entries (first page) for `query`, with the admin token.
 async fn entries(app: &App, query: &str) -> Vec<Value> {

@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::access::credential;
 use crate::{App, TOKEN};
 
 /// The `loadbalanceinfo` value of an `.rdp` file.
@@ -24,18 +25,6 @@ async fn rdp_file(app: &App, query: &str, token: &str) -> (u16, Value) {
         Some(token),
     )
     .await
-}
-
-async fn credential(app: &App, name: &str, role: &str) -> String {
-    let v = app
-        .ok(
-            "POST",
-            "/api/v1/credentials",
-            Some(json!({"name": name, "role": role})),
-            201,
-        )
-        .await;
-    v["token"].as_str().expect("token").to_string()
 }
 
 async fn sessions(app: &App) -> usize {
@@ -72,7 +61,7 @@ async fn tickets_are_issued_to_portals_for_entitled_users_and_place_only_as_issu
     assert_eq!(pool["ticketLifetimeSeconds"], 120);
 
     // Without a user: the plain file, for every role, as before.
-    let reader = credential(&app, "auditor", "reader").await;
+    let reader = credential(&app, "auditor", "reader", &[]).await;
     let (status, plain) = rdp_file(&app, "", &reader).await;
     assert_eq!(status, 200);
     assert_eq!(
@@ -81,7 +70,7 @@ async fn tickets_are_issued_to_portals_for_entitled_users_and_place_only_as_issu
     );
 
     // A ticket places a user: a reader or operator may not have one made.
-    let operator = credential(&app, "helpdesk", "operator").await;
+    let operator = credential(&app, "helpdesk", "operator", &[]).await;
     for token in [&reader, &operator] {
         let (status, v) = rdp_file(&app, "?user=alice@contoso.com", token).await;
         assert_eq!(
@@ -93,7 +82,7 @@ async fn tickets_are_issued_to_portals_for_entitled_users_and_place_only_as_issu
 
     // A portal may, for entitled users only (T2 at issue, with the groups
     // the portal vouches for).
-    let portal = credential(&app, "portal", "portal").await;
+    let portal = credential(&app, "portal", "portal", &[]).await;
     let (status, v) = rdp_file(&app, "?user=mallory@contoso.com", &portal).await;
     assert_eq!(
         (status, v["error"]["code"].as_str()),
