@@ -15,6 +15,7 @@
 //! order-statistic index of open hosts by session count, so a placement
 //! costs O(log n) however many hosts the pool has.
 
+pub mod autoscale;
 mod error;
 pub mod load_index;
 pub mod model;
@@ -25,6 +26,6 @@ mod random;
 pub use error::Error;
 pub use model::*;
 pub use pool::{
-    Candidates, Change, ConnectRequest, MAX_REPORTED_SESSIONS, Placement, Pool, PoolCounters,
-    Reconciled, RefusalReason, RefusedSession, Upsert,
+    Candidates, Change, ConnectRequest, HostPower, MAX_REPORTED_SESSIONS, Placement, Pool,
+    PoolCounters, Reconciled, RefusalReason, RefusedSession, Upsert,
 };
