@@ -338,8 +338,10 @@ pub fn evaluate(
         for i in candidates {
             let h = &view.hosts[i];
             let open_without = open - under_limit(h) as u32;
+            // The first host that must stay ends scale-in: the rest have
+            // as many sessions or more, and A5 takes the emptiest first.
             if serving == 0 || load.need(serving - 1, open_without).is_some() {
-                continue;
+                break;
             }
             serving -= 1;
             open = open_without;
