@@ -67,14 +67,102 @@ pub enum ActionKind {
     Logoff,
 }
 
-/// One action the plan takes now, with why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Why the plan took an action: structured and `Copy`, so an evaluation
+/// that starts thousands of hosts does not format thousands of sentences;
+/// it reads (and serializes) as a sentence through `Display`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A4: used capacity above the threshold with `serving` serving hosts.
+    AboveThreshold {
+        used_capacity_pct: u32,
+        threshold_pct: u32,
+        serving: u32,
+    },
+    /// A4: fewer serving hosts than the phase's minimum.
+    BelowMinimum { serving: u32, minimum: u32 },
+    /// A7: no open host, and the phase's minimum is above 0.
+    NoOpenHost,
+    /// A5: used capacity stays within the threshold and the minimum holds
+    /// without the host; `serving` are left.
+    ScaleIn {
+        threshold_pct: u32,
+        minimum: u32,
+        serving: u32,
+    },
+    /// A5: a host the plan drained has no session left (or, with
+    /// `ZeroActiveSessions`, no active one).
+    Drained { stop_hosts_when: StopHostsWhen },
+    /// A5: ramp-down with force logoff; the logoff follows in `wait_minutes`.
+    ForceLogoffNotice { wait_minutes: u32 },
+    /// A5: the wait after the notification is over.
+    WaitOver { wait_minutes: u32 },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Reason::AboveThreshold {
+                used_capacity_pct,
+                threshold_pct,
+                serving,
+            } => write!(
+                f,
+                "used capacity {used_capacity_pct}% is above the threshold {threshold_pct}% with \
+                 {serving} serving host(s)"
+            ),
+            Reason::BelowMinimum { serving, minimum } => write!(
+                f,
+                "{serving} serving host(s), fewer than the minimum {minimum}"
+            ),
+            Reason::NoOpenHost => {
+                write!(f, "no open host left, and the phase's minimum is above 0")
+            }
+            Reason::ScaleIn {
+                threshold_pct,
+                minimum,
+                serving,
+            } => write!(
+                f,
+                "used capacity stays at or below {threshold_pct}% and the minimum {minimum} holds \
+                 without it ({serving} serving host(s) left)"
+            ),
+            Reason::Drained {
+                stop_hosts_when: StopHostsWhen::ZeroSessions,
+            } => write!(f, "drained by the plan and has no session left"),
+            Reason::Drained {
+                stop_hosts_when: StopHostsWhen::ZeroActiveSessions,
+            } => write!(
+                f,
+                "drained by the plan and has no active session left (ZeroActiveSessions)"
+            ),
+            Reason::ForceLogoffNotice { wait_minutes } => write!(
+                f,
+                "ramp-down with force logoff: its users are logged off in {wait_minutes} minute(s)"
+            ),
+            Reason::WaitOver { wait_minutes } => write!(
+                f,
+                "the {wait_minutes} minute(s) since its users were notified are over"
+            ),
+        }
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One action the plan takes now, with why. Serializes as the contract's
+/// `action`, `sessionHost`, `reason` (a sentence) and `message`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Action {
     pub action: ActionKind,
     pub session_host: String,
-    pub reason: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub reason: Reason,
     /// The message a `Notify` sends.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -170,26 +258,26 @@ struct Load {
 impl Load {
     /// Why the pool needs one more serving host with `serving` serving
     /// hosts of which `open` are open, or `None` when it does not.
-    fn need(&self, serving: u32, open: u32) -> Option<String> {
+    fn need(&self, serving: u32, open: u32) -> Option<Reason> {
         let capacity = self.limit * serving as u64;
         // A4's capacity: used > threshold, i.e. sessions × 100 > threshold ×
         // capacity, in integers. A limit of 0 has no capacity to add, so it
         // never asks for hosts on this ground (nor on A7's).
         if self.limit > 0 && self.sessions * 100 > self.threshold_pct * capacity {
-            return Some(format!(
-                "used capacity {}% is above the threshold {}% with {serving} serving host(s)",
-                used_pct(self.sessions, capacity),
-                self.threshold_pct
-            ));
+            return Some(Reason::AboveThreshold {
+                used_capacity_pct: used_pct(self.sessions, capacity),
+                threshold_pct: self.threshold_pct as u32,
+                serving,
+            });
         }
         if serving < self.minimum {
-            return Some(format!(
-                "{serving} serving host(s), fewer than the minimum {}",
-                self.minimum
-            ));
+            return Some(Reason::BelowMinimum {
+                serving,
+                minimum: self.minimum,
+            });
         }
         if self.minimum > 0 && self.limit > 0 && open == 0 {
-            return Some("no open host left, and the phase's minimum is above 0 (A7)".into());
+            return Some(Reason::NoOpenHost);
         }
         None
     }
@@ -272,11 +360,11 @@ pub fn evaluate(
     let mut undrained = vec![false; view.hosts.len()];
     let mut drained_now: Vec<usize> = Vec::new();
     let mut next_memory = PlanMemory::default();
-    let act = |actions: &mut Vec<Action>, kind: ActionKind, h: &ScalingHost<'_>, why: &str| {
+    let act = |actions: &mut Vec<Action>, kind: ActionKind, h: &ScalingHost<'_>, why: Reason| {
         actions.push(Action {
             action: kind,
             session_host: h.name.to_string(),
-            reason: why.to_string(),
+            reason: why,
             message: None,
         });
     };
@@ -319,11 +407,11 @@ pub fn evaluate(
             };
             let h = &view.hosts[i];
             if h.plan_drained() {
-                act(&mut actions, ActionKind::Undrain, h, &why);
+                act(&mut actions, ActionKind::Undrain, h, why);
                 undrained[i] = true;
             }
             if h.power_state == PowerState::Stopped {
-                act(&mut actions, ActionKind::Start, h, &why);
+                act(&mut actions, ActionKind::Start, h, why);
             }
             serving += 1;
             open += under_limit(h) as u32;
@@ -345,18 +433,18 @@ pub fn evaluate(
             }
             serving -= 1;
             open = open_without;
-            let why = format!(
-                "used capacity stays at or below {}% and the minimum {} holds without it \
-                 ({serving} serving host(s) left)",
-                phase.capacity_threshold_pct, f.minimum_hosts
-            );
+            let why = Reason::ScaleIn {
+                threshold_pct: phase.capacity_threshold_pct,
+                minimum: f.minimum_hosts,
+                serving,
+            };
             let stoppable = h.sessions == 0
                 || (phase.stop_hosts_when == StopHostsWhen::ZeroActiveSessions
                     && h.active_sessions == 0);
             if stoppable {
-                act(&mut actions, ActionKind::Stop, h, &why);
+                act(&mut actions, ActionKind::Stop, h, why);
             } else {
-                act(&mut actions, ActionKind::Drain, h, &why);
+                act(&mut actions, ActionKind::Drain, h, why);
                 drained_now.push(i);
             }
         }
@@ -377,11 +465,8 @@ pub fn evaluate(
             || (phase.stop_hosts_when == StopHostsWhen::ZeroActiveSessions
                 && h.active_sessions == 0);
         if stoppable && !fresh {
-            let why = match phase.stop_hosts_when {
-                StopHostsWhen::ZeroSessions => "drained by the plan and has no session left",
-                StopHostsWhen::ZeroActiveSessions => {
-                    "drained by the plan and has no active session left (ZeroActiveSessions)"
-                }
+            let why = Reason::Drained {
+                stop_hosts_when: phase.stop_hosts_when,
             };
             act(&mut actions, ActionKind::Stop, h, why);
             continue;
@@ -392,10 +477,9 @@ pub fn evaluate(
                 actions.push(Action {
                     action: ActionKind::Notify,
                     session_host: h.name.to_string(),
-                    reason: format!(
-                        "ramp-down with force logoff: its users are logged off in {} minute(s)",
-                        phase.wait_time_minutes
-                    ),
+                    reason: Reason::ForceLogoffNotice {
+                        wait_minutes: phase.wait_time_minutes,
+                    },
                     message: Some(phase.notification_message.clone()),
                 });
                 mem.notified_at_ms = Some(now_ms);
@@ -407,10 +491,9 @@ pub fn evaluate(
                         &mut actions,
                         ActionKind::Logoff,
                         h,
-                        &format!(
-                            "the {} minute(s) since its users were notified are over",
-                            phase.wait_time_minutes
-                        ),
+                        Reason::WaitOver {
+                            wait_minutes: phase.wait_time_minutes,
+                        },
                     );
                     mem.logged_off_at_ms = Some(now_ms);
                 } else if logoff_due.is_none_or(|(t, _)| due < t) {

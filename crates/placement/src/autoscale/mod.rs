@@ -16,7 +16,7 @@ mod view;
 
 pub use connect::{StartOnConnect, start_on_connect};
 pub use evaluate::{
-    Action, ActionKind, Evaluation, Figures, HostMemory, PlanMemory, Waiting, evaluate,
+    Action, ActionKind, Evaluation, Figures, HostMemory, PlanMemory, Reason, Waiting, evaluate,
 };
 pub use phase::{Phase, ResolvedPhase, phase_in_force};
 pub use plan::{

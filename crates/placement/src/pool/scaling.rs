@@ -25,7 +25,7 @@ impl Pool {
         &'a self,
         power: impl Fn(&'a Host) -> HostPower<'a>,
     ) -> ScalingView<'a> {
-        let mut active: HashMap<&str, u32> = HashMap::new();
+        let mut active: HashMap<&str, u32> = HashMap::with_capacity(self.hosts.len());
         for s in self.sessions.values() {
             if matches!(s.state, SessionState::Active | SessionState::Pending) {
                 *active.entry(s.host.as_str()).or_default() += 1;
