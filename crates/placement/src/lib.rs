@@ -14,7 +14,11 @@
 //! Each pool is a [`Pool`]: settings, hosts in query order, sessions, and an
 //! order-statistic index of open hosts by session count, so a placement
 //! costs O(log n) however many hosts the pool has.
+//!
+//! [`autoscale`] holds the scaling plans' decisions (rules A1–A8): the plan,
+//! the phase in force, one evaluation over a pool, start on connect.
 
+pub mod autoscale;
 mod error;
 pub mod load_index;
 pub mod model;
@@ -25,6 +29,6 @@ mod random;
 pub use error::Error;
 pub use model::*;
 pub use pool::{
-    Candidates, Change, ConnectRequest, MAX_REPORTED_SESSIONS, Placement, Pool, PoolCounters,
-    Reconciled, RefusalReason, RefusedSession, Upsert,
+    Candidates, Change, ConnectRequest, HostPower, MAX_REPORTED_SESSIONS, Placement, Pool,
+    PoolCounters, Reconciled, RefusalReason, RefusedSession, Upsert,
 };

@@ -21,11 +21,13 @@ mod hosts;
 mod index;
 mod picked;
 mod placement;
+mod scaling;
 mod sessions;
 mod settings;
 
 use index::Buckets;
 pub use picked::Candidates;
+pub use scaling::HostPower;
 pub use sessions::{MAX_REPORTED_SESSIONS, Reconciled, RefusalReason, RefusedSession};
 
 /// What an operation changed, for the caller to persist. Drained with

@@ -11,6 +11,7 @@ use placement::{
     MAX_SESSION_LIMIT, Placement, Pool, PoolConfig, SessionState, TimestampMs,
 };
 
+mod autoscale;
 mod breadth;
 mod changes;
 mod depth;
