@@ -10,8 +10,9 @@
 //! changes only what its caller gave.
 
 use placement::{
-    Host, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType,
-    PersonalDesktopAssignmentType, Pool, PoolConfig, Session, SessionState, TimestampMs,
+    DrainedBy, Host, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType,
+    PersonalDesktopAssignmentType, Pool, PoolConfig, PowerState, Session, SessionState,
+    TimestampMs,
 };
 use serde::{Deserialize, Serialize};
 
@@ -195,6 +196,12 @@ pub struct SessionHostInput {
     /// Owner of a host of a Personal pool.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub assigned_user: Option<String>,
+    /// Labels, e.g. a scaling plan's `exclusionTag` (rule A6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    /// `aa:bb:cc:dd:ee:ff`, for Wake-on-LAN (rule A9).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mac_address: Option<String>,
     /// Accepted for symmetry with the output; must match the path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -221,6 +228,17 @@ pub struct SessionHostPatch {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub assigned_user: Option<Option<String>>,
+    /// Replaces the host's tags (rule A6's `exclusionTag`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    /// Absent: unchanged; `null`: none; `aa:bb:cc:dd:ee:ff`: set.
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub mac_address: Option<Option<String>>,
 }
 
 /// Distinguishes a field that is absent (`None`) from one set to `null`
@@ -268,6 +286,17 @@ pub struct SessionHostOutput {
     pub registered_at: String,
     /// The metrics of the last heartbeat, if any.
     pub metrics: Option<HostMetrics>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub mac_address: Option<String>,
+    /// Read-only (rule A9): set by power actions, never by the host. A
+    /// `Stopped` or `Stopping` host's `status` is `Shutdown`.
+    #[serde(default)]
+    pub power_state: PowerState,
+    /// Read-only (rule A6): who drained the host, while it is drained.
+    #[serde(default)]
+    pub drained_by: Option<DrainedBy>,
 }
 
 impl From<&Host> for SessionHostOutput {
@@ -286,6 +315,10 @@ impl From<&Host> for SessionHostOutput {
             policy: h.spec.policy.clone(),
             registered_at: rfc3339(h.registered_at_ms),
             metrics: h.metrics.clone(),
+            tags: h.spec.tags.clone(),
+            mac_address: h.spec.mac_address.clone(),
+            power_state: h.power_state,
+            drained_by: h.spec.drained_by,
         }
     }
 }

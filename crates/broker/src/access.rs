@@ -341,11 +341,14 @@ pub fn operator_may_patch_host(patch: &api::types::SessionHostPatch) -> Result<(
     let others = patch.address.is_some()
         || patch.capabilities.is_some()
         || patch.policy.is_some()
-        || patch.assigned_user.is_some();
+        || patch.assigned_user.is_some()
+        || patch.tags.is_some()
+        || patch.mac_address.is_some();
     if others {
         Err(
             "an operator may only change allowNewSession (drain and undrain); changing \
-             address, capabilities, policy or assignedUser needs the admin role"
+             address, capabilities, policy, assignedUser, tags or macAddress needs the \
+             admin role"
                 .into(),
         )
     } else {

@@ -608,6 +608,68 @@ pub struct HostSpec {
     pub capabilities: Vec<String>,
     pub policy: HostPolicy,
     pub assigned_user: Option<String>,
+    /// Free-form labels (rule A6: a scaling plan's `exclusionTag` is one),
+    /// at most [`MAX_HOST_TAGS`]. Absent in hosts stored before they
+    /// existed, hence the serde default.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The host's `aa:bb:cc:dd:ee:ff`, for the `wakeOnLan` power driver
+    /// (rule A9) and `DESKBROKER_MAC` of the command driver.
+    #[serde(default)]
+    pub mac_address: Option<String>,
+    /// Who set `allow_new_session` false (rule A6): an operator through the
+    /// API, or a scaling plan. Always None while the host allows new
+    /// sessions.
+    #[serde(default)]
+    pub drained_by: Option<DrainedBy>,
+}
+
+/// The most tags a host carries: a scaling plan scans them per host.
+pub const MAX_HOST_TAGS: usize = 32;
+/// The longest tag, in bytes.
+pub const MAX_TAG_BYTES: usize = 64;
+
+/// A tag: 1 to [`MAX_TAG_BYTES`] letters, digits, `.`, `-`, `_`, `:` or
+/// `=` (so `no-autoscale` and `team=finance` both work), each listed once.
+pub fn validate_tags(field: &str, tags: &[String]) -> Result<(), Error> {
+    if tags.len() > MAX_HOST_TAGS {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: {} tags; at most {MAX_HOST_TAGS}",
+            tags.len()
+        )));
+    }
+    for (i, t) in tags.iter().enumerate() {
+        let ok = !t.is_empty()
+            && t.len() <= MAX_TAG_BYTES
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '='));
+        if !ok {
+            return Err(Error::InvalidParameter(format!(
+                "{field}: {t:?} is not a valid tag; use 1 to {MAX_TAG_BYTES} letters, digits,                  '.', '-', '_', ':' or '='"
+            )));
+        }
+        if tags[..i].contains(t) {
+            return Err(Error::InvalidParameter(format!(
+                "{field}: {t:?} is listed twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The six bytes of a MAC address written `aa:bb:cc:dd:ee:ff` (either
+/// case), or None when it is not one.
+pub fn parse_mac(mac: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = mac.split(':');
+    for b in &mut out {
+        let p = parts.next()?;
+        if p.len() != 2 || !p.chars().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
 }
 
 impl HostSpec {
@@ -619,6 +681,9 @@ impl HostSpec {
             capabilities: vec!["rdp".to_string()],
             policy: HostPolicy::default(),
             assigned_user: None,
+            tags: Vec::new(),
+            mac_address: None,
+            drained_by: None,
         }
     }
 
@@ -629,6 +694,19 @@ impl HostSpec {
         self.policy.validate()?;
         if let Some(u) = &self.assigned_user {
             validate_user("assignedUser", u)?;
+        }
+        validate_tags("tags", &self.tags)?;
+        if let Some(m) = &self.mac_address
+            && parse_mac(m).is_none()
+        {
+            return Err(Error::InvalidParameter(format!(
+                "macAddress: {m:?} is not a MAC address; write it aa:bb:cc:dd:ee:ff"
+            )));
+        }
+        if self.allow_new_session && self.drained_by.is_some() {
+            return Err(Error::InvalidParameter(
+                "drainedBy: a host that allows new sessions is drained by nobody".into(),
+            ));
         }
         Ok(())
     }
@@ -670,7 +748,19 @@ pub struct Host {
     pub registered_at_ms: TimestampMs,
     pub last_heartbeat_ms: Option<TimestampMs>,
     pub metrics: Option<HostMetrics>,
-    /// Derived: never stored, recomputed from heartbeats and the clock.
+    /// Rule A9: set by the broker's power actions (and a scaling plan's),
+    /// never by the host. Absent in hosts stored before it existed, which
+    /// were running, hence the serde default.
+    #[serde(default)]
+    pub power_state: PowerState,
+    /// When the host was last asked to start (None: never). A host that
+    /// has sent heartbeats and was started is available again only after a
+    /// heartbeat later than this (A9): until then nothing says its desktop
+    /// is up, only that its machine was switched on.
+    #[serde(default)]
+    pub start_requested_ms: Option<TimestampMs>,
+    /// Derived: never stored, recomputed from heartbeats, the power state
+    /// and the clock.
     #[serde(skip, default = "available")]
     pub status: HostStatus,
     /// Derived from the pool's sessions (Pending + Active + Disconnected).

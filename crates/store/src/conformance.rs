@@ -49,6 +49,8 @@ pub fn host(name: &str, seq: u64) -> Host {
             cpu_percent: Some(29.0),
             ..HostMetrics::default()
         }),
+        power_state: placement::PowerState::Running,
+        start_requested_ms: None,
         status: HostStatus::Available,
         sessions: 0,
         connecting_sessions: 0,
