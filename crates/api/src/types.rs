@@ -109,8 +109,62 @@ pub struct HostPoolInput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ticket_lifetime_seconds: Option<u32>,
     /// Accepted for symmetry with the output; must match the path.
+    /// Rule A8 (stored; see docs/rules.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_vm_on_connect: Option<bool>,
+    /// Rule A9. Setting a command needs an administrator of every pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_settings: Option<PowerSettingsInput>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+/// `powerSettings` of a pool's input: on `PATCH` only the fields given
+/// change; a command set to `null` is removed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PowerSettingsInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<placement::PowerDriver>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub power_on_command: Option<Option<String>>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub power_off_command: Option<Option<String>>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub power_state_command: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broadcast_address: Option<String>,
+}
+
+impl PowerSettingsInput {
+    /// Whether the input sets a command (not just removes one).
+    pub fn sets_command(&self) -> bool {
+        [
+            &self.power_on_command,
+            &self.power_off_command,
+            &self.power_state_command,
+        ]
+        .iter()
+        .any(|c| matches!(c, Some(Some(_))))
+    }
 }
 
 /// `loadIndexSettings` of a pool's input; fields not given are unchanged.
