@@ -732,3 +732,36 @@ pub struct WhoAmIOutput {
     /// The pools it is limited to; empty: every pool.
     pub host_pools: Vec<String>,
 }
+
+/// A power or scaling action on a host (rule A10), as
+/// `GET /api/v1/hostPools/{pool}/scalingActions` and the manual
+/// `…/start` and `…/stop` answer it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingActionOutput {
+    /// Orders actions (newer ones are greater); `beforeId` continues a
+    /// list below it.
+    pub id: String,
+    /// RFC 3339, UTC, milliseconds: when the action was decided.
+    pub time: String,
+    /// The scaling plan's phase; null for an operator's action.
+    pub phase: Option<String>,
+    pub action: placement::ScalingActionKind,
+    pub session_host: String,
+    pub reason: String,
+    pub used_capacity_pct: Option<u32>,
+    pub threshold_pct: Option<u32>,
+    pub running_hosts: Option<u32>,
+    pub minimum_hosts: Option<u32>,
+    pub outcome: placement::ActionOutcome,
+    /// What the power driver said (bounded), or why the action failed.
+    pub message: String,
+    /// Who asked, for an operator's action (`admin`, `credential:NAME`).
+    pub actor: Option<String>,
+    /// When the outcome was known.
+    pub finished_time: Option<String>,
+    /// How many times the power driver was tried.
+    #[serde(default)]
+    pub attempts: u32,
+}

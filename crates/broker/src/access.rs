@@ -195,6 +195,29 @@ pub const TABLE: &[Rule] = &[
     // (the handler narrows the query).
     rule("GET", "/api/v1/auditLog", READERS, false, Scope::PoolList),
     rule("GET", "/api/v1/whoami", ALL, false, Scope::PoolList),
+    // Rule A9: operators start and stop hosts (T1); the record of what
+    // was done is for every reader (A10).
+    rule(
+        "POST",
+        "/api/v1/hostPools/{pool}/sessionHosts/{host}/start",
+        OPERATORS,
+        false,
+        Scope::Pool,
+    ),
+    rule(
+        "POST",
+        "/api/v1/hostPools/{pool}/sessionHosts/{host}/stop",
+        OPERATORS,
+        false,
+        Scope::Pool,
+    ),
+    rule(
+        "GET",
+        "/api/v1/hostPools/{pool}/scalingActions",
+        READERS,
+        false,
+        Scope::Pool,
+    ),
 ];
 
 /// The entry for a method and route pattern, if there is one.
