@@ -18,7 +18,6 @@ const HOST_COLUMNS: Columns = &[
     "connectingSessions",
     "loadIndex",
     "assignedUser",
-    "powerState",
 ];
 
 /// Columns of a power action's record (rule A10).
