@@ -10,8 +10,9 @@
 //! changes only what its caller gave.
 
 use placement::{
-    Host, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType,
-    PersonalDesktopAssignmentType, Pool, PoolConfig, Session, SessionState, TimestampMs,
+    DrainedBy, Host, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType,
+    PersonalDesktopAssignmentType, Pool, PoolConfig, PowerState, Session, SessionState,
+    TimestampMs,
 };
 use serde::{Deserialize, Serialize};
 
@@ -108,8 +109,62 @@ pub struct HostPoolInput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ticket_lifetime_seconds: Option<u32>,
     /// Accepted for symmetry with the output; must match the path.
+    /// Rule A8 (stored; see docs/rules.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_vm_on_connect: Option<bool>,
+    /// Rule A9. Setting a command needs an administrator of every pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_settings: Option<PowerSettingsInput>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+/// `powerSettings` of a pool's input: on `PATCH` only the fields given
+/// change; a command set to `null` is removed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PowerSettingsInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<placement::PowerDriver>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub power_on_command: Option<Option<String>>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub power_off_command: Option<Option<String>>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub power_state_command: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broadcast_address: Option<String>,
+}
+
+impl PowerSettingsInput {
+    /// Whether the input sets a command (not just removes one).
+    pub fn sets_command(&self) -> bool {
+        [
+            &self.power_on_command,
+            &self.power_off_command,
+            &self.power_state_command,
+        ]
+        .iter()
+        .any(|c| matches!(c, Some(Some(_))))
+    }
 }
 
 /// `loadIndexSettings` of a pool's input; fields not given are unchanged.
@@ -195,6 +250,12 @@ pub struct SessionHostInput {
     /// Owner of a host of a Personal pool.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub assigned_user: Option<String>,
+    /// Labels, e.g. a scaling plan's `exclusionTag` (rule A6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    /// `aa:bb:cc:dd:ee:ff`, for Wake-on-LAN (rule A9).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mac_address: Option<String>,
     /// Accepted for symmetry with the output; must match the path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -221,6 +282,17 @@ pub struct SessionHostPatch {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub assigned_user: Option<Option<String>>,
+    /// Replaces the host's tags (rule A6's `exclusionTag`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    /// Absent: unchanged; `null`: none; `aa:bb:cc:dd:ee:ff`: set.
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub mac_address: Option<Option<String>>,
 }
 
 /// Distinguishes a field that is absent (`None`) from one set to `null`
@@ -268,6 +340,17 @@ pub struct SessionHostOutput {
     pub registered_at: String,
     /// The metrics of the last heartbeat, if any.
     pub metrics: Option<HostMetrics>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub mac_address: Option<String>,
+    /// Read-only (rule A9): set by power actions, never by the host. A
+    /// `Stopped` or `Stopping` host's `status` is `Shutdown`.
+    #[serde(default)]
+    pub power_state: PowerState,
+    /// Read-only (rule A6): who drained the host, while it is drained.
+    #[serde(default)]
+    pub drained_by: Option<DrainedBy>,
 }
 
 impl From<&Host> for SessionHostOutput {
@@ -286,6 +369,10 @@ impl From<&Host> for SessionHostOutput {
             policy: h.spec.policy.clone(),
             registered_at: rfc3339(h.registered_at_ms),
             metrics: h.metrics.clone(),
+            tags: h.spec.tags.clone(),
+            mac_address: h.spec.mac_address.clone(),
+            power_state: h.power_state,
+            drained_by: h.spec.drained_by,
         }
     }
 }
@@ -644,4 +731,37 @@ pub struct WhoAmIOutput {
     pub name: String,
     /// The pools it is limited to; empty: every pool.
     pub host_pools: Vec<String>,
+}
+
+/// A power or scaling action on a host (rule A10), as
+/// `GET /api/v1/hostPools/{pool}/scalingActions` and the manual
+/// `…/start` and `…/stop` answer it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingActionOutput {
+    /// Orders actions (newer ones are greater); `beforeId` continues a
+    /// list below it.
+    pub id: String,
+    /// RFC 3339, UTC, milliseconds: when the action was decided.
+    pub time: String,
+    /// The scaling plan's phase; null for an operator's action.
+    pub phase: Option<String>,
+    pub action: placement::ScalingActionKind,
+    pub session_host: String,
+    pub reason: String,
+    pub used_capacity_pct: Option<u32>,
+    pub threshold_pct: Option<u32>,
+    pub running_hosts: Option<u32>,
+    pub minimum_hosts: Option<u32>,
+    pub outcome: placement::ActionOutcome,
+    /// What the power driver said (bounded), or why the action failed.
+    pub message: String,
+    /// Who asked, for an operator's action (`admin`, `credential:NAME`).
+    pub actor: Option<String>,
+    /// When the outcome was known.
+    pub finished_time: Option<String>,
+    /// How many times the power driver was tried.
+    #[serde(default)]
+    pub attempts: u32,
 }

@@ -195,6 +195,29 @@ pub const TABLE: &[Rule] = &[
     // (the handler narrows the query).
     rule("GET", "/api/v1/auditLog", READERS, false, Scope::PoolList),
     rule("GET", "/api/v1/whoami", ALL, false, Scope::PoolList),
+    // Rule A9: operators start and stop hosts (T1); the record of what
+    // was done is for every reader (A10).
+    rule(
+        "POST",
+        "/api/v1/hostPools/{pool}/sessionHosts/{host}/start",
+        OPERATORS,
+        false,
+        Scope::Pool,
+    ),
+    rule(
+        "POST",
+        "/api/v1/hostPools/{pool}/sessionHosts/{host}/stop",
+        OPERATORS,
+        false,
+        Scope::Pool,
+    ),
+    rule(
+        "GET",
+        "/api/v1/hostPools/{pool}/scalingActions",
+        READERS,
+        false,
+        Scope::Pool,
+    ),
 ];
 
 /// The entry for a method and route pattern, if there is one.
@@ -341,11 +364,14 @@ pub fn operator_may_patch_host(patch: &api::types::SessionHostPatch) -> Result<(
     let others = patch.address.is_some()
         || patch.capabilities.is_some()
         || patch.policy.is_some()
-        || patch.assigned_user.is_some();
+        || patch.assigned_user.is_some()
+        || patch.tags.is_some()
+        || patch.mac_address.is_some();
     if others {
         Err(
             "an operator may only change allowNewSession (drain and undrain); changing \
-             address, capabilities, policy or assignedUser needs the admin role"
+             address, capabilities, policy, assignedUser, tags or macAddress needs the \
+             admin role"
                 .into(),
         )
     } else {

@@ -69,7 +69,9 @@ impl Resource {
         let s = |v: Option<&str>| v.unwrap_or_default().to_string();
         match route {
             "/api/v1/hostPools/{pool}" => Resource::Pool(s(pool)),
-            "/api/v1/hostPools/{pool}/sessionHosts/{host}" => Resource::Host {
+            "/api/v1/hostPools/{pool}/sessionHosts/{host}"
+            | "/api/v1/hostPools/{pool}/sessionHosts/{host}/start"
+            | "/api/v1/hostPools/{pool}/sessionHosts/{host}/stop" => Resource::Host {
                 pool: s(pool),
                 host: s(host),
             },

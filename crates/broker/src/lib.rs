@@ -17,6 +17,7 @@ pub mod front_door;
 pub mod heartbeat;
 pub mod listener;
 pub mod portal;
+pub mod power;
 pub mod replica;
 pub mod server;
 pub mod state;
@@ -92,6 +93,9 @@ pub async fn serve(
 /// until aborted.
 pub fn spawn_ticker(broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        // Rule A10: whoever decides now resolves the power actions a crash
+        // (or a lost leader) left Pending, before anything else runs.
+        broker.resolve_interrupted_power_actions().await;
         let mut every = tokio::time::interval(TICK_INTERVAL);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -91,6 +91,8 @@ pub struct Broker {
     /// The user portal's sign-in (`serve --oidc-issuer`); unset: `/portal`
     /// answers that it is not configured.
     pub portal: std::sync::OnceLock<Arc<crate::portal::Portal>>,
+    /// The bound on power actions running at once (rule A9).
+    pub power: crate::power::PowerActions,
 }
 
 pub fn now_ms() -> TimestampMs {
@@ -155,6 +157,7 @@ impl Broker {
             heartbeats: Default::default(),
             api_rate_limit_per_second: Default::default(),
             portal: Default::default(),
+            power: Default::default(),
         }
     }
 

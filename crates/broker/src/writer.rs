@@ -357,6 +357,12 @@ mod tests {
                 Err(StoreError::Task("connection closed".into()))
             }
         }
+        async fn scaling_actions(
+            &self,
+            _query: store::ScalingActionQuery,
+        ) -> Result<Vec<store::ScalingAction>, StoreError> {
+            Ok(Vec::new())
+        }
         async fn audit(
             &self,
             _query: store::AuditQuery,

@@ -123,6 +123,12 @@ pub struct ServeArgs {
         default_value_t = 0
     )]
     pub api_rate_limit: u32,
+    /// Let pools' `command` power driver run its commands (rule A9): shell
+    /// on this machine, as this process. Off by default, so that not even
+    /// the admin token can make the broker run a command; without it,
+    /// setting a command is refused and stored ones are not run.
+    #[arg(long = "allow-power-commands", env = "DESKBROKER_ALLOW_POWER_COMMANDS")]
+    pub allow_power_commands: bool,
     /// Days the audit log keeps an entry (rule T5); older ones are pruned.
     #[arg(
         long = "audit-retention-days",
@@ -370,6 +376,7 @@ pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     private_data_dir(&args.data_dir)?;
+    broker::power::allow_commands(args.allow_power_commands);
     if let Some(pool) = &args.rdp_default_pool {
         anyhow::ensure!(
             args.rdp_listen.is_some(),

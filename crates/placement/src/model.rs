@@ -86,6 +86,27 @@ pub enum DrainedBy {
     ScalingPlan,
 }
 
+/// What a scaling plan, or an operator, did to a host (rule A10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ScalingActionKind {
+    Start,
+    Stop,
+    Drain,
+    Undrain,
+    Notify,
+    Logoff,
+}
+
+/// How an action ended (rule A10): `Pending` while its driver works.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ActionOutcome {
+    Succeeded,
+    Failed,
+    Pending,
+}
+
 /// Factors of the Server Load Index and host-side rejection (rules H2, H3, H6).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -212,6 +233,156 @@ pub struct PoolConfig {
     /// 300 by default.
     #[serde(default = "ticket_lifetime_default")]
     pub ticket_lifetime_seconds: u32,
+    /// Rule A8: a connect that finds no host may start a stopped one.
+    /// Stored and shown; false by default, as the contract has it.
+    #[serde(default)]
+    pub start_vm_on_connect: bool,
+    /// Rule A9: how the broker powers this pool's hosts on and off.
+    #[serde(default)]
+    pub power_settings: PowerSettings,
+}
+
+/// Rule A9: how a pool's hosts are powered on and off.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum PowerDriver {
+    /// The broker cannot power hosts on or off (the default).
+    #[default]
+    None,
+    /// `powerOnCommand` / `powerOffCommand` through `sh -c`.
+    Command,
+    /// A magic packet to the host's `macAddress` starts it; stopping needs
+    /// `powerOffCommand`.
+    WakeOnLan,
+}
+
+/// The longest power command, in bytes: a command line, not a script
+/// (a script belongs in a file the command names).
+pub const MAX_POWER_COMMAND_BYTES: usize = 4096;
+/// The longest a power command may run before it is killed, in seconds.
+pub const MAX_POWER_TIMEOUT_SECONDS: u32 = 3600;
+/// The port a Wake-on-LAN packet goes to when `broadcastAddress` names none.
+pub const WAKE_ON_LAN_PORT: u16 = 9;
+
+/// A pool's `powerSettings` (rule A9). Only an administrator of every pool
+/// sets the commands: the broker runs them as itself (docs/security.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PowerSettings {
+    pub driver: PowerDriver,
+    /// Run through `sh -c` to start a host (driver `command`). The host's
+    /// values reach it only through `DESKBROKER_*` environment variables,
+    /// never inside the command's text.
+    #[serde(default)]
+    pub power_on_command: Option<String>,
+    /// Run to stop a host (drivers `command` and `wakeOnLan`).
+    #[serde(default)]
+    pub power_off_command: Option<String>,
+    /// Optional: prints `Running` or `Stopped` (exit 0) for a host whose
+    /// power state is in doubt (an action a crash interrupted).
+    #[serde(default)]
+    pub power_state_command: Option<String>,
+    /// 1..=[`MAX_POWER_TIMEOUT_SECONDS`], 120 by default: a command still
+    /// running then is killed and the attempt has failed.
+    #[serde(default = "power_timeout_default")]
+    pub timeout_seconds: u32,
+    /// Where Wake-on-LAN packets go: an IPv4 address (port 9) or
+    /// `ADDRESS:PORT`; `255.255.255.255` by default.
+    #[serde(default = "broadcast_default")]
+    pub broadcast_address: String,
+}
+
+fn power_timeout_default() -> u32 {
+    120
+}
+
+fn broadcast_default() -> String {
+    "255.255.255.255".to_string()
+}
+
+impl Default for PowerSettings {
+    fn default() -> Self {
+        PowerSettings {
+            driver: PowerDriver::None,
+            power_on_command: None,
+            power_off_command: None,
+            power_state_command: None,
+            timeout_seconds: power_timeout_default(),
+            broadcast_address: broadcast_default(),
+        }
+    }
+}
+
+impl PowerSettings {
+    /// Whether any command is set: setting one needs an administrator of
+    /// every pool.
+    pub fn has_commands(&self) -> bool {
+        self.power_on_command.is_some()
+            || self.power_off_command.is_some()
+            || self.power_state_command.is_some()
+    }
+
+    /// Where a Wake-on-LAN packet goes.
+    pub fn broadcast_socket(&self) -> Option<std::net::SocketAddrV4> {
+        let a = &self.broadcast_address;
+        a.parse::<std::net::SocketAddrV4>().ok().or_else(|| {
+            a.parse::<std::net::Ipv4Addr>()
+                .ok()
+                .map(|ip| std::net::SocketAddrV4::new(ip, WAKE_ON_LAN_PORT))
+        })
+    }
+
+    pub fn validate(&self) -> Result<(), Error> {
+        for (field, cmd) in [
+            ("powerSettings.powerOnCommand", &self.power_on_command),
+            ("powerSettings.powerOffCommand", &self.power_off_command),
+            ("powerSettings.powerStateCommand", &self.power_state_command),
+        ] {
+            let Some(cmd) = cmd else { continue };
+            if cmd.trim().is_empty() || cmd.len() > MAX_POWER_COMMAND_BYTES {
+                return Err(Error::InvalidParameter(format!(
+                    "{field}: give 1 to {MAX_POWER_COMMAND_BYTES} bytes, or null"
+                )));
+            }
+            if cmd
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+            {
+                return Err(Error::InvalidParameter(format!(
+                    "{field}: control characters other than newline and tab are not allowed"
+                )));
+            }
+        }
+        check_range(
+            "powerSettings.timeoutSeconds",
+            self.timeout_seconds,
+            1,
+            MAX_POWER_TIMEOUT_SECONDS,
+        )?;
+        if self.broadcast_socket().is_none_or(|s| s.port() == 0) {
+            return Err(Error::InvalidParameter(format!(
+                "powerSettings.broadcastAddress: {:?} is not an IPv4 address or ADDRESS:PORT",
+                self.broadcast_address
+            )));
+        }
+        match self.driver {
+            PowerDriver::Command if self.power_on_command.is_none() => {
+                Err(Error::InvalidParameter(
+                    "powerSettings.powerOnCommand: the command driver needs one".into(),
+                ))
+            }
+            PowerDriver::WakeOnLan if self.power_on_command.is_some() => {
+                Err(Error::InvalidParameter(
+                    "powerSettings.powerOnCommand: the wakeOnLan driver starts hosts with a \
+                     magic packet; remove the command, or use the command driver"
+                        .into(),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The shortest ticket lifetime a pool may set (rule T3): time enough to
@@ -283,6 +454,8 @@ impl PoolConfig {
             entitled_groups: Vec::new(),
             require_connection_ticket: false,
             ticket_lifetime_seconds: ticket_lifetime_default(),
+            start_vm_on_connect: false,
+            power_settings: PowerSettings::default(),
         }
     }
 
@@ -407,6 +580,7 @@ impl PoolConfig {
             MIN_TICKET_LIFETIME_SECONDS,
             MAX_TICKET_LIFETIME_SECONDS,
         )?;
+        self.power_settings.validate()?;
         check_text("description", &self.description, 1024)?;
         check_text("friendlyName", &self.friendly_name, 256)?;
 
@@ -608,6 +782,68 @@ pub struct HostSpec {
     pub capabilities: Vec<String>,
     pub policy: HostPolicy,
     pub assigned_user: Option<String>,
+    /// Free-form labels (rule A6: a scaling plan's `exclusionTag` is one),
+    /// at most [`MAX_HOST_TAGS`]. Absent in hosts stored before they
+    /// existed, hence the serde default.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The host's `aa:bb:cc:dd:ee:ff`, for the `wakeOnLan` power driver
+    /// (rule A9) and `DESKBROKER_MAC` of the command driver.
+    #[serde(default)]
+    pub mac_address: Option<String>,
+    /// Who set `allow_new_session` false (rule A6): an operator through the
+    /// API, or a scaling plan. Always None while the host allows new
+    /// sessions.
+    #[serde(default)]
+    pub drained_by: Option<DrainedBy>,
+}
+
+/// The most tags a host carries: a scaling plan scans them per host.
+pub const MAX_HOST_TAGS: usize = 32;
+/// The longest tag, in bytes.
+pub const MAX_TAG_BYTES: usize = 64;
+
+/// A tag: 1 to [`MAX_TAG_BYTES`] letters, digits, `.`, `-`, `_`, `:` or
+/// `=` (so `no-autoscale` and `team=finance` both work), each listed once.
+pub fn validate_tags(field: &str, tags: &[String]) -> Result<(), Error> {
+    if tags.len() > MAX_HOST_TAGS {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: {} tags; at most {MAX_HOST_TAGS}",
+            tags.len()
+        )));
+    }
+    for (i, t) in tags.iter().enumerate() {
+        let ok = !t.is_empty()
+            && t.len() <= MAX_TAG_BYTES
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '='));
+        if !ok {
+            return Err(Error::InvalidParameter(format!(
+                "{field}: {t:?} is not a valid tag; use 1 to {MAX_TAG_BYTES} letters, digits,                  '.', '-', '_', ':' or '='"
+            )));
+        }
+        if tags[..i].contains(t) {
+            return Err(Error::InvalidParameter(format!(
+                "{field}: {t:?} is listed twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The six bytes of a MAC address written `aa:bb:cc:dd:ee:ff` (either
+/// case), or None when it is not one.
+pub fn parse_mac(mac: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = mac.split(':');
+    for b in &mut out {
+        let p = parts.next()?;
+        if p.len() != 2 || !p.chars().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
 }
 
 impl HostSpec {
@@ -619,6 +855,9 @@ impl HostSpec {
             capabilities: vec!["rdp".to_string()],
             policy: HostPolicy::default(),
             assigned_user: None,
+            tags: Vec::new(),
+            mac_address: None,
+            drained_by: None,
         }
     }
 
@@ -629,6 +868,19 @@ impl HostSpec {
         self.policy.validate()?;
         if let Some(u) = &self.assigned_user {
             validate_user("assignedUser", u)?;
+        }
+        validate_tags("tags", &self.tags)?;
+        if let Some(m) = &self.mac_address
+            && parse_mac(m).is_none()
+        {
+            return Err(Error::InvalidParameter(format!(
+                "macAddress: {m:?} is not a MAC address; write it aa:bb:cc:dd:ee:ff"
+            )));
+        }
+        if self.allow_new_session && self.drained_by.is_some() {
+            return Err(Error::InvalidParameter(
+                "drainedBy: a host that allows new sessions is drained by nobody".into(),
+            ));
         }
         Ok(())
     }
@@ -670,7 +922,19 @@ pub struct Host {
     pub registered_at_ms: TimestampMs,
     pub last_heartbeat_ms: Option<TimestampMs>,
     pub metrics: Option<HostMetrics>,
-    /// Derived: never stored, recomputed from heartbeats and the clock.
+    /// Rule A9: set by the broker's power actions (and a scaling plan's),
+    /// never by the host. Absent in hosts stored before it existed, which
+    /// were running, hence the serde default.
+    #[serde(default)]
+    pub power_state: PowerState,
+    /// When the host was last asked to start (None: never). A host that
+    /// has sent heartbeats and was started is available again only after a
+    /// heartbeat later than this (A9): until then nothing says its desktop
+    /// is up, only that its machine was switched on.
+    #[serde(default)]
+    pub start_requested_ms: Option<TimestampMs>,
+    /// Derived: never stored, recomputed from heartbeats, the power state
+    /// and the clock.
     #[serde(skip, default = "available")]
     pub status: HostStatus,
     /// Derived from the pool's sessions (Pending + Active + Disconnected).

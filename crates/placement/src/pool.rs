@@ -172,7 +172,7 @@ impl Pool {
         pool.last_served_seq = counters.last_served_seq;
         let mut max_seq = 0;
         for mut h in hosts {
-            h.status = HostStatus::Available;
+            h.status = hosts::power_status(&h).unwrap_or(HostStatus::Available);
             h.sessions = 0;
             h.connecting_sessions = 0;
             h.logons_since_heartbeat = 0;

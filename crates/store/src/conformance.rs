@@ -30,6 +30,195 @@ pub async fn run_all(open: Opener<'_>) {
     the_audit_log_is_appended_queried_newest_first_and_paged(open).await;
     an_audit_entry_commits_with_its_batch_or_not_at_all(open).await;
     the_audit_log_is_pruned_by_age_and_count(open).await;
+    scaling_actions_are_put_replaced_queried_and_pruned(open).await;
+    new_host_fields_come_back(open).await;
+}
+
+/// A power action's record (rule A10), numbered so ids sort by `n`.
+pub fn scaling_action(n: u32, pool: &str) -> crate::ScalingAction {
+    crate::ScalingAction {
+        id: format!("0190a000-0000-7000-8000-{n:012}"),
+        pool: pool.into(),
+        time_ms: i64::from(n) * 1_000,
+        phase: None,
+        action: placement::ScalingActionKind::Start,
+        session_host: format!("h{n}"),
+        reason: "operator — ünïcode".into(),
+        used_capacity_pct: None,
+        threshold_pct: Some(60),
+        running_hosts: Some(2),
+        minimum_hosts: None,
+        outcome: placement::ActionOutcome::Pending,
+        message: String::new(),
+        actor: Some("admin".into()),
+        finished_ms: None,
+        attempts: 0,
+    }
+}
+
+async fn scaling_actions_are_put_replaced_queried_and_pruned(open: Opener<'_>) {
+    use crate::{ScalingAction, ScalingActionQuery};
+    use placement::ActionOutcome;
+    let case = "scaling_actions_are_put_replaced_queried_and_pruned";
+    let store = open("scaling-actions");
+    store
+        .apply(
+            vec![
+                Mutation::PutPool {
+                    config: pool("p"),
+                    counters: counters(1),
+                },
+                Mutation::PutPool {
+                    config: pool("q"),
+                    counters: counters(1),
+                },
+            ]
+            .into(),
+        )
+        .await
+        .expect("pools");
+    let batch: Vec<Mutation> = (1..=6)
+        .map(|n| Mutation::PutScalingAction {
+            action: scaling_action(n, if n % 2 == 0 { "q" } else { "p" }),
+        })
+        .collect();
+    store.apply(batch.into()).await.expect("put");
+    // The outcome replaces the record, in its place.
+    let mut done = scaling_action(3, "p");
+    done.outcome = ActionOutcome::Succeeded;
+    done.message = "started".into();
+    done.finished_ms = Some(3_500);
+    store
+        .apply(
+            vec![Mutation::PutScalingAction {
+                action: done.clone(),
+            }]
+            .into(),
+        )
+        .await
+        .expect("replace");
+    drop(store);
+    let store = open("scaling-actions");
+    let q = |pool: Option<&str>, pending_only: bool, before: Option<&str>, limit: usize| {
+        ScalingActionQuery {
+            pool: pool.map(str::to_string),
+            pending_only,
+            before_id: before.map(str::to_string),
+            limit,
+        }
+    };
+    let hosts = |v: Vec<ScalingAction>| v.into_iter().map(|a| a.session_host).collect::<Vec<_>>();
+    let of_p = store
+        .scaling_actions(q(Some("p"), false, None, 100))
+        .await
+        .expect("query");
+    assert_eq!(of_p[1], done, "{case}: the outcome is kept");
+    assert_eq!(
+        hosts(of_p),
+        ["h5", "h3", "h1"],
+        "{case}: newest first, one pool"
+    );
+    let page = store
+        .scaling_actions(q(None, false, None, 2))
+        .await
+        .expect("query");
+    assert_eq!(hosts(page.clone()), ["h6", "h5"], "{case}: limit");
+    let next = store
+        .scaling_actions(q(None, false, Some(&page[1].id), 2))
+        .await
+        .expect("query");
+    assert_eq!(
+        hosts(next),
+        ["h4", "h3"],
+        "{case}: continues below the last id"
+    );
+    let pending = store
+        .scaling_actions(q(None, true, None, 100))
+        .await
+        .expect("query");
+    assert_eq!(
+        hosts(pending),
+        ["h6", "h5", "h4", "h2", "h1"],
+        "{case}: pending only"
+    );
+    // Deleting a pool deletes its records.
+    store
+        .apply(vec![Mutation::DeletePool { pool: "q".into() }].into())
+        .await
+        .expect("delete pool");
+    let all = store
+        .scaling_actions(q(None, false, None, 100))
+        .await
+        .expect("query");
+    assert_eq!(hosts(all), ["h5", "h3", "h1"], "{case}: with their pool");
+    // The audit log's bounds apply: older than 2,000 s goes; then all but 1.
+    store
+        .apply(
+            vec![Mutation::PruneAudit {
+                older_than_ms: 2_000,
+                max_rows: u64::MAX,
+            }]
+            .into(),
+        )
+        .await
+        .expect("prune by age");
+    let all = store
+        .scaling_actions(q(None, false, None, 100))
+        .await
+        .expect("query");
+    assert_eq!(hosts(all), ["h5", "h3"], "{case}: pruned by age");
+    store
+        .apply(
+            vec![Mutation::PruneAudit {
+                older_than_ms: 0,
+                max_rows: 1,
+            }]
+            .into(),
+        )
+        .await
+        .expect("prune by count");
+    let all = store
+        .scaling_actions(q(None, false, None, 100))
+        .await
+        .expect("query");
+    assert_eq!(hosts(all), ["h5"], "{case}: pruned by count");
+}
+
+async fn new_host_fields_come_back(open: Opener<'_>) {
+    let case = "new_host_fields_come_back";
+    let store = open("host-fields");
+    let mut h = host("h1", 1);
+    h.spec.tags = vec!["no-autoscale".into()];
+    h.spec.mac_address = Some("52:54:00:ab:cd:01".into());
+    h.spec.allow_new_session = false;
+    h.spec.drained_by = Some(placement::DrainedBy::Operator);
+    h.power_state = placement::PowerState::Stopped;
+    h.start_requested_ms = Some(1_700_000_000_500);
+    let mut config = pool("p");
+    config.start_vm_on_connect = true;
+    config.power_settings.driver = placement::PowerDriver::Command;
+    config.power_settings.power_on_command = Some("virsh start \"$DESKBROKER_HOST\"".into());
+    store
+        .apply(
+            vec![
+                Mutation::PutPool {
+                    config: config.clone(),
+                    counters: counters(2),
+                },
+                Mutation::PutHost {
+                    pool: "p".into(),
+                    host: h.clone(),
+                },
+            ]
+            .into(),
+        )
+        .await
+        .expect("apply");
+    drop(store);
+    let store = open("host-fields");
+    let snap = store.load().await.expect("load");
+    assert_eq!(snap.pools[0].config, config, "{case}: pool");
+    assert_eq!(snap.pools[0].hosts, vec![h], "{case}: host");
 }
 
 pub fn pool(name: &str) -> PoolConfig {
@@ -49,6 +238,8 @@ pub fn host(name: &str, seq: u64) -> Host {
             cpu_percent: Some(29.0),
             ..HostMetrics::default()
         }),
+        power_state: placement::PowerState::Running,
+        start_requested_ms: None,
         status: HostStatus::Available,
         sessions: 0,
         connecting_sessions: 0,

@@ -94,6 +94,57 @@ pub enum Mutation {
         older_than_ms: i64,
         max_rows: u64,
     },
+    /// Records a power or scaling action (rule A10), or its outcome: the
+    /// same `id` again replaces the record (Pending, then Succeeded or
+    /// Failed). [`Mutation::PruneAudit`] bounds these records too.
+    PutScalingAction {
+        action: ScalingAction,
+    },
+}
+
+/// Most records one [`Store::scaling_actions`] query answers.
+pub const MAX_SCALING_ACTION_PAGE_ROWS: usize = 1000;
+
+/// One action on a host (rule A10): a scaling plan's (with its phase and
+/// the figures that caused it) or an operator's (with its actor). Kept as
+/// JSON; `id`, `pool`, `time_ms` and `outcome` are also columns.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ScalingAction {
+    /// A UUIDv7: ids sort in the order actions were made, newest last.
+    pub id: String,
+    pub pool: String,
+    pub time_ms: i64,
+    /// The plan's phase; None for an operator's action.
+    pub phase: Option<String>,
+    pub action: placement::ScalingActionKind,
+    pub session_host: String,
+    pub reason: String,
+    pub used_capacity_pct: Option<u32>,
+    pub threshold_pct: Option<u32>,
+    pub running_hosts: Option<u32>,
+    pub minimum_hosts: Option<u32>,
+    pub outcome: placement::ActionOutcome,
+    /// What the driver said (its output, bounded), or why it failed.
+    pub message: String,
+    /// Who asked, for an operator's action (as in the audit log).
+    pub actor: Option<String>,
+    /// When the outcome was known.
+    pub finished_ms: Option<i64>,
+    /// How many times the driver was tried.
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+/// Which records a [`Store::scaling_actions`] query answers: newest first,
+/// of one pool (or of every pool), only Pending ones if asked, below
+/// `before_id`, at most `limit` (capped at
+/// [`MAX_SCALING_ACTION_PAGE_ROWS`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScalingActionQuery {
+    pub pool: Option<String>,
+    pub pending_only: bool,
+    pub before_id: Option<String>,
+    pub limit: usize,
 }
 
 /// How many audit entries one [`Mutation::PruneAudit`] removes at most for
@@ -245,4 +296,11 @@ pub trait Store: Send + Sync + 'static {
     /// Entries of the audit log, newest first (see [`AuditQuery`]). The log
     /// is never loaded into memory: it is read from the store on demand.
     async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRow>, StoreError>;
+
+    /// Records of power and scaling actions (rule A10), newest first (see
+    /// [`ScalingActionQuery`]); read on demand, never loaded at start.
+    async fn scaling_actions(
+        &self,
+        query: ScalingActionQuery,
+    ) -> Result<Vec<ScalingAction>, StoreError>;
 }

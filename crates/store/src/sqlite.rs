@@ -14,7 +14,8 @@ use rusqlite::{Connection, params};
 
 use crate::{
     AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, AuditQuery, AuditRow, HostCredential,
-    MAX_AUDIT_PAGE_ROWS, Mutation, PoolRecord, RegistrationToken, Snapshot, Store, StoreError,
+    MAX_AUDIT_PAGE_ROWS, MAX_SCALING_ACTION_PAGE_ROWS, Mutation, PoolRecord, RegistrationToken,
+    ScalingAction, ScalingActionQuery, Snapshot, Store, StoreError,
 };
 
 /// Migrations, in order; `user_version` is how many have been applied.
@@ -79,6 +80,19 @@ const MIGRATIONS: &[&str] = &[
         record TEXT NOT NULL
      ) STRICT;
      CREATE INDEX audit_log_by_time ON audit_log (time_ms);",
+    // 6: power and scaling actions (rule A10). The id is a UUIDv7, so it
+    // orders records by creation; a record is put again with its outcome.
+    // No foreign key: deleting a pool deletes its records explicitly.
+    "CREATE TABLE scaling_actions (
+        id TEXT PRIMARY KEY,
+        pool TEXT NOT NULL,
+        time_ms INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        record TEXT NOT NULL
+     ) STRICT, WITHOUT ROWID;
+     CREATE INDEX scaling_actions_by_pool ON scaling_actions (pool, id);
+     CREATE INDEX scaling_actions_by_time ON scaling_actions (time_ms);
+     CREATE INDEX scaling_actions_pending ON scaling_actions (id) WHERE outcome = 'Pending';",
 ];
 
 /// SQLite behind a mutex: the broker's writer is the only frequent caller,
@@ -235,6 +249,30 @@ impl SqliteStore {
         Ok(out)
     }
 
+    fn scaling_actions_sync(
+        &self,
+        q: &ScalingActionQuery,
+    ) -> Result<Vec<ScalingAction>, StoreError> {
+        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let limit = q.limit.min(MAX_SCALING_ACTION_PAGE_ROWS) as i64;
+        let mut stmt = conn.prepare_cached(
+            "SELECT record FROM scaling_actions
+             WHERE (?1 IS NULL OR pool = ?1)
+               AND (?2 = 0 OR outcome = 'Pending')
+               AND (?3 IS NULL OR id < ?3)
+             ORDER BY id DESC LIMIT ?4",
+        )?;
+        let rows = stmt.query_map(
+            params![q.pool, i64::from(q.pending_only), q.before_id, limit],
+            |r| r.get::<_, String>(0),
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(from_json(&row?)?);
+        }
+        Ok(out)
+    }
+
     fn apply_sync(&self, batch: &[Mutation]) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
@@ -310,6 +348,8 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
             }
         }
         Mutation::DeletePool { pool } => {
+            tx.prepare_cached("DELETE FROM scaling_actions WHERE pool = ?1")?
+                .execute([pool])?;
             tx.prepare_cached("DELETE FROM host_credentials WHERE pool = ?1")?
                 .execute([pool])?;
             tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1")?
@@ -398,11 +438,37 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
                 to_json(entry)
             ])?;
         }
+        Mutation::PutScalingAction { action } => {
+            tx.prepare_cached(
+                "INSERT INTO scaling_actions (id, pool, time_ms, outcome, record)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome,
+                                                record = excluded.record",
+            )?
+            .execute(params![
+                action.id,
+                action.pool,
+                action.time_ms,
+                outcome_text(action.outcome),
+                to_json(action)
+            ])?;
+        }
         Mutation::PruneAudit {
             older_than_ms,
             max_rows,
         } => {
             let chunk = AUDIT_PRUNE_CHUNK_ROWS as i64;
+            let keep = i64::try_from(*max_rows).unwrap_or(i64::MAX);
+            tx.prepare_cached(
+                "DELETE FROM scaling_actions WHERE id IN
+                   (SELECT id FROM scaling_actions WHERE time_ms < ?1 ORDER BY time_ms LIMIT ?2)",
+            )?
+            .execute(params![older_than_ms, chunk])?;
+            tx.prepare_cached(
+                "DELETE FROM scaling_actions WHERE id IN
+                   (SELECT id FROM scaling_actions ORDER BY id DESC LIMIT ?2 OFFSET ?1)",
+            )?
+            .execute(params![keep, chunk])?;
             tx.prepare_cached(
                 "DELETE FROM audit_log WHERE id IN
                    (SELECT id FROM audit_log WHERE time_ms < ?1 ORDER BY time_ms LIMIT ?2)",
@@ -419,6 +485,15 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
         }
     }
     Ok(())
+}
+
+/// The `outcome` column: the outcome's name, as in the record.
+pub(crate) fn outcome_text(o: placement::ActionOutcome) -> &'static str {
+    match o {
+        placement::ActionOutcome::Succeeded => "Succeeded",
+        placement::ActionOutcome::Failed => "Failed",
+        placement::ActionOutcome::Pending => "Pending",
+    }
 }
 
 fn missing_parent(e: rusqlite::Error, what: impl FnOnce() -> String) -> StoreError {
@@ -459,6 +534,16 @@ impl Store for SqliteStore {
     async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.audit_sync(&query))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    async fn scaling_actions(
+        &self,
+        query: ScalingActionQuery,
+    ) -> Result<Vec<ScalingAction>, StoreError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.scaling_actions_sync(&query))
             .await
             .map_err(|e| StoreError::Task(e.to_string()))?
     }

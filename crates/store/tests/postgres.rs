@@ -107,6 +107,7 @@ async fn tokens_of_an_older_schema_get_a_bound_of_one_host() {
             "ALTER TABLE registration_tokens DROP COLUMN max_hosts, DROP COLUMN used_hosts;
              DROP TABLE api_credentials;
              DROP TABLE audit_log;
+             DROP TABLE scaling_actions;
              UPDATE schema_version SET version = 2;
              INSERT INTO registration_tokens (pool, hash, expires_ms) VALUES ('p', 'old', 7);",
         )

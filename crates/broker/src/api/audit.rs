@@ -263,7 +263,7 @@ pub async fn list(
 }
 
 /// RFC 3339 with milliseconds: entries a moment apart stay apart.
-fn chrono_ms(ms: i64) -> String {
+pub(crate) fn chrono_ms(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let rest = ms.rem_euclid(1000);
     let whole = api::types::rfc3339(secs * 1000);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{OriginalUri, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use placement::{HostSpec, Upsert};
+use placement::{DrainedBy, HostSpec, Upsert};
 
 use super::error::ApiError;
 use super::paging::{self, Page, PageQuery};
@@ -77,6 +77,10 @@ pub async fn put(
         capabilities: input.capabilities.unwrap_or(defaults.capabilities.clone()),
         policy: input.policy.unwrap_or_default(),
         assigned_user: input.assigned_user,
+        tags: input.tags.unwrap_or_default(),
+        mac_address: input.mac_address,
+        // A6: a drain through the API is an operator's (or admin's).
+        drained_by: (input.allow_new_session == Some(false)).then_some(DrainedBy::Operator),
         ..defaults
     };
     let (upsert, out) = b
@@ -128,6 +132,15 @@ pub async fn patch(
             }
             if let Some(v) = input.allow_new_session {
                 spec.allow_new_session = v;
+                // A6: whoever drained it, a drain through the API is now
+                // the operator's, and an undrain clears it.
+                spec.drained_by = (!v).then_some(DrainedBy::Operator);
+            }
+            if let Some(t) = input.tags {
+                spec.tags = t;
+            }
+            if let Some(m) = input.mac_address {
+                spec.mac_address = m;
             }
             if let Some(c) = input.capabilities {
                 spec.capabilities = c;

@@ -11,6 +11,7 @@ mod hosts;
 mod paging;
 mod pools;
 mod portal;
+mod power;
 mod registration;
 mod service;
 mod sessions;
@@ -66,6 +67,15 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/hostPools/{pool}/sessionHosts/{host}/heartbeat",
             post(hosts::heartbeat),
         )
+        .route(
+            "/hostPools/{pool}/sessionHosts/{host}/start",
+            post(power::start),
+        )
+        .route(
+            "/hostPools/{pool}/sessionHosts/{host}/stop",
+            post(power::stop),
+        )
+        .route("/hostPools/{pool}/scalingActions", get(power::list))
         .route("/hostPools/{pool}/connect", post(sessions::connect))
         .route("/hostPools/{pool}/userSessions", get(sessions::list))
         .route(

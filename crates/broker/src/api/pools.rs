@@ -57,11 +57,13 @@ pub async fn show(
               (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn put(
     State(b): State<Arc<Broker>>,
+    caller: Option<axum::Extension<crate::enroll::Caller>>,
     Path(pool): Path<String>,
     headers: HeaderMap,
     Json(input): Json<HostPoolInput>,
 ) -> Result<(StatusCode, axum::Json<HostPoolOutput>), ApiError> {
     validate_name("name", &pool)?;
+    may_set_power_commands(caller.as_ref().map(|c| &c.0), &input)?;
     let create_only = headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
@@ -84,15 +86,54 @@ pub async fn put(
     Ok((status, axum::Json(out)))
 }
 
+/// Rule A9: a power command runs on the broker's machine as the broker, so
+/// it can do whatever the broker can in every pool; only an administrator
+/// of every pool (the admin token, or an admin credential not limited to
+/// some pools) may set one. Removing one is any administrator's.
+fn may_set_power_commands(
+    caller: Option<&crate::enroll::Caller>,
+    input: &HostPoolInput,
+) -> Result<(), ApiError> {
+    let sets = input
+        .power_settings
+        .as_ref()
+        .is_some_and(|p| p.sets_command());
+    let unlimited_admin = match caller {
+        Some(crate::enroll::Caller::Admin) => true,
+        Some(crate::enroll::Caller::Credential {
+            role: crate::access::Role::Admin,
+            host_pools,
+            ..
+        }) => host_pools.is_empty(),
+        _ => false,
+    };
+    if sets && !crate::power::commands_allowed() {
+        return Err(ApiError::forbidden(format!(
+            "powerSettings: {}",
+            crate::power::COMMANDS_NOT_ALLOWED
+        )));
+    }
+    if sets && !unlimited_admin {
+        return Err(ApiError::forbidden(
+            "powerSettings: a power command runs on the broker's machine as the broker; only \
+             the admin token or an admin credential of every pool (no hostPools) sets one"
+                .to_string(),
+        ));
+    }
+    Ok(())
+}
+
 /// Change only the fields given.
 #[utoipa::path(patch, path = "/api/v1/hostPools/{pool}", tag = "hostPools", request_body = HostPoolInput,
     responses((status = 200, body = HostPoolOutput), (status = 400, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn patch(
     State(b): State<Arc<Broker>>,
+    caller: Option<axum::Extension<crate::enroll::Caller>>,
     Path(pool): Path<String>,
     Json(input): Json<HostPoolInput>,
 ) -> Result<axum::Json<HostPoolOutput>, ApiError> {
+    may_set_power_commands(caller.as_ref().map(|c| &c.0), &input)?;
     let out = b
         .write(&pool, |p, _| {
             let config = apply_pool_input(input, p.config().clone())?;

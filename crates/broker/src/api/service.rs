@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
-use super::{audit, credentials, hosts, pools, registration, sessions};
+use super::{audit, credentials, hosts, pools, power, registration, sessions};
 use crate::state::Broker;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -25,6 +25,7 @@ use crate::state::Broker;
         registration::create_token, registration::revoke_tokens, registration::register,
         credentials::create, credentials::list, credentials::revoke,
         audit::list, audit::whoami,
+        power::start, power::stop, power::list,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorCode, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
@@ -32,7 +33,8 @@ use crate::state::Broker;
         types::ConnectInput, types::ConnectOutput,
         types::SessionOutput, types::SessionPatch,
         types::CredentialInput, types::CredentialOutput,
-        types::AuditEntryOutput, types::WhoAmIOutput)),
+        types::AuditEntryOutput, types::WhoAmIOutput,
+        types::PowerSettingsInput, types::ScalingActionOutput)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),
 )]
@@ -92,12 +94,33 @@ const INTEGER_RANGES: &[(&str, &str, usize, usize)] = &[
     ),
     ("LogonStormSettingsInput", "minHostsInQueue", 1, 10_000),
     ("LogonStormSettingsInput", "logonCost", 0, 100),
+    (
+        "PowerSettingsInput",
+        "timeoutSeconds",
+        1,
+        placement::MAX_POWER_TIMEOUT_SECONDS as usize,
+    ),
 ];
 
 /// Longest texts of a pool's input, in bytes: (schema, property, maximum).
 const TEXT_LENGTHS: &[(&str, &str, usize)] = &[
     ("HostPoolInput", "description", 1_024),
     ("HostPoolInput", "friendlyName", 256),
+    (
+        "PowerSettingsInput",
+        "powerOnCommand",
+        placement::MAX_POWER_COMMAND_BYTES,
+    ),
+    (
+        "PowerSettingsInput",
+        "powerOffCommand",
+        placement::MAX_POWER_COMMAND_BYTES,
+    ),
+    (
+        "PowerSettingsInput",
+        "powerStateCommand",
+        placement::MAX_POWER_COMMAND_BYTES,
+    ),
 ];
 
 /// Writes [`INTEGER_RANGES`] and [`TEXT_LENGTHS`] into the components.

@@ -50,9 +50,23 @@ pub fn apply_pool_input(
             entitled_users,
             entitled_groups,
             require_connection_ticket,
-            ticket_lifetime_seconds
+            ticket_lifetime_seconds,
+            start_vm_on_connect
         ]
     );
+    if let Some(ps) = input.power_settings {
+        let t = &mut base.power_settings;
+        merge!(t, ps, [driver, timeout_seconds, broadcast_address]);
+        for (target, given) in [
+            (&mut t.power_on_command, ps.power_on_command),
+            (&mut t.power_off_command, ps.power_off_command),
+            (&mut t.power_state_command, ps.power_state_command),
+        ] {
+            if let Some(v) = given {
+                *target = v;
+            }
+        }
+    }
     if let Some(ranges) = input.allowed_address_ranges {
         base.allowed_address_ranges = crate::enroll::parse_address_ranges(&ranges)?
             .iter()

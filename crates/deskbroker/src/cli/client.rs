@@ -69,6 +69,16 @@ impl Client {
         self.send(Method::POST, segments, &[], Some(body)).await
     }
 
+    /// `POST` of an action without a body (`…/start`, `…/stop`), with a
+    /// query string.
+    pub async fn post_action(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+    ) -> anyhow::Result<Value> {
+        self.send(Method::POST, segments, query, None).await
+    }
+
     /// `DELETE`; the API answers 204, which gives `Value::Null`.
     pub async fn delete(&self, segments: &[&str], query: &[(&str, &str)]) -> anyhow::Result<Value> {
         self.send(Method::DELETE, segments, query, None).await

@@ -47,6 +47,18 @@ enum HostpoolCommand {
     /// Print (or save with --file) an .rdp file that points mstsc or
     /// xfreerdp at the broker's RDP front door for this pool.
     RdpFile(RdpFileArgs),
+    /// The pool's power and scaling actions, newest first (rule A10).
+    ScalingActions(ActionsArgs),
+}
+
+#[derive(clap::Args)]
+struct ActionsArgs {
+    /// Name of the host pool.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// At most this many actions (1..=1000, default 100).
+    #[arg(long, value_name = "N")]
+    page_size: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -189,10 +201,65 @@ struct PoolSettings {
     /// Name shown to users.
     #[arg(long, value_name = "TEXT")]
     friendly_name: Option<String>,
+    /// Whether a connect that finds no host starts a stopped one (rule A8;
+    /// default false).
+    #[arg(long, value_name = "true|false")]
+    start_vm_on_connect: Option<bool>,
+    #[command(flatten)]
+    power: PowerFlags,
     #[command(flatten)]
     load_index: LoadIndexFlags,
     #[command(flatten)]
     logon_storm: LogonStormFlags,
+}
+
+/// The pool's `powerSettings` (rule A9). Setting a command needs the admin
+/// token or an admin credential of every pool; a command reaches the host's
+/// values only through DESKBROKER_* environment variables. An empty
+/// command value removes the command.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Power (rule A9)")]
+struct PowerFlags {
+    /// none, command or wakeOnLan.
+    #[arg(long, value_name = "DRIVER")]
+    power_driver: Option<String>,
+    /// Run through sh -c to start a host, e.g. 'virsh start "$DESKBROKER_HOST"'.
+    #[arg(long, value_name = "COMMAND")]
+    power_on_command: Option<String>,
+    /// Run through sh -c to stop a host.
+    #[arg(long, value_name = "COMMAND")]
+    power_off_command: Option<String>,
+    /// Prints Running or Stopped for a host whose state is in doubt.
+    #[arg(long, value_name = "COMMAND")]
+    power_state_command: Option<String>,
+    /// Seconds before a power command is killed (1..=3600, default 120).
+    #[arg(long, value_name = "SECONDS")]
+    power_timeout_seconds: Option<u32>,
+    /// Where Wake-on-LAN packets go: an IPv4 address (port 9) or ADDRESS:PORT.
+    #[arg(long, value_name = "ADDRESS")]
+    wol_broadcast_address: Option<String>,
+}
+
+impl PowerFlags {
+    fn into_body(self) -> Body {
+        let command = |c: Option<String>| {
+            c.map(|c| {
+                if c.is_empty() {
+                    serde_json::Value::Null
+                } else {
+                    c.into()
+                }
+            })
+        };
+        let mut b = Body::default();
+        b.set("driver", self.power_driver)
+            .set("powerOnCommand", command(self.power_on_command))
+            .set("powerOffCommand", command(self.power_off_command))
+            .set("powerStateCommand", command(self.power_state_command))
+            .set("timeoutSeconds", self.power_timeout_seconds)
+            .set("broadcastAddress", self.wol_broadcast_address);
+        b
+    }
 }
 
 /// A comma-separated list flag without its empty items, so that an empty
@@ -231,6 +298,8 @@ impl PoolSettings {
             .set("standardCapabilities", self.standard_capabilities)
             .set("description", self.description)
             .set("friendlyName", self.friendly_name)
+            .set("startVmOnConnect", self.start_vm_on_connect)
+            .set_object("powerSettings", self.power.into_body())
             .set_object("loadIndexSettings", self.load_index.into_body())
             .set_object("logonStormSettings", self.logon_storm.into_body());
     }
@@ -409,6 +478,17 @@ async fn execute(ctx: &Context, command: HostpoolCommand) -> anyhow::Result<()> 
         HostpoolCommand::Show(show) => {
             let pool = client.get(&["hostPools", &show.name], &[]).await?;
             ctx.print(&pool, POOL_COLUMNS)
+        }
+        HostpoolCommand::ScalingActions(a) => {
+            let size = a.page_size.map(|n| n.to_string());
+            let query: Vec<(&str, &str)> = size
+                .as_deref()
+                .map(|s| vec![("pageSize", s)])
+                .unwrap_or_default();
+            let actions = client
+                .list(&["hostPools", &a.name, "scalingActions"], &query)
+                .await?;
+            ctx.print(&actions, super::sessionhost::ACTION_COLUMNS)
         }
         HostpoolCommand::List => {
             let pools = client.list(&["hostPools"], &[]).await?;

@@ -1,4 +1,4 @@
-//! `deskbroker sessionhost add|update|show|list|remove`: the session hosts of
+//! `deskbroker sessionhost add|update|show|list|remove|start|stop`: the session hosts of
 //! a pool, through `/api/v1/hostPools/{pool}/sessionHosts`.
 
 use serde_json::{Map, Value};
@@ -18,6 +18,16 @@ const HOST_COLUMNS: Columns = &[
     "connectingSessions",
     "loadIndex",
     "assignedUser",
+];
+
+/// Columns of a power action's record (rule A10).
+pub const ACTION_COLUMNS: Columns = &[
+    "time",
+    "action",
+    "sessionHost",
+    "outcome",
+    "actor",
+    "message",
 ];
 
 /// The fields of a host's `policy` (rule H6); `null` means "use the pool's
@@ -53,6 +63,22 @@ enum SessionhostCommand {
     List(PoolArg),
     /// Remove a session host (refused while it has sessions, unless --force).
     Remove(RemoveArgs),
+    /// Power a session host on through its pool's power driver (rule A9);
+    /// prints the action's record, whose outcome is Pending until the
+    /// driver answers (see `hostpool scaling-actions`).
+    Start(HostArg),
+    /// Power a session host off through its pool's power driver (refused
+    /// while it has sessions, unless --force).
+    Stop(StopArgs),
+}
+
+#[derive(clap::Args)]
+struct StopArgs {
+    #[command(flatten)]
+    host: HostArg,
+    /// Stop it even with sessions (they are lost with the machine).
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(clap::Args)]
@@ -85,6 +111,12 @@ struct AddArgs {
     /// What the host offers, comma-separated (default rdp).
     #[arg(long, value_name = "CAP,…", value_delimiter = ',')]
     capabilities: Option<Vec<String>>,
+    /// Labels, comma-separated (a scaling plan's exclusionTag is one).
+    #[arg(long, value_name = "TAG,…", value_delimiter = ',')]
+    tags: Option<Vec<String>>,
+    /// The host's MAC address, aa:bb:cc:dd:ee:ff, for Wake-on-LAN.
+    #[arg(long, value_name = "MAC")]
+    mac_address: Option<String>,
     #[command(flatten)]
     policy: PolicyFlags,
 }
@@ -146,6 +178,12 @@ struct UpdateArgs {
     /// Take the host away from its user (sends assignedUser: null).
     #[arg(long, conflicts_with = "assigned_user")]
     unassign: bool,
+    /// Replace the host's labels, comma-separated ("" clears them).
+    #[arg(long, value_name = "TAG,…", value_delimiter = ',')]
+    tags: Option<Vec<String>>,
+    /// The host's MAC address, aa:bb:cc:dd:ee:ff ("" clears it).
+    #[arg(long, value_name = "MAC")]
+    mac_address: Option<String>,
     // A threshold not given keeps its current value: the host is read first,
     // since the broker's PATCH replaces the whole policy object.
     #[command(flatten)]
@@ -165,6 +203,8 @@ impl AddArgs {
         body.set("address", Some(self.address.clone()))
             .set("allowNewSession", self.allow_new_session)
             .set("capabilities", self.capabilities.clone())
+            .set("tags", self.tags.clone())
+            .set("macAddress", self.mac_address.clone())
             .set(
                 "policy",
                 (!self.policy.is_empty()).then(|| self.policy.apply_to(Map::new())),
@@ -204,12 +244,32 @@ impl UpdateArgs {
         body.set("allowNewSession", self.allow_new_session)
             .set("assignedUser", self.assigned_user.clone())
             .set("assignedUser", self.unassign.then_some(Value::Null))
-            .set("policy", policy);
+            .set("policy", policy)
+            .set(
+                "tags",
+                self.tags.as_ref().map(|t| {
+                    t.iter()
+                        .filter(|t| !t.is_empty())
+                        .cloned()
+                        .collect::<Vec<_>>()
+                }),
+            )
+            .set(
+                "macAddress",
+                self.mac_address.as_ref().map(|m| {
+                    if m.is_empty() {
+                        Value::Null
+                    } else {
+                        m.clone().into()
+                    }
+                }),
+            );
         if body.is_empty() {
             anyhow::bail!(
                 "sessionhost update: nothing to change; give --allow-new-session, \
-                 --assigned-user, --unassign, --policy-load-index-threshold, \
-                 --policy-connecting-session-threshold or --clear-policy"
+                 --assigned-user, --unassign, --tags, --mac-address, \
+                 --policy-load-index-threshold, --policy-connecting-session-threshold or \
+                 --clear-policy"
             );
         }
         Ok(body.into_value())
@@ -266,6 +326,21 @@ async fn execute(ctx: &Context, command: SessionhostCommand) -> anyhow::Result<(
             };
             let answer = client.delete(&host_path(&remove.host), query).await?;
             ctx.print(&answer, HOST_COLUMNS)
+        }
+        SessionhostCommand::Start(host) => {
+            let [a, b, c, d] = host_path(&host);
+            let action = client.post_action(&[a, b, c, d, "start"], &[]).await?;
+            ctx.print(&action, ACTION_COLUMNS)
+        }
+        SessionhostCommand::Stop(stop) => {
+            let [a, b, c, d] = host_path(&stop.host);
+            let query: &[(&str, &str)] = if stop.force {
+                &[("force", "true")]
+            } else {
+                &[]
+            };
+            let action = client.post_action(&[a, b, c, d, "stop"], query).await?;
+            ctx.print(&action, ACTION_COLUMNS)
         }
     }
 }

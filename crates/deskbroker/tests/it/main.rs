@@ -19,6 +19,7 @@ mod http_edge;
 mod load_index;
 mod portal;
 mod postgres;
+mod power;
 mod rdp;
 mod registration;
 mod replicas;

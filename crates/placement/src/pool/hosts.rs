@@ -49,6 +49,8 @@ impl Pool {
                     registered_at_ms: now_ms,
                     last_heartbeat_ms: None,
                     metrics: None,
+                    power_state: PowerState::Running,
+                    start_requested_ms: None,
                     status: HostStatus::Available,
                     sessions: 0,
                     connecting_sessions: 0,
@@ -167,14 +169,20 @@ impl Pool {
             h.last_heartbeat_ms = Some(now_ms);
             h.metrics = Some(metrics);
             h.logons_since_heartbeat = 0;
-            if h.status == HostStatus::Unavailable {
-                h.status = HostStatus::Available;
+            // A9: a host whose power state is unknown (an action a crash
+            // interrupted) and that speaks is running.
+            if h.power_state == PowerState::Unknown {
+                h.power_state = PowerState::Running;
             }
-            (was, seen_before, watch_key(h, started_ms))
+            h.status = power_status(h).unwrap_or(HostStatus::Available);
+            let watch = h.status == HostStatus::Available;
+            (was, seen_before, watch.then(|| watch_key(h, started_ms)))
         });
         self.custom_reporters = self.custom_reporters + usize::from(is) - usize::from(was);
         self.watched.remove(&seen_before);
-        self.watched.insert(seen);
+        if let Some(seen) = seen {
+            self.watched.insert(seen);
+        }
         if reported_before != (self.custom_reporters > 0) {
             // H3: the first or last custom reporter changes every other
             // host's index (25 or -1).
@@ -229,9 +237,60 @@ impl Pool {
                 break;
             }
             self.watched.remove(&(seen, seq));
-            self.update_host(seq, |h| h.status = HostStatus::Unavailable);
+            self.update_host(seq, |h| {
+                if h.status == HostStatus::Available {
+                    h.status = HostStatus::Unavailable;
+                }
+            });
             // Status is derived, not stored: nothing to persist.
         }
+    }
+}
+
+impl Pool {
+    /// Rule A9: records a host's power state, as a power action (or a
+    /// scaling plan) learnt it, and derives its status from it: `Stopping`
+    /// and `Stopped` hosts are `Shutdown` (never `Unavailable` for their
+    /// silence), `Starting` and `Unknown` ones `Unavailable`, and a
+    /// `Running` host is `Available` unless it sent heartbeats before it
+    /// was started and none since (then `Unavailable` until its next one).
+    /// None of these but an `Available` host is a placement candidate.
+    pub fn set_power_state(
+        &mut self,
+        name: &str,
+        state: PowerState,
+        now_ms: TimestampMs,
+    ) -> Result<(), Error> {
+        let seq = self.seq_of(name)?;
+        let key = self.watch_key(seq);
+        self.watched.remove(&key);
+        let watch = self.update_host(seq, |h| {
+            if state == PowerState::Starting {
+                h.start_requested_ms = Some(now_ms);
+            }
+            h.power_state = state;
+            h.status = power_status(h).unwrap_or(HostStatus::Available);
+            h.status == HostStatus::Available && h.last_heartbeat_ms.is_some()
+        });
+        if watch {
+            let key = self.watch_key(seq);
+            self.watched.insert(key);
+        }
+        self.changes.push(Change::Host(name.to_string()));
+        Ok(())
+    }
+}
+
+/// The status a host's power state imposes (rule A9), or None when it is
+/// running and rule S7 (its heartbeats) decides.
+pub(super) fn power_status(h: &Host) -> Option<HostStatus> {
+    match h.power_state {
+        PowerState::Stopping | PowerState::Stopped => Some(HostStatus::Shutdown),
+        PowerState::Starting | PowerState::Unknown => Some(HostStatus::Unavailable),
+        PowerState::Running => match (h.last_heartbeat_ms, h.start_requested_ms) {
+            (Some(seen), Some(started)) if seen <= started => Some(HostStatus::Unavailable),
+            _ => None,
+        },
     }
 }
 

@@ -21,6 +21,7 @@ mod lifecycle;
 mod load_index;
 mod personal;
 mod picked;
+mod power;
 mod props;
 mod random;
 mod reconcile;

@@ -50,10 +50,11 @@ enum Kind {
     DeleteApiCredential,
     AppendAudit,
     PruneAudit,
+    PutScalingAction,
 }
 
 impl Kind {
-    const ALL: [Kind; 14] = [
+    const ALL: [Kind; 15] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -68,6 +69,7 @@ impl Kind {
         Kind::DeleteApiCredential,
         Kind::AppendAudit,
         Kind::PruneAudit,
+        Kind::PutScalingAction,
     ];
 
     fn of(m: &Mutation) -> Kind {
@@ -86,6 +88,7 @@ impl Kind {
             Mutation::DeleteApiCredential { .. } => Kind::DeleteApiCredential,
             Mutation::AppendAudit { .. } => Kind::AppendAudit,
             Mutation::PruneAudit { .. } => Kind::PruneAudit,
+            Mutation::PutScalingAction { .. } => Kind::PutScalingAction,
         }
     }
 
@@ -102,7 +105,11 @@ impl Kind {
             Kind::PutCounters => "SELECT put_counters($1::text[], $2::text[])",
             // Hosts, sessions, tokens and credentials go with it (cascades;
             // the sessions through their index by host).
-            Kind::DeletePool => "DELETE FROM pools WHERE name = ANY($1::text[])",
+            // Its power and scaling actions (no foreign key) explicitly.
+            Kind::DeletePool => {
+                "WITH actions AS (DELETE FROM scaling_actions WHERE pool = ANY($1::text[]))
+                 DELETE FROM pools WHERE name = ANY($1::text[])"
+            }
             Kind::PutHost => {
                 "INSERT INTO hosts (pool, name, seq, record)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[])
@@ -153,9 +160,17 @@ impl Kind {
             }
             // Both bounds, each at most AUDIT_PRUNE_CHUNK_ROWS rows a time
             // ($3); a run of prunes keeps the strictest.
+            // The records of power and scaling actions take the same bounds.
             Kind::PruneAudit => {
                 "WITH bound AS (SELECT max(t) AS cutoff, min(k) AS keep
-                                  FROM unnest($1::int8[], $2::int8[]) AS u(t, k))
+                                  FROM unnest($1::int8[], $2::int8[]) AS u(t, k)),
+                      actions AS (DELETE FROM scaling_actions WHERE id IN (
+                        (SELECT id FROM scaling_actions
+                          WHERE time_ms < (SELECT cutoff FROM bound)
+                          ORDER BY time_ms LIMIT $3::int8)
+                        UNION ALL
+                        (SELECT id FROM scaling_actions ORDER BY id DESC
+                          OFFSET (SELECT keep FROM bound) LIMIT $3::int8)))
                  DELETE FROM audit_log WHERE id IN (
                    (SELECT id FROM audit_log
                      WHERE time_ms < (SELECT cutoff FROM bound)
@@ -164,6 +179,12 @@ impl Kind {
                    (SELECT id FROM audit_log
                      WHERE id <= (SELECT max(id) FROM audit_log) - (SELECT keep FROM bound)
                      ORDER BY id LIMIT $3::int8))"
+            }
+            Kind::PutScalingAction => {
+                "INSERT INTO scaling_actions (pool, id, outcome, time_ms, record)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[])
+                 ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome,
+                                                record = excluded.record"
             }
         }
     }
@@ -182,6 +203,7 @@ impl Kind {
             Kind::PutCredential => &[Key(0), Key(1), Key(2)],
             Kind::AppendAudit => &[Key(0), Key(1), Int(0), Text(0)],
             Kind::PruneAudit => &[Int(0), Int(1), Chunk],
+            Kind::PutScalingAction => &[Key(0), Key(1), Key(2), Int(0), Text(0)],
         }
     }
 
@@ -196,6 +218,7 @@ impl Kind {
                 | Kind::PutToken
                 | Kind::PutCredential
                 | Kind::PutApiCredential
+                | Kind::PutScalingAction
         )
     }
 
@@ -262,6 +285,15 @@ fn values(m: &Mutation) -> Values<'_> {
             [&entry.actor, entry.host_pool.as_deref().unwrap_or(""), ""],
             [to_json(entry), none()],
             entry.time_ms,
+        ),
+        Mutation::PutScalingAction { action } => v(
+            [
+                &action.pool,
+                &action.id,
+                crate::sqlite::outcome_text(action.outcome),
+            ],
+            [to_json(action), none()],
+            action.time_ms,
         ),
         Mutation::PruneAudit {
             older_than_ms,

@@ -271,6 +271,22 @@ impl Store for PostgresStore {
             })
     }
 
+    async fn scaling_actions(
+        &self,
+        query: crate::ScalingActionQuery,
+    ) -> Result<Vec<crate::ScalingAction>, StoreError> {
+        let run = async { self.conn.lock().await.scaling_actions(&query).await };
+        tokio::time::timeout(APPLY_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PostgresError::Timeout {
+                    what: "read the scaling actions",
+                    timeout: APPLY_TIMEOUT,
+                }
+                .into())
+            })
+    }
+
     async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
         let run = async { self.conn.lock().await.apply(&batch).await };
         tokio::time::timeout(APPLY_TIMEOUT, run)

@@ -96,6 +96,20 @@ const MIGRATIONS: &[&str] = &[
         record text NOT NULL
      );
      CREATE INDEX audit_log_by_time ON audit_log (time_ms);"#,
+    // 6: power and scaling actions (rule A10). The id is a UUIDv7, so it
+    // orders records by creation; a record is put again with its outcome.
+    // No foreign key, as in SQLite: deleting a pool deletes its records
+    // explicitly.
+    r#"CREATE TABLE scaling_actions (
+        id text COLLATE "C" PRIMARY KEY,
+        pool text COLLATE "C" NOT NULL,
+        time_ms bigint NOT NULL,
+        outcome text COLLATE "C" NOT NULL,
+        record text NOT NULL
+     );
+     CREATE INDEX scaling_actions_by_pool ON scaling_actions (pool, id);
+     CREATE INDEX scaling_actions_by_time ON scaling_actions (time_ms);
+     CREATE INDEX scaling_actions_pending ON scaling_actions (id) WHERE outcome = 'Pending';"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under
