@@ -138,6 +138,10 @@ pub struct SimArgs {
     /// evaluates at once).
     #[arg(long, value_name = "SECONDS", default_value_t = sim::autoscale::DEFAULT_INTERVAL_SECONDS)]
     pub autoscale_interval: u32,
+    /// Under the plan, a logon refused for want of an open host starts a
+    /// stopped host (A8, the pool's startVmOnConnect).
+    #[arg(long)]
+    pub start_on_connect: bool,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -176,6 +180,14 @@ impl SimArgs {
             (None, false) => None,
         };
         cfg.autoscale_interval_seconds = self.autoscale_interval;
+        cfg.start_on_connect = self.start_on_connect;
+        if (self.start_on_connect || self.autoscale_interval != sim::autoscale::DEFAULT_INTERVAL_SECONDS)
+            && cfg.scaling_plan.is_none()
+        {
+            anyhow::bail!(
+                "--start-on-connect and --autoscale-interval need --autoscale or --scaling-plan"
+            );
+        }
         cfg.validate()?;
         Ok(cfg)
     }

@@ -150,6 +150,9 @@ pub struct PowerMeasures {
     pub stops: u64,
     pub drains: u64,
     pub undrains: u64,
+    /// Hosts started for a refused logon (A8, `--start-on-connect`); also
+    /// counted in `starts`.
+    pub started_on_connect: u64,
     /// Actions on a host an operator had drained: A6 says never; counted
     /// so that a test can hold the engine to it.
     pub actions_on_operator_drained: u64,

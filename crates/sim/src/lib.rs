@@ -68,6 +68,9 @@ pub struct SimConfig {
     /// How often the plan is evaluated (the broker's `--autoscale-interval`);
     /// a refused logon also evaluates at once.
     pub autoscale_interval_seconds: u32,
+    /// A8: a logon refused for want of an open host starts a stopped host
+    /// (the pool's `startVmOnConnect`), in the run with the plan.
+    pub start_on_connect: bool,
 }
 
 /// Plots draw every host's line up to this many hosts, bands beyond.
@@ -90,6 +93,7 @@ impl SimConfig {
             record_ops: false,
             scaling_plan: None,
             autoscale_interval_seconds: autoscale::DEFAULT_INTERVAL_SECONDS,
+            start_on_connect: false,
         }
     }
 

@@ -10,7 +10,7 @@
 //! engine's connect as excluded, as the front door excludes a host it
 //! cannot reach) and sends no heartbeat.
 
-use placement::autoscale::{ActionKind, PlanMemory, ResolvedPhase, ScalingPlan};
+use placement::autoscale::{ActionKind, PlanMemory, ResolvedPhase, ScalingPlan, StartOnConnect};
 use placement::{DrainedBy, HostPower, HostStatus, PowerState};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -321,6 +321,47 @@ impl Sim<'_> {
             user.wait_retry_pending = true;
             self.push(t + LOGON_RETRY_SECONDS * SECOND, Ev::WaitRetry(u));
         }
+        if self.cfg.start_on_connect {
+            self.start_on_connect(u)?;
+        }
         self.evaluate_plan()
+    }
+
+    /// A8: the engine's choice of a stopped host to start for this user,
+    /// carried out (undrained first when the plan had drained it).
+    fn start_on_connect(&mut self, u: u32) -> Result<(), SimError> {
+        let Some(power) = &self.power else {
+            return Ok(());
+        };
+        if power.plan.is_none() {
+            return Ok(());
+        }
+        let req = placement::ConnectRequest {
+            user: self.world.scenario.users[u as usize].as_str(),
+            ..placement::ConnectRequest::default()
+        };
+        let (state, drained_by) = (&power.state, &power.drained_by);
+        let view = self.pool.scaling_view(|h| {
+            let i = host_index(&h.spec.name) as usize;
+            HostPower {
+                power_state: state[i],
+                drained_by: drained_by[i],
+                tags: NO_TAGS,
+            }
+        });
+        let start = match placement::autoscale::start_on_connect(&view, self.pool.config(), &req) {
+            StartOnConnect::Start { host, undrain } => Some((host_index(host), undrain)),
+            StartOnConnect::AlreadyStarting { .. } | StartOnConnect::NoHost => None,
+        };
+        drop(view);
+        if let Some((h, undrain)) = start {
+            if undrain {
+                self.apply(h, ActionKind::Undrain)?;
+            }
+            self.apply(h, ActionKind::Start)?;
+            let power = self.power.as_mut().expect("a plan's run has power");
+            power.m.started_on_connect += 1;
+        }
+        Ok(())
     }
 }
