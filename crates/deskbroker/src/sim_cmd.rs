@@ -181,7 +181,8 @@ impl SimArgs {
         };
         cfg.autoscale_interval_seconds = self.autoscale_interval;
         cfg.start_on_connect = self.start_on_connect;
-        if (self.start_on_connect || self.autoscale_interval != sim::autoscale::DEFAULT_INTERVAL_SECONDS)
+        if (self.start_on_connect
+            || self.autoscale_interval != sim::autoscale::DEFAULT_INTERVAL_SECONDS)
             && cfg.scaling_plan.is_none()
         {
             anyhow::bail!(

@@ -197,8 +197,7 @@ fn render_autoscale_svg(report: &Report) -> Result<String, SimError> {
         for (panel, pair) in body.split_evenly((rows, cols)).iter().zip(&pairs) {
             let (off, on) = (pair[0], pair[1]);
             let row = report.autoscale.iter().find(|x| x.policy == on.0.policy);
-            let x_max =
-                START_HOUR + off.1.minute.last().copied().unwrap_or(1).max(1) as f32 / 60.0;
+            let x_max = START_HOUR + off.1.minute.last().copied().unwrap_or(1).max(1) as f32 / 60.0;
             let mut chart = ChartBuilder::on(panel)
                 .caption(
                     format!(

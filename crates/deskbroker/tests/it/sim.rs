@@ -364,17 +364,37 @@ fn sim_compares_a_day_with_and_without_a_scaling_plan() {
     std::fs::write(&file, plan).unwrap();
     let f = file.to_str().unwrap();
     let (ok, table, err) = sim(&[
-        "--scenario", "day", "--hosts", "6", "--users", "120", "--policies", "DepthFirst",
-        "--scaling-plan", f,
+        "--scenario",
+        "day",
+        "--hosts",
+        "6",
+        "--users",
+        "120",
+        "--policies",
+        "DepthFirst",
+        "--scaling-plan",
+        f,
     ]);
     assert!(ok, "{err}");
-    assert!(table.contains("HostHoursSavedPct") && table.contains(f), "{table}");
+    assert!(
+        table.contains("HostHoursSavedPct") && table.contains(f),
+        "{table}"
+    );
     std::fs::write(&file, r#"{"timeZone":"Nowhere/Else","schedules":[]}"#).unwrap();
     for (args, want) in [
         (vec!["--scenario", "day", "--scaling-plan", f], "timeZone"),
-        (vec!["--scenario", "day", "--start-on-connect"], "--start-on-connect"),
         (
-            vec!["--scenario", "day", "--autoscale", "--policies", "PowerOfTwo"],
+            vec!["--scenario", "day", "--start-on-connect"],
+            "--start-on-connect",
+        ),
+        (
+            vec![
+                "--scenario",
+                "day",
+                "--autoscale",
+                "--policies",
+                "PowerOfTwo",
+            ],
             "--policies",
         ),
     ] {
