@@ -29,6 +29,23 @@ const TABLE_COLUMNS: Columns = &[
     "imbalanceMean",
 ];
 
+/// What `--output table` shows of each run in a comparison with a scaling
+/// plan (the keys of the report's `autoscale` rows).
+const AUTOSCALE_COLUMNS: Columns = &[
+    "policy",
+    "plan",
+    "hostHours",
+    "hostHoursSavedPct",
+    "peakPoweredHosts",
+    "waitedLogons",
+    "worstWaitSeconds",
+    "gaveUp",
+    "peakUsedCapacityPct",
+    "sessionsEndedByPlan",
+    "starts",
+    "stops",
+];
+
 /// What `deskbroker sim --help` says after the flags: how to read the
 /// measure that surprises, a CPU percentage above 100.
 const MEASURES_HELP: &str = "\
@@ -47,6 +64,12 @@ Measures, per policy:
   HostsInUsePeak, HostsInUseMean
                     hosts with at least one session
   ImbalanceMean     hottest host minus the mean host, in CPU points
+With --autoscale or --scaling-plan, each policy also runs under the plan
+(second table): HostHours (hosts Running, Starting or Stopping), the saving
+against every host always on, WaitedLogons (refused for want of an open
+host, then placed after retries every 30 s), WorstWaitSeconds, GaveUp,
+PeakUsedCapacityPct (sessions / (maxSessionLimit x available hosts)) and
+SessionsEndedByPlan (force logoff).
 See docs/simulation.md.";
 
 /// Flags of `deskbroker sim`.
@@ -101,6 +124,24 @@ pub struct SimArgs {
     /// logonStormSettings.logonCost of LoadIndexCorrected (rule H7).
     #[arg(long, default_value_t = sim::policy::DEFAULT_LOGON_COST)]
     pub logon_cost: u32,
+    /// Compare every policy with all hosts always on and under the
+    /// built-in scaling plan (UTC weekdays, shaped to the `day` scenario;
+    /// see docs/simulation.md).
+    #[arg(long, conflicts_with = "scaling_plan")]
+    pub autoscale: bool,
+    /// Compare every policy with all hosts always on and under this
+    /// scaling plan: the JSON body of PUT /api/v1/scalingPlans/{plan}.
+    /// The simulation starts on Monday 2026-01-05 at 06:00 UTC.
+    #[arg(long, value_name = "FILE.json")]
+    pub scaling_plan: Option<PathBuf>,
+    /// Seconds between two evaluations of the plan (a refused logon also
+    /// evaluates at once).
+    #[arg(long, value_name = "SECONDS", default_value_t = sim::autoscale::DEFAULT_INTERVAL_SECONDS)]
+    pub autoscale_interval: u32,
+    /// Under the plan, a logon refused for want of an open host starts a
+    /// stopped host (A8, the pool's startVmOnConnect).
+    #[arg(long)]
+    pub start_on_connect: bool,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -133,6 +174,21 @@ impl SimArgs {
         cfg.max_session_limit = self.max_session_limit;
         cfg.logon_cost = self.logon_cost;
         cfg.keep_host_series = self.plot.is_some() && self.hosts <= sim::MAX_PLOTTED_HOSTS;
+        cfg.scaling_plan = match (&self.scaling_plan, self.autoscale) {
+            (Some(path), _) => Some(sim::autoscale::PlanSource::read(path)?),
+            (None, true) => Some(sim::autoscale::PlanSource::built_in()),
+            (None, false) => None,
+        };
+        cfg.autoscale_interval_seconds = self.autoscale_interval;
+        cfg.start_on_connect = self.start_on_connect;
+        if (self.start_on_connect
+            || self.autoscale_interval != sim::autoscale::DEFAULT_INTERVAL_SECONDS)
+            && cfg.scaling_plan.is_none()
+        {
+            anyhow::bail!(
+                "--start-on-connect and --autoscale-interval need --autoscale or --scaling-plan"
+            );
+        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -179,6 +235,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                 println!("{}\n", report.summary());
             }
             print!("{}", output::render(&rows, format, TABLE_COLUMNS));
+            if !report.autoscale.is_empty() {
+                let rows = serde_json::to_value(&report.autoscale)?;
+                if format == OutputFormat::Table {
+                    println!(
+                        "\nscaling plan {}, evaluated every {} s: each policy with every host \
+                         always on, then under the plan",
+                        report.scaling_plan.as_deref().unwrap_or_default(),
+                        report.autoscale_interval_seconds.unwrap_or_default()
+                    );
+                }
+                print!("{}", output::render(&rows, format, AUTOSCALE_COLUMNS));
+            }
         }
     }
     if let Some(p) = &args.plot {

@@ -18,6 +18,7 @@
 //! JSON (the binary prints their table with the CLI's output formats);
 //! [`plot`] draws them. Nothing here reads a clock or an unseeded RNG.
 
+pub mod autoscale;
 pub mod host;
 pub mod plot;
 pub mod policy;
@@ -58,8 +59,18 @@ pub struct SimConfig {
     pub logon_cost: u32,
     /// Keep every host's load series (for plots of up to [`MAX_PLOTTED_HOSTS`]).
     pub keep_host_series: bool,
-    /// Record every engine operation (tests replay them).
+    /// Record every engine operation (tests replay them; runs without a
+    /// scaling plan only).
     pub record_ops: bool,
+    /// With a plan, every policy runs twice, all hosts always on and under
+    /// the plan (issue 15's comparison); see [`autoscale`].
+    pub scaling_plan: Option<autoscale::PlanSource>,
+    /// How often the plan is evaluated (the broker's `--autoscale-interval`);
+    /// a refused logon also evaluates at once.
+    pub autoscale_interval_seconds: u32,
+    /// A8: a logon refused for want of an open host starts a stopped host
+    /// (the pool's `startVmOnConnect`), in the run with the plan.
+    pub start_on_connect: bool,
 }
 
 /// Plots draw every host's line up to this many hosts, bands beyond.
@@ -80,6 +91,9 @@ impl SimConfig {
             logon_cost: policy::DEFAULT_LOGON_COST,
             keep_host_series: false,
             record_ops: false,
+            scaling_plan: None,
+            autoscale_interval_seconds: autoscale::DEFAULT_INTERVAL_SECONDS,
+            start_on_connect: false,
         }
     }
 
@@ -132,6 +146,29 @@ impl SimConfig {
                 "--logon-cost: {} must be from 0 to 100",
                 self.logon_cost
             ));
+        }
+        if let Some(plan) = &self.scaling_plan {
+            plan.plan
+                .validate()
+                .map_err(|e| SimError::Invalid(format!("--scaling-plan {}: {e}", plan.name)))?;
+            if let Some(p) = self.policies.iter().find(|p| !p.is_engine()) {
+                return bad(format!(
+                    "--policies: {} is another product's pick, which runs without deskbroker's \
+                     scaling plans; with a plan compare BreadthFirst, BreadthFirstClassic, \
+                     DepthFirst, LoadIndex or LoadIndexCorrected",
+                    p.name()
+                ));
+            }
+            if !(autoscale::MIN_INTERVAL_SECONDS..=autoscale::MAX_INTERVAL_SECONDS)
+                .contains(&self.autoscale_interval_seconds)
+            {
+                return bad(format!(
+                    "--autoscale-interval: {} must be from {} to {} seconds",
+                    self.autoscale_interval_seconds,
+                    autoscale::MIN_INTERVAL_SECONDS,
+                    autoscale::MAX_INTERVAL_SECONDS
+                ));
+            }
         }
         Ok(())
     }

@@ -19,6 +19,14 @@ pub struct Report {
     pub logon_cost: u32,
     pub simulated_seconds: i64,
     pub results: Vec<PolicyResult>,
+    /// The scaling plan compared (`built-in` or its file), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling_plan: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscale_interval_seconds: Option<u32>,
+    /// With a plan: each policy without and with it (the autoscale table).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub autoscale: Vec<crate::autoscale::AutoscaleRow>,
 }
 
 /// What one policy did.
@@ -53,6 +61,9 @@ pub struct PolicyResult {
     /// Every host's CPU demand per minute, when kept (small runs, plots).
     #[serde(skip)]
     pub host_series: Vec<Vec<f32>>,
+    /// Power and waits, in a comparison with a scaling plan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::autoscale::PowerMeasures>,
 }
 
 /// Where every session went: `placed = logged_off + ended_by_failure +
@@ -74,7 +85,15 @@ pub struct Accounting {
     pub released_unreachable: u64,
     /// Pending sessions the engine ended (S4).
     pub expired: u64,
+    /// Ended by a scaling plan (force logoff, or a host stopped with
+    /// disconnected sessions under `ZeroActiveSessions`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ended_by_plan: u64,
     pub live_at_end: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Accounting {
@@ -84,6 +103,7 @@ impl Accounting {
             + self.ended_by_failure
             + self.released_unreachable
             + self.expired
+            + self.ended_by_plan
             + self.live_at_end;
         if self.placed != ended {
             return Err(format!(
@@ -130,6 +150,7 @@ impl PolicyResult {
         self.logon_p99_seconds = round1(self.logon_p99_seconds);
         self.hosts_in_use_mean = round1(self.hosts_in_use_mean);
         self.imbalance_mean = round1(self.imbalance_mean);
+        self.power = self.power.map(|p| p.rounded());
         for v in [
             &mut self.series.min,
             &mut self.series.p50,

@@ -25,6 +25,9 @@ use crate::report::{Accounting, PolicyResult, Report, Series};
 use crate::scenario::{HostAction, Scenario, UserAction};
 use crate::{Progress, SimConfig, SimError};
 
+mod power;
+use power::Power;
+
 /// When every simulated pool starts: 2026-01-05 06:00 UTC, a Monday.
 pub const T0: TimestampMs = 1_767_592_800_000;
 
@@ -162,26 +165,40 @@ fn small_count(cfg: &SimConfig) -> u32 {
 }
 
 /// Runs every policy of `cfg` (on up to as many threads as the machine has
-/// cores) and answers the report, policies in the order asked.
+/// cores) and answers the report, policies in the order asked. With a
+/// scaling plan, each policy runs twice: every host always on, then under
+/// the plan (same seed, same users).
 pub fn run(cfg: &SimConfig, progress: &Progress) -> Result<Report, SimError> {
     cfg.validate()?;
     let world = World::build(cfg);
+    let runs: Vec<(Policy, bool)> = cfg
+        .policies
+        .iter()
+        .flat_map(|&p| {
+            let with_plan: &[bool] = match cfg.scaling_plan {
+                Some(_) => &[false, true],
+                None => &[false],
+            };
+            with_plan.iter().map(move |&w| (p, w))
+        })
+        .collect();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(cfg.policies.len());
+        .min(runs.len());
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut slots: Vec<Option<Result<PolicyResult, SimError>>> =
-        (0..cfg.policies.len()).map(|_| None).collect();
+        (0..runs.len()).map(|_| None).collect();
     let done = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&policy) = cfg.policies.get(i) else {
+                    let Some(&(policy, with_plan)) = runs.get(i) else {
                         break;
                     };
-                    let r = Sim::new(cfg, &world, policy, progress).and_then(|s| s.run());
+                    let r =
+                        Sim::new(cfg, &world, policy, with_plan, progress).and_then(|s| s.run());
                     done.lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .push((i, r.map(|(r, _)| r)));
@@ -196,7 +213,17 @@ pub fn run(cfg: &SimConfig, progress: &Progress) -> Result<Report, SimError> {
     for r in slots.into_iter().flatten() {
         results.push(r?.rounded());
     }
+    let plan_name = cfg.scaling_plan.as_ref().map(|p| p.name.clone());
     Ok(Report {
+        autoscale: plan_name
+            .as_deref()
+            .map(|n| crate::autoscale::rows(&results, n))
+            .unwrap_or_default(),
+        scaling_plan: plan_name,
+        autoscale_interval_seconds: cfg
+            .scaling_plan
+            .as_ref()
+            .map(|_| cfg.autoscale_interval_seconds),
         scenario: cfg.scenario.name(),
         hosts: cfg.hosts,
         small_hosts: small_count(cfg),
@@ -219,7 +246,7 @@ pub fn run_policy(
     cfg.validate()?;
     let world = World::build(cfg);
     let progress = Progress::default();
-    let sim = Sim::new(cfg, &world, policy, &progress)?;
+    let sim = Sim::new(cfg, &world, policy, false, &progress)?;
     let config = sim.pool.config().clone();
     let seed = sim.pool.counters().random_seed;
     let (r, ops) = sim.run()?;
@@ -234,6 +261,16 @@ enum Ev {
     LogonEnd(u32, u64),
     Sample(u32),
     Observe,
+    /// The scaling plan's evaluation interval (and, without a plan, the
+    /// same instants' measure of used capacity).
+    Evaluate,
+    /// A host the plan started has booted, unless started or stopped again
+    /// since (its power version).
+    Booted(u32, u64),
+    /// A host the plan stopped is off.
+    Halted(u32, u64),
+    /// A user refused for want of an open host tries again.
+    WaitRetry(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,6 +298,10 @@ struct User {
     session_host: u32,
     disconnect_after_logon: bool,
     retry_pending: bool,
+    /// Since when the user has waited for an open host (comparisons with a
+    /// scaling plan only), and whether their next try is queued.
+    waiting_since: Option<i64>,
+    wait_retry_pending: bool,
 }
 
 struct Sim<'a> {
@@ -292,6 +333,9 @@ struct Sim<'a> {
     busy_observations: u64,
     progress: &'a Progress,
     events: u64,
+    /// Power and the scaling plan, in a comparison with a plan (`None`:
+    /// every host is simply on, as in every other run).
+    power: Option<Power<'a>>,
 }
 
 impl<'a> Sim<'a> {
@@ -299,6 +343,7 @@ impl<'a> Sim<'a> {
         cfg: &'a SimConfig,
         world: &'a World,
         policy: Policy,
+        with_plan: bool,
         progress: &'a Progress,
     ) -> Result<Sim<'a>, SimError> {
         let config = policy.pool_config(world.limit, cfg.logon_cost);
@@ -326,6 +371,8 @@ impl<'a> Sim<'a> {
                 session_host: 0,
                 disconnect_after_logon: false,
                 retry_pending: false,
+                waiting_since: None,
+                wait_retry_pending: false,
             })
             .collect();
         let mut sim = Sim {
@@ -363,6 +410,10 @@ impl<'a> Sim<'a> {
             busy_observations: 0,
             progress,
             events: 0,
+            power: cfg
+                .scaling_plan
+                .as_ref()
+                .map(|p| Power::new(cfg, world.hosts.len(), with_plan.then_some(&p.plan))),
         };
         for i in 0..world.hosts.len() as u32 {
             let spec = HostSpec::new(
@@ -383,6 +434,9 @@ impl<'a> Sim<'a> {
             sim.push(h.phase_ms, Ev::Sample(i as u32));
         }
         sim.push(OBSERVE_MS, Ev::Observe);
+        if sim.power.is_some() {
+            sim.push(0, Ev::Evaluate);
+        }
         Ok(sim)
     }
 
@@ -448,6 +502,21 @@ impl<'a> Sim<'a> {
                 }
                 Ev::Sample(h) => self.sample(h)?,
                 Ev::Observe => self.observe(),
+                Ev::Evaluate => {
+                    self.evaluate_plan()?;
+                    let next =
+                        self.now_ms + i64::from(self.cfg.autoscale_interval_seconds) * SECOND;
+                    self.push(next, Ev::Evaluate);
+                }
+                Ev::Booted(h, v) => self.booted(h, v)?,
+                Ev::Halted(h, v) => self.halted(h, v),
+                Ev::WaitRetry(u) => {
+                    let user = &mut self.users[u as usize];
+                    user.wait_retry_pending = false;
+                    if user.waiting_since.is_some() {
+                        self.connect(u)?;
+                    }
+                }
             }
         }
         self.progress
@@ -573,7 +642,10 @@ impl<'a> Sim<'a> {
             return Ok(());
         }
         let (cpu, memory) = host.sample(self.now_ms);
-        self.heartbeat(h, cpu, memory)?;
+        // A host that is not running has no agent to send a heartbeat.
+        if self.power.as_ref().is_none_or(|p| p.running(h)) {
+            self.heartbeat(h, cpu, memory)?;
+        }
         let next = self.now_ms + i64::from(self.cfg.sample_seconds) * SECOND;
         self.push(next, Ev::Sample(h));
         Ok(())
@@ -586,8 +658,9 @@ impl<'a> Sim<'a> {
         self.engine_changes();
         let mut cpu = Vec::with_capacity(self.hosts.len());
         let mut in_use = 0;
+        let power = self.power.as_ref();
         for (i, h) in self.hosts.iter_mut().enumerate() {
-            if h.failed || h.removed {
+            if h.failed || h.removed || power.is_some_and(|p| !p.powered(i as u32)) {
                 if let Some(s) = self.host_series.get_mut(i) {
                     s.push(f32::NAN);
                 }
@@ -619,6 +692,10 @@ impl<'a> Sim<'a> {
             self.series.p90.push(q(90) as f32);
             self.series.max.push(q(100) as f32);
         }
+        let (minute, sessions) = ((self.now_ms / OBSERVE_MS) as u32, self.pool.session_count());
+        if let Some(p) = &mut self.power {
+            p.observe(minute, sessions as u32);
+        }
         let next = self.now_ms + OBSERVE_MS;
         self.push(next, Ev::Observe);
     }
@@ -634,6 +711,9 @@ impl<'a> Sim<'a> {
                 self.pool.upsert_host(spec, now)?;
                 self.pool.take_changes();
                 self.touch(h);
+                if let Some(p) = &mut self.power {
+                    p.operator_drain(h, a == HostAction::Drain);
+                }
             }
             HostAction::Fail => {
                 let t = self.now_ms;
@@ -671,6 +751,12 @@ impl<'a> Sim<'a> {
     }
 
     fn user_action(&mut self, u: u32, a: UserAction) -> Result<(), SimError> {
+        if a != UserAction::Connect && self.users[u as usize].waiting_since.take().is_some() {
+            // Left while still waiting for a host.
+            if let Some(p) = &mut self.power {
+                p.m.gave_up += 1;
+            }
+        }
         match a {
             UserAction::Connect => self.connect(u),
             UserAction::Disconnect => {
@@ -738,8 +824,9 @@ impl<'a> Sim<'a> {
         };
         let now = self.now();
         let random = self.pool.counters().placement_random();
+        let exclude = self.power.as_ref().map_or(&[][..], |p| p.not_running());
         let answer = match &mut self.picker {
-            None => self.pool.connect(&req, now, random, &id),
+            None => self.pool.connect_excluding(&req, exclude, now, random, &id),
             Some(picker) => self.pool.connect_picked(&req, now, &id, |c| picker.pick(c)),
         };
         if let Ok(p) = &answer {
@@ -813,6 +900,13 @@ impl<'a> Sim<'a> {
                 user.session = Some(p.session_id.clone());
                 user.session_host = h;
                 user.disconnect_after_logon = false;
+                if let Some(since) = user.waiting_since.take()
+                    && let Some(p) = &mut self.power
+                {
+                    p.m.waited_logons += 1;
+                    p.m.worst_wait_seconds =
+                        p.m.worst_wait_seconds.max((t - since) as f64 / 1000.0);
+                }
                 if self.hosts[h as usize].failed {
                     // R5: the front door cannot reach it; the session is
                     // released and the user tries again.
@@ -842,6 +936,9 @@ impl<'a> Sim<'a> {
                 self.rejected += 1;
                 if state == State::Lost {
                     self.users[u as usize].state = State::Absent;
+                }
+                if self.power.is_some() {
+                    self.wait_for_host(u)?;
                 }
             }
         }
@@ -924,6 +1021,8 @@ impl<'a> Sim<'a> {
                 )));
             }
         }
+        let end_ms = self.world.scenario.end_ms;
+        let power = self.power.take().map(|p| p.finish(end_ms));
         let mut logons = std::mem::take(&mut self.logon_ms);
         logons.sort_unstable();
         let pct = |p: usize| -> f64 {
@@ -934,7 +1033,11 @@ impl<'a> Sim<'a> {
             f64::from(logons[rank - 1]) / 1000.0
         };
         let result = PolicyResult {
-            policy: self.policy.name().to_string(),
+            policy: match &power {
+                Some(p) if p.scaling_plan => format!("{} + plan", self.policy.name()),
+                _ => self.policy.name().to_string(),
+            },
+            power,
             peak_cpu_percent: self
                 .hosts
                 .iter()

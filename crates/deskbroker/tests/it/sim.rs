@@ -325,3 +325,82 @@ fn sim_replays_a_trace() {
         assert_eq!(a["liveAtEnd"], 1, "{r}");
     }
 }
+
+#[test]
+fn sim_compares_a_day_with_and_without_a_scaling_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("autoscale.svg");
+    let args = [
+        "--scenario",
+        "day",
+        "--hosts",
+        "6",
+        "--users",
+        "120",
+        "--policies",
+        "DepthFirst",
+        "--autoscale",
+        "--output",
+        "json",
+    ];
+    let (ok, first, err) = sim(&args);
+    assert!(ok, "{err}");
+    let (ok, second, _) = sim(&[&args[..], &["--plot", plot.to_str().unwrap()]].concat());
+    assert!(ok);
+    assert_eq!(first, second, "same seed, same bytes");
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(v["scalingPlan"], "built-in", "{v}");
+    let rows = v["autoscale"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    assert_eq!(rows[0]["plan"], "none");
+    assert_eq!(rows[0]["hostHours"], 84.0, "6 hosts for 14 hours: {v}");
+    assert!(rows[1]["hostHoursSavedPct"].as_f64().unwrap() > 0.0, "{v}");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("host-hours always on"));
+
+    // A plan file: the API's body; a bad one is refused in one line.
+    let file = dir.path().join("plan.json");
+    let plan = serde_json::to_string(&sim::autoscale::default_plan()).unwrap();
+    std::fs::write(&file, plan).unwrap();
+    let f = file.to_str().unwrap();
+    let (ok, table, err) = sim(&[
+        "--scenario",
+        "day",
+        "--hosts",
+        "6",
+        "--users",
+        "120",
+        "--policies",
+        "DepthFirst",
+        "--scaling-plan",
+        f,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        table.contains("HostHoursSavedPct") && table.contains(f),
+        "{table}"
+    );
+    std::fs::write(&file, r#"{"timeZone":"Nowhere/Else","schedules":[]}"#).unwrap();
+    for (args, want) in [
+        (vec!["--scenario", "day", "--scaling-plan", f], "timeZone"),
+        (
+            vec!["--scenario", "day", "--start-on-connect"],
+            "--start-on-connect",
+        ),
+        (
+            vec![
+                "--scenario",
+                "day",
+                "--autoscale",
+                "--policies",
+                "PowerOfTwo",
+            ],
+            "--policies",
+        ),
+    ] {
+        let (ok, out, err) = sim(&args);
+        assert!(!ok, "{args:?} must fail: {out}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+    }
+}

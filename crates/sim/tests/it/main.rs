@@ -3,6 +3,8 @@
 //! scenario's accounting adds up; traces are read strictly. Small runs
 //! only, so the suite takes seconds.
 
+mod autoscale;
+
 use placement::{ConnectRequest, Pool};
 use sim::{LoggedOp, Policy, ScenarioKind, SimConfig, Trace};
 
