@@ -112,6 +112,13 @@ pub struct AgentArgs {
     /// is reported as `alice@DOMAIN`, the name users connect with.
     #[arg(long, value_name = "DOMAIN")]
     pub user_domain: Option<String>,
+    /// A command run through `sh -c` for each message the broker sends to
+    /// a user of this host (sendMessage), with DESKBROKER_MESSAGE_TITLE,
+    /// DESKBROKER_MESSAGE_TEXT, DESKBROKER_USER and DESKBROKER_SESSION_ID in
+    /// its environment, e.g. notify-send or wall [default: messages are
+    /// logged and dropped].
+    #[arg(long, value_name = "CMD")]
+    pub message_command: Option<String>,
     /// A TOML file with any of the settings above, named with underscores
     /// (host_pool = "farm"); flags and DESKBROKER_* variables win over it.
     #[arg(long, env = "DESKBROKER_AGENT_CONFIG", value_name = "FILE")]
@@ -139,6 +146,7 @@ pub struct FileConfig {
     pub load_index_threshold: Option<u32>,
     pub connecting_session_threshold: Option<u32>,
     pub user_domain: Option<String>,
+    pub message_command: Option<String>,
 }
 
 impl FileConfig {
@@ -183,6 +191,9 @@ pub struct Config {
     /// `None` lets the broker apply its default (`["rdp"]`).
     pub capabilities: Option<Vec<String>>,
     pub policy: HostPolicy,
+    /// Shows the broker's messages to users (`--message-command`); None:
+    /// they are logged and dropped.
+    pub message_command: Option<String>,
 }
 
 /// How the agent trusts an `https://` broker: the system's roots, a
@@ -415,6 +426,7 @@ impl Config {
             sessions,
             capabilities,
             policy,
+            message_command: given(args.message_command.or(file.message_command)),
         })
     }
 }
@@ -759,6 +771,22 @@ mod tests {
             SessionsSource::Loginctl {
                 user_domain: Some("contoso.com".into())
             }
+        );
+    }
+
+    #[test]
+    fn the_message_command_comes_from_the_flag_or_the_file() {
+        let c = resolve(args(MINIMAL), FileConfig::default()).unwrap();
+        assert_eq!(c.message_command, None);
+        let f = || file("message_command = \"wall\"");
+        let c = resolve(args(MINIMAL), f()).unwrap();
+        assert_eq!(c.message_command.as_deref(), Some("wall"));
+        let mut a = args(MINIMAL);
+        a.message_command = Some("notify-send \"$DESKBROKER_MESSAGE_TITLE\"".into());
+        let c = resolve(a, f()).unwrap();
+        assert_eq!(
+            c.message_command.as_deref(),
+            Some("notify-send \"$DESKBROKER_MESSAGE_TITLE\"")
         );
     }
 

@@ -22,6 +22,7 @@ pub mod backoff;
 pub mod config;
 pub mod diskstats;
 pub mod load_script;
+pub mod messages;
 pub mod metrics;
 pub mod probe;
 pub mod runner;

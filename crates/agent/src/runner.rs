@@ -108,6 +108,8 @@ struct Agent {
     credential: Option<String>,
     /// Whether a heartbeat got through since the agent started.
     delivered_any: bool,
+    /// Shows the messages heartbeat answers bring (`--message-command`).
+    messenger: crate::messages::Messenger,
 }
 
 impl Agent {
@@ -130,6 +132,7 @@ impl Agent {
         {
             Ok(answer) => {
                 warn_refused(&answer.refused_sessions);
+                self.messenger.deliver(answer.messages);
                 let host = answer.host;
                 let (status, load_index, sessions) = (host.status, host.load_index, host.sessions);
                 if self.delivered_any {
@@ -365,6 +368,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         .map_err(|e| AgentError::Client(e.to_string()))?,
         state,
         credential,
+        messenger: crate::messages::Messenger::start(
+            config.message_command.clone(),
+            crate::messages::MESSAGE_COMMAND_TIMEOUT,
+        ),
         config,
         delivered_any: false,
     };

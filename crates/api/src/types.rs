@@ -415,6 +415,34 @@ pub struct HeartbeatOutput {
     /// Entries refused (empty when none was, or no list was sent).
     #[serde(default)]
     pub refused_sessions: Vec<RefusedSession>,
+    /// Messages for users of this host's sessions (`sendMessage`), each
+    /// given to the host once; only this host's. Absent when none. Agents
+    /// that predate it ignore it (unknown answer fields are ignored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<HostMessage>,
+}
+
+/// A message for the user of one session, as its host's agent receives it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HostMessage {
+    pub id: String,
+    pub session_id: String,
+    pub user: String,
+    pub title: String,
+    pub message: String,
+}
+
+/// Body of `POST …/userSessions/{id}/sendMessage`: a title (1..=256
+/// characters, no control characters) and a message (1..=4096 characters,
+/// no control characters but newlines).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendMessageInput {
+    pub title: String,
+    pub message: String,
 }
 
 /// One entry of a heartbeat's list that the broker refused (rule S8). It
@@ -599,6 +627,33 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&connect).unwrap(),
             json!({"user": "alice"})
+        );
+    }
+
+    /// An agent reads heartbeat answers with fields it does not know (a
+    /// newer broker's), and an answer without `messages` (an older one's).
+    #[test]
+    fn heartbeat_answers_with_unknown_or_missing_fields_are_read() {
+        let host = json!({"name": "h1", "address": "10.0.0.1:3389", "allowNewSession": true,
+            "status": "Available", "sessions": 0, "connectingSessions": 0, "loadIndex": 0,
+            "lastHeartBeat": null, "assignedUser": null, "capabilities": ["rdp"],
+            "policy": {}, "registeredAt": "2025-01-01T00:00:00Z", "metrics": null});
+        let mut newer = host.clone();
+        newer["refusedSessions"] = json!([]);
+        newer["messages"] = json!([{"id": "m1", "sessionId": "s1", "user": "alice",
+            "title": "T", "message": "M", "priority": "high"}]);
+        newer["somethingNew"] = json!({"x": 1});
+        let out: HeartbeatOutput = serde_json::from_value(newer).unwrap();
+        assert_eq!(out.messages.len(), 1);
+        assert_eq!(out.messages[0].user, "alice");
+        let older: HeartbeatOutput = serde_json::from_value(host).unwrap();
+        assert!(older.messages.is_empty());
+        assert!(
+            serde_json::to_value(&older)
+                .unwrap()
+                .get("messages")
+                .is_none(),
+            "no messages: the field is left out"
         );
     }
 

@@ -1,5 +1,6 @@
 // app.js — the deskbroker web console: sign-in, host pools, a pool's session
-// hosts, sessions. Plain ES modules, no build step, no third-party code.
+// hosts (with power start/stop), a pool's scaling actions, sessions (with
+// messages to their users). Plain ES modules, no build step, no third-party code.
 //
 // Every number on screen comes from the public API (api.js). The pages
 // follow changes by short polling: one refresh of the page in view every
@@ -38,7 +39,7 @@ let me = null;
 const may = {
   /** Create, change and delete pools (admin). */
   edit: () => me !== null && me.role === 'admin',
-  /** Drain, undrain, log off (admin, operator). */
+  /** Drain, undrain, log off, start and stop hosts, message users (admin, operator). */
   operate: () => me !== null && (me.role === 'admin' || me.role === 'operator'),
   /** Hosts, sessions, the audit log (all but portal). */
   read: () => me !== null && me.role !== 'portal',
@@ -203,6 +204,7 @@ function route() {
   const { parts, params } = parseHash();
   if (parts[0] === 'pools' && parts.length === 1) show(poolsView(), 'pools');
   else if (parts[0] === 'pools' && parts.length === 2 && may.read()) show(poolView(parts[1], params), 'pools');
+  else if (parts[0] === 'pools' && parts.length === 3 && parts[2] === 'scaling' && may.read()) show(scalingView(parts[1], params), 'pools');
   else if (parts[0] === 'sessions' && may.read()) show(sessionsView(params), 'sessions');
   else if (parts[0] === 'audit' && may.read()) show(auditView(params), 'audit');
   else location.hash = '#/pools';
@@ -543,7 +545,7 @@ function poolView(name, params) {
     h(
       'thead',
       {},
-      h('tr', {}, th('Host'), th('Status'), th('New sessions'), th('Sessions'), th('Connecting', 'num'), th('Load index'), th('Last heartbeat'), th('Owner')),
+      h('tr', {}, th('Host'), th('Status'), th('New sessions'), th('Sessions'), th('Connecting', 'num'), th('Load index'), th('Last heartbeat'), th('Owner'), th('Power')),
     ),
     tbody,
   );
@@ -552,7 +554,17 @@ function poolView(name, params) {
   v.el = h(
     'section',
     { class: 'view' },
-    h('p', { class: 'crumbs' }, h('a', { href: '#/pools' }, 'Host pools'), ' › ', name, ' · ', h('a', { href: `#/sessions${query({ pool: name })}` }, 'its sessions')),
+    h(
+      'p',
+      { class: 'crumbs' },
+      h('a', { href: '#/pools' }, 'Host pools'),
+      ' › ',
+      name,
+      ' · ',
+      h('a', { href: `#/sessions${query({ pool: name })}` }, 'its sessions'),
+      ' · ',
+      h('a', { id: 'scaling-link', href: `#/pools/${seg(name)}/scaling` }, 'scaling actions'),
+    ),
     h('h1', {}, name),
     notFound,
     h('div', { class: 'pool-top' }, h('div', {}, summary, trend), may.edit() ? settings : null),
@@ -677,6 +689,7 @@ function hostRow(pool, x, errorEl) {
     h('td', { class: 'load' }, load.el),
     h('td', { class: 'heartbeat' }),
     h('td', { class: 'owner' }),
+    h('td', { class: 'power' }, h('span', { class: 'power-state' }), may.operate() ? powerButtons(pool, x.name, errorEl) : null),
   );
   toggle.addEventListener('change', async () => {
     const allow = toggle.checked;
@@ -718,6 +731,132 @@ function updateHostRow(tr, x, p, most) {
   setText(hb, ago(x.lastHeartBeat));
   hb.title = x.lastHeartBeat || 'no heartbeat yet';
   setText(tr.querySelector('.owner'), x.assignedUser || '—');
+  const power = x.powerState || 'Running';
+  setText(tr.querySelector('.power-state'), power);
+  tr.dataset.power = power;
+  const start = tr.querySelector('button.start');
+  const stop = tr.querySelector('button.stop');
+  if (start && !start.dataset.busy) start.disabled = power !== 'Stopped' && power !== 'Unknown';
+  if (stop && !stop.dataset.busy) stop.disabled = power !== 'Running' && power !== 'Unknown';
+}
+
+/**
+ * Start and Stop of one host (POST …/start, …/stop: rule A9), for roles
+ * that may operate. Stop asks for a second click, as log off does; a host
+ * with sessions is refused (409) and the broker's message is shown.
+ */
+function powerButtons(pool, host, errorEl) {
+  const start = h('button', { type: 'button', class: 'start secondary', dataset: { host } }, 'Start');
+  const stop = h('button', { type: 'button', class: 'stop secondary', dataset: { host } }, 'Stop');
+  const act = async (button, verb) => {
+    button.dataset.busy = '1';
+    button.disabled = true;
+    try {
+      const a = await api('POST', `/hostPools/${seg(pool)}/sessionHosts/${seg(host)}/${verb}`);
+      say(errorEl, `${host}: ${a.action} asked (${a.outcome}); see the pool's scaling actions.`, 'ok');
+    } catch (ex) {
+      say(errorEl, ex.toString(), 'error');
+    } finally {
+      delete button.dataset.busy;
+      button.disabled = false;
+      kick();
+    }
+  };
+  start.addEventListener('click', () => act(start, 'start'));
+  let armed = null;
+  stop.addEventListener('click', () => {
+    if (!armed) {
+      setText(stop, 'Confirm stop');
+      stop.classList.add('armed');
+      armed = setTimeout(() => {
+        armed = null;
+        setText(stop, 'Stop');
+        stop.classList.remove('armed');
+      }, CONFIRM_MS);
+      return;
+    }
+    clearTimeout(armed);
+    armed = null;
+    setText(stop, 'Stop');
+    stop.classList.remove('armed');
+    act(stop, 'stop');
+  });
+  return h('span', { class: 'power-buttons' }, ' ', start, ' ', stop);
+}
+
+// ---------------------------------------------------------------- scaling actions
+
+/** A pool's power and scaling actions (rule A10), newest first, one page. */
+function scalingView(name, params) {
+  const v = { closed: false };
+  const size = PAGE_SIZES.includes(Number(params.get('size'))) ? Number(params.get('size')) : DEFAULT_PAGE_SIZE;
+  const errorEl = message('scaling-error');
+  const tbody = h('tbody');
+  const table = h(
+    'table',
+    { id: 'scaling-table', class: 'grid' },
+    h(
+      'thead',
+      {},
+      h('tr', {}, th('Time'), th('Phase'), th('Action'), th('Host'), th('Reason'), th('Figures'), th('Outcome'), th('Message'), th('By')),
+    ),
+    tbody,
+  );
+  const empty = h('p', { id: 'scaling-empty', class: 'muted', hidden: true }, 'No power or scaling actions yet.');
+  v.el = h(
+    'section',
+    { class: 'view' },
+    h('p', { class: 'crumbs' }, h('a', { href: '#/pools' }, 'Host pools'), ' › ', h('a', { href: `#/pools/${seg(name)}` }, name), ' › scaling actions'),
+    h('h1', {}, `Scaling actions of ${name}`),
+    errorEl,
+    h('div', { class: 'scroll' }, table),
+    empty,
+  );
+  const figures = (a) =>
+    [
+      a.usedCapacityPct != null ? `used ${a.usedCapacityPct}%` : null,
+      a.thresholdPct != null ? `threshold ${a.thresholdPct}%` : null,
+      a.runningHosts != null ? `running ${a.runningHosts}` : null,
+      a.minimumHosts != null ? `minimum ${a.minimumHosts}` : null,
+    ]
+      .filter(Boolean)
+      .join(', ') || '—';
+  v.refresh = async () => {
+    const r = await api('GET', `/hostPools/${seg(name)}/scalingActions${query({ pageSize: size })}`);
+    if (v.closed) return;
+    say(errorEl, '', '');
+    empty.hidden = r.value.length > 0;
+    keyedRows(
+      tbody,
+      r.value,
+      (a) => a.id,
+      (a) =>
+        h(
+          'tr',
+          { dataset: { id: a.id, host: a.sessionHost, action: a.action } },
+          h('td', { class: 'time' }, a.time),
+          h('td', { class: 'phase' }),
+          h('td', { class: 'action' }, a.action),
+          h('th', { scope: 'row', class: 'host' }, a.sessionHost),
+          h('td', { class: 'reason' }),
+          h('td', { class: 'figures' }),
+          h('td', { class: 'outcome' }),
+          h('td', { class: 'message-text' }),
+          h('td', { class: 'actor' }),
+        ),
+      (tr, a) => {
+        setText(tr.querySelector('.phase'), a.phase || '—');
+        setText(tr.querySelector('.reason'), a.reason);
+        setText(tr.querySelector('.figures'), figures(a));
+        setText(tr.querySelector('.outcome'), a.outcome);
+        tr.dataset.outcome = a.outcome;
+        setText(tr.querySelector('.message-text'), a.message || '—');
+        setText(tr.querySelector('.actor'), a.actor || 'scaling plan');
+      },
+    );
+  };
+  v.failed = (e) => say(errorEl, e.toString(), 'error');
+  return v;
 }
 
 // ---------------------------------------------------------------- sessions
@@ -765,7 +904,8 @@ function sessionsView(params) {
     tbody,
   );
   const pg = pager('sessions-pager', link, size);
-  v.el = h('section', { class: 'view' }, h('h1', {}, 'Sessions'), filter, pg.el, errorEl, h('div', { class: 'scroll' }, table), empty);
+  const compose = messageForm(() => pool, errorEl);
+  v.el = h('section', { class: 'view' }, h('h1', {}, 'Sessions'), filter, compose.el, pg.el, errorEl, h('div', { class: 'scroll' }, table), empty);
 
   v.refresh = async () => {
     const sessionsOf = (name) => api('GET', `/hostPools/${seg(name)}/userSessions${query({ user, sessionHost: host, pageSize: size, initialSkip: skip })}`);
@@ -812,7 +952,7 @@ function sessionsView(params) {
       tbody,
       list,
       (x) => x.id,
-      (x) => sessionRow(pool, x, errorEl),
+      (x) => sessionRow(pool, x, errorEl, compose.open),
       (tr, x) => {
         setText(tr.querySelector('.state'), x.sessionState);
         const created = tr.querySelector('.created');
@@ -824,7 +964,49 @@ function sessionsView(params) {
   return v;
 }
 
-function sessionRow(pool, x, errorEl) {
+/**
+ * The "Send message" form (POST …/userSessions/{id}/sendMessage), shown for
+ * one session when its row's button is clicked; the agent of the session's
+ * host shows the message after its next heartbeat.
+ */
+function messageForm(poolOf, errorEl) {
+  const to = h('p', { class: 'message-to' });
+  const title = h('input', { id: 'message-title', type: 'text', autocomplete: 'off', maxlength: '256', value: 'Message from your administrator' });
+  const text = h('textarea', { id: 'message-text', rows: '3', maxlength: '4096' });
+  const send = h('button', { type: 'submit' }, 'Send message');
+  const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+  const el = h('form', { id: 'message-form', class: 'card', method: 'post', novalidate: true, hidden: true }, h('h2', {}, 'Send a message'), to, field('Title', title), field('Message', text, 'shown on the user’s desktop by the host’s agent'), send, cancel);
+  let target = null;
+  cancel.addEventListener('click', () => {
+    el.hidden = true;
+    target = null;
+  });
+  el.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (!target) return;
+    send.disabled = true;
+    try {
+      const m = await api('POST', `/hostPools/${seg(poolOf())}/userSessions/${seg(target.id)}/sendMessage`, { title: title.value, message: text.value });
+      say(errorEl, `Message queued for ${m.user} (session ${m.sessionId}); their host shows it after its next heartbeat.`, 'ok');
+      el.hidden = true;
+      text.value = '';
+      target = null;
+    } catch (ex) {
+      say(errorEl, ex.toString(), 'error');
+    } finally {
+      send.disabled = false;
+    }
+  });
+  const open = (x) => {
+    target = x;
+    setText(to, `To ${x.userPrincipalName}, session ${x.id} on ${x.sessionHost}`);
+    el.hidden = false;
+    text.focus();
+  };
+  return { el, open };
+}
+
+function sessionRow(pool, x, errorEl, compose) {
   const button = h('button', { type: 'button', class: 'logoff secondary', dataset: { id: x.id, user: x.userPrincipalName } }, 'Log off');
   let armed = null;
   button.addEventListener('click', async () => {
@@ -860,8 +1042,14 @@ function sessionRow(pool, x, errorEl) {
     h('td', { class: 'state' }),
     h('td', { class: 'created' }),
     h('td', { class: 'id' }, h('code', {}, x.id)),
-    h('td', {}, may.operate() ? button : null),
+    h('td', {}, may.operate() ? [button, ' ', messageButton(x, compose)] : null),
   );
+}
+
+function messageButton(x, compose) {
+  const b = h('button', { type: 'button', class: 'send-message secondary', dataset: { id: x.id } }, 'Send message');
+  b.addEventListener('click', () => compose(x));
+  return b;
 }
 
 // ---------------------------------------------------------------- audit

@@ -218,6 +218,15 @@ pub const TABLE: &[Rule] = &[
         false,
         Scope::Pool,
     ),
+    // A message shows on a user's screen: operators only (never a host,
+    // which receives its own in its heartbeat's answer).
+    rule(
+        "POST",
+        "/api/v1/hostPools/{pool}/userSessions/{id}/sendMessage",
+        OPERATORS,
+        false,
+        Scope::Pool,
+    ),
 ];
 
 /// The entry for a method and route pattern, if there is one.

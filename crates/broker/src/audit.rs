@@ -75,7 +75,8 @@ impl Resource {
                 pool: s(pool),
                 host: s(host),
             },
-            "/api/v1/hostPools/{pool}/userSessions/{id}" => Resource::Session {
+            "/api/v1/hostPools/{pool}/userSessions/{id}"
+            | "/api/v1/hostPools/{pool}/userSessions/{id}/sendMessage" => Resource::Session {
                 pool: s(pool),
                 id: s(id),
             },

@@ -37,6 +37,10 @@ pub enum BrokerError {
     /// The write queue is full ([`crate::writer::QUEUE_CAPACITY`]).
     #[error("the broker's write queue is full: retry shortly")]
     Overloaded,
+    /// A bounded queue of the caller's kind is full (messages waiting for
+    /// a host): retry later.
+    #[error("{0}")]
+    TooManyRequests(String),
 }
 
 impl BrokerError {
@@ -52,6 +56,7 @@ impl BrokerError {
             BrokerError::Ticket(_) => ErrorCode::InvalidConnectionTicket,
             BrokerError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
             BrokerError::Overloaded => ErrorCode::ServiceBusy,
+            BrokerError::TooManyRequests(_) => ErrorCode::TooManyRequests,
         }
     }
 

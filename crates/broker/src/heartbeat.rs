@@ -185,6 +185,7 @@ impl Broker {
             })
             .await?;
         self.account(pool, host, &reconciled);
+        let messages = self.messages_for(pool, host);
         Ok(HeartbeatOutput {
             host: out,
             refused_sessions: reconciled
@@ -195,6 +196,7 @@ impl Broker {
                     reason: r.reason.as_str().to_string(),
                 })
                 .collect(),
+            messages,
         })
     }
 

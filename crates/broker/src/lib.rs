@@ -16,6 +16,7 @@ pub mod error;
 pub mod front_door;
 pub mod heartbeat;
 pub mod listener;
+pub mod messages;
 pub mod portal;
 pub mod power;
 pub mod replica;

@@ -93,6 +93,8 @@ pub struct Broker {
     pub portal: std::sync::OnceLock<Arc<crate::portal::Portal>>,
     /// The bound on power actions running at once (rule A9).
     pub power: crate::power::PowerActions,
+    /// Messages waiting for their session hosts' heartbeats (not durable).
+    pub messages: crate::messages::MessageQueues,
 }
 
 pub fn now_ms() -> TimestampMs {
@@ -158,6 +160,7 @@ impl Broker {
             api_rate_limit_per_second: Default::default(),
             portal: Default::default(),
             power: Default::default(),
+            messages: Default::default(),
         }
     }
 

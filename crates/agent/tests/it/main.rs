@@ -43,6 +43,7 @@ fn config(broker: &str, state_dir: &Path) -> Config {
             load_index_threshold: Some(80),
             connecting_session_threshold: None,
         },
+        message_command: None,
     }
 }
 

@@ -84,6 +84,10 @@ pub fn router(broker: Arc<Broker>) -> Router {
                 .patch(sessions::patch)
                 .delete(sessions::logoff),
         )
+        .route(
+            "/hostPools/{pool}/userSessions/{id}/sendMessage",
+            post(sessions::send_message),
+        )
         .route("/hostPools/{pool}/rdpFile", get(pools::rdp_file))
         .route(
             "/hostPools/{pool}/registrationToken",

@@ -26,6 +26,7 @@ use crate::state::Broker;
         credentials::create, credentials::list, credentials::revoke,
         audit::list, audit::whoami,
         power::start, power::stop, power::list,
+        sessions::send_message,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorCode, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
@@ -34,7 +35,8 @@ use crate::state::Broker;
         types::SessionOutput, types::SessionPatch,
         types::CredentialInput, types::CredentialOutput,
         types::AuditEntryOutput, types::WhoAmIOutput,
-        types::PowerSettingsInput, types::ScalingActionOutput)),
+        types::PowerSettingsInput, types::ScalingActionOutput,
+        types::HostMessage, types::SendMessageInput)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),
 )]

@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 
 use super::paging::{self, Page, PageQuery};
 use api::ErrorBody;
-use api::types::{ConnectInput, ConnectOutput, SessionOutput, SessionPatch};
+use api::types::{
+    ConnectInput, ConnectOutput, HostMessage, SendMessageInput, SessionOutput, SessionPatch,
+};
 
 use super::error::ApiError;
 use super::types::SessionQuery;
@@ -124,4 +126,22 @@ pub async fn logoff(
 ) -> Result<StatusCode, ApiError> {
     b.write(&pool, |p, _| Ok(p.logoff(&id)?)).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Queues a message for the session's user, shown on the session's host by
+/// its agent after its next heartbeat (202: queued, not yet shown; not
+/// durable, see `crate::messages`). 429 when too many wait for that host.
+#[utoipa::path(post, path = "/api/v1/hostPools/{pool}/userSessions/{id}/sendMessage", tag = "sessions",
+    request_body = SendMessageInput,
+    responses((status = 202, body = HostMessage), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn send_message(
+    State(b): State<Arc<Broker>>,
+    Path((pool, id)): Path<(String, String)>,
+    Json(input): Json<SendMessageInput>,
+) -> Result<(StatusCode, axum::Json<HostMessage>), ApiError> {
+    let (queued, _host) = b
+        .queue_message(&pool, &id, &input.title, &input.message)
+        .await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(queued)))
 }

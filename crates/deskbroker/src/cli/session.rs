@@ -1,5 +1,5 @@
-//! `deskbroker session list|show|update|logoff`: user sessions of a pool,
-//! through `/api/v1/hostPools/{pool}/userSessions`.
+//! `deskbroker session list|show|update|logoff|send-message`: user sessions
+//! of a pool, through `/api/v1/hostPools/{pool}/userSessions`.
 
 use super::output::Columns;
 use super::{Body, Context, GlobalArgs};
@@ -33,7 +33,25 @@ enum SessionCommand {
     Update(UpdateArgs),
     /// Log a session off: it ends and frees its slot (DELETE).
     Logoff(SessionIdArg),
+    /// Send a message to the session's user, shown on their host by its
+    /// agent's --message-command after its next heartbeat.
+    SendMessage(SendMessageArgs),
 }
+
+#[derive(clap::Args)]
+struct SendMessageArgs {
+    #[command(flatten)]
+    session: SessionIdArg,
+    /// The message's title (at most 256 characters).
+    #[arg(long, value_name = "TEXT")]
+    title: String,
+    /// The message (at most 4096 characters; newlines allowed).
+    #[arg(long, value_name = "TEXT")]
+    message: String,
+}
+
+/// Columns of a queued message.
+const MESSAGE_COLUMNS: Columns = &["id", "sessionId", "user", "title"];
 
 #[derive(clap::Args)]
 struct ListArgs {
@@ -99,6 +117,12 @@ async fn execute(ctx: &Context, command: SessionCommand) -> anyhow::Result<()> {
                 .patch(&session_path(&update.session), &body.into_value())
                 .await?;
             ctx.print(&session, SESSION_COLUMNS)
+        }
+        SessionCommand::SendMessage(send) => {
+            let [a, b, c, d] = session_path(&send.session);
+            let body = serde_json::json!({"title": send.title, "message": send.message});
+            let queued = client.post(&[a, b, c, d, "sendMessage"], &body).await?;
+            ctx.print(&queued, MESSAGE_COLUMNS)
         }
         SessionCommand::Logoff(logoff) => {
             let answer = client.delete(&session_path(&logoff), &[]).await?;

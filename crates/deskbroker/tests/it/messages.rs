@@ -1,0 +1,359 @@
+//! Messages to users' sessions (`sendMessage`), end to end: an operator
+//! (API or CLI) sends one, the broker queues it for the session's host, the
+//! real agent (`deskbroker agent --message-command`) receives it in its
+//! heartbeat's answer and runs the command with the message in its
+//! environment. A message reaches only the host the session is on; bounds,
+//! bad input and the roles that may send are enforced.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{App, eventually, pool_with_hosts};
+
+/// A running agent, killed when dropped.
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `deskbroker agent` for host `name` of pool `farm`, reporting one
+/// Active session of `user`, and appending every message it receives to
+/// `dir/shown-NAME` as `user|session|title|text`.
+fn agent(app: &App, token: &str, name: &str, user: &str, dir: &Path) -> (Agent, PathBuf) {
+    let sessions = dir.join(format!("sessions-{name}.jsonl"));
+    std::fs::write(
+        &sessions,
+        format!("{}\n", json!({"user": user, "state": "Active"})),
+    )
+    .unwrap();
+    let shown = dir.join(format!("shown-{name}"));
+    let command = format!(
+        "printf '%s|%s|%s|%s\\n' \"$DESKBROKER_USER\" \"$DESKBROKER_SESSION_ID\" \
+         \"$DESKBROKER_MESSAGE_TITLE\" \"$DESKBROKER_MESSAGE_TEXT\" >> {}",
+        shown.display()
+    );
+    let child = Command::new(crate::exe())
+        .args(["agent", "--broker", &app.url, "--host-pool", "farm"])
+        .args(["--registration-token", token, "--name", name])
+        .args(["--address", &format!("10.9.0.{}:3389", name.len())])
+        .args(["--interval", "5", "--state-dir"])
+        .arg(dir.join(format!("state-{name}")))
+        .arg("--sessions-command")
+        .arg(format!("cat {}", sessions.display()))
+        .arg("--message-command")
+        .arg(command)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(if std::env::var_os("TEST_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .expect("start deskbroker agent");
+    (Agent(child), shown)
+}
+
+/// Patience for anything that needs a heartbeat (interval 5 s): a failure
+/// bound for a loaded machine, not a speed.
+const BEAT: Duration = Duration::from_secs(60);
+
+async fn credential(app: &App, name: &str, role: &str) -> String {
+    app.ok(
+        "POST",
+        "/api/v1/credentials",
+        Some(json!({"name": name, "role": role})),
+        201,
+    )
+    .await["token"]
+        .as_str()
+        .expect("token")
+        .to_string()
+}
+
+/// The id of `user`'s session in `farm`, once there is one.
+async fn session_of(app: &App, user: &str) -> String {
+    let deadline = std::time::Instant::now() + BEAT;
+    loop {
+        let v = app
+            .ok(
+                "GET",
+                &format!("/api/v1/hostPools/farm/userSessions?user={user}"),
+                None,
+                200,
+            )
+            .await;
+        if let Some(id) = v["value"][0]["id"].as_str() {
+            return id.to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{user}'s session was not adopted from the agent's list"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn shown(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+async fn send(app: &App, token: &str, session: &str, title: &str, message: &str) -> (u16, Value) {
+    app.call_with(
+        "POST",
+        &format!("/api/v1/hostPools/farm/userSessions/{session}/sendMessage"),
+        Some(json!({"title": title, "message": message})),
+        Some(token),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn an_operator_messages_a_user_and_only_the_users_host_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "maxSessionLimit": 10, "heartbeatTimeoutSeconds": 60}),
+        ),
+        201,
+    )
+    .await;
+    let token = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/registrationToken",
+            Some(json!({"maxHosts": 2})),
+            200,
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_a1, shown1) = agent(&app, &token, "h1", "alice@contoso.com", dir.path());
+    let (_a2, shown2) = agent(&app, &token, "h2", "bob@contoso.com", dir.path());
+    let alice = session_of(&app, "alice@contoso.com").await;
+    let bob = session_of(&app, "bob@contoso.com").await;
+    let operator = credential(&app, "ops", "operator").await;
+    let reader = credential(&app, "auditor", "reader").await;
+
+    // A reader may not send; nothing is queued for alice by it.
+    let (status, v) = send(&app, &reader, &alice, "Reader", "from a reader").await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (403, Some("Forbidden")),
+        "{v}"
+    );
+
+    // The operator's message: accepted (202), queued for alice's host.
+    let (status, v) = send(
+        &app,
+        &operator,
+        &alice,
+        "Maintenance",
+        "Please save your work: this host stops in 10 minutes.",
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(v["user"], "alice@contoso.com");
+    assert_eq!(v["sessionId"], alice.as_str());
+    let (status, v) = send(&app, &operator, &bob, "For bob", "only on h2").await;
+    assert_eq!(status, 202, "{v}");
+
+    // h1 holds a host credential of its own: it cannot fetch h2's messages
+    // by sending h2's heartbeat, nor send messages itself.
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("state-h1/agent.json")).unwrap(),
+    )
+    .unwrap();
+    let h1_credential = state["hostCredential"]
+        .as_str()
+        .expect("h1's credential")
+        .to_string();
+    let (status, _) = app
+        .call_with(
+            "POST",
+            "/api/v1/hostPools/farm/sessionHosts/h2/heartbeat",
+            Some(json!({})),
+            Some(&h1_credential),
+        )
+        .await;
+    assert_eq!(status, 403, "a host heartbeats only as itself");
+    let (status, _) = send(&app, &h1_credential, &bob, "Spoof", "from a host").await;
+    assert_eq!(status, 403, "a host does not send messages");
+
+    // The CLI sends one more to alice, with a newline and shell syntax in
+    // it, which must reach the command as data.
+    let pwned = dir.path().join("pwned");
+    let hostile = format!(
+        "line one\nline two $(touch {0}) `touch {0}`",
+        pwned.display()
+    );
+    let (ok, out, err) = app.cli(&[
+        "session",
+        "send-message",
+        "--host-pool",
+        "farm",
+        "--id",
+        &alice,
+        "--title",
+        "From the CLI",
+        "--message",
+        &hostile,
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("alice@contoso.com"), "{out}");
+
+    let delivered = eventually(BEAT, || async {
+        shown(&shown1).contains("|From the CLI|") && shown(&shown2).contains("|For bob|")
+    })
+    .await;
+    assert!(
+        delivered,
+        "h1: {:?}; h2: {:?}",
+        shown(&shown1),
+        shown(&shown2)
+    );
+    let h1 = shown(&shown1);
+    let h2 = shown(&shown2);
+    assert!(
+        h1.contains(&format!(
+            "alice@contoso.com|{alice}|Maintenance|Please save your work: this host stops in \
+             10 minutes.\n"
+        )),
+        "{h1}"
+    );
+    assert!(h1.contains(&format!("|From the CLI|{hostile}\n")), "{h1}");
+    assert!(!pwned.exists(), "a message's text was run by a shell");
+    assert!(!h1.contains("For bob") && !h1.contains("Reader"), "{h1}");
+    assert_eq!(h2, format!("bob@contoso.com|{bob}|For bob|only on h2\n"));
+    // Each message was given once: the next heartbeats bring nothing new.
+    let before = app
+        .ok("GET", "/api/v1/hostPools/farm/sessionHosts/h1", None, 200)
+        .await["lastHeartBeat"]
+        .clone();
+    let beat_again = eventually(BEAT, || async {
+        app.ok("GET", "/api/v1/hostPools/farm/sessionHosts/h1", None, 200)
+            .await["lastHeartBeat"]
+            != before
+    })
+    .await;
+    assert!(beat_again);
+    assert_eq!(shown(&shown1), h1, "nothing shown twice");
+}
+
+#[tokio::test]
+async fn messages_are_bounded_checked_and_dropped_with_their_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "farm", "BreadthFirst", 10, 2).await;
+    let placed = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(json!({"user": "alice"})),
+            200,
+        )
+        .await;
+    let id = placed["sessionId"].as_str().expect("sessionId").to_string();
+    let host = placed["sessionHost"]
+        .as_str()
+        .expect("sessionHost")
+        .to_string();
+    let other = if host == "h1" { "h2" } else { "h1" };
+    let path = format!("/api/v1/hostPools/farm/userSessions/{id}/sendMessage");
+    let beat = |h: &str| format!("/api/v1/hostPools/farm/sessionHosts/{h}/heartbeat");
+
+    // Bad input: the contract's error, nothing queued.
+    for body in [
+        json!({"title": "", "message": "x"}),
+        json!({"title": "t", "message": "  "}),
+        json!({"title": "two\nlines", "message": "x"}),
+        json!({"title": "t", "message": "clear screen \u{1b}[2J"}),
+        json!({"title": "t", "message": "x".repeat(4097)}),
+        json!({"title": "t".repeat(257), "message": "x"}),
+        json!({"title": "t", "message": "x", "urgent": true}),
+        json!({"title": "t"}),
+    ] {
+        app.refused("POST", &path, Some(body), 400, "InvalidParameter")
+            .await;
+    }
+    app.refused(
+        "POST",
+        "/api/v1/hostPools/farm/userSessions/nope/sendMessage",
+        Some(json!({"title": "t", "message": "x"})),
+        404,
+        "SessionNotFound",
+    )
+    .await;
+    app.refused(
+        "POST",
+        "/api/v1/hostPools/nope/userSessions/x/sendMessage",
+        Some(json!({"title": "t", "message": "x"})),
+        404,
+        "HostPoolNotFound",
+    )
+    .await;
+    let answer = app.ok("POST", &beat(&host), Some(json!({})), 200).await;
+    assert!(answer.get("messages").is_none(), "nothing queued: {answer}");
+
+    // 64 wait for the host; the 65th is refused, not pushed in.
+    for i in 0..64 {
+        app.ok(
+            "POST",
+            &path,
+            Some(json!({"title": format!("m{i}"), "message": "x"})),
+            202,
+        )
+        .await;
+    }
+    app.refused(
+        "POST",
+        &path,
+        Some(json!({"title": "one too many", "message": "x"})),
+        429,
+        "TooManyRequests",
+    )
+    .await;
+    // The other host's heartbeat gets none of them; the session's host
+    // gets all 64, oldest first, once.
+    let answer = app.ok("POST", &beat(other), Some(json!({})), 200).await;
+    assert!(answer.get("messages").is_none(), "{answer}");
+    let answer = app.ok("POST", &beat(&host), Some(json!({})), 200).await;
+    let got = answer["messages"].as_array().expect("messages");
+    assert_eq!(got.len(), 64);
+    assert_eq!(got[0]["title"], "m0");
+    assert_eq!(got[63]["title"], "m63");
+    assert_eq!(got[0]["user"], "alice");
+    assert_eq!(got[0]["sessionId"], id.as_str());
+    let answer = app.ok("POST", &beat(&host), Some(json!({})), 200).await;
+    assert!(answer.get("messages").is_none(), "given once: {answer}");
+
+    // A message whose session ends before the host fetches it is dropped.
+    app.ok(
+        "POST",
+        &path,
+        Some(json!({"title": "late", "message": "x"})),
+        202,
+    )
+    .await;
+    app.ok(
+        "DELETE",
+        &format!("/api/v1/hostPools/farm/userSessions/{id}"),
+        None,
+        204,
+    )
+    .await;
+    let answer = app.ok("POST", &beat(&host), Some(json!({})), 200).await;
+    assert!(answer.get("messages").is_none(), "{answer}");
+}
