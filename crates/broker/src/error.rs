@@ -37,6 +37,10 @@ pub enum BrokerError {
     /// The write queue is full ([`crate::writer::QUEUE_CAPACITY`]).
     #[error("the broker's write queue is full: retry shortly")]
     Overloaded,
+    /// Rule A8: no host could take the user, and a host that can is
+    /// starting (this connect started it, or another did).
+    #[error("{0}")]
+    HostStarting(String),
 }
 
 impl BrokerError {
@@ -52,6 +56,7 @@ impl BrokerError {
             BrokerError::Ticket(_) => ErrorCode::InvalidConnectionTicket,
             BrokerError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
             BrokerError::Overloaded => ErrorCode::ServiceBusy,
+            BrokerError::HostStarting(_) => ErrorCode::SessionHostStarting,
         }
     }
 
