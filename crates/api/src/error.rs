@@ -68,11 +68,15 @@ pub enum ErrorCode {
     /// 502: the user portal's OpenID Connect provider could not be reached
     /// or answered something that is not OpenID Connect.
     IdentityProviderUnavailable,
+    /// 503, rule A8: no host can take the user now, and the pool's
+    /// `startVmOnConnect` is starting one that can; retry the same connect
+    /// after the `Retry-After` seconds.
+    SessionHostStarting,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -97,6 +101,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::UriTooLong,
         ErrorCode::IdentityProviderUnavailable,
+        ErrorCode::SessionHostStarting,
     ];
 
     /// The HTTP status this code is answered with.
@@ -116,7 +121,8 @@ impl ErrorCode {
             | SessionHostUnavailable
             | StoreUnavailable
             | ServiceBusy
-            | NoLeader => 503,
+            | NoLeader
+            | SessionHostStarting => 503,
             LeaderTimeout => 504,
             MethodNotAllowed => 405,
             UriTooLong => 414,
@@ -152,6 +158,7 @@ impl ErrorCode {
             MethodNotAllowed => "MethodNotAllowed",
             UriTooLong => "UriTooLong",
             IdentityProviderUnavailable => "IdentityProviderUnavailable",
+            SessionHostStarting => "SessionHostStarting",
         }
     }
 

@@ -1,14 +1,74 @@
 //! Placing users, for every way a logon arrives: the HTTP API's `connect`
 //! and the RDP front door. One implementation, so both follow every rule
-//! and both are counted in the same metrics.
+//! and both are counted in the same metrics. A connect that finds no host
+//! in a pool with `startVmOnConnect` starts one (rule A8) and is answered
+//! 503 `SessionHostStarting`; the same connect, retried, is placed once
+//! that host is available.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use api::types::ConnectInput;
-use placement::{ConnectRequest, Placement, SessionState};
+use placement::autoscale::{StartOnConnect, start_on_connect};
+use placement::{
+    ConnectRequest, DrainedBy, HostPoolType, HostPower, Placement, PowerDriver, PowerState,
+    ScalingActionKind, SessionState,
+};
 
 use crate::error::BrokerError;
 use crate::state::Broker;
+
+/// Rule A8's decision for a connect the engine refused with `e`: only a
+/// refusal for want of a host (for a personal pool, also the user's own
+/// host being unavailable), in a pool with `startVmOnConnect` and a power
+/// driver.
+/// A host switched on less than [`HOST_BOOT_WAIT_MS`] ago that has not
+/// sent a heartbeat since counts as `Starting`.
+fn start_for(
+    p: &placement::Pool,
+    req: &ConnectRequest<'_>,
+    e: &placement::Error,
+    now: placement::TimestampMs,
+) -> Option<Start> {
+    let config = p.config();
+    let wanting = match e {
+        placement::Error::NoSessionHostAvailable(_) => true,
+        placement::Error::SessionHostUnavailable(_) => {
+            config.host_pool_type == HostPoolType::Personal
+        }
+        _ => false,
+    };
+    if !wanting || !config.start_vm_on_connect || config.power_settings.driver == PowerDriver::None
+    {
+        return None;
+    }
+    let booting = |h: &placement::Host| {
+        h.power_state == PowerState::Running
+            && h.start_requested_ms.is_some_and(|started| {
+                h.last_heartbeat_ms.is_some_and(|seen| seen <= started)
+                    && now.saturating_sub(started) < HOST_BOOT_WAIT_MS
+            })
+    };
+    let view = p.scaling_view(|h| HostPower {
+        power_state: if booting(h) {
+            PowerState::Starting
+        } else {
+            h.power_state
+        },
+        drained_by: h.spec.drained_by,
+        tags: &h.spec.tags,
+    });
+    match start_on_connect(&view, config, req) {
+        StartOnConnect::Start { host, undrain } => Some(Start::Host {
+            name: host.to_string(),
+            undrain,
+        }),
+        StartOnConnect::AlreadyStarting { host } => Some(Start::Already {
+            name: host.to_string(),
+        }),
+        StartOnConnect::NoHost => None,
+    }
+}
 
 /// An `.rdp` connection file and the pool it is for.
 #[derive(Clone, Debug)]
@@ -17,10 +77,40 @@ pub struct ConnectionFile {
     pub body: String,
 }
 
+/// The `Retry-After` of a 503 `SessionHostStarting` (rule A8), in seconds:
+/// a machine takes tens of seconds to a few minutes to boot and its agent
+/// to send a heartbeat; a client retrying every 30 s waits at most that
+/// much past it, and a farm of waiting users costs one connect each per
+/// 30 s.
+pub const HOST_STARTING_RETRY_AFTER_SECONDS: u64 = 30;
+/// How long a host that was started stays "starting" for rule A8 after
+/// its power driver succeeded, while it has not sent the heartbeat that
+/// makes it available (A9): a machine that is switched on is not yet a
+/// desktop, and a connect in that time must wait for it rather than start
+/// another. Past this, the silent host is a running host that does not
+/// serve, and a connect may start another (as a plan would, A4).
+pub const HOST_BOOT_WAIT_MS: i64 = 10 * 60 * 1000;
+/// The actor of the power actions start on connect begins (rule A10).
+pub const START_ON_CONNECT_ACTOR: &str = "startOnConnect";
+
+/// What a refused connect may start (rule A8), decided under the pool's
+/// lock with the refusal.
+enum Start {
+    /// Start this host (and undrain it: the scaling plan had drained it).
+    Host { name: String, undrain: bool },
+    /// A host that can take the user is starting already.
+    Already { name: String },
+}
+
 impl Broker {
     /// Places a user (rules S1–S4, B, D, H, P7) and answers once the new
-    /// session is durable.
-    pub async fn connect(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
+    /// session is durable; starts a host when none can take the user and
+    /// the pool says so (A8).
+    pub async fn connect(
+        self: &Arc<Self>,
+        pool: &str,
+        c: &ConnectInput,
+    ) -> Result<Placement, BrokerError> {
         let started = Instant::now();
         let from_memory = self.writer.failure().is_some();
         let result = if let Err(e) = self.check_ticket(pool, c) {
@@ -41,29 +131,151 @@ impl Broker {
         result
     }
 
-    /// The engine's decision, written before it is answered.
-    async fn place(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
+    /// The engine's decision, written before it is answered; when it
+    /// refuses for want of a host, rule A8.
+    async fn place(
+        self: &Arc<Self>,
+        pool: &str,
+        c: &ConnectInput,
+    ) -> Result<Placement, BrokerError> {
         // Time-ordered ids: new sessions append at the end of the store's index.
         let session_id = uuid::Uuid::now_v7().to_string();
-        self.write(pool, |p, now| {
-            let req = ConnectRequest {
-                user: &c.user,
-                requires: &c.requires,
-                session_host: c.session_host.as_deref(),
-            };
-            // T2 before the placement, on the pool as time has left it (an
-            // expired session is no reason to let an unentitled user in).
-            // A verified ticket (T3) was issued only to an entitled user.
-            p.tick(now);
-            if c.ticket.is_none() {
-                p.check_entitled(&c.user, &c.groups, c.session_host.as_deref())?;
+        let mut start = None;
+        let placed = self
+            .write(pool, |p, now| {
+                let req = ConnectRequest {
+                    user: &c.user,
+                    requires: &c.requires,
+                    session_host: c.session_host.as_deref(),
+                };
+                // T2 before the placement, on the pool as time has left it (an
+                // expired session is no reason to let an unentitled user in).
+                // A verified ticket (T3) was issued only to an entitled user.
+                p.tick(now);
+                if c.ticket.is_none() {
+                    p.check_entitled(&c.user, &c.groups, c.session_host.as_deref())?;
+                }
+                let engine_started = Instant::now();
+                let random = p.counters().placement_random();
+                let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
+                metrics::histogram!("deskbroker_placement_engine_seconds")
+                    .record(engine_started.elapsed());
+                if let Err(e) = &r {
+                    start = start_for(p, &req, e, now);
+                }
+                Ok(r?)
+            })
+            .await;
+        let (refusal, start) = match (placed, start) {
+            (Ok(p), _) => return Ok(p),
+            (Err(e), None) => return Err(e),
+            (Err(e), Some(s)) => (e, s),
+        };
+        let (name, decision) = match start {
+            Start::Already { name } => (name, "already_starting"),
+            Start::Host { name, undrain } => {
+                self.start_on_connect(pool, &name, undrain, &c.user, refusal)
+                    .await?;
+                (name, "started")
             }
-            let engine_started = Instant::now();
-            let random = p.counters().placement_random();
-            let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
-            metrics::histogram!("deskbroker_placement_engine_seconds")
-                .record(engine_started.elapsed());
-            Ok(r?)
+        };
+        metrics::counter!("deskbroker_start_on_connect_total", "decision" => decision).increment(1);
+        Err(BrokerError::HostStarting(format!(
+            "no session host of host pool {pool} can take {} now; session host {name} is \
+             starting for it (startVmOnConnect): retry this connect after {} s",
+            c.user, HOST_STARTING_RETRY_AFTER_SECONDS
+        )))
+    }
+
+    /// Starts `host` through the power driver (rule A9) for a refused
+    /// connect, recorded with the actor [`START_ON_CONNECT_ACTOR`]; first
+    /// undrains it when the scaling plan had drained it (recorded too).
+    /// When the host cannot be started (another action began meanwhile,
+    /// the driver cannot), the connect's own `refusal` stands, unless the
+    /// host is now starting anyway.
+    async fn start_on_connect(
+        self: &Arc<Self>,
+        pool: &str,
+        host: &str,
+        undrain: bool,
+        user: &str,
+        refusal: BrokerError,
+    ) -> Result<(), BrokerError> {
+        if undrain {
+            self.undrain_for_connect(pool, host).await?;
+        }
+        match self
+            .power_host(
+                pool,
+                host,
+                ScalingActionKind::Start,
+                false,
+                START_ON_CONNECT_ACTOR.to_string(),
+            )
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(
+                    pool,
+                    host,
+                    user,
+                    "start on connect: starting a session host"
+                );
+                Ok(())
+            }
+            // Two connects decided at once: the other one started it.
+            Err(_) if self.host_is_starting(pool, host) => Ok(()),
+            Err(e) => {
+                tracing::warn!(pool, host, user, error = %e,
+                    "start on connect: cannot start the session host");
+                Err(refusal)
+            }
+        }
+    }
+
+    /// Whether `host` of `pool` is `Starting` now.
+    fn host_is_starting(&self, pool: &str, host: &str) -> bool {
+        self.peek(pool, |p| {
+            Ok(p.host(host)
+                .is_some_and(|h| h.power_state == PowerState::Starting))
+        })
+        .unwrap_or(false)
+    }
+
+    /// Puts back into service a host the scaling plan drained, for a
+    /// connect that needs it (A8, A10: recorded as an `Undrain`). An
+    /// operator's drain is never undone (A6): such a host was not chosen.
+    async fn undrain_for_connect(&self, pool: &str, host: &str) -> Result<(), BrokerError> {
+        self.write_with(pool, |p, now| {
+            let mut spec = p.find_host(host)?.spec.clone();
+            if spec.drained_by != Some(DrainedBy::ScalingPlan) {
+                return Ok(((), Vec::new()));
+            }
+            spec.allow_new_session = true;
+            spec.drained_by = None;
+            p.upsert_host(spec, now)?;
+            let record = store::ScalingAction {
+                id: uuid::Uuid::now_v7().to_string(),
+                pool: p.name().to_string(),
+                time_ms: now,
+                phase: None,
+                action: ScalingActionKind::Undrain,
+                session_host: host.to_string(),
+                reason: format!("undrained by {START_ON_CONNECT_ACTOR}"),
+                used_capacity_pct: None,
+                threshold_pct: None,
+                running_hosts: None,
+                minimum_hosts: None,
+                outcome: placement::ActionOutcome::Succeeded,
+                message: String::new(),
+                actor: Some(START_ON_CONNECT_ACTOR.to_string()),
+                finished_ms: Some(now),
+                attempts: 1,
+            };
+            Ok((
+                (),
+                vec![store::Mutation::PutScalingAction { action: record }],
+            ))
         })
         .await
     }

@@ -41,6 +41,10 @@ pub enum BrokerError {
     /// a host): retry later.
     #[error("{0}")]
     TooManyRequests(String),
+    /// Rule A8: no host could take the user, and a host that can is
+    /// starting (this connect started it, or another did).
+    #[error("{0}")]
+    HostStarting(String),
 }
 
 impl BrokerError {
@@ -57,6 +61,7 @@ impl BrokerError {
             BrokerError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
             BrokerError::Overloaded => ErrorCode::ServiceBusy,
             BrokerError::TooManyRequests(_) => ErrorCode::TooManyRequests,
+            BrokerError::HostStarting(_) => ErrorCode::SessionHostStarting,
         }
     }
 

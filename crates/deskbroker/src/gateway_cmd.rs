@@ -53,6 +53,11 @@ pub struct FrontDoorFlags {
     #[arg(long, value_name = "N", default_value_t = gateway::sources::NEW_SESSIONS_PER_SOURCE_PER_MINUTE,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub rdp_new_sessions_per_source_per_minute: u32,
+    /// How long a connection is held while a session host starts for its
+    /// user (rule A8, `startVmOnConnect`); then it is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = gateway::HOST_START_WAIT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub rdp_host_start_wait_seconds: u64,
 }
 
 impl FrontDoorFlags {
@@ -66,7 +71,9 @@ impl FrontDoorFlags {
             max_handshakes: self.rdp_max_handshakes_per_source as usize,
             handshakes_per_minute: self.rdp_handshakes_per_source_per_minute,
             new_sessions_per_minute: self.rdp_new_sessions_per_source_per_minute,
+            ..gateway::sources::Limits::default()
         };
+        config.host_start_wait = std::time::Duration::from_secs(self.rdp_host_start_wait_seconds);
         config.redirect_key = Some(gateway::redirect::RedirectKey::derive(secret));
         config
     }

@@ -11,6 +11,15 @@
 //!                 └────────────────────────────────  reconnect (S1) → close
 //! ```
 //!
+//! When the broker answers 503 `SessionHostStarting` (rule A8: the pool
+//! starts a host for this user), the connection is held, not closed: the
+//! client has sent its first PDU and waits for the Connection Confirm, and
+//! the same connect is asked again every [`HOST_START_RETRY_INTERVAL`] for
+//! up to [`HOST_START_WAIT`]; then it is placed and relayed as usual, or
+//! closed. A client that gives up meanwhile is let go (its connect is not
+//! asked again). At most [`MAX_WAITING_CONNECTIONS`] connections wait at
+//! once, and [`crate::sources::MAX_WAITING_PER_SOURCE`] per source.
+//!
 //! Each connection runs on its own task, so a slow or hostile client holds
 //! one slot for at most the handshake timeout and disturbs no other (R6).
 //! Every connection ends in one `outcome` in metrics; relayed ones in one
@@ -104,6 +113,25 @@ pub const LOGON_EVIDENCE_HOST_BYTES: u64 = 1024;
 /// first PDU (its TLS handshake, then its MCS connection).
 pub const LOGON_EVIDENCE_CLIENT_BYTES: u64 = 512;
 
+/// How long a connection is held while a host starts for it (rule A8).
+/// RDP clients wait for the X.224 Connection Confirm far longer than a
+/// machine takes to boot: neither mstsc nor xfreerdp (2.x, 3.x) puts a
+/// timeout of its own on that read, so the wait is bounded by TCP (no
+/// keepalive is sent by either side in between, and a NAT on the way may
+/// drop an idle flow after some minutes) and by the user's patience. Five
+/// minutes covers a cloud VM's deallocated start and its agent's first
+/// heartbeat, and stays under common NAT idle timeouts (5 min and more).
+pub const HOST_START_WAIT: Duration = Duration::from_secs(5 * 60);
+/// How often a held connection asks the broker again (its `Retry-After`
+/// is for clients of the API; the front door asks more often, so the user
+/// waits at most this long past the host's first heartbeat).
+pub const HOST_START_RETRY_INTERVAL: Duration = Duration::from_secs(3);
+/// Connections held at once, over all sources, while hosts start for
+/// them. Each holds a connection slot and a task, and asks the broker
+/// every [`HOST_START_RETRY_INTERVAL`]: 512 cost at most ~170 connects a
+/// second. Beyond it a connection is closed as refused.
+pub const MAX_WAITING_CONNECTIONS: usize = 512;
+
 /// The front door's settings; [`Config::new`] gives the named defaults.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -121,6 +149,12 @@ pub struct Config {
     /// The key of the broker's redirection tokens (R3); none: every msts
     /// token is refused.
     pub redirect_key: Option<RedirectKey>,
+    /// See [`HOST_START_WAIT`].
+    pub host_start_wait: Duration,
+    /// See [`HOST_START_RETRY_INTERVAL`].
+    pub host_start_retry_interval: Duration,
+    /// See [`MAX_WAITING_CONNECTIONS`].
+    pub max_waiting_connections: usize,
 }
 
 impl Config {
@@ -134,6 +168,9 @@ impl Config {
             host_answer_timeout: HOST_ANSWER_TIMEOUT,
             source_limits: Limits::default(),
             redirect_key: None,
+            host_start_wait: HOST_START_WAIT,
+            host_start_retry_interval: HOST_START_RETRY_INTERVAL,
+            max_waiting_connections: MAX_WAITING_CONNECTIONS,
         }
     }
 }
@@ -144,7 +181,8 @@ pub fn describe_metrics() {
         "deskbroker_rdp_connections_total",
         "RDP front door connections by outcome: relayed, handshake_failed, no_pool, refused, \
          pool_not_allowed, redirect_refused, host_unreachable, unknown_redirect, \
-         broker_unreachable, ticket_required, ticket_refused."
+         broker_unreachable, ticket_required, ticket_refused, host_start_timeout, \
+         client_left, waiting_limit."
     );
     metrics::describe_counter!(
         "deskbroker_rdp_refusals_total",
@@ -152,7 +190,7 @@ pub fn describe_metrics() {
          source_handshakes, source_handshake_rate, source_session_rate, source_table_full), \
          unsigned_redirect, forged_redirect, expired_redirect, redirect_not_enabled, \
          pool_not_allowed, handshake_failed, no_pool, refused, unknown_redirect, \
-         ticket_required, ticket_refused."
+         ticket_required, ticket_refused, source_waiting, waiting_full."
     );
     metrics::describe_counter!(
         "deskbroker_rdp_sessions_without_logon_total",
@@ -166,6 +204,10 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "deskbroker_rdp_bytes_total",
         "Bytes relayed, by direction: client_to_host or host_to_client."
+    );
+    metrics::describe_gauge!(
+        "deskbroker_rdp_waiting_connections",
+        "RDP front door connections held now while a session host starts for them (rule A8)."
     );
     metrics::describe_gauge!(
         "deskbroker_rdp_open_connections",
@@ -189,6 +231,7 @@ pub async fn serve<P: Placer>(
     let shared = Arc::new(Shared {
         sources: Sources::new(config.source_limits),
         live: Live::default(),
+        waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
     });
     let config = Arc::new(config);
     let slots = Arc::new(Semaphore::new(config.max_connections));
@@ -240,6 +283,8 @@ pub async fn serve<P: Placer>(
 struct Shared {
     sources: Arc<Sources>,
     live: Live,
+    /// Connections that may still be held while a host starts (A8).
+    waiting: Arc<Semaphore>,
 }
 
 /// The sessions this front door owns (see the module's documentation), with
@@ -346,6 +391,14 @@ enum Outcome {
     TicketRequired,
     /// The broker refused the ticket: forged, changed, expired, foreign (T3).
     TicketRefused,
+    /// A host was starting for the user (A8) and did not become available
+    /// within the wait.
+    HostStartTimeout,
+    /// The client closed while a host was starting for it.
+    ClientLeft,
+    /// A host was starting, but no more connections may wait (per source
+    /// or in total).
+    WaitingLimit(&'static str),
 }
 
 impl Outcome {
@@ -363,6 +416,9 @@ impl Outcome {
             Outcome::SourceLimit => "source_limit",
             Outcome::TicketRequired => "ticket_required",
             Outcome::TicketRefused => "ticket_refused",
+            Outcome::HostStartTimeout => "host_start_timeout",
+            Outcome::ClientLeft => "client_left",
+            Outcome::WaitingLimit(_) => "waiting_limit",
         }
     }
 
@@ -379,7 +435,12 @@ impl Outcome {
             Outcome::SourceLimit => Some("source_session_rate"),
             Outcome::TicketRequired => Some("ticket_required"),
             Outcome::TicketRefused => Some("ticket_refused"),
-            Outcome::Relayed | Outcome::HostUnreachable | Outcome::BrokerUnreachable => None,
+            Outcome::WaitingLimit(reason) => Some(reason),
+            Outcome::Relayed
+            | Outcome::HostUnreachable
+            | Outcome::BrokerUnreachable
+            | Outcome::HostStartTimeout
+            | Outcome::ClientLeft => None,
         }
     }
 }
@@ -539,20 +600,25 @@ async fn connection<P: Placer>(
     };
     let mut counted = false;
     for _ in 0..config.max_placement_attempts {
-        let placed = match placer.connect(&pool, &request).await {
-            Ok(p) => p,
-            Err(e) => {
-                report.detail = Some(e.to_string());
-                return match e {
-                    crate::PlacerError::Refused {
-                        code: api::ErrorCode::InvalidConnectionTicket,
-                        ..
-                    } => Outcome::TicketRefused,
-                    crate::PlacerError::Refused { .. } => Outcome::Refused,
-                    crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
-                };
-            }
-        };
+        let placed =
+            match connect_or_wait(&client, placer, &pool, &request, config, shared, source).await {
+                Ok(p) => p,
+                Err(Waited::Gave(outcome, detail)) => {
+                    report.detail = Some(detail);
+                    return outcome;
+                }
+                Err(Waited::Refused(e)) => {
+                    report.detail = Some(e.to_string());
+                    return match e {
+                        crate::PlacerError::Refused {
+                            code: api::ErrorCode::InvalidConnectionTicket,
+                            ..
+                        } => Outcome::TicketRefused,
+                        crate::PlacerError::Refused { .. } => Outcome::Refused,
+                        crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
+                    };
+                }
+            };
         report.host = Some(placed.host.clone());
         report.session_id = Some(placed.session_id.clone());
         report.reconnect = placed.reconnect;
@@ -634,6 +700,121 @@ async fn connection<P: Placer>(
         }
     }
     Outcome::HostUnreachable
+}
+
+/// How a connect that was not placed ended.
+enum Waited {
+    /// The broker's refusal, or it could not be asked.
+    Refused(crate::PlacerError),
+    /// The wait for a starting host ended without a placement.
+    Gave(Outcome, String),
+}
+
+/// `Placer::connect`, holding the client while the broker answers 503
+/// `SessionHostStarting` (rule A8): asks again every
+/// `host_start_retry_interval` until it places the user, refuses
+/// otherwise, the client closes, or `host_start_wait` has passed. The
+/// connection counts against the waiting bounds (per source, in total)
+/// while it is held.
+async fn connect_or_wait<P: Placer>(
+    client: &TcpStream,
+    placer: &P,
+    pool: &str,
+    request: &ConnectInput,
+    config: &Config,
+    shared: &Shared,
+    source: &SourceGuard,
+) -> Result<placement::Placement, Waited> {
+    let mut held = None;
+    let mut deadline = Instant::now();
+    let mut watch_client = true;
+    loop {
+        let refusal = match placer.connect(pool, request).await {
+            Ok(p) => return Ok(p),
+            Err(crate::PlacerError::Refused {
+                code: api::ErrorCode::SessionHostStarting,
+                message,
+            }) => message,
+            Err(e) => return Err(Waited::Refused(e)),
+        };
+        if held.is_none() {
+            let Ok(total) = shared.waiting.clone().try_acquire_owned() else {
+                return Err(Waited::Gave(
+                    Outcome::WaitingLimit("waiting_full"),
+                    format!(
+                        "{refusal}; {} connections wait already",
+                        config.max_waiting_connections
+                    ),
+                ));
+            };
+            let per_source = source.wait().map_err(|r| {
+                Waited::Gave(
+                    Outcome::WaitingLimit(r.reason()),
+                    format!("{refusal}; this source has connections waiting already"),
+                )
+            })?;
+            held = Some((total, per_source, WaitingGauge::new()));
+            deadline = Instant::now() + config.host_start_wait;
+            tracing::info!(
+                pool,
+                user = request.user,
+                detail = refusal,
+                "rdp: holding the connection while a session host starts"
+            );
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(Waited::Gave(
+                Outcome::HostStartTimeout,
+                format!(
+                    "{refusal}; not available within {:?}",
+                    config.host_start_wait
+                ),
+            ));
+        }
+        let pause = tokio::time::sleep(config.host_start_retry_interval.min(deadline - now));
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                () = &mut pause => break,
+                gone = closed(client), if watch_client => match gone {
+                    true => {
+                        return Err(Waited::Gave(
+                            Outcome::ClientLeft,
+                            "the client closed while a session host was starting".into(),
+                        ));
+                    }
+                    // It sent something before our answer: not an RDP
+                    // client's way, but not a close either; stop watching
+                    // (the host will judge its bytes).
+                    false => watch_client = false,
+                },
+            }
+        }
+    }
+}
+
+/// Resolves when the client has closed (true) or sent bytes (false),
+/// without consuming them.
+async fn closed(client: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    !matches!(client.peek(&mut byte).await, Ok(n) if n > 0)
+}
+
+/// Counts a held connection in the waiting gauge while it waits.
+struct WaitingGauge;
+
+impl WaitingGauge {
+    fn new() -> WaitingGauge {
+        metrics::gauge!("deskbroker_rdp_waiting_connections").increment(1.0);
+        WaitingGauge
+    }
+}
+
+impl Drop for WaitingGauge {
+    fn drop(&mut self) {
+        metrics::gauge!("deskbroker_rdp_waiting_connections").decrement(1.0);
+    }
 }
 
 /// Rule S9's evidence that a logon can have taken place on a connection.

@@ -23,5 +23,5 @@ pub mod redirect;
 pub mod sources;
 
 pub use api::rdp_file::{rdp_file, routing_token};
-pub use front_door::{Config, serve};
+pub use front_door::{Config, HOST_START_RETRY_INTERVAL, HOST_START_WAIT, serve};
 pub use placer::{ConnectInput, FrontDoorPolicy, Http, Placer, PlacerError};

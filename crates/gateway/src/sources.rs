@@ -12,6 +12,7 @@
 //! | [`MAX_HANDSHAKES_PER_SOURCE`] | 8 | connections no host has answered yet, at once |
 //! | [`HANDSHAKES_PER_SOURCE_PER_MINUTE`] | 120 | new connections per minute |
 //! | [`NEW_SESSIONS_PER_SOURCE_PER_MINUTE`] | 20 | new sessions placed per minute (reconnects are not counted) |
+//! | [`MAX_WAITING_PER_SOURCE`] | 4 | connections held while a host starts for them (rule A8) |
 //!
 //! and one for the table itself, [`MAX_TRACKED_SOURCES`]. The minute is a
 //! fixed window per source, started by its first connection.
@@ -29,6 +30,11 @@ pub const MAX_HANDSHAKES_PER_SOURCE: usize = 8;
 pub const HANDSHAKES_PER_SOURCE_PER_MINUTE: u32 = 120;
 /// New sessions (not reconnects) one source may have placed per [`RATE_WINDOW`].
 pub const NEW_SESSIONS_PER_SOURCE_PER_MINUTE: u32 = 20;
+/// Connections of one source held at once while a session host starts
+/// for them (rule A8). Each is also a handshake of its source (no host has
+/// answered it), so this stays below [`MAX_HANDSHAKES_PER_SOURCE`]: a
+/// source whose users all wait still has handshakes left for others.
+pub const MAX_WAITING_PER_SOURCE: usize = 4;
 /// The window of the per-minute bounds.
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
 /// Sources tracked at once. Idle sources whose window has passed are
@@ -46,6 +52,7 @@ pub struct Limits {
     pub max_handshakes: usize,
     pub handshakes_per_minute: u32,
     pub new_sessions_per_minute: u32,
+    pub max_waiting: usize,
 }
 
 impl Default for Limits {
@@ -55,6 +62,7 @@ impl Default for Limits {
             max_handshakes: MAX_HANDSHAKES_PER_SOURCE,
             handshakes_per_minute: HANDSHAKES_PER_SOURCE_PER_MINUTE,
             new_sessions_per_minute: NEW_SESSIONS_PER_SOURCE_PER_MINUTE,
+            max_waiting: MAX_WAITING_PER_SOURCE,
         }
     }
 }
@@ -68,6 +76,7 @@ pub enum SourceRefusal {
     HandshakeRate,
     SessionRate,
     TableFull,
+    Waiting,
 }
 
 impl SourceRefusal {
@@ -78,6 +87,7 @@ impl SourceRefusal {
             SourceRefusal::HandshakeRate => "source_handshake_rate",
             SourceRefusal::SessionRate => "source_session_rate",
             SourceRefusal::TableFull => "source_table_full",
+            SourceRefusal::Waiting => "source_waiting",
         }
     }
 }
@@ -89,6 +99,7 @@ struct Entry {
     window_start: Instant,
     handshakes_in_window: u32,
     sessions_in_window: u32,
+    waiting: usize,
 }
 
 impl Entry {
@@ -139,6 +150,7 @@ impl Sources {
             window_start: now,
             handshakes_in_window: 0,
             sessions_in_window: 0,
+            waiting: 0,
         });
         e.roll(now);
         if e.connections >= self.limits.max_connections {
@@ -197,6 +209,40 @@ impl SourceGuard {
         }
         e.sessions_in_window += 1;
         Ok(())
+    }
+
+    /// Counts this connection as held while a host starts for it (rule
+    /// A8), or refuses when its source has [`Limits::max_waiting`] held
+    /// already. The count lasts as long as the answered [`WaitGuard`].
+    pub fn wait(&self) -> Result<WaitGuard, SourceRefusal> {
+        let mut table = self.sources.table();
+        let Some(e) = table.get_mut(&self.ip) else {
+            return Err(SourceRefusal::Waiting);
+        };
+        if e.waiting >= self.sources.limits.max_waiting {
+            return Err(SourceRefusal::Waiting);
+        }
+        e.waiting += 1;
+        Ok(WaitGuard {
+            sources: self.sources.clone(),
+            ip: self.ip,
+        })
+    }
+}
+
+/// One connection held while a host starts, counted against its source
+/// until dropped.
+#[derive(Debug)]
+pub struct WaitGuard {
+    sources: Arc<Sources>,
+    ip: IpAddr,
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        if let Some(e) = self.sources.table().get_mut(&self.ip) {
+            e.waiting = e.waiting.saturating_sub(1);
+        }
     }
 }
 

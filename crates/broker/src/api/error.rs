@@ -99,7 +99,15 @@ impl IntoResponse for ApiError {
                 message: truncate_echoes(&self.message),
             },
         };
-        (status, axum::Json(body)).into_response()
+        let mut answer = (status, axum::Json(body)).into_response();
+        // Rule A8: when to retry the connect whose host is starting.
+        if self.code == ErrorCode::SessionHostStarting {
+            answer.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(crate::connect::HOST_STARTING_RETRY_AFTER_SECONDS),
+            );
+        }
+        answer
     }
 }
 

@@ -22,7 +22,8 @@ use crate::state::Broker;
 #[utoipa::path(post, path = "/api/v1/hostPools/{pool}/connect", tag = "sessions",
     request_body = ConnectInput,
     responses((status = 200, body = ConnectOutput), (status = 400, body = ErrorBody),
-              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 503, body = ErrorBody, headers(("Retry-After" = u64, description = "with SessionHostStarting (rule A8): seconds until the connect is worth retrying")))))]
 pub async fn connect(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,

@@ -26,6 +26,7 @@ mod rdp;
 mod registration;
 mod replicas;
 mod sim;
+mod start_on_connect;
 mod takeover;
 mod throttle;
 mod tickets;

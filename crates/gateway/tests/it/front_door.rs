@@ -48,6 +48,9 @@ struct Recorder {
     /// The ticket of each connect request, in order.
     tickets: Mutex<Vec<Option<String>>>,
     next_id: Mutex<u32>,
+    /// How many more connects are answered 503 `SessionHostStarting`
+    /// (rule A8: the broker is starting a host for the user).
+    starting: std::sync::atomic::AtomicU32,
 }
 
 impl Recorder {
@@ -102,6 +105,20 @@ impl Placer for Recorder {
             .lock()
             .expect("lock")
             .push(request.ticket.clone());
+        if self
+            .starting
+            .fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |n| n.checked_sub(1),
+            )
+            .is_ok()
+        {
+            return Err(PlacerError::Refused {
+                code: api::ErrorCode::SessionHostStarting,
+                message: "session host h1 is starting".into(),
+            });
+        }
         let mut sessions = self.sessions.lock().expect("lock");
         if let Some((id, s)) = sessions
             .iter()
@@ -785,4 +802,122 @@ async fn shutdown_stops_accepting() {
         TcpStream::connect(address).await.is_err(),
         "listener closed"
     );
+}
+
+/// A front door that asks again at once and waits `wait` for a host.
+fn waiting_config(wait: Duration) -> Config {
+    let mut c = config(Some("farm"));
+    c.host_start_retry_interval = Duration::from_millis(10);
+    c.host_start_wait = wait;
+    c
+}
+
+fn start_for(placer: &Recorder, connects: u32) {
+    placer
+        .starting
+        .store(connects, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[tokio::test]
+async fn a8_a_client_is_held_while_its_host_starts_then_placed_and_relayed() {
+    let (h1, mut seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    start_for(&placer, 3);
+    let door = door(placer.clone(), waiting_config(Duration::from_secs(60))).await;
+    let first = fixture("xfreerdp-2.11.7-user.bin");
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    // Three 503s, then the fourth connect places alice: the same client,
+    // never closed, is relayed.
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    assert_eq!(seen1.recv().await.expect("pdu"), first, "R4: byte for byte");
+    c.write_all(b"ping").await.expect("write");
+    assert_eq!(read_n(&mut c, 4).await, b"ping");
+    let events = placer.wait_events(5).await;
+    assert_eq!(
+        events[..5],
+        [
+            connect("farm", "alice", &[]),
+            connect("farm", "alice", &[]),
+            connect("farm", "alice", &[]),
+            connect("farm", "alice", &[]),
+            Event::State("s1".into(), SessionState::Active),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a8_a_client_whose_host_does_not_come_within_the_bound_is_closed_with_no_session() {
+    let (h1, _seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    start_for(&placer, u32::MAX);
+    let door = door(placer.clone(), waiting_config(Duration::from_millis(50))).await;
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
+        .await
+        .expect("write");
+    assert_closed(&mut c).await;
+    let events = placer.events();
+    assert!(events.len() >= 2, "asked again while waiting: {events:?}");
+    assert!(
+        events.iter().all(|e| *e == connect("farm", "alice", &[])),
+        "only connects, nothing placed: {events:?}"
+    );
+}
+
+/// Opens a client of `user` whose first PDU names it.
+async fn client_of(door: &Door, user: &str) -> TcpStream {
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    let line = format!("Cookie: mstshash={user}");
+    c.write_all(&build_pdu(Some(line.as_bytes()), None, None))
+        .await
+        .expect("write");
+    c
+}
+
+/// Waits until `placer` was asked to connect `user`.
+async fn asked(placer: &Recorder, user: &str) {
+    let deadline = tokio::time::Instant::now() + PROMPTLY;
+    while !placer
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::Connect { user: u, .. } if u == user))
+    {
+        assert!(tokio::time::Instant::now() < deadline, "{user} never asked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a8_waiting_clients_are_bounded_per_source_and_in_total() {
+    let (h1, _seen1) = fake_host("h1").await;
+    // Per source: 2 may wait; the third is closed, the two are relayed
+    // once the host is available.
+    let placer = Recorder::new(&[("h1", &h1)]);
+    start_for(&placer, u32::MAX);
+    let mut cfg = waiting_config(Duration::from_secs(60));
+    cfg.source_limits.max_waiting = 2;
+    let d = door(placer.clone(), cfg).await;
+    let mut a = client_of(&d, "a").await;
+    asked(&placer, "a").await;
+    let mut b = client_of(&d, "b").await;
+    asked(&placer, "b").await;
+    let mut c = client_of(&d, "c").await;
+    assert_closed(&mut c).await;
+    start_for(&placer, 0);
+    assert_eq!(read_n(&mut a, 2).await, b"h1");
+    assert_eq!(read_n(&mut b, 2).await, b"h1");
+
+    // In total: 1 may wait.
+    let placer = Recorder::new(&[("h1", &h1)]);
+    start_for(&placer, u32::MAX);
+    let mut cfg = waiting_config(Duration::from_secs(60));
+    cfg.max_waiting_connections = 1;
+    let d = door(placer.clone(), cfg).await;
+    let mut a = client_of(&d, "a").await;
+    asked(&placer, "a").await;
+    let mut b = client_of(&d, "b").await;
+    assert_closed(&mut b).await;
+    start_for(&placer, 0);
+    assert_eq!(read_n(&mut a, 2).await, b"h1");
 }

@@ -175,3 +175,85 @@ async fn over_http_a_missing_broker_is_unreachable() {
     assert!(matches!(e, PlacerError::Unreachable(_)), "{e}");
     assert_eq!(e.code(), "BrokerUnreachable");
 }
+
+/// Rule A8 through both placers: a pool with `startVmOnConnect` whose
+/// only host is stopped answers 503 `SessionHostStarting`, which the HTTP
+/// placer reads as that code (not as an unknown answer), as the
+/// in-process one does.
+#[tokio::test]
+async fn a8_both_placers_say_a_host_is_starting() {
+    let r = running().await;
+    broker::power::allow_commands(true);
+    let http = reqwest::Client::new();
+    let put = |path: &str, body: serde_json::Value| {
+        http.put(format!("{}/api/v1{path}", r.url))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+    };
+    let s = put(
+        "/hostPools/cold",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+               "startVmOnConnect": true,
+               "powerSettings": {"driver": "command", "powerOnCommand": "true",
+                                 "powerOffCommand": "true"}}),
+    )
+    .await
+    .expect("PUT pool")
+    .status();
+    assert!(s.is_success(), "{s}");
+    let s = put(
+        "/hostPools/cold/sessionHosts/h1",
+        json!({"address": "10.0.0.9:3389"}),
+    )
+    .await
+    .expect("PUT host")
+    .status();
+    assert!(s.is_success(), "{s}");
+    // A host that has sent heartbeats is available again only after its
+    // next one (A9): until then it counts as starting.
+    let s = http
+        .post(format!(
+            "{}/api/v1/hostPools/cold/sessionHosts/h1/heartbeat",
+            r.url
+        ))
+        .bearer_auth(TOKEN)
+        .json(&json!({"sessions": []}))
+        .send()
+        .await
+        .expect("heartbeat")
+        .status();
+    assert!(s.is_success(), "{s}");
+    r.broker
+        .power_host(
+            "cold",
+            "h1",
+            placement::ScalingActionKind::Stop,
+            false,
+            "test".into(),
+        )
+        .await
+        .expect("stop");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while r
+        .broker
+        .read("cold", |p| Ok(p.host("h1").map(|h| h.power_state)))
+        .await
+        .expect("read")
+        != Some(placement::PowerState::Stopped)
+    {
+        assert!(std::time::Instant::now() < deadline, "h1 never stopped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let over_http = Http::new(r.url.parse().expect("url"), TOKEN).expect("client");
+    let in_process = InProcess::new(r.broker.clone());
+    for placed in [
+        over_http.connect("cold", &connect("alice")).await,
+        in_process.connect("cold", &connect("bob")).await,
+    ] {
+        assert!(
+            matches!(&placed, Err(PlacerError::Refused { code, .. }) if *code == api::ErrorCode::SessionHostStarting),
+            "{placed:?}"
+        );
+    }
+}

@@ -1,0 +1,450 @@
+//! Rule A8 end to end through the real binary: a pool with
+//! `startVmOnConnect` and the command driver (its power-on command appends
+//! `$DESKBROKER_ACTION $DESKBROKER_HOST` to a file). A connect that finds
+//! no host starts one, once, and is answered 503 `SessionHostStarting`
+//! with `Retry-After`; once the host has sent its heartbeat, the same
+//! connect is placed there. Personal pools start the user's own host. The
+//! RDP front door holds a client while its host starts and relays it
+//! once the host is available, and closes one past its bound.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::front_door_trust::first_pdu;
+use crate::{App, TOKEN, eventually};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn append_to(log: &Path) -> String {
+    format!(
+        "echo \"$DESKBROKER_ACTION $DESKBROKER_HOST\" >> '{}'",
+        log.display()
+    )
+}
+
+/// The lines of the power log that start hosts.
+fn starts(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("start "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Creates `pool` (`kind` is the pool's JSON) with the command driver
+/// and `hosts` (name, JSON), each heartbeating once then stopped through
+/// the API, so that each is `Stopped` and has heartbeats behind it (A9).
+async fn pool_all_stopped(app: &App, pool: &str, kind: Value, log: &Path, hosts: &[(&str, Value)]) {
+    let cmd = append_to(log);
+    let mut body = kind;
+    body["powerSettings"] =
+        json!({"driver": "command", "powerOnCommand": cmd, "powerOffCommand": cmd});
+    app.ok("PUT", &format!("/api/v1/hostPools/{pool}"), Some(body), 201)
+        .await;
+    for (name, spec) in hosts {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/{pool}/sessionHosts/{name}"),
+            Some(spec.clone()),
+            201,
+        )
+        .await;
+        beat(app, pool, name).await;
+        app.ok(
+            "POST",
+            &format!("/api/v1/hostPools/{pool}/sessionHosts/{name}/stop"),
+            None,
+            202,
+        )
+        .await;
+    }
+    for (name, _) in hosts {
+        assert!(
+            eventually(WAIT, || async {
+                power_state(app, pool, name).await == "Stopped"
+            })
+            .await,
+            "{name} never stopped"
+        );
+    }
+}
+
+async fn beat(app: &App, pool: &str, host: &str) {
+    app.ok(
+        "POST",
+        &format!("/api/v1/hostPools/{pool}/sessionHosts/{host}/heartbeat"),
+        Some(json!({"cpuPercent": 5.0, "sessions": []})),
+        200,
+    )
+    .await;
+}
+
+async fn power_state(app: &App, pool: &str, host: &str) -> String {
+    app.ok(
+        "GET",
+        &format!("/api/v1/hostPools/{pool}/sessionHosts/{host}"),
+        None,
+        200,
+    )
+    .await["powerState"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A connect through the API: (status, Retry-After, body).
+async fn connect(app: &App, pool: &str, user: &str) -> (u16, Option<String>, Value) {
+    let resp = app
+        .http
+        .post(format!("{}/api/v1/hostPools/{pool}/connect", app.url))
+        .bearer_auth(TOKEN)
+        .json(&json!({"user": user}))
+        .send()
+        .await
+        .expect("connect");
+    let status = resp.status().as_u16();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    (status, retry, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Asserts 503 `SessionHostStarting` with `Retry-After: 30`.
+async fn starting(app: &App, pool: &str, user: &str) -> Value {
+    let (status, retry, v) = connect(app, pool, user).await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str(), retry.as_deref()),
+        (503, Some("SessionHostStarting"), Some("30")),
+        "{v}"
+    );
+    v
+}
+
+/// The start actions recorded for `pool`, newest first.
+async fn start_actions(app: &App, pool: &str) -> Vec<Value> {
+    let v = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/{pool}/scalingActions"),
+            None,
+            200,
+        )
+        .await;
+    v["value"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| a["action"] == "Start")
+        .collect()
+}
+
+/// Waits until `host` is `Running` (its power-on command succeeded).
+async fn running(app: &App, pool: &str, host: &str) {
+    assert!(
+        eventually(WAIT, || async {
+            power_state(app, pool, host).await == "Running"
+        })
+        .await,
+        "{host} never became Running"
+    );
+}
+
+fn spawn(dir: &Path, extra: &[&str]) -> (App, Vec<String>) {
+    let mut args = vec!["--allow-power-commands"];
+    args.extend_from_slice(extra);
+    App::spawn_with(dir, "127.0.0.1:0", &args)
+}
+
+#[tokio::test]
+async fn a8_a_pooled_connect_starts_one_stopped_host_and_is_placed_there_after_its_heartbeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("power.log");
+    let (app, _) = spawn(&dir.path().join("data"), &[]);
+    pool_all_stopped(
+        &app,
+        "p",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+               "maxSessionLimit": 2}),
+        &log,
+        &[
+            ("h1", json!({"address": "10.0.0.1:3389"})),
+            ("h2", json!({"address": "10.0.0.2:3389"})),
+        ],
+    )
+    .await;
+
+    // The setting off: today's refusal, and nothing started.
+    let (status, retry, v) = connect(&app, "p", "alice@contoso.com").await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str(), retry),
+        (503, Some("NoSessionHostAvailable"), None),
+        "{v}"
+    );
+    assert!(start_actions(&app, "p").await.is_empty());
+
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"startVmOnConnect": true})),
+        200,
+    )
+    .await;
+    let v = starting(&app, "p", "alice@contoso.com").await;
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("session host h1 is starting"), "{message}");
+    let recorded = start_actions(&app, "p").await;
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(
+        (&recorded[0]["sessionHost"], &recorded[0]["actor"]),
+        (&json!("h1"), &json!("startOnConnect"))
+    );
+
+    // Another connect while h1 starts (or runs without a heartbeat yet)
+    // waits for it: nothing else is started.
+    starting(&app, "p", "bob@contoso.com").await;
+    running(&app, "p", "h1").await;
+    starting(&app, "p", "bob@contoso.com").await;
+    assert_eq!(starts(&log), ["start h1"], "one host started, once");
+    assert_eq!(start_actions(&app, "p").await.len(), 1);
+    assert_eq!(power_state(&app, "p", "h2").await, "Stopped");
+
+    // Its agent's heartbeat makes it available: the same connects are placed.
+    beat(&app, "p", "h1").await;
+    for user in ["alice@contoso.com", "bob@contoso.com"] {
+        let (status, _, v) = connect(&app, "p", user).await;
+        assert_eq!(
+            (status, v["sessionHost"].as_str()),
+            (200, Some("h1")),
+            "{v}"
+        );
+    }
+    // h1 is full (limit 2): the next user starts h2, one more host.
+    starting(&app, "p", "carol@contoso.com").await;
+    assert!(
+        eventually(WAIT, || async { starts(&log).len() == 2 }).await,
+        "{:?}",
+        starts(&log)
+    );
+    assert_eq!(starts(&log), ["start h1", "start h2"]);
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("deskbroker_start_on_connect_total{decision=\"started\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a8_a_personal_connect_starts_the_users_own_host_and_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("power.log");
+    let (app, _) = spawn(&dir.path().join("data"), &[]);
+    pool_all_stopped(
+        &app,
+        "desks",
+        json!({"hostPoolType": "Personal", "personalDesktopAssignmentType": "Automatic",
+               "loadBalancerType": "Persistent", "startVmOnConnect": true}),
+        &log,
+        &[
+            (
+                "bobs",
+                json!({"address": "10.0.1.1:3389", "assignedUser": "bob@contoso.com"}),
+            ),
+            ("free", json!({"address": "10.0.1.2:3389"})),
+            (
+                "alices",
+                json!({"address": "10.0.1.3:3389", "assignedUser": "alice@contoso.com"}),
+            ),
+        ],
+    )
+    .await;
+    starting(&app, "desks", "alice@contoso.com").await;
+    running(&app, "desks", "alices").await;
+    starting(&app, "desks", "ALICE@contoso.com").await;
+    assert_eq!(starts(&log), ["start alices"]);
+    beat(&app, "desks", "alices").await;
+    let (status, _, v) = connect(&app, "desks", "alice@contoso.com").await;
+    assert_eq!(
+        (status, v["sessionHost"].as_str()),
+        (200, Some("alices")),
+        "{v}"
+    );
+    assert_eq!(starts(&log), ["start alices"], "nobody else's host started");
+    for h in ["bobs", "free"] {
+        assert_eq!(power_state(&app, "desks", h).await, "Stopped", "{h}");
+    }
+}
+
+#[tokio::test]
+async fn a8_without_a_power_driver_a_connect_is_refused_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = spawn(&dir.path().join("data"), &[]);
+    // startVmOnConnect on, but no driver: nothing can be started, and a
+    // drained-only pool answers today's refusal.
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/nd",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "startVmOnConnect": true}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/nd/sessionHosts/h1",
+        Some(json!({"address": "10.0.0.1:3389", "allowNewSession": false})),
+        201,
+    )
+    .await;
+    let (status, retry, v) = connect(&app, "nd", "alice@contoso.com").await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str(), retry),
+        (503, Some("NoSessionHostAvailable"), None),
+        "{v}"
+    );
+}
+
+/// A fake RDP host: reads the first PDU, answers `CC`, then echoes.
+async fn echo_host() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut header = [0u8; 4];
+                if s.read_exact(&mut header).await.is_err() {
+                    return;
+                }
+                let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+                let mut rest = vec![0u8; len.saturating_sub(4)];
+                if s.read_exact(&mut rest).await.is_err() {
+                    return;
+                }
+                if s.write_all(b"CC").await.is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    address
+}
+
+fn spawn_front_door(dir: &Path, extra: &[&str]) -> (App, String) {
+    let mut args = vec!["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", "farm"];
+    args.extend_from_slice(extra);
+    let (app, lines) = spawn(dir, &args);
+    let rdp = lines
+        .first()
+        .and_then(|l| l.strip_prefix("rdp front door listening on "))
+        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
+        .to_string();
+    (app, rdp)
+}
+
+#[tokio::test]
+async fn a8_the_front_door_holds_a_client_while_its_host_starts_then_relays_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("power.log");
+    let (app, rdp) = spawn_front_door(&dir.path().join("data"), &[]);
+    let host = echo_host().await;
+    pool_all_stopped(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+               "startVmOnConnect": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
+        &log,
+        &[("h1", json!({"address": host}))],
+    )
+    .await;
+
+    let mut client = TcpStream::connect(&rdp).await.expect("front door");
+    client
+        .write_all(&first_pdu("Cookie: mstshash=alice"))
+        .await
+        .unwrap();
+    // The front door's connect started h1; the client is held meanwhile.
+    running(&app, "farm", "h1").await;
+    assert_eq!(starts(&log), ["start h1"]);
+    assert!(
+        eventually(WAIT, || async {
+            app.text("/metrics")
+                .await
+                .contains("deskbroker_rdp_waiting_connections 1")
+        })
+        .await,
+        "the client is held"
+    );
+    // The host's heartbeat makes it available: the held client is relayed.
+    beat(&app, "farm", "h1").await;
+    let mut cc = [0u8; 2];
+    tokio::time::timeout(WAIT, client.read_exact(&mut cc))
+        .await
+        .expect("relayed once the host is available")
+        .expect("the host's answer");
+    assert_eq!(&cc, b"CC");
+    client.write_all(b"ping").await.unwrap();
+    let mut echo = [0u8; 4];
+    client.read_exact(&mut echo).await.unwrap();
+    assert_eq!(&echo, b"ping");
+    let sessions = app
+        .ok("GET", "/api/v1/hostPools/farm/userSessions", None, 200)
+        .await;
+    assert_eq!(sessions["value"][0]["sessionHost"], "h1", "{sessions}");
+}
+
+#[tokio::test]
+async fn a8_the_front_door_closes_a_client_whose_host_does_not_come_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("power.log");
+    let (app, rdp) = spawn_front_door(
+        &dir.path().join("data"),
+        &["--rdp-host-start-wait-seconds", "1"],
+    );
+    let host = echo_host().await;
+    pool_all_stopped(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+               "startVmOnConnect": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
+        &log,
+        &[("h1", json!({"address": host}))],
+    )
+    .await;
+    let mut client = TcpStream::connect(&rdp).await.expect("front door");
+    client
+        .write_all(&first_pdu("Cookie: mstshash=alice"))
+        .await
+        .unwrap();
+    // No heartbeat ever comes: past its bound the client is closed.
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(WAIT, client.read(&mut buf))
+        .await
+        .expect("closed past the bound")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "closed without a byte");
+    assert_eq!(starts(&log), ["start h1"]);
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("deskbroker_rdp_connections_total{outcome=\"host_start_timeout\"} 1"),
+        "{metrics}"
+    );
+    let sessions = app
+        .ok("GET", "/api/v1/hostPools/farm/userSessions", None, 200)
+        .await;
+    assert_eq!(sessions["value"], json!([]), "{sessions}");
+}
