@@ -93,6 +93,8 @@ pub struct Broker {
     pub portal: std::sync::OnceLock<Arc<crate::portal::Portal>>,
     /// The bound on power actions running at once (rule A9).
     pub power: crate::power::PowerActions,
+    /// Scaling plans, their memory and their evaluator's wake-up (A1–A7).
+    pub autoscale: crate::autoscale::Autoscale,
 }
 
 pub fn now_ms() -> TimestampMs {
@@ -111,8 +113,9 @@ fn lock(slot: &SharedSlot) -> MutexGuard<'_, PoolSlot> {
 
 impl Broker {
     /// Rebuilds every pool from the store's snapshot and starts the writer.
-    pub fn new(store: Arc<dyn Store>, snapshot: Snapshot, admin_token: String) -> Broker {
+    pub fn new(store: Arc<dyn Store>, mut snapshot: Snapshot, admin_token: String) -> Broker {
         let started_ms = now_ms();
+        let autoscale = crate::autoscale::Autoscale::from_snapshot(&mut snapshot);
         let mut secrets = Secrets::default();
         for r in &snapshot.pools {
             for t in &r.registration_tokens {
@@ -158,6 +161,7 @@ impl Broker {
             api_rate_limit_per_second: Default::default(),
             portal: Default::default(),
             power: Default::default(),
+            autoscale,
         }
     }
 
@@ -243,6 +247,14 @@ impl Broker {
             let before = crate::audit::before_write(&s.pool);
             let r = f(&mut s.pool, now_ms());
             let mut mutations = mutations_for(&mut s.pool);
+            if mutations.iter().any(|m| {
+                matches!(
+                    m,
+                    Mutation::PutSession { .. } | Mutation::DeleteSession { .. }
+                )
+            }) {
+                self.autoscale.session_changed();
+            }
             let r = r.map(|(r, extra)| {
                 mutations.extend(extra);
                 r
@@ -352,7 +364,9 @@ impl Broker {
                 }],
             )
         };
-        self.writer.wait(ticket).await
+        self.writer.wait(ticket).await?;
+        self.forget_pool_in_plans(name).await;
+        Ok(())
     }
 
     /// Applies the passing of time to every pool (rules S4, S7).

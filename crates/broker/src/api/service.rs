@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
-use super::{audit, credentials, hosts, pools, power, registration, sessions};
+use super::{audit, credentials, hosts, plans, pools, power, registration, sessions};
 use crate::state::Broker;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -26,6 +26,7 @@ use crate::state::Broker;
         credentials::create, credentials::list, credentials::revoke,
         audit::list, audit::whoami,
         power::start, power::stop, power::list,
+        plans::list, plans::show, plans::put, plans::patch, plans::delete, plans::status,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorCode, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
@@ -34,7 +35,8 @@ use crate::state::Broker;
         types::SessionOutput, types::SessionPatch,
         types::CredentialInput, types::CredentialOutput,
         types::AuditEntryOutput, types::WhoAmIOutput,
-        types::PowerSettingsInput, types::ScalingActionOutput)),
+        types::PowerSettingsInput, types::ScalingActionOutput,
+        plans::ScalingPlanOutput, plans::ScalingPlanStatus, plans::PoolScalingStatus)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),
 )]
