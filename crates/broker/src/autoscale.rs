@@ -273,8 +273,10 @@ impl Broker {
             };
             plan.host_pools.retain(|p| p != pool);
             let plan = plan.clone();
-            self.writer
-                .send(Some(reserved), vec![Mutation::PutScalingPlan { name, plan }])
+            self.writer.send(
+                Some(reserved),
+                vec![Mutation::PutScalingPlan { name, plan }],
+            )
         };
         if let Err(e) = self.writer.wait(ticket).await {
             tracing::warn!(%pool, error = %e, "cannot remove a deleted pool from its plan");
@@ -385,7 +387,11 @@ impl Broker {
         let memory = self.pool_memory(pool);
         let now = now_ms();
         let held: Vec<String> = {
-            let b = self.autoscale.backoff.lock().unwrap_or_else(|p| p.into_inner());
+            let b = self
+                .autoscale
+                .backoff
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             b.iter()
                 .filter(|((p, _), v)| p == pool && v.until_ms > now)
                 .map(|((_, h), _)| h.clone())
@@ -431,8 +437,15 @@ impl Broker {
                                 continue;
                             }
                             let verb = power::verb_of(record.action)?;
-                            match power::begin(p, host, verb, true, ACTOR, record.reason.clone(), now)
-                            {
+                            match power::begin(
+                                p,
+                                host,
+                                verb,
+                                true,
+                                ACTOR,
+                                record.reason.clone(),
+                                now,
+                            ) {
                                 Ok(mut b) => {
                                     b.record.phase = record.phase.take();
                                     b.record.used_capacity_pct = record.used_capacity_pct;

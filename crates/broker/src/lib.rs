@@ -102,17 +102,17 @@ pub fn spawn_ticker(broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
         let evaluator = broker.clone().run_autoscale();
         let ticks = async move {
             let mut every = tokio::time::interval(TICK_INTERVAL);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            if broker.writer.failure().is_some() {
-                // Nothing can be saved; the replica re-elects or stops.
-                continue;
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                if broker.writer.failure().is_some() {
+                    // Nothing can be saved; the replica re-elects or stops.
+                    continue;
+                }
+                if let Err(e) = broker.tick_all().await {
+                    tracing::warn!(error = %e, "tick failed");
+                }
             }
-            if let Err(e) = broker.tick_all().await {
-                tracing::warn!(error = %e, "tick failed");
-            }
-        }
         };
         tokio::join!(ticks, evaluator);
     })

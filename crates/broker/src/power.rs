@@ -417,10 +417,7 @@ impl Broker {
         // Only power actions: a plan's Notify stays Pending until delivered.
         for mut record in pending.into_iter().filter(|r| {
             r.time_ms < self.started_ms
-                && matches!(
-                    r.action,
-                    ScalingActionKind::Start | ScalingActionKind::Stop
-                )
+                && matches!(r.action, ScalingActionKind::Start | ScalingActionKind::Stop)
         }) {
             let pool = record.pool.clone();
             let host = record.session_host.clone();
@@ -550,9 +547,9 @@ pub(crate) fn begin(
         (PowerDriver::None, _) => Err(format!(
             "host pool {name} has no power driver (powerSettings.driver is none)"
         )),
-        (PowerDriver::WakeOnLan, Verb::Start) if h.spec.mac_address.is_none() => Err(
-            format!("session host {host} has no macAddress for Wake-on-LAN"),
-        ),
+        (PowerDriver::WakeOnLan, Verb::Start) if h.spec.mac_address.is_none() => Err(format!(
+            "session host {host} has no macAddress for Wake-on-LAN"
+        )),
         (_, Verb::Stop) if settings.power_off_command.is_none() => Err(format!(
             "host pool {name} has no powerSettings.powerOffCommand: the {:?} \
              driver cannot stop hosts without one",

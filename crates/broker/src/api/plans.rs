@@ -162,7 +162,12 @@ pub async fn status(
             Ok(e) => PoolScalingStatus {
                 host_pool: s.pool,
                 phase: s.phase,
-                waiting_for: e.figures.waiting_for.iter().map(|w| w.to_string()).collect(),
+                waiting_for: e
+                    .figures
+                    .waiting_for
+                    .iter()
+                    .map(|w| w.to_string())
+                    .collect(),
                 figures: Some(e.figures),
                 next_actions: e.actions,
                 error: None,

@@ -40,11 +40,7 @@ pub async fn show(
 ) -> Result<axum::Json<HostPoolOutput>, ApiError> {
     let out = b
         .read(&pool, |p| {
-            Ok(output(
-                &b,
-                p,
-                p.config().validate().unwrap_or_default(),
-            ))
+            Ok(output(&b, p, p.config().validate().unwrap_or_default()))
         })
         .await?;
     Ok(axum::Json(out))
@@ -77,9 +73,7 @@ pub async fn put(
     let config = apply_pool_input(input, PoolConfig::new(&pool, t, lb))?;
     personal_with_plan(&b, &config)?;
     let (created, warnings) = b.put_pool(config, create_only).await?;
-    let out = b
-        .read(&pool, |p| Ok(output(&b, p, warnings)))
-        .await?;
+    let out = b.read(&pool, |p| Ok(output(&b, p, warnings))).await?;
     let status = if created {
         StatusCode::CREATED
     } else {

@@ -23,6 +23,7 @@ mod power;
 mod rdp;
 mod registration;
 mod replicas;
+mod scaling_plans;
 mod sim;
 mod takeover;
 mod throttle;

@@ -136,7 +136,8 @@ fn a2_the_plans_algorithm_is_used_while_set_and_the_pools_is_kept() {
     let first = w.connect("u1@x", 0).expect("first").host;
     assert_eq!(first, "a");
     // Breadth first would now pick b (fewest sessions, first in order).
-    w.pool.set_plan_algorithm(Some(LoadBalancerType::DepthFirst));
+    w.pool
+        .set_plan_algorithm(Some(LoadBalancerType::DepthFirst));
     assert_eq!(
         w.pool.effective_load_balancer_type(),
         LoadBalancerType::DepthFirst
