@@ -371,4 +371,30 @@ async fn a1_plans_are_refused_for_two_plans_one_pool_a_personal_pool_and_bad_fie
     assert_eq!(a["hostPools"], json!([]));
     app.ok("DELETE", "/api/v1/scalingPlans/a", None, 204).await;
     assert_eq!(app.call("GET", "/api/v1/scalingPlans/a", None).await.0, 404);
+
+    // The CLI: create from a file, update with a partial file, status, delete.
+    let file = dir.path().join("plan.json");
+    std::fs::write(&file, off_peak_plan(&[], 0).to_string()).unwrap();
+    let file = file.to_str().unwrap();
+    let (ok, out, err) = app.cli(&["scalingplan", "create", "--name", "c", "--file", file]);
+    assert!(ok, "{out}{err}");
+    let patch = dir.path().join("patch.json");
+    std::fs::write(&patch, r#"{"exclusionTag": "keep-on"}"#).unwrap();
+    let (ok, out, err) = app.cli(&[
+        "scalingplan",
+        "update",
+        "--name",
+        "c",
+        "--file",
+        patch.to_str().unwrap(),
+    ]);
+    assert!(ok && out.contains("keep-on"), "{out}{err}");
+    let (ok, out, err) = app.cli(&["scalingplan", "list"]);
+    assert!(ok && out.contains("keep-on"), "{out}{err}");
+    let (ok, out, err) = app.cli(&["scalingplan", "status", "--name", "c"]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = app.cli(&["scalingplan", "delete", "--name", "c"]);
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = app.cli(&["scalingplan", "show", "--name", "c"]);
+    assert!(!ok && err.contains("does not exist"), "{err}");
 }
