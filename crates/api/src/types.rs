@@ -222,6 +222,14 @@ pub struct HostPoolOutput {
     pub session_host_count: usize,
     /// How many sessions (Pending, Active, Disconnected) the pool has.
     pub session_count: usize,
+    /// Read-only (rule A1): the scaling plan serving this pool, set by the
+    /// plan's `hostPools`.
+    #[serde(default)]
+    pub scaling_plan: Option<String>,
+    /// Read-only (rule A2): the algorithm placements use now, the plan's
+    /// phase's while a plan serves the pool, else `loadBalancerType`.
+    #[serde(default)]
+    pub effective_load_balancer_type: Option<placement::LoadBalancerType>,
 }
 
 impl HostPoolOutput {
@@ -231,6 +239,8 @@ impl HostPoolOutput {
             warnings,
             session_host_count: pool.host_count(),
             session_count: pool.session_count(),
+            scaling_plan: None,
+            effective_load_balancer_type: Some(pool.effective_load_balancer_type()),
         }
     }
 }

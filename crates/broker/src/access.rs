@@ -227,7 +227,24 @@ pub const TABLE: &[Rule] = &[
         false,
         Scope::Pool,
     ),
+    // Rules A1–A7: the admin changes scaling plans; operators and readers
+    // read them. A plan spans pools, so a credential limited to some
+    // pools neither reads nor changes plans.
+    rule("GET", "/api/v1/scalingPlans", READERS, false, Scope::Global),
+    rule("GET", PLAN, READERS, false, Scope::Global),
+    rule("PUT", PLAN, ADMIN, false, Scope::Global),
+    rule("PATCH", PLAN, ADMIN, false, Scope::Global),
+    rule("DELETE", PLAN, ADMIN, false, Scope::Global),
+    rule(
+        "GET",
+        "/api/v1/scalingPlans/{plan}/status",
+        READERS,
+        false,
+        Scope::Global,
+    ),
 ];
+
+const PLAN: &str = "/api/v1/scalingPlans/{plan}";
 
 /// The entry for a method and route pattern, if there is one.
 pub fn lookup(method: &str, route: &str) -> Option<&'static Rule> {

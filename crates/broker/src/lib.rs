@@ -10,6 +10,7 @@
 pub mod access;
 pub mod api;
 pub mod audit;
+pub mod autoscale;
 pub mod connect;
 pub mod enroll;
 pub mod error;
@@ -97,17 +98,23 @@ pub fn spawn_ticker(broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
         // Rule A10: whoever decides now resolves the power actions a crash
         // (or a lost leader) left Pending, before anything else runs.
         broker.resolve_interrupted_power_actions().await;
-        let mut every = tokio::time::interval(TICK_INTERVAL);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            if broker.writer.failure().is_some() {
-                // Nothing can be saved; the replica re-elects or stops.
-                continue;
+        // Rules A1–A7: the scaling plans' evaluator runs with the ticker,
+        // so only where the engines are (the leader), and stops with it.
+        let evaluator = broker.clone().run_autoscale();
+        let ticks = async move {
+            let mut every = tokio::time::interval(TICK_INTERVAL);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                if broker.writer.failure().is_some() {
+                    // Nothing can be saved; the replica re-elects or stops.
+                    continue;
+                }
+                if let Err(e) = broker.tick_all().await {
+                    tracing::warn!(error = %e, "tick failed");
+                }
             }
-            if let Err(e) = broker.tick_all().await {
-                tracing::warn!(error = %e, "tick failed");
-            }
-        }
+        };
+        tokio::join!(ticks, evaluator);
     })
 }

@@ -315,103 +315,31 @@ impl Broker {
         force: bool,
         actor: String,
     ) -> Result<ScalingAction, BrokerError> {
-        let verb = match kind {
-            ScalingActionKind::Start => Verb::Start,
-            ScalingActionKind::Stop => Verb::Stop,
-            _ => return Err(conflict("only start and stop are power actions".into())),
-        };
-        let (record, settings, target, before) = self
+        let verb = verb_of(kind)?;
+        let reason = format!("{} by {actor}", verb_past(verb));
+        let begun = self
             .write_with(pool, |p, now| {
-                let settings = p.config().power_settings.clone();
-                let h = p.find_host(host)?;
-                let name = p.name().to_string();
-                let driver_ok = match (settings.driver, verb) {
-                    (PowerDriver::None, _) => Err(format!(
-                        "host pool {name} has no power driver (powerSettings.driver is none)"
-                    )),
-                    (PowerDriver::WakeOnLan, Verb::Start) if h.spec.mac_address.is_none() => Err(
-                        format!("session host {host} has no macAddress for Wake-on-LAN"),
-                    ),
-                    (_, Verb::Stop) if settings.power_off_command.is_none() => Err(format!(
-                        "host pool {name} has no powerSettings.powerOffCommand: the {:?} \
-                         driver cannot stop hosts without one",
-                        settings.driver
-                    )),
-                    _ => Ok(()),
-                };
-                driver_ok.map_err(conflict)?;
-                let before = h.power_state;
-                match (verb, before) {
-                    (_, PowerState::Starting | PowerState::Stopping) => {
-                        return Err(conflict(format!(
-                            "session host {host} is {before:?}: wait for that action to end \
-                             (GET /api/v1/hostPools/{name}/scalingActions)"
-                        )));
-                    }
-                    (Verb::Start, PowerState::Running) => {
-                        return Err(conflict(format!("session host {host} is already Running")));
-                    }
-                    (Verb::Stop, PowerState::Stopped) => {
-                        return Err(conflict(format!("session host {host} is already Stopped")));
-                    }
-                    _ => {}
-                }
-                if verb == Verb::Stop && h.sessions > 0 && !force {
-                    return Err(conflict(format!(
-                        "session host {host} has {} session(s); stopping it would end them \
-                         without a logoff: drain it and log them off, or stop it with \
-                         force=true",
-                        h.sessions
-                    )));
-                }
-                let target = Target {
-                    pool: name.clone(),
-                    host: host.to_string(),
-                    address: h.spec.address.clone(),
-                    mac_address: h.spec.mac_address.clone(),
-                };
-                let running_hosts = p
-                    .hosts()
-                    .filter(|h| h.power_state == PowerState::Running)
-                    .count() as u32;
-                let next = if verb == Verb::Start {
-                    PowerState::Starting
-                } else {
-                    PowerState::Stopping
-                };
-                p.set_power_state(host, next, now)?;
-                let record = ScalingAction {
-                    id: uuid::Uuid::now_v7().to_string(),
-                    pool: name,
-                    time_ms: now,
-                    phase: None,
-                    action: kind,
-                    session_host: host.to_string(),
-                    reason: format!("{} by {actor}", verb_past(verb)),
-                    used_capacity_pct: None,
-                    threshold_pct: None,
-                    running_hosts: Some(running_hosts),
-                    minimum_hosts: None,
-                    outcome: ActionOutcome::Pending,
-                    message: String::new(),
-                    actor: Some(actor.clone()),
-                    finished_ms: None,
-                    attempts: 0,
-                };
+                let begun = begin(p, host, verb, force, &actor, reason, now)?;
                 let m = vec![Mutation::PutScalingAction {
-                    action: record.clone(),
+                    action: begun.record.clone(),
                 }];
-                Ok(((record, settings, target, before), m))
+                Ok((begun, m))
             })
             .await?;
-        let broker = self.clone();
-        let pending = record.clone();
-        tokio::spawn(async move {
-            broker.finish(pending, settings, target, verb, before).await;
-        });
+        let record = begun.record.clone();
+        self.clone().spawn_finish(begun);
         Ok(record)
     }
 
+    /// Runs a begun action's driver in the background (at most
+    /// [`MAX_CONCURRENT_POWER_ACTIONS`] at once) and records its outcome;
+    /// the answer says whether it succeeded.
+    pub(crate) fn spawn_finish(self: Arc<Self>, b: Begun) -> tokio::task::JoinHandle<bool> {
+        tokio::spawn(async move {
+            self.finish(b.record, b.settings, b.target, b.verb, b.before)
+                .await
+        })
+    }
     /// Runs the driver for a Pending action and records its outcome: the
     /// host moves on when it succeeded, back to `before` when it failed.
     async fn finish(
@@ -421,7 +349,7 @@ impl Broker {
         target: Target,
         verb: Verb,
         before: PowerState,
-    ) {
+    ) -> bool {
         let (attempt, attempts) = {
             let _permit = self.power.permits.acquire().await;
             with_retries(&settings, verb, &target).await
@@ -439,7 +367,7 @@ impl Broker {
             (Verb::Stop, true) => (PowerState::Stopping, PowerState::Stopped),
             (Verb::Start, false) => (PowerState::Starting, before),
             (_, false) => (PowerState::Stopping, before),
-            (Verb::State, true) => return,
+            (Verb::State, true) => return true,
         };
         record.outcome = outcome;
         record.message = attempt.message;
@@ -460,6 +388,7 @@ impl Broker {
             tracing::warn!(pool = %target.pool, host = %target.host, error = %e,
                 "cannot record the outcome of a power action; a restart resolves it");
         }
+        attempt.ok
     }
 
     /// After a start or an election: actions a crash left `Pending` are
@@ -485,7 +414,11 @@ impl Broker {
         };
         // Only what an earlier process began: this one's own actions are
         // running.
-        for mut record in pending.into_iter().filter(|r| r.time_ms < self.started_ms) {
+        // Only power actions: a plan's Notify stays Pending until delivered.
+        for mut record in pending.into_iter().filter(|r| {
+            r.time_ms < self.started_ms
+                && matches!(r.action, ScalingActionKind::Start | ScalingActionKind::Stop)
+        }) {
             let pool = record.pool.clone();
             let host = record.session_host.clone();
             let result = self
@@ -567,6 +500,129 @@ impl Broker {
             })
             .await;
     }
+}
+
+/// What a power action needs once begun: its Pending record and the
+/// driver's inputs.
+pub(crate) struct Begun {
+    pub record: ScalingAction,
+    settings: PowerSettings,
+    target: Target,
+    verb: Verb,
+    before: PowerState,
+}
+
+/// The power verb of a start or stop.
+pub(crate) fn verb_of(kind: ScalingActionKind) -> Result<Verb, BrokerError> {
+    match kind {
+        ScalingActionKind::Start => Ok(Verb::Start),
+        ScalingActionKind::Stop => Ok(Verb::Stop),
+        _ => Err(conflict("only start and stop are power actions".into())),
+    }
+}
+
+/// Begins a power action under the pool's lock (the one path of manual
+/// and scaling-plan actions): checks the pool's driver and the host's
+/// state, moves the host to `Starting`/`Stopping` and answers the Pending
+/// record, which the caller puts in the same batch. `force` lets a stop go
+/// ahead although the host has sessions.
+pub(crate) fn begin(
+    p: &mut placement::Pool,
+    host: &str,
+    verb: Verb,
+    force: bool,
+    actor: &str,
+    reason: String,
+    now: placement::TimestampMs,
+) -> Result<Begun, BrokerError> {
+    let kind = if verb == Verb::Start {
+        ScalingActionKind::Start
+    } else {
+        ScalingActionKind::Stop
+    };
+    let settings = p.config().power_settings.clone();
+    let h = p.find_host(host)?;
+    let name = p.name().to_string();
+    let driver_ok = match (settings.driver, verb) {
+        (PowerDriver::None, _) => Err(format!(
+            "host pool {name} has no power driver (powerSettings.driver is none)"
+        )),
+        (PowerDriver::WakeOnLan, Verb::Start) if h.spec.mac_address.is_none() => Err(format!(
+            "session host {host} has no macAddress for Wake-on-LAN"
+        )),
+        (_, Verb::Stop) if settings.power_off_command.is_none() => Err(format!(
+            "host pool {name} has no powerSettings.powerOffCommand: the {:?} \
+             driver cannot stop hosts without one",
+            settings.driver
+        )),
+        _ => Ok(()),
+    };
+    driver_ok.map_err(conflict)?;
+    let before = h.power_state;
+    match (verb, before) {
+        (_, PowerState::Starting | PowerState::Stopping) => {
+            return Err(conflict(format!(
+                "session host {host} is {before:?}: wait for that action to end \
+                 (GET /api/v1/hostPools/{name}/scalingActions)"
+            )));
+        }
+        (Verb::Start, PowerState::Running) => {
+            return Err(conflict(format!("session host {host} is already Running")));
+        }
+        (Verb::Stop, PowerState::Stopped) => {
+            return Err(conflict(format!("session host {host} is already Stopped")));
+        }
+        _ => {}
+    }
+    if verb == Verb::Stop && h.sessions > 0 && !force {
+        return Err(conflict(format!(
+            "session host {host} has {} session(s); stopping it would end them \
+             without a logoff: drain it and log them off, or stop it with \
+             force=true",
+            h.sessions
+        )));
+    }
+    let target = Target {
+        pool: name.clone(),
+        host: host.to_string(),
+        address: h.spec.address.clone(),
+        mac_address: h.spec.mac_address.clone(),
+    };
+    let running_hosts = p
+        .hosts()
+        .filter(|h| h.power_state == PowerState::Running)
+        .count() as u32;
+    let next = if verb == Verb::Start {
+        PowerState::Starting
+    } else {
+        PowerState::Stopping
+    };
+    p.set_power_state(host, next, now)?;
+    let record = ScalingAction {
+        id: uuid::Uuid::now_v7().to_string(),
+        pool: name,
+        time_ms: now,
+        phase: None,
+        action: kind,
+        session_host: host.to_string(),
+        reason,
+        used_capacity_pct: None,
+        threshold_pct: None,
+        running_hosts: Some(running_hosts),
+        minimum_hosts: None,
+        outcome: ActionOutcome::Pending,
+        message: String::new(),
+        actor: Some(actor.to_string()),
+        finished_ms: None,
+        attempts: 0,
+    };
+    Ok(Begun {
+        record,
+        settings,
+        target,
+        verb,
+        before,
+    })
 }
 
 fn verb_past(v: Verb) -> &'static str {

@@ -95,6 +95,8 @@ pub struct Broker {
     pub power: crate::power::PowerActions,
     /// Messages waiting for their session hosts' heartbeats (not durable).
     pub messages: crate::messages::MessageQueues,
+    /// Scaling plans, their memory and their evaluator's wake-up (A1–A7).
+    pub autoscale: crate::autoscale::Autoscale,
 }
 
 pub fn now_ms() -> TimestampMs {
@@ -113,8 +115,9 @@ fn lock(slot: &SharedSlot) -> MutexGuard<'_, PoolSlot> {
 
 impl Broker {
     /// Rebuilds every pool from the store's snapshot and starts the writer.
-    pub fn new(store: Arc<dyn Store>, snapshot: Snapshot, admin_token: String) -> Broker {
+    pub fn new(store: Arc<dyn Store>, mut snapshot: Snapshot, admin_token: String) -> Broker {
         let started_ms = now_ms();
+        let autoscale = crate::autoscale::Autoscale::from_snapshot(&mut snapshot);
         let mut secrets = Secrets::default();
         for r in &snapshot.pools {
             for t in &r.registration_tokens {
@@ -161,6 +164,7 @@ impl Broker {
             portal: Default::default(),
             power: Default::default(),
             messages: Default::default(),
+            autoscale,
         }
     }
 
@@ -246,6 +250,14 @@ impl Broker {
             let before = crate::audit::before_write(&s.pool);
             let r = f(&mut s.pool, now_ms());
             let mut mutations = mutations_for(&mut s.pool);
+            if mutations.iter().any(|m| {
+                matches!(
+                    m,
+                    Mutation::PutSession { .. } | Mutation::DeleteSession { .. }
+                )
+            }) {
+                self.autoscale.session_changed();
+            }
             let r = r.map(|(r, extra)| {
                 mutations.extend(extra);
                 r
@@ -355,7 +367,9 @@ impl Broker {
                 }],
             )
         };
-        self.writer.wait(ticket).await
+        self.writer.wait(ticket).await?;
+        self.forget_pool_in_plans(name).await;
+        Ok(())
     }
 
     /// Applies the passing of time to every pool (rules S4, S7).

@@ -48,6 +48,8 @@ enum Command {
     Connect(cli::connect::ConnectArgs),
     /// Create, list and revoke API credentials with roles (admin only).
     Credential(cli::credential::CredentialArgs),
+    /// Scaling plans (rules A1–A7): create, show, list, update, delete, status.
+    Scalingplan(cli::scalingplan::ScalingPlanArgs),
     /// List the audit log: who changed what, newest first (rule T5).
     Audit(cli::audit::AuditArgs),
 }
@@ -80,6 +82,7 @@ async fn main() -> ExitCode {
         Command::Session(session_args) => cli::session::run(session_args).await,
         Command::Connect(connect_args) => cli::connect::run(connect_args).await,
         Command::Credential(credential_args) => cli::credential::run(credential_args).await,
+        Command::Scalingplan(a) => cli::scalingplan::run(a).await,
         Command::Audit(audit_args) => cli::audit::run(audit_args).await,
     };
     match result {

@@ -129,6 +129,16 @@ pub struct ServeArgs {
     /// setting a command is refused and stored ones are not run.
     #[arg(long = "allow-power-commands", env = "DESKBROKER_ALLOW_POWER_COMMANDS")]
     pub allow_power_commands: bool,
+    /// How often scaling plans are evaluated (rules A1–A7), besides soon
+    /// after every session change (`30s`, `1m`; at least 1s).
+    #[arg(
+        long = "autoscale-interval",
+        env = "DESKBROKER_AUTOSCALE_INTERVAL",
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = parse_autoscale_interval
+    )]
+    pub autoscale_interval: std::time::Duration,
     /// Days the audit log keeps an entry (rule T5); older ones are pruned.
     #[arg(
         long = "audit-retention-days",
@@ -377,6 +387,7 @@ pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     private_data_dir(&args.data_dir)?;
     broker::power::allow_commands(args.allow_power_commands);
+    broker::autoscale::set_interval(args.autoscale_interval);
     if let Some(pool) = &args.rdp_default_pool {
         anyhow::ensure!(
             args.rdp_listen.is_some(),
@@ -800,4 +811,15 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     tracing::info!("shutting down: finishing requests and flushing the store");
+}
+
+/// `--autoscale-interval`: a humantime duration, at least
+/// `broker::autoscale::MIN_AUTOSCALE_INTERVAL`.
+fn parse_autoscale_interval(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let min = broker::autoscale::MIN_AUTOSCALE_INTERVAL;
+    if d < min {
+        return Err(format!("at least {}", humantime::format_duration(min)));
+    }
+    Ok(d)
 }

@@ -125,6 +125,11 @@ pub struct Pool {
     /// The `LoadIndex` buckets' indexes, kept only while the pool uses it.
     buckets: Option<Buckets>,
     changes: Vec<Change>,
+    /// Rule A2: the algorithm of the phase in force while a scaling plan
+    /// serves this pool (set by whoever evaluates the plan); None: the
+    /// pool's own `loadBalancerType`. Not stored: it follows from the plan
+    /// and the time, and is set again at the first evaluation.
+    plan_algorithm: Option<LoadBalancerType>,
 }
 
 impl Pool {
@@ -154,6 +159,7 @@ impl Pool {
             last_served_seq: 0,
             buckets: None,
             changes: Vec::new(),
+            plan_algorithm: None,
         }
         .with_indexes_rebuilt()
     }
@@ -195,6 +201,21 @@ impl Pool {
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    /// Rule A2: sets (or, with None, clears) the algorithm a scaling
+    /// plan's phase puts in force. Only pooled pools follow it.
+    pub fn set_plan_algorithm(&mut self, algorithm: Option<LoadBalancerType>) {
+        self.plan_algorithm = algorithm;
+    }
+
+    /// Rule A2: the algorithm placements use now: the plan's phase's while
+    /// a plan serves this pooled pool, else the pool's own.
+    pub fn effective_load_balancer_type(&self) -> LoadBalancerType {
+        match (self.config.host_pool_type, self.plan_algorithm) {
+            (HostPoolType::Pooled, Some(a)) => a,
+            _ => self.config.load_balancer_type,
+        }
     }
 
     pub fn counters(&self) -> PoolCounters {

@@ -32,6 +32,128 @@ pub async fn run_all(open: Opener<'_>) {
     the_audit_log_is_pruned_by_age_and_count(open).await;
     scaling_actions_are_put_replaced_queried_and_pruned(open).await;
     new_host_fields_come_back(open).await;
+    scaling_plans_and_plan_memory_are_kept(open).await;
+}
+
+/// A scaling plan serving `pools`, as the contract's example writes it.
+pub fn scaling_plan(pools: &[&str]) -> placement::autoscale::ScalingPlan {
+    serde_json::from_value(serde_json::json!({
+        "timeZone": "Europe/Stockholm",
+        "hostPools": pools,
+        "exclusionTag": "no-autoscale",
+        "schedules": [{
+            "name": "weekdays",
+            "daysOfWeek": ["Monday", "Tuesday"],
+            "rampUpStartTime": "07:00", "rampUpLoadBalancingAlgorithm": "BreadthFirst",
+            "rampUpMinimumHostsPct": 20, "rampUpCapacityThresholdPct": 60,
+            "peakStartTime": "09:00", "peakLoadBalancingAlgorithm": "DepthFirst",
+            "rampDownStartTime": "17:00", "rampDownLoadBalancingAlgorithm": "DepthFirst",
+            "rampDownMinimumHostsPct": 10, "rampDownCapacityThresholdPct": 90,
+            "rampDownNotificationMessage": "Please save your work — ünïcode.",
+            "offPeakStartTime": "20:00", "offPeakLoadBalancingAlgorithm": "DepthFirst"
+        }]
+    }))
+    .expect("a valid plan")
+}
+
+/// Rules A1–A7 and A10: plans are created, replaced and deleted by name;
+/// a pool's plan memory is replaced, and goes with its pool.
+async fn scaling_plans_and_plan_memory_are_kept(open: Opener<'_>) {
+    use placement::autoscale::{HostMemory, PlanMemory};
+    let store = open("plans");
+    store.apply(seed_batch("p1").into()).await.expect("apply");
+    store.apply(seed_batch("p2").into()).await.expect("apply");
+    let mut memory = PlanMemory::default();
+    memory.hosts.insert(
+        "h1".into(),
+        HostMemory {
+            notified_at_ms: Some(1_000),
+            logged_off_at_ms: None,
+        },
+    );
+    let mut later = memory.clone();
+    later.hosts.get_mut("h1").expect("h1").logged_off_at_ms = Some(2_000);
+    store
+        .apply(
+            vec![
+                Mutation::PutScalingPlan {
+                    name: "b".into(),
+                    plan: scaling_plan(&["p1"]),
+                },
+                Mutation::PutScalingPlan {
+                    name: "a".into(),
+                    plan: scaling_plan(&[]),
+                },
+                Mutation::PutScalingPlan {
+                    name: "c".into(),
+                    plan: scaling_plan(&[]),
+                },
+                Mutation::PutPlanMemory {
+                    pool: "p1".into(),
+                    memory: memory.clone(),
+                },
+                Mutation::PutPlanMemory {
+                    pool: "p2".into(),
+                    memory: memory.clone(),
+                },
+                // Replaced in the same batch: the last one holds.
+                Mutation::PutPlanMemory {
+                    pool: "p1".into(),
+                    memory: later.clone(),
+                },
+                Mutation::PutScalingPlan {
+                    name: "b".into(),
+                    plan: scaling_plan(&["p1", "p2"]),
+                },
+                Mutation::DeleteScalingPlan { name: "c".into() },
+            ]
+            .into(),
+        )
+        .await
+        .expect("apply plans");
+    // Plan memory of a missing pool is refused, and the batch changes nothing.
+    let refused = store
+        .apply(
+            vec![
+                Mutation::DeleteScalingPlan { name: "a".into() },
+                Mutation::PutPlanMemory {
+                    pool: "nope".into(),
+                    memory: memory.clone(),
+                },
+            ]
+            .into(),
+        )
+        .await;
+    assert!(
+        refused.is_err(),
+        "plan memory of a missing pool: {refused:?}"
+    );
+    drop(store);
+    let store = open("plans");
+    let snap = store.load().await.expect("load");
+    let names: Vec<_> = snap.scaling_plans.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["a", "b"],
+        "plans come back in name order, c deleted"
+    );
+    assert_eq!(snap.scaling_plans[1].plan, scaling_plan(&["p1", "p2"]));
+    assert_eq!(
+        snap.plan_memories,
+        [("p1".to_string(), later), ("p2".to_string(), memory)]
+    );
+    store
+        .apply(vec![Mutation::DeletePool { pool: "p1".into() }].into())
+        .await
+        .expect("delete pool");
+    let snap = store.load().await.expect("load");
+    let pools: Vec<_> = snap.plan_memories.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(pools, ["p2"], "a pool's plan memory goes with it");
+    assert_eq!(
+        snap.scaling_plans.len(),
+        2,
+        "plans stay: the broker edits them"
+    );
 }
 
 /// A power action's record (rule A10), numbered so ids sort by `n`.

@@ -100,6 +100,30 @@ pub enum Mutation {
     PutScalingAction {
         action: ScalingAction,
     },
+    /// Creates or replaces a scaling plan (rules A1–A7), by name.
+    PutScalingPlan {
+        name: String,
+        plan: placement::autoscale::ScalingPlan,
+    },
+    /// Removes a scaling plan.
+    DeleteScalingPlan {
+        name: String,
+    },
+    /// What a pool's plan remembers between evaluations (hosts notified,
+    /// logged off), put in the batch of the actions that changed it, so a
+    /// restart continues instead of repeating them. Deleting the pool
+    /// deletes it.
+    PutPlanMemory {
+        pool: String,
+        memory: placement::autoscale::PlanMemory,
+    },
+}
+
+/// A scaling plan as the store keeps it: its name and its JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredPlan {
+    pub name: String,
+    pub plan: placement::autoscale::ScalingPlan,
 }
 
 /// Most records one [`Store::scaling_actions`] query answers.
@@ -259,6 +283,10 @@ pub struct Snapshot {
     pub pools: Vec<PoolRecord>,
     /// API credentials, in name order.
     pub credentials: Vec<ApiCredential>,
+    /// Scaling plans, in name order.
+    pub scaling_plans: Vec<StoredPlan>,
+    /// Each pool's plan memory, in pool order (pools without none).
+    pub plan_memories: Vec<(String, placement::autoscale::PlanMemory)>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,7 @@ use rusqlite::{Connection, params};
 use crate::{
     AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, AuditQuery, AuditRow, HostCredential,
     MAX_AUDIT_PAGE_ROWS, MAX_SCALING_ACTION_PAGE_ROWS, Mutation, PoolRecord, RegistrationToken,
-    ScalingAction, ScalingActionQuery, Snapshot, Store, StoreError,
+    ScalingAction, ScalingActionQuery, Snapshot, Store, StoreError, StoredPlan,
 };
 
 /// Migrations, in order; `user_version` is how many have been applied.
@@ -93,6 +93,16 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX scaling_actions_by_pool ON scaling_actions (pool, id);
      CREATE INDEX scaling_actions_by_time ON scaling_actions (time_ms);
      CREATE INDEX scaling_actions_pending ON scaling_actions (id) WHERE outcome = 'Pending';",
+    // 7: scaling plans (rules A1–A7), JSON like pools, and each pool's plan
+    // memory (what the plan notified and logged off), which goes with its pool.
+    "CREATE TABLE scaling_plans (
+        name TEXT PRIMARY KEY,
+        record TEXT NOT NULL
+     ) STRICT;
+     CREATE TABLE plan_memory (
+        pool TEXT PRIMARY KEY REFERENCES pools(name) ON DELETE CASCADE,
+        record TEXT NOT NULL
+     ) STRICT;",
 ];
 
 /// SQLite behind a mutex: the broker's writer is the only frequent caller,
@@ -218,7 +228,28 @@ impl SqliteStore {
         for row in stmt.query_map([], |r| r.get::<_, String>(0))? {
             credentials.push(from_json::<ApiCredential>(&row?)?);
         }
-        Ok(Snapshot { pools, credentials })
+        let mut scaling_plans = Vec::new();
+        let mut stmt =
+            conn.prepare_cached("SELECT name, record FROM scaling_plans ORDER BY name")?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+            let (name, record) = row?;
+            scaling_plans.push(StoredPlan {
+                name,
+                plan: from_json(&record)?,
+            });
+        }
+        let mut plan_memories = Vec::new();
+        let mut stmt = conn.prepare_cached("SELECT pool, record FROM plan_memory ORDER BY pool")?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+            let (pool, record) = row?;
+            plan_memories.push((pool, from_json(&record)?));
+        }
+        Ok(Snapshot {
+            pools,
+            credentials,
+            scaling_plans,
+            plan_memories,
+        })
     }
 
     fn audit_sync(&self, q: &AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
@@ -452,6 +483,20 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
                 outcome_text(action.outcome),
                 to_json(action)
             ])?;
+        }
+        Mutation::PutScalingPlan { name, plan } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO scaling_plans (name, record) VALUES (?1, ?2)",
+            )?
+            .execute(params![name, to_json(plan)])?;
+        }
+        Mutation::DeleteScalingPlan { name } => {
+            tx.prepare_cached("DELETE FROM scaling_plans WHERE name = ?1")?
+                .execute([name])?;
+        }
+        Mutation::PutPlanMemory { pool, memory } => {
+            tx.prepare_cached("INSERT OR REPLACE INTO plan_memory (pool, record) VALUES (?1, ?2)")?
+                .execute(params![pool, to_json(memory)])?;
         }
         Mutation::PruneAudit {
             older_than_ms,

@@ -9,6 +9,7 @@ mod credentials;
 pub mod error;
 mod hosts;
 mod paging;
+mod plans;
 mod pools;
 mod portal;
 mod power;
@@ -76,6 +77,15 @@ pub fn router(broker: Arc<Broker>) -> Router {
             post(power::stop),
         )
         .route("/hostPools/{pool}/scalingActions", get(power::list))
+        .route("/scalingPlans", get(plans::list))
+        .route(
+            "/scalingPlans/{plan}",
+            get(plans::show)
+                .put(plans::put)
+                .patch(plans::patch)
+                .delete(plans::delete),
+        )
+        .route("/scalingPlans/{plan}/status", get(plans::status))
         .route("/hostPools/{pool}/connect", post(sessions::connect))
         .route("/hostPools/{pool}/userSessions", get(sessions::list))
         .route(

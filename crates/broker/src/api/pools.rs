@@ -25,7 +25,7 @@ pub async fn list(
     let mut value = Vec::new();
     b.for_each_pool(|p| {
         if who.as_ref().is_none_or(|w| w.may_see_pool(p.name())) {
-            value.push(HostPoolOutput::of(p, Vec::new()))
+            value.push(output(&b, p, Vec::new()))
         }
     });
     b.writer.flush().await?;
@@ -40,10 +40,7 @@ pub async fn show(
 ) -> Result<axum::Json<HostPoolOutput>, ApiError> {
     let out = b
         .read(&pool, |p| {
-            Ok(HostPoolOutput::of(
-                p,
-                p.config().validate().unwrap_or_default(),
-            ))
+            Ok(output(&b, p, p.config().validate().unwrap_or_default()))
         })
         .await?;
     Ok(axum::Json(out))
@@ -74,10 +71,9 @@ pub async fn put(
         ));
     };
     let config = apply_pool_input(input, PoolConfig::new(&pool, t, lb))?;
+    personal_with_plan(&b, &config)?;
     let (created, warnings) = b.put_pool(config, create_only).await?;
-    let out = b
-        .read(&pool, |p| Ok(HostPoolOutput::of(p, warnings)))
-        .await?;
+    let out = b.read(&pool, |p| Ok(output(&b, p, warnings))).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -137,8 +133,9 @@ pub async fn patch(
     let out = b
         .write(&pool, |p, _| {
             let config = apply_pool_input(input, p.config().clone())?;
+            personal_with_plan(&b, &config)?;
             let warnings = p.set_config(config)?;
-            Ok(HostPoolOutput::of(p, warnings))
+            Ok(output(&b, p, warnings))
         })
         .await?;
     Ok(axum::Json(out))
@@ -245,4 +242,25 @@ pub(crate) fn rdp_answer(file: crate::connect::ConnectionFile) -> axum::response
         ],
         file.body,
     ))
+}
+
+/// The pool as shown, with its scaling plan (rules A1, A2).
+fn output(b: &Broker, p: &placement::Pool, warnings: Vec<String>) -> HostPoolOutput {
+    let mut out = HostPoolOutput::of(p, warnings);
+    out.scaling_plan = b.scaling_plan_of(p.name());
+    out
+}
+
+/// A pool a scaling plan serves stays pooled (plans serve pooled pools).
+fn personal_with_plan(b: &Broker, config: &PoolConfig) -> Result<(), crate::BrokerError> {
+    if config.host_pool_type == placement::HostPoolType::Personal
+        && let Some(plan) = b.scaling_plan_of(&config.name)
+    {
+        return Err(crate::BrokerError::Invalid(format!(
+            "hostPoolType: host pool {} is served by scaling plan {plan}, which serves only \
+             pooled pools; remove it from the plan first",
+            config.name
+        )));
+    }
+    Ok(())
 }

@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
-use super::{audit, credentials, hosts, pools, power, registration, sessions};
+use super::{audit, credentials, hosts, plans, pools, power, registration, sessions};
 use crate::state::Broker;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -27,6 +27,7 @@ use crate::state::Broker;
         audit::list, audit::whoami,
         power::start, power::stop, power::list,
         sessions::send_message,
+        plans::list, plans::show, plans::put, plans::patch, plans::delete, plans::status,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorCode, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
@@ -36,7 +37,8 @@ use crate::state::Broker;
         types::CredentialInput, types::CredentialOutput,
         types::AuditEntryOutput, types::WhoAmIOutput,
         types::PowerSettingsInput, types::ScalingActionOutput,
-        types::HostMessage, types::SendMessageInput)),
+        types::HostMessage, types::SendMessageInput,
+        plans::ScalingPlanOutput, plans::ScalingPlanStatus, plans::PoolScalingStatus)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),
 )]

@@ -13,6 +13,7 @@ pub mod connect;
 pub mod credential;
 pub mod hostpool;
 pub mod output;
+pub mod scalingplan;
 pub mod session;
 pub mod sessionhost;
 

@@ -25,6 +25,7 @@ mod power;
 mod rdp;
 mod registration;
 mod replicas;
+mod scaling_plans;
 mod sim;
 mod start_on_connect;
 mod takeover;

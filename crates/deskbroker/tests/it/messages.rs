@@ -65,19 +65,6 @@ fn agent(app: &App, token: &str, name: &str, user: &str, dir: &Path) -> (Agent, 
 /// bound for a loaded machine, not a speed.
 const BEAT: Duration = Duration::from_secs(60);
 
-async fn credential(app: &App, name: &str, role: &str) -> String {
-    app.ok(
-        "POST",
-        "/api/v1/credentials",
-        Some(json!({"name": name, "role": role})),
-        201,
-    )
-    .await["token"]
-        .as_str()
-        .expect("token")
-        .to_string()
-}
-
 /// The id of `user`'s session in `farm`, once there is one.
 async fn session_of(app: &App, user: &str) -> String {
     let deadline = std::time::Instant::now() + BEAT;
@@ -144,8 +131,8 @@ async fn an_operator_messages_a_user_and_only_the_users_host_shows_it() {
     let (_a2, shown2) = agent(&app, &token, "h2", "bob@contoso.com", dir.path());
     let alice = session_of(&app, "alice@contoso.com").await;
     let bob = session_of(&app, "bob@contoso.com").await;
-    let operator = credential(&app, "ops", "operator").await;
-    let reader = credential(&app, "auditor", "reader").await;
+    let operator = crate::access::credential(&app, "ops", "operator", &[]).await;
+    let reader = crate::access::credential(&app, "auditor", "reader", &[]).await;
 
     // A reader may not send; nothing is queued for alice by it.
     let (status, v) = send(&app, &reader, &alice, "Reader", "from a reader").await;
@@ -356,4 +343,134 @@ async fn messages_are_bounded_checked_and_dropped_with_their_session() {
     .await;
     let answer = app.ok("POST", &beat(&host), Some(json!({})), 200).await;
     assert!(answer.get("messages").is_none(), "{answer}");
+}
+
+/// Rule A5's notice through the real evaluator and the real agents: a
+/// plan whose ramp-down (with force logoff) is in force now drains one of
+/// two lightly used hosts and sends its user the plan's message, which that
+/// host's agent shows; the other host's user sees nothing. The Notify
+/// record says how many sessions it was sent to.
+#[tokio::test]
+async fn a_ramp_down_notice_reaches_the_drained_hosts_user_through_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = App::spawn_with(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--autoscale-interval", "1s"],
+    );
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "maxSessionLimit": 10, "heartbeatTimeoutSeconds": 60}),
+        ),
+        201,
+    )
+    .await;
+    let token = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/registrationToken",
+            Some(json!({"maxHosts": 2})),
+            200,
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_a1, shown1) = agent(&app, &token, "h1", "alice@contoso.com", dir.path());
+    let (_a2, shown2) = agent(&app, &token, "h2", "bob@contoso.com", dir.path());
+    session_of(&app, "alice@contoso.com").await;
+    session_of(&app, "bob@contoso.com").await;
+
+    // Ramp-down from 00:02 to 23:59 local time, in a zone where it is
+    // neither just before nor just after midnight now.
+    let hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
+        % 24;
+    let zone = if (1..22).contains(&hour) {
+        "UTC"
+    } else {
+        "Etc/GMT-6"
+    };
+    let text = "This host stops soon: please save your work.";
+    app.ok(
+        "PUT",
+        "/api/v1/scalingPlans/evening",
+        Some(json!({
+            "timeZone": zone,
+            "hostPools": ["farm"],
+            "schedules": [{
+                "name": "everyday",
+                "daysOfWeek": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday",
+                               "Saturday", "Sunday"],
+                "rampUpStartTime": "00:00", "rampUpLoadBalancingAlgorithm": "BreadthFirst",
+                "rampUpMinimumHostsPct": 0, "rampUpCapacityThresholdPct": 90,
+                "peakStartTime": "00:01", "peakLoadBalancingAlgorithm": "BreadthFirst",
+                "rampDownStartTime": "00:02", "rampDownLoadBalancingAlgorithm": "DepthFirst",
+                "rampDownMinimumHostsPct": 0, "rampDownCapacityThresholdPct": 90,
+                "rampDownForceLogoffUsers": true, "rampDownWaitTimeMinutes": 30,
+                "rampDownNotificationMessage": text,
+                "rampDownStopHostsWhen": "ZeroSessions",
+                "offPeakStartTime": "23:59", "offPeakLoadBalancingAlgorithm": "DepthFirst"
+            }]
+        })),
+        201,
+    )
+    .await;
+    // 2 sessions over 2 hosts of 10: without one host 2 of 10 (20 %) stays
+    // under 90 %, so the last in query order with the fewest sessions, h2,
+    // is drained and bob is told; without both there is no capacity, so h1
+    // stays.
+    let notified = eventually(BEAT, || async { shown(&shown2).contains(text) }).await;
+    assert!(
+        notified,
+        "bob's host did not show the notice: {:?}",
+        shown(&shown2)
+    );
+    let line = shown(&shown2);
+    assert!(
+        line.starts_with("bob@contoso.com|")
+            && line.contains("|Your session host is shutting down|"),
+        "{line}"
+    );
+    assert_eq!(
+        shown(&shown1),
+        "",
+        "alice's host is not drained and shows nothing"
+    );
+    let v = app
+        .ok("GET", "/api/v1/hostPools/farm/scalingActions", None, 200)
+        .await;
+    let notify = v["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "Notify")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (&notify["sessionHost"], &notify["outcome"], &notify["phase"]),
+        (&json!("h2"), &json!("Succeeded"), &json!("RampDown")),
+        "{v}"
+    );
+    assert!(
+        notify["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("sent to 1 of 1"),
+        "{notify}"
+    );
+    let h2 = app
+        .ok("GET", "/api/v1/hostPools/farm/sessionHosts/h2", None, 200)
+        .await;
+    assert_eq!(
+        (&h2["allowNewSession"], &h2["drainedBy"]),
+        (&json!(false), &json!("scalingPlan")),
+        "{h2}"
+    );
 }

@@ -39,7 +39,7 @@ impl Pool {
         }
         let seq = match self.config.host_pool_type {
             HostPoolType::Pooled => {
-                if self.config.load_balancer_type == LoadBalancerType::LoadIndex {
+                if self.effective_load_balancer_type() == LoadBalancerType::LoadIndex {
                     self.pick_load_index(req.requires, exclude)?
                 } else {
                     self.pick_pooled(req.requires, exclude, random)?
@@ -184,7 +184,7 @@ impl Pool {
         exclude: &[String],
         random: u64,
     ) -> Result<u64, Error> {
-        let lb = self.config.load_balancer_type;
+        let lb = self.effective_load_balancer_type();
         let randomized = self.config.breadth_first_randomized;
         let view = self.eligible(requires, exclude);
         pipeline::pick(lb, randomized, &view, random).ok_or_else(|| self.refusal(requires, exclude))

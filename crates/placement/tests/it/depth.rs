@@ -1,6 +1,8 @@
 //! Rules D1–D2: DepthFirst fills the fullest host below the limit.
 
-use crate::{Alg, Case, Want, check_all};
+use placement::LoadBalancerType;
+
+use crate::{Alg, Case, Want, World, check_all};
 
 #[test]
 fn d1_most_sessions_below_the_limit_ties_to_the_first_in_query_order() {
@@ -123,4 +125,33 @@ fn d1_fills_one_host_to_the_limit_then_the_next() {
     assert_eq!(e.code(), "NoSessionHostAvailable");
     assert!(e.to_string().contains("max session limit (3)"), "{e}");
     w.assert_consistent();
+}
+
+/// Rule A2: while a scaling plan's phase puts DepthFirst in force, a
+/// BreadthFirst pool places depth first, and its own type is kept; clearing
+/// the plan's algorithm brings its own back. A personal pool ignores it.
+#[test]
+fn a2_the_plans_algorithm_is_used_while_set_and_the_pools_is_kept() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b", "c"]);
+    let first = w.connect("u1@x", 0).expect("first").host;
+    assert_eq!(first, "a");
+    // Breadth first would now pick b (fewest sessions, first in order).
+    w.pool
+        .set_plan_algorithm(Some(LoadBalancerType::DepthFirst));
+    assert_eq!(
+        w.pool.effective_load_balancer_type(),
+        LoadBalancerType::DepthFirst
+    );
+    assert_eq!(
+        w.pool.config().load_balancer_type,
+        LoadBalancerType::BreadthFirst,
+        "the pool's own type is kept"
+    );
+    assert_eq!(w.connect("u2@x", 0).expect("second").host, "a");
+    w.pool.set_plan_algorithm(None);
+    assert_eq!(
+        w.pool.effective_load_balancer_type(),
+        LoadBalancerType::BreadthFirst
+    );
+    assert_eq!(w.connect("u3@x", 0).expect("third").host, "b");
 }

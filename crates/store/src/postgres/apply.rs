@@ -51,10 +51,13 @@ enum Kind {
     AppendAudit,
     PruneAudit,
     PutScalingAction,
+    PutScalingPlan,
+    DeleteScalingPlan,
+    PutPlanMemory,
 }
 
 impl Kind {
-    const ALL: [Kind; 15] = [
+    const ALL: [Kind; 18] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -70,6 +73,9 @@ impl Kind {
         Kind::AppendAudit,
         Kind::PruneAudit,
         Kind::PutScalingAction,
+        Kind::PutScalingPlan,
+        Kind::DeleteScalingPlan,
+        Kind::PutPlanMemory,
     ];
 
     fn of(m: &Mutation) -> Kind {
@@ -89,6 +95,9 @@ impl Kind {
             Mutation::AppendAudit { .. } => Kind::AppendAudit,
             Mutation::PruneAudit { .. } => Kind::PruneAudit,
             Mutation::PutScalingAction { .. } => Kind::PutScalingAction,
+            Mutation::PutScalingPlan { .. } => Kind::PutScalingPlan,
+            Mutation::DeleteScalingPlan { .. } => Kind::DeleteScalingPlan,
+            Mutation::PutPlanMemory { .. } => Kind::PutPlanMemory,
         }
     }
 
@@ -186,6 +195,17 @@ impl Kind {
                  ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome,
                                                 record = excluded.record"
             }
+            Kind::PutScalingPlan => {
+                "INSERT INTO scaling_plans (name, record)
+                 SELECT * FROM unnest($1::text[], $2::text[])
+                 ON CONFLICT (name) DO UPDATE SET record = excluded.record"
+            }
+            Kind::DeleteScalingPlan => "DELETE FROM scaling_plans WHERE name = ANY($1::text[])",
+            Kind::PutPlanMemory => {
+                "INSERT INTO plan_memory (pool, record)
+                 SELECT * FROM unnest($1::text[], $2::text[])
+                 ON CONFLICT (pool) DO UPDATE SET record = excluded.record"
+            }
         }
     }
 
@@ -194,8 +214,14 @@ impl Kind {
         use Column::{Chunk, Int, Key, Text};
         match self {
             Kind::PutPool => &[Key(0), Text(0), Text(1)],
-            Kind::PutCounters | Kind::PutApiCredential => &[Key(0), Text(0)],
-            Kind::DeletePool | Kind::DeleteTokens | Kind::DeleteApiCredential => &[Key(0)],
+            Kind::PutCounters
+            | Kind::PutApiCredential
+            | Kind::PutScalingPlan
+            | Kind::PutPlanMemory => &[Key(0), Text(0)],
+            Kind::DeletePool
+            | Kind::DeleteTokens
+            | Kind::DeleteApiCredential
+            | Kind::DeleteScalingPlan => &[Key(0)],
             Kind::PutHost => &[Key(0), Key(1), Int(0), Text(0)],
             Kind::DeleteHost | Kind::DeleteSession => &[Key(0), Key(1)],
             Kind::PutSession => &[Key(0), Key(1), Key(2), Text(0)],
@@ -219,6 +245,8 @@ impl Kind {
                 | Kind::PutCredential
                 | Kind::PutApiCredential
                 | Kind::PutScalingAction
+                | Kind::PutScalingPlan
+                | Kind::PutPlanMemory
         )
     }
 
@@ -254,7 +282,10 @@ fn values(m: &Mutation) -> Values<'_> {
         }
         Mutation::DeletePool { pool }
         | Mutation::DeleteRegistrationTokens { pool }
-        | Mutation::DeleteApiCredential { name: pool } => v([pool, "", ""], [none(), none()], 0),
+        | Mutation::DeleteApiCredential { name: pool }
+        | Mutation::DeleteScalingPlan { name: pool } => v([pool, "", ""], [none(), none()], 0),
+        Mutation::PutScalingPlan { name, plan } => v([name, "", ""], [to_json(plan), none()], 0),
+        Mutation::PutPlanMemory { pool, memory } => v([pool, "", ""], [to_json(memory), none()], 0),
         Mutation::PutHost { pool, host } => v(
             [pool, &host.spec.name, ""],
             [to_json(host), none()],

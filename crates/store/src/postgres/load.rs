@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use tokio_postgres::Row;
 
 use super::{Connection, PostgresError};
-use crate::{ApiCredential, HostCredential, PoolRecord, RegistrationToken, Snapshot, StoreError};
+use crate::{
+    ApiCredential, HostCredential, PoolRecord, RegistrationToken, Snapshot, StoreError, StoredPlan,
+};
 
 impl Connection {
     pub(super) async fn load(&mut self) -> Result<Snapshot, StoreError> {
@@ -111,7 +113,31 @@ impl Connection {
         {
             credentials.push(from_json::<ApiCredential>(row.get(0))?);
         }
-        Ok(Snapshot { pools, credentials })
+        let mut scaling_plans = Vec::new();
+        for row in c
+            .query("SELECT name, record FROM scaling_plans ORDER BY name", &[])
+            .await
+            .map_err(q)?
+        {
+            scaling_plans.push(StoredPlan {
+                name: row.get(0),
+                plan: from_json(row.get(1))?,
+            });
+        }
+        let mut plan_memories = Vec::new();
+        for row in c
+            .query("SELECT pool, record FROM plan_memory ORDER BY pool", &[])
+            .await
+            .map_err(q)?
+        {
+            plan_memories.push((row.get(0), from_json(row.get(1))?));
+        }
+        Ok(Snapshot {
+            pools,
+            credentials,
+            scaling_plans,
+            plan_memories,
+        })
     }
 }
 

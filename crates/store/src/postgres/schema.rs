@@ -110,6 +110,16 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX scaling_actions_by_pool ON scaling_actions (pool, id);
      CREATE INDEX scaling_actions_by_time ON scaling_actions (time_ms);
      CREATE INDEX scaling_actions_pending ON scaling_actions (id) WHERE outcome = 'Pending';"#,
+    // 7: scaling plans (rules A1–A7), JSON like pools, and each pool's plan
+    // memory, which goes with its pool.
+    r#"CREATE TABLE scaling_plans (
+        name text COLLATE "C" PRIMARY KEY,
+        record text NOT NULL
+     );
+     CREATE TABLE plan_memory (
+        pool text COLLATE "C" PRIMARY KEY REFERENCES pools(name) ON DELETE CASCADE,
+        record text NOT NULL
+     );"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under

@@ -1,0 +1,636 @@
+//! Scaling plans run by the broker (rules A1–A7, A10): the plans and each
+//! pool's plan memory (kept in the store, mirrored here), their changes
+//! (a pool belongs to at most one plan, only pooled pools), and the
+//! evaluator that applies the engine's decisions.
+//!
+//! The evaluator runs only where the engines are: the single broker, or
+//! the leading replica (it runs inside the ticker, which only the leader
+//! runs, and stops with it). Every `serve --autoscale-interval`, and
+//! [`SESSION_CHANGE_DEBOUNCE`] after a session changes, it takes for every
+//! plan and pool the phase in force, the pool as the plan sees it and the
+//! engine's `evaluate`, then applies each action under the pool's lock in
+//! one batch with its record and the new plan memory: drains and undrains
+//! set `allowNewSession` (`drainedBy: scalingPlan`), logoffs end the
+//! host's sessions, starts and stops go through the power path of manual
+//! ones (`power::begin`), and a Notify is recorded Pending, then sent to
+//! each of the host's sessions through its agent (`sendMessage`) and
+//! recorded Succeeded or Failed. Since host states and the memory are durable
+//! with the records, a restart evaluates again and continues: nothing
+//! completed is repeated, and a power action a crash interrupted is
+//! resolved by `power` (its host `Unknown`), not run again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use placement::autoscale::{
+    ActionKind, Evaluation, PlanMemory, ResolvedPhase, ScalingPlan, evaluate, phase_in_force,
+};
+use placement::{DrainedBy, HostPoolType, HostPower, ScalingActionKind, TimestampMs};
+use store::{Mutation, ScalingAction, Snapshot};
+
+use crate::error::BrokerError;
+use crate::power;
+use crate::state::{Broker, now_ms};
+
+/// `serve --autoscale-interval` when not given.
+pub const DEFAULT_AUTOSCALE_INTERVAL: Duration = Duration::from_secs(30);
+/// The shortest interval `serve` accepts (tests use it).
+pub const MIN_AUTOSCALE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long after a session change the plans are evaluated: changes
+/// arriving meanwhile share one evaluation, so a logon storm costs one.
+pub const SESSION_CHANGE_DEBOUNCE: Duration = Duration::from_secs(1);
+/// The most scaling plans a broker keeps.
+pub const MAX_SCALING_PLANS: usize = 1_000;
+/// The pause before a plan tries again a host whose power action failed
+/// (after the power path's own retries); it doubles with each failure.
+pub const POWER_FAILURE_BACKOFF_BASE: Duration = Duration::from_secs(60);
+/// The longest such pause.
+pub const POWER_FAILURE_BACKOFF_MAX: Duration = Duration::from_secs(3_600);
+/// The most hosts held back at once; beyond, a failing host is not held
+/// back (the power path's retries still bound its pace).
+pub const MAX_BACKOFF_HOSTS: usize = 100_000;
+/// Who the plan's records name as the actor.
+pub const ACTOR: &str = "scalingPlan";
+/// A Notify's record until its messages are queued for the host's agent.
+pub const NOTIFY_PENDING_MESSAGE: &str = "being sent to the host's sessions";
+/// The title of a ramp-down's notice on the user's screen.
+pub const NOTICE_TITLE: &str = "Your session host is shutting down";
+/// The longest message a Notify's record keeps.
+const MAX_NOTICE_RECORD_BYTES: usize = 4096;
+
+static INTERVAL_MS: AtomicU64 = AtomicU64::new(DEFAULT_AUTOSCALE_INTERVAL.as_millis() as u64);
+
+/// Sets how often plans are evaluated (`serve --autoscale-interval`).
+pub fn set_interval(every: Duration) {
+    let ms = every.max(MIN_AUTOSCALE_INTERVAL).as_millis() as u64;
+    INTERVAL_MS.store(ms, Ordering::Relaxed);
+}
+
+fn interval() -> Duration {
+    Duration::from_millis(INTERVAL_MS.load(Ordering::Relaxed))
+}
+
+/// A host held back after failed power actions.
+#[derive(Clone, Copy, Debug)]
+struct Backoff {
+    failures: u32,
+    until_ms: TimestampMs,
+}
+
+/// The plans, each pool's memory, and the evaluator's wake-up.
+#[derive(Default)]
+pub struct Autoscale {
+    plans: Mutex<Plans>,
+    wake: tokio::sync::Notify,
+    backoff: Mutex<HashMap<(String, String), Backoff>>,
+}
+
+#[derive(Default)]
+struct Plans {
+    by_name: BTreeMap<String, ScalingPlan>,
+    memory: HashMap<String, PlanMemory>,
+}
+
+impl Plans {
+    fn plan_of(&self, pool: &str) -> Option<&str> {
+        self.by_name
+            .iter()
+            .find(|(_, p)| p.host_pools.iter().any(|x| x == pool))
+            .map(|(n, _)| n.as_str())
+    }
+}
+
+impl Autoscale {
+    /// From what the store kept.
+    pub fn from_snapshot(snapshot: &mut Snapshot) -> Autoscale {
+        let plans = Plans {
+            by_name: std::mem::take(&mut snapshot.scaling_plans)
+                .into_iter()
+                .map(|p| (p.name, p.plan))
+                .collect(),
+            memory: std::mem::take(&mut snapshot.plan_memories)
+                .into_iter()
+                .collect(),
+        };
+        Autoscale {
+            plans: Mutex::new(plans),
+            ..Autoscale::default()
+        }
+    }
+
+    fn plans(&self) -> std::sync::MutexGuard<'_, Plans> {
+        self.plans.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A session changed: evaluate soon (debounced).
+    pub fn session_changed(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// What the status shows of one pool.
+pub struct PoolStatus {
+    pub pool: String,
+    pub phase: Option<ResolvedPhase>,
+    pub evaluation: Result<Evaluation, String>,
+}
+
+impl Broker {
+    /// The plan serving `pool`, if any.
+    pub fn scaling_plan_of(&self, pool: &str) -> Option<String> {
+        self.autoscale.plans().plan_of(pool).map(str::to_string)
+    }
+
+    /// Every plan, by name.
+    pub fn scaling_plans(&self) -> Vec<(String, ScalingPlan)> {
+        let plans = self.autoscale.plans();
+        plans
+            .by_name
+            .iter()
+            .map(|(n, p)| (n.clone(), p.clone()))
+            .collect()
+    }
+
+    /// One plan.
+    pub fn scaling_plan(&self, name: &str) -> Result<ScalingPlan, BrokerError> {
+        self.autoscale
+            .plans()
+            .by_name
+            .get(name)
+            .cloned()
+            .ok_or_else(|| not_found(name))
+    }
+
+    /// Creates or replaces a plan after checking it (A1): valid, each of
+    /// its pools existing, pooled (400 otherwise) and served by no other
+    /// plan (409). Answers whether it was created. Pools it no longer
+    /// serves return to their own algorithm and lose their memory.
+    pub async fn put_scaling_plan(
+        &self,
+        name: &str,
+        plan: ScalingPlan,
+    ) -> Result<bool, BrokerError> {
+        placement::validate_name("name", name)?;
+        plan.validate()?;
+        for (i, pool) in plan.host_pools.iter().enumerate() {
+            let kind = self.peek(pool, |p| Ok(p.config().host_pool_type));
+            match kind {
+                Ok(HostPoolType::Pooled) => {}
+                Ok(HostPoolType::Personal) => {
+                    return Err(BrokerError::Invalid(format!(
+                        "hostPools[{i}]: host pool {pool} is a personal pool; scaling plans \
+                         serve pooled pools (use startVmOnConnect for personal ones)"
+                    )));
+                }
+                Err(_) => {
+                    return Err(BrokerError::Invalid(format!(
+                        "hostPools[{i}]: host pool {pool} does not exist"
+                    )));
+                }
+            }
+        }
+        let reserved = self.writer.reserve().await?;
+        let (created, released, ticket) = {
+            let mut plans = self.autoscale.plans();
+            for pool in &plan.host_pools {
+                if let Some(other) = plans.plan_of(pool)
+                    && other != name
+                {
+                    return Err(placement::Error::Conflict(format!(
+                        "host pool {pool} is served by scaling plan {other}; a pool has at most \
+                         one plan: remove it from {other} first"
+                    ))
+                    .into());
+                }
+            }
+            if !plans.by_name.contains_key(name) && plans.by_name.len() >= MAX_SCALING_PLANS {
+                return Err(placement::Error::Conflict(format!(
+                    "this broker keeps at most {MAX_SCALING_PLANS} scaling plans"
+                ))
+                .into());
+            }
+            let released: Vec<String> = plans
+                .by_name
+                .get(name)
+                .map(|old| {
+                    old.host_pools
+                        .iter()
+                        .filter(|p| !plan.host_pools.contains(p))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            let created = plans
+                .by_name
+                .insert(name.to_string(), plan.clone())
+                .is_none();
+            let ticket = self.writer.send(
+                Some(reserved),
+                vec![Mutation::PutScalingPlan {
+                    name: name.to_string(),
+                    plan,
+                }],
+            );
+            (created, released, ticket)
+        };
+        self.writer.wait(ticket).await?;
+        self.release_pools(&released).await;
+        self.autoscale.wake.notify_one();
+        Ok(created)
+    }
+
+    /// Removes a plan; its pools return to their own algorithm.
+    pub async fn delete_scaling_plan(&self, name: &str) -> Result<(), BrokerError> {
+        let reserved = self.writer.reserve().await?;
+        let (pools, ticket) = {
+            let mut plans = self.autoscale.plans();
+            let plan = plans.by_name.remove(name).ok_or_else(|| not_found(name))?;
+            let ticket = self.writer.send(
+                Some(reserved),
+                vec![Mutation::DeleteScalingPlan {
+                    name: name.to_string(),
+                }],
+            );
+            (plan.host_pools, ticket)
+        };
+        self.writer.wait(ticket).await?;
+        self.release_pools(&pools).await;
+        Ok(())
+    }
+
+    /// A pool was deleted: its plan no longer names it (A1 keeps plans
+    /// naming existing pools).
+    pub async fn forget_pool_in_plans(&self, pool: &str) {
+        let Some(name) = self.scaling_plan_of(pool) else {
+            return;
+        };
+        let Ok(reserved) = self.writer.reserve().await else {
+            return;
+        };
+        let ticket = {
+            let mut plans = self.autoscale.plans();
+            plans.memory.remove(pool);
+            let Some(plan) = plans.by_name.get_mut(&name) else {
+                return;
+            };
+            plan.host_pools.retain(|p| p != pool);
+            let plan = plan.clone();
+            self.writer.send(
+                Some(reserved),
+                vec![Mutation::PutScalingPlan { name, plan }],
+            )
+        };
+        if let Err(e) = self.writer.wait(ticket).await {
+            tracing::warn!(%pool, error = %e, "cannot remove a deleted pool from its plan");
+        }
+    }
+
+    /// Pools a plan no longer serves: their own algorithm again, and no
+    /// memory. What the plan drained stays drained by it until an operator
+    /// or a new plan decides (A6: nothing an operator set changes).
+    async fn release_pools(&self, pools: &[String]) {
+        for pool in pools {
+            self.autoscale.plans().memory.remove(pool);
+            let _ = self
+                .write_with(pool, |p, _| {
+                    p.set_plan_algorithm(None);
+                    Ok((
+                        (),
+                        vec![Mutation::PutPlanMemory {
+                            pool: pool.clone(),
+                            memory: PlanMemory::default(),
+                        }],
+                    ))
+                })
+                .await;
+        }
+    }
+
+    /// What each pool of a plan shows now: the phase, the figures and what
+    /// the plan waits for (an evaluation that applies nothing).
+    pub fn scaling_plan_status(&self, name: &str) -> Result<Vec<PoolStatus>, BrokerError> {
+        let plan = self.scaling_plan(name)?;
+        let now = now_ms();
+        let phase = phase_in_force(&plan, now).map_err(BrokerError::Engine)?;
+        let mut out = Vec::new();
+        for pool in &plan.host_pools {
+            let memory = self.pool_memory(pool);
+            let evaluation = self
+                .peek(pool, |p| {
+                    let view = p.scaling_view(host_power);
+                    Ok(evaluate(&view, &phase, &memory, now))
+                })
+                .map_err(|e| e.to_string());
+            out.push(PoolStatus {
+                pool: pool.clone(),
+                phase: Some(phase.clone()),
+                evaluation,
+            });
+        }
+        Ok(out)
+    }
+
+    fn pool_memory(&self, pool: &str) -> PlanMemory {
+        self.autoscale
+            .plans()
+            .memory
+            .get(pool)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The evaluator: every interval, and soon after session changes, until
+    /// aborted with the ticker.
+    pub async fn run_autoscale(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(interval()) => {}
+                () = self.autoscale.wake.notified() => {
+                    tokio::time::sleep(SESSION_CHANGE_DEBOUNCE.min(interval())).await;
+                }
+            }
+            if self.writer.failure().is_some() {
+                continue;
+            }
+            self.evaluate_plans().await;
+        }
+    }
+
+    /// One evaluation of every plan over every pool it serves.
+    pub async fn evaluate_plans(self: &Arc<Self>) {
+        for (name, plan) in self.scaling_plans() {
+            let phase = match phase_in_force(&plan, now_ms()) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(plan = %name, error = %e, "cannot resolve the plan's phase");
+                    continue;
+                }
+            };
+            for pool in &plan.host_pools {
+                if let Err(e) = self.evaluate_pool(pool, &phase).await {
+                    match e {
+                        BrokerError::PoolNotFound(_) => {}
+                        e => tracing::warn!(plan = %name, %pool, error = %e,
+                            "scaling plan evaluation failed"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Evaluates one pool and applies the actions, all in one batch with
+    /// their records and the plan's memory; power drivers then run in the
+    /// background.
+    async fn evaluate_pool(
+        self: &Arc<Self>,
+        pool: &str,
+        phase: &ResolvedPhase,
+    ) -> Result<(), BrokerError> {
+        let memory = self.pool_memory(pool);
+        let now = now_ms();
+        let held: Vec<String> = {
+            let b = self
+                .autoscale
+                .backoff
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            b.iter()
+                .filter(|((p, _), v)| p == pool && v.until_ms > now)
+                .map(|((_, h), _)| h.clone())
+                .collect()
+        };
+        let phase_name = format!("{:?}", phase.phase);
+        let (next_memory, begun, notices) = self
+            .write_with(pool, |p, now| {
+                if p.config().host_pool_type != HostPoolType::Pooled {
+                    return Ok(((memory.clone(), Vec::new(), Vec::new()), Vec::new()));
+                }
+                p.set_plan_algorithm(Some(phase.load_balancing_algorithm));
+                let eval = {
+                    let view = p.scaling_view(host_power);
+                    evaluate(&view, phase, &memory, now)
+                };
+                let f = &eval.figures;
+                let mut mutations = Vec::new();
+                let mut begun = Vec::new();
+                let mut notices = Vec::new();
+                for a in &eval.actions {
+                    let mut record = ScalingAction {
+                        id: uuid::Uuid::now_v7().to_string(),
+                        pool: p.name().to_string(),
+                        time_ms: now,
+                        phase: Some(phase_name.clone()),
+                        action: kind_of(a.action),
+                        session_host: a.session_host.clone(),
+                        reason: a.reason.to_string(),
+                        used_capacity_pct: Some(f.used_capacity_pct),
+                        threshold_pct: Some(f.capacity_threshold_pct),
+                        running_hosts: Some(f.running_hosts),
+                        minimum_hosts: Some(f.minimum_hosts),
+                        outcome: placement::ActionOutcome::Succeeded,
+                        message: String::new(),
+                        actor: Some(ACTOR.to_string()),
+                        finished_ms: Some(now),
+                        attempts: 0,
+                    };
+                    let host = a.session_host.as_str();
+                    match a.action {
+                        ActionKind::Start | ActionKind::Stop => {
+                            if held.iter().any(|h| h == host) {
+                                continue;
+                            }
+                            let verb = power::verb_of(record.action)?;
+                            match power::begin(
+                                p,
+                                host,
+                                verb,
+                                true,
+                                ACTOR,
+                                record.reason.clone(),
+                                now,
+                            ) {
+                                Ok(mut b) => {
+                                    b.record.phase = record.phase.take();
+                                    b.record.used_capacity_pct = record.used_capacity_pct;
+                                    b.record.threshold_pct = record.threshold_pct;
+                                    b.record.running_hosts = record.running_hosts;
+                                    b.record.minimum_hosts = record.minimum_hosts;
+                                    record = b.record.clone();
+                                    begun.push(b);
+                                }
+                                Err(e) => {
+                                    record.outcome = placement::ActionOutcome::Failed;
+                                    record.message = e.to_string();
+                                }
+                            }
+                        }
+                        ActionKind::Drain | ActionKind::Undrain => {
+                            let drain = a.action == ActionKind::Drain;
+                            let mut spec = p.find_host(host)?.spec.clone();
+                            spec.allow_new_session = !drain;
+                            spec.drained_by = drain.then_some(DrainedBy::ScalingPlan);
+                            p.upsert_host(spec, now)?;
+                        }
+                        ActionKind::Logoff => {
+                            let ids: Vec<String> = p
+                                .sessions()
+                                .filter(|s| s.host == host)
+                                .map(|s| s.id.clone())
+                                .collect();
+                            for id in &ids {
+                                p.logoff(id)?;
+                            }
+                            record.message = format!("{} session(s) logged off", ids.len());
+                        }
+                        ActionKind::Notify => {
+                            // Delivered once the batch is durable (below):
+                            // Pending until then.
+                            record.outcome = placement::ActionOutcome::Pending;
+                            record.finished_ms = None;
+                            record.message = NOTIFY_PENDING_MESSAGE.to_string();
+                            let sessions: Vec<String> = p
+                                .sessions()
+                                .filter(|s| s.host == host)
+                                .map(|s| s.id.clone())
+                                .collect();
+                            notices.push((record.clone(), sessions, a.message.clone()));
+                        }
+                    }
+                    tracing::info!(pool = %record.pool, host = %record.session_host,
+                        action = ?record.action, phase = %phase_name, reason = %record.reason,
+                        "scaling plan action");
+                    mutations.push(Mutation::PutScalingAction { action: record });
+                }
+                if eval.memory != memory {
+                    mutations.push(Mutation::PutPlanMemory {
+                        pool: p.name().to_string(),
+                        memory: eval.memory.clone(),
+                    });
+                }
+                Ok(((eval.memory, begun, notices), mutations))
+            })
+            .await?;
+        self.autoscale
+            .plans()
+            .memory
+            .insert(pool.to_string(), next_memory);
+        for (record, sessions, message) in notices {
+            self.deliver_notice(record, &sessions, message.as_deref().unwrap_or_default())
+                .await;
+        }
+        for b in begun {
+            let key = (pool.to_string(), b.record.session_host.clone());
+            let handle = self.clone().spawn_finish(b);
+            let broker = self.clone();
+            tokio::spawn(async move {
+                let ok = handle.await.unwrap_or(false);
+                broker.power_outcome(key, ok);
+            });
+        }
+        Ok(())
+    }
+
+    /// A ramp-down's notice (A5): the message goes to every session of the
+    /// drained host through its agent (`sendMessage`), and the record is
+    /// completed: Succeeded when every session's message was queued,
+    /// Failed (saying why) otherwise. The logoff after the wait does not
+    /// depend on it.
+    async fn deliver_notice(&self, mut record: ScalingAction, sessions: &[String], message: &str) {
+        let mut queued = 0;
+        let mut failures = Vec::new();
+        for id in sessions {
+            match self
+                .send_message(&record.pool, id, NOTICE_TITLE, message)
+                .await
+            {
+                Ok(()) => queued += 1,
+                Err(e) => failures.push(format!("{id}: {e}")),
+            }
+        }
+        record.outcome = if failures.is_empty() {
+            placement::ActionOutcome::Succeeded
+        } else {
+            placement::ActionOutcome::Failed
+        };
+        record.message = format!(
+            "sent to {queued} of {} session(s) through the host's agent{}",
+            sessions.len(),
+            if failures.is_empty() {
+                String::new()
+            } else {
+                format!("; not sent: {}", failures.join("; "))
+            }
+        );
+        if record.message.len() > MAX_NOTICE_RECORD_BYTES {
+            let cut = (0..=MAX_NOTICE_RECORD_BYTES)
+                .rev()
+                .find(|&i| record.message.is_char_boundary(i))
+                .unwrap_or(0);
+            record.message.truncate(cut);
+        }
+        let pool = record.pool.clone();
+        let result = self
+            .write_with(&pool, move |_, now| {
+                record.finished_ms = Some(now);
+                Ok(((), vec![Mutation::PutScalingAction { action: record }]))
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::warn!(%pool, error = %e, "cannot record a ramp-down notice's delivery");
+        }
+    }
+
+    /// Holds a host back after a failed power action, doubling the pause
+    /// with each failure; forgets it after a success.
+    fn power_outcome(&self, key: (String, String), ok: bool) {
+        let mut b = self
+            .autoscale
+            .backoff
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if ok {
+            b.remove(&key);
+            return;
+        }
+        if !b.contains_key(&key) && b.len() >= MAX_BACKOFF_HOSTS {
+            tracing::warn!(pool = %key.0, host = %key.1, "too many hosts held back; not this one");
+            return;
+        }
+        let e = b.entry(key).or_insert(Backoff {
+            failures: 0,
+            until_ms: 0,
+        });
+        e.failures = e.failures.saturating_add(1);
+        let pause = POWER_FAILURE_BACKOFF_BASE
+            .saturating_mul(1u32 << e.failures.saturating_sub(1).min(16))
+            .min(POWER_FAILURE_BACKOFF_MAX);
+        e.until_ms = now_ms() + pause.as_millis() as TimestampMs;
+    }
+}
+
+/// The host's power facts the engine's view needs.
+fn host_power(h: &placement::Host) -> HostPower<'_> {
+    HostPower {
+        power_state: h.power_state,
+        drained_by: h.spec.drained_by,
+        tags: &h.spec.tags,
+    }
+}
+
+fn kind_of(a: ActionKind) -> ScalingActionKind {
+    match a {
+        ActionKind::Start => ScalingActionKind::Start,
+        ActionKind::Stop => ScalingActionKind::Stop,
+        ActionKind::Drain => ScalingActionKind::Drain,
+        ActionKind::Undrain => ScalingActionKind::Undrain,
+        ActionKind::Notify => ScalingActionKind::Notify,
+        ActionKind::Logoff => ScalingActionKind::Logoff,
+    }
+}
+
+fn not_found(name: &str) -> BrokerError {
+    BrokerError::NotFound(format!("scaling plan {name} does not exist"))
+}
