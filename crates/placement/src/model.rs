@@ -943,6 +943,11 @@ pub struct Host {
     /// Derived: the Pending sessions of this host.
     #[serde(skip)]
     pub connecting_sessions: u32,
+    /// Derived: the Disconnected sessions of this host (a scaling plan's
+    /// `ZeroActiveSessions` counts the others without a pass over every
+    /// session, rule A5).
+    #[serde(skip)]
+    pub disconnected_sessions: u32,
     /// Derived: the Server Load Index, 0..=100 or -1 (rules H1–H3), with
     /// the stale-index correction of H7 when the pool sets one.
     #[serde(skip, default = "unknown_index")]

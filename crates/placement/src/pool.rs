@@ -181,6 +181,7 @@ impl Pool {
             h.status = hosts::power_status(&h).unwrap_or(HostStatus::Available);
             h.sessions = 0;
             h.connecting_sessions = 0;
+            h.disconnected_sessions = 0;
             h.logons_since_heartbeat = 0;
             max_seq = max_seq.max(h.seq);
             pool.insert_host(h);

@@ -365,6 +365,7 @@ pub fn host(name: &str, seq: u64) -> Host {
         status: HostStatus::Available,
         sessions: 0,
         connecting_sessions: 0,
+        disconnected_sessions: 0,
         load_index: placement::load_index::UNKNOWN,
         logons_since_heartbeat: 0,
     }

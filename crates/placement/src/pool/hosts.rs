@@ -54,6 +54,7 @@ impl Pool {
                     status: HostStatus::Available,
                     sessions: 0,
                     connecting_sessions: 0,
+                    disconnected_sessions: 0,
                     load_index: load_index::UNKNOWN,
                     logons_since_heartbeat: 0,
                 });

@@ -235,10 +235,14 @@ impl Pool {
     pub(super) fn insert_session(&mut self, s: Session) {
         let seq = self.host_by_name[&s.host];
         let pending = s.state == SessionState::Pending;
+        let disconnected = s.state == SessionState::Disconnected;
         self.update_host(seq, |h| {
             h.sessions += 1;
             if pending {
                 h.connecting_sessions += 1;
+            }
+            if disconnected {
+                h.disconnected_sessions += 1;
             }
         });
         if pending {
@@ -287,10 +291,14 @@ impl Pool {
             }
         }
         if let Some(&seq) = self.host_by_name.get(&s.host) {
+            let disconnected = s.state == SessionState::Disconnected;
             self.update_host(seq, |h| {
                 h.sessions -= 1;
                 if pending {
                     h.connecting_sessions -= 1;
+                }
+                if disconnected {
+                    h.disconnected_sessions -= 1;
                 }
             });
         }

@@ -2,11 +2,9 @@
 //! from the engine's own state, so the simulator (and a broker holding a
 //! `Pool`) build the view from the same counts placement uses.
 
-use std::collections::HashMap;
-
 use super::Pool;
 use crate::autoscale::{ScalingHost, ScalingView};
-use crate::model::{DrainedBy, Host, HostStatus, PowerState, SessionState};
+use crate::model::{DrainedBy, Host, HostStatus, PowerState};
 
 /// What the engine's `Host` does not hold (yet) and the caller knows: its
 /// power state, who drained it and its tags (rules A6, A9).
@@ -19,18 +17,12 @@ pub struct HostPower<'a> {
 
 impl Pool {
     /// The view of this pool, hosts in query order, with `power` telling
-    /// each host's power facts. Costs O(hosts + sessions): meant for one
-    /// evaluation, not for every placement.
+    /// each host's power facts. Costs O(hosts): every count is kept per
+    /// host by the engine as sessions change.
     pub fn scaling_view<'a>(
         &'a self,
         power: impl Fn(&'a Host) -> HostPower<'a>,
     ) -> ScalingView<'a> {
-        let mut active: HashMap<&str, u32> = HashMap::with_capacity(self.hosts.len());
-        for s in self.sessions.values() {
-            if matches!(s.state, SessionState::Active | SessionState::Pending) {
-                *active.entry(s.host.as_str()).or_default() += 1;
-            }
-        }
         let hosts = self
             .hosts
             .values()
@@ -46,7 +38,8 @@ impl Pool {
                     capabilities: &h.spec.capabilities,
                     assigned_user: h.spec.assigned_user.as_deref(),
                     sessions: h.sessions,
-                    active_sessions: active.get(h.spec.name.as_str()).copied().unwrap_or(0),
+                    // Active and Pending: every session not Disconnected.
+                    active_sessions: h.sessions - h.disconnected_sessions,
                 }
             })
             .collect();

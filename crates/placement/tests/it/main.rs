@@ -344,6 +344,15 @@ pub fn assert_consistent(pool: &Pool) {
             "connecting sessions of {}",
             h.spec.name
         );
+        let disconnected = on
+            .iter()
+            .filter(|s| s.state == SessionState::Disconnected)
+            .count();
+        assert_eq!(
+            h.disconnected_sessions as usize, disconnected,
+            "disconnected sessions of {}",
+            h.spec.name
+        );
     }
     let on_known_host = pool
         .sessions()
