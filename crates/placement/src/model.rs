@@ -361,10 +361,26 @@ impl PowerSettings {
             1,
             MAX_POWER_TIMEOUT_SECONDS,
         )?;
-        if self.broadcast_socket().is_none_or(|s| s.port() == 0) {
+        let Some(socket) = self.broadcast_socket().filter(|s| s.port() != 0) else {
             return Err(Error::InvalidParameter(format!(
                 "powerSettings.broadcastAddress: {:?} is not an IPv4 address or ADDRESS:PORT",
                 self.broadcast_address
+            )));
+        };
+        // Wake-on-LAN wakes machines of the farm's own networks: a public
+        // address would make the broker send packets to the internet (or
+        // at someone) on an administrator's say.
+        let ip = *socket.ip();
+        let local = ip.is_private()
+            || ip.is_loopback()
+            || ip.is_link_local()
+            || ip.is_broadcast()
+            || (ip.octets()[0] == 100 && (ip.octets()[1] & 0xc0) == 64); // 100.64.0.0/10
+        if !local {
+            return Err(Error::InvalidParameter(format!(
+                "powerSettings.broadcastAddress: {ip} is not on a private network; give \
+                 255.255.255.255, a private subnet's broadcast address (10.0.1.255) or a \
+                 private host address"
             )));
         }
         match self.driver {

@@ -71,6 +71,15 @@ impl Broker {
         Ok(())
     }
 
+    /// Creates or replaces scaling plan `name`.
+    pub async fn put_scaling_plan(&self, name: &str, plan: &Value) -> anyhow::Result<()> {
+        self.client
+            .send(Method::PUT, &["scalingPlans", name], &[], Some(plan))
+            .await
+            .with_context(|| format!("cannot put the scaling plan {name}"))?;
+        Ok(())
+    }
+
     /// Adds session host `host` at `address` to `pool`.
     pub async fn add_host(&self, pool: &str, host: &str, address: &str) -> anyhow::Result<()> {
         self.client

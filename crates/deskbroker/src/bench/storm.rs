@@ -107,6 +107,13 @@ pub struct StormArgs {
     /// Name of the benchmark pool (replaced if it exists).
     #[arg(long, default_value = "bench-storm")]
     pub pool: String,
+    /// A scaling plan (the API's JSON) put over the benchmark pool once its
+    /// hosts are added, as plan `<pool>-plan` (its `hostPools` are set to
+    /// the pool): the broker's evaluator then runs during the storm, to
+    /// measure what it costs the connects (start the broker with a short
+    /// `--autoscale-interval`).
+    #[arg(long, value_name = "FILE")]
+    pub scaling_plan: Option<std::path::PathBuf>,
     /// `table` (the figures in one row, under a line saying what ran),
     /// `json` (the whole report, latency and errors by code nested) or
     /// `tsv` (the table's row, every figure, no header).
@@ -257,6 +264,16 @@ async fn storm(clients: &[Arc<Broker>], args: &StormArgs) -> anyhow::Result<Valu
     .collect::<Result<Vec<()>, _>>()
     .context("cannot add the benchmark hosts")?;
     bar.finish_and_clear();
+    if let Some(file) = &args.scaling_plan {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let mut plan: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", file.display()))?;
+        plan["hostPools"] = json!([pool]);
+        client
+            .put_scaling_plan(&format!("{pool}-plan"), &plan)
+            .await?;
+    }
     let setup_seconds = setup_started.elapsed().as_secs_f64();
 
     let bar = progress(args.quiet, args.users, "connecting");

@@ -13,18 +13,7 @@ use serde_json::{Value, json};
 use crate::console::{browser, click, count, text, type_into, wait_js, wait_text};
 use crate::{App, eventually};
 
-async fn credential(app: &App, name: &str, role: &str) -> String {
-    app.ok(
-        "POST",
-        "/api/v1/credentials",
-        Some(json!({"name": name, "role": role})),
-        201,
-    )
-    .await["token"]
-        .as_str()
-        .expect("token")
-        .to_string()
-}
+use crate::access::credential;
 
 async fn sign_in_as(c: &fantoccini::Client, app: &App, token: &str) {
     c.goto(&format!("{}/", app.url))
@@ -82,8 +71,8 @@ async fn an_operator_stops_a_host_sees_the_action_and_messages_a_user_a_reader_c
         )
         .await;
     }
-    let reader = credential(&app, "watcher", "reader").await;
-    let operator = credential(&app, "ops", "operator").await;
+    let reader = credential(&app, "watcher", "reader", &[]).await;
+    let operator = credential(&app, "ops", "operator", &[]).await;
     let b = browser().await;
     let c = &b.client;
 

@@ -389,27 +389,21 @@ async fn a9_wake_on_lan_sends_the_magic_packet() {
         "InvalidParameter",
     )
     .await;
-    app.refused(
-        "PATCH",
-        "/api/v1/hostPools/p",
-        Some(json!({"powerSettings": {"broadcastAddress": "not-an-ip"}})),
-        400,
-        "InvalidParameter",
-    )
-    .await;
-}
-
-async fn credential(app: &App, name: &str, role: &str, pools: &[&str]) -> String {
-    let v = app
-        .ok(
-            "POST",
-            "/api/v1/credentials",
-            Some(json!({"name": name, "role": role, "hostPools": pools})),
-            201,
+    // Not an address, and a public one (the broker sends Wake-on-LAN only
+    // to the farm's own networks).
+    for bad in ["not-an-ip", "8.8.8.8", "203.0.113.255:9"] {
+        app.refused(
+            "PATCH",
+            "/api/v1/hostPools/p",
+            Some(json!({"powerSettings": {"broadcastAddress": bad}})),
+            400,
+            "InvalidParameter",
         )
         .await;
-    v["token"].as_str().expect("token").to_string()
+    }
 }
+
+use crate::access::credential;
 
 #[tokio::test]
 async fn t1_a9_operators_start_and_stop_readers_cannot_and_only_a_full_admin_sets_commands() {
