@@ -6,9 +6,10 @@
 #
 #   scripts/bench-storm-cpu.sh BROKER_BINARY LABEL [serve flags…]
 #
-# Prints: LABEL connects/s p99-ms cpu_s=N. The client is BENCH_CLIENT
+# Prints: LABEL connects/s p99-ms cpu_s=N [evaluations=N evaluation_s=S]. The client is BENCH_CLIENT
 # (default target/release/deskbroker); USERS, HOSTS, CONCURRENCY override
-# the storm's size (20000, 200, 16).
+# the storm's size (20000, 200, 16); BENCH_ARGS adds flags to `bench storm`
+# (e.g. `--scaling-plan scripts/bench-plan-all-on.json`).
 set -euo pipefail
 BIN=$1; shift; LABEL=$1; shift
 CLIENT=${BENCH_CLIENT:-target/release/deskbroker}
@@ -23,6 +24,11 @@ cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 TICKS=$(getconf CLK_TCK)
 C0=$(cpu)
 OUT=$("$CLIENT" bench storm --broker "$URL" --token "$T" --hosts "${HOSTS:-200}" \
-    --users "${USERS:-20000}" --concurrency "${CONCURRENCY:-16}" --quiet 2>&1 | tail -1)
+    --users "${USERS:-20000}" --concurrency "${CONCURRENCY:-16}" ${BENCH_ARGS:-} --quiet 2>&1 | tail -1)
 C1=$(cpu)
-echo "$LABEL $(echo "$OUT" | awk '{print $1, $5}') cpu_s=$(awk -v a="$C0" -v b="$C1" -v t="$TICKS" 'BEGIN {printf "%.2f", (b - a) / t}')"
+# Scaling-plan evaluations during the run, when a plan was put (their
+# count, and the seconds they held the pool in all).
+EVALS=$(curl -s -H "Authorization: Bearer $T" "$URL/metrics" |
+  awk '/^deskbroker_autoscale_evaluations_total /{n=$2} /^deskbroker_autoscale_evaluation_seconds_sum /{s=$2}
+       END {if (n) printf " evaluations=%d evaluation_s=%.4f", n, s}')
+echo "$LABEL $(echo "$OUT" | awk '{print $1, $5}') cpu_s=$(awk -v a="$C0" -v b="$C1" -v t="$TICKS" 'BEGIN {printf "%.2f", (b - a) / t}')$EVALS"

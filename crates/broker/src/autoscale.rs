@@ -409,10 +409,15 @@ impl Broker {
                     return Ok(((memory.clone(), Vec::new(), Vec::new()), Vec::new()));
                 }
                 p.set_plan_algorithm(Some(phase.load_balancing_algorithm));
+                let started = std::time::Instant::now();
                 let eval = {
                     let view = p.scaling_view(host_power);
                     evaluate(&view, phase, &memory, now)
                 };
+                // The time the evaluation holds the pool (its placements wait).
+                metrics::histogram!("deskbroker_autoscale_evaluation_seconds")
+                    .record(started.elapsed());
+                metrics::counter!("deskbroker_autoscale_evaluations_total").increment(1);
                 let f = &eval.figures;
                 let mut mutations = Vec::new();
                 let mut begun = Vec::new();

@@ -37,6 +37,14 @@ pub fn init() {
 
 fn describe() {
     metrics::describe_counter!(
+        "deskbroker_autoscale_evaluations_total",
+        "Scaling-plan evaluations of a pool (rules A1-A7)."
+    );
+    metrics::describe_histogram!(
+        "deskbroker_autoscale_evaluation_seconds",
+        "Time one scaling-plan evaluation holds its pool (the view and the engine's decision)."
+    );
+    metrics::describe_counter!(
         "deskbroker_placements_total",
         "Connects by outcome: placed, reconnect, or the error code."
     );
