@@ -35,7 +35,7 @@ fn spawn_with_front_door(data_dir: &Path, extra: &[&str]) -> (App, String) {
 
 /// A fake RDP host: reads the first PDU, answers `CC` (its "Connection
 /// Confirm"), then echoes. Answers its address.
-async fn echo_host() -> String {
+pub(crate) async fn echo_host() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("addr").to_string();
     tokio::spawn(async move {

@@ -88,6 +88,31 @@ async fn session_of(app: &App, user: &str) -> String {
     }
 }
 
+/// Pool `farm` (BreadthFirst, 10 sessions a host) and a registration token
+/// for its two agents.
+async fn farm(app: &App) -> String {
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "maxSessionLimit": 10, "heartbeatTimeoutSeconds": 60}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/farm/registrationToken",
+        Some(json!({"maxHosts": 2})),
+        200,
+    )
+    .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 fn shown(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
@@ -106,27 +131,7 @@ async fn send(app: &App, token: &str, session: &str, title: &str, message: &str)
 async fn an_operator_messages_a_user_and_only_the_users_host_shows_it() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm",
-        Some(
-            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-                    "maxSessionLimit": 10, "heartbeatTimeoutSeconds": 60}),
-        ),
-        201,
-    )
-    .await;
-    let token = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/farm/registrationToken",
-            Some(json!({"maxHosts": 2})),
-            200,
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = farm(&app).await;
     let (_a1, shown1) = agent(&app, &token, "h1", "alice@contoso.com", dir.path());
     let (_a2, shown2) = agent(&app, &token, "h2", "bob@contoso.com", dir.path());
     let alice = session_of(&app, "alice@contoso.com").await;
@@ -358,27 +363,7 @@ async fn a_ramp_down_notice_reaches_the_drained_hosts_user_through_its_agent() {
         "127.0.0.1:0",
         &["--autoscale-interval", "1s"],
     );
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm",
-        Some(
-            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-                    "maxSessionLimit": 10, "heartbeatTimeoutSeconds": 60}),
-        ),
-        201,
-    )
-    .await;
-    let token = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/farm/registrationToken",
-            Some(json!({"maxHosts": 2})),
-            200,
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = farm(&app).await;
     let (_a1, shown1) = agent(&app, &token, "h1", "alice@contoso.com", dir.path());
     let (_a2, shown2) = agent(&app, &token, "h2", "bob@contoso.com", dir.path());
     session_of(&app, "alice@contoso.com").await;

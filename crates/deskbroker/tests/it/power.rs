@@ -13,8 +13,9 @@ use crate::{App, eventually};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// A command that appends the action and the host to `log`.
-fn append_to(log: &Path) -> String {
+/// A command that appends the action and the host to `log` (also for the
+/// other power tests).
+pub(crate) fn append_to(log: &Path) -> String {
     format!(
         "echo \"$DESKBROKER_ACTION $DESKBROKER_HOST\" >> '{}'",
         log.display()

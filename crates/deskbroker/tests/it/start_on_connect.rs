@@ -12,19 +12,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-use crate::front_door_trust::first_pdu;
+use crate::front_door_trust::{echo_host, first_pdu};
+use crate::power::append_to;
 use crate::{App, TOKEN, eventually};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn append_to(log: &Path) -> String {
-    format!(
-        "echo \"$DESKBROKER_ACTION $DESKBROKER_HOST\" >> '{}'",
-        log.display()
-    )
-}
 
 /// The lines of the power log that start hosts.
 fn starts(log: &Path) -> Vec<String> {
@@ -311,37 +305,6 @@ async fn a8_without_a_power_driver_a_connect_is_refused_as_before() {
         (503, Some("NoSessionHostAvailable"), None),
         "{v}"
     );
-}
-
-/// A fake RDP host: reads the first PDU, answers `CC`, then echoes.
-async fn echo_host() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let address = listener.local_addr().expect("addr").to_string();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut header = [0u8; 4];
-                if s.read_exact(&mut header).await.is_err() {
-                    return;
-                }
-                let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
-                let mut rest = vec![0u8; len.saturating_sub(4)];
-                if s.read_exact(&mut rest).await.is_err() {
-                    return;
-                }
-                if s.write_all(b"CC").await.is_err() {
-                    return;
-                }
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf).await {
-                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    address
 }
 
 fn spawn_front_door(dir: &Path, extra: &[&str]) -> (App, String) {
