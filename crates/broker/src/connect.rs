@@ -304,38 +304,30 @@ impl Broker {
         Ok(())
     }
 
-    /// Issues the connection ticket of `user` in `pool` (rule T3) after
-    /// checking that the user is entitled to it (T2, with the groups the
-    /// caller vouches for); it lives the pool's `ticketLifetimeSeconds`.
-    pub async fn issue_ticket(
-        &self,
-        pool: &str,
-        user: &str,
-        groups: &[String],
-    ) -> Result<String, BrokerError> {
-        placement::validate_user("user", user)?;
-        let lifetime = self
-            .read(pool, |p| {
-                p.check_entitled(user, groups, None)?;
-                Ok(p.config().ticket_lifetime_seconds)
-            })
-            .await?;
-        let expires = (crate::state::now_ms().max(0) as u64 / 1000) + u64::from(lifetime);
-        self.ticket_key
-            .issue(pool, user, expires)
-            .map_err(|e| BrokerError::Invalid(e.to_string()))
-    }
-
     /// The `.rdp` file of `pool` through this broker's RDP front door: with
     /// a user (and the groups the caller vouches for), carrying that user's
-    /// connection ticket (rule T3); without, the pool's routing token (R1).
-    /// The API's `rdpFile` and the user portal both serve this.
+    /// connection ticket (rule T3), issued only when the pool entitles the
+    /// user (T2) and living the pool's `ticketLifetimeSeconds`; without, the
+    /// pool's routing token (R1). The API's `rdpFile` and the user portal
+    /// both serve this.
     pub async fn connection_file(
         &self,
         pool: &str,
         user: Option<(&str, &[String])>,
     ) -> Result<ConnectionFile, BrokerError> {
-        let name = self.read(pool, |p| Ok(p.name().to_string())).await?;
+        if let Some((user, _)) = user {
+            placement::validate_user("user", user)?;
+        }
+        // One look at the pool: its name, and for a ticket the entitlement
+        // and the lifetime.
+        let (name, lifetime) = self
+            .read(pool, |p| {
+                if let Some((user, groups)) = user {
+                    p.check_entitled(user, groups, None)?;
+                }
+                Ok((p.name().to_string(), p.config().ticket_lifetime_seconds))
+            })
+            .await?;
         let front_door = self
             .rdp_front_door
             .read()
@@ -348,8 +340,12 @@ impl Broker {
             })?;
         let body = match user {
             None => api::rdp_file::rdp_file(&front_door, &name),
-            Some((user, groups)) => {
-                let ticket = self.issue_ticket(&name, user, groups).await?;
+            Some((user, _)) => {
+                let expires = (crate::state::now_ms().max(0) as u64 / 1000) + u64::from(lifetime);
+                let ticket = self
+                    .ticket_key
+                    .issue(&name, user, expires)
+                    .map_err(|e| BrokerError::Invalid(e.to_string()))?;
                 api::rdp_file::rdp_file_with_ticket(&front_door, &ticket)
             }
         };

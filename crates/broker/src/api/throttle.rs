@@ -119,12 +119,12 @@ pub struct Throttle {
     unauthenticated: Bounded<IpAddr>,
     /// `--api-rate-limit`: per credential and per source; None when 0.
     authenticated: Option<Authenticated>,
-    /// Credentials with a `rateLimitPerSecond` of their own, keyed by
-    /// name and limit (a credential made anew with another limit gets a
-    /// fresh budget). At most [`MAX_TRACKED_SOURCES`]; past it, the map
-    /// starts afresh.
+    /// Credentials with a `rateLimitPerSecond` of their own, by name, with
+    /// the limit their budget was made for (a credential made anew with
+    /// another limit gets a fresh budget). At most [`MAX_TRACKED_SOURCES`];
+    /// past it, the map starts afresh.
     own: std::sync::Mutex<
-        std::collections::HashMap<(String, u32), governor::DefaultDirectRateLimiter>,
+        std::collections::HashMap<String, (u32, governor::DefaultDirectRateLimiter)>,
     >,
 }
 
@@ -168,17 +168,21 @@ impl Throttle {
         n: NonZeroU32,
     ) -> Result<(), governor::NotUntil<<DefaultClock as Clock>::Instant>> {
         let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (name.to_string(), n.get());
-        if !own.contains_key(&key) && own.len() >= MAX_TRACKED_SOURCES {
+        // The usual case, looked up without allocating: a budget made for
+        // this limit.
+        if let Some((limit, budget)) = own.get(name)
+            && *limit == n.get()
+        {
+            return budget.check();
+        }
+        if !own.contains_key(name) && own.len() >= MAX_TRACKED_SOURCES {
             own.clear();
         }
-        own.entry(key)
-            .or_insert_with(|| {
-                RateLimiter::direct(
-                    Quota::per_second(n).allow_burst(n.saturating_mul(BURST_FACTOR)),
-                )
-            })
-            .check()
+        let budget =
+            RateLimiter::direct(Quota::per_second(n).allow_burst(n.saturating_mul(BURST_FACTOR)));
+        let answer = budget.check();
+        own.insert(name.to_string(), (n.get(), budget));
+        answer
     }
 
     /// Who the request's credential is, if the broker knows it (admin
