@@ -629,6 +629,16 @@ async fn a_pool_that_does_not_allow_the_front_door_cannot_be_named() {
     .await
     .expect("write");
     assert_closed(&mut c).await;
+    // A ticket the broker signed does not open such a pool either (R3):
+    // the front door asks nobody to place.
+    let ticket = api::ticket::TicketKey::derive("the broker's secret")
+        .issue("private1", "alice", 4_000_000_000)
+        .expect("fits");
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&build_pdu(Some(ticket.as_bytes()), None, None))
+        .await
+        .expect("write");
+    assert_closed(&mut c).await;
     assert_eq!(placer.events(), vec![]);
     assert!(seen1.try_recv().is_err());
 }
