@@ -233,6 +233,18 @@ impl Pool {
         std::mem::take(&mut self.changes)
     }
 
+    /// What every operation since the last `take_changes` or
+    /// `clear_changes` changed, left in place.
+    pub fn changes(&self) -> &[Change] {
+        &self.changes
+    }
+
+    /// Forgets the changes, keeping their buffer: a caller that persists
+    /// nothing (the simulator, after every operation) allocates none.
+    pub fn clear_changes(&mut self) {
+        self.changes.clear();
+    }
+
     /// Hosts in query order.
     pub fn hosts(&self) -> impl Iterator<Item = &Host> {
         self.hosts.values()

@@ -209,15 +209,18 @@ impl Picker {
         if self.keys.len() <= i {
             self.keys.resize(i + 1, None);
         }
+        let now = host.map(|h| (load_key(h), h.connecting_sessions < CONCURRENT_LOGON_TOLERANCE));
+        if self.keys[i] == now {
+            // Most heartbeats leave a host where it was in both orders.
+            return;
+        }
         if let Some((key, calm)) = self.keys[i].take() {
             self.by_load.remove(&key);
             if calm {
                 self.calm_by_load.remove(&key);
             }
         }
-        if let Some(h) = host {
-            let key = load_key(h);
-            let calm = h.connecting_sessions < CONCURRENT_LOGON_TOLERANCE;
+        if let Some((key, calm)) = now {
             self.by_load.insert(key);
             if calm {
                 self.calm_by_load.insert(key);

@@ -9,7 +9,8 @@
 //! with its own pool and model); results come back in the order asked.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use placement::{
@@ -77,6 +78,61 @@ struct HostBuild {
 
 fn host_name(i: u32) -> String {
     format!("h{:05}", i + 1)
+}
+
+/// Writes the engine id of the simulator's session number `n` into `out`.
+fn session_id(out: &mut String, n: u64) {
+    out.clear();
+    write!(out, "s{n}").expect("writing to a String cannot fail");
+}
+
+/// The number of the simulator's session named `id` (see [`session_id`]).
+fn session_number(id: &str) -> u64 {
+    id[1..]
+        .parse::<u64>()
+        .expect("the simulator names its sessions")
+}
+
+/// The simulator's live engine sessions: the user of each, by session
+/// number (numbers are dense: one per placement).
+#[derive(Debug, Default)]
+struct SessionTable {
+    users: Vec<u32>,
+    live: usize,
+}
+
+/// A number whose session has ended (or was never placed).
+const NO_USER: u32 = u32::MAX;
+
+impl SessionTable {
+    fn insert(&mut self, n: u64, user: u32) {
+        let i = n as usize;
+        if self.users.len() <= i {
+            self.users.resize(i + 1, NO_USER);
+        }
+        debug_assert_eq!(self.users[i], NO_USER, "session numbers are not reused");
+        self.users[i] = user;
+        self.live += 1;
+    }
+
+    /// Forgets a session; its user, if it was live.
+    fn remove(&mut self, n: u64) -> Option<u32> {
+        let slot = self.users.get_mut(n as usize)?;
+        if *slot == NO_USER {
+            return None;
+        }
+        self.live -= 1;
+        Some(std::mem::replace(slot, NO_USER))
+    }
+
+    fn len(&self) -> usize {
+        self.live
+    }
+
+    /// The users of the live sessions, by session number.
+    fn users(&self) -> impl Iterator<Item = u32> + '_ {
+        self.users.iter().copied().filter(|&u| u != NO_USER)
+    }
 }
 
 fn host_index(name: &str) -> u32 {
@@ -273,6 +329,17 @@ enum Ev {
     WaitRetry(u32),
 }
 
+/// Where the event loop takes its next event from.
+#[derive(Clone, Copy, Debug)]
+enum Next {
+    /// The scenario's next user action.
+    Action,
+    /// The first of `Sim::samples`.
+    Sample,
+    /// The first of `Sim::queue`.
+    Queued,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Absent,
@@ -292,8 +359,9 @@ enum State {
 
 struct User {
     state: State,
-    /// The engine's session of this user, if the engine has one.
-    session: Option<String>,
+    /// The engine's session of this user, if the engine has one: its
+    /// number (the engine's id is `s` and the number, [`session_id`]).
+    session: Option<u64>,
     /// On the engine's host (the session may outlive the sim's view: Lost).
     session_host: u32,
     disconnect_after_logon: bool,
@@ -312,10 +380,22 @@ struct Sim<'a> {
     picker: Option<Picker>,
     hosts: Vec<SimHost>,
     users: Vec<User>,
-    /// Live engine session id → user.
-    sessions: HashMap<String, u32>,
+    /// Live engine sessions → their users.
+    sessions: SessionTable,
     next_session: u64,
+    /// The engine id of the session an operation is about (`s` and its
+    /// number), written here so that no operation allocates one.
+    id: String,
+    /// Every event but the scenario's user actions and the samples.
     queue: BinaryHeap<Reverse<(i64, u64, Ev)>>,
+    /// The hosts' next samples as (time, order of scheduling, host). A
+    /// sample schedules the host's next one a fixed interval later, and
+    /// samples run in (time, order), so the queue stays sorted by pushing
+    /// at the back: a FIFO does what the heap did for them, in O(1).
+    samples: VecDeque<(i64, u64, u32)>,
+    /// The numbers of the sessions the engine ended in one operation (a
+    /// buffer kept between operations).
+    ended: Vec<u64>,
     order: u64,
     now_ms: i64,
     rng: SmallRng,
@@ -383,9 +463,12 @@ impl<'a> Sim<'a> {
             picker: (!policy.is_engine()).then(|| Picker::new(policy, cfg.seed)),
             hosts,
             users,
-            sessions: HashMap::new(),
+            sessions: SessionTable::default(),
             next_session: 1,
+            id: String::new(),
             queue: BinaryHeap::new(),
+            samples: VecDeque::with_capacity(world.hosts.len()),
+            ended: Vec::new(),
             order: 0,
             now_ms: 0,
             rng: SmallRng::seed_from_u64(cfg.seed ^ 0x0012_E7F1),
@@ -426,13 +509,18 @@ impl<'a> Sim<'a> {
             let (cpu, memory) = sim.hosts[i as usize].sample(0);
             sim.heartbeat(i, cpu, memory)?;
         }
-        sim.pool.take_changes();
+        sim.pool.clear_changes();
         for &(t, h, a) in &world.scenario.host_actions {
             sim.push(t, Ev::Host(h, a));
         }
+        // The first samples are at each host's phase, so they are sorted
+        // once; every later one is pushed in the order they run (see
+        // `samples`).
         for (i, h) in world.hosts.iter().enumerate() {
-            sim.push(h.phase_ms, Ev::Sample(i as u32));
+            sim.order += 1;
+            sim.samples.push_back((h.phase_ms, sim.order, i as u32));
         }
+        sim.samples.make_contiguous().sort_unstable();
         sim.push(OBSERVE_MS, Ev::Observe);
         if sim.power.is_some() {
             sim.push(0, Ev::Evaluate);
@@ -451,6 +539,17 @@ impl<'a> Sim<'a> {
         self.queue.push(Reverse((t, self.order, ev)));
     }
 
+    /// Schedules host `h`'s sample at `t`, in the same order of scheduling
+    /// as every other event.
+    fn push_sample(&mut self, t: i64, h: u32) {
+        self.order += 1;
+        debug_assert!(
+            self.samples.back().is_none_or(|&b| b < (t, self.order, h)),
+            "samples are pushed in the order they run"
+        );
+        self.samples.push_back((t, self.order, h));
+    }
+
     fn run(mut self) -> Result<(PolicyResult, Vec<LoggedOp>), SimError> {
         let end = self.world.scenario.end_ms;
         // The scenario's user actions are sorted already: they are merged
@@ -459,21 +558,37 @@ impl<'a> Sim<'a> {
         let actions = &self.world.scenario.user_actions;
         let mut next_action = 0;
         loop {
+            // The next event: a user action first at equal times, else the
+            // earlier of the next sample and the queue's first, by (time,
+            // order of scheduling).
             let action_at = actions.get(next_action).map(|a| a.0);
-            let queued_at = self.queue.peek().map(|Reverse((t, _, _))| *t);
-            let take_action = match (action_at, queued_at) {
-                (Some(a), Some(q)) => a <= q,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
+            let queued = self.queue.peek().map(|Reverse((t, o, _))| (*t, *o));
+            let sample = self.samples.front().map(|&(t, o, _)| (t, o));
+            let other = match (queued, sample) {
+                (Some(q), Some(s)) if s < q => Some((s.0, Next::Sample)),
+                (Some(q), _) => Some((q.0, Next::Queued)),
+                (None, Some(s)) => Some((s.0, Next::Sample)),
+                (None, None) => None,
+            };
+            let next = match (action_at, other) {
+                (Some(a), Some((o, _))) if a <= o => Next::Action,
+                (Some(_), None) => Next::Action,
+                (_, Some((_, n))) => n,
                 (None, None) => break,
             };
-            let (t, ev) = match take_action {
-                true => {
+            let (t, ev) = match next {
+                Next::Action => {
                     let (t, u, a) = actions[next_action];
                     next_action += 1;
                     (t, Ev::User(u, a))
                 }
-                false => {
+                Next::Sample => {
+                    let Some((t, _, h)) = self.samples.pop_front() else {
+                        unreachable!("peeked")
+                    };
+                    (t, Ev::Sample(h))
+                }
+                Next::Queued => {
                     let Some(Reverse((t, _, ev))) = self.queue.pop() else {
                         unreachable!("peeked")
                     };
@@ -532,12 +647,15 @@ impl<'a> Sim<'a> {
     /// Reads what the engine changed by itself (S4 expiry, removal with
     /// force) and keeps the simulator's view the same.
     fn engine_changes(&mut self) {
-        for c in self.pool.take_changes() {
-            let Change::SessionEnded(id) = c else {
-                continue;
-            };
+        let mut ended = std::mem::take(&mut self.ended);
+        ended.extend(self.pool.changes().iter().filter_map(|c| match c {
+            Change::SessionEnded(id) => Some(session_number(id)),
+            _ => None,
+        }));
+        self.pool.clear_changes();
+        for &n in &ended {
             // Sessions the simulator ended itself were forgotten before.
-            let Some(u) = self.sessions.remove(&id) else {
+            let Some(u) = self.sessions.remove(n) else {
                 continue;
             };
             let user = &mut self.users[u as usize];
@@ -555,6 +673,8 @@ impl<'a> Sim<'a> {
                 State::Absent => self.acc.expired += 1,
             }
         }
+        ended.clear();
+        self.ended = ended;
     }
 
     /// Tells a load-based reference pick that a host's index, sessions or
@@ -631,7 +751,7 @@ impl<'a> Sim<'a> {
                 .push(LoggedOp::Heartbeat(name.clone(), metrics.clone(), now));
         }
         self.pool.heartbeat(name, metrics, now)?;
-        self.pool.take_changes();
+        self.pool.clear_changes();
         self.touch(h);
         Ok(())
     }
@@ -647,7 +767,7 @@ impl<'a> Sim<'a> {
             self.heartbeat(h, cpu, memory)?;
         }
         let next = self.now_ms + i64::from(self.cfg.sample_seconds) * SECOND;
-        self.push(next, Ev::Sample(h));
+        self.push_sample(next, h);
         Ok(())
     }
 
@@ -709,7 +829,7 @@ impl<'a> Sim<'a> {
                 spec.allow_new_session = a == HostAction::Undrain;
                 self.record(|| LoggedOp::Upsert(spec.clone(), now));
                 self.pool.upsert_host(spec, now)?;
-                self.pool.take_changes();
+                self.pool.clear_changes();
                 self.touch(h);
                 if let Some(p) = &mut self.power {
                     p.operator_drain(h, a == HostAction::Drain);
@@ -765,8 +885,8 @@ impl<'a> Sim<'a> {
                     State::LoggingOn { .. } => user.disconnect_after_logon = true,
                     State::Active { host } => {
                         user.state = State::Disconnected { host };
-                        let id = user.session.clone().expect("an Active user has a session");
-                        self.set_state(&id, SessionState::Disconnected, host)?;
+                        let n = user.session.expect("an Active user has a session");
+                        self.set_state(n, SessionState::Disconnected, host)?;
                         self.resettle(u, host, true);
                     }
                     _ => {}
@@ -776,14 +896,14 @@ impl<'a> Sim<'a> {
             UserAction::Logoff => {
                 let user = &self.users[u as usize];
                 let state = user.state;
-                let Some(id) = user.session.clone() else {
+                let Some(n) = user.session else {
                     return Ok(());
                 };
                 if state == State::Lost {
                     // Nothing to log off from: the host is gone.
                     return Ok(());
                 }
-                self.end_session(u, &id)?;
+                self.end_session(u, n)?;
                 self.acc.logged_off += 1;
                 self.release(u, state);
                 self.users[u as usize].state = State::Absent;
@@ -795,28 +915,36 @@ impl<'a> Sim<'a> {
     /// Logs a session off in the engine (logoff, or release by the front
     /// door); the simulator forgets it first so the change is not counted
     /// as the engine's own.
-    fn end_session(&mut self, u: u32, id: &str) -> Result<(), SimError> {
-        self.sessions.remove(id);
+    fn end_session(&mut self, u: u32, n: u64) -> Result<(), SimError> {
+        self.sessions.remove(n);
         self.users[u as usize].session = None;
-        self.record(|| LoggedOp::Logoff(id.to_string()));
-        self.pool.logoff(id)?;
+        session_id(&mut self.id, n);
+        if self.cfg.record_ops {
+            self.ops.push(LoggedOp::Logoff(self.id.clone()));
+        }
+        self.pool.logoff(&self.id)?;
         self.engine_changes();
         self.touch(self.users[u as usize].session_host);
         Ok(())
     }
 
-    fn set_state(&mut self, id: &str, state: SessionState, host: u32) -> Result<(), SimError> {
+    fn set_state(&mut self, n: u64, state: SessionState, host: u32) -> Result<(), SimError> {
         let now = self.now();
-        self.record(|| LoggedOp::SetState(id.to_string(), state, now));
-        self.pool.set_session_state(id, state, now)?;
-        self.pool.take_changes();
+        session_id(&mut self.id, n);
+        if self.cfg.record_ops {
+            self.ops
+                .push(LoggedOp::SetState(self.id.clone(), state, now));
+        }
+        self.pool.set_session_state(&self.id, state, now)?;
+        self.pool.clear_changes();
         self.touch(host);
         Ok(())
     }
 
     /// The engine's connect, by the policy's algorithm or pick.
     fn engine_connect(&mut self, u: u32) -> Result<Result<Placement, EngineError>, SimError> {
-        let id = format!("s{}", self.next_session);
+        session_id(&mut self.id, self.next_session);
+        let id = self.id.as_str();
         let name = self.world.scenario.users[u as usize].as_str();
         let req = ConnectRequest {
             user: name,
@@ -826,8 +954,8 @@ impl<'a> Sim<'a> {
         let random = self.pool.counters().placement_random();
         let exclude = self.power.as_ref().map_or(&[][..], |p| p.not_running());
         let answer = match &mut self.picker {
-            None => self.pool.connect_excluding(&req, exclude, now, random, &id),
-            Some(picker) => self.pool.connect_picked(&req, now, &id, |c| picker.pick(c)),
+            None => self.pool.connect_excluding(&req, exclude, now, random, id),
+            Some(picker) => self.pool.connect_picked(&req, now, id, |c| picker.pick(c)),
         };
         if let Ok(p) = &answer {
             self.touch(host_index(&p.host));
@@ -837,7 +965,7 @@ impl<'a> Sim<'a> {
                 user: name.to_string(),
                 now_ms: now,
                 random,
-                session_id: id.clone(),
+                session_id: self.id.clone(),
                 picked: match (&self.picker, &answer) {
                     (Some(_), Ok(p)) if !p.reconnect => Some(p.host.clone()),
                     _ => None,
@@ -885,7 +1013,8 @@ impl<'a> Sim<'a> {
                     return Ok(());
                 }
                 if let State::Disconnected { host } = state {
-                    self.set_state(&p.session_id, SessionState::Active, host)?;
+                    let n = session_number(&p.session_id);
+                    self.set_state(n, SessionState::Active, host)?;
                     self.users[u as usize].state = State::Active { host };
                     self.resettle(u, host, false);
                 }
@@ -895,9 +1024,10 @@ impl<'a> Sim<'a> {
                 self.acc.new_session_attempts += 1;
                 self.acc.placed += 1;
                 let h = host_index(&p.host);
-                self.sessions.insert(p.session_id.clone(), u);
+                let n = session_number(&p.session_id);
+                self.sessions.insert(n, u);
                 let user = &mut self.users[u as usize];
-                user.session = Some(p.session_id.clone());
+                user.session = Some(n);
                 user.session_host = h;
                 user.disconnect_after_logon = false;
                 if let Some(since) = user.waiting_since.take()
@@ -912,7 +1042,7 @@ impl<'a> Sim<'a> {
                     // released and the user tries again.
                     self.failed_attempts += 1;
                     self.acc.released_unreachable += 1;
-                    self.end_session(u, &p.session_id)?;
+                    self.end_session(u, n)?;
                     self.users[u as usize].state = State::Absent;
                     self.retry(u, RELEASE_RETRY_MS);
                     return Ok(());
@@ -966,16 +1096,15 @@ impl<'a> Sim<'a> {
                 continue;
             }
             let disconnect = self.users[u as usize].disconnect_after_logon;
-            let id = self.users[u as usize]
+            let n = self.users[u as usize]
                 .session
-                .clone()
                 .expect("a user logging on has a session");
             let state = if disconnect {
                 SessionState::Disconnected
             } else {
                 SessionState::Active
             };
-            self.set_state(&id, state, host)?;
+            self.set_state(n, state, host)?;
             self.users[u as usize].state = if disconnect {
                 State::Disconnected { host }
             } else {
@@ -1009,7 +1138,7 @@ impl<'a> Sim<'a> {
         }
         // Host by host, the simulator's sessions are the engine's.
         let mut per_host = vec![0u32; self.hosts.len()];
-        for &u in self.sessions.values() {
+        for u in self.sessions.users() {
             per_host[self.users[u as usize].session_host as usize] += 1;
         }
         for h in self.pool.hosts() {

@@ -97,16 +97,61 @@ impl Pool {
     }
 
     /// Sets a session's state; a change of a confirmed session is recorded.
+    ///
+    /// Only what depends on the state moves: the S4 and S9 queues, the
+    /// host's connecting and disconnected counts (through `update_host`,
+    /// which keeps the host's indexes true), and the session's place at the
+    /// end of its user's list, where taking the session out and putting it
+    /// back used to leave it. The session's id, user, host and creation
+    /// time do not change, so the per-user, per-host and creation-time
+    /// indexes keep it where it is: a state change costs no copy of a
+    /// session and no walk of the pool-wide creation-time index.
     fn change_state(&mut self, id: &str, state: SessionState, now_ms: TimestampMs) {
-        if self.sessions[id].state == state {
+        let Some(s) = self.sessions.get_mut(id) else {
+            return;
+        };
+        let (was, since) = (s.state, s.state_since_ms);
+        if was == state {
             return;
         }
-        let s = self.remove_session_entry(id);
-        self.insert_session(Session {
-            state,
-            state_since_ms: now_ms,
-            ..s
-        });
+        s.state = state;
+        s.state_since_ms = now_ms;
+        let key = user_key(&s.user);
+        let host = self.host_by_name.get(&s.host).copied();
+        match was {
+            SessionState::Pending => {
+                self.pending.remove(&(since, id.to_string()));
+            }
+            SessionState::Disconnected => {
+                self.disconnected.remove(&(since, id.to_string()));
+            }
+            SessionState::Active => {}
+        }
+        match state {
+            SessionState::Pending => {
+                self.pending.insert((now_ms, id.to_string()));
+            }
+            SessionState::Disconnected => {
+                self.disconnected.insert((now_ms, id.to_string()));
+            }
+            SessionState::Active => {}
+        }
+        if let Some(ids) = self.user_sessions.get_mut(&key)
+            && let Some(at) = ids.iter().position(|i| i == id)
+        {
+            let moved = ids.remove(at);
+            ids.push(moved);
+        }
+        if let Some(seq) = host {
+            let count = |s: SessionState, of: SessionState| u32::from(s == of);
+            self.update_host(seq, |h| {
+                h.connecting_sessions = h.connecting_sessions + count(state, SessionState::Pending)
+                    - count(was, SessionState::Pending);
+                h.disconnected_sessions = h.disconnected_sessions
+                    + count(state, SessionState::Disconnected)
+                    - count(was, SessionState::Disconnected);
+            });
+        }
         if !self.unconfirmed.contains(id) {
             self.changes.push(Change::Session(id.to_string()));
         }
@@ -242,6 +287,9 @@ impl Pool {
     /// broker places the user by its own rules, and a host's word is not
     /// one of them. The pool then holds at most the session it places.
     pub(super) fn drop_unconfirmed(&mut self, user: &str) {
+        if self.unconfirmed.is_empty() {
+            return;
+        }
         let Some(ids) = self.user_sessions.get(&user_key(user)) else {
             return;
         };
