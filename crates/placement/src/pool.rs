@@ -267,7 +267,8 @@ impl Pool {
     /// Whether a session was adopted from its host's list and not yet
     /// confirmed (rule S8): S1 does not use it, and it is not stored.
     pub fn is_unconfirmed(&self, id: &str) -> bool {
-        self.unconfirmed.contains(id)
+        // Almost always none: no hashing then.
+        !self.unconfirmed.is_empty() && self.unconfirmed.contains(id)
     }
 
     /// The host named `name`, or `SessionHostNotFound` saying so.

@@ -241,6 +241,11 @@ pub fn run(cfg: &SimConfig, progress: &Progress) -> Result<Report, SimError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(runs.len());
+    // Threads take runs from a shared queue, the costliest first (longest
+    // processing time first), so that no thread is left with a long run
+    // while the others have finished; results keep the order asked.
+    let mut queue: Vec<usize> = (0..runs.len()).collect();
+    queue.sort_by_key(|&i| Reverse(runs[i].0.relative_cost()));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut slots: Vec<Option<Result<PolicyResult, SimError>>> =
         (0..runs.len()).map(|_| None).collect();
@@ -249,10 +254,10 @@ pub fn run(cfg: &SimConfig, progress: &Progress) -> Result<Report, SimError> {
         for _ in 0..threads {
             s.spawn(|| {
                 loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(policy, with_plan)) = runs.get(i) else {
+                    let Some(&i) = queue.get(next.fetch_add(1, Ordering::Relaxed)) else {
                         break;
                     };
+                    let (policy, with_plan) = runs[i];
                     let r =
                         Sim::new(cfg, &world, policy, with_plan, progress).and_then(|s| s.run());
                     done.lock()

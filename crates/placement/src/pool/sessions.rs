@@ -88,7 +88,7 @@ impl Pool {
             ));
         }
         self.find_session(id)?;
-        let confirmed = self.unconfirmed.remove(id);
+        let confirmed = self.is_unconfirmed(id) && self.unconfirmed.remove(id);
         self.change_state(id, state, now_ms);
         if confirmed {
             self.changes.push(Change::Session(id.to_string()));
@@ -152,7 +152,7 @@ impl Pool {
                     - count(was, SessionState::Disconnected);
             });
         }
-        if !self.unconfirmed.contains(id) {
+        if !self.is_unconfirmed(id) {
             self.changes.push(Change::Session(id.to_string()));
         }
     }
@@ -314,7 +314,7 @@ impl Pool {
     /// recorded.
     pub(super) fn end_session(&mut self, id: &str) {
         self.remove_session_entry(id);
-        if !self.unconfirmed.remove(id) {
+        if !(self.is_unconfirmed(id) && self.unconfirmed.remove(id)) {
             self.changes.push(Change::SessionEnded(id.to_string()));
         }
     }
