@@ -64,6 +64,7 @@ pub enum LoggedOp {
 struct World {
     scenario: Scenario,
     hosts: Vec<HostBuild>,
+    names: HostNames,
     costs: Vec<UserCost>,
     limit: u32,
     model: HostModel,
@@ -76,8 +77,56 @@ struct HostBuild {
     phase_ms: i64,
 }
 
+/// Every host's name ([`host_name`]) in one buffer: the names the engine
+/// is given on every heartbeat are read from a few cache lines all hosts
+/// share, not from an allocation of each host's own.
+struct HostNames {
+    text: String,
+    /// Where each name ends in `text`.
+    ends: Vec<usize>,
+}
+
+impl HostNames {
+    fn new(hosts: u32) -> HostNames {
+        let mut names = HostNames {
+            text: String::new(),
+            ends: Vec::with_capacity(hosts as usize),
+        };
+        for i in 0..hosts {
+            names.text.push_str(&host_name(i));
+            names.ends.push(names.text.len());
+        }
+        names
+    }
+
+    fn get(&self, h: u32) -> &str {
+        let h = h as usize;
+        let start = if h == 0 { 0 } else { self.ends[h - 1] };
+        &self.text[start..self.ends[h]]
+    }
+}
+
 fn host_name(i: u32) -> String {
     format!("h{:05}", i + 1)
+}
+
+/// The minimum, the 50th and 90th percentiles and the maximum of a
+/// non-empty `values`: the elements a sort by `f64::total_cmp` would put
+/// at `(len - 1) * p / 100`, found by selection instead of a sort (values
+/// equal in that order are the same bits, so the answer is the sort's).
+/// Reorders `values`.
+fn quantiles(values: &mut [f64]) -> [f64; 4] {
+    let at = |p: usize| ((values.len() - 1) * p) / 100;
+    let (k50, k90) = (at(50), at(90));
+    let (below, &mut p90, _) = values.select_nth_unstable_by(k90, f64::total_cmp);
+    let p50 = if k50 == k90 {
+        p90
+    } else {
+        *below.select_nth_unstable_by(k50, f64::total_cmp).1
+    };
+    let min = values.iter().copied().min_by(f64::total_cmp).unwrap_or(p50);
+    let max = values.iter().copied().max_by(f64::total_cmp).unwrap_or(p90);
+    [min, p50, p90, max]
 }
 
 /// Writes the engine id of the simulator's session number `n` into `out`.
@@ -164,7 +213,7 @@ impl World {
             is_small[order[i]] = true;
         }
         let interval = i64::from(cfg.sample_seconds) * SECOND;
-        let hosts = is_small
+        let hosts: Vec<HostBuild> = is_small
             .iter()
             .map(|&s| HostBuild {
                 vcpus: if s {
@@ -208,6 +257,7 @@ impl World {
         });
         World {
             scenario,
+            names: HostNames::new(hosts.len() as u32),
             hosts,
             costs,
             limit,
@@ -688,8 +738,7 @@ impl<'a> Sim<'a> {
         if let Some(p) = &mut self.picker
             && p.needs_load()
         {
-            let name = &self.hosts[h as usize].name;
-            let host = self.pool.host(name);
+            let host = self.pool.host(self.world.names.get(h));
             p.refresh(u64::from(h) + 1, host);
         }
     }
@@ -749,11 +798,11 @@ impl<'a> Sim<'a> {
             memory_percent: Some(memory),
             ..HostMetrics::default()
         };
-        let name = &self.hosts[h as usize].name;
+        let name = self.world.names.get(h);
         let now = self.now();
         if self.cfg.record_ops {
             self.ops
-                .push(LoggedOp::Heartbeat(name.clone(), metrics.clone(), now));
+                .push(LoggedOp::Heartbeat(name.to_string(), metrics.clone(), now));
         }
         self.pool.heartbeat(name, metrics, now)?;
         self.pool.clear_changes();
@@ -805,17 +854,16 @@ impl<'a> Sim<'a> {
         self.observations += 1;
         if !cpu.is_empty() {
             let mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
-            cpu.sort_by(f64::total_cmp);
-            let q = |p: usize| cpu[((cpu.len() - 1) * p) / 100];
+            let [min, p50, p90, max] = quantiles(&mut cpu);
             if in_use > 0 {
-                self.imbalance_sum += q(100) - mean;
+                self.imbalance_sum += max - mean;
                 self.busy_observations += 1;
             }
             self.series.minute.push((self.now_ms / OBSERVE_MS) as u32);
-            self.series.min.push(q(0) as f32);
-            self.series.p50.push(q(50) as f32);
-            self.series.p90.push(q(90) as f32);
-            self.series.max.push(q(100) as f32);
+            self.series.min.push(min as f32);
+            self.series.p50.push(p50 as f32);
+            self.series.p90.push(p90 as f32);
+            self.series.max.push(max as f32);
         }
         let (minute, sessions) = ((self.now_ms / OBSERVE_MS) as u32, self.pool.session_count());
         if let Some(p) = &mut self.power {
@@ -1195,5 +1243,34 @@ impl<'a> Sim<'a> {
             host_series: std::mem::take(&mut self.host_series),
         };
         Ok((result, self.ops))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantiles;
+    use rand::rngs::SmallRng;
+    use rand::{RngExt, SeedableRng};
+
+    /// Selection answers what the sort it replaced answered, bit for bit,
+    /// with ties, zeros of both signs and every length up to a few hosts.
+    #[test]
+    fn quantiles_are_the_sorted_elements() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        for len in 1..300 {
+            let mut v: Vec<f64> = (0..len)
+                .map(|_| match rng.random_range(0..4) {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 => f64::from(rng.random_range(0..5u32)),
+                    _ => rng.random_range(0.0..200.0),
+                })
+                .collect();
+            let mut sorted = v.clone();
+            sorted.sort_by(f64::total_cmp);
+            let q = |p: usize| sorted[((len - 1) * p) / 100].to_bits();
+            let got = quantiles(&mut v).map(f64::to_bits);
+            assert_eq!(got, [q(0), q(50), q(90), q(100)], "{len} values");
+        }
     }
 }
