@@ -303,10 +303,7 @@ pub fn run(cfg: &SimConfig, progress: &Progress) -> Result<Report, SimError> {
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
-                loop {
-                    let Some(&i) = queue.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        break;
-                    };
+                while let Some(&i) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let (policy, with_plan) = runs[i];
                     let r =
                         Sim::new(cfg, &world, policy, with_plan, progress).and_then(|s| s.run());
