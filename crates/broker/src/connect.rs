@@ -392,6 +392,27 @@ impl Broker {
         self.write(pool, |p, _| Ok(p.logoff(id)?)).await
     }
 
+    /// The RDP front door's mark of a session it relays: `Some(state)`
+    /// sets it, `None` ends the session (one that never logged on, or that
+    /// the connection could not use). Relaxed: queued in order, answered
+    /// without waiting for the commit (see `crate::writer`), so no relayed
+    /// connection waits for its own bookkeeping.
+    pub async fn mark_relayed_session(
+        &self,
+        pool: &str,
+        id: &str,
+        state: Option<SessionState>,
+    ) -> Result<(), BrokerError> {
+        self.write_relaxed(pool, |p, now| {
+            match state {
+                Some(state) => p.set_session_state(id, state, now)?,
+                None => p.logoff(id)?,
+            }
+            Ok(())
+        })
+        .await
+    }
+
     /// The name of the host of `pool` registered with `address` (an RDP
     /// redirection cookie names a host by address, rule R3).
     pub async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, BrokerError> {

@@ -166,6 +166,12 @@ impl Pool {
 
     /// Rebuilds a pool from what the store kept. Session counts, statuses
     /// and indexes are derived here; sessions on unknown hosts are skipped.
+    /// A Pending session's timeout (S4) counts from `started_ms` at the
+    /// earliest: the last marks before a crash may be lost (the front door
+    /// does not wait for them), so a session the store still holds as
+    /// Pending may be a connected user's, and it gets a whole
+    /// `pendingTimeout` for the host's agent to report it or the user to
+    /// reconnect before it is expired as stale.
     pub fn restore(
         config: PoolConfig,
         counters: PoolCounters,
@@ -187,7 +193,10 @@ impl Pool {
             pool.insert_host(h);
         }
         pool.next_seq = counters.next_seq.max(max_seq + 1);
-        for s in sessions {
+        for mut s in sessions {
+            if s.state == SessionState::Pending {
+                s.state_since_ms = s.state_since_ms.max(started_ms);
+            }
             if pool.host_by_name.contains_key(&s.host) {
                 pool.insert_session(s);
             }

@@ -290,3 +290,32 @@ fn s9_the_lifetimes_survive_a_restore() {
     restored.tick(w.now_ms + 60 * SECOND_MS);
     assert!(restored.session(&id).is_none());
 }
+
+/// A restart rebuilds the engine from the store, where the last marks
+/// before a crash may be missing (the front door does not wait for them):
+/// a session kept as Pending may be a connected user's. Its timeout counts
+/// from the restart, so the host's agent or the user has a whole
+/// `pendingTimeout` to confirm it; other states keep their times.
+#[test]
+fn s4_a_restart_gives_pending_sessions_a_whole_timeout_from_the_restart() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    let pending = w.connect("alice@x", 0).unwrap().session_id;
+    let active = w.connect("bob@x", 0).unwrap().session_id;
+    w.set_state(&active, SessionState::Active);
+    let timeout_ms = i64::from(w.pool.config().pending_timeout_seconds) * SECOND_MS;
+    let restart_ms = w.now_ms + 10 * timeout_ms; // long after alice's timeout
+    let mut p = placement::Pool::restore(
+        w.pool.config().clone(),
+        w.pool.counters(),
+        w.pool.hosts().cloned().collect(),
+        w.pool.sessions().cloned().collect(),
+        restart_ms,
+    );
+    assert_eq!(p.session(&pending).unwrap().state_since_ms, restart_ms);
+    assert_eq!(p.session(&active).unwrap().state_since_ms, w.now_ms);
+    p.tick(restart_ms + timeout_ms - 1);
+    assert!(p.session(&pending).is_some(), "kept for a whole timeout");
+    p.tick(restart_ms + timeout_ms);
+    assert!(p.session(&pending).is_none(), "then stale, as before (S4)");
+    assert!(p.session(&active).is_some());
+}
