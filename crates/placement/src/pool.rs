@@ -19,6 +19,7 @@ use crate::model::*;
 
 mod hosts;
 mod index;
+mod open;
 mod picked;
 mod placement;
 mod scaling;
@@ -26,6 +27,7 @@ mod sessions;
 mod settings;
 
 use index::Buckets;
+use open::OpenHosts;
 pub use picked::Candidates;
 pub use scaling::HostPower;
 pub use sessions::{MAX_REPORTED_SESSIONS, Reconciled, RefusalReason, RefusedSession};
@@ -100,10 +102,11 @@ pub struct Pool {
     owners: HashMap<String, BTreeSet<u64>>,
     /// Capability → how many hosts offer it, for the fast path of `requires`.
     capability_hosts: HashMap<String, usize>,
-    /// Hosts that allow new sessions and are available, as
+    /// Hosts that allow new sessions and are available, ranked by
     /// `(sessions, seq)`: the limit is applied at query time as a prefix.
-    open: indexset::BTreeSet<(u32, u64)>,
-    /// Personal pools: unassigned hosts that could take their first owner.
+    open: OpenHosts,
+    /// Personal pools: unassigned hosts that could take their first owner
+    /// (empty in pooled pools, whose hosts never have one).
     open_unassigned: BTreeSet<u64>,
     /// Pending sessions as `(state_since_ms, id)`, oldest first (rule S4).
     pending: BTreeSet<(TimestampMs, String)>,
@@ -148,7 +151,7 @@ impl Pool {
             unconfirmed: HashSet::new(),
             owners: HashMap::new(),
             capability_hosts: HashMap::new(),
-            open: indexset::BTreeSet::new(),
+            open: OpenHosts::default(),
             open_unassigned: BTreeSet::new(),
             pending: BTreeSet::new(),
             disconnected: BTreeSet::new(),
