@@ -4,7 +4,7 @@
 //! each change of a host or a session and rebuilt from scratch after a
 //! settings change or a restore.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::Pool;
 use super::open::OpenHosts;
@@ -264,6 +264,12 @@ impl Pool {
 
     pub(super) fn insert_session(&mut self, s: Session) {
         let seq = self.host_by_name[&s.host];
+        self.insert_session_on(seq, s);
+    }
+
+    /// [`Pool::insert_session`] when the caller knows the host's `seq`
+    /// (a placement does): no look-up of the host by name.
+    pub(super) fn insert_session_on(&mut self, seq: u64, s: Session) {
         let pending = s.state == SessionState::Pending;
         let disconnected = s.state == SessionState::Disconnected;
         self.update_host(seq, |h| {
@@ -286,10 +292,16 @@ impl Pool {
             .entry(user_key(&s.user))
             .or_default()
             .push(s.id.clone());
-        self.host_sessions
-            .entry(s.host.clone())
-            .or_default()
-            .insert(s.id.clone());
+        // The host's name is copied only for its first session.
+        match self.host_sessions.get_mut(&s.host) {
+            Some(ids) => {
+                ids.insert(s.id.clone());
+            }
+            None => {
+                self.host_sessions
+                    .insert(s.host.clone(), HashSet::from([s.id.clone()]));
+            }
+        }
         self.sessions.insert(s.id.clone(), s);
     }
 

@@ -333,7 +333,7 @@ impl Pool {
         // (no index key depends on this count, so unindexing stays exact).
         let h = self.hosts.get_mut(&seq).expect("reserve: host exists");
         h.logons_since_heartbeat = h.logons_since_heartbeat.saturating_add(1);
-        let h = &self.hosts[&seq];
+        let h = &*h;
         let placement = Placement {
             session_id: id.to_string(),
             host: h.spec.name.clone(),
@@ -341,14 +341,17 @@ impl Pool {
             reconnect: false,
             state: SessionState::Pending,
         };
-        self.insert_session(Session {
-            id: id.to_string(),
-            host: h.spec.name.clone(),
-            user: user.to_string(),
-            state: SessionState::Pending,
-            create_time_ms: now_ms,
-            state_since_ms: now_ms,
-        });
+        self.insert_session_on(
+            seq,
+            Session {
+                id: id.to_string(),
+                host: placement.host.clone(),
+                user: user.to_string(),
+                state: SessionState::Pending,
+                create_time_ms: now_ms,
+                state_since_ms: now_ms,
+            },
+        );
         self.random_draws += 1;
         if self.config.load_balancer_type == LoadBalancerType::LoadIndex {
             self.last_served_seq = seq;
