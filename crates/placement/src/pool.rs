@@ -12,11 +12,12 @@
 //! caller-picked variant the simulator uses), and `index` (the bookkeeping
 //! that keeps every index true).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::Error;
 use crate::model::*;
 
+mod host_table;
 mod hosts;
 mod index;
 mod open;
@@ -26,6 +27,7 @@ mod scaling;
 mod sessions;
 mod settings;
 
+use host_table::HostTable;
 use index::Buckets;
 use open::OpenHosts;
 pub use picked::Candidates;
@@ -85,7 +87,8 @@ pub struct Pool {
     /// randomness from them, so a restart continues the same sequence.
     random_seed: u64,
     random_draws: u64,
-    hosts: BTreeMap<u64, Host>,
+    /// Hosts by `seq`, iterated in query order.
+    hosts: HostTable,
     host_by_name: HashMap<String, u64>,
     sessions: HashMap<String, Session>,
     /// User key → that user's session ids.
@@ -143,7 +146,7 @@ impl Pool {
             next_seq: 1,
             random_seed,
             random_draws: 0,
-            hosts: BTreeMap::new(),
+            hosts: HostTable::default(),
             host_by_name: HashMap::new(),
             sessions: HashMap::new(),
             user_sessions: HashMap::new(),

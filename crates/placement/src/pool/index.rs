@@ -203,7 +203,7 @@ impl Pool {
         self.open_unassigned.clear();
         self.buckets =
             (self.config.load_balancer_type == LoadBalancerType::LoadIndex).then(Buckets::default);
-        let seqs: Vec<u64> = self.hosts.keys().copied().collect();
+        let seqs: Vec<u64> = self.hosts.keys().collect();
         for seq in seqs {
             self.reindex(seq);
         }
