@@ -500,7 +500,9 @@ impl Window {
     fn new(hosts: usize) -> Window {
         let size = (hosts / 10).max(10);
         Window {
-            users: (0..size).map(|i| format!("bench-user-{i}@contoso.com")).collect(),
+            users: (0..size)
+                .map(|i| format!("bench-user-{i}@contoso.com"))
+                .collect(),
             ids: (0..size).map(|i| format!("bench-session-{i}")).collect(),
             live: vec![false; size],
             next: 0,

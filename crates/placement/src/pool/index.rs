@@ -393,3 +393,39 @@ pub(super) fn reports_custom(h: &Host) -> bool {
         .as_ref()
         .is_some_and(|m| m.custom_load_index.is_some())
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::IndexCounts;
+
+    proptest! {
+        /// The k-th lowest counted index is the k-th of the sorted indexes
+        /// (what the ordered set of `(index, seq)` it replaces answered).
+        #[test]
+        fn kth_lowest_agrees_with_sorting(
+            indexes in proptest::collection::vec(0i32..=100, 0..200),
+            removed in proptest::collection::vec(any::<proptest::sample::Index>(), 0..50),
+        ) {
+            let mut counts = IndexCounts::default();
+            let mut sorted = indexes.clone();
+            for &i in &indexes {
+                counts.insert(i);
+            }
+            for r in removed {
+                if sorted.is_empty() {
+                    break;
+                }
+                let i = sorted.remove(r.index(sorted.len()));
+                counts.remove(i);
+            }
+            sorted.sort_unstable();
+            prop_assert_eq!(counts.len(), sorted.len());
+            for k in 1..=sorted.len() {
+                prop_assert_eq!(counts.kth_lowest(k), Some(sorted[k - 1]));
+            }
+            prop_assert_eq!(counts.kth_lowest(sorted.len() + 1), None);
+        }
+    }
+}
