@@ -12,20 +12,24 @@
 //! caller-picked variant the simulator uses), and `index` (the bookkeeping
 //! that keeps every index true).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::Error;
 use crate::model::*;
 
+mod host_table;
 mod hosts;
 mod index;
+mod open;
 mod picked;
 mod placement;
 mod scaling;
 mod sessions;
 mod settings;
 
+use host_table::HostTable;
 use index::Buckets;
+use open::OpenHosts;
 pub use picked::Candidates;
 pub use scaling::HostPower;
 pub use sessions::{MAX_REPORTED_SESSIONS, Reconciled, RefusalReason, RefusedSession};
@@ -83,7 +87,8 @@ pub struct Pool {
     /// randomness from them, so a restart continues the same sequence.
     random_seed: u64,
     random_draws: u64,
-    hosts: BTreeMap<u64, Host>,
+    /// Hosts by `seq`, iterated in query order.
+    hosts: HostTable,
     host_by_name: HashMap<String, u64>,
     sessions: HashMap<String, Session>,
     /// User key → that user's session ids.
@@ -100,10 +105,11 @@ pub struct Pool {
     owners: HashMap<String, BTreeSet<u64>>,
     /// Capability → how many hosts offer it, for the fast path of `requires`.
     capability_hosts: HashMap<String, usize>,
-    /// Hosts that allow new sessions and are available, as
+    /// Hosts that allow new sessions and are available, ranked by
     /// `(sessions, seq)`: the limit is applied at query time as a prefix.
-    open: indexset::BTreeSet<(u32, u64)>,
-    /// Personal pools: unassigned hosts that could take their first owner.
+    open: OpenHosts,
+    /// Personal pools: unassigned hosts that could take their first owner
+    /// (empty in pooled pools, whose hosts never have one).
     open_unassigned: BTreeSet<u64>,
     /// Pending sessions as `(state_since_ms, id)`, oldest first (rule S4).
     pending: BTreeSet<(TimestampMs, String)>,
@@ -140,7 +146,7 @@ impl Pool {
             next_seq: 1,
             random_seed,
             random_draws: 0,
-            hosts: BTreeMap::new(),
+            hosts: HostTable::default(),
             host_by_name: HashMap::new(),
             sessions: HashMap::new(),
             user_sessions: HashMap::new(),
@@ -148,7 +154,7 @@ impl Pool {
             unconfirmed: HashSet::new(),
             owners: HashMap::new(),
             capability_hosts: HashMap::new(),
-            open: indexset::BTreeSet::new(),
+            open: OpenHosts::default(),
             open_unassigned: BTreeSet::new(),
             pending: BTreeSet::new(),
             disconnected: BTreeSet::new(),
