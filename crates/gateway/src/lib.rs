@@ -11,6 +11,9 @@
 //! - [`front_door`]: the listener and the relay.
 //! - [`redirect`]: the signed msts redirection tokens the front door honours (R3).
 //! - [`sources`]: per-source bounds on handshakes and new sessions.
+//! - [`rd_gateway`]: the RD Gateway: MS-TSGU over HTTPS (WebSocket), the
+//!   access token a ticket, placement at channel create through the same
+//!   [`Placer`], the data relayed untouched.
 //! - [`tsgu`]: MS-TSGU, the RD Gateway protocol (RDP tunnelled in HTTPS):
 //!   its packets, a strict bounded decoder and the gateway's state machine,
 //!   without IO.
@@ -22,6 +25,7 @@
 pub mod front_door;
 pub mod pdu;
 pub mod placer;
+pub mod rd_gateway;
 pub mod redirect;
 pub mod sources;
 pub mod tsgu;

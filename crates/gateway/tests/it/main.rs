@@ -9,6 +9,7 @@ mod front_door;
 mod fuzz;
 mod pdu;
 mod placer;
+mod rd_gateway;
 mod tsgu;
 mod tsgu_props;
 
