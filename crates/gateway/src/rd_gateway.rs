@@ -7,6 +7,7 @@
 //! ```text
 //! accept (≤ max_connections) ─► TLS ─► HTTP request head (httparse, ≤ 8 KiB)
 //!   ─► RDG_OUT_DATA + Upgrade: websocket ─► 101, WebSocket frames carry MS-TSGU packets
+//!      (or RDG_OUT_DATA ─► 200 + seed, paired with RDG_IN_DATA's chunked body)
 //!   ─► handshake (PAA) ─► tunnel create: the access token, a ticket (T3), read (not verified)
 //!   ─► tunnel auth ─► channel create: the resource must be the ticket's pool
 //!   ─► Placer::connect (the broker verifies the ticket, places or reconnects: S1)
@@ -21,12 +22,19 @@
 //! another pool: E_PROXY_RAP_ACCESSDENIED; no host: E_PROXY_TS_CONNECTFAILED),
 //! and no refused connection ever reaches a host.
 //!
-//! Not yet: the legacy `RDG_OUT_DATA`/`RDG_IN_DATA` transport (answered
-//! 404, which FreeRDP takes as "no HTTP transport"), per-source limits,
+//! Both HTTP transports: WebSocket (one connection), and the legacy pair,
+//! `RDG_OUT_DATA` (answered 200 and a 10-byte seed, then the gateway's
+//! packets unframed) and `RDG_IN_DATA` (the client's packets in a chunked
+//! body; FreeRDP 2 first sends an empty request on the same connection),
+//! matched by their `RDG-Connection-Id` (at most
+//! [`MAX_WAITING_OUT_CHANNELS`] OUT channels wait for theirs).
+//!
+//! Not yet: per-source limits,
 //! holding a channel while a host starts (A8: refused as unreachable), and
 //! sharing the front door's table of live sessions (a reconnect to a
 //! session Active elsewhere is relayed, its state left alone, as there).
 
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -37,7 +45,7 @@ use futures_util::{SinkExt, StreamExt};
 use placement::SessionState;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
@@ -91,7 +99,7 @@ impl Default for GatewayConfig {
 pub fn describe_metrics() {
     metrics::describe_counter!(
         "deskbroker_rdg_tunnels_total",
-        "RD Gateway connections by outcome: relayed, bad_request, protocol, token_refused, \
+        "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
          resource_refused, refused, host_unreachable, broker_unreachable, timeout."
     );
     metrics::describe_counter!(
@@ -112,6 +120,7 @@ pub async fn serve<P: Placer>(
 ) {
     describe_metrics();
     let config = Arc::new(config);
+    let pairing = Arc::new(Pairing::default());
     let slots = Arc::new(Semaphore::new(config.max_connections));
     tokio::pin!(shutdown);
     loop {
@@ -138,6 +147,7 @@ pub async fn serve<P: Placer>(
         let placer = placer.clone();
         let config = config.clone();
         let tls = tls.clone();
+        let pairing = pairing.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _ = stream.set_nodelay(true);
@@ -147,7 +157,16 @@ pub async fn serve<P: Placer>(
                 Some(tls) => {
                     match tokio::time::timeout(config.setup_timeout, tls.accept(stream)).await {
                         Ok(Ok(stream)) => {
-                            connection(stream, started, placer.as_ref(), &config, &mut report).await
+                            let stream: BoxIo = Box::new(stream);
+                            connection(
+                                stream,
+                                started,
+                                placer.as_ref(),
+                                &config,
+                                &pairing,
+                                &mut report,
+                            )
+                            .await
                         }
                         Ok(Err(e)) => {
                             report.detail = Some(format!("TLS: {e}"));
@@ -156,7 +175,18 @@ pub async fn serve<P: Placer>(
                         Err(_) => Outcome::Timeout,
                     }
                 }
-                None => connection(stream, started, placer.as_ref(), &config, &mut report).await,
+                None => {
+                    let stream: BoxIo = Box::new(stream);
+                    connection(
+                        stream,
+                        started,
+                        placer.as_ref(),
+                        &config,
+                        &pairing,
+                        &mut report,
+                    )
+                    .await
+                }
             };
             metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => outcome.as_str())
                 .increment(1);
@@ -182,6 +212,9 @@ struct Report {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Outcome {
     Relayed,
+    /// A legacy IN channel, handed to its OUT channel (whose connection
+    /// reports the tunnel).
+    Paired,
     /// Not an RD Gateway request (or TLS failed).
     BadRequest,
     /// A packet out of order, or bytes that are no packet.
@@ -199,6 +232,7 @@ impl Outcome {
     fn as_str(self) -> &'static str {
         match self {
             Outcome::Relayed => "relayed",
+            Outcome::Paired => "paired",
             Outcome::BadRequest => "bad_request",
             Outcome::Protocol => "protocol",
             Outcome::TokenRefused => "token_refused",
@@ -228,15 +262,32 @@ fn log(peer: SocketAddr, outcome: Outcome, duration: Duration, report: &Report) 
     );
 }
 
-/// A WebSocket upgrade request for the gateway, read from its head.
+/// What an RD Gateway request head asks for.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Upgrade {
-    /// `Sec-WebSocket-Key`, as sent (FreeRDP 2's is 15 characters and not
-    /// base64: it is only ever hashed, so any token is taken).
-    pub key: String,
+pub enum Request {
+    /// `RDG_OUT_DATA` with `Upgrade: websocket`: the whole tunnel on this
+    /// connection. The key is taken as sent (FreeRDP 2's is 15 characters
+    /// and not base64: it is only ever hashed).
+    WebSocket { key: String },
+    /// Legacy `RDG_OUT_DATA`: the gateway's half of a tunnel (answered 200,
+    /// a 10-byte seed, then the gateway's packets with no framing).
+    Out { connection_id: String },
+    /// Legacy `RDG_IN_DATA`: the client's half, its packets in the body.
+    In { connection_id: String, body: InBody },
 }
 
-/// Why a request head is not an RD Gateway WebSocket upgrade.
+/// How an `RDG_IN_DATA` request's body is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InBody {
+    /// `Transfer-Encoding: chunked`: the packets, in chunks.
+    Chunked,
+    /// `Content-Length`: that many bytes of packets. FreeRDP 2 first sends
+    /// an empty one (answered 200), then the chunked request on the same
+    /// connection.
+    Length(u64),
+}
+
+/// Why a request head is not an RD Gateway request.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HeadError {
     #[error("the request head is longer than {MAX_HEAD_BYTES} bytes")]
@@ -245,13 +296,16 @@ pub enum HeadError {
     Malformed(String),
     #[error("{0} {1} is not an RD Gateway request")]
     NotGateway(String, String),
-    #[error("the legacy RDG_OUT_DATA/RDG_IN_DATA transport is not served (WebSocket only)")]
-    Legacy,
+    #[error("a legacy request without a usable RDG-Connection-Id")]
+    NoConnectionId,
 }
 
+/// The longest `RDG-Connection-Id` taken (a GUID in braces is 38).
+pub const MAX_CONNECTION_ID_BYTES: usize = 64;
+
 /// Reads an HTTP request head from `bytes`: `Ok(None)` while incomplete,
-/// else the upgrade and how many bytes the head took.
-pub fn parse_head(bytes: &[u8]) -> Result<Option<(Upgrade, usize)>, HeadError> {
+/// else the request and how many bytes the head took.
+pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut request = httparse::Request::new(&mut headers);
     let taken = match request.parse(bytes) {
@@ -279,41 +333,71 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Upgrade, usize)>, HeadError> {
             .and_then(|h| std::str::from_utf8(h.value).ok())
             .map(str::trim)
     };
-    match method {
-        "RDG_OUT_DATA" => {}
-        "RDG_IN_DATA" => return Err(HeadError::Legacy),
+    let connection_id = || {
+        header("RDG-Connection-Id")
+            .filter(|id| {
+                !id.is_empty()
+                    && id.len() <= MAX_CONNECTION_ID_BYTES
+                    && id.bytes().all(|b| b.is_ascii_graphic())
+            })
+            .map(str::to_string)
+            .ok_or(HeadError::NoConnectionId)
+    };
+    let request = match method {
+        "RDG_OUT_DATA" => {
+            let upgrade = header("Upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+            match header("Sec-WebSocket-Key").filter(|k| !k.is_empty() && k.len() <= 64) {
+                Some(key) if upgrade => Request::WebSocket {
+                    key: key.to_string(),
+                },
+                _ => Request::Out {
+                    connection_id: connection_id()?,
+                },
+            }
+        }
+        "RDG_IN_DATA" => {
+            let chunked =
+                header("Transfer-Encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
+            let body = if chunked {
+                InBody::Chunked
+            } else {
+                let length = header("Content-Length").unwrap_or("0");
+                InBody::Length(
+                    length
+                        .parse()
+                        .map_err(|_| HeadError::Malformed(format!("Content-Length {length}")))?,
+                )
+            };
+            Request::In {
+                connection_id: connection_id()?,
+                body,
+            }
+        }
         _ => return Err(not_gateway()),
-    }
-    let upgrade = header("Upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
-    let key = header("Sec-WebSocket-Key").filter(|k| !k.is_empty() && k.len() <= 64);
-    match (upgrade, key) {
-        (true, Some(key)) => Ok(Some((
-            Upgrade {
-                key: key.to_string(),
-            },
-            taken,
-        ))),
-        _ => Err(HeadError::Legacy),
-    }
+    };
+    Ok(Some((request, taken)))
 }
 
-/// Reads the request head off `stream`, within [`MAX_HEAD_BYTES`].
-/// Returns the upgrade and whatever bytes came after the head.
-async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(Upgrade, Vec<u8>), HeadError> {
-    let mut buf = Vec::with_capacity(1024);
+/// Reads a request head off `stream`, after the bytes already read
+/// (`buf`), within [`MAX_HEAD_BYTES`]. Returns the request and whatever
+/// bytes came after the head.
+async fn read_head<S: AsyncRead + Unpin + ?Sized>(
+    stream: &mut S,
+    mut buf: Vec<u8>,
+) -> Result<(Request, Vec<u8>), HeadError> {
     loop {
+        if let Some((request, taken)) = parse_head(&buf)? {
+            return Ok((request, buf.split_off(taken)));
+        }
+        if buf.len() >= MAX_HEAD_BYTES {
+            return Err(HeadError::TooLong);
+        }
         let n = stream
             .read_buf(&mut buf)
             .await
             .map_err(|e| HeadError::Malformed(e.to_string()))?;
         if n == 0 {
             return Err(HeadError::Malformed("closed before the head ended".into()));
-        }
-        if let Some((upgrade, taken)) = parse_head(&buf)? {
-            return Ok((upgrade, buf.split_off(taken)));
-        }
-        if buf.len() >= MAX_HEAD_BYTES {
-            return Err(HeadError::TooLong);
         }
     }
 }
@@ -325,66 +409,393 @@ fn websocket_config() -> WebSocketConfig {
         .max_frame_size(Some(4 * MAX_PACKET_BYTES))
 }
 
-type Ws<S> = WebSocketStream<S>;
+/// A connection's byte stream, TLS or not.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+type BoxIo = Box<dyn Io>;
 
-async fn connection<S, P>(
-    mut stream: S,
+/// Legacy OUT channels waiting for their IN channel, by connection id.
+#[derive(Default)]
+pub struct Pairing {
+    waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<InHalf>>>,
+}
+
+/// The most OUT channels waiting for their IN channel at once.
+pub const MAX_WAITING_OUT_CHANNELS: usize = 256;
+
+/// An IN channel handed to its OUT channel: the stream, the body bytes
+/// already read, and the body's framing.
+struct InHalf {
+    stream: BoxIo,
+    rest: Vec<u8>,
+    body: InBody,
+}
+
+impl Pairing {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<InHalf>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How the tunnel's packets travel.
+enum Link {
+    /// Both ways in binary WebSocket messages on one connection.
+    Ws(Box<WebSocketStream<BoxIo>>),
+    /// The client's packets in the body of `RDG_IN_DATA`, the gateway's raw
+    /// on the `RDG_OUT_DATA` connection.
+    Legacy {
+        out: BoxIo,
+        input: BoxIo,
+        body: BodyReader,
+        buf: Vec<u8>,
+    },
+}
+
+impl Link {
+    /// The client's next bytes of packets; `None` when it has gone.
+    async fn recv(&mut self) -> Result<Option<Vec<u8>>, String> {
+        match self {
+            Link::Ws(ws) => loop {
+                match ws.next().await {
+                    None | Some(Ok(Message::Close(_))) => return Ok(None),
+                    Some(Err(e)) => return Err(format!("websocket: {e}")),
+                    Some(Ok(Message::Binary(bytes))) => return Ok(Some(bytes.to_vec())),
+                    Some(Ok(_)) => {} // ping (answered by the library), pong, text
+                }
+            },
+            Link::Legacy {
+                input, body, buf, ..
+            } => loop {
+                if !buf.is_empty() {
+                    let mut out = Vec::new();
+                    body.feed(buf, &mut out)?;
+                    buf.clear();
+                    if !out.is_empty() {
+                        return Ok(Some(out));
+                    }
+                }
+                if body.done() {
+                    return Ok(None);
+                }
+                buf.reserve(RELAY_BUFFER_BYTES);
+                match input.read_buf(buf).await {
+                    Ok(0) => return Ok(None),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("in channel: {e}")),
+                }
+            },
+        }
+    }
+
+    async fn send(&mut self, bytes: Vec<u8>) -> Result<(), String> {
+        match self {
+            Link::Ws(ws) => ws
+                .send(Message::Binary(Bytes::from(bytes)))
+                .await
+                .map_err(|e| format!("websocket: {e}")),
+            Link::Legacy { out, .. } => out
+                .write_all(&bytes)
+                .await
+                .map_err(|e| format!("out channel: {e}")),
+        }
+    }
+
+    async fn close(&mut self) {
+        match self {
+            Link::Ws(ws) => {
+                let _ = WebSocketStream::close(ws, None).await;
+            }
+            Link::Legacy { out, input, .. } => {
+                let _ = out.shutdown().await;
+                let _ = input.shutdown().await;
+            }
+        }
+    }
+}
+
+/// Reads an `RDG_IN_DATA` body: HTTP/1.1 chunks (RFC 9112 §7.1; sizes of
+/// at most 8 hex digits, lines of at most 64 bytes, extensions ignored,
+/// trailers not read: the last chunk ends the tunnel), or a length.
+#[derive(Debug)]
+pub struct BodyReader {
+    state: BodyState,
+    line: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyState {
+    Size,
+    Data(u64),
+    DataEnd(u8),
+    Identity(u64),
+    Done,
+}
+
+impl BodyReader {
+    pub fn new(body: InBody) -> BodyReader {
+        BodyReader {
+            state: match body {
+                InBody::Chunked => BodyState::Size,
+                InBody::Length(0) => BodyState::Done,
+                InBody::Length(n) => BodyState::Identity(n),
+            },
+            line: Vec::new(),
+        }
+    }
+
+    /// Whether the body has ended.
+    pub fn done(&self) -> bool {
+        self.state == BodyState::Done
+    }
+
+    /// Takes the body's next bytes; appends the payload to `out`. Bytes
+    /// after the end are refused.
+    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        while !input.is_empty() {
+            match self.state {
+                BodyState::Done => return Err("bytes after the end of the body".into()),
+                BodyState::Identity(n) | BodyState::Data(n) => {
+                    let take = (n.min(input.len() as u64)) as usize;
+                    out.extend_from_slice(&input[..take]);
+                    input = &input[take..];
+                    let left = n - take as u64;
+                    self.state = match (self.state, left) {
+                        (BodyState::Identity(_), 0) => BodyState::Done,
+                        (BodyState::Identity(_), n) => BodyState::Identity(n),
+                        (_, 0) => BodyState::DataEnd(0),
+                        (_, n) => BodyState::Data(n),
+                    };
+                }
+                BodyState::DataEnd(seen) => {
+                    let want = if seen == 0 { b'\r' } else { b'\n' };
+                    if input[0] != want {
+                        return Err("a chunk not followed by CR LF".into());
+                    }
+                    input = &input[1..];
+                    self.state = if seen == 0 {
+                        BodyState::DataEnd(1)
+                    } else {
+                        BodyState::Size
+                    };
+                }
+                BodyState::Size => {
+                    let b = input[0];
+                    input = &input[1..];
+                    self.line.push(b);
+                    if self.line.len() > 64 {
+                        return Err("a chunk size line longer than 64 bytes".into());
+                    }
+                    if !self.line.ends_with(b"\r\n") {
+                        continue;
+                    }
+                    let line = &self.line[..self.line.len() - 2];
+                    let hex = line.split(|&c| c == b';').next().unwrap_or_default();
+                    let size = std::str::from_utf8(hex)
+                        .ok()
+                        .map(str::trim)
+                        .filter(|h| !h.is_empty() && h.len() <= 8)
+                        .and_then(|h| u64::from_str_radix(h, 16).ok())
+                        .ok_or_else(|| {
+                            format!("a bad chunk size {:?}", String::from_utf8_lossy(line))
+                        })?;
+                    self.line.clear();
+                    self.state = if size == 0 {
+                        BodyState::Done
+                    } else {
+                        BodyState::Data(size)
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Answers a request that is not served, and closes.
+async fn answer_status(stream: &mut BoxIo, status: &str) {
+    let _ = stream
+        .write_all(
+            format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await;
+    let _ = stream.shutdown().await;
+}
+
+async fn connection<P: Placer>(
+    mut stream: BoxIo,
     started: Instant,
     placer: &P,
     config: &GatewayConfig,
+    pairing: &Pairing,
     report: &mut Report,
-) -> Outcome
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
-    P: Placer,
-{
+) -> Outcome {
     let deadline = started + config.setup_timeout;
-    let head = tokio::time::timeout_at(deadline.into(), read_head(&mut stream)).await;
-    let (upgrade, rest) = match head {
+    let head = tokio::time::timeout_at(deadline.into(), read_head(&mut stream, Vec::new())).await;
+    let (request, rest) = match head {
         Ok(Ok(h)) => h,
         Ok(Err(e)) => {
-            let status = match e {
-                HeadError::Legacy => "404 Not Found",
-                _ => "400 Bad Request",
-            };
-            let _ = stream
-                .write_all(
-                    format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                        .as_bytes(),
-                )
-                .await;
+            answer_status(&mut stream, "400 Bad Request").await;
             report.detail = Some(e.to_string());
             return Outcome::BadRequest;
         }
         Err(_) => return Outcome::Timeout,
     };
-    let accept =
-        tokio_tungstenite::tungstenite::handshake::derive_accept_key(upgrade.key.as_bytes());
-    let response = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Accept: {accept}\r\n\r\n"
-    );
-    if let Err(e) = stream.write_all(response.as_bytes()).await {
-        report.detail = Some(e.to_string());
-        return Outcome::BadRequest;
+    let link = match request {
+        Request::WebSocket { key } => {
+            let accept =
+                tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+            let response = format!(
+                "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+                 Sec-WebSocket-Accept: {accept}\r\n\r\n"
+            );
+            if let Err(e) = stream.write_all(response.as_bytes()).await {
+                report.detail = Some(e.to_string());
+                return Outcome::BadRequest;
+            }
+            Link::Ws(Box::new(
+                WebSocketStream::from_partially_read(
+                    stream,
+                    rest,
+                    Role::Server,
+                    Some(websocket_config()),
+                )
+                .await,
+            ))
+        }
+        Request::In {
+            connection_id,
+            body,
+        } => {
+            return in_channel(stream, rest, connection_id, body, deadline, pairing, report).await;
+        }
+        Request::Out { connection_id } => {
+            let (tx, rx) = oneshot::channel();
+            let registered = {
+                let mut waiting = pairing.lock();
+                let room = waiting.len() < MAX_WAITING_OUT_CHANNELS
+                    && !waiting.contains_key(&connection_id);
+                if room {
+                    waiting.insert(connection_id.clone(), tx);
+                }
+                room
+            };
+            if !registered {
+                answer_status(&mut stream, "503 Service Unavailable").await;
+                report.detail = Some("too many OUT channels waiting, or a duplicate id".into());
+                return Outcome::BadRequest;
+            }
+            // 200 and a seed of 10 random bytes, no length (MS-TSGU
+            // 3.3.5.1; what FreeRDP 2 reads), then packets unframed.
+            let seed = uuid::Uuid::new_v4();
+            let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+            answer.extend_from_slice(&seed.as_bytes()[..10]);
+            let paired = async {
+                stream.write_all(&answer).await.map_err(|e| e.to_string())?;
+                rx.await
+                    .map_err(|_| "the IN channel never came".to_string())
+            };
+            let paired = tokio::time::timeout_at(deadline.into(), paired).await;
+            pairing.lock().remove(&connection_id);
+            let half = match paired {
+                Ok(Ok(half)) => half,
+                Ok(Err(e)) => {
+                    report.detail = Some(e);
+                    return Outcome::BadRequest;
+                }
+                Err(_) => {
+                    report.detail = Some("no RDG_IN_DATA for this RDG_OUT_DATA".into());
+                    return Outcome::Timeout;
+                }
+            };
+            Link::Legacy {
+                out: stream,
+                input: half.stream,
+                body: BodyReader::new(half.body),
+                buf: half.rest,
+            }
+        }
+    };
+    tunnel(link, deadline, placer, config, report).await
+}
+
+/// An `RDG_IN_DATA` connection: after FreeRDP's empty request (answered
+/// 200), its chunked one; then handed to its OUT channel's task.
+async fn in_channel(
+    mut stream: BoxIo,
+    mut rest: Vec<u8>,
+    connection_id: String,
+    mut body: InBody,
+    deadline: Instant,
+    pairing: &Pairing,
+    report: &mut Report,
+) -> Outcome {
+    if body == InBody::Length(0) {
+        if let Err(e) = stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            .await
+        {
+            report.detail = Some(e.to_string());
+            return Outcome::BadRequest;
+        }
+        let next = tokio::time::timeout_at(deadline.into(), read_head(&mut stream, rest)).await;
+        match next {
+            Ok(Ok((
+                Request::In {
+                    connection_id: again,
+                    body: b,
+                },
+                r,
+            ))) if again == connection_id => {
+                body = b;
+                rest = r;
+            }
+            Ok(Ok(_)) => {
+                answer_status(&mut stream, "400 Bad Request").await;
+                report.detail = Some("the second RDG_IN_DATA is not the first's".into());
+                return Outcome::BadRequest;
+            }
+            Ok(Err(e)) => {
+                answer_status(&mut stream, "400 Bad Request").await;
+                report.detail = Some(e.to_string());
+                return Outcome::BadRequest;
+            }
+            Err(_) => return Outcome::Timeout,
+        }
     }
-    let mut ws =
-        WebSocketStream::from_partially_read(stream, rest, Role::Server, Some(websocket_config()))
-            .await;
+    let Some(out) = pairing.lock().remove(&connection_id) else {
+        answer_status(&mut stream, "404 Not Found").await;
+        report.detail = Some(format!("no RDG_OUT_DATA waits for {connection_id}"));
+        return Outcome::BadRequest;
+    };
+    match out.send(InHalf { stream, rest, body }) {
+        Ok(()) => Outcome::Paired,
+        Err(_) => Outcome::Timeout,
+    }
+}
+
+/// The tunnel on its link: setup to the channel response, then the relay.
+async fn tunnel<P: Placer>(
+    mut link: Link,
+    deadline: Instant,
+    placer: &P,
+    config: &GatewayConfig,
+    report: &mut Report,
+) -> Outcome {
     let mut tunnel = Tunnel {
         server: Server::new(config.tsgu.clone()),
         decoder: Decoder::new(),
-        pending: Vec::new(),
+        pending: VecDeque::new(),
     };
     let setup = tokio::time::timeout_at(
         deadline.into(),
-        setup(&mut ws, &mut tunnel, placer, config, report),
+        setup(&mut link, &mut tunnel, placer, config, report),
     )
     .await;
     let (host, placed, pool) = match setup {
         Ok(Ok(opened)) => opened,
         Ok(Err(outcome)) => {
-            let _ = ws.close(None).await;
+            link.close().await;
             return outcome;
         }
         Err(_) => return Outcome::Timeout,
@@ -400,7 +811,7 @@ where
         tracing::warn!(pool, session = placed.session_id, error = %e,
             "rd gateway: could not mark the session Active");
     }
-    let outcome = relay(ws, host, &mut tunnel, report).await;
+    let outcome = relay(link, host, &mut tunnel, report).await;
     if owned {
         let logon_seen = report.host_to_client_bytes >= LOGON_EVIDENCE_HOST_BYTES
             && report.client_to_host_bytes >= LOGON_EVIDENCE_CLIENT_BYTES;
@@ -424,58 +835,43 @@ struct Tunnel {
     server: Server,
     decoder: Decoder,
     /// Packets decoded but not yet handled (a message may hold several).
-    pending: Vec<Packet>,
+    pending: VecDeque<Packet>,
 }
 
 impl Tunnel {
-    /// The client's next packet, reading messages as needed; `None` when
-    /// the client has gone.
-    async fn next<S>(&mut self, ws: &mut Ws<S>) -> Result<Option<Packet>, String>
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
+    /// The client's next packet, reading as needed; `None` when the client
+    /// has gone.
+    async fn next(&mut self, link: &mut Link) -> Result<Option<Packet>, String> {
         loop {
-            if !self.pending.is_empty() {
-                return Ok(Some(self.pending.remove(0)));
+            if let Some(p) = self.pending.pop_front() {
+                return Ok(Some(p));
             }
-            match ws.next().await {
-                None | Some(Ok(Message::Close(_))) => return Ok(None),
-                Some(Err(e)) => return Err(format!("websocket: {e}")),
-                Some(Ok(Message::Binary(bytes))) => self.take(&bytes)?,
-                Some(Ok(_)) => {} // ping (answered by the library), pong, text: nothing to relay
+            let Some(bytes) = link.recv().await? else {
+                return Ok(None);
+            };
+            let mut input = &bytes[..];
+            while let Some(p) = self.decoder.decode(&mut input).map_err(|e| e.to_string())? {
+                self.pending.push_back(p);
             }
         }
-    }
-
-    fn take(&mut self, mut bytes: &[u8]) -> Result<(), String> {
-        while let Some(p) = self.decoder.decode(&mut bytes).map_err(|e| e.to_string())? {
-            self.pending.push(p);
-        }
-        Ok(())
     }
 }
 
-async fn send<S>(ws: &mut Ws<S>, packet: &Packet) -> Result<(), String>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+async fn send(link: &mut Link, packet: &Packet) -> Result<(), String> {
     let bytes = packet.to_bytes().map_err(|e| e.to_string())?;
-    ws.send(Message::Binary(Bytes::from(bytes)))
-        .await
-        .map_err(|e| format!("websocket: {e}"))
+    link.send(bytes).await
 }
 
 /// From the handshake to the channel response: the host dialled, the
 /// session placed, and the pool, or the outcome of a refusal (answered).
-async fn setup<S, P>(
-    ws: &mut Ws<S>,
+async fn setup<P>(
+    ws: &mut Link,
     tunnel: &mut Tunnel,
     placer: &P,
     config: &GatewayConfig,
     report: &mut Report,
 ) -> Result<(TcpStream, placement::Placement, String), Outcome>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
     P: Placer,
 {
     let mut ticket: Option<(api::ticket::Ticket, String)> = None;
@@ -550,8 +946,8 @@ fn fail(report: &mut Report, detail: String) -> Outcome {
 /// resource must name it) and dials the host, trying the next one when a
 /// new session's host cannot be reached (R5); answers the client either way.
 #[allow(clippy::too_many_arguments)]
-async fn open_channel<S, P>(
-    ws: &mut Ws<S>,
+async fn open_channel<P>(
+    ws: &mut Link,
     tunnel: &mut Tunnel,
     resource: &str,
     ticket: api::ticket::Ticket,
@@ -561,11 +957,10 @@ async fn open_channel<S, P>(
     report: &mut Report,
 ) -> Result<(TcpStream, placement::Placement, String), Outcome>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
     P: Placer,
 {
     let pool = ticket.pool;
-    let refuse = async |ws: &mut Ws<S>, tunnel: &mut Tunnel, code: u32| {
+    let refuse = async |ws: &mut Link, tunnel: &mut Tunnel, code: u32| {
         if let Ok(answer) = tunnel.server.refuse_channel(code) {
             let _ = send(ws, &answer).await;
         }
@@ -679,15 +1074,7 @@ async fn dial(address: &str, timeout: Duration) -> io::Result<TcpStream> {
 /// DATA payloads to the host, the host's bytes back as DATA packets, until
 /// either side closes: the client with CLOSE_CHANNEL (answered) or by
 /// leaving, the host by closing (the gateway then sends CLOSE_CHANNEL).
-async fn relay<S>(
-    mut ws: Ws<S>,
-    host: TcpStream,
-    tunnel: &mut Tunnel,
-    report: &mut Report,
-) -> Outcome
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+async fn relay(mut ws: Link, host: TcpStream, tunnel: &mut Tunnel, report: &mut Report) -> Outcome {
     let (mut host_read, mut host_write) = host.into_split();
     let mut buffer = Vec::with_capacity(RELAY_BUFFER_BYTES);
     let mut out = Vec::with_capacity(RELAY_BUFFER_BYTES + 64);
@@ -743,15 +1130,15 @@ where
                         .increment(n as u64);
                     out.clear();
                     packet::encode_data(&buffer, &mut out);
-                    if let Err(e) = ws.send(Message::Binary(Bytes::copy_from_slice(&out))).await {
-                        break Err(format!("websocket: {e}"));
+                    if let Err(e) = ws.send(std::mem::take(&mut out)).await {
+                        break Err(e);
                     }
                 }
             },
         }
     };
     let _ = host_write.shutdown().await;
-    let _ = ws.close(None).await;
+    ws.close().await;
     if let Err(e) = ended {
         report.detail = Some(format!("relay ended: {e}"));
     }

@@ -1,8 +1,9 @@
 //! The RD Gateway end to end, with real programs (issue 17): two xrdp
 //! servers on loopback ports are the session hosts, xfreerdp 2.11.7 is the
 //! client, and `deskbroker serve --gateway-listen` is the gateway it
-//! tunnels RDP through (MS-TSGU over HTTPS and WebSocket: `/g:`, `/gt:http`,
-//! the access token with `/gat:`). The target the client names (`/v:`) is
+//! tunnels RDP through (MS-TSGU over HTTPS: `/g:`, `/gt:http` for
+//! WebSocket, `/gt:http,no-websockets` for the legacy `RDG_OUT_DATA`/
+//! `RDG_IN_DATA` pair; the access token with `/gat:`). The target the client names (`/v:`) is
 //! the pool; the broker places the user when the channel opens. Which host
 //! a connection reached is read from that xrdp's own log (its "TLS
 //! connection established" line: TLS with the host runs end to end inside
@@ -81,15 +82,18 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
         )
         .await;
     }
-    let through_gateway = |target: &str, token: &str, user: &str| {
+    let over = |transport: &str, target: &str, token: &str, user: &str| {
         vec![
             format!("/v:{target}"),
             format!("/u:{user}"),
             format!("/g:{gateway}"),
-            "/gt:http".to_string(),
+            format!("/gt:{transport}"),
             format!("/gat:{token}"),
         ]
     };
+    let through_gateway = |target: &str, token: &str, user: &str| over("http", target, token, user);
+    let through_legacy =
+        |target: &str, token: &str, user: &str| over("http,no-websockets", target, token, user);
     let expires = in_five_minutes();
 
     // Tampered, expired and other-pool tokens, and the right token for
@@ -97,6 +101,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     let good = ticket("farm", "mallory", expires);
     let refused = [
         through_gateway("farm", &good.replace(":mallory", ":alice"), "alice"),
+        through_legacy("farm", &good.replace(":mallory", ":alice"), "alice"),
         through_gateway("farm", &ticket("farm", "alice", 1_000_000_000), "alice"),
         through_gateway("farm", &ticket("other", "alice", expires), "alice"),
         through_gateway("other", &good, "mallory"),
@@ -143,6 +148,17 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
         "alice",
     ));
     wait_tls(&a, 2, &b, 1, &alice).await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // And over the legacy transport (two HTTPS connections): back to h1 again.
+    let alice = client(&through_legacy(
+        "farm",
+        &ticket("farm", "alice", expires),
+        "alice",
+    ));
+    wait_tls(&a, 3, &b, 1, &alice).await;
     wait_session(&app, "farm", "alice", "h1", "Active").await;
     drop(alice);
     drop(bob);

@@ -215,29 +215,91 @@ impl Farm {
     }
 }
 
-/// A tunnel client over WebSocket, as xfreerdp opens it.
+/// How the test client carries its packets: FreeRDP's two transports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    WebSocket,
+    Legacy,
+}
+
+enum Wire {
+    Ws(Box<WebSocketStream<TcpStream>>),
+    /// The gateway's packets arrive raw on `out`; the client's go in HTTP
+    /// chunks on `input`.
+    Legacy {
+        out: TcpStream,
+        input: TcpStream,
+    },
+}
+
+/// A tunnel client, opening as xfreerdp 2.11.7 does (its very request
+/// heads, with a fresh RDG-Connection-Id).
 struct Client {
-    ws: WebSocketStream<TcpStream>,
+    wire: Wire,
     decoder: Decoder,
     pending: Vec<Packet>,
 }
 
+/// A fixture head with its RDG-Connection-Id replaced by `id`.
+fn head(name: &str, id: &str) -> Vec<u8> {
+    let text = String::from_utf8(fixture_in("tsgu", name)).expect("ascii");
+    let at = text.find("RDG-Connection-Id: ").expect("id header") + 19;
+    let end = at + text[at..].find("\r\n").expect("line end");
+    format!("{}{id}{}", &text[..at], &text[end..]).into_bytes()
+}
+
 impl Client {
     async fn open(gateway: &str) -> Client {
-        let mut tcp = TcpStream::connect(gateway).await.expect("connect");
-        let head = fixture_in("tsgu", "xfreerdp-2.11.7-websocket-head.txt");
-        tcp.write_all(&head).await.expect("head");
-        let answer = read_head(&mut tcp).await;
-        assert!(answer.starts_with("HTTP/1.1 101 "), "{answer}");
-        // The accept key of FreeRDP's non-base64 key.
-        let accept =
-            tokio_tungstenite::tungstenite::handshake::derive_accept_key(b"XLOBMLOP]WANSWR");
-        assert!(
-            answer.contains(&format!("Sec-WebSocket-Accept: {accept}\r\n")),
-            "{answer}"
-        );
+        Client::open_with(gateway, Transport::WebSocket).await
+    }
+
+    async fn open_with(gateway: &str, transport: Transport) -> Client {
+        let id = format!("{{{}}}", uuid::Uuid::new_v4());
+        let wire = match transport {
+            Transport::WebSocket => {
+                let mut tcp = TcpStream::connect(gateway).await.expect("connect");
+                tcp.write_all(&head("xfreerdp-2.11.7-websocket-head.txt", &id))
+                    .await
+                    .expect("head");
+                let answer = read_head(&mut tcp).await;
+                assert!(answer.starts_with("HTTP/1.1 101 "), "{answer}");
+                // The accept key of FreeRDP's non-base64 key.
+                let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(
+                    b"XLOBMLOP]WANSWR",
+                );
+                assert!(
+                    answer.contains(&format!("Sec-WebSocket-Accept: {accept}\r\n")),
+                    "{answer}"
+                );
+                Wire::Ws(Box::new(
+                    WebSocketStream::from_raw_socket(tcp, Role::Client, None).await,
+                ))
+            }
+            Transport::Legacy => {
+                let mut out = TcpStream::connect(gateway).await.expect("connect");
+                out.write_all(&head("xfreerdp-2.11.7-legacy-out-head.txt", &id))
+                    .await
+                    .expect("out head");
+                let answer = read_head(&mut out).await;
+                assert_eq!(answer, "HTTP/1.1 200 OK\r\n\r\n");
+                let mut seed = [0u8; 10];
+                out.read_exact(&mut seed).await.expect("the 10-byte seed");
+                let mut input = TcpStream::connect(gateway).await.expect("connect");
+                input
+                    .write_all(&head("xfreerdp-2.11.7-legacy-in-head-1.txt", &id))
+                    .await
+                    .expect("in head");
+                let answer = read_head(&mut input).await;
+                assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+                input
+                    .write_all(&head("xfreerdp-2.11.7-legacy-in-head-2.txt", &id))
+                    .await
+                    .expect("second in head");
+                Wire::Legacy { out, input }
+            }
+        };
         Client {
-            ws: WebSocketStream::from_raw_socket(tcp, Role::Client, None).await,
+            wire,
             decoder: Decoder::new(),
             pending: Vec::new(),
         }
@@ -245,10 +307,20 @@ impl Client {
 
     async fn send(&mut self, p: Packet) {
         let bytes = p.to_bytes().expect("encodes");
-        self.ws
-            .send(Message::Binary(Bytes::from(bytes)))
-            .await
-            .expect("send");
+        match &mut self.wire {
+            Wire::Ws(ws) => ws
+                .send(Message::Binary(Bytes::from(bytes)))
+                .await
+                .expect("send"),
+            Wire::Legacy { input, .. } => {
+                // One chunk per packet, its size in upper-case hex, as FreeRDP 2 writes.
+                let mut chunk = format!("{:X}\r\n", bytes.len()).into_bytes();
+                chunk.extend_from_slice(&bytes);
+                chunk.extend_from_slice(b"\r\n");
+                // The gateway may have closed already; the answer says so.
+                let _ = input.write_all(&chunk).await;
+            }
+        }
     }
 
     /// The gateway's next packet, or None when it closed.
@@ -257,18 +329,33 @@ impl Client {
             if !self.pending.is_empty() {
                 return Some(self.pending.remove(0));
             }
-            let message = tokio::time::timeout(PROMPTLY, self.ws.next())
-                .await
-                .expect("an answer in time");
-            match message {
-                Some(Ok(Message::Binary(b))) => {
-                    let mut input = &b[..];
-                    while let Some(p) = self.decoder.decode(&mut input).expect("packet") {
-                        self.pending.push(p);
+            let bytes = match &mut self.wire {
+                Wire::Ws(ws) => {
+                    let message = tokio::time::timeout(PROMPTLY, ws.next())
+                        .await
+                        .expect("an answer in time");
+                    match message {
+                        Some(Ok(Message::Binary(b))) => b.to_vec(),
+                        Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return None,
+                        Some(Ok(_)) => continue,
                     }
                 }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return None,
-                Some(Ok(_)) => {}
+                Wire::Legacy { out, .. } => {
+                    let mut buf = vec![0u8; 70_000];
+                    let n = tokio::time::timeout(PROMPTLY, out.read(&mut buf))
+                        .await
+                        .expect("an answer in time")
+                        .unwrap_or(0);
+                    if n == 0 {
+                        return None;
+                    }
+                    buf.truncate(n);
+                    buf
+                }
+            };
+            let mut input = &bytes[..];
+            while let Some(p) = self.decoder.decode(&mut input).expect("packet") {
+                self.pending.push(p);
             }
         }
     }
@@ -358,10 +445,19 @@ fn s(user: &str, host: &str, state: SessionState) -> (String, String, SessionSta
 }
 
 #[tokio::test]
-async fn a_ticket_places_the_user_and_the_data_is_relayed_both_ways() {
+async fn a_ticket_places_the_user_and_the_data_is_relayed_both_ways_over_websocket() {
+    a_ticket_places_the_user_and_the_data_is_relayed_both_ways(Transport::WebSocket).await;
+}
+
+#[tokio::test]
+async fn a_ticket_places_the_user_and_the_data_is_relayed_both_ways_over_the_legacy_pair() {
+    a_ticket_places_the_user_and_the_data_is_relayed_both_ways(Transport::Legacy).await;
+}
+
+async fn a_ticket_places_the_user_and_the_data_is_relayed_both_ways(transport: Transport) {
     let farm = farm(vec![Some(host("h1").await), Some(host("h2").await)]).await;
     let token = farm.ticket("p", "alice", 60);
-    let mut client = Client::open(&farm.gateway).await;
+    let mut client = Client::open_with(&farm.gateway, transport).await;
     assert_eq!(
         client.setup(&token, "p").await,
         (PKT_TYPE_CHANNEL_RESPONSE, S_OK)
@@ -384,7 +480,7 @@ async fn a_ticket_places_the_user_and_the_data_is_relayed_both_ways() {
         .await;
 
     // Her next connection goes back to her session (S1), even with a new ticket.
-    let mut again = Client::open(&farm.gateway).await;
+    let mut again = Client::open_with(&farm.gateway, transport).await;
     assert_eq!(
         again.setup(&farm.ticket("p", "alice", 60), "p").await,
         (PKT_TYPE_CHANNEL_RESPONSE, S_OK)
@@ -410,7 +506,16 @@ async fn a_host_that_cannot_be_reached_is_passed_over_for_the_next() {
 }
 
 #[tokio::test]
-async fn refused_tokens_and_resources_reach_no_host() {
+async fn refused_tokens_and_resources_reach_no_host_over_websocket() {
+    refused_tokens_and_resources_reach_no_host(Transport::WebSocket).await;
+}
+
+#[tokio::test]
+async fn refused_tokens_and_resources_reach_no_host_over_the_legacy_pair() {
+    refused_tokens_and_resources_reach_no_host(Transport::Legacy).await;
+}
+
+async fn refused_tokens_and_resources_reach_no_host(transport: Transport) {
     let farm = farm(vec![Some(host("h1").await)]).await;
     let good = farm.ticket("p", "carol", 60);
     // One character of the MAC changed.
@@ -458,7 +563,7 @@ async fn refused_tokens_and_resources_reach_no_host() {
         ),
     ];
     for (token, resource, want) in cases {
-        let mut client = Client::open(&farm.gateway).await;
+        let mut client = Client::open_with(&farm.gateway, transport).await;
         assert_eq!(
             client.setup(&token, resource).await,
             want,
@@ -492,17 +597,18 @@ async fn a_packet_out_of_order_is_answered_with_an_error_and_closed() {
 }
 
 #[tokio::test]
-async fn requests_that_are_not_a_websocket_tunnel_are_refused_over_http() {
+async fn requests_that_are_not_a_gateways_are_refused_over_http() {
     let farm = farm(vec![Some(host("h1").await)]).await;
     for (request, status) in [
-        // FreeRDP's legacy transport: not served yet.
+        // An IN channel whose OUT channel never came.
         (
-            fixture_in("tsgu", "xfreerdp-2.11.7-legacy-out-head.txt"),
+            head("xfreerdp-2.11.7-legacy-in-head-2.txt", "{nobody}"),
             "HTTP/1.1 404 ",
         ),
+        // A legacy request without a connection id.
         (
-            fixture_in("tsgu", "xfreerdp-2.11.7-legacy-in-head-1.txt"),
-            "HTTP/1.1 404 ",
+            b"RDG_OUT_DATA /remoteDesktopGateway/ HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            "HTTP/1.1 400 ",
         ),
         (
             b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
@@ -528,23 +634,84 @@ async fn requests_that_are_not_a_websocket_tunnel_are_refused_over_http() {
 
 #[test]
 fn freerdps_request_heads_parse_as_what_they_are() {
+    use rd_gateway::{InBody, Request};
+    let id = "{37f51d44-8eea-f654-2cdf-caa345ae8fc9}".to_string();
     let ws = fixture_in("tsgu", "xfreerdp-2.11.7-websocket-head.txt");
-    let (upgrade, taken) = rd_gateway::parse_head(&ws)
+    let (request, taken) = rd_gateway::parse_head(&ws)
         .expect("a gateway request")
         .expect("complete");
-    assert_eq!(upgrade.key, "XLOBMLOP]WANSWR");
+    assert_eq!(
+        request,
+        Request::WebSocket {
+            key: "XLOBMLOP]WANSWR".into()
+        }
+    );
     assert_eq!(taken, ws.len());
     // Incomplete: asks for more.
     assert_eq!(rd_gateway::parse_head(&ws[..ws.len() - 1]), Ok(None));
-    for legacy in [
-        "xfreerdp-2.11.7-legacy-out-head.txt",
-        "xfreerdp-2.11.7-legacy-in-head-1.txt",
-        "xfreerdp-2.11.7-legacy-in-head-2.txt",
+    for (name, want) in [
+        (
+            "xfreerdp-2.11.7-legacy-out-head.txt",
+            Request::Out {
+                connection_id: id.clone(),
+            },
+        ),
+        (
+            "xfreerdp-2.11.7-legacy-in-head-1.txt",
+            Request::In {
+                connection_id: id.clone(),
+                body: InBody::Length(0),
+            },
+        ),
+        (
+            "xfreerdp-2.11.7-legacy-in-head-2.txt",
+            Request::In {
+                connection_id: id.clone(),
+                body: InBody::Chunked,
+            },
+        ),
     ] {
+        let bytes = fixture_in("tsgu", name);
         assert_eq!(
-            rd_gateway::parse_head(&fixture_in("tsgu", legacy)),
-            Err(rd_gateway::HeadError::Legacy),
-            "{legacy}"
+            rd_gateway::parse_head(&bytes),
+            Ok(Some((want, bytes.len()))),
+            "{name}"
         );
     }
+}
+
+#[test]
+fn the_in_channels_chunked_body_reads_as_the_stream_split_anywhere() {
+    use rd_gateway::{BodyReader, InBody};
+    let body = fixture_in("tsgu", "xfreerdp-2.11.7-legacy-in-body.bin");
+    let stream = fixture_in("tsgu", "xfreerdp-2.11.7-legacy-stream.bin");
+    for piece in [1, 2, 3, 7, 64, body.len()] {
+        let mut reader = BodyReader::new(InBody::Chunked);
+        let mut out = Vec::new();
+        for chunk in body.chunks(piece) {
+            reader.feed(chunk, &mut out).expect("a chunked body");
+        }
+        assert_eq!(out, stream, "in pieces of {piece}");
+        assert!(!reader.done(), "no last chunk was sent");
+    }
+    // The last chunk ends the body; anything after it is refused.
+    let mut reader = BodyReader::new(InBody::Chunked);
+    let mut out = Vec::new();
+    reader.feed(b"3\r\nabc\r\n0\r\n", &mut out).expect("ends");
+    assert!(reader.done());
+    assert_eq!(out, b"abc");
+    assert!(reader.feed(b"x", &mut out).is_err());
+    // Junk is refused: no size, a size too long, no CR LF after a chunk.
+    for junk in [&b"zz\r\n"[..], b"123456789\r\n", b"1\r\naXX", b"\r\n"] {
+        let mut reader = BodyReader::new(InBody::Chunked);
+        assert!(reader.feed(junk, &mut Vec::new()).is_err(), "{junk:?}");
+    }
+    let mut long_line = BodyReader::new(InBody::Chunked);
+    assert!(long_line.feed(&[b'1'; 65], &mut Vec::new()).is_err());
+    // A length-delimited body ends after its length.
+    let mut reader = BodyReader::new(InBody::Length(3));
+    let mut out = Vec::new();
+    reader.feed(b"abc", &mut out).expect("three bytes");
+    assert!(reader.done());
+    assert!(reader.feed(b"d", &mut out).is_err());
 }
