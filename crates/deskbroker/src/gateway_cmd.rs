@@ -102,7 +102,7 @@ pub fn announce_rd_gateway(listener: &tokio::net::TcpListener) -> anyhow::Result
 }
 
 /// The front door's per-source bounds (`gateway::sources`), shared by
-/// `serve --rdp-listen` and `gateway`. A source is one client IP address;
+/// `serve --rdp-listen` and `gateway`, and by the RD Gateway. A source is one client IP address;
 /// behind a NAT many users share one, so raise these there.
 #[derive(clap::Args, Debug, Clone)]
 #[command(next_help_heading = "RDP front door: per-source bounds")]
@@ -146,6 +146,14 @@ impl FrontDoorFlags {
         config.host_start_wait = std::time::Duration::from_secs(self.rdp_host_start_wait_seconds);
         config.redirect_key = Some(gateway::redirect::RedirectKey::derive(secret));
         config
+    }
+
+    /// The RD Gateway's settings: the same per-source bounds.
+    pub fn rd_gateway_config(&self) -> gateway::rd_gateway::GatewayConfig {
+        gateway::rd_gateway::GatewayConfig {
+            source_limits: self.config(None, "").source_limits,
+            ..gateway::rd_gateway::GatewayConfig::default()
+        }
     }
 }
 
@@ -195,7 +203,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 l,
                 Some(tls.acceptor()),
                 placer.clone(),
-                gateway::rd_gateway::GatewayConfig::default(),
+                args.front_door.rd_gateway_config(),
                 crate::serve::shutdown_signal(),
             )
             .await;

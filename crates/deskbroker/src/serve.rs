@@ -496,7 +496,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             l,
             Some(gateway_tls.acceptor()),
             placer,
-            gateway::rd_gateway::GatewayConfig::default(),
+            args.front_door.rd_gateway_config(),
             stopped(stop_rx.clone()),
         ))
     });
@@ -598,7 +598,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
             l,
             Some(gateway_tls.acceptor()),
             Arc::new(own_placer()?),
-            gateway::rd_gateway::GatewayConfig::default(),
+            args.front_door.rd_gateway_config(),
             stopped(stop_rx.clone()),
         ))),
         None => None,

@@ -29,7 +29,12 @@
 //! matched by their `RDG-Connection-Id` (at most
 //! [`MAX_WAITING_OUT_CHANNELS`] OUT channels wait for theirs).
 //!
-//! Not yet: per-source limits,
+//! Sources are bounded as at the front door (`sources.rs`, the same
+//! flags): a connection over its source's bounds is closed before TLS, and
+//! a new session over its share per minute is refused at channel create
+//! with E_PROXY_MAXCONNECTIONSREACHED.
+//!
+//! Not yet:
 //! holding a channel while a host starts (A8: refused as unreachable), and
 //! sharing the front door's table of live sessions (a reconnect to a
 //! session Active elsewhere is relayed, its state left alone, as there).
@@ -54,9 +59,10 @@ use crate::front_door::{
     LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES,
 };
 use crate::placer::{ConnectInput, Placer, PlacerError};
+use crate::sources::{self, Limits, SourceGuard, Sources};
 use crate::tsgu::hresult::{
-    E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED, E_PROXY_INTERNALERROR, E_PROXY_RAP_ACCESSDENIED,
-    E_PROXY_TS_CONNECTFAILED, S_OK,
+    E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED, E_PROXY_INTERNALERROR,
+    E_PROXY_MAXCONNECTIONSREACHED, E_PROXY_RAP_ACCESSDENIED, E_PROXY_TS_CONNECTFAILED, S_OK,
 };
 use crate::tsgu::packet::{self, MAX_PACKET_BYTES};
 use crate::tsgu::{Action, Decoder, Packet, Server, ServerConfig};
@@ -81,6 +87,10 @@ pub struct GatewayConfig {
     pub max_placement_attempts: usize,
     /// What the protocol tells every client (idle timeout, redirection).
     pub tsgu: ServerConfig,
+    /// Per-source bounds, as at the front door (`sources.rs`): connections
+    /// (a legacy tunnel is two), tunnels not yet open, connections and new
+    /// sessions per minute.
+    pub source_limits: Limits,
 }
 
 impl Default for GatewayConfig {
@@ -91,6 +101,7 @@ impl Default for GatewayConfig {
             host_connect_timeout: crate::front_door::HOST_CONNECT_TIMEOUT,
             max_placement_attempts: crate::front_door::MAX_PLACEMENT_ATTEMPTS,
             tsgu: ServerConfig::default(),
+            source_limits: Limits::default(),
         }
     }
 }
@@ -100,7 +111,8 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "deskbroker_rdg_tunnels_total",
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
-         resource_refused, refused, host_unreachable, broker_unreachable, timeout."
+         resource_refused, refused, host_unreachable, broker_unreachable, timeout, \
+         source_limit."
     );
     metrics::describe_counter!(
         "deskbroker_rdg_bytes_total",
@@ -121,6 +133,7 @@ pub async fn serve<P: Placer>(
     describe_metrics();
     let config = Arc::new(config);
     let pairing = Arc::new(Pairing::default());
+    let sources = Sources::new(config.source_limits);
     let slots = Arc::new(Semaphore::new(config.max_connections));
     tokio::pin!(shutdown);
     loop {
@@ -144,6 +157,17 @@ pub async fn serve<P: Placer>(
                 }
             },
         };
+        let source = match sources.admit(peer.ip()) {
+            Ok(guard) => guard,
+            Err(refusal) => {
+                // Closed at once, before TLS: no task, no placement.
+                drop(stream);
+                metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => "source_limit")
+                    .increment(1);
+                sources::refused(refusal.reason(), peer, "rd gateway: per-source bound");
+                continue;
+            }
+        };
         let placer = placer.clone();
         let config = config.clone();
         let tls = tls.clone();
@@ -164,6 +188,7 @@ pub async fn serve<P: Placer>(
                                 placer.as_ref(),
                                 &config,
                                 &pairing,
+                                source,
                                 &mut report,
                             )
                             .await
@@ -183,6 +208,7 @@ pub async fn serve<P: Placer>(
                         placer.as_ref(),
                         &config,
                         &pairing,
+                        source,
                         &mut report,
                     )
                     .await
@@ -226,6 +252,8 @@ enum Outcome {
     HostUnreachable,
     BrokerUnreachable,
     Timeout,
+    /// A per-source bound (new sessions per minute).
+    SourceLimit,
 }
 
 impl Outcome {
@@ -241,6 +269,7 @@ impl Outcome {
             Outcome::HostUnreachable => "host_unreachable",
             Outcome::BrokerUnreachable => "broker_unreachable",
             Outcome::Timeout => "timeout",
+            Outcome::SourceLimit => "source_limit",
         }
     }
 }
@@ -429,6 +458,8 @@ struct InHalf {
     stream: BoxIo,
     rest: Vec<u8>,
     body: InBody,
+    /// The IN connection's own per-source count, kept while it lives.
+    source: SourceGuard,
 }
 
 impl Pairing {
@@ -448,6 +479,7 @@ enum Link {
         input: BoxIo,
         body: BodyReader,
         buf: Vec<u8>,
+        _in_source: SourceGuard,
     },
 }
 
@@ -628,6 +660,7 @@ async fn connection<P: Placer>(
     placer: &P,
     config: &GatewayConfig,
     pairing: &Pairing,
+    source: SourceGuard,
     report: &mut Report,
 ) -> Outcome {
     let deadline = started + config.setup_timeout;
@@ -667,7 +700,17 @@ async fn connection<P: Placer>(
             connection_id,
             body,
         } => {
-            return in_channel(stream, rest, connection_id, body, deadline, pairing, report).await;
+            return in_channel(
+                stream,
+                rest,
+                connection_id,
+                body,
+                deadline,
+                pairing,
+                source,
+                report,
+            )
+            .await;
         }
         Request::Out { connection_id } => {
             let (tx, rx) = oneshot::channel();
@@ -713,14 +756,16 @@ async fn connection<P: Placer>(
                 input: half.stream,
                 body: BodyReader::new(half.body),
                 buf: half.rest,
+                _in_source: half.source,
             }
         }
     };
-    tunnel(link, deadline, placer, config, report).await
+    tunnel(link, deadline, placer, config, &source, report).await
 }
 
 /// An `RDG_IN_DATA` connection: after FreeRDP's empty request (answered
 /// 200), its chunked one; then handed to its OUT channel's task.
+#[allow(clippy::too_many_arguments)]
 async fn in_channel(
     mut stream: BoxIo,
     mut rest: Vec<u8>,
@@ -728,6 +773,7 @@ async fn in_channel(
     mut body: InBody,
     deadline: Instant,
     pairing: &Pairing,
+    source: SourceGuard,
     report: &mut Report,
 ) -> Outcome {
     if body == InBody::Length(0) {
@@ -768,7 +814,14 @@ async fn in_channel(
         report.detail = Some(format!("no RDG_OUT_DATA waits for {connection_id}"));
         return Outcome::BadRequest;
     };
-    match out.send(InHalf { stream, rest, body }) {
+    // The IN channel is never answered by a host: not a handshake to count.
+    source.answered();
+    match out.send(InHalf {
+        stream,
+        rest,
+        body,
+        source,
+    }) {
         Ok(()) => Outcome::Paired,
         Err(_) => Outcome::Timeout,
     }
@@ -780,6 +833,7 @@ async fn tunnel<P: Placer>(
     deadline: Instant,
     placer: &P,
     config: &GatewayConfig,
+    source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
     let mut tunnel = Tunnel {
@@ -789,7 +843,7 @@ async fn tunnel<P: Placer>(
     };
     let setup = tokio::time::timeout_at(
         deadline.into(),
-        setup(&mut link, &mut tunnel, placer, config, report),
+        setup(&mut link, &mut tunnel, placer, config, source, report),
     )
     .await;
     let (host, placed, pool) = match setup {
@@ -800,6 +854,8 @@ async fn tunnel<P: Placer>(
         }
         Err(_) => return Outcome::Timeout,
     };
+    // The channel is open: no longer a handshake of its source's.
+    source.answered();
     // Rule R4, as at the front door: Active while relayed, then
     // Disconnected, or ended when no logon can have begun (S9).
     let owned = !placed.reconnect || placed.state == SessionState::Disconnected;
@@ -869,6 +925,7 @@ async fn setup<P>(
     tunnel: &mut Tunnel,
     placer: &P,
     config: &GatewayConfig,
+    source: &SourceGuard,
     report: &mut Report,
 ) -> Result<(TcpStream, placement::Placement, String), Outcome>
 where
@@ -931,7 +988,10 @@ where
                 let Some((t, raw)) = ticket.take() else {
                     return Err(fail(report, "channel without a token".into()));
                 };
-                return open_channel(ws, tunnel, &resource, t, raw, placer, config, report).await;
+                return open_channel(
+                    ws, tunnel, &resource, t, raw, placer, config, source, report,
+                )
+                .await;
             }
         }
     }
@@ -954,6 +1014,7 @@ async fn open_channel<P>(
     raw: String,
     placer: &P,
     config: &GatewayConfig,
+    source: &SourceGuard,
     report: &mut Report,
 ) -> Result<(TcpStream, placement::Placement, String), Outcome>
 where
@@ -991,6 +1052,7 @@ where
         ticket: Some(raw),
         ..ConnectInput::default()
     };
+    let mut counted = false;
     for _ in 0..config.max_placement_attempts {
         let placed = match placer.connect(&pool, &request).await {
             Ok(p) => p,
@@ -1004,6 +1066,18 @@ where
         report.host = Some(placed.host.clone());
         report.session_id = Some(placed.session_id.clone());
         report.reconnect = placed.reconnect;
+        if !placed.reconnect && !counted {
+            // A new session counts against its source's share per minute
+            // (one per tunnel, whatever R5's retries place).
+            if let Err(refusal) = source.new_session() {
+                let _ = placer.logoff(&pool, &placed.session_id).await;
+                report.session_id = None;
+                report.detail = Some(format!("{}: too many new sessions", refusal.reason()));
+                refuse(ws, tunnel, E_PROXY_MAXCONNECTIONSREACHED).await;
+                return Err(Outcome::SourceLimit);
+            }
+            counted = true;
+        }
         match dial(&placed.address, config.host_connect_timeout).await {
             Ok(host) => {
                 let answer = tunnel

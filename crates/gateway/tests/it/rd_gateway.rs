@@ -89,6 +89,10 @@ struct Farm {
 /// given hosts (an address of `None` is a host nobody listens on), pool
 /// `q` with one host, and the gateway in front of it.
 async fn farm(hosts: Vec<Option<Host>>) -> Farm {
+    farm_with(hosts, GatewayConfig::default()).await
+}
+
+async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -> Farm {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store::SqliteStore::open(dir.path()).expect("store");
     let broker = broker::open(Arc::new(store), TOKEN.into())
@@ -151,13 +155,7 @@ async fn farm(hosts: Vec<Option<Host>>) -> Farm {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let gateway = listener.local_addr().expect("addr").to_string();
     let placer = Arc::new(InProcess::new(broker.clone()));
-    tokio::spawn(rd_gateway::serve(
-        listener,
-        None,
-        placer,
-        GatewayConfig::default(),
-        stopped,
-    ));
+    tokio::spawn(rd_gateway::serve(listener, None, placer, config, stopped));
     Farm {
         gateway,
         broker,
@@ -714,4 +712,56 @@ fn the_in_channels_chunked_body_reads_as_the_stream_split_anywhere() {
     reader.feed(b"abc", &mut out).expect("three bytes");
     assert!(reader.done());
     assert!(reader.feed(b"d", &mut out).is_err());
+}
+
+#[tokio::test]
+async fn a_source_over_its_share_of_new_sessions_is_refused_at_channel_create() {
+    let config = GatewayConfig {
+        source_limits: gateway::sources::Limits {
+            new_sessions_per_minute: 1,
+            ..gateway::sources::Limits::default()
+        },
+        ..GatewayConfig::default()
+    };
+    let farm = farm_with(vec![Some(host("h1").await)], config).await;
+    let mut first = Client::open(&farm.gateway).await;
+    assert_eq!(
+        first.setup(&farm.ticket("p", "dave", 60), "p").await,
+        (PKT_TYPE_CHANNEL_RESPONSE, S_OK)
+    );
+    assert_eq!(first.exchange(b"hi", 5).await, b"h1:hi");
+    // A second new session from the same address within the minute.
+    let mut second = Client::open(&farm.gateway).await;
+    assert_eq!(
+        second.setup(&farm.ticket("p", "erin", 60), "p").await,
+        (PKT_TYPE_CHANNEL_RESPONSE, E_PROXY_MAXCONNECTIONSREACHED)
+    );
+    farm.wait_sessions("p", vec![s("dave", "h1", SessionState::Active)])
+        .await;
+    // A reconnect is not a new session: dave may come back.
+    let mut again = Client::open(&farm.gateway).await;
+    assert_eq!(
+        again.setup(&farm.ticket("p", "dave", 60), "p").await,
+        (PKT_TYPE_CHANNEL_RESPONSE, S_OK)
+    );
+}
+
+#[tokio::test]
+async fn a_source_over_its_connections_is_closed_before_anything_is_read() {
+    let config = GatewayConfig {
+        source_limits: gateway::sources::Limits {
+            max_connections: 1,
+            ..gateway::sources::Limits::default()
+        },
+        ..GatewayConfig::default()
+    };
+    let farm = farm_with(vec![Some(host("h1").await)], config).await;
+    let _first = Client::open(&farm.gateway).await;
+    let mut second = TcpStream::connect(&farm.gateway).await.expect("connect");
+    let mut b = [0u8; 1];
+    let n = tokio::time::timeout(PROMPTLY, second.read(&mut b))
+        .await
+        .expect("closed in time")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "the second connection was closed unanswered");
 }
