@@ -12,8 +12,13 @@
 
 use serde_json::json;
 
-use crate::rdp::{Client, Display, PATIENCE, Xrdp, require, session_of, wait_session, wait_tls};
-use crate::{App, eventually};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use crate::rdp::{
+    Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, require, session_of, wait_session, wait_tls,
+};
+use crate::{App, eventually, exe};
 
 /// Starts `deskbroker serve` with the RD Gateway on a free port (its TLS
 /// the data dir's self-signed certificate, as the API listens on loopback).
@@ -172,4 +177,101 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     );
     assert!(metrics.contains("deskbroker_rdg_tunnels_total{outcome=\"token_refused\"}"));
     assert!(metrics.contains("deskbroker_rdg_tunnels_total{outcome=\"resource_refused\"}"));
+}
+
+/// `deskbroker gateway --gateway-listen`: the RD Gateway on a machine of
+/// its own, with its own certificate, placing through the broker's HTTP
+/// API with a `gateway` credential (not the admin token).
+#[tokio::test]
+async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
+    let xrdp = require("xrdp", "xrdp");
+    let xfreerdp = require("xfreerdp", "freerdp2-x11");
+    let xvfb = require("Xvfb", "xvfb");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
+    let display = Display::start(&xvfb);
+    let (app, _) = App::spawn_with(&dir.path().join("data"), "127.0.0.1:0", &[]);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+                    "allowFrontDoor": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": a.address})),
+        201,
+    )
+    .await;
+    let credential = app
+        .ok(
+            "POST",
+            "/api/v1/credentials",
+            Some(json!({"name": "rd-gateway-1", "role": "gateway"})),
+            201,
+        )
+        .await;
+    let token = credential["token"].as_str().expect("token").to_string();
+
+    // Without a certificate of its own it refuses to start.
+    let out = Command::new(exe())
+        .args(["gateway", "--broker", &app.url, "--token", &token])
+        .args(["--gateway-listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run deskbroker gateway");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--gateway-tls-cert"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let tls_dir = dir.path().join("gateway-tls");
+    std::fs::create_dir_all(&tls_dir).expect("tls dir");
+    let tls = TlsFiles::make(&openssl, &tls_dir);
+    let mut child = Command::new(exe())
+        .args(["gateway", "--broker", &app.url, "--token", &token])
+        .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
+        .arg(&tls.certificate)
+        .arg("--gateway-tls-key")
+        .arg(&tls.key)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start deskbroker gateway");
+    let stdout = child.stdout.take().expect("stdout");
+    let _gateway_process = Killed(child);
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the listening line");
+    let gateway = line
+        .trim()
+        .strip_prefix("rd gateway listening on ")
+        .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
+        .to_string();
+
+    let args: Vec<String> = vec![
+        "/v:farm".into(),
+        "/u:alice".into(),
+        format!("/g:{gateway}"),
+        "/gt:http".into(),
+        format!("/gat:{}", ticket("farm", "alice", in_five_minutes())),
+    ];
+    let alice = Client::start(&xfreerdp, &display, &home, &args);
+    let reached = eventually(PATIENCE, || async { a.tls_connections() >= 1 }).await;
+    assert!(reached, "xrdp was not reached: {}", alice.log());
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 }

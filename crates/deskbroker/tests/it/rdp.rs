@@ -46,7 +46,7 @@ pub(crate) fn require(program: &str, package: &str) -> PathBuf {
 }
 
 /// A child process killed when the test ends, pass or fail.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -116,16 +116,16 @@ impl Xrdp {
 
 /// A self-signed certificate and its key, for one xrdp (xfreerdp runs with
 /// `/cert:ignore`, so any certificate does).
-struct TlsFiles {
-    certificate: PathBuf,
-    key: PathBuf,
+pub(crate) struct TlsFiles {
+    pub(crate) certificate: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
 impl TlsFiles {
     /// `openssl req -x509` into `dir`: an RSA key without a passphrase
     /// (xrdp cannot ask for one) and a certificate for localhost valid for
     /// a day.
-    fn make(openssl: &Path, dir: &Path) -> TlsFiles {
+    pub(crate) fn make(openssl: &Path, dir: &Path) -> TlsFiles {
         let files = TlsFiles {
             certificate: dir.join("cert.pem"),
             key: dir.join("key.pem"),
@@ -240,7 +240,7 @@ impl Display {
 
 /// One xfreerdp client; killing it closes its connection.
 pub(crate) struct Client {
-    process: Killed,
+    pub(crate) process: Killed,
     log: PathBuf,
 }
 
