@@ -248,6 +248,18 @@ impl Pool {
         std::mem::take(&mut self.changes)
     }
 
+    /// What every operation since the last `take_changes` or
+    /// `clear_changes` changed, left in place.
+    pub fn changes(&self) -> &[Change] {
+        &self.changes
+    }
+
+    /// Forgets the changes, keeping their buffer: a caller that persists
+    /// nothing (the simulator, after every operation) allocates none.
+    pub fn clear_changes(&mut self) {
+        self.changes.clear();
+    }
+
     /// Hosts in query order.
     pub fn hosts(&self) -> impl Iterator<Item = &Host> {
         self.hosts.values()
@@ -270,7 +282,8 @@ impl Pool {
     /// Whether a session was adopted from its host's list and not yet
     /// confirmed (rule S8): S1 does not use it, and it is not stored.
     pub fn is_unconfirmed(&self, id: &str) -> bool {
-        self.unconfirmed.contains(id)
+        // Almost always none: no hashing then.
+        !self.unconfirmed.is_empty() && self.unconfirmed.contains(id)
     }
 
     /// The host named `name`, or `SessionHostNotFound` saying so.

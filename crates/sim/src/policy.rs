@@ -125,6 +125,19 @@ impl Policy {
         Ok(out)
     }
 
+    /// How long a run of this policy takes compared with the others, to
+    /// start the longest first: the `LoadIndex` pools keep their buckets
+    /// true on every change of a host, and the load-based references keep
+    /// their own order of hosts. Only the order runs start in depends on
+    /// it, never a result.
+    pub fn relative_cost(self) -> u32 {
+        match self {
+            Policy::LoadIndex | Policy::LoadIndexCorrected => 3,
+            Policy::LeastLoadStale | Policy::CitrixHorizontal => 2,
+            _ => 1,
+        }
+    }
+
     /// The engine decides (the sources' algorithms and H7); otherwise the
     /// pick here does, through `connect_picked`.
     pub fn is_engine(self) -> bool {
@@ -209,15 +222,23 @@ impl Picker {
         if self.keys.len() <= i {
             self.keys.resize(i + 1, None);
         }
+        let now = host.map(|h| {
+            (
+                load_key(h),
+                h.connecting_sessions < CONCURRENT_LOGON_TOLERANCE,
+            )
+        });
+        if self.keys[i] == now {
+            // Most heartbeats leave a host where it was in both orders.
+            return;
+        }
         if let Some((key, calm)) = self.keys[i].take() {
             self.by_load.remove(&key);
             if calm {
                 self.calm_by_load.remove(&key);
             }
         }
-        if let Some(h) = host {
-            let key = load_key(h);
-            let calm = h.connecting_sessions < CONCURRENT_LOGON_TOLERANCE;
+        if let Some((key, calm)) = now {
             self.by_load.insert(key);
             if calm {
                 self.calm_by_load.insert(key);

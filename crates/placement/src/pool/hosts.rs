@@ -158,6 +158,20 @@ impl Pool {
         metrics.validate()?;
         let seq = self.seq_of(name)?;
         let started_ms = self.started_ms;
+        if let Some(h) = self.hosts.get_mut(&seq)
+            && repeats_itself(h, &metrics, now_ms)
+        {
+            // Nothing the host's load index or place in the indexes depends
+            // on changes: only when it was last heard from.
+            let seen_before = watch_key(h, started_ms);
+            h.last_heartbeat_ms = Some(now_ms);
+            h.metrics = Some(metrics);
+            let seen = watch_key(h, started_ms);
+            self.watched.remove(&seen_before);
+            self.watched.insert(seen);
+            self.changes.push(Change::Host(name.to_string()));
+            return Ok(());
+        }
         let reported_before = self.custom_reporters > 0;
         let is = metrics.custom_load_index.is_some();
         // One look-up of the host does it all. Its load index is recomputed
@@ -293,6 +307,21 @@ pub(super) fn power_status(h: &Host) -> Option<HostStatus> {
             _ => None,
         },
     }
+}
+
+/// Whether a heartbeat at `now_ms` with `metrics` would leave everything
+/// but the host's last-heard time as it is: the host is running and
+/// Available and stays so, reports the very metrics of its last heartbeat
+/// (so its custom index, H3, and its load index, H1–H2, are the same), and
+/// no logon was placed on it since (so H7's correction, which the heartbeat
+/// resets, is the same). Every host of a quiet pool sends such a heartbeat
+/// every 30 s: it then costs no pass through the pool's indexes.
+fn repeats_itself(h: &Host, metrics: &HostMetrics, now_ms: TimestampMs) -> bool {
+    h.status == HostStatus::Available
+        && h.power_state == PowerState::Running
+        && h.logons_since_heartbeat == 0
+        && h.metrics.as_ref() == Some(metrics)
+        && h.start_requested_ms.is_none_or(|started| now_ms > started)
 }
 
 /// Where a host stands in the watch for silence (S7): its last heartbeat,

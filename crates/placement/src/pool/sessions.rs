@@ -88,7 +88,7 @@ impl Pool {
             ));
         }
         self.find_session(id)?;
-        let confirmed = self.unconfirmed.remove(id);
+        let confirmed = self.is_unconfirmed(id) && self.unconfirmed.remove(id);
         self.change_state(id, state, now_ms);
         if confirmed {
             self.changes.push(Change::Session(id.to_string()));
@@ -97,17 +97,62 @@ impl Pool {
     }
 
     /// Sets a session's state; a change of a confirmed session is recorded.
+    ///
+    /// Only what depends on the state moves: the S4 and S9 queues, the
+    /// host's connecting and disconnected counts (through `update_host`,
+    /// which keeps the host's indexes true), and the session's place at the
+    /// end of its user's list, where taking the session out and putting it
+    /// back used to leave it. The session's id, user, host and creation
+    /// time do not change, so the per-user, per-host and creation-time
+    /// indexes keep it where it is: a state change costs no copy of a
+    /// session and no walk of the pool-wide creation-time index.
     fn change_state(&mut self, id: &str, state: SessionState, now_ms: TimestampMs) {
-        if self.sessions[id].state == state {
+        let Some(s) = self.sessions.get_mut(id) else {
+            return;
+        };
+        let (was, since) = (s.state, s.state_since_ms);
+        if was == state {
             return;
         }
-        let s = self.remove_session_entry(id);
-        self.insert_session(Session {
-            state,
-            state_since_ms: now_ms,
-            ..s
-        });
-        if !self.unconfirmed.contains(id) {
+        s.state = state;
+        s.state_since_ms = now_ms;
+        let key = user_key(&s.user);
+        let host = self.host_by_name.get(&s.host).copied();
+        match was {
+            SessionState::Pending => {
+                self.pending.remove(&(since, id.to_string()));
+            }
+            SessionState::Disconnected => {
+                self.disconnected.remove(&(since, id.to_string()));
+            }
+            SessionState::Active => {}
+        }
+        match state {
+            SessionState::Pending => {
+                self.pending.insert((now_ms, id.to_string()));
+            }
+            SessionState::Disconnected => {
+                self.disconnected.insert((now_ms, id.to_string()));
+            }
+            SessionState::Active => {}
+        }
+        if let Some(ids) = self.user_sessions.get_mut(&key)
+            && let Some(at) = ids.iter().position(|i| i == id)
+        {
+            let moved = ids.remove(at);
+            ids.push(moved);
+        }
+        if let Some(seq) = host {
+            let count = |s: SessionState, of: SessionState| u32::from(s == of);
+            self.update_host(seq, |h| {
+                h.connecting_sessions = h.connecting_sessions + count(state, SessionState::Pending)
+                    - count(was, SessionState::Pending);
+                h.disconnected_sessions = h.disconnected_sessions
+                    + count(state, SessionState::Disconnected)
+                    - count(was, SessionState::Disconnected);
+            });
+        }
+        if !self.is_unconfirmed(id) {
             self.changes.push(Change::Session(id.to_string()));
         }
     }
@@ -242,6 +287,9 @@ impl Pool {
     /// broker places the user by its own rules, and a host's word is not
     /// one of them. The pool then holds at most the session it places.
     pub(super) fn drop_unconfirmed(&mut self, user: &str) {
+        if self.unconfirmed.is_empty() {
+            return;
+        }
         let Some(ids) = self.user_sessions.get(&user_key(user)) else {
             return;
         };
@@ -266,7 +314,7 @@ impl Pool {
     /// recorded.
     pub(super) fn end_session(&mut self, id: &str) {
         self.remove_session_entry(id);
-        if !self.unconfirmed.remove(id) {
+        if !(self.is_unconfirmed(id) && self.unconfirmed.remove(id)) {
             self.changes.push(Change::SessionEnded(id.to_string()));
         }
     }

@@ -23,6 +23,7 @@ mod personal;
 mod picked;
 mod power;
 mod props;
+mod quiet;
 mod random;
 mod reconcile;
 mod reconnect;

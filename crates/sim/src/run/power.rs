@@ -238,7 +238,7 @@ impl Sim<'_> {
                 let mut spec = self.pool.find_host(&name)?.spec.clone();
                 spec.allow_new_session = !drain;
                 self.pool.upsert_host(spec, self.now())?;
-                self.pool.take_changes();
+                self.pool.clear_changes();
                 self.touch(h);
             }
             ActionKind::Notify => {
@@ -257,17 +257,16 @@ impl Sim<'_> {
     fn end_sessions_on(&mut self, h: u32) -> Result<(), SimError> {
         let mut on: Vec<u32> = self
             .sessions
-            .values()
-            .copied()
+            .users()
             .filter(|&u| self.users[u as usize].session_host == h)
             .collect();
         on.sort_unstable();
         for u in on {
             let state = self.users[u as usize].state;
-            let Some(id) = self.users[u as usize].session.clone() else {
+            let Some(n) = self.users[u as usize].session else {
                 continue;
             };
-            self.end_session(u, &id)?;
+            self.end_session(u, n)?;
             self.acc.ended_by_plan += 1;
             self.release(u, state);
             self.users[u as usize].state = State::Absent;

@@ -42,6 +42,40 @@ fn same_seed_same_report_byte_for_byte_other_seed_other_report() {
     }
 }
 
+/// Policies run on threads, the costliest first, and each keeps its own
+/// pool, host model and random streams: a policy's result is the same
+/// whichever policies run beside it, in whatever order the threads take
+/// them, and the report lists them in the order asked.
+#[test]
+fn a_policys_result_does_not_depend_on_the_others_or_the_threads() {
+    for kind in kinds() {
+        let cfg = small(kind.clone(), 21);
+        let all = sim::run(&cfg, &Default::default()).unwrap();
+        let mut reversed_cfg = cfg.clone();
+        reversed_cfg.policies.reverse();
+        let reversed = sim::run(&reversed_cfg, &Default::default()).unwrap();
+        for (i, policy) in cfg.policies.iter().enumerate() {
+            let mut one = cfg.clone();
+            one.policies = vec![*policy];
+            let alone = sim::run(&one, &Default::default()).unwrap();
+            let json = |r: &sim::PolicyResult| serde_json::to_string(r).unwrap();
+            let what = format!("{} {}", kind.name(), policy.name());
+            assert_eq!(all.results[i].policy, policy.name(), "{what}: order");
+            assert_eq!(
+                json(&all.results[i]),
+                json(&alone.results[0]),
+                "{what}: alone"
+            );
+            let j = cfg.policies.len() - 1 - i;
+            assert_eq!(
+                json(&all.results[i]),
+                json(&reversed.results[j]),
+                "{what}: reversed"
+            );
+        }
+    }
+}
+
 /// Replays the engine operations of a run on a fresh pool, calling the
 /// engine the plain way (`connect` with the recorded random value for the
 /// sources' algorithms; `connect_picked` with the recorded host for the
