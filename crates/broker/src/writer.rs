@@ -22,9 +22,10 @@
 //! the reads behind them, which wait only for the last ordinary change
 //! ([`Lsns::strict`]). A crash may therefore lose the last marks, never a
 //! session: its placement was an ordinary change, durable before its host
-//! was dialled (S5), and a restart gives Pending sessions a fresh
-//! `pendingTimeout` (`placement::Pool::restore`) in which the host's agent
-//! reports the session or the user reconnects.
+//! was dialled (S5). A session whose Active mark was lost was placed
+//! moments before the crash and keeps almost all of its `pendingTimeout`
+//! after the restart, in which the client's reconnect or the host's agent
+//! confirms it (rule S5's exception in docs/rules.md).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

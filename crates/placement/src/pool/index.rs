@@ -4,10 +4,11 @@
 //! each change of a host or a session and rebuilt from scratch after a
 //! settings change or a restore.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
 use super::Pool;
 use super::open::OpenHosts;
+use super::session_table::{Entry, SessionTable, Slot};
 use crate::load_index::{self, MinTree};
 use crate::model::*;
 
@@ -262,16 +263,36 @@ impl Pool {
         h
     }
 
-    pub(super) fn insert_session(&mut self, s: Session) {
+    /// Adds a session on the host its `host` names (a restore, an
+    /// adoption); answers its slot.
+    pub(super) fn insert_session(&mut self, s: Session, unconfirmed: bool) -> Slot {
         let seq = self.host_by_name[&s.host];
-        self.insert_session_on(seq, s);
+        self.insert_session_on(seq, s, unconfirmed)
     }
 
     /// [`Pool::insert_session`] when the caller knows the host's `seq`
     /// (a placement does): no look-up of the host by name.
-    pub(super) fn insert_session_on(&mut self, seq: u64, s: Session) {
-        let pending = s.state == SessionState::Pending;
-        let disconnected = s.state == SessionState::Disconnected;
+    pub(super) fn insert_session_on(&mut self, seq: u64, s: Session, unconfirmed: bool) -> Slot {
+        let slot = self.sessions.insert(s, seq, unconfirmed);
+        self.index_session(slot);
+        slot
+    }
+
+    /// Takes a session out of every index and the table.
+    pub(super) fn remove_session_entry(&mut self, slot: Slot) -> Entry {
+        self.unindex_session(slot);
+        self.sessions.remove(slot)
+    }
+
+    /// Counts the session in `slot` on its host and puts it in every index
+    /// of sessions: by state and time, its user's list, its host's list.
+    pub(super) fn index_session(&mut self, slot: Slot) {
+        let e = &self.sessions[slot];
+        let seq = e.host;
+        let s = &e.session;
+        let (state, since, created) = (s.state, s.state_since_ms, s.create_time_ms);
+        let pending = state == SessionState::Pending;
+        let disconnected = state == SessionState::Disconnected;
         self.update_host(seq, |h| {
             h.sessions += 1;
             if pending {
@@ -282,58 +303,42 @@ impl Pool {
             }
         });
         if pending {
-            self.pending.insert((s.state_since_ms, s.id.clone()));
+            self.pending.insert((since, slot));
         }
-        if s.state == SessionState::Disconnected {
-            self.disconnected.insert((s.state_since_ms, s.id.clone()));
+        if disconnected {
+            self.disconnected.insert((since, slot));
         }
-        self.by_create_time.insert((s.create_time_ms, s.id.clone()));
-        self.user_sessions
-            .entry(user_key(&s.user))
-            .or_default()
-            .push(s.id.clone());
-        // The host's name is copied only for its first session.
-        match self.host_sessions.get_mut(&s.host) {
-            Some(ids) => {
-                ids.insert(s.id.clone());
-            }
-            None => {
-                self.host_sessions
-                    .insert(s.host.clone(), HashSet::from([s.id.clone()]));
-            }
+        self.by_create_time.insert((created, slot));
+        self.sessions.index_user(slot);
+        let i = seq as usize;
+        if i >= self.host_sessions.len() {
+            self.host_sessions.resize_with(i + 1, Vec::new);
         }
-        self.sessions.insert(s.id.clone(), s);
+        self.host_sessions[i].push(slot);
     }
 
-    pub(super) fn remove_session_entry(&mut self, id: &str) -> Session {
-        let s = self
-            .sessions
-            .remove(id)
-            .expect("remove_session_entry: session exists");
-        let pending = s.state == SessionState::Pending;
+    /// Undoes [`Pool::index_session`]; the session stays in its slot.
+    pub(super) fn unindex_session(&mut self, slot: Slot) {
+        let e = &self.sessions[slot];
+        let seq = e.host;
+        let s = &e.session;
+        let (state, since, created) = (s.state, s.state_since_ms, s.create_time_ms);
+        let pending = state == SessionState::Pending;
+        let disconnected = state == SessionState::Disconnected;
         if pending {
-            self.pending.remove(&(s.state_since_ms, s.id.clone()));
+            self.pending.remove(&(since, slot));
         }
-        if s.state == SessionState::Disconnected {
-            self.disconnected.remove(&(s.state_since_ms, s.id.clone()));
+        if disconnected {
+            self.disconnected.remove(&(since, slot));
         }
-        self.by_create_time
-            .remove(&(s.create_time_ms, s.id.clone()));
-        let key = user_key(&s.user);
-        if let Some(ids) = self.user_sessions.get_mut(&key) {
-            ids.retain(|i| i != id);
-            if ids.is_empty() {
-                self.user_sessions.remove(&key);
-            }
+        self.by_create_time.remove(&(created, slot));
+        self.sessions.unindex_user(slot);
+        if let Some(slots) = self.host_sessions.get_mut(seq as usize)
+            && let Some(at) = slots.iter().position(|&s| s == slot)
+        {
+            slots.remove(at);
         }
-        if let Some(ids) = self.host_sessions.get_mut(&s.host) {
-            ids.remove(id);
-            if ids.is_empty() {
-                self.host_sessions.remove(&s.host);
-            }
-        }
-        if let Some(&seq) = self.host_by_name.get(&s.host) {
-            let disconnected = s.state == SessionState::Disconnected;
+        if self.hosts.get(&seq).is_some() {
             self.update_host(seq, |h| {
                 h.sessions -= 1;
                 if pending {
@@ -344,8 +349,32 @@ impl Pool {
                 }
             });
         }
-        s
     }
+
+    /// The slots of the host `seq`'s sessions.
+    pub(super) fn host_session_slots(&self, seq: u64) -> &[Slot] {
+        self.host_sessions
+            .get(seq as usize)
+            .map_or(&[], |slots| slots.as_slice())
+    }
+}
+
+/// The slots of the prefix of `set` whose time `is_due`, in `(time, id)`
+/// order: sessions due in the same millisecond end in the order of their
+/// ids, as when these sets were keyed by id, so a tick records its changes
+/// in the same order. Allocates nothing when nothing is due.
+pub(super) fn due(
+    sessions: &SessionTable,
+    set: &BTreeSet<(TimestampMs, Slot)>,
+    is_due: impl Fn(TimestampMs) -> bool,
+) -> Vec<Slot> {
+    let mut due: Vec<(TimestampMs, &str, Slot)> = set
+        .iter()
+        .take_while(|(t, _)| is_due(*t))
+        .map(|&(t, slot)| (t, sessions[slot].session.id.as_str(), slot))
+        .collect();
+    due.sort_unstable();
+    due.into_iter().map(|(_, _, slot)| slot).collect()
 }
 
 /// [`Pool::rejects`], over the pool's settings alone.

@@ -72,7 +72,7 @@ impl Pool {
         if let Some(h) = req.session_host {
             validate_name("sessionHost", h)?;
         }
-        if session_id.is_empty() || self.sessions.contains_key(session_id) {
+        if session_id.is_empty() || self.sessions.contains(session_id) {
             return Err(Error::Conflict(format!(
                 "session id {session_id:?} is empty or already in use"
             )));
@@ -144,19 +144,15 @@ impl Pool {
     /// session adopted from a host's list and not confirmed is never one
     /// (S8): a host cannot send a user to itself by listing them.
     fn reconnect(&self, user: &str, only_host: Option<u64>) -> Result<Option<Placement>, Error> {
-        let Some(ids) = self.user_sessions.get(&user_key(user)) else {
-            return Ok(None);
-        };
         let mut found: Option<(&Host, &Session)> = None;
-        for id in ids.iter().filter(|id| !self.unconfirmed.contains(*id)) {
-            let s = &self.sessions[id];
-            let seq = self.host_by_name[&s.host];
-            if only_host.is_some_and(|o| o != seq) {
+        for &slot in self.sessions.user_sessions(user) {
+            let e = &self.sessions[slot];
+            if e.unconfirmed || only_host.is_some_and(|o| o != e.host) {
                 continue;
             }
-            let h = &self.hosts[&seq];
+            let h = &self.hosts[&e.host];
             if found.is_none_or(|(f, _)| h.seq < f.seq) {
-                found = Some((h, s));
+                found = Some((h, &e.session));
             }
         }
         let Some((h, s)) = found else {
@@ -351,6 +347,7 @@ impl Pool {
                 create_time_ms: now_ms,
                 state_since_ms: now_ms,
             },
+            false,
         );
         self.random_draws += 1;
         if self.config.load_balancer_type == LoadBalancerType::LoadIndex {
