@@ -10,7 +10,9 @@
 //! read-only accessors; the operations live in one file per seam:
 //! `settings`, `hosts`, `sessions`, `placement` (and `picked`, the
 //! caller-picked variant the simulator uses), and `index` (the bookkeeping
-//! that keeps every index true).
+//! that keeps every index true). The containers have files of their own:
+//! `host_table` (hosts by `seq`), `session_table` (sessions and their
+//! users by slot), `open` (the open hosts ranked by session count).
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -125,7 +125,9 @@ impl Pool {
         let reported_before = self.custom_reporters > 0;
         self.remove_host_entry(seq);
         // Its sessions are ended and its `seq` is never used again.
-        self.host_sessions.get_mut(seq as usize).map(std::mem::take);
+        if let Some(slots) = self.host_sessions.get_mut(seq as usize) {
+            *slots = Vec::new();
+        }
         if reported_before != (self.custom_reporters > 0) {
             // H3: the last custom reporter is gone: every host is -1 again.
             self.rebuild_indexes();
