@@ -275,3 +275,104 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
     drop(alice);
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 }
+
+/// The value of `name` in an `.rdp` file (`name:type:value` per line).
+fn setting<'a>(file: &'a str, name: &str) -> Option<&'a str> {
+    file.split("\r\n").find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        (parts.next() == Some(name)).then(|| parts.nth(1)).flatten()
+    })
+}
+
+/// `rdpFile?user=…&gateway=true`: a file through the RD Gateway whose
+/// target and access token take xfreerdp, through the gateway, to the host
+/// the broker places the user on. `--gateway-public-address` is what the
+/// file names as the gateway.
+#[tokio::test]
+async fn xfreerdp_with_the_gateway_connection_file_reaches_the_pool() {
+    let xrdp = require("xrdp", "xrdp");
+    let xfreerdp = require("xfreerdp", "freerdp2-x11");
+    let xvfb = require("Xvfb", "xvfb");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
+    let display = Display::start(&xvfb);
+    let (app, gateway) = spawn_with_rd_gateway(&dir.path().join("data"));
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+                    "allowFrontDoor": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": a.address})),
+        201,
+    )
+    .await;
+
+    let file = app
+        .text("/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true")
+        .await;
+    assert_eq!(setting(&file, "full address"), Some("farm"), "{file}");
+    assert_eq!(setting(&file, "gatewayhostname"), Some(gateway.as_str()));
+    assert_eq!(setting(&file, "gatewayusagemethod"), Some("1"));
+    assert_eq!(setting(&file, "gatewaycredentialssource"), Some("5"));
+    assert_eq!(setting(&file, "gatewayprofileusagemethod"), Some("1"));
+    assert_eq!(setting(&file, "loadbalanceinfo"), None);
+    let token = setting(&file, "gatewayaccesstoken").expect("an access token");
+    assert!(token.starts_with(api::ticket::TICKET_PREFIX), "{token}");
+    // Without a user there is no token to put in it.
+    app.refused(
+        "GET",
+        "/api/v1/hostPools/farm/rdpFile?gateway=true",
+        None,
+        400,
+        "InvalidParameter",
+    )
+    .await;
+
+    let args: Vec<String> = vec![
+        format!("/v:{}", setting(&file, "full address").expect("target")),
+        "/u:alice".into(),
+        format!("/g:{}", setting(&file, "gatewayhostname").expect("gateway")),
+        "/gt:http".into(),
+        format!("/gat:{token}"),
+    ];
+    let alice = Client::start(&xfreerdp, &display, &home, &args);
+    let reached = eventually(PATIENCE, || async { a.tls_connections() >= 1 }).await;
+    assert!(reached, "xrdp was not reached: {}", alice.log());
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // Another broker, whose gateway the files name by its public address.
+    let (other, _) = App::spawn_with(
+        &dir.path().join("data2"),
+        "127.0.0.1:0",
+        &[
+            "--gateway-listen",
+            "127.0.0.1:0",
+            "--gateway-public-address",
+            "gw.contoso.com",
+        ],
+    );
+    other
+        .ok(
+            "PUT",
+            "/api/v1/hostPools/farm",
+            Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+            201,
+        )
+        .await;
+    let file = other
+        .text("/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true")
+        .await;
+    assert_eq!(setting(&file, "gatewayhostname"), Some("gw.contoso.com"));
+}
