@@ -411,3 +411,78 @@ async fn a8_the_front_door_closes_a_client_whose_host_does_not_come_within_the_b
         .await;
     assert_eq!(sessions["value"], json!([]), "{sessions}");
 }
+
+/// The same through the RD Gateway, with real xfreerdp and xrdp: the
+/// channel request is held while h1 starts (the gateway's gauge shows it),
+/// then opened on h1 once its heartbeat is in; the user lands there.
+#[tokio::test]
+async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it() {
+    use crate::rdp::{Client, Display, Xrdp, require, wait_session};
+    let xrdp = require("xrdp", "xrdp");
+    let xfreerdp = require("xfreerdp", "freerdp2-x11");
+    let xvfb = require("Xvfb", "xvfb");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("power.log");
+    let host = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
+    let display = Display::start(&xvfb);
+    let (app, lines) = spawn(
+        &dir.path().join("data"),
+        &["--gateway-listen", "127.0.0.1:0"],
+    );
+    let gateway = lines
+        .first()
+        .and_then(|l| l.strip_prefix("rd gateway listening on "))
+        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
+        .to_string();
+    pool_all_stopped(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+               "startVmOnConnect": true, "allowFrontDoor": true,
+               "allowedAddressRanges": ["127.0.0.0/8"]}),
+        &log,
+        &[("h1", json!({"address": host.address}))],
+    )
+    .await;
+    let file = app
+        .text("/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true")
+        .await;
+    let token = file
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("gatewayaccesstoken:s:"))
+        .expect("an access token")
+        .to_string();
+    let args: Vec<String> = vec![
+        "/v:farm".into(),
+        "/u:alice".into(),
+        format!("/g:{gateway}"),
+        "/gt:http".into(),
+        format!("/gat:{token}"),
+    ];
+    let alice = Client::start(&xfreerdp, &display, &dir.path().join("home"), &args);
+    // The gateway's connect started h1; the channel is held meanwhile.
+    running(&app, "farm", "h1").await;
+    assert_eq!(starts(&log), ["start h1"]);
+    assert!(
+        eventually(WAIT, || async {
+            app.text("/metrics")
+                .await
+                .contains("deskbroker_rdg_waiting_channels 1")
+        })
+        .await,
+        "the channel is held: {}",
+        alice.log()
+    );
+    assert_eq!(host.tls_connections(), 0);
+    // The host's heartbeat makes it available: the channel opens on it.
+    beat(&app, "farm", "h1").await;
+    let reached = eventually(WAIT, || async { host.tls_connections() >= 1 }).await;
+    assert!(reached, "xrdp was not reached: {}", alice.log());
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    assert!(
+        app.text("/metrics")
+            .await
+            .contains("deskbroker_rdg_waiting_channels 0")
+    );
+}
