@@ -10,13 +10,14 @@
 //!      (or RDG_OUT_DATA ─► 200 + seed, paired with RDG_IN_DATA's chunked body)
 //!   ─► handshake (PAA) ─► tunnel create: the access token, a ticket (T3), read (not verified)
 //!   ─► tunnel auth ─► channel create: the resource must be the ticket's pool
-//!   ─► Placer::connect (the broker verifies the ticket, places or reconnects: S1)
+//!   ─► Placer::connect (the broker verifies the ticket, places or reconnects: S1;
+//!      503 SessionHostStarting: held and asked again while the host boots, A8)
 //!   ─► dial (≤ 3 s; R5: a new session on an unreachable host is ended, the next host tried)
 //!   ─► channel response ─► Active ─► DATA relayed both ways, untouched ─► Disconnected
 //! ```
 //!
-//! Everything up to the channel response is bounded by
-//! [`GatewayConfig::setup_timeout`]; every refusal is answered with the
+//! Everything up to the channel request is bounded by
+//! [`GatewayConfig::setup_timeout`], the placement by the hold and the dials; every refusal is answered with the
 //! protocol's HRESULT in the packet the client awaits (a tampered,
 //! expired or foreign token: E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED;
 //! another pool: E_PROXY_RAP_ACCESSDENIED; no host: E_PROXY_TS_CONNECTFAILED),

@@ -28,12 +28,65 @@ fn spawn_with_rd_gateway(data_dir: &std::path::Path) -> (App, String) {
         "127.0.0.1:0",
         &["--gateway-listen", "127.0.0.1:0"],
     );
-    let gateway = lines
+    let gateway = gateway_address(&lines);
+    (app, gateway)
+}
+
+/// The RD Gateway's address, from the lines `serve` printed after its
+/// "listening on" line.
+pub(crate) fn gateway_address(lines: &[String]) -> String {
+    lines
         .first()
         .and_then(|l| l.strip_prefix("rd gateway listening on "))
         .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
-    (app, gateway)
+        .to_string()
+}
+
+/// Pool `farm` (DepthFirst, reachable through the doors) with one host, h1
+/// at `address`.
+async fn farm_with_one_host(app: &App, address: &str) {
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+                    "allowFrontDoor": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": address})),
+        201,
+    )
+    .await;
+}
+
+/// Connects xfreerdp as alice to `farm` through the gateway (WebSocket)
+/// with `token`, and follows her to h1 (`host`) and back out.
+async fn alice_reaches_h1(
+    app: &App,
+    host: &Xrdp,
+    client: impl FnOnce(&[String]) -> Client,
+    gateway: &str,
+    target: &str,
+    token: &str,
+) {
+    let args: Vec<String> = vec![
+        format!("/v:{target}"),
+        "/u:alice".into(),
+        format!("/g:{gateway}"),
+        "/gt:http".into(),
+        format!("/gat:{token}"),
+    ];
+    let alice = client(&args);
+    let reached = eventually(PATIENCE, || async { host.tls_connections() >= 1 }).await;
+    assert!(reached, "xrdp was not reached: {}", alice.log());
+    wait_session(app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(app, "farm", "alice", "h1", "Disconnected").await;
 }
 
 fn ticket(pool: &str, user: &str, expires_unix_seconds: u64) -> String {
@@ -193,23 +246,7 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
     let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
     let display = Display::start(&xvfb);
     let (app, _) = App::spawn_with(&dir.path().join("data"), "127.0.0.1:0", &[]);
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm",
-        Some(
-            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
-                    "allowFrontDoor": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
-        ),
-        201,
-    )
-    .await;
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm/sessionHosts/h1",
-        Some(json!({"address": a.address})),
-        201,
-    )
-    .await;
+    farm_with_one_host(&app, &a.address).await;
     let credential = app
         .ok(
             "POST",
@@ -261,19 +298,15 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
         .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
         .to_string();
 
-    let args: Vec<String> = vec![
-        "/v:farm".into(),
-        "/u:alice".into(),
-        format!("/g:{gateway}"),
-        "/gt:http".into(),
-        format!("/gat:{}", ticket("farm", "alice", in_five_minutes())),
-    ];
-    let alice = Client::start(&xfreerdp, &display, &home, &args);
-    let reached = eventually(PATIENCE, || async { a.tls_connections() >= 1 }).await;
-    assert!(reached, "xrdp was not reached: {}", alice.log());
-    wait_session(&app, "farm", "alice", "h1", "Active").await;
-    drop(alice);
-    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+    alice_reaches_h1(
+        &app,
+        &a,
+        |args| Client::start(&xfreerdp, &display, &home, args),
+        &gateway,
+        "farm",
+        &ticket("farm", "alice", in_five_minutes()),
+    )
+    .await;
 }
 
 /// The value of `name` in an `.rdp` file (`name:type:value` per line).
@@ -299,23 +332,7 @@ async fn xfreerdp_with_the_gateway_connection_file_reaches_the_pool() {
     let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
     let display = Display::start(&xvfb);
     let (app, gateway) = spawn_with_rd_gateway(&dir.path().join("data"));
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm",
-        Some(
-            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
-                    "allowFrontDoor": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
-        ),
-        201,
-    )
-    .await;
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm/sessionHosts/h1",
-        Some(json!({"address": a.address})),
-        201,
-    )
-    .await;
+    farm_with_one_host(&app, &a.address).await;
 
     let file = app
         .text("/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true")
@@ -338,19 +355,15 @@ async fn xfreerdp_with_the_gateway_connection_file_reaches_the_pool() {
     )
     .await;
 
-    let args: Vec<String> = vec![
-        format!("/v:{}", setting(&file, "full address").expect("target")),
-        "/u:alice".into(),
-        format!("/g:{}", setting(&file, "gatewayhostname").expect("gateway")),
-        "/gt:http".into(),
-        format!("/gat:{token}"),
-    ];
-    let alice = Client::start(&xfreerdp, &display, &home, &args);
-    let reached = eventually(PATIENCE, || async { a.tls_connections() >= 1 }).await;
-    assert!(reached, "xrdp was not reached: {}", alice.log());
-    wait_session(&app, "farm", "alice", "h1", "Active").await;
-    drop(alice);
-    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+    alice_reaches_h1(
+        &app,
+        &a,
+        |args| Client::start(&xfreerdp, &display, &home, args),
+        setting(&file, "gatewayhostname").expect("gateway"),
+        setting(&file, "full address").expect("target"),
+        token,
+    )
+    .await;
 
     // Another broker, whose gateway the files name by its public address.
     let (other, _) = App::spawn_with(

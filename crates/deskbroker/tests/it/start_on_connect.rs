@@ -151,6 +151,17 @@ async fn running(app: &App, pool: &str, host: &str) {
     );
 }
 
+/// Whether h1 of `farm` was started (once) and `gauge` came to show one
+/// connection held.
+async fn started_and_held(app: &App, log: &Path, gauge: &str) -> bool {
+    running(app, "farm", "h1").await;
+    assert_eq!(starts(log), ["start h1"]);
+    eventually(WAIT, || async {
+        app.text("/metrics").await.contains(&format!("{gauge} 1"))
+    })
+    .await
+}
+
 fn spawn(dir: &Path, extra: &[&str]) -> (App, Vec<String>) {
     let mut args = vec!["--allow-power-commands"];
     args.extend_from_slice(extra);
@@ -341,15 +352,8 @@ async fn a8_the_front_door_holds_a_client_while_its_host_starts_then_relays_it()
         .await
         .unwrap();
     // The front door's connect started h1; the client is held meanwhile.
-    running(&app, "farm", "h1").await;
-    assert_eq!(starts(&log), ["start h1"]);
     assert!(
-        eventually(WAIT, || async {
-            app.text("/metrics")
-                .await
-                .contains("deskbroker_rdp_waiting_connections 1")
-        })
-        .await,
+        started_and_held(&app, &log, "deskbroker_rdp_waiting_connections").await,
         "the client is held"
     );
     // The host's heartbeat makes it available: the held client is relayed.
@@ -430,11 +434,7 @@ async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it()
         &dir.path().join("data"),
         &["--gateway-listen", "127.0.0.1:0"],
     );
-    let gateway = lines
-        .first()
-        .and_then(|l| l.strip_prefix("rd gateway listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
+    let gateway = crate::rd_gateway::gateway_address(&lines);
     pool_all_stopped(
         &app,
         "farm",
@@ -462,15 +462,8 @@ async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it()
     ];
     let alice = Client::start(&xfreerdp, &display, &dir.path().join("home"), &args);
     // The gateway's connect started h1; the channel is held meanwhile.
-    running(&app, "farm", "h1").await;
-    assert_eq!(starts(&log), ["start h1"]);
     assert!(
-        eventually(WAIT, || async {
-            app.text("/metrics")
-                .await
-                .contains("deskbroker_rdg_waiting_channels 1")
-        })
-        .await,
+        started_and_held(&app, &log, "deskbroker_rdg_waiting_channels").await,
         "the channel is held: {}",
         alice.log()
     );
