@@ -81,6 +81,10 @@ pub struct Broker {
     /// Where RDP clients reach this broker's front door (`host:port`), for
     /// the `.rdp` connection files; None when it runs none.
     pub rdp_front_door: RwLock<Option<String>>,
+    /// Where RDP clients reach this broker's RD Gateway (`host:port`), for
+    /// the gateway's connection files (`rdpFile?gateway=true`); None when
+    /// there is none.
+    pub rd_gateway: RwLock<Option<String>>,
     /// Per-host heartbeat budgets (rule S8: one host cannot starve others).
     /// `serve --api-rate-limit`: requests a second allowed to each
     /// credential and to each source address with a valid credential
@@ -159,6 +163,7 @@ impl Broker {
             admin_token,
             started_ms,
             rdp_front_door: RwLock::new(None),
+            rd_gateway: RwLock::new(None),
             heartbeats: Default::default(),
             api_rate_limit_per_second: Default::default(),
             portal: Default::default(),

@@ -124,7 +124,8 @@ pub struct FrontDoorFlags {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub rdp_new_sessions_per_source_per_minute: u32,
     /// How long a connection is held while a session host starts for its
-    /// user (rule A8, `startVmOnConnect`); then it is closed.
+    /// user (rule A8, `startVmOnConnect`); then it is closed. The RD
+    /// Gateway holds a channel request as long.
     #[arg(long, value_name = "SECONDS", default_value_t = gateway::HOST_START_WAIT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub rdp_host_start_wait_seconds: u64,
@@ -148,10 +149,13 @@ impl FrontDoorFlags {
         config
     }
 
-    /// The RD Gateway's settings: the same per-source bounds.
+    /// The RD Gateway's settings: the same per-source bounds, and the same
+    /// hold while a host starts (A8).
     pub fn rd_gateway_config(&self) -> gateway::rd_gateway::GatewayConfig {
+        let front_door = self.config(None, "");
         gateway::rd_gateway::GatewayConfig {
-            source_limits: self.config(None, "").source_limits,
+            source_limits: front_door.source_limits,
+            host_start_wait: front_door.host_start_wait,
             ..gateway::rd_gateway::GatewayConfig::default()
         }
     }

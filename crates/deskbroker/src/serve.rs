@@ -73,6 +73,17 @@ pub struct ServeArgs {
     /// gateway`) listens, so the broker still hands out connection files.
     #[arg(long = "rdp-public-address", env = "DESKBROKER_RDP_PUBLIC_ADDRESS")]
     pub rdp_public_address: Option<String>,
+    /// How clients reach the RD Gateway (`host:port`, or a name when the
+    /// port is 443), written as `gatewayhostname` into the gateway's `.rdp`
+    /// files (`rdpFile?gateway=true`); it must match the gateway's
+    /// certificate. Default: the --gateway-listen address. Without
+    /// --gateway-listen: where a stand-alone gateway (`deskbroker gateway
+    /// --gateway-listen`) listens.
+    #[arg(
+        long = "gateway-public-address",
+        env = "DESKBROKER_GATEWAY_PUBLIC_ADDRESS"
+    )]
+    pub gateway_public_address: Option<String>,
     /// PEM certificate chain (leaf first) to serve HTTPS with; re-read,
     /// with the key, on SIGHUP (open connections are kept).
     #[arg(
@@ -466,6 +477,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .rdp_front_door
         .write()
         .unwrap_or_else(|e| e.into_inner()) = rdp_public_address(&args, rdp_listener.as_ref())?;
+    *broker.rd_gateway.write().unwrap_or_else(|e| e.into_inner()) =
+        gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?;
     std::io::stdout().flush()?;
 
     // One signal stops both: the HTTP API finishes in-flight requests, the
@@ -548,12 +561,14 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
     let rd_gateway = bind_rd_gateway(&args, tls.as_ref(), addr).await?;
     let rdp_public = rdp_public_address(&args, rdp_listener.as_ref())?;
+    let gateway_public = gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?;
     let replica = broker::replica::Replica::start(broker::replica::ReplicaConfig {
         database_url: database_url.to_string(),
         advertise_url: advertise_url.clone(),
         leader_trust,
         admin_token: token.clone(),
         rdp_front_door: rdp_public,
+        rd_gateway: gateway_public,
         api_rate_limit_per_second: args.api_rate_limit,
         audit_retention: args.audit_retention(),
         portal,
@@ -690,6 +705,19 @@ fn rdp_public_address(
     rdp_listener: Option<&tokio::net::TcpListener>,
 ) -> anyhow::Result<Option<String>> {
     Ok(match (&args.rdp_public_address, rdp_listener) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(l)) => Some(l.local_addr()?.to_string()),
+        (None, None) => None,
+    })
+}
+
+/// How clients reach the RD Gateway, for its `.rdp` files: the flag, or
+/// the listen address.
+fn gateway_public_address(
+    args: &ServeArgs,
+    listener: Option<&tokio::net::TcpListener>,
+) -> anyhow::Result<Option<String>> {
+    Ok(match (&args.gateway_public_address, listener) {
         (Some(p), _) => Some(p.clone()),
         (None, Some(l)) => Some(l.local_addr()?.to_string()),
         (None, None) => None,

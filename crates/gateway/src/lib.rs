@@ -23,6 +23,7 @@
 //! as the HTTP API's `connect`.
 
 pub mod front_door;
+mod hold;
 pub mod pdu;
 pub mod placer;
 pub mod rd_gateway;

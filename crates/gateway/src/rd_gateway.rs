@@ -10,13 +10,14 @@
 //!      (or RDG_OUT_DATA ─► 200 + seed, paired with RDG_IN_DATA's chunked body)
 //!   ─► handshake (PAA) ─► tunnel create: the access token, a ticket (T3), read (not verified)
 //!   ─► tunnel auth ─► channel create: the resource must be the ticket's pool
-//!   ─► Placer::connect (the broker verifies the ticket, places or reconnects: S1)
+//!   ─► Placer::connect (the broker verifies the ticket, places or reconnects: S1;
+//!      503 SessionHostStarting: held and asked again while the host boots, A8)
 //!   ─► dial (≤ 3 s; R5: a new session on an unreachable host is ended, the next host tried)
 //!   ─► channel response ─► Active ─► DATA relayed both ways, untouched ─► Disconnected
 //! ```
 //!
-//! Everything up to the channel response is bounded by
-//! [`GatewayConfig::setup_timeout`]; every refusal is answered with the
+//! Everything up to the channel request is bounded by
+//! [`GatewayConfig::setup_timeout`], the placement by the hold and the dials; every refusal is answered with the
 //! protocol's HRESULT in the packet the client awaits (a tampered,
 //! expired or foreign token: E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED;
 //! another pool: E_PROXY_RAP_ACCESSDENIED; no host: E_PROXY_TS_CONNECTFAILED),
@@ -34,8 +35,18 @@
 //! a new session over its share per minute is refused at channel create
 //! with E_PROXY_MAXCONNECTIONSREACHED.
 //!
+//! When the broker answers 503 `SessionHostStarting` (rule A8: the pool
+//! starts a host for this user), the channel request is held, as the front
+//! door holds a connection (`hold.rs`, the same bounds: per source and
+//! [`crate::front_door::MAX_WAITING_CONNECTIONS`] in total, asked again
+//! every [`crate::HOST_START_RETRY_INTERVAL`] for up to
+//! [`crate::HOST_START_WAIT`]), then answered: the channel opens on the
+//! started host, or is refused with E_PROXY_TS_CONNECTFAILED. The setup
+//! timeout stops at the channel request; placing it is bounded by the hold
+//! and by each dial. A client that leaves while held is not noticed until
+//! the channel response is sent.
+//!
 //! Not yet:
-//! holding a channel while a host starts (A8: refused as unreachable), and
 //! sharing the front door's table of live sessions (a reconnect to a
 //! session Active elsewhere is relayed, its state left alone, as there).
 
@@ -58,6 +69,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Message};
 use crate::front_door::{
     LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES,
 };
+use crate::hold::{self, Hold, WaitEnd, Waited};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::{self, Limits, SourceGuard, Sources};
 use crate::tsgu::hresult::{
@@ -91,6 +103,12 @@ pub struct GatewayConfig {
     /// (a legacy tunnel is two), tunnels not yet open, connections and new
     /// sessions per minute.
     pub source_limits: Limits,
+    /// Rule A8's hold, as at the front door: see [`crate::HOST_START_WAIT`].
+    pub host_start_wait: Duration,
+    /// See [`crate::HOST_START_RETRY_INTERVAL`].
+    pub host_start_retry_interval: Duration,
+    /// See [`crate::front_door::MAX_WAITING_CONNECTIONS`].
+    pub max_waiting_connections: usize,
 }
 
 impl Default for GatewayConfig {
@@ -102,6 +120,9 @@ impl Default for GatewayConfig {
             max_placement_attempts: crate::front_door::MAX_PLACEMENT_ATTEMPTS,
             tsgu: ServerConfig::default(),
             source_limits: Limits::default(),
+            host_start_wait: crate::front_door::HOST_START_WAIT,
+            host_start_retry_interval: crate::front_door::HOST_START_RETRY_INTERVAL,
+            max_waiting_connections: crate::front_door::MAX_WAITING_CONNECTIONS,
         }
     }
 }
@@ -112,7 +133,11 @@ pub fn describe_metrics() {
         "deskbroker_rdg_tunnels_total",
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
          resource_refused, refused, host_unreachable, broker_unreachable, timeout, \
-         source_limit."
+         source_limit, host_start_timeout, waiting_limit."
+    );
+    metrics::describe_gauge!(
+        "deskbroker_rdg_waiting_channels",
+        "RD Gateway channel requests held while a session host starts (rule A8)."
     );
     metrics::describe_counter!(
         "deskbroker_rdg_bytes_total",
@@ -133,6 +158,7 @@ pub async fn serve<P: Placer>(
     describe_metrics();
     let config = Arc::new(config);
     let pairing = Arc::new(Pairing::default());
+    let waiting = Arc::new(Semaphore::new(config.max_waiting_connections));
     let sources = Sources::new(config.source_limits);
     let slots = Arc::new(Semaphore::new(config.max_connections));
     tokio::pin!(shutdown);
@@ -172,6 +198,7 @@ pub async fn serve<P: Placer>(
         let config = config.clone();
         let tls = tls.clone();
         let pairing = pairing.clone();
+        let waiting = waiting.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _ = stream.set_nodelay(true);
@@ -188,6 +215,7 @@ pub async fn serve<P: Placer>(
                                 placer.as_ref(),
                                 &config,
                                 &pairing,
+                                &waiting,
                                 source,
                                 &mut report,
                             )
@@ -208,6 +236,7 @@ pub async fn serve<P: Placer>(
                         placer.as_ref(),
                         &config,
                         &pairing,
+                        &waiting,
                         source,
                         &mut report,
                     )
@@ -254,6 +283,10 @@ enum Outcome {
     Timeout,
     /// A per-source bound (new sessions per minute).
     SourceLimit,
+    /// Rule A8: the host started for the user did not come within the hold.
+    HostStartTimeout,
+    /// Rule A8: too many channels held already (per source or in total).
+    WaitingLimit(&'static str),
 }
 
 impl Outcome {
@@ -270,6 +303,8 @@ impl Outcome {
             Outcome::BrokerUnreachable => "broker_unreachable",
             Outcome::Timeout => "timeout",
             Outcome::SourceLimit => "source_limit",
+            Outcome::HostStartTimeout => "host_start_timeout",
+            Outcome::WaitingLimit(_) => "waiting_limit",
         }
     }
 }
@@ -654,12 +689,14 @@ async fn answer_status(stream: &mut BoxIo, status: &str) {
     let _ = stream.shutdown().await;
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn connection<P: Placer>(
     mut stream: BoxIo,
     started: Instant,
     placer: &P,
     config: &GatewayConfig,
     pairing: &Pairing,
+    waiting: &Arc<Semaphore>,
     source: SourceGuard,
     report: &mut Report,
 ) -> Outcome {
@@ -760,7 +797,7 @@ async fn connection<P: Placer>(
             }
         }
     };
-    tunnel(link, deadline, placer, config, &source, report).await
+    tunnel(link, deadline, placer, config, waiting, &source, report).await
 }
 
 /// An `RDG_IN_DATA` connection: after FreeRDP's empty request (answered
@@ -833,6 +870,7 @@ async fn tunnel<P: Placer>(
     deadline: Instant,
     placer: &P,
     config: &GatewayConfig,
+    waiting: &Arc<Semaphore>,
     source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
@@ -841,18 +879,35 @@ async fn tunnel<P: Placer>(
         decoder: Decoder::new(),
         pending: VecDeque::new(),
     };
-    let setup = tokio::time::timeout_at(
-        deadline.into(),
-        setup(&mut link, &mut tunnel, placer, config, source, report),
-    )
-    .await;
-    let (host, placed, pool) = match setup {
-        Ok(Ok(opened)) => opened,
+    let setup =
+        tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, report)).await;
+    let asked = match setup {
+        Ok(Ok(asked)) => asked,
         Ok(Err(outcome)) => {
             link.close().await;
             return outcome;
         }
         Err(_) => return Outcome::Timeout,
+    };
+    // Past the setup timeout: a channel may be held while its host starts
+    // (A8, bounded by the hold); every dial has its own timeout.
+    let opened = open_channel(
+        &mut link,
+        &mut tunnel,
+        asked,
+        placer,
+        config,
+        waiting,
+        source,
+        report,
+    )
+    .await;
+    let (host, placed, pool) = match opened {
+        Ok(opened) => opened,
+        Err(outcome) => {
+            link.close().await;
+            return outcome;
+        }
     };
     // The channel is open: no longer a handshake of its source's.
     source.answered();
@@ -918,19 +973,20 @@ async fn send(link: &mut Link, packet: &Packet) -> Result<(), String> {
     link.send(bytes).await
 }
 
-/// From the handshake to the channel response: the host dialled, the
-/// session placed, and the pool, or the outcome of a refusal (answered).
-async fn setup<P>(
+/// A channel request, with the ticket of its tunnel.
+struct ChannelAsked {
+    resource: String,
+    ticket: api::ticket::Ticket,
+    raw: String,
+}
+
+/// From the handshake to the channel request, or the outcome of a refusal
+/// (answered).
+async fn setup(
     ws: &mut Link,
     tunnel: &mut Tunnel,
-    placer: &P,
-    config: &GatewayConfig,
-    source: &SourceGuard,
     report: &mut Report,
-) -> Result<(TcpStream, placement::Placement, String), Outcome>
-where
-    P: Placer,
-{
+) -> Result<ChannelAsked, Outcome> {
     let mut ticket: Option<(api::ticket::Ticket, String)> = None;
     loop {
         let packet = match tunnel.next(ws).await {
@@ -988,10 +1044,11 @@ where
                 let Some((t, raw)) = ticket.take() else {
                     return Err(fail(report, "channel without a token".into()));
                 };
-                return open_channel(
-                    ws, tunnel, &resource, t, raw, placer, config, source, report,
-                )
-                .await;
+                return Ok(ChannelAsked {
+                    resource,
+                    ticket: t,
+                    raw,
+                });
             }
         }
     }
@@ -1009,17 +1066,21 @@ fn fail(report: &mut Report, detail: String) -> Outcome {
 async fn open_channel<P>(
     ws: &mut Link,
     tunnel: &mut Tunnel,
-    resource: &str,
-    ticket: api::ticket::Ticket,
-    raw: String,
+    asked: ChannelAsked,
     placer: &P,
     config: &GatewayConfig,
+    waiting: &Arc<Semaphore>,
     source: &SourceGuard,
     report: &mut Report,
 ) -> Result<(TcpStream, placement::Placement, String), Outcome>
 where
     P: Placer,
 {
+    let ChannelAsked {
+        resource,
+        ticket,
+        raw,
+    } = asked;
     let pool = ticket.pool;
     let refuse = async |ws: &mut Link, tunnel: &mut Tunnel, code: u32| {
         if let Ok(answer) = tunnel.server.refuse_channel(code) {
@@ -1052,11 +1113,38 @@ where
         ticket: Some(raw),
         ..ConnectInput::default()
     };
+    let hold = Hold {
+        wait: config.host_start_wait,
+        retry_interval: config.host_start_retry_interval,
+        max_waiting: config.max_waiting_connections,
+        waiting,
+        gauge: "deskbroker_rdg_waiting_channels",
+        door: "rd gateway",
+    };
     let mut counted = false;
     for _ in 0..config.max_placement_attempts {
-        let placed = match placer.connect(&pool, &request).await {
+        // The client's leaving is not watched while held: its bytes come
+        // through TLS and the tunnel, read only by the relay.
+        let placed = hold::connect_or_wait(placer, &pool, &request, &hold, source, || {
+            std::future::pending::<bool>()
+        })
+        .await;
+        let placed = match placed {
             Ok(p) => p,
-            Err(e) => {
+            Err(Waited::Gave(end, detail)) => {
+                report.detail = Some(detail);
+                let (code, outcome) = match end {
+                    WaitEnd::Limit(reason) => {
+                        (E_PROXY_MAXCONNECTIONSREACHED, Outcome::WaitingLimit(reason))
+                    }
+                    WaitEnd::Timeout | WaitEnd::ClientLeft => {
+                        (E_PROXY_TS_CONNECTFAILED, Outcome::HostStartTimeout)
+                    }
+                };
+                refuse(ws, tunnel, code).await;
+                return Err(outcome);
+            }
+            Err(Waited::Refused(e)) => {
                 report.detail = Some(e.to_string());
                 let (code, outcome) = placer_refusal(&e);
                 refuse(ws, tunnel, code).await;

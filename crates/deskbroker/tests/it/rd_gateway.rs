@@ -28,12 +28,65 @@ fn spawn_with_rd_gateway(data_dir: &std::path::Path) -> (App, String) {
         "127.0.0.1:0",
         &["--gateway-listen", "127.0.0.1:0"],
     );
-    let gateway = lines
+    let gateway = gateway_address(&lines);
+    (app, gateway)
+}
+
+/// The RD Gateway's address, from the lines `serve` printed after its
+/// "listening on" line.
+pub(crate) fn gateway_address(lines: &[String]) -> String {
+    lines
         .first()
         .and_then(|l| l.strip_prefix("rd gateway listening on "))
         .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
-    (app, gateway)
+        .to_string()
+}
+
+/// Pool `farm` (DepthFirst, reachable through the doors) with one host, h1
+/// at `address`.
+async fn farm_with_one_host(app: &App, address: &str) {
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+                    "allowFrontDoor": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": address})),
+        201,
+    )
+    .await;
+}
+
+/// Connects xfreerdp as alice to `farm` through the gateway (WebSocket)
+/// with `token`, and follows her to h1 (`host`) and back out.
+async fn alice_reaches_h1(
+    app: &App,
+    host: &Xrdp,
+    client: impl FnOnce(&[String]) -> Client,
+    gateway: &str,
+    target: &str,
+    token: &str,
+) {
+    let args: Vec<String> = vec![
+        format!("/v:{target}"),
+        "/u:alice".into(),
+        format!("/g:{gateway}"),
+        "/gt:http".into(),
+        format!("/gat:{token}"),
+    ];
+    let alice = client(&args);
+    let reached = eventually(PATIENCE, || async { host.tls_connections() >= 1 }).await;
+    assert!(reached, "xrdp was not reached: {}", alice.log());
+    wait_session(app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(app, "farm", "alice", "h1", "Disconnected").await;
 }
 
 fn ticket(pool: &str, user: &str, expires_unix_seconds: u64) -> String {
@@ -193,23 +246,7 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
     let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
     let display = Display::start(&xvfb);
     let (app, _) = App::spawn_with(&dir.path().join("data"), "127.0.0.1:0", &[]);
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm",
-        Some(
-            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
-                    "allowFrontDoor": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
-        ),
-        201,
-    )
-    .await;
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm/sessionHosts/h1",
-        Some(json!({"address": a.address})),
-        201,
-    )
-    .await;
+    farm_with_one_host(&app, &a.address).await;
     let credential = app
         .ok(
             "POST",
@@ -261,17 +298,94 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
         .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
         .to_string();
 
-    let args: Vec<String> = vec![
-        "/v:farm".into(),
-        "/u:alice".into(),
-        format!("/g:{gateway}"),
-        "/gt:http".into(),
-        format!("/gat:{}", ticket("farm", "alice", in_five_minutes())),
-    ];
-    let alice = Client::start(&xfreerdp, &display, &home, &args);
-    let reached = eventually(PATIENCE, || async { a.tls_connections() >= 1 }).await;
-    assert!(reached, "xrdp was not reached: {}", alice.log());
-    wait_session(&app, "farm", "alice", "h1", "Active").await;
-    drop(alice);
-    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+    alice_reaches_h1(
+        &app,
+        &a,
+        |args| Client::start(&xfreerdp, &display, &home, args),
+        &gateway,
+        "farm",
+        &ticket("farm", "alice", in_five_minutes()),
+    )
+    .await;
+}
+
+/// The value of `name` in an `.rdp` file (`name:type:value` per line).
+fn setting<'a>(file: &'a str, name: &str) -> Option<&'a str> {
+    file.split("\r\n").find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        (parts.next() == Some(name)).then(|| parts.nth(1)).flatten()
+    })
+}
+
+/// `rdpFile?user=…&gateway=true`: a file through the RD Gateway whose
+/// target and access token take xfreerdp, through the gateway, to the host
+/// the broker places the user on. `--gateway-public-address` is what the
+/// file names as the gateway.
+#[tokio::test]
+async fn xfreerdp_with_the_gateway_connection_file_reaches_the_pool() {
+    let xrdp = require("xrdp", "xrdp");
+    let xfreerdp = require("xfreerdp", "freerdp2-x11");
+    let xvfb = require("Xvfb", "xvfb");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
+    let display = Display::start(&xvfb);
+    let (app, gateway) = spawn_with_rd_gateway(&dir.path().join("data"));
+    farm_with_one_host(&app, &a.address).await;
+
+    let file = app
+        .text("/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true")
+        .await;
+    assert_eq!(setting(&file, "full address"), Some("farm"), "{file}");
+    assert_eq!(setting(&file, "gatewayhostname"), Some(gateway.as_str()));
+    assert_eq!(setting(&file, "gatewayusagemethod"), Some("1"));
+    assert_eq!(setting(&file, "gatewaycredentialssource"), Some("5"));
+    assert_eq!(setting(&file, "gatewayprofileusagemethod"), Some("1"));
+    assert_eq!(setting(&file, "loadbalanceinfo"), None);
+    let token = setting(&file, "gatewayaccesstoken").expect("an access token");
+    assert!(token.starts_with(api::ticket::TICKET_PREFIX), "{token}");
+    // Without a user there is no token to put in it.
+    app.refused(
+        "GET",
+        "/api/v1/hostPools/farm/rdpFile?gateway=true",
+        None,
+        400,
+        "InvalidParameter",
+    )
+    .await;
+
+    alice_reaches_h1(
+        &app,
+        &a,
+        |args| Client::start(&xfreerdp, &display, &home, args),
+        setting(&file, "gatewayhostname").expect("gateway"),
+        setting(&file, "full address").expect("target"),
+        token,
+    )
+    .await;
+
+    // Another broker, whose gateway the files name by its public address.
+    let (other, _) = App::spawn_with(
+        &dir.path().join("data2"),
+        "127.0.0.1:0",
+        &[
+            "--gateway-listen",
+            "127.0.0.1:0",
+            "--gateway-public-address",
+            "gw.contoso.com",
+        ],
+    );
+    other
+        .ok(
+            "PUT",
+            "/api/v1/hostPools/farm",
+            Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+            201,
+        )
+        .await;
+    let file = other
+        .text("/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true")
+        .await;
+    assert_eq!(setting(&file, "gatewayhostname"), Some("gw.contoso.com"));
 }
