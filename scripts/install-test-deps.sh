@@ -11,6 +11,7 @@
 #   and npm, when no `node` is found (the package asks for Node 20 or
 #   later; an older Debian's nodejs may be too old: then install Node 20+
 #   by hand);
+# - for the smoke run of scripts/bench-http.sh (tests/it/bench.rs): wrk;
 # - for the PostgreSQL store's tests, when DESKBROKER_TEST_DATABASE_URL
 #   does not name a server and no initdb/pg_ctl is found (in
 #   /usr/lib/postgresql/*/bin or on PATH): postgresql, Debian's server
@@ -52,6 +53,8 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 # The RDP test gives each xrdp a certificate of its own with `openssl req`.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# The smoke run of scripts/bench-http.sh loads the broker with wrk.
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
 if [ -z "${DESKBROKER_TEST_DATABASE_URL:-}" ] && ! have_postgres_server; then
   need+=(postgresql)
 fi

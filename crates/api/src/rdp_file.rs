@@ -5,6 +5,10 @@
 //! The pool travels in `loadbalanceinfo`, which mstsc and FreeRDP send as
 //! the routing token of their first PDU (rule R1). Lines end in CR LF, as
 //! mstsc writes them; mstsc and xfreerdp also read UTF-8 files.
+//!
+//! With `?gateway=true` the file points the client at the RD Gateway
+//! instead ([`gateway_rdp_file`]): the pool is the target, a connection
+//! ticket the gateway access token.
 
 /// The routing token that names a pool (rule R1), without its CR LF.
 pub fn routing_token(pool: &str) -> String {
@@ -28,11 +32,30 @@ pub fn rdp_file_with_ticket(front_door: &str, ticket: &str) -> String {
     file_with_routing(front_door, ticket)
 }
 
-fn file_with_routing(front_door: &str, load_balance_info: &str) -> String {
-    let clean = |s: &str| s.chars().filter(|c| !c.is_control()).collect::<String>();
-    let settings = [
-        format!("full address:s:{}", clean(front_door)),
-        format!("loadbalanceinfo:s:{}", clean(load_balance_info)),
+/// An `.rdp` file through the RD Gateway at `gateway` (`host:port`, or a
+/// name when the port is 443; MS-TSGU, `gateway::rd_gateway`): the client
+/// asks the gateway for a channel to `pool` (the gateway reads the target
+/// as the pool's name, never resolves it) and authenticates with `ticket`
+/// as a pre-authenticated access token (PAA: `gatewaycredentialssource:i:5`).
+pub fn gateway_rdp_file(gateway: &str, pool: &str, ticket: &str) -> String {
+    let mut settings = vec![
+        format!("full address:s:{}", clean(pool)),
+        format!("gatewayhostname:s:{}", clean(gateway)),
+        // Always through the gateway, even on the office network.
+        "gatewayusagemethod:i:1".to_string(),
+        // The gateway's credential is the access token below.
+        "gatewaycredentialssource:i:5".to_string(),
+        // Use these gateway settings, not the user's own.
+        "gatewayprofileusagemethod:i:1".to_string(),
+        format!("gatewayaccesstoken:s:{}", clean(ticket)),
+    ];
+    settings.extend(common_settings());
+    lines(settings)
+}
+
+/// What every file of ours asks for besides where to connect.
+fn common_settings() -> [String; 4] {
+    [
         // Full screen, the mstsc default for a published desktop.
         "screen mode id:i:2".to_string(),
         // Warn, but let the user go on, when the host's certificate cannot
@@ -40,7 +63,25 @@ fn file_with_routing(front_door: &str, load_balance_info: &str) -> String {
         "authentication level:i:2".to_string(),
         "prompt for credentials:i:0".to_string(),
         "redirectclipboard:i:1".to_string(),
+    ]
+}
+
+fn file_with_routing(front_door: &str, load_balance_info: &str) -> String {
+    let mut settings = vec![
+        format!("full address:s:{}", clean(front_door)),
+        format!("loadbalanceinfo:s:{}", clean(load_balance_info)),
     ];
+    settings.extend(common_settings());
+    lines(settings)
+}
+
+/// A value with its control characters dropped: no value adds a line.
+fn clean(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
+/// The settings as a file, CR LF after each.
+fn lines(settings: Vec<String>) -> String {
     let mut file = String::new();
     for line in settings {
         file.push_str(&line);
@@ -88,6 +129,46 @@ mod tests {
         )));
         for (name, kind, _) in &s {
             assert!(matches!(kind.as_str(), "s" | "i"), "{name} has type {kind}");
+        }
+    }
+
+    #[test]
+    fn through_the_gateway_the_target_is_the_pool_and_the_token_a_ticket() {
+        let file = gateway_rdp_file(
+            "gw.contoso.com:443",
+            "contosohp01",
+            "dbt1:contosohp01:9:mac:alice",
+        );
+        assert!(file.ends_with("\r\n"));
+        let s = settings(&file);
+        for (name, kind, value) in [
+            ("full address", "s", "contosohp01"),
+            ("gatewayhostname", "s", "gw.contoso.com:443"),
+            ("gatewayusagemethod", "i", "1"),
+            ("gatewaycredentialssource", "i", "5"),
+            ("gatewayprofileusagemethod", "i", "1"),
+            ("gatewayaccesstoken", "s", "dbt1:contosohp01:9:mac:alice"),
+        ] {
+            assert!(
+                s.contains(&(name.into(), kind.into(), value.into())),
+                "{name}:{kind}:{value} missing from {file:?}"
+            );
+        }
+        // The gateway places on the token, not on a routing token.
+        assert!(s.iter().all(|(name, _, _)| name != "loadbalanceinfo"));
+        let names: Vec<&str> = s.iter().map(|(n, _, _)| n.as_str()).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "a setting twice: {names:?}");
+    }
+
+    #[test]
+    fn gateway_values_cannot_add_lines() {
+        let file = gateway_rdp_file("gw:1\r\nalternate shell:s:evil", "p\nx:s:y", "t\r\nz:i:1");
+        assert_eq!(file.matches("\r\n").count(), settings(&file).len());
+        for injected in ["\r\nalternate shell", "\r\nx:s:y", "\r\nz:i:1"] {
+            assert!(!file.contains(injected));
         }
     }
 

@@ -308,16 +308,30 @@ impl Broker {
     /// a user (and the groups the caller vouches for), carrying that user's
     /// connection ticket (rule T3), issued only when the pool entitles the
     /// user (T2) and living the pool's `ticketLifetimeSeconds`; without, the
-    /// pool's routing token (R1). The API's `rdpFile` and the user portal
-    /// both serve this.
+    /// pool's routing token (R1). With `gateway`, through this broker's RD
+    /// Gateway instead, the ticket as its access token (a user is needed).
+    /// The API's `rdpFile` and the user portal both serve this.
     pub async fn connection_file(
         &self,
         pool: &str,
         user: Option<(&str, &[String])>,
+        gateway: bool,
     ) -> Result<ConnectionFile, BrokerError> {
         if let Some((user, _)) = user {
             placement::validate_user("user", user)?;
         }
+        let gateway = if gateway {
+            if user.is_none() {
+                return Err(BrokerError::Invalid(
+                    "gateway=true needs user=: the RD Gateway admits a client on its user's \
+                     connection ticket"
+                        .into(),
+                ));
+            }
+            Some(self.rd_gateway_address()?)
+        } else {
+            None
+        };
         // One look at the pool: its name, and for a ticket the entitlement
         // and the lifetime.
         let (name, lifetime) = self
@@ -328,28 +342,50 @@ impl Broker {
                 Ok((p.name().to_string(), p.config().ticket_lifetime_seconds))
             })
             .await?;
-        let front_door = self
-            .rdp_front_door
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(|| {
-                BrokerError::NotFound(
-                    "this broker runs no RDP front door: start it with serve --rdp-listen".into(),
-                )
-            })?;
+        let front_door = || {
+            self.rdp_front_door
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .ok_or_else(|| {
+                    BrokerError::NotFound(
+                        "this broker runs no RDP front door: start it with serve --rdp-listen"
+                            .into(),
+                    )
+                })
+        };
         let body = match user {
-            None => api::rdp_file::rdp_file(&front_door, &name),
+            None => api::rdp_file::rdp_file(&front_door()?, &name),
             Some((user, _)) => {
                 let expires = (crate::state::now_ms().max(0) as u64 / 1000) + u64::from(lifetime);
                 let ticket = self
                     .ticket_key
                     .issue(&name, user, expires)
                     .map_err(|e| BrokerError::Invalid(e.to_string()))?;
-                api::rdp_file::rdp_file_with_ticket(&front_door, &ticket)
+                match &gateway {
+                    Some(gateway) => api::rdp_file::gateway_rdp_file(gateway, &name, &ticket),
+                    None => api::rdp_file::rdp_file_with_ticket(&front_door()?, &ticket),
+                }
             }
         };
         Ok(ConnectionFile { pool: name, body })
+    }
+
+    /// Where clients reach the RD Gateway; refused with 400
+    /// `InvalidParameter` when this broker knows of none (`serve
+    /// --gateway-listen` or `--gateway-public-address`).
+    pub fn rd_gateway_address(&self) -> Result<String, BrokerError> {
+        self.rd_gateway
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                BrokerError::Invalid(
+                    "gateway=true: this broker knows of no RD Gateway (start it with serve \
+                     --gateway-listen, or name a stand-alone one with --gateway-public-address)"
+                        .into(),
+                )
+            })
     }
 
     /// While the store is unreachable: a user whose session is known (and
@@ -390,6 +426,27 @@ impl Broker {
     /// Ends a session.
     pub async fn logoff(&self, pool: &str, id: &str) -> Result<(), BrokerError> {
         self.write(pool, |p, _| Ok(p.logoff(id)?)).await
+    }
+
+    /// The RDP front door's mark of a session it relays: `Some(state)`
+    /// sets it, `None` ends the session (one that never logged on, or that
+    /// the connection could not use). Relaxed: queued in order, answered
+    /// without waiting for the commit (see `crate::writer`), so no relayed
+    /// connection waits for its own bookkeeping.
+    pub async fn mark_relayed_session(
+        &self,
+        pool: &str,
+        id: &str,
+        state: Option<SessionState>,
+    ) -> Result<(), BrokerError> {
+        self.write_relaxed(pool, |p, now| {
+            match state {
+                Some(state) => p.set_session_state(id, state, now)?,
+                None => p.logoff(id)?,
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// The name of the host of `pool` registered with `address` (an RDP

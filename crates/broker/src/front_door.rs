@@ -73,19 +73,25 @@ impl Placer for InProcess {
         state: SessionState,
     ) -> Result<(), PlacerError> {
         self.broker
-            .set_session_state(pool, session_id, state)
+            .mark_relayed_session(pool, session_id, Some(state))
             .await
             .map_err(refused)
     }
 
     async fn logoff(&self, pool: &str, session_id: &str) -> Result<(), PlacerError> {
-        self.broker.logoff(pool, session_id).await.map_err(refused)
+        self.broker
+            .mark_relayed_session(pool, session_id, None)
+            .await
+            .map_err(refused)
     }
 
+    /// The pool's settings as memory holds them, without waiting for the
+    /// store: a setting that is not durable yet can only let through a
+    /// connection whose placement (written after it, in order) then waits
+    /// for it, or refuse one.
     async fn front_door_policy(&self, pool: &str) -> Result<FrontDoorPolicy, PlacerError> {
         self.broker
-            .read(pool, |p| Ok(FrontDoorPolicy::of(p.config())))
-            .await
+            .peek(pool, |p| Ok(FrontDoorPolicy::of(p.config())))
             .map_err(refused)
     }
 

@@ -92,6 +92,8 @@ pub struct ReplicaConfig {
     pub admin_token: String,
     /// Where RDP clients reach this process's front door, for `.rdp` files.
     pub rdp_front_door: Option<String>,
+    /// Where RDP clients reach the RD Gateway, for its connection files.
+    pub rd_gateway: Option<String>,
     /// `serve --api-rate-limit` (rule T4; 0 = none).
     pub api_rate_limit_per_second: u32,
     /// `serve --audit-retention-days`, `--audit-max-entries` (rule T5).
@@ -285,6 +287,8 @@ impl Replica {
             .rdp_front_door
             .write()
             .unwrap_or_else(|e| e.into_inner()) = self.config.rdp_front_door.clone();
+        *broker.rd_gateway.write().unwrap_or_else(|e| e.into_inner()) =
+            self.config.rd_gateway.clone();
         broker.api_rate_limit_per_second.store(
             self.config.api_rate_limit_per_second,
             std::sync::atomic::Ordering::Relaxed,

@@ -81,6 +81,10 @@ pub struct Broker {
     /// Where RDP clients reach this broker's front door (`host:port`), for
     /// the `.rdp` connection files; None when it runs none.
     pub rdp_front_door: RwLock<Option<String>>,
+    /// Where RDP clients reach this broker's RD Gateway (`host:port`), for
+    /// the gateway's connection files (`rdpFile?gateway=true`); None when
+    /// there is none.
+    pub rd_gateway: RwLock<Option<String>>,
     /// Per-host heartbeat budgets (rule S8: one host cannot starve others).
     /// `serve --api-rate-limit`: requests a second allowed to each
     /// credential and to each source address with a valid credential
@@ -159,6 +163,7 @@ impl Broker {
             admin_token,
             started_ms,
             rdp_front_door: RwLock::new(None),
+            rd_gateway: RwLock::new(None),
             heartbeats: Default::default(),
             api_rate_limit_per_second: Default::default(),
             portal: Default::default(),
@@ -241,38 +246,71 @@ impl Broker {
     ) -> Result<R, BrokerError> {
         let slot = self.slot(pool)?;
         let reserved = self.writer.reserve().await?;
-        let (r, ticket) = {
-            let mut s = lock(&slot);
-            if s.deleted {
-                return Err(BrokerError::PoolNotFound(pool.to_string()));
-            }
-            // An audited request's entry goes with its change (rule T5).
-            let before = crate::audit::before_write(&s.pool);
-            let r = f(&mut s.pool, now_ms());
-            let mut mutations = mutations_for(&mut s.pool);
-            if mutations.iter().any(|m| {
-                matches!(
-                    m,
-                    Mutation::PutSession { .. } | Mutation::DeleteSession { .. }
-                )
-            }) {
-                self.autoscale.session_changed();
-            }
-            let r = r.map(|(r, extra)| {
-                mutations.extend(extra);
-                r
-            });
-            if r.is_ok()
-                && !mutations.is_empty()
-                && let Some(before) = before
-                && let Some(entry) = crate::audit::after_write(&s.pool, before, &mutations)
-            {
-                mutations.push(entry);
-            }
-            (r, self.writer.send(Some(reserved), mutations))
-        };
+        let (r, ticket) = self.change(&slot, pool, f, |mutations| {
+            self.writer.send(Some(reserved), mutations)
+        })?;
         self.writer.wait(ticket).await?;
         r
+    }
+
+    /// Like [`Broker::write`], for the RDP front door's marks of the
+    /// sessions it relays: the change is queued in order but nobody waits
+    /// for it (see `crate::writer`, relaxed changes), so a relayed
+    /// connection is never held for a commit.
+    pub async fn write_relaxed<R>(
+        &self,
+        pool: &str,
+        f: impl FnOnce(&mut Pool, TimestampMs) -> Result<R, BrokerError>,
+    ) -> Result<R, BrokerError> {
+        let slot = self.slot(pool)?;
+        let reserved = self.writer.reserve().await?;
+        let (r, ()) = self.change(
+            &slot,
+            pool,
+            |p, now| f(p, now).map(|r| (r, Vec::new())),
+            |mutations| self.writer.send_relaxed(reserved, mutations),
+        )?;
+        r
+    }
+
+    /// Runs `f` on a pool under its lock and hands what changed to
+    /// `enqueue`, still under the lock (so the queue's order is the order
+    /// of changes), with the audit entry of an audited request (rule T5).
+    fn change<R, T>(
+        &self,
+        slot: &SharedSlot,
+        pool: &str,
+        f: impl FnOnce(&mut Pool, TimestampMs) -> Result<(R, Vec<Mutation>), BrokerError>,
+        enqueue: impl FnOnce(Vec<Mutation>) -> T,
+    ) -> Result<(Result<R, BrokerError>, T), BrokerError> {
+        let mut s = lock(slot);
+        if s.deleted {
+            return Err(BrokerError::PoolNotFound(pool.to_string()));
+        }
+        // An audited request's entry goes with its change (rule T5).
+        let before = crate::audit::before_write(&s.pool);
+        let r = f(&mut s.pool, now_ms());
+        let mut mutations = mutations_for(&mut s.pool);
+        if mutations.iter().any(|m| {
+            matches!(
+                m,
+                Mutation::PutSession { .. } | Mutation::DeleteSession { .. }
+            )
+        }) {
+            self.autoscale.session_changed();
+        }
+        let r = r.map(|(r, extra)| {
+            mutations.extend(extra);
+            r
+        });
+        if r.is_ok()
+            && !mutations.is_empty()
+            && let Some(before) = before
+            && let Some(entry) = crate::audit::after_write(&s.pool, before, &mutations)
+        {
+            mutations.push(entry);
+        }
+        Ok((r, enqueue(mutations)))
     }
 
     /// Creates a pool, or replaces the settings of an existing one; with

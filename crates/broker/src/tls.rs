@@ -142,6 +142,13 @@ impl Tls {
         Ok((Tls::from_files(&cert_path, &key_path)?, generated))
     }
 
+    /// The acceptor every handshake goes through, for another listener
+    /// with the same certificate (the RD Gateway's): it follows reloads,
+    /// since it asks the resolver at each handshake.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        self.acceptor.clone()
+    }
+
     /// The SHA-256 fingerprint of the leaf certificate in use.
     pub fn fingerprint(&self) -> Fingerprint {
         let key = self.resolver.0.read().unwrap_or_else(|e| e.into_inner());

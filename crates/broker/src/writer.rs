@@ -11,8 +11,21 @@
 //! durable placements a second possible with one fsync each batch.
 //!
 //! Reads wait too: a request that saw state (even without changing it)
-//! waits until everything enqueued before it is durable, so nobody is ever
-//! told of a session that a crash could take back.
+//! waits until every change enqueued before it is durable, so nobody is
+//! ever told of a session that a crash could take back.
+//!
+//! One kind of change is *relaxed* ([`WriteQueue::send_relaxed`]): the RDP
+//! front door's marks of a session it relays (Active when the host
+//! answers, Disconnected or ended when the connection closes). They are
+//! queued in order like every change and durable within a batch or two,
+//! but nobody waits for them: not the connection they describe, and not
+//! the reads behind them, which wait only for the last ordinary change
+//! ([`Lsns::strict`]). A crash may therefore lose the last marks, never a
+//! session: its placement was an ordinary change, durable before its host
+//! was dialled (S5). A session whose Active mark was lost was placed
+//! moments before the crash and keeps almost all of its `pendingTimeout`
+//! after the restart, in which the client's reconnect or the host's agent
+//! confirms it (rule S5's exception in docs/rules.md).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -66,14 +79,24 @@ impl AuditRetention {
 struct WriteRequest {
     lsn: u64,
     mutations: Vec<Mutation>,
-    done: oneshot::Sender<Result<(), String>>,
+    /// None for a relaxed change: nobody waits for it.
+    done: Option<oneshot::Sender<Result<(), String>>>,
+}
+
+/// The LSNs given out so far.
+#[derive(Clone, Copy, Default)]
+struct Lsns {
+    /// The last change of any kind.
+    last: u64,
+    /// The last ordinary (not relaxed) change: what a read waits for.
+    strict: u64,
 }
 
 /// The producer side, shared by every request handler.
 pub struct WriteQueue {
     tx: mpsc::Sender<WriteRequest>,
-    /// The last LSN given out. Held only to assign an LSN and send.
-    enqueued: Mutex<u64>,
+    /// The LSNs given out. Held only to assign an LSN and send.
+    enqueued: Mutex<Lsns>,
     durable: watch::Receiver<u64>,
     /// Set once the store failed: the broker then refuses every change, and
     /// a restart (or, on PostgreSQL, a new election) rebuilds the engine
@@ -118,7 +141,7 @@ impl WriteQueue {
         ));
         Arc::new(WriteQueue {
             tx,
-            enqueued: Mutex::new(0),
+            enqueued: Mutex::new(Lsns::default()),
             durable,
             failed,
             unsaved,
@@ -160,17 +183,34 @@ impl WriteQueue {
         let mut enqueued = self.enqueued.lock().unwrap_or_else(|p| p.into_inner());
         match slot {
             Some(slot) if !mutations.is_empty() => {
-                *enqueued += 1;
+                enqueued.last += 1;
+                enqueued.strict = enqueued.last;
                 let (done, rx) = oneshot::channel();
                 slot.0.send(WriteRequest {
-                    lsn: *enqueued,
+                    lsn: enqueued.last,
                     mutations,
-                    done,
+                    done: Some(done),
                 });
                 Ticket::Write(rx)
             }
-            _ => Ticket::Read(*enqueued),
+            _ => Ticket::Read(enqueued.strict),
         }
+    }
+
+    /// Enqueues a relaxed change (see the module's documentation): written
+    /// in order with the others, waited for by nobody. Call this under the
+    /// lock of the state it comes from, as [`WriteQueue::send`].
+    pub fn send_relaxed(&self, slot: Slot<'_>, mutations: Vec<Mutation>) {
+        if mutations.is_empty() {
+            return;
+        }
+        let mut enqueued = self.enqueued.lock().unwrap_or_else(|p| p.into_inner());
+        enqueued.last += 1;
+        slot.0.send(WriteRequest {
+            lsn: enqueued.last,
+            mutations,
+            done: None,
+        });
     }
 
     /// Waits until the ticket's changes (or what it saw) are durable.
@@ -214,9 +254,10 @@ impl WriteQueue {
     }
 
     /// Waits until everything enqueued so far is durable (clean shutdown).
+    /// Relaxed changes too.
     pub async fn flush(&self) -> Result<(), BrokerError> {
-        let ticket = self.send(None, Vec::new());
-        self.wait(ticket).await
+        let last = self.enqueued.lock().unwrap_or_else(|p| p.into_inner()).last;
+        self.wait(Ticket::Read(last)).await
     }
 }
 
@@ -281,7 +322,9 @@ async fn run_writer(
             Ok(()) => {
                 durable.send_replace(last_lsn);
                 for r in batch.drain(..) {
-                    let _ = r.done.send(Ok(()));
+                    if let Some(done) = r.done {
+                        let _ = done.send(Ok(()));
+                    }
                 }
             }
             Err(e) => {
@@ -325,7 +368,15 @@ async fn fail(
     }
     failed.send_replace(Some(msg.clone()));
     for r in refused {
-        let _ = r.done.send(Err(msg.clone()));
+        match r.done {
+            Some(done) => {
+                let _ = done.send(Err(msg.clone()));
+            }
+            None => tracing::warn!(
+                lsn = r.lsn,
+                "a relaxed change (a session mark) was not saved"
+            ),
+        }
     }
 }
 
@@ -412,6 +463,101 @@ mod tests {
         assert!(!queue.is_saved("p", "s2"), "in the failed batch");
         let later = queue.reserve().await.err().expect("no more writes");
         assert!(matches!(later, BrokerError::StoreUnavailable(_)));
+    }
+
+    /// A store that holds every batch until the test lets it commit, and
+    /// says what it committed.
+    struct Gated {
+        gate: tokio::sync::Semaphore,
+        entered: tokio::sync::Notify,
+        committed: Mutex<Vec<Vec<Mutation>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for Gated {
+        async fn load(&self) -> Result<Snapshot, StoreError> {
+            Ok(Snapshot::default())
+        }
+        async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+            self.entered.notify_one();
+            self.gate.acquire().await.expect("open").forget();
+            self.committed.lock().unwrap().push(batch.to_vec());
+            Ok(())
+        }
+        async fn scaling_actions(
+            &self,
+            _query: store::ScalingActionQuery,
+        ) -> Result<Vec<store::ScalingAction>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn audit(
+            &self,
+            _query: store::AuditQuery,
+        ) -> Result<Vec<store::AuditRow>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    /// Whether `f` is ready at its first poll.
+    async fn ready_now<F: std::future::Future>(f: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            r = f => Some(r),
+            () = std::future::ready(()) => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn nobody_waits_for_a_relaxed_change_and_it_is_written_in_order() {
+        let store = Arc::new(Gated {
+            gate: tokio::sync::Semaphore::new(0),
+            entered: tokio::sync::Notify::new(),
+            committed: Mutex::new(Vec::new()),
+        });
+        let queue = WriteQueue::start(store.clone());
+        // A relaxed mark, held by the store: a read behind it answers at once.
+        let slot = queue.reserve().await.expect("slot");
+        queue.send_relaxed(slot, vec![put_session("mark")]);
+        store.entered.notified().await;
+        let read = queue.send(None, Vec::new());
+        assert!(
+            matches!(ready_now(queue.wait(read)).await, Some(Ok(()))),
+            "a read does not wait for a relaxed change"
+        );
+        // An ordinary change behind it waits for its own commit, and a read
+        // behind that one waits too.
+        let writer = {
+            let queue = queue.clone();
+            tokio::spawn(async move { write(&queue, vec![put_session("placed")]).await })
+        };
+        while queue.enqueued.lock().unwrap().strict == 0 {
+            tokio::task::yield_now().await;
+        }
+        let read = queue.send(None, Vec::new());
+        assert!(ready_now(queue.wait(read)).await.is_none());
+        assert!(!writer.is_finished());
+        store.gate.add_permits(2);
+        writer.await.expect("joined").expect("committed");
+        queue.flush().await.expect("flushed");
+        let ids: Vec<Vec<String>> = store
+            .committed
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .map(|m| match m {
+                        Mutation::PutSession { session, .. } => session.id.clone(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            [vec!["mark"], vec!["placed"]],
+            "in order, both durable"
+        );
     }
 
     #[tokio::test(start_paused = true)]

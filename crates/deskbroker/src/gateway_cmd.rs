@@ -1,9 +1,11 @@
-//! `deskbroker gateway`: the RDP front door on a machine of its own,
-//! placing users through a broker's HTTP API (`serve --rdp-listen` runs the
-//! same front door inside the broker instead).
+//! `deskbroker gateway`: the RDP front door, the RD Gateway (MS-TSGU over
+//! HTTPS), or both, on a machine of their own, placing users through a
+//! broker's HTTP API (`serve --rdp-listen` and `serve --gateway-listen` run
+//! the same inside the broker instead).
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -19,8 +21,12 @@ pub struct GatewayArgs {
     #[arg(long, env = "DESKBROKER_TOKEN", hide_env_values = true)]
     pub token: String,
     /// Address RDP clients connect to (port 0 picks a free port; printed).
-    #[arg(long = "rdp-listen", env = "DESKBROKER_RDP_LISTEN")]
-    pub rdp_listen: SocketAddr,
+    #[arg(
+        long = "rdp-listen",
+        env = "DESKBROKER_RDP_LISTEN",
+        required_unless_present = "gateway_listen"
+    )]
+    pub rdp_listen: Option<SocketAddr>,
     /// Pool of clients that send no routing token (rule R1).
     #[arg(long = "rdp-default-pool", env = "DESKBROKER_RDP_DEFAULT_POOL")]
     pub rdp_default_pool: Option<String>,
@@ -29,10 +35,74 @@ pub struct GatewayArgs {
     pub tls: crate::cli::TlsArgs,
     #[command(flatten)]
     pub front_door: FrontDoorFlags,
+    #[command(flatten)]
+    pub rd_gateway: RdGatewayFlags,
+}
+
+/// The RD Gateway's flags (MS-TSGU over HTTPS, `gateway::rd_gateway`),
+/// shared by `serve` and `gateway`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "RD Gateway (RDP over HTTPS)")]
+pub struct RdGatewayFlags {
+    /// Address the RD Gateway listens on, HTTPS only (clients name it with
+    /// `/g:` or `gatewayhostname`); none when unset. Port 0 picks a free
+    /// port; the address is printed.
+    #[arg(long = "gateway-listen", env = "DESKBROKER_GATEWAY_LISTEN")]
+    pub gateway_listen: Option<SocketAddr>,
+    /// PEM certificate chain (leaf first) of the RD Gateway. `serve`
+    /// defaults to the API's certificate, or a self-signed one in the data
+    /// dir; `gateway` needs one.
+    #[arg(
+        long = "gateway-tls-cert",
+        env = "DESKBROKER_GATEWAY_TLS_CERT",
+        value_name = "FILE",
+        requires = "gateway_tls_key"
+    )]
+    pub gateway_tls_cert: Option<PathBuf>,
+    /// PEM private key of `--gateway-tls-cert`.
+    #[arg(
+        long = "gateway-tls-key",
+        env = "DESKBROKER_GATEWAY_TLS_KEY",
+        value_name = "FILE",
+        requires = "gateway_tls_cert"
+    )]
+    pub gateway_tls_key: Option<PathBuf>,
+}
+
+impl RdGatewayFlags {
+    /// The listener, with `--gateway-listen`.
+    pub async fn bind(&self) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+        let Some(addr) = self.gateway_listen else {
+            return Ok(None);
+        };
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen for the RD Gateway on {addr}"))?;
+        Ok(Some(l))
+    }
+
+    /// The certificate of `--gateway-tls-cert`, if given (re-read on SIGHUP).
+    pub fn own_tls(&self) -> anyhow::Result<Option<Arc<broker::tls::Tls>>> {
+        let (Some(cert), Some(key)) = (&self.gateway_tls_cert, &self.gateway_tls_key) else {
+            return Ok(None);
+        };
+        let tls = Arc::new(broker::tls::Tls::from_files(cert, key)?);
+        tls.reload_on_sighup()
+            .context("cannot install the SIGHUP handler for TLS reloads")?;
+        Ok(Some(tls))
+    }
+}
+
+/// Prints the RD Gateway's address; scripts and tests read this line.
+pub fn announce_rd_gateway(listener: &tokio::net::TcpListener) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "rd gateway listening");
+    println!("rd gateway listening on {addr}");
+    Ok(())
 }
 
 /// The front door's per-source bounds (`gateway::sources`), shared by
-/// `serve --rdp-listen` and `gateway`. A source is one client IP address;
+/// `serve --rdp-listen` and `gateway`, and by the RD Gateway. A source is one client IP address;
 /// behind a NAT many users share one, so raise these there.
 #[derive(clap::Args, Debug, Clone)]
 #[command(next_help_heading = "RDP front door: per-source bounds")]
@@ -54,7 +124,8 @@ pub struct FrontDoorFlags {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub rdp_new_sessions_per_source_per_minute: u32,
     /// How long a connection is held while a session host starts for its
-    /// user (rule A8, `startVmOnConnect`); then it is closed.
+    /// user (rule A8, `startVmOnConnect`); then it is closed. The RD
+    /// Gateway holds a channel request as long.
     #[arg(long, value_name = "SECONDS", default_value_t = gateway::HOST_START_WAIT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub rdp_host_start_wait_seconds: u64,
@@ -77,6 +148,17 @@ impl FrontDoorFlags {
         config.redirect_key = Some(gateway::redirect::RedirectKey::derive(secret));
         config
     }
+
+    /// The RD Gateway's settings: the same per-source bounds, and the same
+    /// hold while a host starts (A8).
+    pub fn rd_gateway_config(&self) -> gateway::rd_gateway::GatewayConfig {
+        let front_door = self.config(None, "");
+        gateway::rd_gateway::GatewayConfig {
+            source_limits: front_door.source_limits,
+            host_start_wait: front_door.host_start_wait,
+            ..gateway::rd_gateway::GatewayConfig::default()
+        }
+    }
 }
 
 pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
@@ -84,23 +166,54 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
     }
     let trust = args.tls.trust()?;
-    let placer = gateway::Http::with_trust(args.broker.clone(), &args.token, &trust)
-        .map_err(|e| anyhow::anyhow!("broker {}: {e}", args.broker))?;
-    let listener = tokio::net::TcpListener::bind(args.rdp_listen)
-        .await
-        .with_context(|| format!("cannot listen for RDP on {}", args.rdp_listen))?;
-    let addr = listener.local_addr()?;
-    tracing::info!(%addr, broker = %args.broker, "rdp front door listening");
-    println!("rdp front door listening on {addr}");
+    let placer = Arc::new(
+        gateway::Http::with_trust(args.broker.clone(), &args.token, &trust)
+            .map_err(|e| anyhow::anyhow!("broker {}: {e}", args.broker))?,
+    );
+    let rd_gateway_tls = match args.rd_gateway.gateway_listen {
+        Some(_) => Some(args.rd_gateway.own_tls()?.context(
+            "--gateway-listen needs --gateway-tls-cert and --gateway-tls-key (clients speak HTTPS only)",
+        )?),
+        None => None,
+    };
+    let rdp_listener = match args.rdp_listen {
+        Some(rdp_listen) => Some(
+            tokio::net::TcpListener::bind(rdp_listen)
+                .await
+                .with_context(|| format!("cannot listen for RDP on {rdp_listen}"))?,
+        ),
+        None => None,
+    };
+    let rd_gateway_listener = args.rd_gateway.bind().await?;
+    if let Some(l) = &rdp_listener {
+        let addr = l.local_addr()?;
+        tracing::info!(%addr, broker = %args.broker, "rdp front door listening");
+        println!("rdp front door listening on {addr}");
+    }
+    if let Some(l) = &rd_gateway_listener {
+        announce_rd_gateway(l)?;
+    }
     std::io::stdout().flush()?;
     let config = args.front_door.config(args.rdp_default_pool, &args.token);
-    gateway::serve(
-        listener,
-        Arc::new(placer),
-        config,
-        crate::serve::shutdown_signal(),
-    )
-    .await;
-    tracing::info!("rdp front door stopped");
+    let front_door = async {
+        if let Some(l) = rdp_listener {
+            gateway::serve(l, placer.clone(), config, crate::serve::shutdown_signal()).await;
+            tracing::info!("rdp front door stopped");
+        }
+    };
+    let rd_gateway = async {
+        if let (Some(l), Some(tls)) = (rd_gateway_listener, rd_gateway_tls) {
+            gateway::rd_gateway::serve(
+                l,
+                Some(tls.acceptor()),
+                placer.clone(),
+                args.front_door.rd_gateway_config(),
+                crate::serve::shutdown_signal(),
+            )
+            .await;
+            tracing::info!("rd gateway stopped");
+        }
+    };
+    tokio::join!(front_door, rd_gateway);
     Ok(())
 }

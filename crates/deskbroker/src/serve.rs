@@ -1,6 +1,7 @@
 //! `deskbroker serve`: runs the broker (HTTP API) on the embedded SQLite
 //! store in `--data-dir`, or on PostgreSQL with `--database-url`, and with
-//! `--rdp-listen` the RDP front door (crate `gateway`) in the same process,
+//! `--rdp-listen` the RDP front door and with `--gateway-listen` the RD
+//! Gateway (MS-TSGU over HTTPS; both crate `gateway`) in the same process,
 //! stopped by the same signal. HTTPS with `--tls-cert`/`--tls-key`, or
 //! with a self-signed certificate generated into the data directory when it
 //! listens beyond loopback without them (`--insecure-http` to refuse TLS).
@@ -72,6 +73,17 @@ pub struct ServeArgs {
     /// gateway`) listens, so the broker still hands out connection files.
     #[arg(long = "rdp-public-address", env = "DESKBROKER_RDP_PUBLIC_ADDRESS")]
     pub rdp_public_address: Option<String>,
+    /// How clients reach the RD Gateway (`host:port`, or a name when the
+    /// port is 443), written as `gatewayhostname` into the gateway's `.rdp`
+    /// files (`rdpFile?gateway=true`); it must match the gateway's
+    /// certificate. Default: the --gateway-listen address. Without
+    /// --gateway-listen: where a stand-alone gateway (`deskbroker gateway
+    /// --gateway-listen`) listens.
+    #[arg(
+        long = "gateway-public-address",
+        env = "DESKBROKER_GATEWAY_PUBLIC_ADDRESS"
+    )]
+    pub gateway_public_address: Option<String>,
     /// PEM certificate chain (leaf first) to serve HTTPS with; re-read,
     /// with the key, on SIGHUP (open connections are kept).
     #[arg(
@@ -160,6 +172,8 @@ pub struct ServeArgs {
     pub audit_max_entries: u64,
     #[command(flatten)]
     pub front_door: crate::gateway_cmd::FrontDoorFlags,
+    #[command(flatten)]
+    pub rd_gateway: crate::gateway_cmd::RdGatewayFlags,
     #[command(flatten)]
     pub portal: PortalFlags,
 }
@@ -450,15 +464,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let _ = broker.portal.set(portal);
     }
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
+    let rd_gateway = bind_rd_gateway(&args, tls.as_ref(), addr).await?;
     tracing::info!(%addr, store = %store_name, scheme, "deskbroker listening");
     // Tests and scripts read these lines to find port-0 listeners.
     println!("listening on {scheme}://{addr}");
     announce_rdp(rdp_listener.as_ref())?;
+    if let Some((l, _)) = &rd_gateway {
+        crate::gateway_cmd::announce_rd_gateway(l)?;
+    }
     announce_tls(tls.as_ref());
     *broker
         .rdp_front_door
         .write()
         .unwrap_or_else(|e| e.into_inner()) = rdp_public_address(&args, rdp_listener.as_ref())?;
+    *broker.rd_gateway.write().unwrap_or_else(|e| e.into_inner()) =
+        gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?;
     std::io::stdout().flush()?;
 
     // One signal stops both: the HTTP API finishes in-flight requests, the
@@ -483,9 +503,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             stopped(stop_rx.clone()),
         ))
     });
+    let rd_gateway = rd_gateway.map(|(l, gateway_tls)| {
+        let placer = Arc::new(broker::front_door::InProcess::new(broker.clone()));
+        tokio::spawn(gateway::rd_gateway::serve(
+            l,
+            Some(gateway_tls.acceptor()),
+            placer,
+            args.front_door.rd_gateway_config(),
+            stopped(stop_rx.clone()),
+        ))
+    });
     let served = broker::serve(broker, listening(listener, tls), stopped(stop_rx)).await;
     let _ = stop_tx.send(true);
     if let Some(task) = front_door {
+        let _ = task.await;
+    }
+    if let Some(task) = rd_gateway {
         let _ = task.await;
     }
     served.map_err(anyhow::Error::msg)?;
@@ -526,13 +559,16 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
     };
     let portal = args.portal.portal(scheme, addr)?;
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
+    let rd_gateway = bind_rd_gateway(&args, tls.as_ref(), addr).await?;
     let rdp_public = rdp_public_address(&args, rdp_listener.as_ref())?;
+    let gateway_public = gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?;
     let replica = broker::replica::Replica::start(broker::replica::ReplicaConfig {
         database_url: database_url.to_string(),
         advertise_url: advertise_url.clone(),
         leader_trust,
         admin_token: token.clone(),
         rdp_front_door: rdp_public,
+        rd_gateway: gateway_public,
         api_rate_limit_per_second: args.api_rate_limit,
         audit_retention: args.audit_retention(),
         portal,
@@ -543,6 +579,9 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
     tracing::info!(%addr, role = replica.role_name(), advertise = %advertise_url, "deskbroker replica listening");
     println!("listening on {scheme}://{addr}");
     announce_rdp(rdp_listener.as_ref())?;
+    if let Some((l, _)) = &rd_gateway {
+        crate::gateway_cmd::announce_rd_gateway(l)?;
+    }
     announce_tls(tls.as_ref());
     std::io::stdout().flush()?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -550,25 +589,38 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
+    // The front door and the RD Gateway place through this replica's own
+    // API, trusting exactly the certificate it serves (across SIGHUP reloads).
+    let own_placer = || -> anyhow::Result<gateway::Http> {
+        let own = if addr.ip().is_unspecified() {
+            let loopback = if addr.is_ipv4() { "127.0.0.1" } else { "[::1]" };
+            format!("{scheme}://{loopback}:{}", addr.port())
+        } else {
+            format!("{scheme}://{addr}")
+        };
+        let own = api::BrokerUrl::parse(&own)?;
+        let trust = match &tls {
+            Some(tls) => {
+                let tls = tls.clone();
+                api::Trust::pinned_live(move || tls.fingerprint())
+            }
+            None => api::Trust::system(),
+        };
+        gateway::Http::with_trust(own, &token, &trust).map_err(|e| anyhow::anyhow!("{e}"))
+    };
+    let rd_gateway = match rd_gateway {
+        Some((l, gateway_tls)) => Some(tokio::spawn(gateway::rd_gateway::serve(
+            l,
+            Some(gateway_tls.acceptor()),
+            Arc::new(own_placer()?),
+            args.front_door.rd_gateway_config(),
+            stopped(stop_rx.clone()),
+        ))),
+        None => None,
+    };
     let front_door = match rdp_listener {
         Some(l) => {
-            let own = if addr.ip().is_unspecified() {
-                let loopback = if addr.is_ipv4() { "127.0.0.1" } else { "[::1]" };
-                format!("{scheme}://{loopback}:{}", addr.port())
-            } else {
-                format!("{scheme}://{addr}")
-            };
-            let own = api::BrokerUrl::parse(&own)?;
-            // Exactly the certificate it serves, across SIGHUP reloads.
-            let trust = match &tls {
-                Some(tls) => {
-                    let tls = tls.clone();
-                    api::Trust::pinned_live(move || tls.fingerprint())
-                }
-                None => api::Trust::system(),
-            };
-            let placer = gateway::Http::with_trust(own, &token, &trust)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let placer = own_placer()?;
             let config = args
                 .front_door
                 .config(args.rdp_default_pool.clone(), &token);
@@ -583,6 +635,9 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
     };
     let served = broker::replica::serve(replica, listening(listener, tls), stopped(stop_rx)).await;
     if let Some(task) = front_door {
+        let _ = task.await;
+    }
+    if let Some(task) = rd_gateway {
         let _ = task.await;
     }
     served.map_err(anyhow::Error::msg)?;
@@ -603,6 +658,36 @@ async fn bind_rdp(
     Ok(Some(l))
 }
 
+/// The RD Gateway's listener and certificate, with `--gateway-listen`: its
+/// own (`--gateway-tls-cert`), else the API's, else the data dir's
+/// self-signed one (generated if missing): clients speak HTTPS only.
+async fn bind_rd_gateway(
+    args: &ServeArgs,
+    api_tls: Option<&Arc<broker::tls::Tls>>,
+    addr: SocketAddr,
+) -> anyhow::Result<Option<(tokio::net::TcpListener, Arc<broker::tls::Tls>)>> {
+    let Some(listener) = args.rd_gateway.bind().await? else {
+        return Ok(None);
+    };
+    let tls = match (args.rd_gateway.own_tls()?, api_tls) {
+        (Some(own), _) => own,
+        (None, Some(api)) => api.clone(),
+        (None, None) => {
+            let names = self_signed_names(listener.local_addr().unwrap_or(addr));
+            let (tls, generated) = broker::tls::Tls::self_signed(&args.data_dir, &names)?;
+            let path = args.data_dir.join(broker::tls::SELF_SIGNED_CERT);
+            eprintln!(
+                "the RD Gateway serves HTTPS with the self-signed certificate {} ({}; give it \
+                 its own with --gateway-tls-cert and --gateway-tls-key)",
+                path.display(),
+                if generated { "generated" } else { "kept" }
+            );
+            Arc::new(tls)
+        }
+    };
+    Ok(Some((listener, tls)))
+}
+
 /// Prints the front door's address (after the API's "listening on" line).
 fn announce_rdp(rdp_listener: Option<&tokio::net::TcpListener>) -> anyhow::Result<()> {
     if let Some(l) = rdp_listener {
@@ -620,6 +705,19 @@ fn rdp_public_address(
     rdp_listener: Option<&tokio::net::TcpListener>,
 ) -> anyhow::Result<Option<String>> {
     Ok(match (&args.rdp_public_address, rdp_listener) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(l)) => Some(l.local_addr()?.to_string()),
+        (None, None) => None,
+    })
+}
+
+/// How clients reach the RD Gateway, for its `.rdp` files: the flag, or
+/// the listen address.
+fn gateway_public_address(
+    args: &ServeArgs,
+    listener: Option<&tokio::net::TcpListener>,
+) -> anyhow::Result<Option<String>> {
+    Ok(match (&args.gateway_public_address, listener) {
         (Some(p), _) => Some(p.clone()),
         (None, Some(l)) => Some(l.local_addr()?.to_string()),
         (None, None) => None,

@@ -80,6 +80,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+use crate::hold::{self, Hold, WaitEnd, Waited};
 use crate::pdu::{self, HANDSHAKE_TIMEOUT, Routing};
 use crate::placer::{ConnectInput, Placer};
 use crate::redirect::{RedirectKey, RedirectRefusal};
@@ -598,14 +599,28 @@ async fn connection<P: Placer>(
         ticket,
         ..ConnectInput::default()
     };
+    let hold = Hold {
+        wait: config.host_start_wait,
+        retry_interval: config.host_start_retry_interval,
+        max_waiting: config.max_waiting_connections,
+        waiting: &shared.waiting,
+        gauge: "deskbroker_rdp_waiting_connections",
+        door: "rdp",
+    };
     let mut counted = false;
     for _ in 0..config.max_placement_attempts {
         let placed =
-            match connect_or_wait(&client, placer, &pool, &request, config, shared, source).await {
+            match hold::connect_or_wait(placer, &pool, &request, &hold, source, || closed(&client))
+                .await
+            {
                 Ok(p) => p,
-                Err(Waited::Gave(outcome, detail)) => {
+                Err(Waited::Gave(end, detail)) => {
                     report.detail = Some(detail);
-                    return outcome;
+                    return match end {
+                        WaitEnd::Limit(reason) => Outcome::WaitingLimit(reason),
+                        WaitEnd::Timeout => Outcome::HostStartTimeout,
+                        WaitEnd::ClientLeft => Outcome::ClientLeft,
+                    };
                 }
                 Err(Waited::Refused(e)) => {
                     report.detail = Some(e.to_string());
@@ -702,119 +717,11 @@ async fn connection<P: Placer>(
     Outcome::HostUnreachable
 }
 
-/// How a connect that was not placed ended.
-enum Waited {
-    /// The broker's refusal, or it could not be asked.
-    Refused(crate::PlacerError),
-    /// The wait for a starting host ended without a placement.
-    Gave(Outcome, String),
-}
-
-/// `Placer::connect`, holding the client while the broker answers 503
-/// `SessionHostStarting` (rule A8): asks again every
-/// `host_start_retry_interval` until it places the user, refuses
-/// otherwise, the client closes, or `host_start_wait` has passed. The
-/// connection counts against the waiting bounds (per source, in total)
-/// while it is held.
-async fn connect_or_wait<P: Placer>(
-    client: &TcpStream,
-    placer: &P,
-    pool: &str,
-    request: &ConnectInput,
-    config: &Config,
-    shared: &Shared,
-    source: &SourceGuard,
-) -> Result<placement::Placement, Waited> {
-    let mut held = None;
-    let mut deadline = Instant::now();
-    let mut watch_client = true;
-    loop {
-        let refusal = match placer.connect(pool, request).await {
-            Ok(p) => return Ok(p),
-            Err(crate::PlacerError::Refused {
-                code: api::ErrorCode::SessionHostStarting,
-                message,
-            }) => message,
-            Err(e) => return Err(Waited::Refused(e)),
-        };
-        if held.is_none() {
-            let Ok(total) = shared.waiting.clone().try_acquire_owned() else {
-                return Err(Waited::Gave(
-                    Outcome::WaitingLimit("waiting_full"),
-                    format!(
-                        "{refusal}; {} connections wait already",
-                        config.max_waiting_connections
-                    ),
-                ));
-            };
-            let per_source = source.wait().map_err(|r| {
-                Waited::Gave(
-                    Outcome::WaitingLimit(r.reason()),
-                    format!("{refusal}; this source has connections waiting already"),
-                )
-            })?;
-            held = Some((total, per_source, WaitingGauge::new()));
-            deadline = Instant::now() + config.host_start_wait;
-            tracing::info!(
-                pool,
-                user = request.user,
-                detail = refusal,
-                "rdp: holding the connection while a session host starts"
-            );
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(Waited::Gave(
-                Outcome::HostStartTimeout,
-                format!(
-                    "{refusal}; not available within {:?}",
-                    config.host_start_wait
-                ),
-            ));
-        }
-        let pause = tokio::time::sleep(config.host_start_retry_interval.min(deadline - now));
-        tokio::pin!(pause);
-        loop {
-            tokio::select! {
-                () = &mut pause => break,
-                gone = closed(client), if watch_client => match gone {
-                    true => {
-                        return Err(Waited::Gave(
-                            Outcome::ClientLeft,
-                            "the client closed while a session host was starting".into(),
-                        ));
-                    }
-                    // It sent something before our answer: not an RDP
-                    // client's way, but not a close either; stop watching
-                    // (the host will judge its bytes).
-                    false => watch_client = false,
-                },
-            }
-        }
-    }
-}
-
 /// Resolves when the client has closed (true) or sent bytes (false),
 /// without consuming them.
 async fn closed(client: &TcpStream) -> bool {
     let mut byte = [0u8; 1];
     !matches!(client.peek(&mut byte).await, Ok(n) if n > 0)
-}
-
-/// Counts a held connection in the waiting gauge while it waits.
-struct WaitingGauge;
-
-impl WaitingGauge {
-    fn new() -> WaitingGauge {
-        metrics::gauge!("deskbroker_rdp_waiting_connections").increment(1.0);
-        WaitingGauge
-    }
-}
-
-impl Drop for WaitingGauge {
-    fn drop(&mut self) {
-        metrics::gauge!("deskbroker_rdp_waiting_connections").decrement(1.0);
-    }
 }
 
 /// Rule S9's evidence that a logon can have taken place on a connection.

@@ -11,16 +11,25 @@
 //! - [`front_door`]: the listener and the relay.
 //! - [`redirect`]: the signed msts redirection tokens the front door honours (R3).
 //! - [`sources`]: per-source bounds on handshakes and new sessions.
+//! - [`rd_gateway`]: the RD Gateway: MS-TSGU over HTTPS (WebSocket), the
+//!   access token a ticket, placement at channel create through the same
+//!   [`Placer`], the data relayed untouched.
+//! - [`tsgu`]: MS-TSGU, the RD Gateway protocol (RDP tunnelled in HTTPS):
+//!   its packets, a strict bounded decoder and the gateway's state machine,
+//!   without IO.
 //!
 //! **The front door decides nothing**: every placement, reconnect and
 //! session state goes through a [`Placer`], so it follows the same rules
 //! as the HTTP API's `connect`.
 
 pub mod front_door;
+mod hold;
 pub mod pdu;
 pub mod placer;
+pub mod rd_gateway;
 pub mod redirect;
 pub mod sources;
+pub mod tsgu;
 
 pub use api::rdp_file::{rdp_file, routing_token};
 pub use front_door::{Config, HOST_START_RETRY_INTERVAL, HOST_START_WAIT, serve};

@@ -81,7 +81,9 @@ pub trait Placer: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Placement, PlacerError>> + Send;
 
     /// Marks a session Active (its host connection is up) or Disconnected
-    /// (either side closed), rule R4.
+    /// (either side closed), rule R4. It may answer before the mark is
+    /// durable (the broker in this process does: the front door's marks
+    /// are relaxed changes, never worth holding a connection for).
     fn set_session_state(
         &self,
         pool: &str,

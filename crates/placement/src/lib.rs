@@ -12,8 +12,9 @@
 //! refusal is an [`Error`] that says why.
 //!
 //! Each pool is a [`Pool`]: settings, hosts in query order, sessions, and an
-//! order-statistic index of open hosts by session count, so a placement
-//! costs O(log n) however many hosts the pool has.
+//! index of open hosts ranked by session count (a bitmap per count, with
+//! rank and select), so a placement costs O(log n) however many hosts the
+//! pool has.
 //!
 //! [`autoscale`] holds the scaling plans' decisions (rules A1–A8): the plan,
 //! the phase in force, one evaluation over a pool, start on connect.

@@ -5,6 +5,9 @@
 
 use crate::model::{HostMetrics, LoadIndexSettings, MAX_SESSION_LIMIT};
 
+/// The highest index (H1–H3): every factor is capped at 100.
+pub const MAX: i32 = 100;
+
 /// The index of a host whose load is unknown (H1).
 pub const UNKNOWN: i32 = -1;
 
@@ -153,6 +156,14 @@ impl MinTree {
         }
         self.nodes = nodes;
         self.size = size;
+    }
+
+    /// The value at `pos` (`i32::MAX` where none was set).
+    pub fn get(&self, pos: usize) -> i32 {
+        if pos >= self.size {
+            return i32::MAX;
+        }
+        self.nodes[self.size + pos]
     }
 
     /// The first position `>= from` whose value is `< x`.

@@ -2,8 +2,8 @@
 //! rank and pick, over a view of the candidates already ranked by
 //! (session count, query order).
 //!
-//! The pool keeps its open hosts in an order-statistic tree so that the
-//! fast path never sorts; when a request needs a capability some hosts
+//! The pool keeps its open hosts ranked (`pool/open.rs`: rank and select
+//! by session count and query order) so that the fast path never sorts; when a request needs a capability some hosts
 //! lack, the same picks run over a filtered, ranked vector instead. Either
 //! way the decision is made by the functions here, so the two paths cannot
 //! disagree.

@@ -10,24 +10,32 @@
 //! read-only accessors; the operations live in one file per seam:
 //! `settings`, `hosts`, `sessions`, `placement` (and `picked`, the
 //! caller-picked variant the simulator uses), and `index` (the bookkeeping
-//! that keeps every index true).
+//! that keeps every index true). The containers have files of their own:
+//! `host_table` (hosts by `seq`), `session_table` (sessions and their
+//! users by slot), `open` (the open hosts ranked by session count).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use crate::Error;
 use crate::model::*;
 
+mod host_table;
 mod hosts;
 mod index;
+mod open;
 mod picked;
 mod placement;
 mod scaling;
+mod session_table;
 mod sessions;
 mod settings;
 
+use host_table::HostTable;
 use index::Buckets;
+use open::OpenHosts;
 pub use picked::Candidates;
 pub use scaling::HostPower;
+use session_table::{SessionTable, Slot};
 pub use sessions::{MAX_REPORTED_SESSIONS, Reconciled, RefusalReason, RefusedSession};
 
 /// What an operation changed, for the caller to persist. Drained with
@@ -83,36 +91,36 @@ pub struct Pool {
     /// randomness from them, so a restart continues the same sequence.
     random_seed: u64,
     random_draws: u64,
-    hosts: BTreeMap<u64, Host>,
+    /// Hosts by `seq`, iterated in query order.
+    hosts: HostTable,
     host_by_name: HashMap<String, u64>,
-    sessions: HashMap<String, Session>,
-    /// User key → that user's session ids.
-    user_sessions: HashMap<String, Vec<String>>,
-    /// Host name → the ids of its sessions, so that a heartbeat's list is
-    /// reconciled in O(reported + the host's sessions), never O(pool).
-    host_sessions: HashMap<String, HashSet<String>>,
-    /// Sessions adopted from a host's own list (S8) that nothing has
-    /// confirmed: they count on their host, but S1 never sends a user to
-    /// one, and they are never stored (a restart forgets them until the
-    /// host lists them again). See `sessions.rs`.
-    unconfirmed: HashSet<String>,
+    /// Sessions in a slab (`session_table.rs`), with their users and each
+    /// session's host `seq`: every index below names a session by its
+    /// slot, so no index compares or hashes an id, a host name or a user.
+    sessions: SessionTable,
+    /// `host_sessions[seq]`: the slots of that host's sessions, so that a
+    /// heartbeat's list is reconciled in O(reported + the host's
+    /// sessions), never O(pool).
+    host_sessions: Vec<Vec<Slot>>,
     /// User key → the hosts they own (personal pools), in query order.
     owners: HashMap<String, BTreeSet<u64>>,
     /// Capability → how many hosts offer it, for the fast path of `requires`.
     capability_hosts: HashMap<String, usize>,
-    /// Hosts that allow new sessions and are available, as
+    /// Hosts that allow new sessions and are available, ranked by
     /// `(sessions, seq)`: the limit is applied at query time as a prefix.
-    open: indexset::BTreeSet<(u32, u64)>,
-    /// Personal pools: unassigned hosts that could take their first owner.
+    open: OpenHosts,
+    /// Personal pools: unassigned hosts that could take their first owner
+    /// (empty in pooled pools, whose hosts never have one).
     open_unassigned: BTreeSet<u64>,
-    /// Pending sessions as `(state_since_ms, id)`, oldest first (rule S4).
-    pending: BTreeSet<(TimestampMs, String)>,
-    /// Disconnected sessions as `(state_since_ms, id)`, longest
+    /// Pending sessions as `(state_since_ms, slot)`, oldest first (rule
+    /// S4). Sessions due at once end in `(time, id)` order (`tick`).
+    pending: BTreeSet<(TimestampMs, Slot)>,
+    /// Disconnected sessions as `(state_since_ms, slot)`, longest
     /// disconnected first (rule S9, `disconnectedTimeoutSeconds`).
-    disconnected: BTreeSet<(TimestampMs, String)>,
-    /// Every session as `(create_time_ms, id)`, oldest first (rule S9,
+    disconnected: BTreeSet<(TimestampMs, Slot)>,
+    /// Every session as `(create_time_ms, slot)`, oldest first (rule S9,
     /// `maxSessionLifetimeSeconds`).
-    by_create_time: BTreeSet<(TimestampMs, String)>,
+    by_create_time: BTreeSet<(TimestampMs, Slot)>,
     /// Available hosts that have sent heartbeats, as `(last seen, seq)`,
     /// most silent first (rule S7).
     watched: BTreeSet<(TimestampMs, u64)>,
@@ -140,15 +148,13 @@ impl Pool {
             next_seq: 1,
             random_seed,
             random_draws: 0,
-            hosts: BTreeMap::new(),
+            hosts: HostTable::default(),
             host_by_name: HashMap::new(),
-            sessions: HashMap::new(),
-            user_sessions: HashMap::new(),
-            host_sessions: HashMap::new(),
-            unconfirmed: HashSet::new(),
+            sessions: SessionTable::default(),
+            host_sessions: Vec::new(),
             owners: HashMap::new(),
             capability_hosts: HashMap::new(),
-            open: indexset::BTreeSet::new(),
+            open: OpenHosts::default(),
             open_unassigned: BTreeSet::new(),
             pending: BTreeSet::new(),
             disconnected: BTreeSet::new(),
@@ -188,8 +194,8 @@ impl Pool {
         }
         pool.next_seq = counters.next_seq.max(max_seq + 1);
         for s in sessions {
-            if pool.host_by_name.contains_key(&s.host) {
-                pool.insert_session(s);
+            if pool.host_by_name.contains_key(&s.host) && !pool.sessions.contains(&s.id) {
+                pool.insert_session(s, false);
             }
         }
         pool.changes.clear();
@@ -267,8 +273,9 @@ impl Pool {
     /// Whether a session was adopted from its host's list and not yet
     /// confirmed (rule S8): S1 does not use it, and it is not stored.
     pub fn is_unconfirmed(&self, id: &str) -> bool {
-        // Almost always none: no hashing then.
-        !self.unconfirmed.is_empty() && self.unconfirmed.contains(id)
+        self.sessions
+            .slot_of(id)
+            .is_some_and(|s| self.sessions[s].unconfirmed)
     }
 
     /// The host named `name`, or `SessionHostNotFound` saying so.
@@ -278,7 +285,12 @@ impl Pool {
 
     /// The session `id`, or `SessionNotFound` saying so.
     pub fn find_session(&self, id: &str) -> Result<&Session, Error> {
-        self.sessions.get(id).ok_or_else(|| {
+        self.find_slot(id).map(|s| &self.sessions[s].session)
+    }
+
+    /// The slot of the session `id`, or `SessionNotFound` saying so.
+    fn find_slot(&self, id: &str) -> Result<Slot, Error> {
+        self.sessions.slot_of(id).ok_or_else(|| {
             Error::SessionNotFound(format!(
                 "session {id} is not in host pool {}",
                 self.config.name
@@ -292,16 +304,15 @@ impl Pool {
 
     /// Every session, in no particular order.
     pub fn sessions(&self) -> impl Iterator<Item = &Session> {
-        self.sessions.values()
+        self.sessions.iter().map(|(_, e)| &e.session)
     }
 
     /// The sessions of one user (matched without regard to case).
     pub fn user_sessions(&self, user: &str) -> impl Iterator<Item = &Session> {
-        self.user_sessions
-            .get(&user_key(user))
-            .into_iter()
-            .flatten()
-            .filter_map(|id| self.sessions.get(id))
+        self.sessions
+            .user_sessions(user)
+            .iter()
+            .map(|&s| &self.sessions[s].session)
     }
 }
 

@@ -160,16 +160,22 @@ pub async fn delete(
 pub struct RdpFileQuery {
     pub user: Option<String>,
     pub groups: Option<String>,
+    /// Through the RD Gateway rather than the front door (needs `user`).
+    #[serde(default)]
+    pub gateway: bool,
 }
 
 /// An `.rdp` file that points mstsc or xfreerdp at this broker's RDP front
 /// door with the pool's routing token (rule R1); with `?user=`, a signed
 /// connection ticket for that user instead (rule T3), issued only to the
 /// admin and portals, and only for a user the pool entitles (T2, with the
-/// groups the caller vouches for in `groups`).
+/// groups the caller vouches for in `groups`). With `gateway=true` (and a
+/// user), a file through the RD Gateway: the pool as the target, the
+/// ticket as the gateway access token.
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/rdpFile", tag = "hostPools",
     params(("user" = Option<String>, Query, description = "issue a connection ticket for this user (admin or portal)"),
-           ("groups" = Option<String>, Query, description = "the user's groups, comma-separated, for the pool's entitledGroups")),
+           ("groups" = Option<String>, Query, description = "the user's groups, comma-separated, for the pool's entitledGroups"),
+           ("gateway" = Option<bool>, Query, description = "a file through the RD Gateway (MS-TSGU over HTTPS) with the ticket as its access token; needs user; 400 InvalidParameter when the broker knows of no gateway")),
     responses((status = 200, content_type = "application/x-rdp", body = String),
               (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody)))]
@@ -209,6 +215,7 @@ pub async fn rdp_file(
         &b,
         &pool,
         user.as_ref().map(|(u, g)| (u.as_str(), g.as_slice())),
+        q.gateway,
     )
     .await?;
     Ok(rdp_answer(file))
@@ -223,8 +230,9 @@ pub(crate) async fn rdp_file_for(
     b: &Broker,
     pool: &str,
     user: Option<(&str, &[String])>,
+    gateway: bool,
 ) -> Result<crate::connect::ConnectionFile, ApiError> {
-    Ok(b.connection_file(pool, user).await?)
+    Ok(b.connection_file(pool, user, gateway).await?)
 }
 
 /// An `.rdp` file as a download named after its pool.

@@ -162,7 +162,8 @@ async fn page(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Respon
             .into_response());
     };
     let pools = entitled_pools(&b, &session).await?;
-    Ok(html(StatusCode::OK, &pools_page(&session, &pools)))
+    let gateway = b.rd_gateway_address().is_ok();
+    Ok(html(StatusCode::OK, &pools_page(&session, &pools, gateway)))
 }
 
 /// A pool as the page shows it.
@@ -270,10 +271,12 @@ async fn logout(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Resp
 /// `GET /portal/pools/{pool}/rdpFile`: the pool's `.rdp` file for the
 /// signed-in user; 401 without a session, 403 `NotEntitled` for a pool
 /// rule T2 keeps them out of, 403 `Forbidden` for a pool the front door
-/// may not reach.
+/// may not reach. With `?gateway=true`, the file through the RD Gateway
+/// (400 `InvalidParameter` when the broker knows of none).
 async fn rdp_file(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
+    Query(q): Query<PortalFileQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let portal = configured(&b)?;
@@ -294,9 +297,18 @@ async fn rdp_file(
         &b,
         &pool,
         Some((session.user.as_str(), session.groups.as_slice())),
+        q.gateway,
     )
     .await?;
     Ok(super::pools::rdp_answer(file))
+}
+
+/// `?gateway=true` of the portal's file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PortalFileQuery {
+    #[serde(default)]
+    gateway: bool,
 }
 
 /// The page's style (a file: the policy allows no inline style).
@@ -369,7 +381,10 @@ fn document(title: &str, body: &str) -> String {
     )
 }
 
-fn pools_page(session: &UserSession, pools: &[Offered]) -> String {
+/// The signed-in user's pools, each with its `.rdp` file, and with
+/// `gateway` (the broker knows of an RD Gateway) its file through the
+/// gateway too, for use outside the office.
+fn pools_page(session: &UserSession, pools: &[Offered], gateway: bool) -> String {
     let mut body = format!(
         "<header>\n<h1>Your desktops</h1>\n<p>Signed in as <strong id=\"user\">{}</strong></p>\n\
          <form method=\"post\" action=\"/portal/logout\"><button id=\"signout\" \
@@ -392,11 +407,21 @@ fn pools_page(session: &UserSession, pools: &[Offered]) -> String {
             body.push_str(&format!(
                 "<li class=\"pool\" data-pool=\"{name}\"><span><span class=\"pool-name\">{shown}\
                  </span><span class=\"pool-id\">{name}</span></span> <a class=\"download\" \
-                 href=\"/portal/pools/{path}/rdpFile\" download=\"{name}.rdp\">Download .rdp</a>\
+                 href=\"/portal/pools/{path}/rdpFile\" download=\"{name}.rdp\">Download .rdp</a>{via}\
                  </li>\n",
                 name = escape(&p.name),
                 shown = escape(shown),
                 path = escape(&path_segment(&p.name)),
+                via = if gateway {
+                    format!(
+                        " <a class=\"download-gateway\" href=\"/portal/pools/{path}/rdpFile?gateway=true\" \
+                         download=\"{name}-gateway.rdp\">Download .rdp through the gateway</a>",
+                        name = escape(&p.name),
+                        path = escape(&path_segment(&p.name)),
+                    )
+                } else {
+                    String::new()
+                },
             ));
         }
         body.push_str("</ul>\n<p>Open the downloaded file with Remote Desktop Connection (mstsc) or another RDP client.</p>\n");
@@ -429,10 +454,25 @@ mod tests {
                 name: "p1".into(),
                 friendly_name: "<img src=x onerror=alert(1)>".into(),
             }],
+            true,
         );
         assert!(!page.contains("<b>eve"), "{page}");
         assert!(!page.contains("<img"), "{page}");
         assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    }
+
+    #[test]
+    fn the_gateway_file_is_offered_only_with_a_gateway() {
+        let session = UserSession::for_test("alice", &[]);
+        let pools = [Offered {
+            name: "p1".into(),
+            friendly_name: String::new(),
+        }];
+        let link = "href=\"/portal/pools/p1/rdpFile?gateway=true\"";
+        assert!(pools_page(&session, &pools, true).contains(link));
+        let without = pools_page(&session, &pools, false);
+        assert!(!without.contains("gateway"), "{without}");
+        assert!(without.contains("href=\"/portal/pools/p1/rdpFile\""));
     }
 
     #[test]

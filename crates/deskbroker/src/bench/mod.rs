@@ -7,11 +7,16 @@
 //! - `bench rdp` ([`rdp`]): the RDP front door side by side with HAProxy in
 //!   front of the same loopback session hosts.
 //!
+//! - `bench ceiling-server` ([`ceiling`], hidden): the HTTP stack's
+//!   ceiling for `scripts/bench-http.sh`, which loads it and a durable
+//!   broker with `wrk`.
+//!
 //! Both print `--output table|json|tsv` with the CLI's `output` module, and
 //! both reach the broker only through [`broker`] (the private brokers they
 //! start and the few API calls they make).
 
 mod broker;
+mod ceiling;
 mod rdp;
 mod storm;
 
@@ -24,12 +29,18 @@ pub enum BenchCommand {
     /// front of the same loopback session hosts: new connections per second,
     /// added latency to the host's first byte, relayed throughput.
     Rdp(rdp::RdpArgs),
+    /// A trivial JSON handler on the connect route, on the same HTTP stack
+    /// as `serve`: the ceiling `scripts/bench-http.sh` compares durable
+    /// connects with.
+    #[command(hide = true)]
+    CeilingServer(ceiling::CeilingArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Storm(args) => storm::run(args).await,
         BenchCommand::Rdp(args) => rdp::run(args).await,
+        BenchCommand::CeilingServer(args) => ceiling::run(args).await,
     }
 }
 

@@ -45,7 +45,8 @@ enum HostpoolCommand {
     /// or revoke every token of the pool with --revoke.
     RegistrationToken(TokenArgs),
     /// Print (or save with --file) an .rdp file that points mstsc or
-    /// xfreerdp at the broker's RDP front door for this pool.
+    /// xfreerdp at the broker's RDP front door for this pool (with
+    /// --gateway, at its RD Gateway).
     RdpFile(RdpFileArgs),
     /// The pool's power and scaling actions, newest first (rule A10).
     ScalingActions(ActionsArgs),
@@ -77,6 +78,10 @@ struct RdpFileArgs {
     /// The user's groups, comma-separated, for the pool's entitledGroups (T2).
     #[arg(long, value_name = "GROUP,…", value_delimiter = ',', requires = "user")]
     groups: Vec<String>,
+    /// A file through the broker's RD Gateway (MS-TSGU over HTTPS), the
+    /// ticket as its access token (needs --user).
+    #[arg(long, requires = "user")]
+    gateway: bool,
 }
 
 #[derive(clap::Args)]
@@ -511,6 +516,9 @@ async fn execute(ctx: &Context, command: HostpoolCommand) -> anyhow::Result<()> 
             let groups = r.groups.join(",");
             if !groups.is_empty() {
                 query.push(("groups", groups.as_str()));
+            }
+            if r.gateway {
+                query.push(("gateway", "true"));
             }
             let text = client
                 .get_text(&["hostPools", &r.name, "rdpFile"], &query)

@@ -276,6 +276,24 @@ async fn revoke_and_rdp_file_say_what_they_did() {
             served.len()
         )
     );
+    // --gateway: a file through the RD Gateway, for a user only; this
+    // broker knows of no gateway, and says how to give it one.
+    let (ok, _, err) = app.cli(&["hostpool", "rdp-file", "--name", "farm", "--gateway"]);
+    assert!(!ok && err.contains("--user"), "{err}");
+    let (ok, out, err) = app.cli(&[
+        "hostpool",
+        "rdp-file",
+        "--name",
+        "farm",
+        "--user",
+        "alice",
+        "--gateway",
+    ]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("InvalidParameter") || err.contains("--gateway-listen"),
+        "{err}"
+    );
 }
 
 /// (environment of the CLI, its flags, what its error must say)

@@ -22,6 +22,7 @@ mod messages;
 mod portal;
 mod postgres;
 mod power;
+mod rd_gateway;
 mod rdp;
 mod registration;
 mod replicas;
@@ -128,6 +129,13 @@ impl App {
                 .read_line(&mut rdp)
                 .expect("read the rdp listening line");
             more.push(rdp.trim().to_string());
+        }
+        if extra.contains(&"--gateway-listen") {
+            let mut rdg = String::new();
+            stdout
+                .read_line(&mut rdg)
+                .expect("read the rd gateway listening line");
+            more.push(rdg.trim().to_string());
         }
         let url = line
             .trim()

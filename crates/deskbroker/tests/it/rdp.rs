@@ -25,11 +25,11 @@ use serde_json::{Value, json};
 use crate::{App, eventually, free_port};
 
 /// How long to wait for anything a working setup does in a second or two.
-const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Finds `program` on PATH (and in the sbin directories, where xrdp lives),
 /// or fails the test saying how to install it.
-fn require(program: &str, package: &str) -> PathBuf {
+pub(crate) fn require(program: &str, package: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let dirs = std::env::split_paths(&path)
         .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from));
@@ -46,7 +46,7 @@ fn require(program: &str, package: &str) -> PathBuf {
 }
 
 /// A child process killed when the test ends, pass or fail.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -56,14 +56,14 @@ impl Drop for Killed {
 }
 
 /// One xrdp server, its configuration and log in a directory of its own.
-struct Xrdp {
+pub(crate) struct Xrdp {
     _process: Killed,
-    address: String,
+    pub(crate) address: String,
     log: PathBuf,
 }
 
 impl Xrdp {
-    fn start(xrdp: &Path, openssl: &Path, dir: &Path) -> Xrdp {
+    pub(crate) fn start(xrdp: &Path, openssl: &Path, dir: &Path) -> Xrdp {
         std::fs::create_dir_all(dir).expect("xrdp dir");
         let tls = TlsFiles::make(openssl, dir);
         // A port picked by binding 0 could be taken before xrdp binds it: retry.
@@ -104,28 +104,28 @@ impl Xrdp {
         panic!("xrdp did not start listening; its log:\n{last_log}");
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Connections whose TLS handshake with this host completed.
-    fn tls_connections(&self) -> usize {
+    pub(crate) fn tls_connections(&self) -> usize {
         self.log().matches("TLS connection established").count()
     }
 }
 
 /// A self-signed certificate and its key, for one xrdp (xfreerdp runs with
 /// `/cert:ignore`, so any certificate does).
-struct TlsFiles {
-    certificate: PathBuf,
-    key: PathBuf,
+pub(crate) struct TlsFiles {
+    pub(crate) certificate: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
 impl TlsFiles {
     /// `openssl req -x509` into `dir`: an RSA key without a passphrase
     /// (xrdp cannot ask for one) and a certificate for localhost valid for
     /// a day.
-    fn make(openssl: &Path, dir: &Path) -> TlsFiles {
+    pub(crate) fn make(openssl: &Path, dir: &Path) -> TlsFiles {
         let files = TlsFiles {
             certificate: dir.join("cert.pem"),
             key: dir.join("key.pem"),
@@ -198,13 +198,13 @@ fn xrdp_ini(port: u16, log: &Path, tls: &TlsFiles) -> String {
 }
 
 /// An X display for xfreerdp, which needs one to draw its window.
-struct Display {
+pub(crate) struct Display {
     _process: Killed,
     number: String,
 }
 
 impl Display {
-    fn start(xvfb: &Path) -> Display {
+    pub(crate) fn start(xvfb: &Path) -> Display {
         let mut child = Command::new(xvfb)
             .args([
                 "-displayfd",
@@ -239,13 +239,18 @@ impl Display {
 }
 
 /// One xfreerdp client; killing it closes its connection.
-struct Client {
-    process: Killed,
+pub(crate) struct Client {
+    pub(crate) process: Killed,
     log: PathBuf,
 }
 
 impl Client {
-    fn start(xfreerdp: &Path, display: &Display, home: &Path, args: &[String]) -> Client {
+    pub(crate) fn start(
+        xfreerdp: &Path,
+        display: &Display,
+        home: &Path,
+        args: &[String],
+    ) -> Client {
         std::fs::create_dir_all(home).expect("client home");
         let log = home.join(format!("xfreerdp-{}.log", free_port()));
         let out = std::fs::File::create(&log).expect("client log");
@@ -266,12 +271,12 @@ impl Client {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Whether the client gave up on its own.
-    fn exited(&mut self) -> bool {
+    pub(crate) fn exited(&mut self) -> bool {
         matches!(self.process.0.try_wait(), Ok(Some(_)))
     }
 }
@@ -295,7 +300,7 @@ fn spawn_with_front_door(data_dir: &Path, default_pool: &str) -> (App, String) {
 }
 
 /// The user's one session in `pool`: (host, state), if any.
-async fn session_of(app: &App, pool: &str, user: &str) -> Option<(String, String)> {
+pub(crate) async fn session_of(app: &App, pool: &str, user: &str) -> Option<(String, String)> {
     let v = app
         .ok(
             "GET",
@@ -324,7 +329,7 @@ async fn sessions(app: &App, pool: &str) -> Vec<Value> {
 }
 
 /// Waits until `user` has a session on `host` in `state`.
-async fn wait_session(app: &App, pool: &str, user: &str, host: &str, state: &str) {
+pub(crate) async fn wait_session(app: &App, pool: &str, user: &str, host: &str, state: &str) {
     let want = Some((host.to_string(), state.to_string()));
     let reached = eventually(PATIENCE, || async {
         session_of(app, pool, user).await == want
@@ -338,7 +343,7 @@ async fn wait_session(app: &App, pool: &str, user: &str, host: &str, state: &str
 }
 
 /// Waits until `host` has seen `n` TLS handshakes and `other` still `m`.
-async fn wait_tls(host: &Xrdp, n: usize, other: &Xrdp, m: usize, client: &Client) {
+pub(crate) async fn wait_tls(host: &Xrdp, n: usize, other: &Xrdp, m: usize, client: &Client) {
     let reached = eventually(PATIENCE, || async { host.tls_connections() >= n }).await;
     assert!(
         reached,

@@ -151,6 +151,17 @@ async fn running(app: &App, pool: &str, host: &str) {
     );
 }
 
+/// Whether h1 of `farm` was started (once) and `gauge` came to show one
+/// connection held.
+async fn started_and_held(app: &App, log: &Path, gauge: &str) -> bool {
+    running(app, "farm", "h1").await;
+    assert_eq!(starts(log), ["start h1"]);
+    eventually(WAIT, || async {
+        app.text("/metrics").await.contains(&format!("{gauge} 1"))
+    })
+    .await
+}
+
 fn spawn(dir: &Path, extra: &[&str]) -> (App, Vec<String>) {
     let mut args = vec!["--allow-power-commands"];
     args.extend_from_slice(extra);
@@ -341,15 +352,8 @@ async fn a8_the_front_door_holds_a_client_while_its_host_starts_then_relays_it()
         .await
         .unwrap();
     // The front door's connect started h1; the client is held meanwhile.
-    running(&app, "farm", "h1").await;
-    assert_eq!(starts(&log), ["start h1"]);
     assert!(
-        eventually(WAIT, || async {
-            app.text("/metrics")
-                .await
-                .contains("deskbroker_rdp_waiting_connections 1")
-        })
-        .await,
+        started_and_held(&app, &log, "deskbroker_rdp_waiting_connections").await,
         "the client is held"
     );
     // The host's heartbeat makes it available: the held client is relayed.
@@ -410,4 +414,68 @@ async fn a8_the_front_door_closes_a_client_whose_host_does_not_come_within_the_b
         .ok("GET", "/api/v1/hostPools/farm/userSessions", None, 200)
         .await;
     assert_eq!(sessions["value"], json!([]), "{sessions}");
+}
+
+/// The same through the RD Gateway, with real xfreerdp and xrdp: the
+/// channel request is held while h1 starts (the gateway's gauge shows it),
+/// then opened on h1 once its heartbeat is in; the user lands there.
+#[tokio::test]
+async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it() {
+    use crate::rdp::{Client, Display, Xrdp, require, wait_session};
+    let xrdp = require("xrdp", "xrdp");
+    let xfreerdp = require("xfreerdp", "freerdp2-x11");
+    let xvfb = require("Xvfb", "xvfb");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("power.log");
+    let host = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
+    let display = Display::start(&xvfb);
+    let (app, lines) = spawn(
+        &dir.path().join("data"),
+        &["--gateway-listen", "127.0.0.1:0"],
+    );
+    let gateway = crate::rd_gateway::gateway_address(&lines);
+    pool_all_stopped(
+        &app,
+        "farm",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+               "startVmOnConnect": true, "allowFrontDoor": true,
+               "allowedAddressRanges": ["127.0.0.0/8"]}),
+        &log,
+        &[("h1", json!({"address": host.address}))],
+    )
+    .await;
+    let file = app
+        .text("/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true")
+        .await;
+    let token = file
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("gatewayaccesstoken:s:"))
+        .expect("an access token")
+        .to_string();
+    let args: Vec<String> = vec![
+        "/v:farm".into(),
+        "/u:alice".into(),
+        format!("/g:{gateway}"),
+        "/gt:http".into(),
+        format!("/gat:{token}"),
+    ];
+    let alice = Client::start(&xfreerdp, &display, &dir.path().join("home"), &args);
+    // The gateway's connect started h1; the channel is held meanwhile.
+    assert!(
+        started_and_held(&app, &log, "deskbroker_rdg_waiting_channels").await,
+        "the channel is held: {}",
+        alice.log()
+    );
+    assert_eq!(host.tls_connections(), 0);
+    // The host's heartbeat makes it available: the channel opens on it.
+    beat(&app, "farm", "h1").await;
+    let reached = eventually(WAIT, || async { host.tls_connections() >= 1 }).await;
+    assert!(reached, "xrdp was not reached: {}", alice.log());
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    assert!(
+        app.text("/metrics")
+            .await
+            .contains("deskbroker_rdg_waiting_channels 0")
+    );
 }

@@ -219,5 +219,21 @@ async fn without_a_front_door_there_is_no_connection_file() {
         404,
         "NotFound",
     )
-    .await;
+    .await; // Nor, without an RD Gateway, a file through one: the request asks
+    // for what this broker does not offer.
+    let refused = app
+        .refused(
+            "GET",
+            "/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true",
+            None,
+            400,
+            "InvalidParameter",
+        )
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--gateway-listen")),
+        "{refused}"
+    );
 }

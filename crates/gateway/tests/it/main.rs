@@ -1,13 +1,17 @@
 //! Tests of the gateway through its public API: the first-PDU parser on
 //! bytes captured from real clients and on hostile ones, property tests
 //! that throw random and mutated bytes at it, the front door driving real
-//! sockets against a recording placer and fake session hosts, and both
-//! placers against a real broker.
+//! sockets against a recording placer and fake session hosts, both
+//! placers against a real broker, and the RD Gateway protocol (MS-TSGU)
+//! on bytes captured from a real client and on random ones.
 
 mod front_door;
 mod fuzz;
 mod pdu;
 mod placer;
+mod rd_gateway;
+mod tsgu;
+mod tsgu_props;
 
 use std::path::PathBuf;
 
@@ -17,6 +21,11 @@ pub fn fixture(name: &str) -> Vec<u8> {
         .join("tests/fixtures")
         .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// A fixture from a subdirectory of `tests/fixtures` (`tsgu/`: see its README.md).
+pub fn fixture_in(dir: &str, name: &str) -> Vec<u8> {
+    fixture(&format!("{dir}/{name}"))
 }
 
 /// Every captured fixture, by file name.

@@ -2,7 +2,7 @@
 //! (P7), removal, heartbeats (S7, H3) and the passing of time (`tick`: S4
 //! expiry, S7 silence).
 
-use super::index::reports_custom;
+use super::index::{due, reports_custom};
 use super::{Change, Pool, Upsert};
 use crate::model::*;
 use crate::{Error, load_index};
@@ -118,19 +118,16 @@ impl Pool {
             )));
         }
         if sessions > 0 {
-            let ids: Vec<String> = self
-                .host_sessions
-                .get(name)
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect();
-            for id in ids {
-                self.end_session(&id);
+            for slot in self.host_session_slots(seq).to_vec() {
+                self.end_session(slot);
             }
         }
         let reported_before = self.custom_reporters > 0;
         self.remove_host_entry(seq);
+        // Its sessions are ended and its `seq` is never used again.
+        if let Some(slots) = self.host_sessions.get_mut(seq as usize) {
+            *slots = Vec::new();
+        }
         if reported_before != (self.custom_reporters > 0) {
             // H3: the last custom reporter is gone: every host is -1 again.
             self.rebuild_indexes();
@@ -219,31 +216,23 @@ impl Pool {
     /// Costs O(1) when nothing is due, so every connect calls it first.
     pub fn tick(&mut self, now_ms: TimestampMs) {
         let pending_ms = i64::from(self.config.pending_timeout_seconds) * 1000;
-        while let Some((since, id)) = self.pending.first() {
-            if since + pending_ms > now_ms {
-                break;
-            }
-            let id = id.clone();
-            self.end_session(&id);
+        for slot in due(&self.sessions, &self.pending, |since| {
+            since + pending_ms <= now_ms
+        }) {
+            self.end_session(slot);
         }
         let disconnected_ms = i64::from(self.config.disconnected_timeout_seconds) * 1000;
         if disconnected_ms > 0 {
-            while let Some((since, id)) = self.disconnected.first() {
-                if since + disconnected_ms > now_ms {
-                    break;
-                }
-                let id = id.clone();
-                self.end_session(&id);
+            let is_due = |since| since + disconnected_ms <= now_ms;
+            for slot in due(&self.sessions, &self.disconnected, is_due) {
+                self.end_session(slot);
             }
         }
         let lifetime_ms = i64::from(self.config.max_session_lifetime_seconds) * 1000;
         if lifetime_ms > 0 {
-            while let Some((created, id)) = self.by_create_time.first() {
-                if created + lifetime_ms > now_ms {
-                    break;
-                }
-                let id = id.clone();
-                self.end_session(&id);
+            let is_due = |created| created + lifetime_ms <= now_ms;
+            for slot in due(&self.sessions, &self.by_create_time, is_due) {
+                self.end_session(slot);
             }
         }
         let silence_ms = i64::from(self.config.heartbeat_timeout_seconds) * 1000;

@@ -7,6 +7,8 @@
 use std::collections::BTreeSet;
 
 use super::Pool;
+use super::open::OpenHosts;
+use super::session_table::{Entry, SessionTable, Slot};
 use crate::load_index::{self, MinTree};
 use crate::model::*;
 
@@ -15,9 +17,9 @@ use crate::model::*;
 #[derive(Clone, Debug, Default)]
 pub(super) struct Buckets {
     /// Bucket-1 candidates (every standard capability, under the connecting
-    /// threshold, known index) as `(index, seq)`: the threshold raise reads
+    /// threshold, known index) counted by index: the threshold raise reads
     /// the `minHostsInQueue`-th lowest index here.
-    pub(super) first_sorted: indexset::BTreeSet<(i32, u64)>,
+    pub(super) first_indexes: IndexCounts,
     /// The same hosts' indexes by query order, for round robin.
     pub(super) first: MinTree,
     /// Bucket-2 candidates (lacking a standard capability) by query order.
@@ -25,6 +27,54 @@ pub(super) struct Buckets {
     /// Every eligible host, in bucket-3 order: known index lowest first
     /// (unknown last), then fewest connecting sessions, then query order.
     pub(super) third: BTreeSet<(i32, u32, u64)>,
+}
+
+/// How many hosts have each known load index (0 to
+/// [`load_index::MAX`]): the k-th lowest index is a scan of at most 101
+/// counters, and an update is one increment, where an ordered set of
+/// `(index, seq)` moved keys around a random node.
+#[derive(Clone, Debug)]
+pub(super) struct IndexCounts {
+    counts: [u32; load_index::MAX as usize + 1],
+    len: usize,
+}
+
+impl Default for IndexCounts {
+    fn default() -> IndexCounts {
+        IndexCounts {
+            counts: [0; load_index::MAX as usize + 1],
+            len: 0,
+        }
+    }
+}
+
+impl IndexCounts {
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `index` is a known index (H1–H3 never give more than the maximum).
+    fn insert(&mut self, index: i32) {
+        self.counts[index as usize] += 1;
+        self.len += 1;
+    }
+
+    fn remove(&mut self, index: i32) {
+        self.counts[index as usize] -= 1;
+        self.len -= 1;
+    }
+
+    /// The `k`-th lowest index counted (1-based), if `k` are.
+    pub(super) fn kth_lowest(&self, k: usize) -> Option<i32> {
+        let mut seen = 0;
+        for (index, &n) in self.counts.iter().enumerate() {
+            seen += n as usize;
+            if seen >= k {
+                return Some(index as i32);
+            }
+        }
+        None
+    }
 }
 
 fn third_key(h: &Host) -> (i32, u32, u64) {
@@ -76,7 +126,7 @@ impl Pool {
         // What `unindex` removes, by the keys the host had before `f`.
         let (sessions, was_open, _) = before;
         if was_open {
-            self.open.remove(&(sessions, seq));
+            self.open.remove(sessions, seq);
             self.open_unassigned.remove(&seq);
         }
         self.reindex(seq);
@@ -85,10 +135,13 @@ impl Pool {
 
     fn unindex(&mut self, seq: u64) {
         let h = &self.hosts[&seq];
-        self.open.remove(&(h.sessions, seq));
+        self.open.remove(h.sessions, seq);
         self.open_unassigned.remove(&seq);
         if let Some(b) = &mut self.buckets {
-            b.first_sorted.remove(&(h.load_index, seq));
+            let first = b.first.get(seq as usize);
+            if first != i32::MAX {
+                b.first_indexes.remove(first);
+            }
             b.first.set(seq as usize, i32::MAX);
             b.second.set(seq as usize, i32::MAX);
             b.third.remove(&third_key(h));
@@ -96,19 +149,24 @@ impl Pool {
     }
 
     /// Recomputes the host's load index and puts it back in every index it
-    /// belongs to.
+    /// belongs to (one look-up of the host).
     fn reindex(&mut self, seq: u64) {
-        self.refresh_load_index(seq);
+        let any_custom = self.custom_reporters > 0;
         let cfg = &self.config;
-        let h = &self.hosts[&seq];
+        let h = self.hosts.get_mut(&seq).expect("reindex: host exists");
+        h.load_index = host_load_index(cfg, any_custom, h);
+        let h = &*h;
         if !is_open(h) {
             return;
         }
-        self.open.insert((h.sessions, seq));
-        if h.spec.assigned_user.is_none() {
+        self.open.insert(h.sessions, seq);
+        if cfg.host_pool_type == HostPoolType::Personal && h.spec.assigned_user.is_none() {
             self.open_unassigned.insert(seq);
         }
-        if self.buckets.is_none() || h.sessions >= cfg.max_session_limit || self.rejects(h) {
+        let Some(b) = self.buckets.as_mut() else {
+            return;
+        };
+        if h.sessions >= cfg.max_session_limit || rejects(cfg, h) {
             return;
         }
         let connecting = cfg.logon_storm_settings.connecting_session_threshold;
@@ -117,28 +175,16 @@ impl Pool {
             .standard_capabilities
             .iter()
             .all(|c| h.spec.capabilities.contains(c));
-        let key = third_key(h);
         let index = h.load_index;
-        let b = self.buckets.as_mut().expect("checked above");
-        b.third.insert(key);
+        b.third.insert(third_key(h));
         if index >= 0 && under_connecting {
             if standard {
-                b.first_sorted.insert((index, seq));
+                b.first_indexes.insert(index);
                 b.first.set(seq as usize, index);
             } else {
                 b.second.set(seq as usize, index);
             }
         }
-    }
-
-    /// Recomputes the host's load index.
-    fn refresh_load_index(&mut self, seq: u64) {
-        let any_custom = self.custom_reporters > 0;
-        let h = self
-            .hosts
-            .get_mut(&seq)
-            .expect("refresh_load_index: host exists");
-        h.load_index = host_load_index(&self.config, any_custom, h);
     }
 
     /// H6: a host of a `LoadIndex` pool at or over its load index or
@@ -148,32 +194,17 @@ impl Pool {
     /// `logonCost` a host refuses once its logons since the last heartbeat
     /// bring it to its threshold.
     pub(super) fn rejects(&self, h: &Host) -> bool {
-        if self.config.load_balancer_type != LoadBalancerType::LoadIndex {
-            return false;
-        }
-        let s = &self.config.load_index_settings;
-        let index_max = h
-            .spec
-            .policy
-            .load_index_threshold
-            .unwrap_or(s.load_index_threshold);
-        let connecting_max = h
-            .spec
-            .policy
-            .connecting_session_threshold
-            .unwrap_or(s.connecting_session_threshold);
-        (index_max > 0 && h.load_index >= index_max as i32)
-            || (connecting_max > 0 && h.connecting_sessions >= connecting_max)
+        rejects(&self.config, h)
     }
 
     /// Recomputes every derived index from scratch (after a settings change,
     /// a restore, or a change of custom reporters).
     pub(super) fn rebuild_indexes(&mut self) {
-        self.open = indexset::BTreeSet::new();
+        self.open = OpenHosts::default();
         self.open_unassigned.clear();
         self.buckets =
             (self.config.load_balancer_type == LoadBalancerType::LoadIndex).then(Buckets::default);
-        let seqs: Vec<u64> = self.hosts.keys().copied().collect();
+        let seqs: Vec<u64> = self.hosts.keys().collect();
         for seq in seqs {
             self.reindex(seq);
         }
@@ -232,10 +263,36 @@ impl Pool {
         h
     }
 
-    pub(super) fn insert_session(&mut self, s: Session) {
+    /// Adds a session on the host its `host` names (a restore, an
+    /// adoption); answers its slot.
+    pub(super) fn insert_session(&mut self, s: Session, unconfirmed: bool) -> Slot {
         let seq = self.host_by_name[&s.host];
-        let pending = s.state == SessionState::Pending;
-        let disconnected = s.state == SessionState::Disconnected;
+        self.insert_session_on(seq, s, unconfirmed)
+    }
+
+    /// [`Pool::insert_session`] when the caller knows the host's `seq`
+    /// (a placement does): no look-up of the host by name.
+    pub(super) fn insert_session_on(&mut self, seq: u64, s: Session, unconfirmed: bool) -> Slot {
+        let slot = self.sessions.insert(s, seq, unconfirmed);
+        self.index_session(slot);
+        slot
+    }
+
+    /// Takes a session out of every index and the table.
+    pub(super) fn remove_session_entry(&mut self, slot: Slot) -> Entry {
+        self.unindex_session(slot);
+        self.sessions.remove(slot)
+    }
+
+    /// Counts the session in `slot` on its host and puts it in every index
+    /// of sessions: by state and time, its user's list, its host's list.
+    pub(super) fn index_session(&mut self, slot: Slot) {
+        let e = &self.sessions[slot];
+        let seq = e.host;
+        let s = &e.session;
+        let (state, since, created) = (s.state, s.state_since_ms, s.create_time_ms);
+        let pending = state == SessionState::Pending;
+        let disconnected = state == SessionState::Disconnected;
         self.update_host(seq, |h| {
             h.sessions += 1;
             if pending {
@@ -246,52 +303,42 @@ impl Pool {
             }
         });
         if pending {
-            self.pending.insert((s.state_since_ms, s.id.clone()));
+            self.pending.insert((since, slot));
         }
-        if s.state == SessionState::Disconnected {
-            self.disconnected.insert((s.state_since_ms, s.id.clone()));
+        if disconnected {
+            self.disconnected.insert((since, slot));
         }
-        self.by_create_time.insert((s.create_time_ms, s.id.clone()));
-        self.user_sessions
-            .entry(user_key(&s.user))
-            .or_default()
-            .push(s.id.clone());
-        self.host_sessions
-            .entry(s.host.clone())
-            .or_default()
-            .insert(s.id.clone());
-        self.sessions.insert(s.id.clone(), s);
+        self.by_create_time.insert((created, slot));
+        self.sessions.index_user(slot);
+        let i = seq as usize;
+        if i >= self.host_sessions.len() {
+            self.host_sessions.resize_with(i + 1, Vec::new);
+        }
+        self.host_sessions[i].push(slot);
     }
 
-    pub(super) fn remove_session_entry(&mut self, id: &str) -> Session {
-        let s = self
-            .sessions
-            .remove(id)
-            .expect("remove_session_entry: session exists");
-        let pending = s.state == SessionState::Pending;
+    /// Undoes [`Pool::index_session`]; the session stays in its slot.
+    pub(super) fn unindex_session(&mut self, slot: Slot) {
+        let e = &self.sessions[slot];
+        let seq = e.host;
+        let s = &e.session;
+        let (state, since, created) = (s.state, s.state_since_ms, s.create_time_ms);
+        let pending = state == SessionState::Pending;
+        let disconnected = state == SessionState::Disconnected;
         if pending {
-            self.pending.remove(&(s.state_since_ms, s.id.clone()));
+            self.pending.remove(&(since, slot));
         }
-        if s.state == SessionState::Disconnected {
-            self.disconnected.remove(&(s.state_since_ms, s.id.clone()));
+        if disconnected {
+            self.disconnected.remove(&(since, slot));
         }
-        self.by_create_time
-            .remove(&(s.create_time_ms, s.id.clone()));
-        let key = user_key(&s.user);
-        if let Some(ids) = self.user_sessions.get_mut(&key) {
-            ids.retain(|i| i != id);
-            if ids.is_empty() {
-                self.user_sessions.remove(&key);
-            }
+        self.by_create_time.remove(&(created, slot));
+        self.sessions.unindex_user(slot);
+        if let Some(slots) = self.host_sessions.get_mut(seq as usize)
+            && let Some(at) = slots.iter().position(|&s| s == slot)
+        {
+            slots.remove(at);
         }
-        if let Some(ids) = self.host_sessions.get_mut(&s.host) {
-            ids.remove(id);
-            if ids.is_empty() {
-                self.host_sessions.remove(&s.host);
-            }
-        }
-        if let Some(&seq) = self.host_by_name.get(&s.host) {
-            let disconnected = s.state == SessionState::Disconnected;
+        if self.hosts.get(&seq).is_some() {
             self.update_host(seq, |h| {
                 h.sessions -= 1;
                 if pending {
@@ -302,8 +349,52 @@ impl Pool {
                 }
             });
         }
-        s
     }
+
+    /// The slots of the host `seq`'s sessions.
+    pub(super) fn host_session_slots(&self, seq: u64) -> &[Slot] {
+        self.host_sessions
+            .get(seq as usize)
+            .map_or(&[], |slots| slots.as_slice())
+    }
+}
+
+/// The slots of the prefix of `set` whose time `is_due`, in `(time, id)`
+/// order: sessions due in the same millisecond end in the order of their
+/// ids, as when these sets were keyed by id, so a tick records its changes
+/// in the same order. Allocates nothing when nothing is due.
+pub(super) fn due(
+    sessions: &SessionTable,
+    set: &BTreeSet<(TimestampMs, Slot)>,
+    is_due: impl Fn(TimestampMs) -> bool,
+) -> Vec<Slot> {
+    let mut due: Vec<(TimestampMs, &str, Slot)> = set
+        .iter()
+        .take_while(|(t, _)| is_due(*t))
+        .map(|&(t, slot)| (t, sessions[slot].session.id.as_str(), slot))
+        .collect();
+    due.sort_unstable();
+    due.into_iter().map(|(_, _, slot)| slot).collect()
+}
+
+/// [`Pool::rejects`], over the pool's settings alone.
+fn rejects(cfg: &PoolConfig, h: &Host) -> bool {
+    if cfg.load_balancer_type != LoadBalancerType::LoadIndex {
+        return false;
+    }
+    let s = &cfg.load_index_settings;
+    let index_max = h
+        .spec
+        .policy
+        .load_index_threshold
+        .unwrap_or(s.load_index_threshold);
+    let connecting_max = h
+        .spec
+        .policy
+        .connecting_session_threshold
+        .unwrap_or(s.connecting_session_threshold);
+    (index_max > 0 && h.load_index >= index_max as i32)
+        || (connecting_max > 0 && h.connecting_sessions >= connecting_max)
 }
 
 /// A host's load index (H1–H3), with H7's correction: the logons the host
@@ -330,4 +421,40 @@ pub(super) fn reports_custom(h: &Host) -> bool {
     h.metrics
         .as_ref()
         .is_some_and(|m| m.custom_load_index.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::IndexCounts;
+
+    proptest! {
+        /// The k-th lowest counted index is the k-th of the sorted indexes
+        /// (what the ordered set of `(index, seq)` it replaces answered).
+        #[test]
+        fn kth_lowest_agrees_with_sorting(
+            indexes in proptest::collection::vec(0i32..=100, 0..200),
+            removed in proptest::collection::vec(any::<proptest::sample::Index>(), 0..50),
+        ) {
+            let mut counts = IndexCounts::default();
+            let mut sorted = indexes.clone();
+            for &i in &indexes {
+                counts.insert(i);
+            }
+            for r in removed {
+                if sorted.is_empty() {
+                    break;
+                }
+                let i = sorted.remove(r.index(sorted.len()));
+                counts.remove(i);
+            }
+            sorted.sort_unstable();
+            prop_assert_eq!(counts.len(), sorted.len());
+            for k in 1..=sorted.len() {
+                prop_assert_eq!(counts.kth_lowest(k), Some(sorted[k - 1]));
+            }
+            prop_assert_eq!(counts.kth_lowest(sorted.len() + 1), None);
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! round robin (H5), personal pools by assignment (P7) — and the refusal
 //! that says why nothing fits (S3).
 
+use super::open::OpenHosts;
 use super::{Change, ConnectRequest, Placement, Pool};
 use crate::Error;
 use crate::load_index::MinTree;
@@ -71,7 +72,7 @@ impl Pool {
         if let Some(h) = req.session_host {
             validate_name("sessionHost", h)?;
         }
-        if session_id.is_empty() || self.sessions.contains_key(session_id) {
+        if session_id.is_empty() || self.sessions.contains(session_id) {
             return Err(Error::Conflict(format!(
                 "session id {session_id:?} is empty or already in use"
             )));
@@ -143,19 +144,15 @@ impl Pool {
     /// session adopted from a host's list and not confirmed is never one
     /// (S8): a host cannot send a user to itself by listing them.
     fn reconnect(&self, user: &str, only_host: Option<u64>) -> Result<Option<Placement>, Error> {
-        let Some(ids) = self.user_sessions.get(&user_key(user)) else {
-            return Ok(None);
-        };
         let mut found: Option<(&Host, &Session)> = None;
-        for id in ids.iter().filter(|id| !self.unconfirmed.contains(*id)) {
-            let s = &self.sessions[id];
-            let seq = self.host_by_name[&s.host];
-            if only_host.is_some_and(|o| o != seq) {
+        for &slot in self.sessions.user_sessions(user) {
+            let e = &self.sessions[slot];
+            if e.unconfirmed || only_host.is_some_and(|o| o != e.host) {
                 continue;
             }
-            let h = &self.hosts[&seq];
+            let h = &self.hosts[&e.host];
             if found.is_none_or(|(f, _)| h.seq < f.seq) {
-                found = Some((h, s));
+                found = Some((h, &e.session));
             }
         }
         let Some((h, s)) = found else {
@@ -196,7 +193,7 @@ impl Pool {
     /// fits and none refuses logons — O(log n) per access, nothing copied —
     /// else that prefix filtered, in O(n).
     pub(super) fn eligible(&self, requires: &[String], exclude: &[String]) -> View<'_> {
-        let below_limit = self.open.rank(&(self.config.max_session_limit, 0));
+        let below_limit = self.open.count_below(self.config.max_session_limit);
         let everyone_has = exclude.is_empty()
             && requires
                 .iter()
@@ -215,7 +212,6 @@ impl Pool {
                     let h = &self.hosts[seq];
                     fits(h, requires, exclude) && !self.rejects(h)
                 })
-                .copied()
                 .collect(),
         )
     }
@@ -333,7 +329,7 @@ impl Pool {
         // (no index key depends on this count, so unindexing stays exact).
         let h = self.hosts.get_mut(&seq).expect("reserve: host exists");
         h.logons_since_heartbeat = h.logons_since_heartbeat.saturating_add(1);
-        let h = &self.hosts[&seq];
+        let h = &*h;
         let placement = Placement {
             session_id: id.to_string(),
             host: h.spec.name.clone(),
@@ -341,14 +337,18 @@ impl Pool {
             reconnect: false,
             state: SessionState::Pending,
         };
-        self.insert_session(Session {
-            id: id.to_string(),
-            host: h.spec.name.clone(),
-            user: user.to_string(),
-            state: SessionState::Pending,
-            create_time_ms: now_ms,
-            state_since_ms: now_ms,
-        });
+        self.insert_session_on(
+            seq,
+            Session {
+                id: id.to_string(),
+                host: placement.host.clone(),
+                user: user.to_string(),
+                state: SessionState::Pending,
+                create_time_ms: now_ms,
+                state_since_ms: now_ms,
+            },
+            false,
+        );
         self.random_draws += 1;
         if self.config.load_balancer_type == LoadBalancerType::LoadIndex {
             self.last_served_seq = seq;
@@ -372,11 +372,11 @@ impl Pool {
         };
         // Raise the threshold until minHostsInQueue hosts qualify (or no
         // host is left to add): the k-th lowest index, plus one.
-        let raised = match b.first_sorted.len() {
+        let raised = match b.first_indexes.len() {
             0 => configured,
             n => {
                 let k = (storm.min_hosts_in_queue as usize).clamp(1, n);
-                let kth = b.first_sorted.get_index(k - 1).expect("k <= n").0;
+                let kth = b.first_indexes.kth_lowest(k).expect("k <= n");
                 configured.max(kth.saturating_add(1))
             }
         };
@@ -439,7 +439,7 @@ fn has_all(h: &Host, requires: &[String]) -> bool {
 
 /// The open hosts below the session limit: a prefix of the index.
 pub(super) struct OpenBelowLimit<'a> {
-    open: &'a indexset::BTreeSet<(u32, u64)>,
+    open: &'a OpenHosts,
     len: usize,
 }
 
@@ -456,7 +456,7 @@ impl View<'_> {
     /// Whether the host keyed `(sessions, seq)` is in the view, in O(log n).
     pub(super) fn contains(&self, key: (u32, u64)) -> bool {
         match self {
-            View::Prefix(v) => v.open.contains(&key) && v.open.rank(&key) < v.len,
+            View::Prefix(v) => v.open.contains(key.0, key.1) && v.open.rank(key.0, key.1) < v.len,
             View::Filtered(v) => v.binary_search(&key).is_ok(),
         }
     }
@@ -488,9 +488,9 @@ impl Ranked for OpenBelowLimit<'_> {
         self.len
     }
     fn get(&self, i: usize) -> (u32, u64) {
-        *self.open.get_index(i).expect("index within the prefix")
+        self.open.get(i).expect("index within the prefix")
     }
     fn count_below(&self, sessions: u32) -> usize {
-        self.open.rank(&(sessions, 0)).min(self.len)
+        self.open.count_below(sessions).min(self.len)
     }
 }

@@ -17,6 +17,7 @@
 
 use std::collections::HashSet;
 
+use super::session_table::Slot;
 use super::{Change, Pool};
 use crate::Error;
 use crate::model::*;
@@ -87,9 +88,9 @@ impl Pool {
                 "sessionState: a session can be set Active or Disconnected, not Pending".into(),
             ));
         }
-        self.find_session(id)?;
-        let confirmed = self.is_unconfirmed(id) && self.unconfirmed.remove(id);
-        self.change_state(id, state, now_ms);
+        let slot = self.find_slot(id)?;
+        let confirmed = std::mem::replace(&mut self.sessions.entry_mut(slot).unconfirmed, false);
+        self.change_state(slot, state, now_ms);
         if confirmed {
             self.changes.push(Change::Session(id.to_string()));
         }
@@ -97,63 +98,18 @@ impl Pool {
     }
 
     /// Sets a session's state; a change of a confirmed session is recorded.
-    ///
-    /// Only what depends on the state moves: the S4 and S9 queues, the
-    /// host's connecting and disconnected counts (through `update_host`,
-    /// which keeps the host's indexes true), and the session's place at the
-    /// end of its user's list, where taking the session out and putting it
-    /// back used to leave it. The session's id, user, host and creation
-    /// time do not change, so the per-user, per-host and creation-time
-    /// indexes keep it where it is: a state change costs no copy of a
-    /// session and no walk of the pool-wide creation-time index.
-    fn change_state(&mut self, id: &str, state: SessionState, now_ms: TimestampMs) {
-        let Some(s) = self.sessions.get_mut(id) else {
-            return;
-        };
-        let (was, since) = (s.state, s.state_since_ms);
-        if was == state {
+    fn change_state(&mut self, slot: Slot, state: SessionState, now_ms: TimestampMs) {
+        if self.sessions[slot].session.state == state {
             return;
         }
-        s.state = state;
-        s.state_since_ms = now_ms;
-        let key = user_key(&s.user);
-        let host = self.host_by_name.get(&s.host).copied();
-        match was {
-            SessionState::Pending => {
-                self.pending.remove(&(since, id.to_string()));
-            }
-            SessionState::Disconnected => {
-                self.disconnected.remove(&(since, id.to_string()));
-            }
-            SessionState::Active => {}
-        }
-        match state {
-            SessionState::Pending => {
-                self.pending.insert((now_ms, id.to_string()));
-            }
-            SessionState::Disconnected => {
-                self.disconnected.insert((now_ms, id.to_string()));
-            }
-            SessionState::Active => {}
-        }
-        if let Some(ids) = self.user_sessions.get_mut(&key)
-            && let Some(at) = ids.iter().position(|i| i == id)
-        {
-            let moved = ids.remove(at);
-            ids.push(moved);
-        }
-        if let Some(seq) = host {
-            let count = |s: SessionState, of: SessionState| u32::from(s == of);
-            self.update_host(seq, |h| {
-                h.connecting_sessions = h.connecting_sessions + count(state, SessionState::Pending)
-                    - count(was, SessionState::Pending);
-                h.disconnected_sessions = h.disconnected_sessions
-                    + count(state, SessionState::Disconnected)
-                    - count(was, SessionState::Disconnected);
-            });
-        }
-        if !self.is_unconfirmed(id) {
-            self.changes.push(Change::Session(id.to_string()));
+        self.unindex_session(slot);
+        let e = self.sessions.entry_mut(slot);
+        e.session.state = state;
+        e.session.state_since_ms = now_ms;
+        self.index_session(slot);
+        let e = &self.sessions[slot];
+        if !e.unconfirmed {
+            self.changes.push(Change::Session(e.session.id.clone()));
         }
     }
 
@@ -206,25 +162,23 @@ impl Pool {
         }
         // Ends first, so that a host whose users changed is judged against
         // the limit with the sessions it still has.
-        let ended: Vec<String> = self
-            .host_sessions
-            .get(host)
-            .into_iter()
-            .flatten()
-            .filter(|id| {
-                let s = &self.sessions[*id];
+        let ended: Vec<Slot> = self
+            .host_session_slots(seq)
+            .iter()
+            .copied()
+            .filter(|&slot| {
+                let s = &self.sessions[slot].session;
                 s.state != SessionState::Pending && !seen.contains(&user_key(&s.user))
             })
-            .cloned()
             .collect();
-        for id in ended {
-            self.end_session(&id);
+        for slot in ended {
+            self.end_session(slot);
         }
         for (user, key, state) in listed {
-            if let Some(id) = self.session_on(host, &key) {
+            if let Some(slot) = self.session_on(seq, &key) {
                 // The host never turns a session back into Pending.
                 if state != SessionState::Pending {
-                    self.change_state(&id, state, now_ms);
+                    self.change_state(slot, state, now_ms);
                 }
                 continue;
             }
@@ -236,39 +190,43 @@ impl Pool {
                 continue;
             }
             let id = new_id();
-            if id.is_empty() || self.sessions.contains_key(&id) {
+            if id.is_empty() || self.sessions.contains(&id) {
                 return Err(Error::Conflict(format!(
                     "session id {id:?} is empty or already in use"
                 )));
             }
-            self.insert_session(Session {
-                id: id.clone(),
-                host: host.to_string(),
-                user: user.to_string(),
-                state,
-                create_time_ms: now_ms,
-                state_since_ms: now_ms,
-            });
-            // Not recorded in `changes`: an unconfirmed session is not stored.
-            self.unconfirmed.insert(id);
+            // Unconfirmed: not recorded in `changes`, as it is not stored.
+            self.insert_session_on(
+                seq,
+                Session {
+                    id,
+                    host: host.to_string(),
+                    user: user.to_string(),
+                    state,
+                    create_time_ms: now_ms,
+                    state_since_ms: now_ms,
+                },
+                true,
+            );
             out.adopted += 1;
         }
         Ok(out)
     }
 
-    /// The id of the session of the user keyed `key` on `host`, if any.
-    fn session_on(&self, host: &str, key: &str) -> Option<String> {
-        self.user_sessions
-            .get(key)?
+    /// The slot of the session of the user keyed `key` on the host `seq`,
+    /// if any.
+    fn session_on(&self, seq: u64, key: &str) -> Option<Slot> {
+        self.sessions
+            .user_sessions(key)
             .iter()
-            .find(|id| self.sessions[*id].host == host)
-            .cloned()
+            .copied()
+            .find(|&slot| self.sessions[slot].host == seq)
     }
 
     /// Why the host `seq` may not adopt a session of the user keyed `key`
     /// (S8), who has none on it; None when it may.
     fn adoption_refused(&self, seq: u64, key: &str) -> Option<RefusalReason> {
-        if self.user_sessions.contains_key(key) {
+        if self.sessions.has_user(key) {
             return Some(RefusalReason::SessionElsewhere);
         }
         let h = &self.hosts[&seq];
@@ -287,35 +245,31 @@ impl Pool {
     /// broker places the user by its own rules, and a host's word is not
     /// one of them. The pool then holds at most the session it places.
     pub(super) fn drop_unconfirmed(&mut self, user: &str) {
-        if self.unconfirmed.is_empty() {
-            return;
-        }
-        let Some(ids) = self.user_sessions.get(&user_key(user)) else {
-            return;
-        };
-        let drop: Vec<String> = ids
+        let drop: Vec<Slot> = self
+            .sessions
+            .user_sessions(user)
             .iter()
-            .filter(|id| self.unconfirmed.contains(*id))
-            .cloned()
+            .copied()
+            .filter(|&slot| self.sessions[slot].unconfirmed)
             .collect();
-        for id in drop {
-            self.end_session(&id);
+        for slot in drop {
+            self.end_session(slot);
         }
     }
 
     /// Ends a session (logoff).
     pub fn logoff(&mut self, id: &str) -> Result<(), Error> {
-        self.find_session(id)?;
-        self.end_session(id);
+        let slot = self.find_slot(id)?;
+        self.end_session(slot);
         Ok(())
     }
 
     /// Ends a session; the end of an unconfirmed one (never stored) is not
     /// recorded.
-    pub(super) fn end_session(&mut self, id: &str) {
-        self.remove_session_entry(id);
-        if !(self.is_unconfirmed(id) && self.unconfirmed.remove(id)) {
-            self.changes.push(Change::SessionEnded(id.to_string()));
+    pub(super) fn end_session(&mut self, slot: Slot) {
+        let e = self.remove_session_entry(slot);
+        if !e.unconfirmed {
+            self.changes.push(Change::SessionEnded(e.session.id));
         }
     }
 }

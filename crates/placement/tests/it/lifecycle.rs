@@ -115,6 +115,75 @@ fn s4_a_pending_session_expires_after_the_pending_timeout() {
     w.assert_consistent();
 }
 
+/// Sessions due in the same tick end oldest first and, within one
+/// millisecond, in the order of their ids (the changes a caller reads, the
+/// simulator among them, come in that order), whatever order they were
+/// placed in or logged off and replaced in.
+#[test]
+fn s4_s9_sessions_due_together_end_by_time_then_id() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    w.configure(|c| c.max_session_lifetime_seconds = 3600);
+    let connect = |w: &mut World, user: &str, id: &str| {
+        let req = placement::ConnectRequest {
+            user,
+            ..placement::ConnectRequest::default()
+        };
+        w.pool.connect(&req, w.now_ms, 0, id).unwrap();
+    };
+    // t = 0: ids placed out of their order; one logged off and its place
+    // taken by a later one, so placement order, id order and the engine's
+    // reuse of a freed place all differ.
+    for (user, id) in [
+        ("u1@x", "s9"),
+        ("u2@x", "s10"),
+        ("u3@x", "s2"),
+        ("u4@x", "s30"),
+    ] {
+        connect(&mut w, user, id);
+    }
+    w.pool.logoff("s10").unwrap();
+    connect(&mut w, "u5@x", "s1");
+    // t = 1 ms: one more, due a millisecond later than the others.
+    w.advance_ms(1);
+    connect(&mut w, "u6@x", "s0");
+    w.pool.take_changes();
+    // Pending expiry (S4, 120 s) ends all five in one tick.
+    w.tick_after_ms(120 * SECOND_MS);
+    let ended = |w: &mut World| -> Vec<String> {
+        w.pool
+            .take_changes()
+            .into_iter()
+            .filter_map(|c| match c {
+                placement::Change::SessionEnded(id) => Some(id),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(ended(&mut w), ["s1", "s2", "s30", "s9", "s0"]);
+    // The same order for the lifetime (S9), on confirmed sessions.
+    for (user, id) in [
+        ("u1@x", "s9"),
+        ("u2@x", "s10"),
+        ("u3@x", "s2"),
+        ("u4@x", "s30"),
+    ] {
+        connect(&mut w, user, id);
+        w.set_state(id, SessionState::Active);
+    }
+    w.pool.logoff("s10").unwrap();
+    connect(&mut w, "u5@x", "s1");
+    w.set_state("s1", SessionState::Active);
+    w.advance_ms(1);
+    connect(&mut w, "u6@x", "s0");
+    w.set_state("s0", SessionState::Active);
+    w.pool.take_changes();
+    // One hour after s0's creation, all five are over their lifetime.
+    w.tick_after_ms(3600 * SECOND_MS + 1);
+    assert_eq!(ended(&mut w), ["s1", "s2", "s30", "s9", "s0"]);
+    assert_eq!(w.pool.session_count(), 0);
+    w.assert_consistent();
+}
+
 #[test]
 fn s4_the_pool_sets_the_pending_timeout() {
     let mut w = World::with_hosts(Alg::Classic, &["a"]);

@@ -1,0 +1,360 @@
+//! The RD Gateway's cost, against direct TCP to the same host, in one run
+//! (`cargo bench -p gateway --bench rd_gateway`):
+//!
+//! - `relay/…`: 8 MiB from the host to the client per iteration, over one
+//!   connection kept open: directly, and through the gateway (WebSocket
+//!   and the legacy pair; plain TCP to the gateway, no TLS, so the figure
+//!   is the gateway's own framing and relay, not TLS).
+//! - `open/…`: one connection opened, its first byte answered, closed:
+//!   directly (TCP connect), and through the gateway (HTTP head, MS-TSGU
+//!   handshake, tunnel, tunnel auth, channel create, the broker placing the
+//!   user on a real SQLite store, the host dialled; then the session ended).
+//!
+//! The broker is the real one (`broker::front_door::InProcess` on a
+//! durable SQLite store in a temporary directory); the host is a task that
+//! answers each 8-byte request for N bytes with N bytes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::{SinkExt, StreamExt};
+use gateway::rd_gateway::{self, GatewayConfig};
+use gateway::tsgu::packet::*;
+use gateway::tsgu::{Decoder, Packet};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+
+const TOKEN: &str = "rd-gateway-bench-admin-token-0123456789";
+const RELAY_BYTES: u64 = 8 * 1024 * 1024;
+
+/// A host that answers every 8-byte big-endian N with N bytes.
+async fn host() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let _ = s.set_nodelay(true);
+            tokio::spawn(async move {
+                let block = vec![7u8; 64 * 1024];
+                let mut n = [0u8; 8];
+                while s.read_exact(&mut n).await.is_ok() {
+                    let mut left = u64::from_be_bytes(n);
+                    while left > 0 {
+                        let take = left.min(block.len() as u64) as usize;
+                        if s.write_all(&block[..take]).await.is_err() {
+                            return;
+                        }
+                        left -= take as u64;
+                    }
+                }
+            });
+        }
+    });
+    address
+}
+
+struct Setup {
+    gateway: String,
+    host: String,
+    key: api::ticket::TicketKey,
+    _dir: tempfile::TempDir,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store::SqliteStore::open(dir.path()).expect("store");
+    let broker = broker::open(Arc::new(store), TOKEN.into())
+        .await
+        .expect("broker");
+    let api = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", api.local_addr().expect("addr"));
+    tokio::spawn(broker::serve(
+        broker.clone(),
+        api,
+        std::future::pending::<()>(),
+    ));
+    api::tls::install_default_provider();
+    let host = host().await;
+    let http = reqwest::Client::new();
+    for (path, body) in [
+        (
+            "/hostPools/p".to_string(),
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                   "allowFrontDoor": true, "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
+        (
+            "/hostPools/p/sessionHosts/h1".to_string(),
+            json!({"address": host}),
+        ),
+    ] {
+        let status = http
+            .put(format!("{url}/api/v1{path}"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+            .status();
+        assert!(status.is_success(), "PUT {path}: {status}");
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let gateway = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(rd_gateway::serve(
+        listener,
+        None,
+        Arc::new(broker::front_door::InProcess::new(broker)),
+        GatewayConfig::default(),
+        std::future::pending::<()>(),
+    ));
+    Setup {
+        gateway,
+        host,
+        key: api::ticket::TicketKey::derive(TOKEN),
+        _dir: dir,
+    }
+}
+
+const WS_HEAD: &str = "RDG_OUT_DATA /remoteDesktopGateway/ HTTP/1.1\r\nHost: x\r\n\
+    Connection: Upgrade\r\nUpgrade: websocket\r\nSec-Websocket-Version: 13\r\n\
+    Sec-Websocket-Key: XLOBMLOP]WANSWR\r\nRDG-Auth-Scheme: PAA\r\nContent-Length: 0\r\n\r\n";
+
+enum Wire {
+    Ws(Box<WebSocketStream<TcpStream>>),
+    Legacy { out: TcpStream, input: TcpStream },
+}
+
+/// A tunnel client with its channel open.
+struct Tunnel {
+    wire: Wire,
+    decoder: Decoder,
+    buf: Vec<u8>,
+    pending: std::collections::VecDeque<Packet>,
+}
+
+async fn read_head(tcp: &mut TcpStream) {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        assert_eq!(tcp.read(&mut b).await.expect("read"), 1, "closed");
+        head.push(b[0]);
+    }
+}
+
+impl Tunnel {
+    async fn open(s: &Setup, legacy: bool, user: &str) -> Tunnel {
+        let wire = if legacy {
+            let id = uuid::Uuid::new_v4();
+            let head = |method: &str, tail: &str| {
+                format!(
+                    "{method} /remoteDesktopGateway/ HTTP/1.1\r\nHost: x\r\n\
+                     RDG-Connection-Id: {{{id}}}\r\nRDG-Auth-Scheme: PAA\r\n{tail}\r\n"
+                )
+            };
+            let mut out = TcpStream::connect(&s.gateway).await.expect("connect");
+            out.write_all(head("RDG_OUT_DATA", "Content-Length: 0\r\n").as_bytes())
+                .await
+                .expect("out");
+            read_head(&mut out).await;
+            let mut seed = [0u8; 10];
+            out.read_exact(&mut seed).await.expect("seed");
+            let mut input = TcpStream::connect(&s.gateway).await.expect("connect");
+            input
+                .write_all(head("RDG_IN_DATA", "Content-Length: 0\r\n").as_bytes())
+                .await
+                .expect("in");
+            read_head(&mut input).await;
+            input
+                .write_all(head("RDG_IN_DATA", "Transfer-Encoding: chunked\r\n").as_bytes())
+                .await
+                .expect("in");
+            let _ = out.set_nodelay(true);
+            let _ = input.set_nodelay(true);
+            Wire::Legacy { out, input }
+        } else {
+            let mut tcp = TcpStream::connect(&s.gateway).await.expect("connect");
+            let _ = tcp.set_nodelay(true);
+            tcp.write_all(WS_HEAD.as_bytes()).await.expect("head");
+            read_head(&mut tcp).await;
+            Wire::Ws(Box::new(
+                WebSocketStream::from_raw_socket(tcp, Role::Client, None).await,
+            ))
+        };
+        let mut t = Tunnel {
+            wire,
+            decoder: Decoder::new(),
+            buf: Vec::new(),
+            pending: Default::default(),
+        };
+        let ticket = s.key.issue("p", user, 4_000_000_000).expect("ticket");
+        for p in [
+            Packet::HandshakeRequest(HandshakeRequest {
+                version_major: 1,
+                version_minor: 0,
+                client_version: 0,
+                extended_auth: HTTP_EXTENDED_AUTH_PAA,
+            }),
+            Packet::TunnelCreate(TunnelCreate {
+                capabilities: 0,
+                reauth_context: None,
+                paa_cookie: Some(ticket),
+            }),
+            Packet::TunnelAuth(TunnelAuth {
+                client_name: "bench".into(),
+                statement_of_health: None,
+            }),
+            Packet::ChannelCreate(ChannelCreate {
+                resources: vec!["p".into()],
+                alternate_resources: vec![],
+                port: 3389,
+                protocol: CHANNEL_PROTOCOL_RDP,
+            }),
+        ] {
+            t.send(&p.to_bytes().expect("encodes")).await;
+            let answer = t.recv().await;
+            assert!(
+                !matches!(answer, Packet::ChannelResponse(ref r) if r.error_code != 0),
+                "{answer:?}"
+            );
+        }
+        t
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        match &mut self.wire {
+            Wire::Ws(ws) => ws
+                .send(Message::Binary(Bytes::copy_from_slice(bytes)))
+                .await
+                .expect("send"),
+            Wire::Legacy { input, .. } => {
+                let mut chunk = format!("{:X}\r\n", bytes.len()).into_bytes();
+                chunk.extend_from_slice(bytes);
+                chunk.extend_from_slice(b"\r\n");
+                input.write_all(&chunk).await.expect("send");
+            }
+        }
+    }
+
+    async fn recv(&mut self) -> Packet {
+        loop {
+            if let Some(p) = self.pending.pop_front() {
+                return p;
+            }
+            let bytes = match &mut self.wire {
+                Wire::Ws(ws) => match ws.next().await {
+                    Some(Ok(Message::Binary(b))) => b.to_vec(),
+                    Some(Ok(_)) => continue,
+                    other => panic!("tunnel closed: {other:?}"),
+                },
+                Wire::Legacy { out, .. } => {
+                    self.buf.resize(128 * 1024, 0);
+                    let n = out.read(&mut self.buf).await.expect("read");
+                    assert!(n > 0, "tunnel closed");
+                    self.buf[..n].to_vec()
+                }
+            };
+            let mut input = &bytes[..];
+            while let Some(p) = self.decoder.decode(&mut input).expect("packet") {
+                self.pending.push_back(p);
+            }
+        }
+    }
+
+    /// Asks the host for `n` bytes and reads them.
+    async fn pull(&mut self, n: u64) {
+        let mut request = Vec::new();
+        encode_data(&n.to_be_bytes(), &mut request);
+        self.send(&request).await;
+        let mut got = 0u64;
+        while got < n {
+            match self.recv().await {
+                Packet::Data(d) => got += d.len() as u64,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    async fn close(mut self) {
+        self.send(
+            &Packet::CloseChannel { status_code: 0 }
+                .to_bytes()
+                .expect("encodes"),
+        )
+        .await;
+        let _ = self.recv().await;
+    }
+}
+
+/// Direct: asks the host for `n` bytes on `tcp` and reads them.
+async fn pull_direct(tcp: &mut TcpStream, n: u64, buf: &mut [u8]) {
+    tcp.write_all(&n.to_be_bytes()).await.expect("write");
+    let mut got = 0u64;
+    while got < n {
+        let r = tcp.read(buf).await.expect("read");
+        assert!(r > 0, "closed");
+        got += r as u64;
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = Runtime::new().expect("runtime");
+    let s = rt.block_on(setup());
+
+    let mut relay = c.benchmark_group("relay");
+    relay.throughput(Throughput::Bytes(RELAY_BYTES));
+    relay.sample_size(20);
+    relay.measurement_time(Duration::from_secs(10));
+    relay.bench_function("direct", |b| {
+        let mut tcp = rt.block_on(TcpStream::connect(&s.host)).expect("connect");
+        let _ = tcp.set_nodelay(true);
+        let mut buf = vec![0u8; 128 * 1024];
+        b.iter(|| rt.block_on(pull_direct(&mut tcp, RELAY_BYTES, &mut buf)));
+    });
+    for (name, legacy) in [("rd_gateway_websocket", false), ("rd_gateway_legacy", true)] {
+        relay.bench_function(name, |b| {
+            let mut t = rt.block_on(Tunnel::open(&s, legacy, &format!("relay-{name}")));
+            b.iter(|| rt.block_on(t.pull(RELAY_BYTES)));
+            rt.block_on(t.close());
+        });
+    }
+    relay.finish();
+
+    let mut open = c.benchmark_group("open");
+    open.sample_size(20);
+    open.measurement_time(Duration::from_secs(10));
+    open.bench_function("direct", |b| {
+        let mut buf = vec![0u8; 16];
+        b.iter(|| {
+            rt.block_on(async {
+                let mut tcp = TcpStream::connect(&s.host).await.expect("connect");
+                pull_direct(&mut tcp, 1, &mut buf).await;
+            })
+        });
+    });
+    for (name, legacy) in [("rd_gateway_websocket", false), ("rd_gateway_legacy", true)] {
+        open.bench_function(name, |b| {
+            let mut i = 0u64;
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        i += 1;
+                        let mut t = Tunnel::open(&s, legacy, &format!("u{i}")).await;
+                        t.pull(1).await;
+                        t.close().await;
+                    }
+                    start.elapsed()
+                })
+            });
+        });
+    }
+    open.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,1308 @@
+//! The RD Gateway (MS-TSGU over HTTPS, issue 17): RDP clients outside the
+//! farm reach it through one HTTPS port, and the broker places each one at
+//! the moment it opens its channel.
+//!
+//! One connection, start to end:
+//!
+//! ```text
+//! accept (≤ max_connections) ─► TLS ─► HTTP request head (httparse, ≤ 8 KiB)
+//!   ─► RDG_OUT_DATA + Upgrade: websocket ─► 101, WebSocket frames carry MS-TSGU packets
+//!      (or RDG_OUT_DATA ─► 200 + seed, paired with RDG_IN_DATA's chunked body)
+//!   ─► handshake (PAA) ─► tunnel create: the access token, a ticket (T3), read (not verified)
+//!   ─► tunnel auth ─► channel create: the resource must be the ticket's pool
+//!   ─► Placer::connect (the broker verifies the ticket, places or reconnects: S1;
+//!      503 SessionHostStarting: held and asked again while the host boots, A8)
+//!   ─► dial (≤ 3 s; R5: a new session on an unreachable host is ended, the next host tried)
+//!   ─► channel response ─► Active ─► DATA relayed both ways, untouched ─► Disconnected
+//! ```
+//!
+//! Everything up to the channel request is bounded by
+//! [`GatewayConfig::setup_timeout`], the placement by the hold and the dials; every refusal is answered with the
+//! protocol's HRESULT in the packet the client awaits (a tampered,
+//! expired or foreign token: E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED;
+//! another pool: E_PROXY_RAP_ACCESSDENIED; no host: E_PROXY_TS_CONNECTFAILED),
+//! and no refused connection ever reaches a host.
+//!
+//! Both HTTP transports: WebSocket (one connection), and the legacy pair,
+//! `RDG_OUT_DATA` (answered 200 and a 10-byte seed, then the gateway's
+//! packets unframed) and `RDG_IN_DATA` (the client's packets in a chunked
+//! body; FreeRDP 2 first sends an empty request on the same connection),
+//! matched by their `RDG-Connection-Id` (at most
+//! [`MAX_WAITING_OUT_CHANNELS`] OUT channels wait for theirs).
+//!
+//! Sources are bounded as at the front door (`sources.rs`, the same
+//! flags): a connection over its source's bounds is closed before TLS, and
+//! a new session over its share per minute is refused at channel create
+//! with E_PROXY_MAXCONNECTIONSREACHED.
+//!
+//! When the broker answers 503 `SessionHostStarting` (rule A8: the pool
+//! starts a host for this user), the channel request is held, as the front
+//! door holds a connection (`hold.rs`, the same bounds: per source and
+//! [`crate::front_door::MAX_WAITING_CONNECTIONS`] in total, asked again
+//! every [`crate::HOST_START_RETRY_INTERVAL`] for up to
+//! [`crate::HOST_START_WAIT`]), then answered: the channel opens on the
+//! started host, or is refused with E_PROXY_TS_CONNECTFAILED. The setup
+//! timeout stops at the channel request; placing it is bounded by the hold
+//! and by each dial. A client that leaves while held is not noticed until
+//! the channel response is sent.
+//!
+//! Not yet:
+//! sharing the front door's table of live sessions (a reconnect to a
+//! session Active elsewhere is relayed, its state left alone, as there).
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use placement::SessionState;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, oneshot};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+
+use crate::front_door::{
+    LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES,
+};
+use crate::hold::{self, Hold, WaitEnd, Waited};
+use crate::placer::{ConnectInput, Placer, PlacerError};
+use crate::sources::{self, Limits, SourceGuard, Sources};
+use crate::tsgu::hresult::{
+    E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED, E_PROXY_INTERNALERROR,
+    E_PROXY_MAXCONNECTIONSREACHED, E_PROXY_RAP_ACCESSDENIED, E_PROXY_TS_CONNECTFAILED, S_OK,
+};
+use crate::tsgu::packet::{self, MAX_PACKET_BYTES};
+use crate::tsgu::{Action, Decoder, Packet, Server, ServerConfig};
+
+/// Tunnels open at once; at the limit the gateway stops accepting.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// From accept to the channel response: TLS, the request head, the
+/// tunnel's setup and the placement (the client waits for each answer).
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
+/// The longest HTTP request head read (FreeRDP's is about 350 bytes).
+pub const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// The path every client asks for (MS-TSGU 2.2.3.1).
+pub const GATEWAY_PATH: &str = "/remoteDesktopGateway/";
+
+/// The gateway's settings; [`GatewayConfig::default`] gives the named defaults.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    pub max_connections: usize,
+    /// See [`SETUP_TIMEOUT`].
+    pub setup_timeout: Duration,
+    pub host_connect_timeout: Duration,
+    pub max_placement_attempts: usize,
+    /// What the protocol tells every client (idle timeout, redirection).
+    pub tsgu: ServerConfig,
+    /// Per-source bounds, as at the front door (`sources.rs`): connections
+    /// (a legacy tunnel is two), tunnels not yet open, connections and new
+    /// sessions per minute.
+    pub source_limits: Limits,
+    /// Rule A8's hold, as at the front door: see [`crate::HOST_START_WAIT`].
+    pub host_start_wait: Duration,
+    /// See [`crate::HOST_START_RETRY_INTERVAL`].
+    pub host_start_retry_interval: Duration,
+    /// See [`crate::front_door::MAX_WAITING_CONNECTIONS`].
+    pub max_waiting_connections: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> GatewayConfig {
+        GatewayConfig {
+            max_connections: MAX_CONNECTIONS,
+            setup_timeout: SETUP_TIMEOUT,
+            host_connect_timeout: crate::front_door::HOST_CONNECT_TIMEOUT,
+            max_placement_attempts: crate::front_door::MAX_PLACEMENT_ATTEMPTS,
+            tsgu: ServerConfig::default(),
+            source_limits: Limits::default(),
+            host_start_wait: crate::front_door::HOST_START_WAIT,
+            host_start_retry_interval: crate::front_door::HOST_START_RETRY_INTERVAL,
+            max_waiting_connections: crate::front_door::MAX_WAITING_CONNECTIONS,
+        }
+    }
+}
+
+/// Describes the gateway's metrics to the installed recorder.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        "deskbroker_rdg_tunnels_total",
+        "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
+         resource_refused, refused, host_unreachable, broker_unreachable, timeout, \
+         source_limit, host_start_timeout, waiting_limit."
+    );
+    metrics::describe_gauge!(
+        "deskbroker_rdg_waiting_channels",
+        "RD Gateway channel requests held while a session host starts (rule A8)."
+    );
+    metrics::describe_counter!(
+        "deskbroker_rdg_bytes_total",
+        "Bytes relayed by the RD Gateway, by direction: client_to_host or host_to_client."
+    );
+}
+
+/// Serves RD Gateway clients on `listener` until `shutdown` resolves,
+/// each connection on its own task. `tls`: the HTTPS certificate (clients
+/// require one; `None` serves plain HTTP, for tests behind a TLS proxy).
+pub async fn serve<P: Placer>(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    placer: Arc<P>,
+    config: GatewayConfig,
+    shutdown: impl Future<Output = ()>,
+) {
+    describe_metrics();
+    let config = Arc::new(config);
+    let pairing = Arc::new(Pairing::default());
+    let waiting = Arc::new(Semaphore::new(config.max_waiting_connections));
+    let sources = Sources::new(config.source_limits);
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "rd gateway: accept failed");
+                    tokio::time::sleep(crate::front_door::ACCEPT_ERROR_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let source = match sources.admit(peer.ip()) {
+            Ok(guard) => guard,
+            Err(refusal) => {
+                // Closed at once, before TLS: no task, no placement.
+                drop(stream);
+                metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => "source_limit")
+                    .increment(1);
+                sources::refused(refusal.reason(), peer, "rd gateway: per-source bound");
+                continue;
+            }
+        };
+        let placer = placer.clone();
+        let config = config.clone();
+        let tls = tls.clone();
+        let pairing = pairing.clone();
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = stream.set_nodelay(true);
+            let started = Instant::now();
+            let mut report = Report::default();
+            let outcome = match tls {
+                Some(tls) => {
+                    match tokio::time::timeout(config.setup_timeout, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => {
+                            let stream: BoxIo = Box::new(stream);
+                            connection(
+                                stream,
+                                started,
+                                placer.as_ref(),
+                                &config,
+                                &pairing,
+                                &waiting,
+                                source,
+                                &mut report,
+                            )
+                            .await
+                        }
+                        Ok(Err(e)) => {
+                            report.detail = Some(format!("TLS: {e}"));
+                            Outcome::BadRequest
+                        }
+                        Err(_) => Outcome::Timeout,
+                    }
+                }
+                None => {
+                    let stream: BoxIo = Box::new(stream);
+                    connection(
+                        stream,
+                        started,
+                        placer.as_ref(),
+                        &config,
+                        &pairing,
+                        &waiting,
+                        source,
+                        &mut report,
+                    )
+                    .await
+                }
+            };
+            metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => outcome.as_str())
+                .increment(1);
+            log(peer, outcome, started.elapsed(), &report);
+        });
+    }
+    tracing::info!("rd gateway stopped accepting");
+}
+
+/// What happened to one connection, for its log line.
+#[derive(Default)]
+struct Report {
+    user: Option<String>,
+    pool: Option<String>,
+    host: Option<String>,
+    session_id: Option<String>,
+    reconnect: bool,
+    client_to_host_bytes: u64,
+    host_to_client_bytes: u64,
+    detail: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Relayed,
+    /// A legacy IN channel, handed to its OUT channel (whose connection
+    /// reports the tunnel).
+    Paired,
+    /// Not an RD Gateway request (or TLS failed).
+    BadRequest,
+    /// A packet out of order, or bytes that are no packet.
+    Protocol,
+    TokenRefused,
+    ResourceRefused,
+    /// The broker refused the placement.
+    Refused,
+    HostUnreachable,
+    BrokerUnreachable,
+    Timeout,
+    /// A per-source bound (new sessions per minute).
+    SourceLimit,
+    /// Rule A8: the host started for the user did not come within the hold.
+    HostStartTimeout,
+    /// Rule A8: too many channels held already (per source or in total).
+    WaitingLimit(&'static str),
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Relayed => "relayed",
+            Outcome::Paired => "paired",
+            Outcome::BadRequest => "bad_request",
+            Outcome::Protocol => "protocol",
+            Outcome::TokenRefused => "token_refused",
+            Outcome::ResourceRefused => "resource_refused",
+            Outcome::Refused => "refused",
+            Outcome::HostUnreachable => "host_unreachable",
+            Outcome::BrokerUnreachable => "broker_unreachable",
+            Outcome::Timeout => "timeout",
+            Outcome::SourceLimit => "source_limit",
+            Outcome::HostStartTimeout => "host_start_timeout",
+            Outcome::WaitingLimit(_) => "waiting_limit",
+        }
+    }
+}
+
+fn log(peer: SocketAddr, outcome: Outcome, duration: Duration, report: &Report) {
+    tracing::info!(
+        %peer,
+        user = report.user.as_deref().unwrap_or("-"),
+        pool = report.pool.as_deref().unwrap_or("-"),
+        host = report.host.as_deref().unwrap_or("-"),
+        session = report.session_id.as_deref().unwrap_or("-"),
+        reconnect = report.reconnect,
+        outcome = outcome.as_str(),
+        duration_ms = duration.as_millis() as u64,
+        client_to_host_bytes = report.client_to_host_bytes,
+        host_to_client_bytes = report.host_to_client_bytes,
+        detail = report.detail.as_deref().unwrap_or(""),
+        "rd gateway connection"
+    );
+}
+
+/// What an RD Gateway request head asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `RDG_OUT_DATA` with `Upgrade: websocket`: the whole tunnel on this
+    /// connection. The key is taken as sent (FreeRDP 2's is 15 characters
+    /// and not base64: it is only ever hashed).
+    WebSocket { key: String },
+    /// Legacy `RDG_OUT_DATA`: the gateway's half of a tunnel (answered 200,
+    /// a 10-byte seed, then the gateway's packets with no framing).
+    Out { connection_id: String },
+    /// Legacy `RDG_IN_DATA`: the client's half, its packets in the body.
+    In { connection_id: String, body: InBody },
+}
+
+/// How an `RDG_IN_DATA` request's body is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InBody {
+    /// `Transfer-Encoding: chunked`: the packets, in chunks.
+    Chunked,
+    /// `Content-Length`: that many bytes of packets. FreeRDP 2 first sends
+    /// an empty one (answered 200), then the chunked request on the same
+    /// connection.
+    Length(u64),
+}
+
+/// Why a request head is not an RD Gateway request.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeadError {
+    #[error("the request head is longer than {MAX_HEAD_BYTES} bytes")]
+    TooLong,
+    #[error("not an HTTP request head: {0}")]
+    Malformed(String),
+    #[error("{0} {1} is not an RD Gateway request")]
+    NotGateway(String, String),
+    #[error("a legacy request without a usable RDG-Connection-Id")]
+    NoConnectionId,
+}
+
+/// The longest `RDG-Connection-Id` taken (a GUID in braces is 38).
+pub const MAX_CONNECTION_ID_BYTES: usize = 64;
+
+/// Reads an HTTP request head from `bytes`: `Ok(None)` while incomplete,
+/// else the request and how many bytes the head took.
+pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut request = httparse::Request::new(&mut headers);
+    let taken = match request.parse(bytes) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if bytes.len() >= MAX_HEAD_BYTES => {
+            return Err(HeadError::TooLong);
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(HeadError::Malformed(e.to_string())),
+    };
+    if taken > MAX_HEAD_BYTES {
+        return Err(HeadError::TooLong);
+    }
+    let method = request.method.unwrap_or_default();
+    let path = request.path.unwrap_or_default();
+    let not_gateway = || HeadError::NotGateway(method.to_string(), path.to_string());
+    if !path.eq_ignore_ascii_case(GATEWAY_PATH) {
+        return Err(not_gateway());
+    }
+    let header = |name: &str| {
+        request
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .and_then(|h| std::str::from_utf8(h.value).ok())
+            .map(str::trim)
+    };
+    let connection_id = || {
+        header("RDG-Connection-Id")
+            .filter(|id| {
+                !id.is_empty()
+                    && id.len() <= MAX_CONNECTION_ID_BYTES
+                    && id.bytes().all(|b| b.is_ascii_graphic())
+            })
+            .map(str::to_string)
+            .ok_or(HeadError::NoConnectionId)
+    };
+    let request = match method {
+        "RDG_OUT_DATA" => {
+            let upgrade = header("Upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+            match header("Sec-WebSocket-Key").filter(|k| !k.is_empty() && k.len() <= 64) {
+                Some(key) if upgrade => Request::WebSocket {
+                    key: key.to_string(),
+                },
+                _ => Request::Out {
+                    connection_id: connection_id()?,
+                },
+            }
+        }
+        "RDG_IN_DATA" => {
+            let chunked =
+                header("Transfer-Encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
+            let body = if chunked {
+                InBody::Chunked
+            } else {
+                let length = header("Content-Length").unwrap_or("0");
+                InBody::Length(
+                    length
+                        .parse()
+                        .map_err(|_| HeadError::Malformed(format!("Content-Length {length}")))?,
+                )
+            };
+            Request::In {
+                connection_id: connection_id()?,
+                body,
+            }
+        }
+        _ => return Err(not_gateway()),
+    };
+    Ok(Some((request, taken)))
+}
+
+/// Reads a request head off `stream`, after the bytes already read
+/// (`buf`), within [`MAX_HEAD_BYTES`]. Returns the request and whatever
+/// bytes came after the head.
+async fn read_head<S: AsyncRead + Unpin + ?Sized>(
+    stream: &mut S,
+    mut buf: Vec<u8>,
+) -> Result<(Request, Vec<u8>), HeadError> {
+    loop {
+        if let Some((request, taken)) = parse_head(&buf)? {
+            return Ok((request, buf.split_off(taken)));
+        }
+        if buf.len() >= MAX_HEAD_BYTES {
+            return Err(HeadError::TooLong);
+        }
+        let n = stream
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| HeadError::Malformed(e.to_string()))?;
+        if n == 0 {
+            return Err(HeadError::Malformed("closed before the head ended".into()));
+        }
+    }
+}
+
+/// The WebSocket frames' bounds: a message holds at most a few packets.
+fn websocket_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(4 * MAX_PACKET_BYTES))
+        .max_frame_size(Some(4 * MAX_PACKET_BYTES))
+}
+
+/// A connection's byte stream, TLS or not.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+type BoxIo = Box<dyn Io>;
+
+/// Legacy OUT channels waiting for their IN channel, by connection id.
+#[derive(Default)]
+pub struct Pairing {
+    waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<InHalf>>>,
+}
+
+/// The most OUT channels waiting for their IN channel at once.
+pub const MAX_WAITING_OUT_CHANNELS: usize = 256;
+
+/// An IN channel handed to its OUT channel: the stream, the body bytes
+/// already read, and the body's framing.
+struct InHalf {
+    stream: BoxIo,
+    rest: Vec<u8>,
+    body: InBody,
+    /// The IN connection's own per-source count, kept while it lives.
+    source: SourceGuard,
+}
+
+impl Pairing {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<InHalf>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How the tunnel's packets travel.
+enum Link {
+    /// Both ways in binary WebSocket messages on one connection.
+    Ws(Box<WebSocketStream<BoxIo>>),
+    /// The client's packets in the body of `RDG_IN_DATA`, the gateway's raw
+    /// on the `RDG_OUT_DATA` connection.
+    Legacy {
+        out: BoxIo,
+        input: BoxIo,
+        body: BodyReader,
+        buf: Vec<u8>,
+        _in_source: SourceGuard,
+    },
+}
+
+impl Link {
+    /// The client's next bytes of packets; `None` when it has gone.
+    async fn recv(&mut self) -> Result<Option<Vec<u8>>, String> {
+        match self {
+            Link::Ws(ws) => loop {
+                match ws.next().await {
+                    None | Some(Ok(Message::Close(_))) => return Ok(None),
+                    Some(Err(e)) => return Err(format!("websocket: {e}")),
+                    Some(Ok(Message::Binary(bytes))) => return Ok(Some(bytes.to_vec())),
+                    Some(Ok(_)) => {} // ping (answered by the library), pong, text
+                }
+            },
+            Link::Legacy {
+                input, body, buf, ..
+            } => loop {
+                if !buf.is_empty() {
+                    let mut out = Vec::new();
+                    body.feed(buf, &mut out)?;
+                    buf.clear();
+                    if !out.is_empty() {
+                        return Ok(Some(out));
+                    }
+                }
+                if body.done() {
+                    return Ok(None);
+                }
+                buf.reserve(RELAY_BUFFER_BYTES);
+                match input.read_buf(buf).await {
+                    Ok(0) => return Ok(None),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("in channel: {e}")),
+                }
+            },
+        }
+    }
+
+    async fn send(&mut self, bytes: Vec<u8>) -> Result<(), String> {
+        match self {
+            Link::Ws(ws) => ws
+                .send(Message::Binary(Bytes::from(bytes)))
+                .await
+                .map_err(|e| format!("websocket: {e}")),
+            Link::Legacy { out, .. } => out
+                .write_all(&bytes)
+                .await
+                .map_err(|e| format!("out channel: {e}")),
+        }
+    }
+
+    async fn close(&mut self) {
+        match self {
+            Link::Ws(ws) => {
+                let _ = WebSocketStream::close(ws, None).await;
+            }
+            Link::Legacy { out, input, .. } => {
+                let _ = out.shutdown().await;
+                let _ = input.shutdown().await;
+            }
+        }
+    }
+}
+
+/// Reads an `RDG_IN_DATA` body: HTTP/1.1 chunks (RFC 9112 §7.1; sizes of
+/// at most 8 hex digits, lines of at most 64 bytes, extensions ignored,
+/// trailers not read: the last chunk ends the tunnel), or a length.
+#[derive(Debug)]
+pub struct BodyReader {
+    state: BodyState,
+    line: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyState {
+    Size,
+    Data(u64),
+    DataEnd(u8),
+    Identity(u64),
+    Done,
+}
+
+impl BodyReader {
+    pub fn new(body: InBody) -> BodyReader {
+        BodyReader {
+            state: match body {
+                InBody::Chunked => BodyState::Size,
+                InBody::Length(0) => BodyState::Done,
+                InBody::Length(n) => BodyState::Identity(n),
+            },
+            line: Vec::new(),
+        }
+    }
+
+    /// Whether the body has ended.
+    pub fn done(&self) -> bool {
+        self.state == BodyState::Done
+    }
+
+    /// Takes the body's next bytes; appends the payload to `out`. Bytes
+    /// after the end are refused.
+    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        while !input.is_empty() {
+            match self.state {
+                BodyState::Done => return Err("bytes after the end of the body".into()),
+                BodyState::Identity(n) | BodyState::Data(n) => {
+                    let take = (n.min(input.len() as u64)) as usize;
+                    out.extend_from_slice(&input[..take]);
+                    input = &input[take..];
+                    let left = n - take as u64;
+                    self.state = match (self.state, left) {
+                        (BodyState::Identity(_), 0) => BodyState::Done,
+                        (BodyState::Identity(_), n) => BodyState::Identity(n),
+                        (_, 0) => BodyState::DataEnd(0),
+                        (_, n) => BodyState::Data(n),
+                    };
+                }
+                BodyState::DataEnd(seen) => {
+                    let want = if seen == 0 { b'\r' } else { b'\n' };
+                    if input[0] != want {
+                        return Err("a chunk not followed by CR LF".into());
+                    }
+                    input = &input[1..];
+                    self.state = if seen == 0 {
+                        BodyState::DataEnd(1)
+                    } else {
+                        BodyState::Size
+                    };
+                }
+                BodyState::Size => {
+                    let b = input[0];
+                    input = &input[1..];
+                    self.line.push(b);
+                    if self.line.len() > 64 {
+                        return Err("a chunk size line longer than 64 bytes".into());
+                    }
+                    if !self.line.ends_with(b"\r\n") {
+                        continue;
+                    }
+                    let line = &self.line[..self.line.len() - 2];
+                    let hex = line.split(|&c| c == b';').next().unwrap_or_default();
+                    let size = std::str::from_utf8(hex)
+                        .ok()
+                        .map(str::trim)
+                        .filter(|h| !h.is_empty() && h.len() <= 8)
+                        .and_then(|h| u64::from_str_radix(h, 16).ok())
+                        .ok_or_else(|| {
+                            format!("a bad chunk size {:?}", String::from_utf8_lossy(line))
+                        })?;
+                    self.line.clear();
+                    self.state = if size == 0 {
+                        BodyState::Done
+                    } else {
+                        BodyState::Data(size)
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Answers a request that is not served, and closes.
+async fn answer_status(stream: &mut BoxIo, status: &str) {
+    let _ = stream
+        .write_all(
+            format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await;
+    let _ = stream.shutdown().await;
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn connection<P: Placer>(
+    mut stream: BoxIo,
+    started: Instant,
+    placer: &P,
+    config: &GatewayConfig,
+    pairing: &Pairing,
+    waiting: &Arc<Semaphore>,
+    source: SourceGuard,
+    report: &mut Report,
+) -> Outcome {
+    let deadline = started + config.setup_timeout;
+    let head = tokio::time::timeout_at(deadline.into(), read_head(&mut stream, Vec::new())).await;
+    let (request, rest) = match head {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => {
+            answer_status(&mut stream, "400 Bad Request").await;
+            report.detail = Some(e.to_string());
+            return Outcome::BadRequest;
+        }
+        Err(_) => return Outcome::Timeout,
+    };
+    let link = match request {
+        Request::WebSocket { key } => {
+            let accept =
+                tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+            let response = format!(
+                "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+                 Sec-WebSocket-Accept: {accept}\r\n\r\n"
+            );
+            if let Err(e) = stream.write_all(response.as_bytes()).await {
+                report.detail = Some(e.to_string());
+                return Outcome::BadRequest;
+            }
+            Link::Ws(Box::new(
+                WebSocketStream::from_partially_read(
+                    stream,
+                    rest,
+                    Role::Server,
+                    Some(websocket_config()),
+                )
+                .await,
+            ))
+        }
+        Request::In {
+            connection_id,
+            body,
+        } => {
+            return in_channel(
+                stream,
+                rest,
+                connection_id,
+                body,
+                deadline,
+                pairing,
+                source,
+                report,
+            )
+            .await;
+        }
+        Request::Out { connection_id } => {
+            let (tx, rx) = oneshot::channel();
+            let registered = {
+                let mut waiting = pairing.lock();
+                let room = waiting.len() < MAX_WAITING_OUT_CHANNELS
+                    && !waiting.contains_key(&connection_id);
+                if room {
+                    waiting.insert(connection_id.clone(), tx);
+                }
+                room
+            };
+            if !registered {
+                answer_status(&mut stream, "503 Service Unavailable").await;
+                report.detail = Some("too many OUT channels waiting, or a duplicate id".into());
+                return Outcome::BadRequest;
+            }
+            // 200 and a seed of 10 random bytes, no length (MS-TSGU
+            // 3.3.5.1; what FreeRDP 2 reads), then packets unframed.
+            let seed = uuid::Uuid::new_v4();
+            let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+            answer.extend_from_slice(&seed.as_bytes()[..10]);
+            let paired = async {
+                stream.write_all(&answer).await.map_err(|e| e.to_string())?;
+                rx.await
+                    .map_err(|_| "the IN channel never came".to_string())
+            };
+            let paired = tokio::time::timeout_at(deadline.into(), paired).await;
+            pairing.lock().remove(&connection_id);
+            let half = match paired {
+                Ok(Ok(half)) => half,
+                Ok(Err(e)) => {
+                    report.detail = Some(e);
+                    return Outcome::BadRequest;
+                }
+                Err(_) => {
+                    report.detail = Some("no RDG_IN_DATA for this RDG_OUT_DATA".into());
+                    return Outcome::Timeout;
+                }
+            };
+            Link::Legacy {
+                out: stream,
+                input: half.stream,
+                body: BodyReader::new(half.body),
+                buf: half.rest,
+                _in_source: half.source,
+            }
+        }
+    };
+    tunnel(link, deadline, placer, config, waiting, &source, report).await
+}
+
+/// An `RDG_IN_DATA` connection: after FreeRDP's empty request (answered
+/// 200), its chunked one; then handed to its OUT channel's task.
+#[allow(clippy::too_many_arguments)]
+async fn in_channel(
+    mut stream: BoxIo,
+    mut rest: Vec<u8>,
+    connection_id: String,
+    mut body: InBody,
+    deadline: Instant,
+    pairing: &Pairing,
+    source: SourceGuard,
+    report: &mut Report,
+) -> Outcome {
+    if body == InBody::Length(0) {
+        if let Err(e) = stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            .await
+        {
+            report.detail = Some(e.to_string());
+            return Outcome::BadRequest;
+        }
+        let next = tokio::time::timeout_at(deadline.into(), read_head(&mut stream, rest)).await;
+        match next {
+            Ok(Ok((
+                Request::In {
+                    connection_id: again,
+                    body: b,
+                },
+                r,
+            ))) if again == connection_id => {
+                body = b;
+                rest = r;
+            }
+            Ok(Ok(_)) => {
+                answer_status(&mut stream, "400 Bad Request").await;
+                report.detail = Some("the second RDG_IN_DATA is not the first's".into());
+                return Outcome::BadRequest;
+            }
+            Ok(Err(e)) => {
+                answer_status(&mut stream, "400 Bad Request").await;
+                report.detail = Some(e.to_string());
+                return Outcome::BadRequest;
+            }
+            Err(_) => return Outcome::Timeout,
+        }
+    }
+    let Some(out) = pairing.lock().remove(&connection_id) else {
+        answer_status(&mut stream, "404 Not Found").await;
+        report.detail = Some(format!("no RDG_OUT_DATA waits for {connection_id}"));
+        return Outcome::BadRequest;
+    };
+    // The IN channel is never answered by a host: not a handshake to count.
+    source.answered();
+    match out.send(InHalf {
+        stream,
+        rest,
+        body,
+        source,
+    }) {
+        Ok(()) => Outcome::Paired,
+        Err(_) => Outcome::Timeout,
+    }
+}
+
+/// The tunnel on its link: setup to the channel response, then the relay.
+async fn tunnel<P: Placer>(
+    mut link: Link,
+    deadline: Instant,
+    placer: &P,
+    config: &GatewayConfig,
+    waiting: &Arc<Semaphore>,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Outcome {
+    let mut tunnel = Tunnel {
+        server: Server::new(config.tsgu.clone()),
+        decoder: Decoder::new(),
+        pending: VecDeque::new(),
+    };
+    let setup =
+        tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, report)).await;
+    let asked = match setup {
+        Ok(Ok(asked)) => asked,
+        Ok(Err(outcome)) => {
+            link.close().await;
+            return outcome;
+        }
+        Err(_) => return Outcome::Timeout,
+    };
+    // Past the setup timeout: a channel may be held while its host starts
+    // (A8, bounded by the hold); every dial has its own timeout.
+    let opened = open_channel(
+        &mut link,
+        &mut tunnel,
+        asked,
+        placer,
+        config,
+        waiting,
+        source,
+        report,
+    )
+    .await;
+    let (host, placed, pool) = match opened {
+        Ok(opened) => opened,
+        Err(outcome) => {
+            link.close().await;
+            return outcome;
+        }
+    };
+    // The channel is open: no longer a handshake of its source's.
+    source.answered();
+    // Rule R4, as at the front door: Active while relayed, then
+    // Disconnected, or ended when no logon can have begun (S9).
+    let owned = !placed.reconnect || placed.state == SessionState::Disconnected;
+    if owned
+        && let Err(e) = placer
+            .set_session_state(&pool, &placed.session_id, SessionState::Active)
+            .await
+    {
+        tracing::warn!(pool, session = placed.session_id, error = %e,
+            "rd gateway: could not mark the session Active");
+    }
+    let outcome = relay(link, host, &mut tunnel, report).await;
+    if owned {
+        let logon_seen = report.host_to_client_bytes >= LOGON_EVIDENCE_HOST_BYTES
+            && report.client_to_host_bytes >= LOGON_EVIDENCE_CLIENT_BYTES;
+        let ended = if !placed.reconnect && !logon_seen {
+            placer.logoff(&pool, &placed.session_id).await
+        } else {
+            placer
+                .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
+                .await
+        };
+        if let Err(e) = ended {
+            tracing::warn!(pool, session = placed.session_id, error = %e,
+                "rd gateway: could not record the end of the session");
+        }
+    }
+    outcome
+}
+
+/// One tunnel's protocol state and undelivered packets.
+struct Tunnel {
+    server: Server,
+    decoder: Decoder,
+    /// Packets decoded but not yet handled (a message may hold several).
+    pending: VecDeque<Packet>,
+}
+
+impl Tunnel {
+    /// The client's next packet, reading as needed; `None` when the client
+    /// has gone.
+    async fn next(&mut self, link: &mut Link) -> Result<Option<Packet>, String> {
+        loop {
+            if let Some(p) = self.pending.pop_front() {
+                return Ok(Some(p));
+            }
+            let Some(bytes) = link.recv().await? else {
+                return Ok(None);
+            };
+            let mut input = &bytes[..];
+            while let Some(p) = self.decoder.decode(&mut input).map_err(|e| e.to_string())? {
+                self.pending.push_back(p);
+            }
+        }
+    }
+}
+
+async fn send(link: &mut Link, packet: &Packet) -> Result<(), String> {
+    let bytes = packet.to_bytes().map_err(|e| e.to_string())?;
+    link.send(bytes).await
+}
+
+/// A channel request, with the ticket of its tunnel.
+struct ChannelAsked {
+    resource: String,
+    ticket: api::ticket::Ticket,
+    raw: String,
+}
+
+/// From the handshake to the channel request, or the outcome of a refusal
+/// (answered).
+async fn setup(
+    ws: &mut Link,
+    tunnel: &mut Tunnel,
+    report: &mut Report,
+) -> Result<ChannelAsked, Outcome> {
+    let mut ticket: Option<(api::ticket::Ticket, String)> = None;
+    loop {
+        let packet = match tunnel.next(ws).await {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                report.detail = Some("the client left during setup".into());
+                return Err(Outcome::Protocol);
+            }
+            Err(e) => {
+                report.detail = Some(e);
+                return Err(Outcome::Protocol);
+            }
+        };
+        let action = match tunnel.server.receive(packet) {
+            Ok(a) => a,
+            Err(refusal) => {
+                if let Some(reply) = &refusal.reply {
+                    let _ = send(ws, reply).await;
+                }
+                report.detail = Some(refusal.to_string());
+                return Err(Outcome::Protocol);
+            }
+        };
+        match action {
+            Action::Send(p) => send(ws, &p).await.map_err(|e| fail(report, e))?,
+            Action::Nothing => {}
+            Action::Relay(_) | Action::Close { .. } => {
+                report.detail = Some("closed during setup".into());
+                return Err(Outcome::Protocol);
+            }
+            Action::CheckToken { token } => match api::ticket::Ticket::parse(&token) {
+                // Read here, verified by the broker at placement (T3): the
+                // gateway holds no key that mints tickets.
+                Ok(t) => {
+                    report.user = Some(t.user.clone());
+                    report.pool = Some(t.pool.clone());
+                    ticket = Some((t, token));
+                    let answer = tunnel
+                        .server
+                        .accept_token(1)
+                        .map_err(|e| fail(report, e.to_string()))?;
+                    send(ws, &answer).await.map_err(|e| fail(report, e))?;
+                }
+                Err(e) => {
+                    let answer = tunnel
+                        .server
+                        .refuse_token(E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED)
+                        .map_err(|e| fail(report, e.to_string()))?;
+                    let _ = send(ws, &answer).await;
+                    report.detail = Some(format!("access token: {e}"));
+                    return Err(Outcome::TokenRefused);
+                }
+            },
+            Action::OpenChannel { resource, .. } => {
+                let Some((t, raw)) = ticket.take() else {
+                    return Err(fail(report, "channel without a token".into()));
+                };
+                return Ok(ChannelAsked {
+                    resource,
+                    ticket: t,
+                    raw,
+                });
+            }
+        }
+    }
+}
+
+fn fail(report: &mut Report, detail: String) -> Outcome {
+    report.detail = Some(detail);
+    Outcome::Protocol
+}
+
+/// Channel create: places the ticket's user in the ticket's pool (the
+/// resource must name it) and dials the host, trying the next one when a
+/// new session's host cannot be reached (R5); answers the client either way.
+#[allow(clippy::too_many_arguments)]
+async fn open_channel<P>(
+    ws: &mut Link,
+    tunnel: &mut Tunnel,
+    asked: ChannelAsked,
+    placer: &P,
+    config: &GatewayConfig,
+    waiting: &Arc<Semaphore>,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Result<(TcpStream, placement::Placement, String), Outcome>
+where
+    P: Placer,
+{
+    let ChannelAsked {
+        resource,
+        ticket,
+        raw,
+    } = asked;
+    let pool = ticket.pool;
+    let refuse = async |ws: &mut Link, tunnel: &mut Tunnel, code: u32| {
+        if let Ok(answer) = tunnel.server.refuse_channel(code) {
+            let _ = send(ws, &answer).await;
+        }
+    };
+    if !resource.eq_ignore_ascii_case(&pool) {
+        report.detail = Some(format!(
+            "resource {resource:?} is not the ticket's pool {pool}"
+        ));
+        refuse(ws, tunnel, E_PROXY_RAP_ACCESSDENIED).await;
+        return Err(Outcome::ResourceRefused);
+    }
+    match placer.front_door_policy(&pool).await {
+        Ok(policy) if policy.allowed => {}
+        Ok(_) => {
+            report.detail = Some(format!("host pool {pool} does not allow the front door"));
+            refuse(ws, tunnel, E_PROXY_RAP_ACCESSDENIED).await;
+            return Err(Outcome::ResourceRefused);
+        }
+        Err(e) => {
+            report.detail = Some(e.to_string());
+            let (code, outcome) = placer_refusal(&e);
+            refuse(ws, tunnel, code).await;
+            return Err(outcome);
+        }
+    }
+    let mut request = ConnectInput {
+        user: ticket.user,
+        ticket: Some(raw),
+        ..ConnectInput::default()
+    };
+    let hold = Hold {
+        wait: config.host_start_wait,
+        retry_interval: config.host_start_retry_interval,
+        max_waiting: config.max_waiting_connections,
+        waiting,
+        gauge: "deskbroker_rdg_waiting_channels",
+        door: "rd gateway",
+    };
+    let mut counted = false;
+    for _ in 0..config.max_placement_attempts {
+        // The client's leaving is not watched while held: its bytes come
+        // through TLS and the tunnel, read only by the relay.
+        let placed = hold::connect_or_wait(placer, &pool, &request, &hold, source, || {
+            std::future::pending::<bool>()
+        })
+        .await;
+        let placed = match placed {
+            Ok(p) => p,
+            Err(Waited::Gave(end, detail)) => {
+                report.detail = Some(detail);
+                let (code, outcome) = match end {
+                    WaitEnd::Limit(reason) => {
+                        (E_PROXY_MAXCONNECTIONSREACHED, Outcome::WaitingLimit(reason))
+                    }
+                    WaitEnd::Timeout | WaitEnd::ClientLeft => {
+                        (E_PROXY_TS_CONNECTFAILED, Outcome::HostStartTimeout)
+                    }
+                };
+                refuse(ws, tunnel, code).await;
+                return Err(outcome);
+            }
+            Err(Waited::Refused(e)) => {
+                report.detail = Some(e.to_string());
+                let (code, outcome) = placer_refusal(&e);
+                refuse(ws, tunnel, code).await;
+                return Err(outcome);
+            }
+        };
+        report.host = Some(placed.host.clone());
+        report.session_id = Some(placed.session_id.clone());
+        report.reconnect = placed.reconnect;
+        if !placed.reconnect && !counted {
+            // A new session counts against its source's share per minute
+            // (one per tunnel, whatever R5's retries place).
+            if let Err(refusal) = source.new_session() {
+                let _ = placer.logoff(&pool, &placed.session_id).await;
+                report.session_id = None;
+                report.detail = Some(format!("{}: too many new sessions", refusal.reason()));
+                refuse(ws, tunnel, E_PROXY_MAXCONNECTIONSREACHED).await;
+                return Err(Outcome::SourceLimit);
+            }
+            counted = true;
+        }
+        match dial(&placed.address, config.host_connect_timeout).await {
+            Ok(host) => {
+                let answer = tunnel
+                    .server
+                    .accept_channel(1)
+                    .map_err(|e| fail(report, e.to_string()))?;
+                if let Err(e) = send(ws, &answer).await {
+                    report.detail = Some(e);
+                    if !placed.reconnect {
+                        let _ = placer.logoff(&pool, &placed.session_id).await;
+                    }
+                    return Err(Outcome::Protocol);
+                }
+                return Ok((host, placed, pool));
+            }
+            Err(e) => {
+                report.detail = Some(format!("{} ({}): {e}", placed.host, placed.address));
+                if placed.reconnect {
+                    // R5: a user's session is never replaced by a new one elsewhere.
+                    break;
+                }
+                if let Err(e) = placer.logoff(&pool, &placed.session_id).await {
+                    tracing::warn!(pool, session = placed.session_id, error = %e,
+                        "rd gateway: could not log off the session");
+                }
+                report.session_id = None;
+                request.exclude.push(placed.host);
+            }
+        }
+    }
+    refuse(ws, tunnel, E_PROXY_TS_CONNECTFAILED).await;
+    Err(Outcome::HostUnreachable)
+}
+
+/// The HRESULT and outcome of a placer's refusal.
+fn placer_refusal(e: &PlacerError) -> (u32, Outcome) {
+    match e {
+        PlacerError::Refused {
+            code: api::ErrorCode::InvalidConnectionTicket,
+            ..
+        } => (
+            E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED,
+            Outcome::TokenRefused,
+        ),
+        PlacerError::Refused {
+            code: api::ErrorCode::HostPoolNotFound,
+            ..
+        } => (E_PROXY_RAP_ACCESSDENIED, Outcome::ResourceRefused),
+        PlacerError::Refused { .. } => (E_PROXY_TS_CONNECTFAILED, Outcome::Refused),
+        PlacerError::Unreachable(_) => (E_PROXY_INTERNALERROR, Outcome::BrokerUnreachable),
+    }
+}
+
+async fn dial(address: &str, timeout: Duration) -> io::Result<TcpStream> {
+    match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
+        Ok(Ok(stream)) => {
+            let _ = stream.set_nodelay(true);
+            Ok(stream)
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no connection within {timeout:?}"),
+        )),
+    }
+}
+
+/// DATA payloads to the host, the host's bytes back as DATA packets, until
+/// either side closes: the client with CLOSE_CHANNEL (answered) or by
+/// leaving, the host by closing (the gateway then sends CLOSE_CHANNEL).
+async fn relay(mut ws: Link, host: TcpStream, tunnel: &mut Tunnel, report: &mut Report) -> Outcome {
+    let (mut host_read, mut host_write) = host.into_split();
+    let mut buffer = Vec::with_capacity(RELAY_BUFFER_BYTES);
+    let mut out = Vec::with_capacity(RELAY_BUFFER_BYTES + 64);
+    let ended: Result<(), String> = loop {
+        buffer.clear();
+        tokio::select! {
+            packet = tunnel.next(&mut ws) => {
+                let packet = match packet {
+                    Ok(Some(p)) => p,
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                };
+                match tunnel.server.receive(packet) {
+                    Ok(Action::Relay(data)) => {
+                        report.client_to_host_bytes += data.len() as u64;
+                        metrics::counter!("deskbroker_rdg_bytes_total", "direction" => "client_to_host")
+                            .increment(data.len() as u64);
+                        if let Err(e) = host_write.write_all(&data).await {
+                            break Err(format!("host: {e}"));
+                        }
+                    }
+                    Ok(Action::Send(p)) => {
+                        if let Err(e) = send(&mut ws, &p).await {
+                            break Err(e);
+                        }
+                    }
+                    Ok(Action::Close { send: reply }) => {
+                        if let Some(p) = reply {
+                            let _ = send(&mut ws, &p).await;
+                        }
+                        break Ok(());
+                    }
+                    Ok(_) => {}
+                    Err(refusal) => {
+                        if let Some(p) = &refusal.reply {
+                            let _ = send(&mut ws, p).await;
+                        }
+                        break Err(refusal.to_string());
+                    }
+                }
+            }
+            read = host_read.read_buf(&mut buffer) => match read {
+                Ok(0) | Err(_) => {
+                    // The host closed: tell the client, and stop.
+                    if let Ok(p) = tunnel.server.close(S_OK) {
+                        let _ = send(&mut ws, &p).await;
+                    }
+                    break Ok(());
+                }
+                Ok(n) => {
+                    report.host_to_client_bytes += n as u64;
+                    metrics::counter!("deskbroker_rdg_bytes_total", "direction" => "host_to_client")
+                        .increment(n as u64);
+                    out.clear();
+                    packet::encode_data(&buffer, &mut out);
+                    if let Err(e) = ws.send(std::mem::take(&mut out)).await {
+                        break Err(e);
+                    }
+                }
+            },
+        }
+    };
+    let _ = host_write.shutdown().await;
+    ws.close().await;
+    if let Err(e) = ended {
+        report.detail = Some(format!("relay ended: {e}"));
+    }
+    Outcome::Relayed
+}

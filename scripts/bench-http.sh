@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Durable connects over HTTP against the HTTP stack's own ceiling, loaded by
+# the same tool in the same run (issue 16, target 2). Each round starts:
+#   ceiling  `deskbroker bench ceiling-server`: a trivial axum JSON handler
+#            on the connect route, same runtime, no state, no writes;
+#   broker   `deskbroker serve` on a fresh durable SQLite store
+#            (synchronous=FULL) in a temporary directory on disk, with a
+#            BreadthFirst pool of HOSTS hosts (no session limit), loaded with
+#            connects of distinct users — every answer waits for its fsync;
+#   baseline the same as broker with BASELINE_BIN (another build, e.g. the
+#            previous commit's), only when BASELINE_BIN is set;
+# and loads each with `wrk -tTHREADS -cCONNECTIONS -dSECONDSs` (installed
+# from Debian when missing). It prints one row per run and, per round, the
+# broker's throughput as a ratio of the ceiling's. Everything on loopback.
+#
+# Environment: BIN (default target/release/deskbroker, built when it is the
+# default), BASELINE_BIN, HOSTS (1000), THREADS (2), CONNECTIONS (64),
+# SECONDS (10), ROUNDS (3), DATA_PARENT (directory for the stores, default
+# the system's temporary directory: use a disk, not tmpfs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HOSTS=${HOSTS:-1000} THREADS=${THREADS:-2} CONNECTIONS=${CONNECTIONS:-64}
+SECONDS_=${SECONDS:-10} ROUNDS=${ROUNDS:-3}
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -p deskbroker
+  BIN=target/release/deskbroker
+fi
+if ! command -v wrk >/dev/null; then
+  sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  "${sudo[@]}" apt-get install -y wrk || { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y wrk; }
+fi
+
+work=$(mktemp -d "${DATA_PARENT:-${TMPDIR:-/tmp}}/bench-http.XXXXXX")
+pid=""
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+token=$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 48)
+
+# Starts "$@" (which prints "listening on http://ADDR"), sets pid and url.
+start() {
+  local log=$work/server.log
+  "$@" >"$log" 2>&1 &
+  pid=$!
+  url=""
+  for _ in $(seq 200); do
+    url=$(sed -n 's|^listening on \(http://[0-9.]*:[0-9]*\)$|\1|p' "$log" | head -n 1)
+    [ -n "$url" ] && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "bench-http: the server did not start:" >&2; cat "$log" >&2; exit 1
+}
+stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+
+load() { # label round path
+  BENCH_TOKEN=$token BENCH_PATH=$3 BENCH_SALT="$1-$2" \
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_}s" -s scripts/bench-http.lua "$url" |
+    awk -v l="$1" -v r="$2" '/^RESULT/ {printf "%-9s %5s %9s %8s %8s %8s %8s %7s\n", l, r, $2, $3, $4, $5, $6, $7}' |
+    tee "$work/last"
+}
+
+broker_run() { # label round bin
+  local dir=$work/$1-$2
+  start "$3" serve --listen 127.0.0.1:0 --data-dir "$dir" --admin-token "$token"
+  "$3" bench storm --broker "$url" --token "$token" --hosts "$HOSTS" --users 1 --quiet >/dev/null
+  curl -sf -o /dev/null -X PUT "$url/api/v1/hostPools/bench-storm" -H "Authorization: Bearer $token" \
+    -H 'Content-Type: application/json' \
+    -d '{"hostPoolType":"Pooled","loadBalancerType":"BreadthFirst","maxSessionLimit":100000}'
+  load "$1" "$2" /api/v1/hostPools/bench-storm/connect
+  stop
+  rm -rf "$dir"
+}
+
+echo "wrk -t$THREADS -c$CONNECTIONS -d${SECONDS_}s; $HOSTS hosts; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf "%-9s %5s %9s %8s %8s %8s %8s %7s\n" run round "req/s" p50ms p99ms p999ms maxms errors
+for round in $(seq "$ROUNDS"); do
+  start "$BIN" bench ceiling-server --listen 127.0.0.1:0
+  load ceiling "$round" /api/v1/hostPools/bench-storm/connect
+  stop
+  c=$(awk '{print $3}' "$work/last")
+  broker_run broker "$round" "$BIN"
+  b=$(awk '{print $3}' "$work/last")
+  line="round $round: broker/ceiling = $(awk -v b="$b" -v c="$c" 'BEGIN {printf "%.2f", b / c}')"
+  if [ -n "${BASELINE_BIN:-}" ]; then
+    broker_run baseline "$round" "$BASELINE_BIN"
+    o=$(awk '{print $3}' "$work/last")
+    line="$line, baseline/ceiling = $(awk -v b="$o" -v c="$c" 'BEGIN {printf "%.2f", b / c}'), broker/baseline = $(awk -v b="$b" -v o="$o" 'BEGIN {printf "%.2f", b / o}')"
+  fi
+  echo "$line"
+done
