@@ -204,32 +204,23 @@ pub async fn serve<P: Placer>(
             let _ = stream.set_nodelay(true);
             let started = Instant::now();
             let mut report = Report::default();
-            let outcome = match tls {
+            // TLS first, bounded by the setup timeout (without an acceptor,
+            // as the tests and the benchmark run it, plain TCP).
+            let stream: Result<BoxIo, Outcome> = match tls {
                 Some(tls) => {
                     match tokio::time::timeout(config.setup_timeout, tls.accept(stream)).await {
-                        Ok(Ok(stream)) => {
-                            let stream: BoxIo = Box::new(stream);
-                            connection(
-                                stream,
-                                started,
-                                placer.as_ref(),
-                                &config,
-                                &pairing,
-                                &waiting,
-                                source,
-                                &mut report,
-                            )
-                            .await
-                        }
+                        Ok(Ok(stream)) => Ok(Box::new(stream)),
                         Ok(Err(e)) => {
                             report.detail = Some(format!("TLS: {e}"));
-                            Outcome::BadRequest
+                            Err(Outcome::BadRequest)
                         }
-                        Err(_) => Outcome::Timeout,
+                        Err(_) => Err(Outcome::Timeout),
                     }
                 }
-                None => {
-                    let stream: BoxIo = Box::new(stream);
+                None => Ok(Box::new(stream)),
+            };
+            let outcome = match stream {
+                Ok(stream) => {
                     connection(
                         stream,
                         started,
@@ -242,6 +233,7 @@ pub async fn serve<P: Placer>(
                     )
                     .await
                 }
+                Err(outcome) => outcome,
             };
             metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => outcome.as_str())
                 .increment(1);
