@@ -9,19 +9,19 @@
 #            connects of distinct users — every answer waits for its fsync;
 #   baseline the same as broker with BASELINE_BIN (another build, e.g. the
 #            previous commit's), only when BASELINE_BIN is set;
-# and loads each with `wrk -tTHREADS -cCONNECTIONS -dSECONDSs` (installed
+# and loads each with `wrk -tTHREADS -cCONNECTIONS -dDURATIONs` (installed
 # from Debian when missing). It prints one row per run and, per round, the
 # broker's throughput as a ratio of the ceiling's. Everything on loopback.
 #
 # Environment: BIN (default target/release/deskbroker, built when it is the
 # default), BASELINE_BIN, HOSTS (1000), THREADS (2), CONNECTIONS (64),
-# SECONDS (10), ROUNDS (3), DATA_PARENT (directory for the stores, default
+# DURATION (seconds, 10), ROUNDS (3), DATA_PARENT (directory for the stores, default
 # the system's temporary directory: use a disk, not tmpfs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HOSTS=${HOSTS:-1000} THREADS=${THREADS:-2} CONNECTIONS=${CONNECTIONS:-64}
-SECONDS_=${SECONDS:-10} ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10} ROUNDS=${ROUNDS:-3}
 if [ -z "${BIN:-}" ]; then
   cargo build --release -p deskbroker
   BIN=target/release/deskbroker
@@ -55,7 +55,7 @@ stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
 load() { # label round path
   BENCH_TOKEN=$token BENCH_PATH=$3 BENCH_SALT="$1-$2" \
-    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${SECONDS_}s" -s scripts/bench-http.lua "$url" |
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s scripts/bench-http.lua "$url" |
     awk -v l="$1" -v r="$2" '/^RESULT/ {printf "%-9s %5s %9s %8s %8s %8s %8s %7s\n", l, r, $2, $3, $4, $5, $6, $7}' |
     tee "$work/last"
 }
@@ -72,7 +72,7 @@ broker_run() { # label round bin
   rm -rf "$dir"
 }
 
-echo "wrk -t$THREADS -c$CONNECTIONS -d${SECONDS_}s; $HOSTS hosts; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s; $HOSTS hosts; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-9s %5s %9s %8s %8s %8s %8s %7s\n" run round "req/s" p50ms p99ms p999ms maxms errors
 for round in $(seq "$ROUNDS"); do
   start "$BIN" bench ceiling-server --listen 127.0.0.1:0

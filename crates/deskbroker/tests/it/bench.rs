@@ -253,7 +253,7 @@ fn http_script_loads_the_broker_and_the_ceiling_and_prints_their_ratio() {
         .env("HOSTS", "10")
         .env("THREADS", "1")
         .env("CONNECTIONS", "4")
-        .env("SECONDS", "1")
+        .env("DURATION", "1")
         .env("ROUNDS", "1")
         .output()
         .expect("run scripts/bench-http.sh");
