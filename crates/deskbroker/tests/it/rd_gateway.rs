@@ -221,6 +221,46 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     drop(alice);
     drop(bob);
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+    wait_session(&app, "farm", "bob", "h2", "Disconnected").await;
+
+    // Drain mode: with room for three a host, h1 and h2 tie at one session
+    // each and DepthFirst would pick h1 (first in query order); drained, h1
+    // takes no new user, so carol lands on h2 …
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"maxSessionLimit": 3})),
+        200,
+    )
+    .await;
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"allowNewSession": false})),
+        200,
+    )
+    .await;
+    let carol = client(&through_gateway(
+        "farm",
+        &ticket("farm", "carol", expires),
+        "carol",
+    ));
+    wait_tls(&b, 2, &a, 3, &carol).await;
+    wait_session(&app, "farm", "carol", "h2", "Active").await;
+    drop(carol);
+    wait_session(&app, "farm", "carol", "h2", "Disconnected").await;
+
+    // … while alice, whose session is on the drained h1, still goes back to
+    // it (S1).
+    let alice = client(&through_gateway(
+        "farm",
+        &ticket("farm", "alice", expires),
+        "alice",
+    ));
+    wait_tls(&a, 4, &b, 2, &alice).await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    drop(alice);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 
     // The gateway's work is in the broker's metrics.
     let metrics = app.text("/metrics").await;
