@@ -1,18 +1,26 @@
-//! The RD Gateway's cost, against direct TCP to the same host, in one run
+//! The RD Gateway's cost, against the RDP front door and against direct
+//! TCP to the same host, in one run
 //! (`cargo bench -p gateway --bench rd_gateway`):
 //!
 //! - `relay/…`: 8 MiB from the host to the client per iteration, over one
-//!   connection kept open: directly, and through the gateway (WebSocket
-//!   and the legacy pair; plain TCP to the gateway, no TLS, so the figure
-//!   is the gateway's own framing and relay, not TLS).
+//!   connection kept open: directly, through the RDP front door, and
+//!   through the gateway (WebSocket and the legacy pair; plain TCP to the
+//!   gateway, no TLS, so the figure is the gateway's own framing and relay,
+//!   not TLS).
 //! - `open/…`: one connection opened, its first byte answered, closed:
-//!   directly (TCP connect), and through the gateway (HTTP head, MS-TSGU
-//!   handshake, tunnel, tunnel auth, channel create, the broker placing the
-//!   user on a real SQLite store, the host dialled; then the session ended).
+//!   directly (TCP connect); through the front door (the X.224 Connection
+//!   Request with the user's cookie, the broker placing the user, the host
+//!   dialled); through the gateway (HTTP head, MS-TSGU handshake, tunnel,
+//!   tunnel auth, channel create, the broker placing the user, the host
+//!   dialled); a new user each time, whose session ends when the
+//!   connection closes (no logon: rule S9).
 //!
 //! The broker is the real one (`broker::front_door::InProcess` on a
-//! durable SQLite store in a temporary directory); the host is a task that
-//! answers each 8-byte request for N bytes with N bytes.
+//! durable SQLite store in a temporary directory), shared by both doors;
+//! the host is a task that answers each 8-byte request for N bytes with N
+//! bytes (after skipping the front door's Connection Request). Both doors
+//! run with their per-source bounds lifted: every connection comes from
+//! 127.0.0.1, which the bounds would otherwise refuse after a few hundred.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,6 +50,9 @@ async fn host() -> String {
             let _ = s.set_nodelay(true);
             tokio::spawn(async move {
                 let block = vec![7u8; 64 * 1024];
+                if skip_connection_request(&mut s).await.is_err() {
+                    return;
+                }
                 let mut n = [0u8; 8];
                 while s.read_exact(&mut n).await.is_ok() {
                     let mut left = u64::from_be_bytes(n);
@@ -59,8 +70,58 @@ async fn host() -> String {
     address
 }
 
+/// Reads the front door's X.224 Connection Request (TPKT, version 3) when
+/// the stream starts with one; a request for N bytes starts with 0 (N is
+/// far below 2^56).
+async fn skip_connection_request(s: &mut TcpStream) -> std::io::Result<()> {
+    let mut first = [0u8; 1];
+    if s.peek(&mut first).await? == 0 || first[0] != 3 {
+        return Ok(());
+    }
+    let mut header = [0u8; 4];
+    s.read_exact(&mut header).await?;
+    let length = usize::from(u16::from_be_bytes([header[2], header[3]]));
+    let mut rest = vec![0u8; length.saturating_sub(4)];
+    s.read_exact(&mut rest).await.map(|_| ())
+}
+
+/// The client's first PDU at the front door: TPKT, X.224 Connection
+/// Request with `Cookie: mstshash=<user>`, RDP_NEG_REQ for TLS.
+fn connection_request(user: &str) -> Vec<u8> {
+    let cookie = format!("Cookie: mstshash={user}\r\n");
+    let length = 4 + 7 + cookie.len() + 8;
+    let mut pdu = vec![3, 0];
+    pdu.extend_from_slice(&(length as u16).to_be_bytes());
+    pdu.extend_from_slice(&[(length - 5) as u8, 0xE0, 0, 0, 0, 0, 0]);
+    pdu.extend_from_slice(cookie.as_bytes());
+    pdu.extend_from_slice(&[1, 0, 8, 0, 3, 0, 0, 0]);
+    pdu
+}
+
+/// A connection through the front door as `user`, its first PDU sent.
+async fn through_front_door(s: &Setup, user: &str) -> TcpStream {
+    let mut tcp = TcpStream::connect(&s.front_door).await.expect("connect");
+    let _ = tcp.set_nodelay(true);
+    tcp.write_all(&connection_request(user))
+        .await
+        .expect("first pdu");
+    tcp
+}
+
+/// Per-source bounds that a benchmark from one address never reaches.
+fn unbounded_sources() -> gateway::sources::Limits {
+    gateway::sources::Limits {
+        max_connections: usize::MAX,
+        max_handshakes: usize::MAX,
+        handshakes_per_minute: u32::MAX,
+        new_sessions_per_minute: u32::MAX,
+        max_waiting: usize::MAX,
+    }
+}
+
 struct Setup {
     gateway: String,
+    front_door: String,
     host: String,
     key: api::ticket::TicketKey,
     _dir: tempfile::TempDir,
@@ -103,17 +164,33 @@ async fn setup() -> Setup {
             .status();
         assert!(status.is_success(), "PUT {path}: {status}");
     }
+    let placer = Arc::new(broker::front_door::InProcess::new(broker));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let gateway = listener.local_addr().expect("addr").to_string();
     tokio::spawn(rd_gateway::serve(
         listener,
         None,
-        Arc::new(broker::front_door::InProcess::new(broker)),
-        GatewayConfig::default(),
+        placer.clone(),
+        GatewayConfig {
+            source_limits: unbounded_sources(),
+            ..GatewayConfig::default()
+        },
+        std::future::pending::<()>(),
+    ));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let front_door = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(gateway::serve(
+        listener,
+        placer,
+        gateway::Config {
+            source_limits: unbounded_sources(),
+            ..gateway::Config::new(Some("p".into()))
+        },
         std::future::pending::<()>(),
     ));
     Setup {
         gateway,
+        front_door,
         host,
         key: api::ticket::TicketKey::derive(TOKEN),
         _dir: dir,
@@ -315,6 +392,11 @@ fn bench(c: &mut Criterion) {
         let mut buf = vec![0u8; 128 * 1024];
         b.iter(|| rt.block_on(pull_direct(&mut tcp, RELAY_BYTES, &mut buf)));
     });
+    relay.bench_function("front_door", |b| {
+        let mut tcp = rt.block_on(through_front_door(&s, "relay-front-door"));
+        let mut buf = vec![0u8; 128 * 1024];
+        b.iter(|| rt.block_on(pull_direct(&mut tcp, RELAY_BYTES, &mut buf)));
+    });
     for (name, legacy) in [("rd_gateway_websocket", false), ("rd_gateway_legacy", true)] {
         relay.bench_function(name, |b| {
             let mut t = rt.block_on(Tunnel::open(&s, legacy, &format!("relay-{name}")));
@@ -336,6 +418,21 @@ fn bench(c: &mut Criterion) {
             })
         });
     });
+    open.bench_function("front_door", |b| {
+        let mut buf = vec![0u8; 16];
+        let mut i = 0u64;
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    i += 1;
+                    let mut tcp = through_front_door(&s, &format!("front-door-{i}")).await;
+                    pull_direct(&mut tcp, 1, &mut buf).await;
+                }
+                start.elapsed()
+            })
+        });
+    });
     for (name, legacy) in [("rd_gateway_websocket", false), ("rd_gateway_legacy", true)] {
         open.bench_function(name, |b| {
             let mut i = 0u64;
@@ -344,7 +441,7 @@ fn bench(c: &mut Criterion) {
                     let start = Instant::now();
                     for _ in 0..iters {
                         i += 1;
-                        let mut t = Tunnel::open(&s, legacy, &format!("u{i}")).await;
+                        let mut t = Tunnel::open(&s, legacy, &format!("{name}-{i}")).await;
                         t.pull(1).await;
                         t.close().await;
                     }

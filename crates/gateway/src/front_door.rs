@@ -610,7 +610,7 @@ async fn connection<P: Placer>(
     let mut counted = false;
     for _ in 0..config.max_placement_attempts {
         let placed =
-            match hold::connect_or_wait(placer, &pool, &request, &hold, source, || closed(&client))
+            match hold::connect_or_wait(placer, &pool, &request, &hold, source, closed(&client))
                 .await
             {
                 Ok(p) => p,

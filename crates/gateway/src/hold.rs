@@ -51,22 +51,24 @@ pub(crate) enum WaitEnd {
 
 /// `Placer::connect`, holding the client while the broker answers 503
 /// `SessionHostStarting`: asks again every `retry_interval` until it places
-/// the user, refuses otherwise, `client_gone()` resolves true (the client
+/// the user, refuses otherwise, `client_gone` resolves true (the client
 /// closed; false: it sent bytes, so it is watched no more), or `wait` has
 /// passed. The connection counts against the waiting bounds while held.
-pub(crate) async fn connect_or_wait<P, G, F>(
+/// `client_gone` is polled only while the connection is held, and dropped
+/// unfinished when the wait ends otherwise: it must be cancel-safe.
+pub(crate) async fn connect_or_wait<P, F>(
     placer: &P,
     pool: &str,
     request: &ConnectInput,
     hold: &Hold<'_>,
     source: &SourceGuard,
-    mut client_gone: G,
+    client_gone: F,
 ) -> Result<placement::Placement, Waited>
 where
     P: Placer,
-    G: FnMut() -> F,
     F: Future<Output = bool>,
 {
+    tokio::pin!(client_gone);
     let mut held = None;
     let mut deadline = Instant::now();
     let mut watch_client = true;
@@ -114,7 +116,7 @@ where
         loop {
             tokio::select! {
                 () = &mut pause => break,
-                gone = client_gone(), if watch_client => match gone {
+                gone = &mut client_gone, if watch_client => match gone {
                     true => {
                         return Err(Waited::Gave(
                             WaitEnd::ClientLeft,

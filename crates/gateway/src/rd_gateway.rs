@@ -43,8 +43,10 @@
 //! [`crate::HOST_START_WAIT`]), then answered: the channel opens on the
 //! started host, or is refused with E_PROXY_TS_CONNECTFAILED. The setup
 //! timeout stops at the channel request; placing it is bounded by the hold
-//! and by each dial. A client that leaves while held is not noticed until
-//! the channel response is sent.
+//! and by each dial. The client's tunnel is read while it is held, so a
+//! client that leaves (or whose link breaks) ends the hold at once and
+//! frees its waiting slot (outcome `client_left`); a packet it sends
+//! meanwhile is kept and judged once the channel is answered.
 //!
 //! Not yet:
 //! sharing the front door's table of live sessions (a reconnect to a
@@ -133,7 +135,7 @@ pub fn describe_metrics() {
         "deskbroker_rdg_tunnels_total",
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
          resource_refused, refused, host_unreachable, broker_unreachable, timeout, \
-         source_limit, host_start_timeout, waiting_limit."
+         source_limit, host_start_timeout, waiting_limit, client_left."
     );
     metrics::describe_gauge!(
         "deskbroker_rdg_waiting_channels",
@@ -279,6 +281,8 @@ enum Outcome {
     HostStartTimeout,
     /// Rule A8: too many channels held already (per source or in total).
     WaitingLimit(&'static str),
+    /// Rule A8: the client left while its channel was held.
+    ClientLeft,
 }
 
 impl Outcome {
@@ -297,6 +301,7 @@ impl Outcome {
             Outcome::SourceLimit => "source_limit",
             Outcome::HostStartTimeout => "host_start_timeout",
             Outcome::WaitingLimit(_) => "waiting_limit",
+            Outcome::ClientLeft => "client_left",
         }
     }
 }
@@ -1115,12 +1120,20 @@ where
     };
     let mut counted = false;
     for _ in 0..config.max_placement_attempts {
-        // The client's leaving is not watched while held: its bytes come
-        // through TLS and the tunnel, read only by the relay.
-        let placed = hold::connect_or_wait(placer, &pool, &request, &hold, source, || {
-            std::future::pending::<bool>()
-        })
-        .await;
+        // While held, the client's leaving ends the hold: its next packet
+        // is read (and kept, to be judged once the channel is answered);
+        // the tunnel's end or a broken link means it has gone.
+        let client_gone = async {
+            match tunnel.next(ws).await {
+                Ok(Some(packet)) => {
+                    tunnel.pending.push_front(packet);
+                    false
+                }
+                Ok(None) | Err(_) => true,
+            }
+        };
+        let placed =
+            hold::connect_or_wait(placer, &pool, &request, &hold, source, client_gone).await;
         let placed = match placed {
             Ok(p) => p,
             Err(Waited::Gave(end, detail)) => {
@@ -1129,9 +1142,8 @@ where
                     WaitEnd::Limit(reason) => {
                         (E_PROXY_MAXCONNECTIONSREACHED, Outcome::WaitingLimit(reason))
                     }
-                    WaitEnd::Timeout | WaitEnd::ClientLeft => {
-                        (E_PROXY_TS_CONNECTFAILED, Outcome::HostStartTimeout)
-                    }
+                    WaitEnd::Timeout => (E_PROXY_TS_CONNECTFAILED, Outcome::HostStartTimeout),
+                    WaitEnd::ClientLeft => return Err(Outcome::ClientLeft),
                 };
                 refuse(ws, tunnel, code).await;
                 return Err(outcome);

@@ -417,8 +417,10 @@ async fn a8_the_front_door_closes_a_client_whose_host_does_not_come_within_the_b
 }
 
 /// The same through the RD Gateway, with real xfreerdp and xrdp: the
-/// channel request is held while h1 starts (the gateway's gauge shows it),
-/// then opened on h1 once its heartbeat is in; the user lands there.
+/// channel request is held while h1 starts (the gateway's gauge shows it);
+/// a client that gives up meanwhile frees its place at once (its tunnel is
+/// watched while held); the next is opened on h1 once its heartbeat is
+/// in, and the user lands there.
 #[tokio::test]
 async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it() {
     use crate::rdp::{Client, Display, Xrdp, require, wait_session};
@@ -460,13 +462,34 @@ async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it()
         "/gt:http".into(),
         format!("/gat:{token}"),
     ];
-    let alice = Client::start(&xfreerdp, &display, &dir.path().join("home"), &args);
+    let home = dir.path().join("home");
+    let impatient = Client::start(&xfreerdp, &display, &home, &args);
     // The gateway's connect started h1; the channel is held meanwhile.
     assert!(
         started_and_held(&app, &log, "deskbroker_rdg_waiting_channels").await,
         "the channel is held: {}",
-        alice.log()
+        impatient.log()
     );
+    // The client gives up (killed: its connections close): the hold ends
+    // then, long before its bound, and no session is made.
+    drop(impatient);
+    let freed = eventually(WAIT, || async {
+        let metrics = app.text("/metrics").await;
+        metrics.contains("deskbroker_rdg_waiting_channels 0")
+            && metrics.contains("deskbroker_rdg_tunnels_total{outcome=\"client_left\"} 1")
+    })
+    .await;
+    assert!(freed, "{}", app.text("/metrics").await);
+    assert_eq!(crate::rdp::session_of(&app, "farm", "alice").await, None);
+
+    let alice = Client::start(&xfreerdp, &display, &home, &args);
+    let held = eventually(WAIT, || async {
+        app.text("/metrics")
+            .await
+            .contains("deskbroker_rdg_waiting_channels 1")
+    })
+    .await;
+    assert!(held, "the channel is held again: {}", alice.log());
     assert_eq!(host.tls_connections(), 0);
     // The host's heartbeat makes it available: the channel opens on it.
     beat(&app, "farm", "h1").await;
