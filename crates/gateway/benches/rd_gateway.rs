@@ -14,6 +14,8 @@
 //!   tunnel auth, channel create, the broker placing the user, the host
 //!   dialled); a new user each time, whose session ends when the
 //!   connection closes (no logon: rule S9).
+//! - `open_32_at_once/…`: the same opens from 32 clients at once (a logon
+//!   storm), reported as connections per second.
 //!
 //! The broker is the real one (`broker::front_door::InProcess` on a
 //! durable SQLite store in a temporary directory), shared by both doors;
@@ -380,7 +382,7 @@ async fn pull_direct(tcp: &mut TcpStream, n: u64, buf: &mut [u8]) {
 
 fn bench(c: &mut Criterion) {
     let rt = Runtime::new().expect("runtime");
-    let s = rt.block_on(setup());
+    let s = Arc::new(rt.block_on(setup()));
 
     let mut relay = c.benchmark_group("relay");
     relay.throughput(Throughput::Bytes(RELAY_BYTES));
@@ -451,6 +453,82 @@ fn bench(c: &mut Criterion) {
         });
     }
     open.finish();
+
+    // Tunnels per second with OPENERS clients opening at once (a logon
+    // storm): each opens, pulls 1 byte and closes, again and again.
+    let mut storm = c.benchmark_group(format!("open_{OPENERS}_at_once"));
+    storm.throughput(Throughput::Elements(1));
+    storm.sample_size(10);
+    storm.measurement_time(Duration::from_secs(10));
+    for door in [Door::Direct, Door::Rdp, Door::WebSocket, Door::Legacy] {
+        storm.bench_function(door.name(), |b| {
+            b.iter_custom(|iters| rt.block_on(open_at_once(&s, door, iters)))
+        });
+    }
+    storm.finish();
+}
+
+/// Clients opening at once in the `open_…_at_once` group.
+const OPENERS: u64 = 32;
+
+#[derive(Clone, Copy)]
+enum Door {
+    Direct,
+    Rdp,
+    WebSocket,
+    Legacy,
+}
+
+impl Door {
+    fn name(self) -> &'static str {
+        match self {
+            Door::Direct => "direct",
+            Door::Rdp => "front_door",
+            Door::WebSocket => "rd_gateway_websocket",
+            Door::Legacy => "rd_gateway_legacy",
+        }
+    }
+}
+
+/// `iters` connections through `door`, opened by [`OPENERS`] clients at
+/// once, each a new user; answers the time they all took.
+async fn open_at_once(s: &Arc<Setup>, door: Door, iters: u64) -> Duration {
+    static USERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let start = Instant::now();
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..OPENERS {
+        let share = iters / OPENERS + u64::from(c < iters % OPENERS);
+        let s = s.clone();
+        clients.spawn(async move {
+            let mut buf = vec![0u8; 16];
+            for _ in 0..share {
+                let user = format!(
+                    "storm-{}-{}",
+                    door.name(),
+                    USERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                );
+                match door {
+                    Door::Direct => {
+                        let mut tcp = TcpStream::connect(&s.host).await.expect("connect");
+                        pull_direct(&mut tcp, 1, &mut buf).await;
+                    }
+                    Door::Rdp => {
+                        let mut tcp = through_front_door(&s, &user).await;
+                        pull_direct(&mut tcp, 1, &mut buf).await;
+                    }
+                    Door::WebSocket | Door::Legacy => {
+                        let mut t = Tunnel::open(&s, matches!(door, Door::Legacy), &user).await;
+                        t.pull(1).await;
+                        t.close().await;
+                    }
+                }
+            }
+        });
+    }
+    while let Some(done) = clients.join_next().await {
+        done.expect("client");
+    }
+    start.elapsed()
 }
 
 criterion_group!(benches, bench);
