@@ -158,11 +158,14 @@ pub async fn serve<P: Placer>(
     shutdown: impl Future<Output = ()>,
 ) {
     describe_metrics();
-    let config = Arc::new(config);
-    let pairing = Arc::new(Pairing::default());
-    let waiting = Arc::new(Semaphore::new(config.max_waiting_connections));
     let sources = Sources::new(config.source_limits);
     let slots = Arc::new(Semaphore::new(config.max_connections));
+    let shared = Arc::new(Shared {
+        placer,
+        waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
+        pairing: Pairing::default(),
+        config,
+    });
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -196,11 +199,8 @@ pub async fn serve<P: Placer>(
                 continue;
             }
         };
-        let placer = placer.clone();
-        let config = config.clone();
+        let shared = shared.clone();
         let tls = tls.clone();
-        let pairing = pairing.clone();
-        let waiting = waiting.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _ = stream.set_nodelay(true);
@@ -210,7 +210,8 @@ pub async fn serve<P: Placer>(
             // as the tests and the benchmark run it, plain TCP).
             let stream: Result<BoxIo, Outcome> = match tls {
                 Some(tls) => {
-                    match tokio::time::timeout(config.setup_timeout, tls.accept(stream)).await {
+                    let setup_timeout = shared.config.setup_timeout;
+                    match tokio::time::timeout(setup_timeout, tls.accept(stream)).await {
                         Ok(Ok(stream)) => Ok(Box::new(stream)),
                         Ok(Err(e)) => {
                             report.detail = Some(format!("TLS: {e}"));
@@ -222,19 +223,7 @@ pub async fn serve<P: Placer>(
                 None => Ok(Box::new(stream)),
             };
             let outcome = match stream {
-                Ok(stream) => {
-                    connection(
-                        stream,
-                        started,
-                        placer.as_ref(),
-                        &config,
-                        &pairing,
-                        &waiting,
-                        source,
-                        &mut report,
-                    )
-                    .await
-                }
+                Ok(stream) => connection(stream, started, &shared, source, &mut report).await,
                 Err(outcome) => outcome,
             };
             metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => outcome.as_str())
@@ -243,6 +232,16 @@ pub async fn serve<P: Placer>(
         });
     }
     tracing::info!("rd gateway stopped accepting");
+}
+
+/// What every connection of one [`serve`] shares.
+struct Shared<P> {
+    placer: Arc<P>,
+    config: GatewayConfig,
+    /// Legacy OUT channels waiting for their IN channel.
+    pairing: Pairing,
+    /// Rule A8: the channels held while a host starts, gateway-wide.
+    waiting: Arc<Semaphore>,
 }
 
 /// What happened to one connection, for its log line.
@@ -686,18 +685,15 @@ async fn answer_status(stream: &mut BoxIo, status: &str) {
     let _ = stream.shutdown().await;
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn connection<P: Placer>(
     mut stream: BoxIo,
     started: Instant,
-    placer: &P,
-    config: &GatewayConfig,
-    pairing: &Pairing,
-    waiting: &Arc<Semaphore>,
+    shared: &Shared<P>,
     source: SourceGuard,
     report: &mut Report,
 ) -> Outcome {
-    let deadline = started + config.setup_timeout;
+    let pairing = &shared.pairing;
+    let deadline = started + shared.config.setup_timeout;
     let head = tokio::time::timeout_at(deadline.into(), read_head(&mut stream, Vec::new())).await;
     let (request, rest) = match head {
         Ok(Ok(h)) => h,
@@ -794,7 +790,7 @@ async fn connection<P: Placer>(
             }
         }
     };
-    tunnel(link, deadline, placer, config, waiting, &source, report).await
+    tunnel(link, deadline, shared, &source, report).await
 }
 
 /// An `RDG_IN_DATA` connection: after FreeRDP's empty request (answered
@@ -865,14 +861,13 @@ async fn in_channel(
 async fn tunnel<P: Placer>(
     mut link: Link,
     deadline: Instant,
-    placer: &P,
-    config: &GatewayConfig,
-    waiting: &Arc<Semaphore>,
+    shared: &Shared<P>,
     source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
+    let placer = shared.placer.as_ref();
     let mut tunnel = Tunnel {
-        server: Server::new(config.tsgu.clone()),
+        server: Server::new(shared.config.tsgu.clone()),
         decoder: Decoder::new(),
         pending: VecDeque::new(),
     };
@@ -888,17 +883,7 @@ async fn tunnel<P: Placer>(
     };
     // Past the setup timeout: a channel may be held while its host starts
     // (A8, bounded by the hold); every dial has its own timeout.
-    let opened = open_channel(
-        &mut link,
-        &mut tunnel,
-        asked,
-        placer,
-        config,
-        waiting,
-        source,
-        report,
-    )
-    .await;
+    let opened = open_channel(&mut link, &mut tunnel, asked, shared, source, report).await;
     let (host, placed, pool) = match opened {
         Ok(opened) => opened,
         Err(outcome) => {
@@ -1059,20 +1044,18 @@ fn fail(report: &mut Report, detail: String) -> Outcome {
 /// Channel create: places the ticket's user in the ticket's pool (the
 /// resource must name it) and dials the host, trying the next one when a
 /// new session's host cannot be reached (R5); answers the client either way.
-#[allow(clippy::too_many_arguments)]
 async fn open_channel<P>(
     ws: &mut Link,
     tunnel: &mut Tunnel,
     asked: ChannelAsked,
-    placer: &P,
-    config: &GatewayConfig,
-    waiting: &Arc<Semaphore>,
+    shared: &Shared<P>,
     source: &SourceGuard,
     report: &mut Report,
 ) -> Result<(TcpStream, placement::Placement, String), Outcome>
 where
     P: Placer,
 {
+    let (placer, config) = (shared.placer.as_ref(), &shared.config);
     let ChannelAsked {
         resource,
         ticket,
@@ -1114,7 +1097,7 @@ where
         wait: config.host_start_wait,
         retry_interval: config.host_start_retry_interval,
         max_waiting: config.max_waiting_connections,
-        waiting,
+        waiting: &shared.waiting,
         gauge: "deskbroker_rdg_waiting_channels",
         door: "rd gateway",
     };
