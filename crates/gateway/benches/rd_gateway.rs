@@ -37,7 +37,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 const TOKEN: &str = "rd-gateway-bench-admin-token-0123456789";
@@ -261,7 +261,16 @@ impl Tunnel {
             tcp.write_all(WS_HEAD.as_bytes()).await.expect("head");
             read_head(&mut tcp).await;
             Wire::Ws(Box::new(
-                WebSocketStream::from_raw_socket(tcp, Role::Client, None).await,
+                // A 16 KiB read buffer, as the gateway's: tungstenite
+                // zero-fills its whole read buffer before every read, and
+                // with its default (128 KiB) this client's own cost would
+                // hide the gateway's.
+                WebSocketStream::from_raw_socket(
+                    tcp,
+                    Role::Client,
+                    Some(WebSocketConfig::default().read_buffer_size(16 * 1024)),
+                )
+                .await,
             ))
         };
         let mut t = Tunnel {

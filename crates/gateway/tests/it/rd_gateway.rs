@@ -467,6 +467,10 @@ async fn a_ticket_places_the_user_and_the_data_is_relayed_both_ways(transport: T
     // Enough traffic for a logon (S9), then the client closes its channel.
     assert_eq!(client.exchange(b"big", 2000).await.len(), 2000);
     client.exchange(&[1; 600], 600).await;
+    // The largest DATA packet, in one WebSocket frame (or HTTP chunk) far
+    // larger than the gateway reads at once, reaches the host whole.
+    let largest = client.exchange(&[9; 65_535], 65_535).await;
+    assert!(largest.iter().all(|&b| b == 9));
     client
         .send(Packet::CloseChannel { status_code: S_OK })
         .await;
