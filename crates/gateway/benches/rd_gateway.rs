@@ -420,45 +420,18 @@ fn bench(c: &mut Criterion) {
     let mut open = c.benchmark_group("open");
     open.sample_size(20);
     open.measurement_time(Duration::from_secs(10));
-    open.bench_function("direct", |b| {
-        let mut buf = vec![0u8; 16];
-        b.iter(|| {
-            rt.block_on(async {
-                let mut tcp = TcpStream::connect(&s.host).await.expect("connect");
-                pull_direct(&mut tcp, 1, &mut buf).await;
-            })
-        });
-    });
-    open.bench_function("front_door", |b| {
-        let mut buf = vec![0u8; 16];
-        let mut i = 0u64;
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    i += 1;
-                    let mut tcp = through_front_door(&s, &format!("front-door-{i}")).await;
-                    pull_direct(&mut tcp, 1, &mut buf).await;
-                }
-                start.elapsed()
-            })
-        });
-    });
-    for (name, legacy) in [("rd_gateway_websocket", false), ("rd_gateway_legacy", true)] {
-        open.bench_function(name, |b| {
-            let mut i = 0u64;
+    for door in Door::ALL {
+        open.bench_function(door.name(), |b| {
             b.iter_custom(|iters| {
                 rt.block_on(async {
+                    let mut buf = vec![0u8; 16];
                     let start = Instant::now();
                     for _ in 0..iters {
-                        i += 1;
-                        let mut t = Tunnel::open(&s, legacy, &format!("{name}-{i}")).await;
-                        t.pull(1).await;
-                        t.close().await;
+                        open_once(&s, door, &mut buf).await;
                     }
                     start.elapsed()
                 })
-            });
+            })
         });
     }
     open.finish();
@@ -469,7 +442,7 @@ fn bench(c: &mut Criterion) {
     storm.throughput(Throughput::Elements(1));
     storm.sample_size(10);
     storm.measurement_time(Duration::from_secs(10));
-    for door in [Door::Direct, Door::Rdp, Door::WebSocket, Door::Legacy] {
+    for door in Door::ALL {
         storm.bench_function(door.name(), |b| {
             b.iter_custom(|iters| rt.block_on(open_at_once(&s, door, iters)))
         });
@@ -489,6 +462,8 @@ enum Door {
 }
 
 impl Door {
+    const ALL: [Door; 4] = [Door::Direct, Door::Rdp, Door::WebSocket, Door::Legacy];
+
     fn name(self) -> &'static str {
         match self {
             Door::Direct => "direct",
@@ -499,10 +474,35 @@ impl Door {
     }
 }
 
-/// `iters` connections through `door`, opened by [`OPENERS`] clients at
-/// once, each a new user; answers the time they all took.
-async fn open_at_once(s: &Arc<Setup>, door: Door, iters: u64) -> Duration {
+/// One connection through `door` as a new user: opened, its first byte
+/// pulled, closed.
+async fn open_once(s: &Setup, door: Door, buf: &mut [u8]) {
     static USERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let user = format!(
+        "{}-{}",
+        door.name(),
+        USERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    match door {
+        Door::Direct => {
+            let mut tcp = TcpStream::connect(&s.host).await.expect("connect");
+            pull_direct(&mut tcp, 1, buf).await;
+        }
+        Door::Rdp => {
+            let mut tcp = through_front_door(s, &user).await;
+            pull_direct(&mut tcp, 1, buf).await;
+        }
+        Door::WebSocket | Door::Legacy => {
+            let mut t = Tunnel::open(s, matches!(door, Door::Legacy), &user).await;
+            t.pull(1).await;
+            t.close().await;
+        }
+    }
+}
+
+/// `iters` connections through `door` ([`open_once`]), opened by
+/// [`OPENERS`] clients at once; answers the time they all took.
+async fn open_at_once(s: &Arc<Setup>, door: Door, iters: u64) -> Duration {
     let start = Instant::now();
     let mut clients = tokio::task::JoinSet::new();
     for c in 0..OPENERS {
@@ -511,26 +511,7 @@ async fn open_at_once(s: &Arc<Setup>, door: Door, iters: u64) -> Duration {
         clients.spawn(async move {
             let mut buf = vec![0u8; 16];
             for _ in 0..share {
-                let user = format!(
-                    "storm-{}-{}",
-                    door.name(),
-                    USERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                );
-                match door {
-                    Door::Direct => {
-                        let mut tcp = TcpStream::connect(&s.host).await.expect("connect");
-                        pull_direct(&mut tcp, 1, &mut buf).await;
-                    }
-                    Door::Rdp => {
-                        let mut tcp = through_front_door(&s, &user).await;
-                        pull_direct(&mut tcp, 1, &mut buf).await;
-                    }
-                    Door::WebSocket | Door::Legacy => {
-                        let mut t = Tunnel::open(&s, matches!(door, Door::Legacy), &user).await;
-                        t.pull(1).await;
-                        t.close().await;
-                    }
-                }
+                open_once(&s, door, &mut buf).await;
             }
         });
     }
