@@ -350,19 +350,41 @@ impl Live {
     }
 }
 
-/// What happened to one connection: its log line and metrics.
+/// What happened to one connection: its log line and metrics. Shared
+/// with the RD Gateway (`rd_gateway.rs`), whose tunnels log the same line.
 #[derive(Default)]
-struct Report {
-    user: Option<String>,
-    pool: Option<String>,
-    host: Option<String>,
-    session_id: Option<String>,
-    reconnect: bool,
-    client_to_host_bytes: u64,
-    host_to_client_bytes: u64,
-    detail: Option<String>,
+pub(crate) struct Report {
+    pub user: Option<String>,
+    pub pool: Option<String>,
+    pub host: Option<String>,
+    pub session_id: Option<String>,
+    pub reconnect: bool,
+    pub client_to_host_bytes: u64,
+    pub host_to_client_bytes: u64,
+    pub detail: Option<String>,
     /// The first PDU's refusal reason, for the refusal counter.
-    handshake_reason: Option<&'static str>,
+    pub handshake_reason: Option<&'static str>,
+}
+
+impl Report {
+    /// The connection's log line: `what` ("rdp connection", "rd gateway
+    /// connection"), its outcome and how long it lasted.
+    pub(crate) fn log(&self, what: &str, peer: SocketAddr, outcome: &str, duration: Duration) {
+        tracing::info!(
+            %peer,
+            user = self.user.as_deref().unwrap_or("-"),
+            pool = self.pool.as_deref().unwrap_or("-"),
+            host = self.host.as_deref().unwrap_or("-"),
+            session = self.session_id.as_deref().unwrap_or("-"),
+            reconnect = self.reconnect,
+            outcome,
+            duration_ms = duration.as_millis() as u64,
+            client_to_host_bytes = self.client_to_host_bytes,
+            host_to_client_bytes = self.host_to_client_bytes,
+            detail = self.detail.as_deref().unwrap_or(""),
+            "{what}"
+        );
+    }
 }
 
 /// How a connection ended, as the `outcome` label.
@@ -484,20 +506,7 @@ async fn handle<P: Placer>(
         sources::refused(reason, peer, report.detail.as_deref().unwrap_or(""));
         return;
     }
-    tracing::info!(
-        %peer,
-        user = report.user.as_deref().unwrap_or("-"),
-        pool = report.pool.as_deref().unwrap_or("-"),
-        host = report.host.as_deref().unwrap_or("-"),
-        session = report.session_id.as_deref().unwrap_or("-"),
-        reconnect = report.reconnect,
-        outcome = outcome.as_str(),
-        duration_ms = duration.as_millis() as u64,
-        client_to_host_bytes = report.client_to_host_bytes,
-        host_to_client_bytes = report.host_to_client_bytes,
-        detail = report.detail.as_deref().unwrap_or(""),
-        "rdp connection"
-    );
+    report.log("rdp connection", peer, outcome.as_str(), duration);
 }
 
 /// Runs one connection to its end and says how it ended.
@@ -724,8 +733,10 @@ async fn closed(client: &TcpStream) -> bool {
     !matches!(client.peek(&mut byte).await, Ok(n) if n > 0)
 }
 
-/// Rule S9's evidence that a logon can have taken place on a connection.
-fn logon_evidence(report: &Report, first_pdu_bytes: usize) -> bool {
+/// Rule S9's evidence that a logon can have taken place on a connection
+/// (`first_pdu_bytes` of the client's are not counted: the front door's
+/// Connection Request).
+pub(crate) fn logon_evidence(report: &Report, first_pdu_bytes: usize) -> bool {
     report.host_to_client_bytes >= LOGON_EVIDENCE_HOST_BYTES
         && report
             .client_to_host_bytes
@@ -788,7 +799,9 @@ async fn release<P: Placer>(placer: &P, pool: &str, session_id: &str) {
     }
 }
 
-async fn dial(address: &str, timeout: Duration) -> io::Result<TcpStream> {
+/// Connects to a session host within `timeout`, without Nagle's delay.
+/// Shared with the RD Gateway.
+pub(crate) async fn dial(address: &str, timeout: Duration) -> io::Result<TcpStream> {
     match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
         Ok(Ok(stream)) => {
             let _ = stream.set_nodelay(true);

@@ -54,8 +54,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -68,9 +66,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
-use crate::front_door::{
-    LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES,
-};
+use crate::front_door::{RELAY_BUFFER_BYTES, Report, dial, logon_evidence};
 use crate::hold::{self, Hold, WaitEnd, Waited};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::{self, Limits, SourceGuard, Sources};
@@ -228,7 +224,12 @@ pub async fn serve<P: Placer>(
             };
             metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => outcome.as_str())
                 .increment(1);
-            log(peer, outcome, started.elapsed(), &report);
+            report.log(
+                "rd gateway connection",
+                peer,
+                outcome.as_str(),
+                started.elapsed(),
+            );
         });
     }
     tracing::info!("rd gateway stopped accepting");
@@ -242,19 +243,6 @@ struct Shared<P> {
     pairing: Pairing,
     /// Rule A8: the channels held while a host starts, gateway-wide.
     waiting: Arc<Semaphore>,
-}
-
-/// What happened to one connection, for its log line.
-#[derive(Default)]
-struct Report {
-    user: Option<String>,
-    pool: Option<String>,
-    host: Option<String>,
-    session_id: Option<String>,
-    reconnect: bool,
-    client_to_host_bytes: u64,
-    host_to_client_bytes: u64,
-    detail: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -303,23 +291,6 @@ impl Outcome {
             Outcome::ClientLeft => "client_left",
         }
     }
-}
-
-fn log(peer: SocketAddr, outcome: Outcome, duration: Duration, report: &Report) {
-    tracing::info!(
-        %peer,
-        user = report.user.as_deref().unwrap_or("-"),
-        pool = report.pool.as_deref().unwrap_or("-"),
-        host = report.host.as_deref().unwrap_or("-"),
-        session = report.session_id.as_deref().unwrap_or("-"),
-        reconnect = report.reconnect,
-        outcome = outcome.as_str(),
-        duration_ms = duration.as_millis() as u64,
-        client_to_host_bytes = report.client_to_host_bytes,
-        host_to_client_bytes = report.host_to_client_bytes,
-        detail = report.detail.as_deref().unwrap_or(""),
-        "rd gateway connection"
-    );
 }
 
 /// What an RD Gateway request head asks for.
@@ -914,8 +885,7 @@ async fn tunnel<P: Placer>(
     }
     let outcome = relay(link, host, &mut tunnel, report).await;
     if owned {
-        let logon_seen = report.host_to_client_bytes >= LOGON_EVIDENCE_HOST_BYTES
-            && report.client_to_host_bytes >= LOGON_EVIDENCE_CLIENT_BYTES;
+        let logon_seen = logon_evidence(report, 0);
         let ended = if !placed.reconnect && !logon_seen {
             placer.logoff(&pool, &placed.session_id).await
         } else {
@@ -1211,20 +1181,6 @@ fn placer_refusal(e: &PlacerError) -> (u32, Outcome) {
         } => (E_PROXY_RAP_ACCESSDENIED, Outcome::ResourceRefused),
         PlacerError::Refused { .. } => (E_PROXY_TS_CONNECTFAILED, Outcome::Refused),
         PlacerError::Unreachable(_) => (E_PROXY_INTERNALERROR, Outcome::BrokerUnreachable),
-    }
-}
-
-async fn dial(address: &str, timeout: Duration) -> io::Result<TcpStream> {
-    match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
-        Ok(Ok(stream)) => {
-            let _ = stream.set_nodelay(true);
-            Ok(stream)
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("no connection within {timeout:?}"),
-        )),
     }
 }
 
