@@ -237,38 +237,23 @@ pub async fn serve<P: Placer>(
     let config = Arc::new(config);
     let slots = Arc::new(Semaphore::new(config.max_connections));
     tokio::pin!(shutdown);
-    loop {
-        let permit = tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break, // never closed
-            },
-        };
-        let (stream, peer) = tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            r = listener.accept() => match r {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!(error = %e, "rdp front door: accept failed");
-                    tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
-                    continue;
-                }
-            },
-        };
-        let source = match shared.sources.admit(peer.ip()) {
-            Ok(guard) => guard,
-            Err(refusal) => {
-                // Closed at once, before any byte is read: no task, no host.
-                drop(stream);
-                metrics::counter!("deskbroker_rdp_connections_total", "outcome" => "source_limit")
-                    .increment(1);
-                sources::refused(refusal.reason(), peer, "per-source bound");
-                continue;
-            }
-        };
+    // A connection over its source's bounds is closed at once, before any
+    // byte is read: no task, no host.
+    while let Some(sources::Admitted {
+        stream,
+        peer,
+        permit,
+        source,
+    }) = sources::accept(
+        &listener,
+        &slots,
+        &shared.sources,
+        shutdown.as_mut(),
+        "deskbroker_rdp_connections_total",
+        "rdp front door",
+    )
+    .await
+    {
         let placer = placer.clone();
         let config = config.clone();
         let shared = shared.clone();

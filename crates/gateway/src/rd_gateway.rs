@@ -163,38 +163,23 @@ pub async fn serve<P: Placer>(
         config,
     });
     tokio::pin!(shutdown);
-    loop {
-        let permit = tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        let (stream, peer) = tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            r = listener.accept() => match r {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!(error = %e, "rd gateway: accept failed");
-                    tokio::time::sleep(crate::front_door::ACCEPT_ERROR_BACKOFF).await;
-                    continue;
-                }
-            },
-        };
-        let source = match sources.admit(peer.ip()) {
-            Ok(guard) => guard,
-            Err(refusal) => {
-                // Closed at once, before TLS: no task, no placement.
-                drop(stream);
-                metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => "source_limit")
-                    .increment(1);
-                sources::refused(refusal.reason(), peer, "rd gateway: per-source bound");
-                continue;
-            }
-        };
+    // A connection over its source's bounds is closed at once, before TLS:
+    // no task, no placement.
+    while let Some(sources::Admitted {
+        stream,
+        peer,
+        permit,
+        source,
+    }) = sources::accept(
+        &listener,
+        &slots,
+        &sources,
+        shutdown.as_mut(),
+        "deskbroker_rdg_tunnels_total",
+        "rd gateway",
+    )
+    .await
+    {
         let shared = shared.clone();
         let tls = tls.clone();
         tokio::spawn(async move {

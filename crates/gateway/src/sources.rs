@@ -300,3 +300,64 @@ pub fn refused(reason: &'static str, peer: std::net::SocketAddr, detail: &str) {
         tracing::debug!(%peer, reason, detail, "rdp front door refused a connection");
     }
 }
+
+/// One connection a door's accept loop admitted: its stream, its peer, its
+/// slot among the door's connections and its count against its source.
+pub(crate) struct Admitted {
+    pub stream: tokio::net::TcpStream,
+    pub peer: std::net::SocketAddr,
+    pub permit: tokio::sync::OwnedSemaphorePermit,
+    pub source: SourceGuard,
+}
+
+/// A door's accept loop, up to one admitted connection: waits for a free
+/// slot of `slots`, then for a connection whose source is within its
+/// bounds. A connection over its source's bounds is closed at once, before
+/// any byte is read (`counter`'s `outcome="source_limit"`, and
+/// [`refused`]); a failed accept is retried after
+/// [`crate::front_door::ACCEPT_ERROR_BACKOFF`]. `None` once `shutdown` has
+/// resolved. Shared by the RDP front door and the RD Gateway (`door` names
+/// which in the logs).
+pub(crate) async fn accept<F: std::future::Future<Output = ()>>(
+    listener: &tokio::net::TcpListener,
+    slots: &Arc<tokio::sync::Semaphore>,
+    sources: &Arc<Sources>,
+    mut shutdown: std::pin::Pin<&mut F>,
+    counter: &'static str,
+    door: &'static str,
+) -> Option<Admitted> {
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => return None,
+            p = slots.clone().acquire_owned() => p.ok()?, // never closed
+        };
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = &mut shutdown => return None,
+            r = listener.accept() => match r {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "{door}: accept failed");
+                    tokio::time::sleep(crate::front_door::ACCEPT_ERROR_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        match sources.admit(peer.ip()) {
+            Ok(source) => {
+                return Some(Admitted {
+                    stream,
+                    peer,
+                    permit,
+                    source,
+                });
+            }
+            Err(refusal) => {
+                drop(stream);
+                metrics::counter!(counter, "outcome" => "source_limit").increment(1);
+                refused(refusal.reason(), peer, &format!("{door}: per-source bound"));
+            }
+        }
+    }
+}
