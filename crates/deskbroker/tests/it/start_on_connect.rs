@@ -330,6 +330,9 @@ fn spawn_front_door(dir: &Path, extra: &[&str]) -> (App, String) {
     (app, rdp)
 }
 
+/// The front door holds a client while h1 starts; a client that gives up
+/// meanwhile frees its place at once (its socket is watched while held);
+/// the next is relayed to h1 once its heartbeat is in.
 #[tokio::test]
 async fn a8_the_front_door_holds_a_client_while_its_host_starts_then_relays_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -346,16 +349,43 @@ async fn a8_the_front_door_holds_a_client_while_its_host_starts_then_relays_it()
     )
     .await;
 
-    let mut client = TcpStream::connect(&rdp).await.expect("front door");
-    client
-        .write_all(&first_pdu("Cookie: mstshash=alice"))
-        .await
-        .unwrap();
+    let connect = async || {
+        let mut client = TcpStream::connect(&rdp).await.expect("front door");
+        client
+            .write_all(&first_pdu("Cookie: mstshash=alice"))
+            .await
+            .unwrap();
+        client
+    };
+    let impatient = connect().await;
     // The front door's connect started h1; the client is held meanwhile.
     assert!(
         started_and_held(&app, &log, "deskbroker_rdp_waiting_connections").await,
         "the client is held"
     );
+    // It gives up: the hold ends then, long before its bound, and no
+    // session is made.
+    drop(impatient);
+    let freed = eventually(WAIT, || async {
+        let metrics = app.text("/metrics").await;
+        metrics.contains("deskbroker_rdp_waiting_connections 0")
+            && metrics.contains("deskbroker_rdp_connections_total{outcome=\"client_left\"} 1")
+    })
+    .await;
+    assert!(freed, "{}", app.text("/metrics").await);
+    let sessions = app
+        .ok("GET", "/api/v1/hostPools/farm/userSessions", None, 200)
+        .await;
+    assert_eq!(sessions["value"], json!([]), "{sessions}");
+
+    let mut client = connect().await;
+    let held = eventually(WAIT, || async {
+        app.text("/metrics")
+            .await
+            .contains("deskbroker_rdp_waiting_connections 1")
+    })
+    .await;
+    assert!(held, "the next client is held");
     // The host's heartbeat makes it available: the held client is relayed.
     beat(&app, "farm", "h1").await;
     let mut cc = [0u8; 2];
