@@ -45,7 +45,6 @@
 //! four minutes on two cores; `cargo bench -p placement --bench placement
 //! -- DepthFirst/engine` runs a subset, `-- LoadIndex` the `LoadIndex` part.
 
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -54,6 +53,17 @@ use placement::{
     ConnectRequest, HostMetrics, HostPoolType, HostSpec, LoadBalancerType, LoadIndexSettings,
     LogonStormSettings, Pool, PoolConfig, Session, SessionState, load_index, pipeline,
 };
+
+/// The engine's hasher, so the naive reference's maps cost what the engine's do.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The shipped binary's allocator (`crates/deskbroker/src/main.rs`), so the
+/// engine is measured as it runs in the broker and the simulator: with
+/// glibc's, its frees and consolidation passes took a sixth of a
+/// placement's time on a large pool (docs/benchmarks.md, 2026-12-02). The
+/// naive reference runs on it too.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SIZES: [usize; 4] = [100, 1_000, 10_000, 100_000];
 const LIMIT: u32 = 16;
@@ -216,8 +226,8 @@ impl Naive {
         let (lb, randomized) = alg.lb();
         let mut naive = Naive {
             hosts: Vec::with_capacity(n),
-            sessions: HashMap::new(),
-            users: HashMap::new(),
+            sessions: HashMap::default(),
+            users: HashMap::default(),
             lb,
             randomized,
             limit: LIMIT,
@@ -295,8 +305,8 @@ impl NaiveLoad {
     fn new(n: usize) -> NaiveLoad {
         let mut naive = NaiveLoad {
             hosts: Vec::with_capacity(n),
-            sessions: HashMap::new(),
-            users: HashMap::new(),
+            sessions: HashMap::default(),
+            users: HashMap::default(),
             settings: load_index_settings(),
             storm: LogonStormSettings::default(),
             limit: LIMIT,

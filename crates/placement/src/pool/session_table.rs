@@ -22,7 +22,9 @@
 //! keep each entry's hash in the slab, so growing them rehashes nothing
 //! and removing an entry compares slots, not strings.
 
-use std::hash::{BuildHasher, Hasher, RandomState};
+use std::hash::{BuildHasher, Hasher};
+
+use foldhash::fast::RandomState;
 
 use hashbrown::HashTable;
 
