@@ -11,7 +11,10 @@
 #            previous commit's), only when BASELINE_BIN is set;
 # and loads each with `wrk -tTHREADS -cCONNECTIONS -dDURATIONs` (installed
 # from Debian when missing). It prints one row per run and, per round, the
-# broker's throughput as a ratio of the ceiling's. Everything on loopback.
+# broker's throughput as a ratio of the ceiling's. `cpu_us` is the server's
+# own CPU time (user + system, from /proc) per request answered during the
+# load: what each answer costs, apart from the load tool's share of the
+# same cores. Everything on loopback.
 #
 # Environment: BIN (default target/release/deskbroker, built when it is the
 # default), BASELINE_BIN, HOSTS (1000), THREADS (2), CONNECTIONS (64),
@@ -53,11 +56,20 @@ start() {
 }
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
+# The server's CPU time so far (user + system), in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+
 load() { # label round path
+  local before after
+  before=$(cpu_ticks)
   BENCH_TOKEN=$token BENCH_PATH=$3 BENCH_SALT="$1-$2" \
-    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s scripts/bench-http.lua "$url" |
-    awk -v l="$1" -v r="$2" '/^RESULT/ {printf "%-9s %5s %9s %8s %8s %8s %8s %7s\n", l, r, $2, $3, $4, $5, $6, $7}' |
-    tee "$work/last"
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s scripts/bench-http.lua "$url" \
+    >"$work/wrk"
+  after=$(cpu_ticks)
+  # The server's CPU per request, in microseconds, over the load alone.
+  awk -v l="$1" -v r="$2" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    '/^RESULT/ {printf "%-9s %5s %9s %8s %8s %8s %8s %7s %9.1f\n", l, r, $2, $3, $4, $5, $6, $7, ($8 > 0 ? t / hz * 1e6 / $8 : 0)}' \
+    "$work/wrk" | tee "$work/last"
 }
 
 broker_run() { # label round bin
@@ -73,15 +85,18 @@ broker_run() { # label round bin
 }
 
 echo "wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s; $HOSTS hosts; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-9s %5s %9s %8s %8s %8s %8s %7s\n" run round "req/s" p50ms p99ms p999ms maxms errors
+printf "%-9s %5s %9s %8s %8s %8s %8s %7s %9s\n" run round "req/s" p50ms p99ms p999ms maxms errors cpu_us
 for round in $(seq "$ROUNDS"); do
   start "$BIN" bench ceiling-server --listen 127.0.0.1:0
   load ceiling "$round" /api/v1/hostPools/bench-storm/connect
   stop
   c=$(awk '{print $3}' "$work/last")
+  c_cpu=$(awk '{print $9}' "$work/last")
   broker_run broker "$round" "$BIN"
   b=$(awk '{print $3}' "$work/last")
+  b_cpu=$(awk '{print $9}' "$work/last")
   line="round $round: broker/ceiling = $(awk -v b="$b" -v c="$c" 'BEGIN {printf "%.2f", b / c}')"
+  line="$line, CPU per request broker/ceiling = $(awk -v b="$b_cpu" -v c="$c_cpu" 'BEGIN {printf (c > 0 ? "%.1f" : "n/a"), (c > 0 ? b / c : 0)}')"
   if [ -n "${BASELINE_BIN:-}" ]; then
     broker_run baseline "$round" "$BASELINE_BIN"
     o=$(awk '{print $3}' "$work/last")
