@@ -45,6 +45,7 @@
 //! four minutes on two cores; `cargo bench -p placement --bench placement
 //! -- DepthFirst/engine` runs a subset, `-- LoadIndex` the `LoadIndex` part.
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -54,14 +55,9 @@ use placement::{
     LogonStormSettings, Pool, PoolConfig, Session, SessionState, load_index, pipeline,
 };
 
-/// The engine's hasher, so the naive reference's maps cost what the engine's do.
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
 /// The shipped binary's allocator (`crates/deskbroker/src/main.rs`), so the
-/// engine is measured as it runs in the broker and the simulator: with
-/// glibc's, its frees and consolidation passes took a sixth of a
-/// placement's time on a large pool (docs/benchmarks.md, 2026-12-02). The
-/// naive reference runs on it too.
+/// engine and the naive reference are measured on what the broker and the
+/// simulator run on.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -226,8 +222,8 @@ impl Naive {
         let (lb, randomized) = alg.lb();
         let mut naive = Naive {
             hosts: Vec::with_capacity(n),
-            sessions: HashMap::default(),
-            users: HashMap::default(),
+            sessions: HashMap::new(),
+            users: HashMap::new(),
             lb,
             randomized,
             limit: LIMIT,
@@ -305,8 +301,8 @@ impl NaiveLoad {
     fn new(n: usize) -> NaiveLoad {
         let mut naive = NaiveLoad {
             hosts: Vec::with_capacity(n),
-            sessions: HashMap::default(),
-            users: HashMap::default(),
+            sessions: HashMap::new(),
+            users: HashMap::new(),
             settings: load_index_settings(),
             storm: LogonStormSettings::default(),
             limit: LIMIT,

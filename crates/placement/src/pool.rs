@@ -36,11 +36,6 @@ use open::OpenHosts;
 pub use picked::Candidates;
 pub use scaling::HostPower;
 use session_table::{SessionTable, Slot};
-
-/// The engine's hash maps: foldhash, randomly seeded per map (names come
-/// from clients), where the standard SipHash cost 6–7 % of a placement on
-/// a large pool (docs/benchmarks.md, 2026-12-02).
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 pub use sessions::{MAX_REPORTED_SESSIONS, Reconciled, RefusalReason, RefusedSession};
 
 /// What an operation changed, for the caller to persist. Drained with
@@ -98,7 +93,7 @@ pub struct Pool {
     random_draws: u64,
     /// Hosts by `seq`, iterated in query order.
     hosts: HostTable,
-    host_by_name: Map<String, u64>,
+    host_by_name: HashMap<String, u64>,
     /// Sessions in a slab (`session_table.rs`), with their users and each
     /// session's host `seq`: every index below names a session by its
     /// slot, so no index compares or hashes an id, a host name or a user.
@@ -108,9 +103,9 @@ pub struct Pool {
     /// sessions), never O(pool).
     host_sessions: Vec<Vec<Slot>>,
     /// User key → the hosts they own (personal pools), in query order.
-    owners: Map<String, BTreeSet<u64>>,
+    owners: HashMap<String, BTreeSet<u64>>,
     /// Capability → how many hosts offer it, for the fast path of `requires`.
-    capability_hosts: Map<String, usize>,
+    capability_hosts: HashMap<String, usize>,
     /// Hosts that allow new sessions and are available, ranked by
     /// `(sessions, seq)`: the limit is applied at query time as a prefix.
     open: OpenHosts,
@@ -154,11 +149,11 @@ impl Pool {
             random_seed,
             random_draws: 0,
             hosts: HostTable::default(),
-            host_by_name: Map::default(),
+            host_by_name: HashMap::new(),
             sessions: SessionTable::default(),
             host_sessions: Vec::new(),
-            owners: Map::default(),
-            capability_hosts: Map::default(),
+            owners: HashMap::new(),
+            capability_hosts: HashMap::new(),
             open: OpenHosts::default(),
             open_unassigned: BTreeSet::new(),
             pending: BTreeSet::new(),

@@ -22,9 +22,7 @@
 //! keep each entry's hash in the slab, so growing them rehashes nothing
 //! and removing an entry compares slots, not strings.
 
-use std::hash::{BuildHasher, Hasher};
-
-use foldhash::fast::RandomState;
+use std::hash::{BuildHasher, Hasher, RandomState};
 
 use hashbrown::HashTable;
 
