@@ -203,7 +203,11 @@ fn rdp_prints_its_comparison_as_tsv_with_the_brokers_session_count() {
             "--backends",
             "2",
             "--rate-seconds",
-            "0",
+            "1",
+            "--concurrency",
+            "2",
+            "--reconnect-users",
+            "3",
             "--latency-connections",
             "5",
             "--stream-mib",
@@ -227,11 +231,13 @@ fn rdp_prints_its_comparison_as_tsv_with_the_brokers_session_count() {
             .unwrap_or_else(|| panic!("no row {measure:?} in {out}"))
     };
     assert_eq!(row("errors (all runs)")[1..], ["0", "0"], "{out}");
-    // 5 latency connections and 1 stream, each a new user who never logs
-    // on: no session is left behind (rule S9).
+    // The 3 returning users log on and keep their sessions between
+    // connections (R4), so each of their connections after the first is
+    // a reconnect (S1); the new users' connections, the 5 latency ones and
+    // the stream never log on and leave nothing behind (S9).
     assert_eq!(
         row("deskbroker pool after the run: sessions")[1..],
-        ["", "0 (0 expected)"],
+        ["", "3 (3 expected)"],
         "{out}"
     );
     // Direct has no proxy and so no added latency; deskbroker adds some.

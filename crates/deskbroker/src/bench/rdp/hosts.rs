@@ -1,9 +1,10 @@
 //! The fake session hosts of `deskbroker bench rdp`: loopback listeners,
 //! tasks of the benchmark process. Each connection reads the client's first
 //! PDU (TPKT, length-delimited), answers an X.224 Connection Confirm, then
-//! either waits for the client to close or, when the client asks with a
-//! 9-byte command ([`STREAM_COMMAND`] and a u64 byte count), streams that
-//! many bytes to it. Every wait is bounded by [`IO_TIMEOUT`].
+//! waits for the client to close, or for a 9-byte command (a command byte
+//! and a u64 byte count): [`STREAM_COMMAND`] streams that many bytes to
+//! the client, [`LOGON_COMMAND`] reads that many and answers a logon's
+//! worth. Every wait is bounded by [`IO_TIMEOUT`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +31,19 @@ pub const CONNECTION_CONFIRM: [u8; 19] = [
 ];
 /// The command byte asking a host to stream: `D` and a u64 count (BE).
 pub const STREAM_COMMAND: u8 = b'D';
+/// The command byte of a logon: `L` and a u64 count (BE) of the bytes the
+/// client sends next; the host reads them and answers
+/// [`LOGON_HOST_BYTES`]. It stands for the TLS handshake and the logon of
+/// a real client, so that the front door keeps the session when the
+/// connection closes (rule R4's evidence of a logon: at least 1024 bytes
+/// from the host and 512 from the client after the first PDU).
+pub const LOGON_COMMAND: u8 = b'L';
+/// What a client sends after its first PDU to log on, the command
+/// included (R4 asks for 512).
+pub const LOGON_CLIENT_BYTES: usize = 1024;
+/// What a host answers a logon with (R4 asks for 1024, the Connection
+/// Confirm counted).
+pub const LOGON_HOST_BYTES: usize = 2048;
 
 /// Bounds one read or write by [`IO_TIMEOUT`].
 pub async fn with_timeout<T>(
@@ -110,10 +124,21 @@ async fn host_connection(mut stream: TcpStream) -> Result<(), ()> {
     if with_timeout(stream.read_exact(&mut command)).await.is_err() {
         return Ok(()); // the client closed after the confirm
     }
-    if command[0] != STREAM_COMMAND {
-        return Err(());
+    let count = u64::from_be_bytes(command[1..].try_into().map_err(|_| ())?);
+    match command[0] {
+        STREAM_COMMAND => {}
+        LOGON_COMMAND if count <= LOGON_CLIENT_BYTES as u64 => {
+            let mut logon = vec![0u8; count as usize];
+            if with_timeout(stream.read_exact(&mut logon)).await.is_ok() {
+                let _ = with_timeout(stream.write_all(&[0u8; LOGON_HOST_BYTES])).await;
+                // Wait for the client to close (bounded).
+                let _ = with_timeout(stream.read(&mut command)).await;
+            }
+            return Ok(());
+        }
+        _ => return Err(()),
     }
-    let mut remaining = u64::from_be_bytes(command[1..].try_into().map_err(|_| ())?);
+    let mut remaining = count;
     let chunk = vec![0u8; STREAM_CHUNK_BYTES];
     while remaining > 0 {
         let n = remaining.min(chunk.len() as u64) as usize;

@@ -16,7 +16,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::hosts::{CONNECTION_CONFIRM, STREAM_CHUNK_BYTES, STREAM_COMMAND, with_timeout};
+use super::hosts::{
+    CONNECTION_CONFIRM, LOGON_CLIENT_BYTES, LOGON_COMMAND, LOGON_HOST_BYTES, STREAM_CHUNK_BYTES,
+    STREAM_COMMAND, with_timeout,
+};
 use super::{Endpoints, Target};
 use crate::bench::round3;
 
@@ -101,6 +104,24 @@ async fn open(address: SocketAddr, pdu: &[u8]) -> Result<(TcpStream, Duration), 
         .unwrap_or_else(|_| Err("timed out".to_string()))
 }
 
+/// After the Connection Confirm, what a client that logs on sends and
+/// reads (see [`LOGON_COMMAND`]): the front door then keeps its session
+/// when the connection closes (rule R4), and the user's next connection
+/// is a reconnect to it (S1).
+async fn log_on(mut stream: TcpStream) -> Result<(), String> {
+    let mut logon = vec![0u8; LOGON_CLIENT_BYTES];
+    logon[0] = LOGON_COMMAND;
+    logon[1..9].copy_from_slice(&((LOGON_CLIENT_BYTES - 9) as u64).to_be_bytes());
+    with_timeout(stream.write_all(&logon))
+        .await
+        .map_err(|e| format!("logon: {}", e.kind()))?;
+    let mut answer = [0u8; LOGON_HOST_BYTES];
+    with_timeout(stream.read_exact(&mut answer))
+        .await
+        .map_err(|e| format!("logon: {}", e.kind()))?;
+    Ok(())
+}
+
 fn new_histogram() -> hdrhistogram::Histogram<u64> {
     // Nanoseconds, from 1 µs to a minute, 3 significant digits.
     hdrhistogram::Histogram::new_with_bounds(1_000, 60_000_000_000, 3).expect("valid bounds")
@@ -114,12 +135,14 @@ struct WorkerTally {
 }
 
 /// Connections of `concurrency` clients until `limit`: connect, first
-/// PDU, Connection Confirm, close. With one client and a count, this is
-/// the unloaded latency run.
+/// PDU, Connection Confirm, then (with `logon`) a logon's worth of bytes
+/// each way ([`log_on`]), close. With one client and a count, this is the
+/// unloaded latency run.
 pub async fn rate_run(
     endpoints: &Endpoints,
     target: Target,
     users: Users,
+    logon: bool,
     concurrency: u32,
     limit: RunLimit,
 ) -> Value {
@@ -157,9 +180,14 @@ pub async fn rate_run(
                 }
                 let pdu = first_pdu(&users.name(i));
                 let address = addresses[(i % addresses.len() as u64) as usize];
-                match open(address, &pdu).await {
-                    Ok((stream, first_byte)) => {
-                        drop(stream);
+                let opened = open(address, &pdu).await;
+                let done = match opened {
+                    Ok((stream, first_byte)) if logon => log_on(stream).await.map(|()| first_byte),
+                    Ok((_, first_byte)) => Ok(first_byte),
+                    Err(e) => Err(e),
+                };
+                match done {
+                    Ok(first_byte) => {
                         tally.connections += 1;
                         tally
                             .first_byte_ns

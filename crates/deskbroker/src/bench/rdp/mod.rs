@@ -18,8 +18,13 @@
 //!    connect, first PDU with `Cookie: mstshash=<user>`, the host's
 //!    Connection Confirm, close; with users never seen before (a new
 //!    placement, and for deskbroker a new durable session) and with
-//!    users who come back (a reconnect, and a sticky-table hit for
-//!    HAProxy);
+//!    users who come back (a reconnect to their session, S1, and a
+//!    sticky-table hit for HAProxy). The returning users' connections log
+//!    on: after the Connection Confirm, a logon's worth of bytes each way
+//!    ([`hosts::LOGON_COMMAND`], rule R4's evidence), so the front door
+//!    keeps their sessions (Disconnected) between connections, as it
+//!    does a real user's; the new users' connections close at once and
+//!    leave no session;
 //! 2. time from connect to the host's first byte, one connection at a
 //!    time (unloaded), against connecting to the host directly;
 //! 3. relayed throughput: a few long connections streaming from the
@@ -88,7 +93,8 @@ pub struct RdpArgs {
     #[arg(long, default_value_t = 5)]
     pub rate_seconds: u64,
     /// Users who come back in the reconnect runs; each is connected
-    /// once, unmeasured, before the first round. 0 skips these runs.
+    /// once, unmeasured, before the first round, and logs on every time
+    /// (so the broker keeps their sessions). 0 skips these runs.
     #[arg(long, default_value_t = 1000)]
     pub reconnect_users: u64,
     /// Connections, one at a time, in each latency run.
@@ -227,8 +233,17 @@ pub async fn run(mut args: RdpArgs) -> anyhow::Result<()> {
     }
 
     let measured = measure(&args, &endpoints).await;
+    // Rules R4 and S9: of the bench's connections only the returning
+    // users' log on, so only they keep a session (Disconnected) after the
+    // run, one each; every other connection closes before any logon and
+    // leaves none.
+    let expected = if args.rate_seconds > 0 {
+        args.reconnect_users
+    } else {
+        0
+    };
     let pool = match &client {
-        Some(c) if measured.is_ok() => pool_outcome(c, &args.pool).await.ok(),
+        Some(c) if measured.is_ok() => pool_outcome(c, &args.pool, expected).await.ok(),
         _ => None,
     };
     if let Some(h) = haproxy {
@@ -239,11 +254,7 @@ pub async fn run(mut args: RdpArgs) -> anyhow::Result<()> {
     }
     let rounds = measured?;
     let pool = pool.map(|mut p| {
-        // Rule S9: a front-door connection that closes before any logon
-        // leaves no session, and the bench's connections never log on
-        // (Connection Confirm then close, or a stream one way only): the
-        // broker's own count must be back to none.
-        p["expectedSessions"] = json!(0);
+        p["expectedSessions"] = json!(expected);
         p
     });
     let report = json!({
@@ -290,6 +301,7 @@ async fn measure(args: &RdpArgs, endpoints: &Endpoints) -> anyhow::Result<Vec<Va
                 endpoints,
                 target,
                 Users::Repeat(args.reconnect_users),
+                true,
                 args.concurrency,
                 RunLimit::Count(args.reconnect_users),
             )
@@ -323,13 +335,13 @@ async fn measure(args: &RdpArgs, endpoints: &Endpoints) -> anyhow::Result<Vec<Va
         };
         for &target in order.iter().filter(|_| rates) {
             let users = Users::New(new_users.clone());
-            let v = rate_run(endpoints, target, users, args.concurrency, limit).await;
+            let v = rate_run(endpoints, target, users, false, args.concurrency, limit).await;
             record("newUsers", target, v);
         }
         if rates && args.reconnect_users > 0 {
             for &target in order.iter().filter(|t| **t != Target::Direct) {
                 let users = Users::Repeat(args.reconnect_users);
-                let v = rate_run(endpoints, target, users, args.concurrency, limit).await;
+                let v = rate_run(endpoints, target, users, true, args.concurrency, limit).await;
                 record("reconnects", target, v);
             }
         }
@@ -340,6 +352,7 @@ async fn measure(args: &RdpArgs, endpoints: &Endpoints) -> anyhow::Result<Vec<Va
                     endpoints,
                     target,
                     users,
+                    false,
                     1,
                     RunLimit::Count(args.latency_connections),
                 )
@@ -390,16 +403,19 @@ async fn register_hosts(client: &Broker, pool: &str, hosts: &[SocketAddr]) -> an
 /// connections after they closed.
 const POOL_SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The pool as the broker sees it after the run: the bench's connections
-/// close before any logon, so none left a session (rule S9).
+/// The pool as the broker sees it after the run: `expected` sessions, those
+/// of the users who logged on (rules R4, S9).
 ///
 /// The front door ends a session after its connection closed, so the last
-/// ones may still be ending: the count is read again until it is 0 or
-/// [`POOL_SETTLE_WAIT`] has passed (then it is reported as it stands).
-async fn pool_outcome(client: &Broker, pool: &str) -> anyhow::Result<Value> {
+/// ones may still be ending: the count is read again until it is
+/// `expected` or [`POOL_SETTLE_WAIT`] has passed (then it is reported as it
+/// stands).
+async fn pool_outcome(client: &Broker, pool: &str, expected: u64) -> anyhow::Result<Value> {
     let deadline = tokio::time::Instant::now() + POOL_SETTLE_WAIT;
     let mut sessions = client.session_count(pool).await?;
-    while sessions.as_u64().is_some_and(|n| n > 0) && tokio::time::Instant::now() < deadline {
+    while sessions.as_u64().is_some_and(|n| n != expected)
+        && tokio::time::Instant::now() < deadline
+    {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         sessions = client.session_count(pool).await?;
     }

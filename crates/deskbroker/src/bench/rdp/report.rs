@@ -142,6 +142,12 @@ pub fn rows(r: &Value, targets: &[Target]) -> Value {
         2,
     ));
     rows.push(row(
+        "  first byte p99 ms under load, reconnects".into(),
+        "reconnects",
+        "firstByteP99Ms",
+        2,
+    ));
+    rows.push(row(
         "first byte p50 ms, 1 client, new users".into(),
         "latency",
         "firstByteP50Ms",
@@ -186,6 +192,12 @@ pub fn rows(r: &Value, targets: &[Target]) -> Value {
     rows.push(row(
         "proxy CPU ms per 1,000 new users".into(),
         "newUsers",
+        "proxyCpuMsPer1kConnections",
+        1,
+    ));
+    rows.push(row(
+        "proxy CPU ms per 1,000 reconnects".into(),
+        "reconnects",
         "proxyCpuMsPer1kConnections",
         1,
     ));
@@ -323,8 +335,8 @@ mod tests {
         });
         let targets = [Target::Haproxy, Target::Deskbroker];
         let rows = rows(&report, &targets);
-        // 9 measures (no direct: nothing added to it), errors, 2 of the pool.
-        assert_eq!(rows.as_array().map(Vec::len), Some(12), "{rows}");
+        // 11 measures (no direct: nothing added to it), errors, 2 of the pool.
+        assert_eq!(rows.as_array().map(Vec::len), Some(14), "{rows}");
         assert_eq!(
             rows[0],
             json!({"measure": "new connections/s, new users (4 clients)",
