@@ -413,8 +413,7 @@ const POOL_SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10)
 async fn pool_outcome(client: &Broker, pool: &str, expected: u64) -> anyhow::Result<Value> {
     let deadline = tokio::time::Instant::now() + POOL_SETTLE_WAIT;
     let mut sessions = client.session_count(pool).await?;
-    while sessions.as_u64().is_some_and(|n| n != expected)
-        && tokio::time::Instant::now() < deadline
+    while sessions.as_u64().is_some_and(|n| n != expected) && tokio::time::Instant::now() < deadline
     {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         sessions = client.session_count(pool).await?;
