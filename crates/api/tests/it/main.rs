@@ -184,10 +184,11 @@ async fn an_answer_that_is_not_the_apis_is_said_so_whatever_its_status() {
 
 #[tokio::test]
 async fn no_broker_listening_is_a_retryable_failure_naming_the_broker() {
-    // Bind then drop a listener to get a local port that nothing serves.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port");
+    // Bound and never listening, held to the end of the test: connecting is
+    // refused, and no other test can take the port meanwhile.
+    let dead = tokio::net::TcpSocket::new_v4().expect("socket");
+    dead.bind(([127, 0, 0, 1], 0).into()).expect("bind");
+    let addr = dead.local_addr().expect("addr");
     let e = client(addr)
         .logoff("p", "s")
         .await

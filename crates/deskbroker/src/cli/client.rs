@@ -127,11 +127,11 @@ mod tests {
 
     #[tokio::test]
     async fn refused_connection_names_the_broker() {
-        // Bind then drop a listener to get a local port that nothing serves.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("free port")
-            .port();
+        // Bound and never listening, held to the end of the test: connecting
+        // is refused, and no other test can take the port meanwhile.
+        let dead = tokio::net::TcpSocket::new_v4().expect("socket");
+        dead.bind(([127, 0, 0, 1], 0).into()).expect("bind");
+        let port = dead.local_addr().expect("addr").port();
         let broker = format!("http://127.0.0.1:{port}");
         let error = Client::with_trust(&broker, None, &api::Trust::system())
             .expect("valid URL")

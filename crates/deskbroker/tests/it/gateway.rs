@@ -39,9 +39,11 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     .await;
     // h1 cannot be reached (nothing listens there): the front door must
     // release that placement and use h2 (R5).
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // Bound and never listening, held to the end of the test: connecting is
+    // refused, and no other test can take the port meanwhile.
+    let dead = tokio::net::TcpSocket::new_v4().unwrap();
+    dead.bind(([127, 0, 0, 1], 0).into()).unwrap();
     let dead_addr = dead.local_addr().unwrap().to_string();
-    drop(dead);
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm/sessionHosts/h1",

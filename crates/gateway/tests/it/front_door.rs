@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{build_pdu, fixture};
+use crate::{DeadAddress, build_pdu, fixture};
 
 /// How long a test waits for something that should happen at once.
 const PROMPTLY: Duration = Duration::from_secs(5);
@@ -236,11 +236,6 @@ async fn fake_host(name: &'static str) -> (String, mpsc::UnboundedReceiver<Vec<u
     (address, rx)
 }
 
-/// An address where nothing listens.
-async fn dead_address() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    l.local_addr().expect("addr").to_string()
-}
 
 /// A running front door; dropping it stops it.
 struct Door {
@@ -386,9 +381,9 @@ async fn without_a_routing_token_or_default_pool_the_connection_is_refused() {
 
 #[tokio::test]
 async fn an_unreachable_new_host_is_released_and_the_next_one_tried() {
-    let dead = dead_address().await;
+    let dead = DeadAddress::new();
     let (h2, mut seen2) = fake_host("h2").await;
-    let placer = Recorder::new(&[("h1", &dead), ("h2", &h2)]);
+    let placer = Recorder::new(&[("h1", &dead.address), ("h2", &h2)]);
     let door = door(placer.clone(), config(Some("farm"))).await;
     let first = fixture("rdesktop-1.9.0-user.bin");
 
@@ -412,11 +407,11 @@ async fn an_unreachable_new_host_is_released_and_the_next_one_tried() {
 
 #[tokio::test]
 async fn placement_attempts_are_bounded() {
-    let dead: Vec<String> = futures_dead(5).await;
+    let dead: Vec<DeadAddress> = (0..5).map(|_| DeadAddress::new()).collect();
     let hosts: Vec<(String, String)> = dead
         .iter()
         .enumerate()
-        .map(|(i, a)| (format!("h{}", i + 1), a.clone()))
+        .map(|(i, a)| (format!("h{}", i + 1), a.address.clone()))
         .collect();
     let refs: Vec<(&str, &str)> = hosts
         .iter()
@@ -444,20 +439,12 @@ async fn placement_attempts_are_bounded() {
     assert_eq!(logoffs, connects, "every Pending session was released");
 }
 
-async fn futures_dead(n: usize) -> Vec<String> {
-    let mut v = Vec::new();
-    for _ in 0..n {
-        v.push(dead_address().await);
-    }
-    v
-}
-
 #[tokio::test]
 async fn a_reconnect_to_an_unreachable_host_is_closed_never_placed_elsewhere() {
     let (h1, _seen1) = fake_host("h1").await;
     let (h2, _seen2) = fake_host("h2").await;
-    let dead = dead_address().await;
-    let placer = Recorder::new(&[("h1", &h1), ("h2", &h2), ("gone", &dead)]);
+    let dead = DeadAddress::new();
+    let placer = Recorder::new(&[("h1", &h1), ("h2", &h2), ("gone", &dead.address)]);
     // alice already has a session on a host that is now unreachable.
     placer.sessions.lock().expect("lock").insert(
         "old".into(),

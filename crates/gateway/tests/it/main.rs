@@ -15,6 +15,30 @@ mod tsgu_props;
 
 use std::path::PathBuf;
 
+/// A loopback address where nothing listens, for as long as this lives: a
+/// socket bound there and never listening, so a connection is refused at
+/// once, and no other socket can take the port meanwhile. (A listener
+/// bound and dropped frees its port: a test running beside may bind it
+/// next, and the "dead" host then answers.)
+pub struct DeadAddress {
+    pub address: String,
+    _held: tokio::net::TcpSocket,
+}
+
+impl DeadAddress {
+    pub fn new() -> DeadAddress {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(([127, 0, 0, 1], 0).into())
+            .expect("bind a loopback port");
+        let address = socket.local_addr().expect("addr").to_string();
+        DeadAddress {
+            address,
+            _held: socket,
+        }
+    }
+}
+
 /// A first PDU captured from a real client (see `fixtures/README.md`).
 pub fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -83,6 +83,9 @@ struct Farm {
     key: api::ticket::TicketKey,
     _stop: tokio::sync::oneshot::Sender<()>,
     _dir: tempfile::TempDir,
+    /// Where the hosts nobody listens on are registered, held while the
+    /// farm lives.
+    _dead: crate::DeadAddress,
 }
 
 /// A broker with pool `p` (DepthFirst, limit 5, front door allowed) of the
@@ -129,14 +132,10 @@ async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -> Farm {
         )
         .await;
     }
-    // A closed port: bound, then dropped, so nothing listens there.
-    let closed = {
-        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        l.local_addr().expect("addr").to_string()
-    };
+    let dead = crate::DeadAddress::new();
     let mut live = Vec::new();
     for (i, h) in hosts.into_iter().enumerate() {
-        let address = h.as_ref().map_or(closed.clone(), |h| h.address.clone());
+        let address = h.as_ref().map_or(dead.address.clone(), |h| h.address.clone());
         put(
             format!("/hostPools/p/sessionHosts/h{}", i + 1),
             json!({"address": address}),
@@ -163,6 +162,7 @@ async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -> Farm {
         key: api::ticket::TicketKey::derive(TOKEN),
         _stop: stop,
         _dir: dir,
+        _dead: dead,
     }
 }
 
