@@ -236,7 +236,6 @@ async fn fake_host(name: &'static str) -> (String, mpsc::UnboundedReceiver<Vec<u
     (address, rx)
 }
 
-
 /// A running front door; dropping it stops it.
 struct Door {
     address: String,

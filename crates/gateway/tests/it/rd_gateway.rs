@@ -135,7 +135,9 @@ async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -> Farm {
     let dead = crate::DeadAddress::new();
     let mut live = Vec::new();
     for (i, h) in hosts.into_iter().enumerate() {
-        let address = h.as_ref().map_or(dead.address.clone(), |h| h.address.clone());
+        let address = h
+            .as_ref()
+            .map_or(dead.address.clone(), |h| h.address.clone());
         put(
             format!("/hostPools/p/sessionHosts/h{}", i + 1),
             json!({"address": address}),
