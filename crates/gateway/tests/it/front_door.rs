@@ -380,7 +380,7 @@ async fn without_a_routing_token_or_default_pool_the_connection_is_refused() {
 
 #[tokio::test]
 async fn an_unreachable_new_host_is_released_and_the_next_one_tried() {
-    let dead = DeadAddress::new();
+    let dead = DeadAddress::hold();
     let (h2, mut seen2) = fake_host("h2").await;
     let placer = Recorder::new(&[("h1", &dead.address), ("h2", &h2)]);
     let door = door(placer.clone(), config(Some("farm"))).await;
@@ -406,7 +406,7 @@ async fn an_unreachable_new_host_is_released_and_the_next_one_tried() {
 
 #[tokio::test]
 async fn placement_attempts_are_bounded() {
-    let dead: Vec<DeadAddress> = (0..5).map(|_| DeadAddress::new()).collect();
+    let dead: Vec<DeadAddress> = (0..5).map(|_| DeadAddress::hold()).collect();
     let hosts: Vec<(String, String)> = dead
         .iter()
         .enumerate()
@@ -442,7 +442,7 @@ async fn placement_attempts_are_bounded() {
 async fn a_reconnect_to_an_unreachable_host_is_closed_never_placed_elsewhere() {
     let (h1, _seen1) = fake_host("h1").await;
     let (h2, _seen2) = fake_host("h2").await;
-    let dead = DeadAddress::new();
+    let dead = DeadAddress::hold();
     let placer = Recorder::new(&[("h1", &h1), ("h2", &h2), ("gone", &dead.address)]);
     // alice already has a session on a host that is now unreachable.
     placer.sessions.lock().expect("lock").insert(

@@ -26,7 +26,7 @@ pub struct DeadAddress {
 }
 
 impl DeadAddress {
-    pub fn new() -> DeadAddress {
+    pub fn hold() -> DeadAddress {
         let socket = tokio::net::TcpSocket::new_v4().expect("socket");
         socket
             .bind(([127, 0, 0, 1], 0).into())

@@ -132,7 +132,7 @@ async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -> Farm {
         )
         .await;
     }
-    let dead = crate::DeadAddress::new();
+    let dead = crate::DeadAddress::hold();
     let mut live = Vec::new();
     for (i, h) in hosts.into_iter().enumerate() {
         let address = h
