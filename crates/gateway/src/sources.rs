@@ -354,9 +354,11 @@ pub(crate) async fn accept<F: std::future::Future<Output = ()>>(
                 });
             }
             Err(refusal) => {
-                drop(stream);
+                // Counted before the close, so whoever sees the close sees
+                // the count too.
                 metrics::counter!(counter, "outcome" => "source_limit").increment(1);
                 refused(refusal.reason(), peer, &format!("{door}: per-source bound"));
+                drop(stream);
             }
         }
     }
