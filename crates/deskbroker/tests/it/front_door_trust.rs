@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::{App, TOKEN, eventually};
+use crate::{App, TOKEN, eventually, metrics_when};
 
 /// How long a test waits for what should happen at once.
 const PATIENCE: Duration = Duration::from_secs(15);
@@ -199,7 +199,10 @@ async fn connections_that_close_before_a_logon_leave_no_session_behind() {
         .collect();
     let want: Vec<(&str, &str)> = want.iter().map(|(u, s)| (u.as_str(), *s)).collect();
     wait_states(&app, "farm", &want).await;
-    let metrics = app.text("/metrics").await;
+    let metrics = metrics_when(&app, |m| {
+        m.contains("deskbroker_rdp_sessions_without_logon_total 6")
+    })
+    .await;
     assert!(
         metrics.contains("deskbroker_rdp_sessions_without_logon_total 6"),
         "{metrics}"
@@ -344,14 +347,11 @@ async fn only_redirection_tokens_the_broker_signed_reach_a_host() {
             "{forged} was relayed"
         );
     }
-    let metrics = app.text("/metrics").await;
-    for reason in ["unsigned_redirect", "forged_redirect", "expired_redirect"] {
-        assert!(
-            metrics.contains(&format!(
-                "deskbroker_rdp_refusals_total{{reason=\"{reason}\"}} 1"
-            )),
-            "{reason}: {metrics}"
-        );
+    let refused = |reason: &str| format!("deskbroker_rdp_refusals_total{{reason=\"{reason}\"}} 1");
+    let reasons = ["unsigned_redirect", "forged_redirect", "expired_redirect"];
+    let metrics = metrics_when(&app, |m| reasons.iter().all(|r| m.contains(&refused(r)))).await;
+    for reason in reasons {
+        assert!(metrics.contains(&refused(reason)), "{reason}: {metrics}");
     }
 
     // A token from the broker's key (every front door of this broker
@@ -382,11 +382,9 @@ async fn a_pool_is_named_by_a_routing_token_only_when_it_allows_the_front_door()
     let token = "tsv://MS Terminal Services Plugin.1.private";
     assert!(open(&front_door, token).await.is_none(), "refused");
     assert_eq!(states(&app, "private").await, vec![]);
-    let metrics = app.text("/metrics").await;
-    assert!(
-        metrics.contains("deskbroker_rdp_refusals_total{reason=\"pool_not_allowed\"} 1"),
-        "{metrics}"
-    );
+    let not_allowed = "deskbroker_rdp_refusals_total{reason=\"pool_not_allowed\"} 1";
+    let metrics = metrics_when(&app, |m| m.contains(not_allowed)).await;
+    assert!(metrics.contains(not_allowed), "{metrics}");
 
     // Its administrator allows it (through the CLI): the token works.
     let (ok, _, err) = app.cli(&[
@@ -507,15 +505,14 @@ async fn one_source_gets_a_bounded_share_of_new_sessions_and_handshakes() {
         matches!(closed, Ok(0) | Err(_)),
         "a third handshake of the same source was not refused"
     );
-    let metrics = app.text("/metrics").await;
-    assert!(
-        metrics.contains("deskbroker_rdp_refusals_total{reason=\"source_handshakes\"} 1"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("deskbroker_rdp_refusals_total{reason=\"source_session_rate\"} 1"),
-        "{metrics}"
-    );
+    let bounds = [
+        "deskbroker_rdp_refusals_total{reason=\"source_handshakes\"} 1",
+        "deskbroker_rdp_refusals_total{reason=\"source_session_rate\"} 1",
+    ];
+    let metrics = metrics_when(&app, |m| bounds.iter().all(|b| m.contains(b))).await;
+    for bound in bounds {
+        assert!(metrics.contains(bound), "{metrics}");
+    }
     // Once the host answers, those connections are no longer handshakes:
     // the source may start another. (Whichever way the slots free up: on a
     // slow machine the front door may already have given up on the silent

@@ -282,6 +282,20 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The broker's metrics once `ready` holds for them, or as they stand after
+/// 10 s: a connection's counters are updated just after it is closed, so a
+/// test that saw the close may otherwise read them a moment too early.
+pub async fn metrics_when(app: &App, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = app.text("/metrics").await;
+        if ready(&text) || Instant::now() >= deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Polls `check` until it is true or `timeout` passes.
 pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
 where

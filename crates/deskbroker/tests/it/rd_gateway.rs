@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use crate::rdp::{
     Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, require, session_of, wait_session, wait_tls,
 };
-use crate::{App, eventually, exe};
+use crate::{App, eventually, exe, metrics_when};
 
 /// Starts `deskbroker serve` with the RD Gateway on a free port (its TLS
 /// the data dir's self-signed certificate, as the API listens on loopback).
@@ -263,11 +263,9 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 
     // The gateway's work is in the broker's metrics.
-    let metrics = app.text("/metrics").await;
-    assert!(
-        metrics.contains("deskbroker_rdg_tunnels_total{outcome=\"relayed\"}"),
-        "{metrics}"
-    );
+    let relayed = "deskbroker_rdg_tunnels_total{outcome=\"relayed\"}";
+    let metrics = metrics_when(&app, |m| m.contains(relayed)).await;
+    assert!(metrics.contains(relayed), "{metrics}");
     assert!(metrics.contains("deskbroker_rdg_tunnels_total{outcome=\"token_refused\"}"));
     assert!(metrics.contains("deskbroker_rdg_tunnels_total{outcome=\"resource_refused\"}"));
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{App, eventually, free_port};
+use crate::{App, eventually, free_port, metrics_when};
 
 /// How long to wait for anything a working setup does in a second or two.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
@@ -626,16 +626,20 @@ async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_othe
     }
     assert!(sessions(&app, "secure").await.is_empty());
     assert!(sessions(&app, "other").await.is_empty());
-    let metrics = app.text("/metrics").await;
     // Two clients without a ticket, four with a bad one (xfreerdp tries
     // each connection twice).
-    for (outcome, n) in [("ticket_required", 2), ("ticket_refused", 4)] {
+    let wanted = [("ticket_required", 2), ("ticket_refused", 4)];
+    let count = |metrics: &str, outcome: &str| -> u64 {
         let line = format!("deskbroker_rdp_connections_total{{outcome=\"{outcome}\"}} ");
-        let count: u64 = metrics
+        metrics
             .lines()
             .find_map(|l| l.strip_prefix(&line))
             .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+            .unwrap_or(0)
+    };
+    let metrics = metrics_when(&app, |m| wanted.iter().all(|&(o, n)| count(m, o) >= n)).await;
+    for (outcome, n) in wanted {
+        let count = count(&metrics, outcome);
         assert!(count >= n, "{outcome}: {count} < {n}\n{metrics}");
     }
 
