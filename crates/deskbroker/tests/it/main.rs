@@ -283,10 +283,11 @@ pub fn free_port() -> u16 {
 }
 
 /// The broker's metrics once `ready` holds for them, or as they stand after
-/// 10 s: a connection's counters are updated just after it is closed, so a
-/// test that saw the close may otherwise read them a moment too early.
+/// a minute: a connection's counters are updated just after it is closed,
+/// so a test that saw the close may otherwise read them a moment too
+/// early; a held connection's gauge moves when a host starts.
 pub async fn metrics_when(app: &App, ready: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let text = app.text("/metrics").await;
         if ready(&text) || Instant::now() >= deadline {

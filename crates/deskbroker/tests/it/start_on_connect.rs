@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 
 use crate::front_door_trust::{echo_host, first_pdu};
 use crate::power::append_to;
-use crate::{App, TOKEN, eventually};
+use crate::{App, TOKEN, eventually, metrics_when};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -156,10 +156,26 @@ async fn running(app: &App, pool: &str, host: &str) {
 async fn started_and_held(app: &App, log: &Path, gauge: &str) -> bool {
     running(app, "farm", "h1").await;
     assert_eq!(starts(log), ["start h1"]);
-    eventually(WAIT, || async {
-        app.text("/metrics").await.contains(&format!("{gauge} 1"))
-    })
-    .await
+    holds_one(app, gauge).await
+}
+
+/// Whether `gauge` came to show one connection held.
+async fn holds_one(app: &App, gauge: &str) -> bool {
+    let held = format!("{gauge} 1");
+    metrics_when(app, |m| m.contains(&held))
+        .await
+        .contains(&held)
+}
+
+/// Asserts that a held client who gave up freed its place: `gauge` back
+/// to 0 and one `client_left` outcome in `counter`.
+async fn freed_by_leaving(app: &App, gauge: &str, counter: &str) {
+    let wanted = [
+        format!("{gauge} 0"),
+        format!("{counter}{{outcome=\"client_left\"}} 1"),
+    ];
+    let metrics = metrics_when(app, |m| wanted.iter().all(|w| m.contains(w))).await;
+    assert!(wanted.iter().all(|w| metrics.contains(w)), "{metrics}");
 }
 
 fn spawn(dir: &Path, extra: &[&str]) -> (App, Vec<String>) {
@@ -366,25 +382,19 @@ async fn a8_the_front_door_holds_a_client_while_its_host_starts_then_relays_it()
     // It gives up: the hold ends then, long before its bound, and no
     // session is made.
     drop(impatient);
-    let freed = eventually(WAIT, || async {
-        let metrics = app.text("/metrics").await;
-        metrics.contains("deskbroker_rdp_waiting_connections 0")
-            && metrics.contains("deskbroker_rdp_connections_total{outcome=\"client_left\"} 1")
-    })
+    freed_by_leaving(
+        &app,
+        "deskbroker_rdp_waiting_connections",
+        "deskbroker_rdp_connections_total",
+    )
     .await;
-    assert!(freed, "{}", app.text("/metrics").await);
     let sessions = app
         .ok("GET", "/api/v1/hostPools/farm/userSessions", None, 200)
         .await;
     assert_eq!(sessions["value"], json!([]), "{sessions}");
 
     let mut client = connect().await;
-    let held = eventually(WAIT, || async {
-        app.text("/metrics")
-            .await
-            .contains("deskbroker_rdp_waiting_connections 1")
-    })
-    .await;
+    let held = holds_one(&app, "deskbroker_rdp_waiting_connections").await;
     assert!(held, "the next client is held");
     // The host's heartbeat makes it available: the held client is relayed.
     beat(&app, "farm", "h1").await;
@@ -503,22 +513,16 @@ async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it()
     // The client gives up (killed: its connections close): the hold ends
     // then, long before its bound, and no session is made.
     drop(impatient);
-    let freed = eventually(WAIT, || async {
-        let metrics = app.text("/metrics").await;
-        metrics.contains("deskbroker_rdg_waiting_channels 0")
-            && metrics.contains("deskbroker_rdg_tunnels_total{outcome=\"client_left\"} 1")
-    })
+    freed_by_leaving(
+        &app,
+        "deskbroker_rdg_waiting_channels",
+        "deskbroker_rdg_tunnels_total",
+    )
     .await;
-    assert!(freed, "{}", app.text("/metrics").await);
     assert_eq!(crate::rdp::session_of(&app, "farm", "alice").await, None);
 
     let alice = Client::start(&xfreerdp, &display, &home, &args);
-    let held = eventually(WAIT, || async {
-        app.text("/metrics")
-            .await
-            .contains("deskbroker_rdg_waiting_channels 1")
-    })
-    .await;
+    let held = holds_one(&app, "deskbroker_rdg_waiting_channels").await;
     assert!(held, "the channel is held again: {}", alice.log());
     assert_eq!(host.tls_connections(), 0);
     // The host's heartbeat makes it available: the channel opens on it.
