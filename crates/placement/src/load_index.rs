@@ -143,7 +143,14 @@ impl MinTree {
         self.nodes[i] = value;
         while i > 1 {
             i /= 2;
-            self.nodes[i] = self.nodes[2 * i].min(self.nodes[2 * i + 1]);
+            let min = self.nodes[2 * i].min(self.nodes[2 * i + 1]);
+            if self.nodes[i] == min {
+                // Every node above holds the minimum of nodes that did not
+                // change either: on a large pool most sets stop here,
+                // short of the root.
+                break;
+            }
+            self.nodes[i] = min;
         }
     }
 

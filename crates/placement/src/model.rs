@@ -788,16 +788,26 @@ impl HostMetrics {
 }
 
 /// What an administrator (or an agent's registration) says about a host.
+///
+/// `repr(C)`, fields in the order a placement reads them: what every
+/// placement and logoff reads (name, address, drain, owner) comes first,
+/// so that in [`Host`] it shares two cache lines with the host's counters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
+#[repr(C)]
 pub struct HostSpec {
     pub name: String,
     pub address: String,
     pub allow_new_session: bool,
+    /// Who set `allow_new_session` false (rule A6): an operator through the
+    /// API, or a scaling plan. Always None while the host allows new
+    /// sessions.
+    #[serde(default)]
+    pub drained_by: Option<DrainedBy>,
+    pub assigned_user: Option<String>,
     pub capabilities: Vec<String>,
     pub policy: HostPolicy,
-    pub assigned_user: Option<String>,
     /// Free-form labels (rule A6: a scaling plan's `exclusionTag` is one),
     /// at most [`MAX_HOST_TAGS`]. Absent in hosts stored before they
     /// existed, hence the serde default.
@@ -807,11 +817,6 @@ pub struct HostSpec {
     /// (rule A9) and `DESKBROKER_MAC` of the command driver.
     #[serde(default)]
     pub mac_address: Option<String>,
-    /// Who set `allow_new_session` false (rule A6): an operator through the
-    /// API, or a scaling plan. Always None while the host allows new
-    /// sessions.
-    #[serde(default)]
-    pub drained_by: Option<DrainedBy>,
 }
 
 /// The most tags a host carries: a scaling plan scans them per host.
@@ -928,31 +933,28 @@ pub fn validate_address(address: &str) -> Result<(), Error> {
 }
 
 /// A registered session host with what the broker knows of it.
+///
+/// `repr(C)`, fields in the order a placement reads them: the counters a
+/// placement and a logoff update, then the spec (whose first fields they
+/// read too), then the rest. On a large pool the host of a placement is
+/// cold, and this way it costs two cache lines (three with metrics), where
+/// the compiler's order spread those fields over six.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
+#[repr(C)]
 pub struct Host {
     /// Query order: the registration sequence in the pool, never reused.
     pub seq: u64,
-    pub spec: HostSpec,
-    pub registered_at_ms: TimestampMs,
-    pub last_heartbeat_ms: Option<TimestampMs>,
-    pub metrics: Option<HostMetrics>,
+    /// Derived: never stored, recomputed from heartbeats, the power state
+    /// and the clock.
+    #[serde(skip, default = "available")]
+    pub status: HostStatus,
     /// Rule A9: set by the broker's power actions (and a scaling plan's),
     /// never by the host. Absent in hosts stored before it existed, which
     /// were running, hence the serde default.
     #[serde(default)]
     pub power_state: PowerState,
-    /// When the host was last asked to start (None: never). A host that
-    /// has sent heartbeats and was started is available again only after a
-    /// heartbeat later than this (A9): until then nothing says its desktop
-    /// is up, only that its machine was switched on.
-    #[serde(default)]
-    pub start_requested_ms: Option<TimestampMs>,
-    /// Derived: never stored, recomputed from heartbeats, the power state
-    /// and the clock.
-    #[serde(skip, default = "available")]
-    pub status: HostStatus,
     /// Derived from the pool's sessions (Pending + Active + Disconnected).
     #[serde(skip)]
     pub sessions: u32,
@@ -973,6 +975,16 @@ pub struct Host {
     /// at most one heartbeat interval (its connecting sessions still count).
     #[serde(skip)]
     pub logons_since_heartbeat: u32,
+    pub spec: HostSpec,
+    pub metrics: Option<HostMetrics>,
+    pub registered_at_ms: TimestampMs,
+    pub last_heartbeat_ms: Option<TimestampMs>,
+    /// When the host was last asked to start (None: never). A host that
+    /// has sent heartbeats and was started is available again only after a
+    /// heartbeat later than this (A9): until then nothing says its desktop
+    /// is up, only that its machine was switched on.
+    #[serde(default)]
+    pub start_requested_ms: Option<TimestampMs>,
 }
 
 fn available() -> HostStatus {

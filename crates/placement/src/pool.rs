@@ -91,17 +91,14 @@ pub struct Pool {
     /// randomness from them, so a restart continues the same sequence.
     random_seed: u64,
     random_draws: u64,
-    /// Hosts by `seq`, iterated in query order.
+    /// Hosts by `seq`, iterated in query order, each with the slots of
+    /// its sessions.
     hosts: HostTable,
     host_by_name: HashMap<String, u64>,
     /// Sessions in a slab (`session_table.rs`), with their users and each
     /// session's host `seq`: every index below names a session by its
     /// slot, so no index compares or hashes an id, a host name or a user.
     sessions: SessionTable,
-    /// `host_sessions[seq]`: the slots of that host's sessions, so that a
-    /// heartbeat's list is reconciled in O(reported + the host's
-    /// sessions), never O(pool).
-    host_sessions: Vec<Vec<Slot>>,
     /// User key → the hosts they own (personal pools), in query order.
     owners: HashMap<String, BTreeSet<u64>>,
     /// Capability → how many hosts offer it, for the fast path of `requires`.
@@ -151,7 +148,6 @@ impl Pool {
             hosts: HostTable::default(),
             host_by_name: HashMap::new(),
             sessions: SessionTable::default(),
-            host_sessions: Vec::new(),
             owners: HashMap::new(),
             capability_hosts: HashMap::new(),
             open: OpenHosts::default(),

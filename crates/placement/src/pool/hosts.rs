@@ -125,9 +125,7 @@ impl Pool {
         let reported_before = self.custom_reporters > 0;
         self.remove_host_entry(seq);
         // Its sessions are ended and its `seq` is never used again.
-        if let Some(slots) = self.host_sessions.get_mut(seq as usize) {
-            *slots = Vec::new();
-        }
+        self.hosts.forget_sessions(seq);
         if reported_before != (self.custom_reporters > 0) {
             // H3: the last custom reporter is gone: every host is -1 again.
             self.rebuild_indexes();

@@ -27,6 +27,14 @@ pub(super) struct Buckets {
     /// Every eligible host, in bucket-3 order: known index lowest first
     /// (unknown last), then fewest connecting sessions, then query order.
     pub(super) third: BTreeSet<(i32, u32, u64)>,
+    /// `standard[seq]`: whether the host has every standard capability
+    /// (bucket 1 rather than 2). A host's capabilities change only when
+    /// `upsert_host` reinserts it, and the pool's only with its settings,
+    /// which rebuild every index: both set this again
+    /// ([`Pool::note_standard`]), so the reindex of every placement and
+    /// logoff reads a flag instead of comparing the host's capability
+    /// strings, cold on a large pool, with the pool's.
+    standard: Vec<bool>,
 }
 
 /// How many hosts have each known load index (0 to
@@ -171,10 +179,7 @@ impl Pool {
         }
         let connecting = cfg.logon_storm_settings.connecting_session_threshold;
         let under_connecting = connecting == 0 || h.connecting_sessions < connecting;
-        let standard = cfg
-            .standard_capabilities
-            .iter()
-            .all(|c| h.spec.capabilities.contains(c));
+        let standard = b.standard[seq as usize];
         let index = h.load_index;
         b.third.insert(third_key(h));
         if index >= 0 && under_connecting {
@@ -185,6 +190,24 @@ impl Pool {
                 b.second.set(seq as usize, index);
             }
         }
+    }
+
+    /// Records whether the host has every standard capability
+    /// ([`Buckets::standard`]).
+    fn note_standard(&mut self, seq: u64) {
+        let Some(b) = self.buckets.as_mut() else {
+            return;
+        };
+        let h = &self.hosts[&seq];
+        let i = seq as usize;
+        if i >= b.standard.len() {
+            b.standard.resize(i + 1, false);
+        }
+        b.standard[i] = self
+            .config
+            .standard_capabilities
+            .iter()
+            .all(|c| h.spec.capabilities.contains(c));
     }
 
     /// H6: a host of a `LoadIndex` pool at or over its load index or
@@ -206,6 +229,7 @@ impl Pool {
             (self.config.load_balancer_type == LoadBalancerType::LoadIndex).then(Buckets::default);
         let seqs: Vec<u64> = self.hosts.keys().collect();
         for seq in seqs {
+            self.note_standard(seq);
             self.reindex(seq);
         }
     }
@@ -227,6 +251,7 @@ impl Pool {
         }
         let watch = h.last_heartbeat_ms.is_some() && h.status == HostStatus::Available;
         self.hosts.insert(seq, h);
+        self.note_standard(seq);
         self.reindex(seq);
         if watch {
             self.watched.insert(self.watch_key(seq));
@@ -310,11 +335,7 @@ impl Pool {
         }
         self.by_create_time.insert((created, slot));
         self.sessions.index_user(slot);
-        let i = seq as usize;
-        if i >= self.host_sessions.len() {
-            self.host_sessions.resize_with(i + 1, Vec::new);
-        }
-        self.host_sessions[i].push(slot);
+        self.hosts.add_session(seq, slot);
     }
 
     /// Undoes [`Pool::index_session`]; the session stays in its slot.
@@ -333,11 +354,7 @@ impl Pool {
         }
         self.by_create_time.remove(&(created, slot));
         self.sessions.unindex_user(slot);
-        if let Some(slots) = self.host_sessions.get_mut(seq as usize)
-            && let Some(at) = slots.iter().position(|&s| s == slot)
-        {
-            slots.remove(at);
-        }
+        self.hosts.remove_session(seq, slot);
         if self.hosts.get(&seq).is_some() {
             self.update_host(seq, |h| {
                 h.sessions -= 1;
@@ -353,9 +370,7 @@ impl Pool {
 
     /// The slots of the host `seq`'s sessions.
     pub(super) fn host_session_slots(&self, seq: u64) -> &[Slot] {
-        self.host_sessions
-            .get(seq as usize)
-            .map_or(&[], |slots| slots.as_slice())
+        self.hosts.sessions(seq)
     }
 }
 
