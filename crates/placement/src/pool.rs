@@ -116,7 +116,10 @@ pub struct Pool {
     /// disconnected first (rule S9, `disconnectedTimeoutSeconds`).
     disconnected: BTreeSet<(TimestampMs, Slot)>,
     /// Every session as `(create_time_ms, slot)`, oldest first (rule S9,
-    /// `maxSessionLifetimeSeconds`).
+    /// `maxSessionLifetimeSeconds`), kept only while the pool sets a
+    /// lifetime (most do not, and it is a tree of every session, updated
+    /// by every placement and logoff): `set_config` fills or empties it
+    /// when the setting turns on or off.
     by_create_time: BTreeSet<(TimestampMs, Slot)>,
     /// Available hosts that have sent heartbeats, as `(last seen, seq)`,
     /// most silent first (rule S7).

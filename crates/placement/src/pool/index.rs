@@ -333,7 +333,9 @@ impl Pool {
         if disconnected {
             self.disconnected.insert((since, slot));
         }
-        self.by_create_time.insert((created, slot));
+        if self.config.max_session_lifetime_seconds > 0 {
+            self.by_create_time.insert((created, slot));
+        }
         self.sessions.index_user(slot);
         self.hosts.add_session(seq, slot);
     }
@@ -352,7 +354,9 @@ impl Pool {
         if disconnected {
             self.disconnected.remove(&(since, slot));
         }
-        self.by_create_time.remove(&(created, slot));
+        if self.config.max_session_lifetime_seconds > 0 {
+            self.by_create_time.remove(&(created, slot));
+        }
         self.sessions.unindex_user(slot);
         self.hosts.remove_session(seq, slot);
         if self.hosts.get(&seq).is_some() {

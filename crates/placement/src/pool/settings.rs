@@ -2,6 +2,8 @@
 //! change (a pool's name; its type while it has hosts; a MultiplePersistent
 //! pool with multi-host owners cannot become Persistent).
 
+use std::collections::BTreeSet;
+
 use super::{Change, Pool};
 use crate::Error;
 use crate::model::*;
@@ -32,7 +34,18 @@ impl Pool {
                  Persistent pool does not allow"
             )));
         }
+        let lifetime_was = self.config.max_session_lifetime_seconds > 0;
         self.config = config;
+        if lifetime_was != (self.config.max_session_lifetime_seconds > 0) {
+            self.by_create_time = if lifetime_was {
+                BTreeSet::new()
+            } else {
+                self.sessions
+                    .iter()
+                    .map(|(slot, e)| (e.session.create_time_ms, slot))
+                    .collect()
+            };
+        }
         // Limits, thresholds, factors or the algorithm may have changed:
         // every derived index is recomputed (settings change rarely).
         self.rebuild_indexes();

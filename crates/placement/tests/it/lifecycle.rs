@@ -339,6 +339,36 @@ fn s9_any_session_ends_after_the_max_session_lifetime() {
     w.assert_consistent();
 }
 
+/// A lifetime set while sessions run counts from each one's logon, and
+/// turning it off again spares them (the engine keeps the order of logons
+/// only while a lifetime is set).
+#[test]
+fn s9_a_lifetime_set_later_counts_from_each_logon() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.pending_timeout_seconds = 86_400);
+    let early = w.connect("carol@x", 0).unwrap().session_id;
+    w.advance_ms(60 * SECOND_MS);
+    let late = w.connect("alice@x", 0).unwrap().session_id;
+    // t = 60 s: a two-minute lifetime ends carol's at 120 s, alice's at 180 s.
+    w.configure(|c| c.max_session_lifetime_seconds = 120);
+    w.tick_after_ms(60 * SECOND_MS - 1);
+    assert!(w.pool.session(&early).is_some());
+    w.tick_after_ms(1);
+    assert!(w.pool.session(&early).is_none());
+    assert!(w.pool.session(&late).is_some());
+    // Off, then on again later: still counted from alice's logon.
+    w.configure(|c| c.max_session_lifetime_seconds = 0);
+    w.tick_after_ms(120 * SECOND_MS);
+    assert!(w.pool.session(&late).is_some(), "no lifetime, no end");
+    // t = 240 s: five minutes from alice's logon at 60 s is 360 s.
+    w.configure(|c| c.max_session_lifetime_seconds = 300);
+    w.tick_after_ms(120 * SECOND_MS - 1);
+    assert!(w.pool.session(&late).is_some());
+    w.tick_after_ms(1);
+    assert!(w.pool.session(&late).is_none(), "300 s after its logon");
+    w.assert_consistent();
+}
+
 #[test]
 fn s9_the_lifetimes_survive_a_restore() {
     let mut w = World::with_hosts(Alg::Classic, &["a"]);
