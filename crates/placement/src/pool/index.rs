@@ -98,98 +98,142 @@ fn is_open(h: &Host) -> bool {
     h.spec.allow_new_session && h.status == HostStatus::Available
 }
 
-/// What decides a host's place in the indexes a pool without `LoadIndex`
-/// buckets keeps: `open` (`(sessions, seq)` while open) and
-/// `open_unassigned` (open and without an owner).
-fn open_key(h: &Host) -> (u32, bool, bool) {
-    (h.sessions, is_open(h), h.spec.assigned_user.is_none())
+/// Where a host stands in its pool's indexes, as its state and the pool's
+/// settings decide: what [`Pool::unindex`] takes out, [`Pool::reindex`]
+/// puts in, and [`Pool::update_host`] moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Place {
+    /// Its session count in `open`, while it is open.
+    open: Option<u32>,
+    /// In `open_unassigned` (open, in a personal pool, without an owner).
+    unassigned: bool,
+    /// Its load index in bucket 1 (`i32::MAX`: not there).
+    first: i32,
+    /// Its load index in bucket 2 (`i32::MAX`: not there).
+    second: i32,
+    /// Its key in bucket 3, while it may take a logon.
+    third: Option<(i32, u32, u64)>,
+}
+
+impl Place {
+    const NOWHERE: Place = Place {
+        open: None,
+        unassigned: false,
+        first: i32::MAX,
+        second: i32::MAX,
+        third: None,
+    };
+}
+
+/// The [`Place`] of `h`; `standard` is its flag of [`Buckets::standard`]
+/// in a `LoadIndex` pool, None in the others.
+fn place(cfg: &PoolConfig, standard: Option<bool>, h: &Host) -> Place {
+    let mut p = Place::NOWHERE;
+    if !is_open(h) {
+        return p;
+    }
+    p.open = Some(h.sessions);
+    p.unassigned =
+        cfg.host_pool_type == HostPoolType::Personal && h.spec.assigned_user.is_none();
+    let Some(standard) = standard else {
+        return p;
+    };
+    if h.sessions >= cfg.max_session_limit || rejects(cfg, h) {
+        return p;
+    }
+    let connecting = cfg.logon_storm_settings.connecting_session_threshold;
+    let under_connecting = connecting == 0 || h.connecting_sessions < connecting;
+    p.third = Some(third_key(h));
+    if h.load_index >= 0 && under_connecting {
+        if standard {
+            p.first = h.load_index;
+        } else {
+            p.second = h.load_index;
+        }
+    }
+    p
 }
 
 impl Pool {
-    /// Applies `f` to a host, keeping the indexes true around it.
-    ///
-    /// The `LoadIndex` buckets are keyed by what almost any change moves
-    /// (load index, connecting sessions), so with buckets the host leaves
-    /// every index before `f` and rejoins after. Without them the only
-    /// index keys are [`open_key`]'s inputs: when `f` leaves those as they
-    /// were (a heartbeat of a host that stays Available, say), the host
-    /// keeps its place and only its load index is recomputed (shown, not
-    /// used to place). Every host sends a heartbeat every 30 s, so this is
-    /// most of the engine's work between placements.
+    /// Applies `f` to a host, keeping the indexes true around it: the
+    /// host's load index is recomputed, and it moves in each index whose
+    /// key `f` changed, and only in those. A heartbeat of a host that
+    /// stays Available in a pool without `LoadIndex` buckets moves
+    /// nothing; a placement moves it one count up in `open` and, with
+    /// buckets, to its new key in each.
     pub(super) fn update_host<R>(&mut self, seq: u64, f: impl FnOnce(&mut Host) -> R) -> R {
-        if self.buckets.is_some() {
-            self.unindex(seq);
-            let r = f(self.hosts.get_mut(&seq).expect("update_host: host exists"));
-            self.reindex(seq);
-            return r;
-        }
+        let before = self.place_of(seq);
         let any_custom = self.custom_reporters > 0;
         let h = self.hosts.get_mut(&seq).expect("update_host: host exists");
-        let before = open_key(h);
         let r = f(h);
-        if open_key(h) == before {
-            h.load_index = host_load_index(&self.config, any_custom, h);
-            return r;
-        }
-        // What `unindex` removes, by the keys the host had before `f`.
-        let (sessions, was_open, _) = before;
-        if was_open {
-            self.open.remove(sessions, seq);
-            self.open_unassigned.remove(&seq);
-        }
-        self.reindex(seq);
+        h.load_index = host_load_index(&self.config, any_custom, h);
+        let after = self.place_of(seq);
+        self.move_host(seq, before, after);
         r
     }
 
-    fn unindex(&mut self, seq: u64) {
-        let h = &self.hosts[&seq];
-        self.open.remove(h.sessions, seq);
-        self.open_unassigned.remove(&seq);
-        if let Some(b) = &mut self.buckets {
-            let first = b.first.get(seq as usize);
-            if first != i32::MAX {
-                b.first_indexes.remove(first);
-            }
-            b.first.set(seq as usize, i32::MAX);
-            b.second.set(seq as usize, i32::MAX);
-            b.third.remove(&third_key(h));
-        }
+    fn place_of(&self, seq: u64) -> Place {
+        let standard = self.buckets.as_ref().map(|b| b.standard[seq as usize]);
+        place(&self.config, standard, &self.hosts[&seq])
     }
 
-    /// Recomputes the host's load index and puts it back in every index it
-    /// belongs to (one look-up of the host).
-    fn reindex(&mut self, seq: u64) {
-        let any_custom = self.custom_reporters > 0;
-        let cfg = &self.config;
-        let h = self.hosts.get_mut(&seq).expect("reindex: host exists");
-        h.load_index = host_load_index(cfg, any_custom, h);
-        let h = &*h;
-        if !is_open(h) {
-            return;
+    /// Moves host `seq` from `from` to `to` in every index where they
+    /// differ.
+    fn move_host(&mut self, seq: u64, from: Place, to: Place) {
+        if from.open != to.open {
+            if let Some(sessions) = from.open {
+                self.open.remove(sessions, seq);
+            }
+            if let Some(sessions) = to.open {
+                self.open.insert(sessions, seq);
+            }
         }
-        self.open.insert(h.sessions, seq);
-        if cfg.host_pool_type == HostPoolType::Personal && h.spec.assigned_user.is_none() {
-            self.open_unassigned.insert(seq);
+        if from.unassigned != to.unassigned {
+            if to.unassigned {
+                self.open_unassigned.insert(seq);
+            } else {
+                self.open_unassigned.remove(&seq);
+            }
         }
         let Some(b) = self.buckets.as_mut() else {
             return;
         };
-        if h.sessions >= cfg.max_session_limit || rejects(cfg, h) {
-            return;
+        if from.first != to.first {
+            if from.first != i32::MAX {
+                b.first_indexes.remove(from.first);
+            }
+            if to.first != i32::MAX {
+                b.first_indexes.insert(to.first);
+            }
+            b.first.set(seq as usize, to.first);
         }
-        let connecting = cfg.logon_storm_settings.connecting_session_threshold;
-        let under_connecting = connecting == 0 || h.connecting_sessions < connecting;
-        let standard = b.standard[seq as usize];
-        let index = h.load_index;
-        b.third.insert(third_key(h));
-        if index >= 0 && under_connecting {
-            if standard {
-                b.first_indexes.insert(index);
-                b.first.set(seq as usize, index);
-            } else {
-                b.second.set(seq as usize, index);
+        if from.second != to.second {
+            b.second.set(seq as usize, to.second);
+        }
+        if from.third != to.third {
+            if let Some(key) = from.third {
+                b.third.remove(&key);
+            }
+            if let Some(key) = to.third {
+                b.third.insert(key);
             }
         }
+    }
+
+    /// Takes the host out of every index.
+    fn unindex(&mut self, seq: u64) {
+        let from = self.place_of(seq);
+        self.move_host(seq, from, Place::NOWHERE);
+    }
+
+    /// Recomputes the load index of a host that is in no index and puts
+    /// it in every index it belongs to.
+    fn reindex(&mut self, seq: u64) {
+        let any_custom = self.custom_reporters > 0;
+        let h = self.hosts.get_mut(&seq).expect("reindex: host exists");
+        h.load_index = host_load_index(&self.config, any_custom, h);
+        let to = self.place_of(seq);
+        self.move_host(seq, Place::NOWHERE, to);
     }
 
     /// Records whether the host has every standard capability
