@@ -116,7 +116,10 @@ fn measure(hosts: usize, rounds: usize) {
         .position(|s| s.alg == Alg::Classic)
         .expect("classic BreadthFirst is measured");
     let base = subjects[classic].ns.clone();
-    println!("{hosts} hosts, {rounds} rounds of {} ms each:", TURN.as_millis());
+    println!(
+        "{hosts} hosts, {rounds} rounds of {} ms each:",
+        TURN.as_millis()
+    );
     println!(
         "  {:<24} {:>10} {:>12} {:>20}",
         "algorithm", "ns/step", "÷ classic", "ratio min..max"

@@ -204,4 +204,3 @@ pub fn engine_step(pool: &mut Pool, w: &mut Window, random: u64) -> String {
     black_box(pool.take_changes());
     p.host
 }
-

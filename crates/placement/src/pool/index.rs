@@ -133,8 +133,7 @@ fn place(cfg: &PoolConfig, standard: Option<bool>, h: &Host) -> Place {
         return p;
     }
     p.open = Some(h.sessions);
-    p.unassigned =
-        cfg.host_pool_type == HostPoolType::Personal && h.spec.assigned_user.is_none();
+    p.unassigned = cfg.host_pool_type == HostPoolType::Personal && h.spec.assigned_user.is_none();
     let Some(standard) = standard else {
         return p;
     };
