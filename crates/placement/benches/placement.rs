@@ -43,7 +43,10 @@
 //!
 //! `cargo bench -p placement --bench placement` runs everything in about
 //! four minutes on two cores; `cargo bench -p placement --bench placement
-//! -- DepthFirst/engine` runs a subset, `-- LoadIndex` the `LoadIndex` part.
+//! -- DepthFirst/engine` runs a subset, `-- LoadIndex` the `LoadIndex` part,
+//! and builds only the pools of the benchmarks it selects. The ratio of
+//! two algorithms is better read from `benches/interleaved.rs`, which
+//! measures them in alternating turns (its header says why).
 
 use std::collections::HashMap;
 use std::hint::black_box;
