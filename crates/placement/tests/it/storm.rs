@@ -278,6 +278,28 @@ fn h5_bucket_2_takes_what_only_it_can_serve_or_overflow() {
     w.assert_consistent();
 }
 
+/// H5: a host's bucket follows its own capabilities when it registers
+/// again with others. The engine keeps "has every standard capability" as a
+/// flag per host, set at each registration; a stale flag would keep the host
+/// in its old bucket.
+#[test]
+fn h5_a_host_registered_again_with_other_capabilities_changes_bucket() {
+    let mut w = storm_pool(|c| c.standard_capabilities = caps(&["rdp", "blast"]));
+    add(&mut w, "n1", &[], Some(5.0)); // 1st, lacks blast: bucket 2
+    add(&mut w, "s1", &["blast"], Some(10.0)); // 2nd, bucket 1
+    assert_eq!(w.connect_fresh(2), ["s1", "s1"], "bucket 1 is s1 alone");
+
+    // n1 comes back with blast: bucket 1 holds both, round robin from s1.
+    add(&mut w, "n1", &["blast"], Some(5.0));
+    assert_eq!(w.connect_fresh(2), ["n1", "s1"]);
+
+    // And without it again: bucket 2, which plain requests never reach
+    // while bucket 1 has a host.
+    add(&mut w, "n1", &[], Some(5.0));
+    assert_eq!(w.connect_fresh(3), ["s1", "s1", "s1"]);
+    w.assert_consistent();
+}
+
 #[test]
 fn h5_bucket_2_uses_the_configured_threshold_never_the_raised_one() {
     let mut w = storm_pool(|c| c.standard_capabilities = caps(&["rdp", "blast"]));
