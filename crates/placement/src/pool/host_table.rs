@@ -156,7 +156,8 @@ impl HostTable {
     }
 
     /// Takes the host at `seq` out; the sessions recorded there stay
-    /// until they are removed or [`HostTable::forget_sessions`].
+    /// until they are removed (`upsert_host` puts the host back; a removed
+    /// host's sessions are ended first).
     pub(super) fn remove(&mut self, seq: &u64) -> Option<Host> {
         let old = self.with_entry(*seq, false, |e| e.host.take()).flatten();
         if old.is_some() {
@@ -196,12 +197,6 @@ impl HostTable {
                 e.sessions.remove(at);
             }
         });
-    }
-
-    /// Forgets every session recorded on `seq` (its host is removed and
-    /// its sessions ended; the `seq` is never used again).
-    pub(super) fn forget_sessions(&mut self, seq: u64) {
-        self.with_entry(seq, false, |e| e.sessions.clear());
     }
 }
 
@@ -287,7 +282,6 @@ mod tests {
         t.remove_session(100, 7);
         t.remove_session(100, 8);
         t.remove(&100);
-        t.forget_sessions(100);
         assert_eq!(pages(&t), 0);
         t.insert(101, host(101));
         assert_eq!(t[&101].seq, 101);

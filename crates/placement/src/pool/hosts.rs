@@ -123,9 +123,8 @@ impl Pool {
             }
         }
         let reported_before = self.custom_reporters > 0;
+        // Its sessions are ended, so its entry is empty and given back.
         self.remove_host_entry(seq);
-        // Its sessions are ended and its `seq` is never used again.
-        self.hosts.forget_sessions(seq);
         if reported_before != (self.custom_reporters > 0) {
             // H3: the last custom reporter is gone: every host is -1 again.
             self.rebuild_indexes();
