@@ -10,6 +10,8 @@
 //! - `bench ceiling-server` ([`ceiling`], hidden): the HTTP stack's
 //!   ceiling for `scripts/bench-http.sh`, which loads it and a durable
 //!   broker with `wrk`.
+//! - `bench rdp-ceiling-server` ([`rdp::ceiling`], hidden): the RDP front
+//!   door without the broker, the `ceiling` target of `bench rdp`.
 //!
 //! Both print `--output table|json|tsv` with the CLI's `output` module, and
 //! both reach the broker only through [`broker`] (the private brokers they
@@ -34,6 +36,11 @@ pub enum BenchCommand {
     /// connects with.
     #[command(hide = true)]
     CeilingServer(ceiling::CeilingArgs),
+    /// The RDP front door on a placer that keeps a sticky table in memory
+    /// and writes nothing: the ceiling `bench rdp --targets ceiling`
+    /// compares the broker's front door with.
+    #[command(hide = true)]
+    RdpCeilingServer(rdp::ceiling::RdpCeilingArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -41,6 +48,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Storm(args) => storm::run(args).await,
         BenchCommand::Rdp(args) => rdp::run(args).await,
         BenchCommand::CeilingServer(args) => ceiling::run(args).await,
+        BenchCommand::RdpCeilingServer(args) => rdp::ceiling::run(args).await,
     }
 }
 

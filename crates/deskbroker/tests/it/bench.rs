@@ -193,13 +193,14 @@ fn storm_starts_and_stops_a_private_broker() {
 #[test]
 fn rdp_prints_its_comparison_as_tsv_with_the_brokers_session_count() {
     let dir = tempfile::tempdir().unwrap();
-    // No HAProxy: straight to the hosts, and through deskbroker's front door.
+    // No HAProxy: straight to the hosts, through the front door's ceiling
+    // (no broker behind it) and through deskbroker's front door.
     let (ok, out, err) = bench(
         dir.path(),
         &[
             "rdp",
             "--targets",
-            "direct,deskbroker",
+            "direct,ceiling,deskbroker",
             "--backends",
             "2",
             "--rate-seconds",
@@ -223,25 +224,34 @@ fn rdp_prints_its_comparison_as_tsv_with_the_brokers_session_count() {
     );
     assert!(ok, "{out}{err}");
     let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
-    // Every row: the measure, then direct and deskbroker.
-    assert!(rows.iter().all(|r| r.len() == 3), "{out}");
+    // Every row: the measure, then direct, ceiling and deskbroker, then
+    // deskbroker ÷ ceiling.
+    assert!(rows.iter().all(|r| r.len() == 5), "{out}");
     let row = |measure: &str| {
         rows.iter()
             .find(|r| r[0] == measure)
             .unwrap_or_else(|| panic!("no row {measure:?} in {out}"))
     };
-    assert_eq!(row("errors (all runs)")[1..], ["0", "0"], "{out}");
+    assert_eq!(row("errors (all runs)")[1..], ["0", "0", "0", ""], "{out}");
     // The 3 returning users log on and keep their sessions between
     // connections (R4), so each of their connections after the first is
     // a reconnect (S1); the new users' connections, the 5 latency ones and
     // the stream never log on and leave nothing behind (S9).
     assert_eq!(
         row("deskbroker pool after the run: sessions")[1..],
-        ["", "3 (3 expected)"],
+        ["", "", "3 (3 expected)", ""],
         "{out}"
     );
-    // Direct has no proxy and so no added latency; deskbroker adds some.
+    // Direct has no proxy and so no added latency; the proxies add some.
     assert_eq!(row("  added to direct, p50 ms")[1], "", "{out}");
+    // Both front doors were measured, so their ratio is printed.
+    let reconnects = row("new connections/s, reconnects (2 clients)");
+    assert!(reconnects[4].ends_with('x'), "{out}");
+    let cpu = row("proxy CPU ms per 1,000 new users");
+    assert!(
+        cpu[2].parse::<f64>().is_ok_and(|ms| ms > 0.0),
+        "the ceiling's CPU is its own process's: {out}"
+    );
 }
 
 /// `scripts/bench-http.sh`, the durable connects against the HTTP stack's

@@ -7,7 +7,9 @@
 //! The session hosts are tasks of this process ([`hosts`]). The targets
 //! are started here: a private `deskbroker serve --rdp-listen` on a fresh
 //! durable store whose default pool holds the hosts (BreadthFirst, no
-//! limit), and `haproxy -db` on a generated configuration; both are
+//! limit), `haproxy -db` on a generated configuration, and with `--targets
+//! …,ceiling` the front door alone on a placer that writes nothing
+//! ([`ceiling`]: the relay's own cost, without the broker's); all are
 //! stopped at the end.
 //!
 //! Measurements, each run against every target in one round, the order
@@ -38,6 +40,7 @@
 //! of the runs in [`load`], the proxies' CPU time in [`cpu`], and the
 //! medians and the table in [`report`].
 
+pub mod ceiling;
 mod cpu;
 mod haproxy;
 mod hosts;
@@ -66,6 +69,10 @@ pub enum Target {
     Direct,
     /// HAProxy in TCP mode with RDP cookie persistence.
     Haproxy,
+    /// The RDP front door alone, on a placer that keeps a sticky table in
+    /// memory and writes nothing ([`ceiling`]): what the relay costs
+    /// without the broker.
+    Ceiling,
     /// deskbroker's RDP front door.
     Deskbroker,
 }
@@ -75,6 +82,7 @@ impl Target {
         match self {
             Target::Direct => "direct",
             Target::Haproxy => "haproxy",
+            Target::Ceiling => "ceiling",
             Target::Deskbroker => "deskbroker",
         }
     }
@@ -150,10 +158,12 @@ pub struct RdpArgs {
 struct Endpoints {
     hosts: Vec<SocketAddr>,
     haproxy: Option<SocketAddr>,
+    ceiling: Option<SocketAddr>,
     deskbroker: Option<SocketAddr>,
     /// Processes of the proxies started here, whose CPU time each run
     /// reports (a front door given with `--rdp` is not measured).
     haproxy_pid: Option<u32>,
+    ceiling_pid: Option<u32>,
     deskbroker_pid: Option<u32>,
 }
 
@@ -164,6 +174,7 @@ impl Endpoints {
         match target {
             Target::Direct => self.hosts[(i % self.hosts.len() as u64) as usize],
             Target::Haproxy => self.haproxy.unwrap_or(self.hosts[0]),
+            Target::Ceiling => self.ceiling.unwrap_or(self.hosts[0]),
             Target::Deskbroker => self.deskbroker.unwrap_or(self.hosts[0]),
         }
     }
@@ -173,6 +184,7 @@ impl Endpoints {
         let pid = match target {
             Target::Direct => None,
             Target::Haproxy => self.haproxy_pid,
+            Target::Ceiling => self.ceiling_pid,
             Target::Deskbroker => self.deskbroker_pid,
         }?;
         cpu::process_cpu_seconds(pid)
@@ -199,8 +211,10 @@ pub async fn run(mut args: RdpArgs) -> anyhow::Result<()> {
     let mut endpoints = Endpoints {
         hosts: hosts.addresses.clone(),
         haproxy: None,
+        ceiling: None,
         deskbroker: None,
         haproxy_pid: None,
+        ceiling_pid: None,
         deskbroker_pid: None,
     };
     let mut haproxy = None;
@@ -211,6 +225,13 @@ pub async fn run(mut args: RdpArgs) -> anyhow::Result<()> {
         endpoints.haproxy_pid = h.pid();
         haproxy_version = Some(h.version.clone());
         haproxy = Some(h);
+    }
+    let mut ceiling = None;
+    if args.targets.contains(&Target::Ceiling) {
+        let c = ceiling::Ceiling::start(&hosts.addresses).await?;
+        endpoints.ceiling = Some(c.address);
+        endpoints.ceiling_pid = c.pid();
+        ceiling = Some(c);
     }
     let mut private = None;
     let mut client = None;
@@ -248,6 +269,9 @@ pub async fn run(mut args: RdpArgs) -> anyhow::Result<()> {
     };
     if let Some(h) = haproxy {
         h.stop().await;
+    }
+    if let Some(c) = ceiling {
+        c.stop().await;
     }
     if let Some(b) = private {
         b.stop().await;

@@ -62,40 +62,44 @@ pub fn medians(runs: &[Value]) -> Value {
     Value::Object(out)
 }
 
+/// The ratios the table shows, each when both of its targets ran: its
+/// column, the target measured and the one it is divided by.
+const RATIOS: [(&str, Target, Target); 3] = [
+    ("deskbrokerPerHaproxy", Target::Deskbroker, Target::Haproxy),
+    ("ceilingPerHaproxy", Target::Ceiling, Target::Haproxy),
+    ("deskbrokerPerCeiling", Target::Deskbroker, Target::Ceiling),
+];
+
+/// The ratios of [`RATIOS`] whose two targets ran.
+fn ratios(targets: &[Target]) -> impl Iterator<Item = (&'static str, Target, Target)> + '_ {
+    RATIOS
+        .into_iter()
+        .filter(|(_, a, b)| targets.contains(a) && targets.contains(b))
+}
+
 /// The table's columns (keys of the [`rows`]): the measure, each target that
-/// ran, and deskbroker over HAProxy when both ran.
+/// ran, and each ratio of [`RATIOS`] whose targets ran. Made once per
+/// process (a `bench rdp` prints one table), hence leaked to be `'static`.
 fn columns(targets: &[Target]) -> Columns {
-    let has = |t: Target| targets.contains(&t);
-    match (
-        has(Target::Direct),
-        has(Target::Haproxy),
-        has(Target::Deskbroker),
-    ) {
-        (true, true, true) => &[
-            "measure",
-            "direct",
-            "haproxy",
-            "deskbroker",
-            "deskbrokerPerHaproxy",
-        ],
-        (false, true, true) => &["measure", "haproxy", "deskbroker", "deskbrokerPerHaproxy"],
-        (true, true, false) => &["measure", "direct", "haproxy"],
-        (true, false, true) => &["measure", "direct", "deskbroker"],
-        (true, false, false) => &["measure", "direct"],
-        (false, true, false) => &["measure", "haproxy"],
-        (false, false, true) => &["measure", "deskbroker"],
-        (false, false, false) => &["measure"],
-    }
+    let mut c = vec!["measure"];
+    c.extend(targets.iter().map(|t| t.name()));
+    c.extend(ratios(targets).map(|(name, _, _)| name));
+    c.leak()
 }
 
 /// The comparison of the medians, one row per measure: the figure of each
 /// target that ran, formatted to the measure's precision (null where a
 /// target has no such figure, e.g. `direct` has no reconnects and no proxy
-/// CPU), and `deskbrokerPerHaproxy` (`0.79x`) when both proxies ran.
+/// CPU), and the [`RATIOS`] (`0.79x`) whose targets ran.
 pub fn rows(r: &Value, targets: &[Target]) -> Value {
     let m = &r["median"];
     let get = |measure: &str, t: Target, field: &str| m[measure][t.name()][field].as_f64();
-    let both = targets.contains(&Target::Haproxy) && targets.contains(&Target::Deskbroker);
+    // A row without ratios (differences, counts) leaves their cells empty.
+    let no_ratios = |line: &mut serde_json::Map<String, Value>| {
+        for (name, _, _) in ratios(targets) {
+            line.insert(name.into(), Value::Null);
+        }
+    };
     let mut rows = Vec::new();
     let row = |label: String, measure: &str, field: &str, decimals: usize| {
         let mut line = serde_json::Map::new();
@@ -104,15 +108,12 @@ pub fn rows(r: &Value, targets: &[Target]) -> Value {
             let cell = get(measure, t, field).map(|x| format!("{x:.decimals$}"));
             line.insert(t.name().into(), json!(cell));
         }
-        if both {
-            let ratio = match (
-                get(measure, Target::Deskbroker, field),
-                get(measure, Target::Haproxy, field),
-            ) {
-                (Some(d), Some(h)) if h > 0.0 => Some(format!("{:.2}x", d / h)),
+        for (name, a, b) in ratios(targets) {
+            let ratio = match (get(measure, a, field), get(measure, b, field)) {
+                (Some(x), Some(y)) if y > 0.0 => Some(format!("{:.2}x", x / y)),
                 _ => None,
             };
-            line.insert("deskbrokerPerHaproxy".into(), json!(ratio));
+            line.insert(name.into(), json!(ratio));
         }
         Value::Object(line)
     };
@@ -174,9 +175,7 @@ pub fn rows(r: &Value, targets: &[Target]) -> Value {
                 };
                 line.insert(t.name().into(), json!(cell));
             }
-            if both {
-                line.insert("deskbrokerPerHaproxy".into(), Value::Null);
-            }
+            no_ratios(&mut line);
             rows.push(Value::Object(line));
         }
     }
@@ -216,9 +215,7 @@ pub fn rows(r: &Value, targets: &[Target]) -> Value {
             .sum();
         line.insert(t.name().into(), json!(n.to_string()));
     }
-    if both {
-        line.insert("deskbrokerPerHaproxy".into(), Value::Null);
-    }
+    no_ratios(&mut line);
     rows.push(Value::Object(line));
     if let Some(p) = r["deskbrokerPool"].as_object() {
         let field = |k: &str| p.get(k).unwrap_or(&Value::Null).to_string();
@@ -246,9 +243,7 @@ pub fn rows(r: &Value, targets: &[Target]) -> Value {
                 let cell = (t == Target::Deskbroker).then(|| cell.clone());
                 line.insert(t.name().into(), json!(cell));
             }
-            if both {
-                line.insert("deskbrokerPerHaproxy".into(), Value::Null);
-            }
+            no_ratios(&mut line);
             rows.push(Value::Object(line));
         }
     }
