@@ -199,16 +199,8 @@ impl PrivateBroker {
                 command.args([flag, unbounded.as_str()]);
             }
         }
-        let mut child = command
-            .env("DESKBROKER_ADMIN_TOKEN", &token)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .context("cannot start a private broker")?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        command.env("DESKBROKER_ADMIN_TOKEN", &token);
+        let (child, mut lines) = spawn_child(command, "a private broker")?;
         // `serve` prints its HTTP address, then its front door's.
         let (url, rdp) = tokio::time::timeout(START_TIMEOUT, async {
             let mut url = None;
@@ -270,6 +262,27 @@ impl PrivateBroker {
             let _ = self.child.kill().await;
         }
     }
+}
+
+/// Lines read from a child's standard output.
+pub type ChildLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+
+/// Starts `command` (`what` names it in errors) quiet, with warnings only
+/// on its standard error, killed if it is dropped, and answers it with the
+/// lines of its standard output, where it says where it listens.
+pub fn spawn_child(
+    mut command: tokio::process::Command,
+    what: &str,
+) -> anyhow::Result<(tokio::process::Child, ChildLines)> {
+    let mut child = command
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {what}"))?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    Ok((child, tokio::io::BufReader::new(stdout).lines()))
 }
 
 /// A fresh admin token for private brokers.

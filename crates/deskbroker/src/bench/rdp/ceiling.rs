@@ -14,16 +14,13 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::bench::broker::{START_TIMEOUT, spawn_child};
 use anyhow::Context as _;
 use gateway::{ConnectInput, FrontDoorPolicy, Placer, PlacerError};
 use placement::{Placement, SessionState};
-use tokio::io::AsyncBufReadExt;
-
-use crate::bench::broker::START_TIMEOUT;
 
 /// The most users the table holds; a new user past it is refused, so a
 /// long run cannot grow the process without bound.
@@ -76,15 +73,7 @@ impl Ceiling {
         for h in hosts {
             command.arg("--host").arg(h.to_string());
         }
-        let mut child = command
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .context("cannot start the front door's ceiling")?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let (child, mut lines) = spawn_child(command, "the front door's ceiling")?;
         let address = tokio::time::timeout(START_TIMEOUT, async {
             while let Some(line) = lines.next_line().await? {
                 if let Some(a) = line.strip_prefix("rdp front door listening on ") {
