@@ -1,10 +1,12 @@
 //! `deskbroker bench rdp-ceiling-server` (hidden): the RDP front door's
-//! own ceiling, the `ceiling` target of `bench rdp`. It is the product's front door — the same
-//! `gateway::serve`, accept loop, first-PDU parsing, dial, relay and
-//! metrics recorder as `serve --rdp-listen` — behind a placer that keeps
-//! what HAProxy keeps: a table in memory of which host each user was sent
-//! to (a new user goes to the next host in turn). It decides nothing by
-//! the rules, writes nothing and keeps nothing after it stops.
+//! own ceiling, the `ceiling` target of `bench rdp`. It is the product's
+//! front door — the same `gateway::serve`, accept loop, first-PDU parsing,
+//! dial, relay and metrics recorder as `serve --rdp-listen` — behind a
+//! placer that keeps what HAProxy keeps: a table in memory of which host
+//! each user was sent to (a new user goes to the next host in turn). It
+//! decides nothing by the rules, writes nothing and keeps nothing after it
+//! stops. Like the HAProxy the bench starts, it relays anyone who reaches
+//! it to the hosts it is given: the bench runs it on loopback only.
 //!
 //! What the broker's front door costs over HAProxy is then split in two:
 //! this ceiling ÷ HAProxy is what the relay costs on tokio against
