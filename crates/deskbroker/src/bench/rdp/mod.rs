@@ -70,8 +70,7 @@ pub enum Target {
     /// HAProxy in TCP mode with RDP cookie persistence.
     Haproxy,
     /// The RDP front door alone, on a placer that keeps a sticky table in
-    /// memory and writes nothing ([`ceiling`]): what the relay costs
-    /// without the broker.
+    /// memory and writes nothing: what the relay costs without the broker.
     Ceiling,
     /// deskbroker's RDP front door.
     Deskbroker,
