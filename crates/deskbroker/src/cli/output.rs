@@ -28,7 +28,7 @@ pub type Columns = &'static [&'static str];
 /// Formats `data` — one object, or an array of objects for a list — in
 /// `format`. The result is empty or ends with a newline, so callers print it
 /// as is.
-pub fn render(data: &Value, format: OutputFormat, columns: Columns) -> String {
+pub fn render(data: &Value, format: OutputFormat, columns: &[&str]) -> String {
     match format {
         OutputFormat::Json => render_json(data),
         OutputFormat::Table => render_table(&rows_of(data), columns),
@@ -107,7 +107,7 @@ fn width_of(text: &str) -> usize {
 ///
 /// An empty list prints the header alone (az prints nothing, which does not
 /// tell "none" from "the command did nothing").
-fn render_table(rows: &[&Value], columns: Columns) -> String {
+fn render_table(rows: &[&Value], columns: &[&str]) -> String {
     let headers: Vec<String> = columns.iter().map(|key| header_of(key)).collect();
     let cells: Vec<Vec<String>> = rows
         .iter()

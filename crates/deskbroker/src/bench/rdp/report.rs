@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::Target;
 use crate::bench::round3;
-use crate::cli::output::{self, Columns, OutputFormat};
+use crate::cli::output::{self, OutputFormat};
 
 /// Today's date (UTC), for the report: the date of humantime's RFC 3339
 /// timestamp.
@@ -78,13 +78,12 @@ fn ratios(targets: &[Target]) -> impl Iterator<Item = (&'static str, Target, Tar
 }
 
 /// The table's columns (keys of the [`rows`]): the measure, each target that
-/// ran, and each ratio of [`RATIOS`] whose targets ran. Made once per
-/// process (a `bench rdp` prints one table), hence leaked to be `'static`.
-fn columns(targets: &[Target]) -> Columns {
+/// ran, and each ratio of [`RATIOS`] whose targets ran.
+fn columns(targets: &[Target]) -> Vec<&'static str> {
     let mut c = vec!["measure"];
     c.extend(targets.iter().map(|t| t.name()));
     c.extend(ratios(targets).map(|(name, _, _)| name));
-    c.leak()
+    c
 }
 
 /// The comparison of the medians, one row per measure: the figure of each
@@ -256,7 +255,7 @@ pub fn rows(r: &Value, targets: &[Target]) -> Value {
 pub fn print(r: &Value, targets: &[Target], format: OutputFormat) {
     let columns = columns(targets);
     if format == OutputFormat::Json {
-        print!("{}", output::render(r, format, columns));
+        print!("{}", output::render(r, format, &columns));
         return;
     }
     let table = format == OutputFormat::Table;
@@ -274,7 +273,7 @@ pub fn print(r: &Value, targets: &[Target], format: OutputFormat) {
         }
         println!();
     }
-    print!("{}", output::render(&rows(r, targets), format, columns));
+    print!("{}", output::render(&rows(r, targets), format, &columns));
     let bad = r["hostBadRequests"].as_u64().unwrap_or(0);
     if bad > 0 {
         if table {
@@ -337,7 +336,7 @@ mod tests {
             json!({"measure": "new connections/s, new users (4 clients)",
                    "haproxy": "200", "deskbroker": "150", "deskbrokerPerHaproxy": "0.75x"})
         );
-        let table = output::render(&rows, OutputFormat::Table, columns(&targets));
+        let table = output::render(&rows, OutputFormat::Table, &columns(&targets));
         assert!(
             table.starts_with("Measure  ")
                 && table
