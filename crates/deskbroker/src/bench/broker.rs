@@ -179,25 +179,14 @@ impl PrivateBroker {
     ) -> anyhow::Result<PrivateBroker> {
         let dir = tempfile::tempdir().context("cannot create a temporary data dir")?;
         let token = token.to_string();
-        let exe = std::env::current_exe().context("cannot find the deskbroker binary")?;
-        let mut command = tokio::process::Command::new(exe);
+        let mut command = deskbroker_command()?;
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path())
             .args(extra);
         if let Some(pool) = rdp_default_pool {
             command.args(["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", pool]);
-            // The load comes from one address: the per-source bounds of a
-            // real front door would measure themselves, not the relay.
-            let unbounded = u32::MAX.to_string();
-            for flag in [
-                "--rdp-max-connections-per-source",
-                "--rdp-max-handshakes-per-source",
-                "--rdp-handshakes-per-source-per-minute",
-                "--rdp-new-sessions-per-source-per-minute",
-            ] {
-                command.args([flag, unbounded.as_str()]);
-            }
+            unbounded_sources(&mut command);
         }
         command.env("DESKBROKER_ADMIN_TOKEN", &token);
         let (child, mut lines) = spawn_child(command, "a private broker")?;
@@ -261,6 +250,27 @@ impl PrivateBroker {
         {
             let _ = self.child.kill().await;
         }
+    }
+}
+
+/// This `deskbroker` binary, as a command to start a benchmark's child.
+pub fn deskbroker_command() -> anyhow::Result<tokio::process::Command> {
+    let exe = std::env::current_exe().context("cannot find the deskbroker binary")?;
+    Ok(tokio::process::Command::new(exe))
+}
+
+/// Lifts an RDP front door's per-source bounds (its `FrontDoorFlags`):
+/// a benchmark's load comes from one address, and the bounds of a real
+/// front door would measure themselves, not the relay.
+pub fn unbounded_sources(command: &mut tokio::process::Command) {
+    let unbounded = u32::MAX.to_string();
+    for flag in [
+        "--rdp-max-connections-per-source",
+        "--rdp-max-handshakes-per-source",
+        "--rdp-handshakes-per-source-per-minute",
+        "--rdp-new-sessions-per-source-per-minute",
+    ] {
+        command.args([flag, unbounded.as_str()]);
     }
 }
 

@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::bench::broker::{START_TIMEOUT, spawn_child};
+use crate::bench::broker::{START_TIMEOUT, deskbroker_command, spawn_child, unbounded_sources};
 use anyhow::Context as _;
 use gateway::{ConnectInput, FrontDoorPolicy, Placer, PlacerError};
 use placement::{Placement, SessionState};
@@ -38,23 +38,19 @@ pub struct RdpCeilingArgs {
     /// A session host's address (repeat for each).
     #[arg(long = "host", value_name = "ADDR", required = true)]
     pub hosts: Vec<SocketAddr>,
+    /// The per-source bounds, as `serve --rdp-listen` takes them.
+    #[command(flatten)]
+    pub front_door: crate::gateway_cmd::FrontDoorFlags,
 }
 
 pub async fn run(args: RdpCeilingArgs) -> anyhow::Result<()> {
     broker::telemetry::init();
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     println!("rdp front door listening on {}", listener.local_addr()?);
-    let mut config = gateway::Config::new(Some(POOL.to_string()));
-    // The load comes from one address, as for the broker's front door in
-    // `bench rdp`: the per-source bounds would measure themselves.
-    let unbounded = u32::MAX as usize;
-    config.source_limits = gateway::sources::Limits {
-        max_connections: unbounded,
-        max_handshakes: unbounded,
-        handshakes_per_minute: u32::MAX,
-        new_sessions_per_minute: u32::MAX,
-        ..gateway::sources::Limits::default()
-    };
+    // The front door's settings as `serve` makes them. Its redirection
+    // key is random: the ceiling signs no redirection token.
+    let key = format!("{:032x}", rand::random::<u128>());
+    let config = args.front_door.config(Some(POOL.to_string()), &key);
     let placer = Arc::new(Sticky::new(args.hosts));
     gateway::serve(listener, placer, config, crate::serve::shutdown_signal()).await;
     Ok(())
@@ -69,9 +65,9 @@ pub struct Ceiling {
 
 impl Ceiling {
     pub async fn start(hosts: &[SocketAddr]) -> anyhow::Result<Ceiling> {
-        let exe = std::env::current_exe().context("cannot find the deskbroker binary")?;
-        let mut command = tokio::process::Command::new(exe);
+        let mut command = deskbroker_command()?;
         command.args(["bench", "rdp-ceiling-server"]);
+        unbounded_sources(&mut command);
         for h in hosts {
             command.arg("--host").arg(h.to_string());
         }
