@@ -120,7 +120,7 @@ impl SqliteStore {
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::Task(format!("cannot create {}: {e}", dir.display())))?;
-        let conn = Connection::open(dir.join("deskbroker.sqlite3"))?;
+        let mut conn = Connection::open(dir.join("deskbroker.sqlite3"))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -128,10 +128,15 @@ impl SqliteStore {
         // a page cache that holds the indexes keeps each write to a few
         // in-memory B-tree steps (64 MiB at most).
         conn.pragma_update(None, "cache_size", -65_536)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // A commit that finds the checkpointer's restart in the way tries
+        // again within a tenth of a millisecond (see `retry_soon`).
+        conn.busy_handler(Some(retry_soon))?;
         // Checkpoints run on their own connection and thread (below), not
         // inside a commit, so a placement never waits for one.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        // When the WAL starts over, the file keeps up to this much of its
+        // length for the next commits to write into (see `WAL_RESTART_PAGES`).
+        conn.pragma_update(None, "journal_size_limit", WAL_KEPT_BYTES)?;
         let reader = Connection::open(dir.join("deskbroker.sqlite3"))?;
         reader.busy_timeout(std::time::Duration::from_secs(5))?;
         let mut store = SqliteStore {
@@ -327,29 +332,88 @@ impl SqliteStore {
     }
 }
 
-/// How often the checkpointer copies the WAL into the database file.
-const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+/// How often the checkpointer copies the WAL into the database file and
+/// flushes it: often, so that each flush carries about a tenth of a second
+/// of commits. Every half second, under load, the flush of 40 MB of copied
+/// pages held up the writer's own WAL flush by 5–15 ms (docs/benchmarks.md).
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Past this many pages (64 MiB of 4 KiB pages), the checkpointer makes the
+/// WAL start over. Under a steady load it never would by itself: a PASSIVE
+/// checkpoint copies the frames that were there when it began, and the
+/// writer has appended more by the time it ends.
+const WAL_RESTART_PAGES: i64 = 16_384;
+
+/// How much of the WAL file's length is kept when it starts over
+/// (`journal_size_limit`): twice what it holds at a restart, so that under
+/// load commits write into space the file already has, and neither they
+/// nor the checkpointer cut or grow it. (It used to be cut to nothing,
+/// `wal_checkpoint(TRUNCATE)`, which held commits for 40–100 ms once a
+/// second under load.)
+const WAL_KEPT_BYTES: i64 = 2 * WAL_RESTART_PAGES * 4096;
+
+/// How long a commit that meets a lock sleeps before it tries again, and
+/// how many times it tries (at least 5 s in all, as SQLite's
+/// `busy_timeout` did) before it fails with `SQLITE_BUSY`. The only other
+/// connection that takes a lock writers wait for is the checkpointer's
+/// restart, which holds it for a few milliseconds; SQLite's own busy
+/// handler sleeps 1, 2, 5, 10, 15, 20, 25… ms between tries, so a commit
+/// behind a 2 ms restart waited up to 25 ms more, and every request
+/// queued behind it too.
+const BUSY_RETRY_SLEEP: std::time::Duration = std::time::Duration::from_micros(100);
+const BUSY_RETRIES: i32 = 50_000;
+
+/// SQLite's busy handler for the writer's connection: `tries` is how many
+/// times it was called for this lock already.
+fn retry_soon(tries: i32) -> bool {
+    if tries >= BUSY_RETRIES {
+        return false;
+    }
+    std::thread::sleep(BUSY_RETRY_SLEEP);
+    true
+}
 
 /// Checkpoints the WAL in the background (PASSIVE: never blocks the
-/// writer), and truncates it when it has grown past 64 MiB and no commit is
-/// in the way. Stops when the store is dropped.
+/// writer) and flushes the pages it copied to the database file; when the
+/// WAL has grown past [`WAL_RESTART_PAGES`] and a checkpoint has just copied
+/// all of it, makes it start over (RESTART: copies what the writer appended
+/// meanwhile, and holds commits for that copy and one flush of the
+/// database file). Stops when the store is dropped.
 fn spawn_checkpointer(
     path: std::path::PathBuf,
     alive: std::sync::Weak<Mutex<Connection>>,
 ) -> Result<(), StoreError> {
-    let conn = Connection::open(&path)?;
-    conn.busy_timeout(std::time::Duration::from_millis(100))?;
+    let mut conn = Connection::open(&path)?;
+    // Takes the write lock for a restart as soon as the commit under way
+    // ends, and gives up after about 100 ms.
+    conn.busy_handler(Some(|tries| tries < 1_000 && retry_soon(tries)))?;
+    // The same file, to flush what a checkpoint copied into it without
+    // holding any of SQLite's locks: under load a PASSIVE checkpoint does
+    // not flush it, and the RESTART that does then held commits for
+    // 15–25 ms while it flushed a second of copied pages.
+    let db_file = std::fs::File::open(&path)
+        .map_err(|e| StoreError::Task(format!("cannot open {}: {e}", path.display())))?;
+    let passive = move |conn: &Connection| {
+        let copied = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        })?;
+        db_file
+            .sync_data()
+            .map_err(|e| StoreError::Task(format!("cannot flush {}: {e}", path.display())))?;
+        Ok::<_, StoreError>(copied)
+    };
     std::thread::Builder::new()
         .name("sqlite-checkpoint".into())
         .spawn(move || {
             while alive.strong_count() > 0 {
                 std::thread::sleep(CHECKPOINT_INTERVAL);
-                let r = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-                    Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-                });
-                match r {
-                    Ok((wal_pages, done)) if wal_pages > 16_384 && done == wal_pages => {
-                        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                match passive(&conn) {
+                    Ok((wal_pages, done)) if wal_pages > WAL_RESTART_PAGES && done == wal_pages => {
+                        // Once more for what the writer appended during
+                        // that pass, so that the restart has only the last
+                        // few frames to copy and flush.
+                        let _ = passive(&conn);
+                        let _ = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "sqlite checkpoint failed"),
