@@ -19,6 +19,7 @@ use std::collections::{BTreeSet, HashMap};
 use crate::Error;
 use crate::model::*;
 
+mod chunked;
 mod host_table;
 mod hosts;
 mod index;

@@ -18,14 +18,17 @@
 //! looking a user up allocates nothing.
 //!
 //! Slots are reused (last freed, first reused), so the slab is as long as
-//! the most sessions (users) the pool has held at once. The hash tables
-//! keep each entry's hash in the slab, so growing them rehashes nothing
-//! and removing an entry compares slots, not strings.
+//! the most sessions (users) the pool has held at once; it grows by chunks
+//! and never moves an entry (`chunked.rs`). The hash tables keep each
+//! entry's hash beside its slot, so growing them rehashes nothing and reads
+//! nothing but the table, and removing an entry compares slots, not
+//! strings.
 
 use std::hash::{BuildHasher, Hasher, RandomState};
 
 use hashbrown::HashTable;
 
+use super::chunked::Chunked;
 use crate::model::Session;
 
 /// A session's place in the slab.
@@ -64,13 +67,13 @@ struct User {
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct SessionTable {
-    entries: Vec<Option<Entry>>,
+    entries: Chunked<Option<Entry>>,
     free: Vec<Slot>,
-    /// Slots by the hash of their session's id.
+    /// Slots by the hash of their session's id, each with that hash.
     by_id: HashTable<Slot>,
-    users: Vec<Option<User>>,
+    users: Chunked<Option<User>>,
     free_users: Vec<UserSlot>,
-    /// User slots by the hash of their key.
+    /// User slots by the hash of their key, each with that hash.
     by_key: HashTable<UserSlot>,
     hasher: RandomState,
 }
