@@ -70,11 +70,11 @@ pub(super) struct SessionTable {
     entries: Chunked<Option<Entry>>,
     free: Vec<Slot>,
     /// Slots by the hash of their session's id, each with that hash.
-    by_id: HashTable<Slot>,
+    by_id: HashTable<(Slot, u64)>,
     users: Chunked<Option<User>>,
     free_users: Vec<UserSlot>,
     /// User slots by the hash of their key, each with that hash.
-    by_key: HashTable<UserSlot>,
+    by_key: HashTable<(UserSlot, u64)>,
     hasher: RandomState,
 }
 
@@ -87,7 +87,7 @@ impl SessionTable {
     pub(super) fn slot_of(&self, id: &str) -> Option<Slot> {
         let hash = self.hasher.hash_one(id);
         self.by_id
-            .find(hash, |&s| {
+            .find(hash, |&(s, _)| {
                 self.entries[s as usize]
                     .as_ref()
                     .expect("live slot")
@@ -95,7 +95,7 @@ impl SessionTable {
                     .id
                     == id
             })
-            .copied()
+            .map(|&(s, _)| s)
     }
 
     pub(super) fn contains(&self, id: &str) -> bool {
@@ -143,10 +143,8 @@ impl SessionTable {
                 Slot::try_from(self.entries.len() - 1).expect("fewer than 2^32 sessions")
             }
         };
-        let entries = &self.entries;
-        self.by_id.insert_unique(id_hash, slot, |&s| {
-            entries[s as usize].as_ref().expect("live slot").id_hash
-        });
+        self.by_id
+            .insert_unique(id_hash, (slot, id_hash), |&(_, hash)| hash);
         slot
     }
 
@@ -157,7 +155,7 @@ impl SessionTable {
             .take()
             .expect("session table: no session in this slot");
         self.free.push(slot);
-        if let Ok(found) = self.by_id.find_entry(entry.id_hash, |&s| s == slot) {
+        if let Ok(found) = self.by_id.find_entry(entry.id_hash, |&(s, _)| s == slot) {
             found.remove();
         }
         let user = self.users[entry.user as usize]
@@ -165,7 +163,7 @@ impl SessionTable {
             .expect("a session's user is in the table");
         if user.sessions.is_empty() {
             let hash = user.hash;
-            if let Ok(found) = self.by_key.find_entry(hash, |&u| u == entry.user) {
+            if let Ok(found) = self.by_key.find_entry(hash, |&(u, _)| u == entry.user) {
                 found.remove();
             }
             self.users[entry.user as usize] = None;
@@ -211,8 +209,8 @@ impl SessionTable {
     fn user_slot(&self, user: &str) -> Option<UserSlot> {
         let hash = caseless_hash(&self.hasher, user);
         self.by_key
-            .find(hash, |&u| self.user(u).key.eq_ignore_ascii_case(user))
-            .copied()
+            .find(hash, |&(u, _)| self.user(u).key.eq_ignore_ascii_case(user))
+            .map(|&(u, _)| u)
     }
 
     fn user_slot_or_insert(&mut self, user: &str) -> UserSlot {
@@ -235,10 +233,8 @@ impl SessionTable {
                 UserSlot::try_from(self.users.len() - 1).expect("fewer than 2^32 users")
             }
         };
-        let users = &self.users;
-        self.by_key.insert_unique(hash, u, |&u| {
-            users[u as usize].as_ref().expect("live user slot").hash
-        });
+        self.by_key
+            .insert_unique(hash, (u, hash), |&(_, hash)| hash);
         u
     }
 }
