@@ -362,6 +362,10 @@ const WAL_KEPT_BYTES: i64 = 2 * WAL_RESTART_PAGES * 4096;
 /// queued behind it too.
 const BUSY_RETRY_SLEEP: std::time::Duration = std::time::Duration::from_micros(100);
 const BUSY_RETRIES: i32 = 50_000;
+/// The checkpointer's tries (about 100 ms) for a restart: first for the
+/// commit under way to end, then, holding the write lock (commits wait),
+/// for an audit log read to end.
+const CHECKPOINT_BUSY_RETRIES: i32 = 1_000;
 
 /// SQLite's busy handler for the writer's connection: `tries` is how many
 /// times it was called for this lock already.
@@ -385,8 +389,10 @@ fn spawn_checkpointer(
 ) -> Result<(), StoreError> {
     let mut conn = Connection::open(&path)?;
     // Takes the write lock for a restart as soon as the commit under way
-    // ends, and gives up after about 100 ms.
-    conn.busy_handler(Some(|tries| tries < 1_000 && retry_soon(tries)))?;
+    // ends, and gives up after about 100 ms (the next pass tries again).
+    conn.busy_handler(Some(|tries| {
+        tries < CHECKPOINT_BUSY_RETRIES && retry_soon(tries)
+    }))?;
     // The same file, to flush what a checkpoint copied into it without
     // holding any of SQLite's locks: under load a PASSIVE checkpoint does
     // not flush it, and the RESTART that does then held commits for

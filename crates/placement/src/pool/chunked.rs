@@ -13,12 +13,30 @@
 const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(super) struct Chunked<T> {
     /// Every chunk but the last holds exactly [`CHUNK`] elements; each was
-    /// made with that capacity, so none ever reallocates.
+    /// made with that capacity (a clone too), so none ever reallocates.
     chunks: Vec<Vec<T>>,
     len: usize,
+}
+
+impl<T: Clone> Clone for Chunked<T> {
+    fn clone(&self) -> Self {
+        let chunks = self
+            .chunks
+            .iter()
+            .map(|c| {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                chunk.extend_from_slice(c);
+                chunk
+            })
+            .collect();
+        Chunked {
+            chunks,
+            len: self.len,
+        }
+    }
 }
 
 impl<T> Default for Chunked<T> {
@@ -86,5 +104,9 @@ mod tests {
         assert!(c.iter().eq(v.iter()));
         assert!((0..v.len()).all(|i| c[i] == v[i]));
         assert!(std::panic::catch_unwind(|| c[v.len()]).is_err());
+        let mut copy = c.clone();
+        assert!(copy.chunks.iter().all(|c| c.capacity() == CHUNK));
+        copy.push(1);
+        assert!(copy.iter().eq(v.iter().chain([&1])));
     }
 }
