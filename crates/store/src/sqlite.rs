@@ -399,13 +399,19 @@ fn spawn_checkpointer(
     // 15–25 ms while it flushed a second of copied pages.
     let db_file = std::fs::File::open(&path)
         .map_err(|e| StoreError::Task(format!("cannot open {}: {e}", path.display())))?;
-    let passive = move |conn: &Connection| {
+    // What the last pass reported: a pass that reports the same copied
+    // nothing, and an idle broker then flushes nothing.
+    let mut last = None;
+    let mut passive = move |conn: &Connection| {
         let copied = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
             Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
         })?;
-        db_file
-            .sync_data()
-            .map_err(|e| StoreError::Task(format!("cannot flush {}: {e}", path.display())))?;
+        if last != Some(copied) {
+            db_file
+                .sync_data()
+                .map_err(|e| StoreError::Task(format!("cannot flush {}: {e}", path.display())))?;
+            last = Some(copied);
+        }
         Ok::<_, StoreError>(copied)
     };
     std::thread::Builder::new()
