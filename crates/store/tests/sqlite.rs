@@ -121,10 +121,12 @@ async fn a_commit_waits_for_a_lock_held_by_another_connection() {
     assert_eq!(page.len(), 1);
 }
 
-/// Under steady writes the WAL starts over (the checkpointer's restart:
-/// with a commit under way during every checkpoint, it never would by
-/// itself) and its file stays within what `journal_size_limit` keeps,
-/// 128 MiB: here 192 MiB are written.
+/// Under steady writes the checkpointer keeps the WAL's file within what
+/// `journal_size_limit` keeps, 128 MiB, while 192 MiB are written. (It
+/// fails without the checkpointer. Whether its RESTART or a pass that
+/// met no commit lets the WAL start over depends on timing this test does
+/// not control; the broker's load, a commit always under way, needs the
+/// RESTART, measured in docs/benchmarks.md.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wal_stays_bounded_under_steady_writes() {
     const KEPT: u64 = 128 << 20;
