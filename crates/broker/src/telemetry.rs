@@ -64,6 +64,16 @@ fn describe() {
         "deskbroker_store_batch_requests",
         "Requests group-committed per store batch."
     );
+    metrics::describe_histogram!(
+        "deskbroker_store_checkpoint_seconds",
+        "SQLite checkpoints that copied something, by mode: passive (in the background, \
+         with the flush of the database file), restart (the WAL starting over; commits wait \
+         for it)."
+    );
+    metrics::describe_counter!(
+        "deskbroker_store_lock_waits_total",
+        "SQLite commits that found the database locked (by a checkpoint's restart) and waited."
+    );
     metrics::describe_counter!(
         "deskbroker_heartbeat_refused_sessions_total",
         "Entries of heartbeats' session lists the broker did not take (rule S8), by reason: \

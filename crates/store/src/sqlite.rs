@@ -370,6 +370,9 @@ const CHECKPOINT_BUSY_RETRIES: i32 = 1_000;
 /// SQLite's busy handler for the writer's connection: `tries` is how many
 /// times it was called for this lock already.
 fn retry_soon(tries: i32) -> bool {
+    if tries == 0 {
+        metrics::counter!("deskbroker_store_lock_waits_total").increment(1);
+    }
     if tries >= BUSY_RETRIES {
         return false;
     }
@@ -403,6 +406,7 @@ fn spawn_checkpointer(
     // nothing, and an idle broker then flushes nothing.
     let mut last = None;
     let mut passive = move |conn: &Connection| {
+        let started = std::time::Instant::now();
         let copied = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
             Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
         })?;
@@ -411,6 +415,8 @@ fn spawn_checkpointer(
                 .sync_data()
                 .map_err(|e| StoreError::Task(format!("cannot flush {}: {e}", path.display())))?;
             last = Some(copied);
+            metrics::histogram!("deskbroker_store_checkpoint_seconds", "mode" => "passive")
+                .record(started.elapsed());
         }
         Ok::<_, StoreError>(copied)
     };
@@ -425,7 +431,19 @@ fn spawn_checkpointer(
                         // that pass, so that the restart has only the last
                         // few frames to copy and flush.
                         let _ = passive(&conn);
-                        let _ = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+                        let started = std::time::Instant::now();
+                        let restarted = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| {
+                            r.get::<_, i64>(0)
+                        });
+                        // The first column is 1 when the restart could not
+                        // have its lock (the next pass tries again).
+                        if let Ok(0) = restarted {
+                            metrics::histogram!(
+                                "deskbroker_store_checkpoint_seconds",
+                                "mode" => "restart"
+                            )
+                            .record(started.elapsed());
+                        }
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "sqlite checkpoint failed"),

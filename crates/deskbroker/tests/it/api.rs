@@ -589,6 +589,15 @@ async fn service_endpoints() {
         text.contains("deskbroker_host_sessions{pool=\"p\",host=\"h1\"}"),
         "{text}"
     );
+    // The SQLite checkpointer copies that placement within its interval.
+    let text = crate::metrics_when(&app, |t| {
+        t.contains("deskbroker_store_checkpoint_seconds_count{mode=\"passive\"}")
+    })
+    .await;
+    assert!(
+        text.contains("deskbroker_store_checkpoint_seconds_count{mode=\"passive\"}"),
+        "{text}"
+    );
     let doc = app.ok("GET", "/openapi.json", None, 200).await;
     assert!(
         doc["paths"]["/api/v1/hostPools/{pool}/connect"]["post"].is_object(),
