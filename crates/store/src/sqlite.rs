@@ -373,7 +373,13 @@ fn retry_soon(tries: i32) -> bool {
     if tries == 0 {
         metrics::counter!("deskbroker_store_lock_waits_total").increment(1);
     }
-    if tries >= BUSY_RETRIES {
+    retry_within(tries, BUSY_RETRIES)
+}
+
+/// Sleeps [`BUSY_RETRY_SLEEP`] and answers true (try again) while `tries`
+/// is below `retries`.
+fn retry_within(tries: i32, retries: i32) -> bool {
+    if tries >= retries {
         return false;
     }
     std::thread::sleep(BUSY_RETRY_SLEEP);
@@ -393,9 +399,8 @@ fn spawn_checkpointer(
     let mut conn = Connection::open(&path)?;
     // Takes the write lock for a restart as soon as the commit under way
     // ends, and gives up after about 100 ms (the next pass tries again).
-    conn.busy_handler(Some(|tries| {
-        tries < CHECKPOINT_BUSY_RETRIES && retry_soon(tries)
-    }))?;
+    // (Not `retry_soon`: its count is of commits that waited.)
+    conn.busy_handler(Some(|tries| retry_within(tries, CHECKPOINT_BUSY_RETRIES)))?;
     // The same file, to flush what a checkpoint copied into it without
     // holding any of SQLite's locks: under load a PASSIVE checkpoint does
     // not flush it, and the RESTART that does then held commits for
