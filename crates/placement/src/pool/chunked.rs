@@ -18,7 +18,6 @@ pub(super) struct Chunked<T> {
     /// Every chunk but the last holds exactly [`CHUNK`] elements; each was
     /// made with that capacity (a clone too), so none ever reallocates.
     chunks: Vec<Vec<T>>,
-    len: usize,
 }
 
 impl<T: Clone> Clone for Chunked<T> {
@@ -32,25 +31,21 @@ impl<T: Clone> Clone for Chunked<T> {
                 chunk
             })
             .collect();
-        Chunked {
-            chunks,
-            len: self.len,
-        }
+        Chunked { chunks }
     }
 }
 
 impl<T> Default for Chunked<T> {
     fn default() -> Self {
-        Chunked {
-            chunks: Vec::new(),
-            len: 0,
-        }
+        Chunked { chunks: Vec::new() }
     }
 }
 
 impl<T> Chunked<T> {
     pub(super) fn len(&self) -> usize {
-        self.len
+        self.chunks
+            .last()
+            .map_or(0, |last| (self.chunks.len() - 1) * CHUNK + last.len())
     }
 
     pub(super) fn push(&mut self, value: T) {
@@ -62,7 +57,6 @@ impl<T> Chunked<T> {
                 self.chunks.push(chunk);
             }
         }
-        self.len += 1;
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = &T> {
@@ -97,6 +91,7 @@ mod tests {
         for i in 0..(3 * CHUNK + 5) {
             c.push(i);
             v.push(i);
+            assert_eq!(c.len(), v.len());
         }
         c[CHUNK] = 7;
         v[CHUNK] = 7;
