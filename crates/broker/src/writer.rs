@@ -5,10 +5,12 @@
 //! Ordering: a request mutates its pool and enqueues the resulting
 //! mutations while it still holds the pool's lock, and a sequence number
 //! (LSN) is assigned under the queue's own short lock, so the queue holds
-//! changes in exactly the order they were made. The single writer task
-//! drains whatever accumulated while the previous batch was committing and
-//! applies it in one transaction, which is what makes tens of thousands of
-//! durable placements a second possible with one fsync each batch.
+//! changes in exactly the order they were made. The single writer drains
+//! whatever accumulated while the previous batch was committing and applies
+//! it in one transaction, which is what makes tens of thousands of durable
+//! placements a second possible with one fsync each batch. On SQLite the
+//! writer is a thread of its own that writes each batch itself
+//! ([`store::ApplyBlocking`]); on PostgreSQL it is a task.
 //!
 //! Reads wait too: a request that saw state (even without changing it)
 //! waits until every change enqueued before it is durable, so nobody is
@@ -31,7 +33,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use store::{Mutation, Store};
+use store::{ApplyBlocking, Mutation, Store};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::BrokerError;
@@ -43,9 +45,10 @@ pub const QUEUE_CAPACITY: usize = 16_384;
 pub const MAX_BATCH_REQUESTS: usize = 4_096;
 /// How long a request waits for a queue slot before it is refused (503).
 pub const RESERVE_TIMEOUT: Duration = Duration::from_secs(5);
-/// After this long without a write, the writer checks that the store still
-/// answers ([`Store::ping`]), so that a lost database is noticed within
-/// about this long even when nothing is written.
+/// How often the writer is reminded that time passed ([`Queued::Tick`]):
+/// when it wrote nothing since the last reminder, it checks that the store
+/// still answers ([`Store::ping`]), so that a lost database is noticed
+/// within about this long even when nothing is written.
 pub const PING_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the writer bounds the audit log (rule T5): it adds one
 /// [`Mutation::PruneAudit`] to the batch it is writing (or writes one
@@ -76,6 +79,14 @@ impl AuditRetention {
     }
 }
 
+/// What the queue carries.
+enum Queued {
+    Write(WriteRequest),
+    /// A reminder from [`tick`] that time has passed: a writer with
+    /// nothing to write then checks the store and bounds the audit log.
+    Tick,
+}
+
 struct WriteRequest {
     lsn: u64,
     mutations: Vec<Mutation>,
@@ -94,7 +105,7 @@ struct Lsns {
 
 /// The producer side, shared by every request handler.
 pub struct WriteQueue {
-    tx: mpsc::Sender<WriteRequest>,
+    tx: mpsc::Sender<Queued>,
     /// The LSNs given out. Held only to assign an LSN and send.
     enqueued: Mutex<Lsns>,
     durable: watch::Receiver<u64>,
@@ -113,7 +124,7 @@ pub struct WriteQueue {
 
 /// A reserved slot in the queue, taken before the engine is touched so that
 /// a full queue refuses a request instead of changing state it cannot save.
-pub struct Slot<'a>(mpsc::Permit<'a, WriteRequest>);
+pub struct Slot<'a>(mpsc::Permit<'a, Queued>);
 
 /// What a request waits on before it answers.
 pub enum Ticket {
@@ -124,21 +135,36 @@ pub enum Ticket {
 }
 
 impl WriteQueue {
-    /// Starts the writer task on `store`.
+    /// Starts the writer on `store`: on a thread of its own when the store
+    /// can write synchronously ([`Store::blocking`], SQLite), else as a
+    /// task; and the ticker that reminds an idle writer to check the store.
     pub fn start(store: Arc<dyn Store>) -> Arc<WriteQueue> {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let (durable_tx, durable) = watch::channel(0);
         let (failed_tx, failed) = watch::channel(None);
         let unsaved = Arc::new(Mutex::new(HashSet::new()));
         let retention = Arc::new(Mutex::new(AuditRetention::DEFAULT));
-        tokio::spawn(run_writer(
+        let writer = Writer {
+            blocking: store.blocking(),
             store,
-            rx,
-            durable_tx,
-            failed_tx,
-            unsaved.clone(),
-            retention.clone(),
-        ));
+            durable: durable_tx,
+            failed: failed_tx,
+            unsaved: unsaved.clone(),
+            retention: retention.clone(),
+        };
+        tokio::spawn(tick(tx.downgrade()));
+        if writer.blocking.is_some() {
+            // Should the thread not start, `rx` is dropped with it and every
+            // write is refused as the writer having stopped.
+            let started = std::thread::Builder::new()
+                .name("deskbroker-writer".into())
+                .spawn(move || writer.run_on_this_thread(rx));
+            if let Err(e) = started {
+                tracing::error!(error = %e, "cannot start the store's writer thread; every write is refused");
+            }
+        } else {
+            tokio::spawn(writer.run(rx));
+        }
         Arc::new(WriteQueue {
             tx,
             enqueued: Mutex::new(Lsns::default()),
@@ -186,11 +212,11 @@ impl WriteQueue {
                 enqueued.last += 1;
                 enqueued.strict = enqueued.last;
                 let (done, rx) = oneshot::channel();
-                slot.0.send(WriteRequest {
+                slot.0.send(Queued::Write(WriteRequest {
                     lsn: enqueued.last,
                     mutations,
                     done: Some(done),
-                });
+                }));
                 Ticket::Write(rx)
             }
             _ => Ticket::Read(enqueued.strict),
@@ -206,11 +232,11 @@ impl WriteQueue {
         }
         let mut enqueued = self.enqueued.lock().unwrap_or_else(|p| p.into_inner());
         enqueued.last += 1;
-        slot.0.send(WriteRequest {
+        slot.0.send(Queued::Write(WriteRequest {
             lsn: enqueued.last,
             mutations,
             done: None,
-        });
+        }));
     }
 
     /// Waits until the ticket's changes (or what it saw) are durable.
@@ -272,110 +298,152 @@ fn sessions_written<'a>(
     })
 }
 
-async fn run_writer(
+/// Sends [`Queued::Tick`] every [`PING_INTERVAL`] until the queue is gone.
+/// A full queue gets none: its writer is busy, not idle.
+async fn tick(queue: mpsc::WeakSender<Queued>) {
+    let mut every = tokio::time::interval(PING_INTERVAL);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let Some(tx) = queue.upgrade() else {
+            return;
+        };
+        let _ = tx.try_send(Queued::Tick);
+    }
+}
+
+/// The one consumer of the queue.
+struct Writer {
     store: Arc<dyn Store>,
-    mut rx: mpsc::Receiver<WriteRequest>,
+    /// The store's synchronous write path: set, the writer runs on a thread
+    /// of its own and calls it for each batch.
+    blocking: Option<Arc<dyn ApplyBlocking>>,
     durable: watch::Sender<u64>,
     failed: watch::Sender<Option<String>>,
     unsaved: Arc<Mutex<HashSet<(String, String)>>>,
     retention: Arc<Mutex<AuditRetention>>,
-) {
-    let mut batch = Vec::with_capacity(MAX_BATCH_REQUESTS);
-    let mut next_prune = tokio::time::Instant::now() + AUDIT_PRUNE_INTERVAL;
-    let mut prune_due = || {
+}
+
+impl Writer {
+    /// [`Writer::run`] on the calling thread, which it blocks: a runtime of
+    /// its own drives the queue's receiver, and each batch is written
+    /// synchronously, so that under load the thread goes from one batch to
+    /// the next without sleeping or waking anyone but the requests.
+    fn run_on_this_thread(self, rx: mpsc::Receiver<Queued>) {
+        match tokio::runtime::Builder::new_current_thread().build() {
+            Ok(runtime) => runtime.block_on(self.run(rx)),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the store's writer; every write is refused")
+            }
+        }
+    }
+
+    async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), store::StoreError> {
+        match &self.blocking {
+            Some(store) => store.apply_blocking(&batch),
+            None => self.store.apply(batch).await,
+        }
+    }
+
+    /// The audit log's bound, when [`AUDIT_PRUNE_INTERVAL`] has passed since
+    /// the last one.
+    fn prune_due(&self, next_prune: &mut tokio::time::Instant) -> Option<Mutation> {
         let now = tokio::time::Instant::now();
-        (now >= next_prune).then(|| {
-            next_prune = now + AUDIT_PRUNE_INTERVAL;
-            let r = *retention.lock().unwrap_or_else(|p| p.into_inner());
+        (now >= *next_prune).then(|| {
+            *next_prune = now + AUDIT_PRUNE_INTERVAL;
+            let r = *self.retention.lock().unwrap_or_else(|p| p.into_inner());
             r.prune(crate::state::now_ms())
         })
-    };
-    loop {
-        let received = tokio::select! {
-            n = rx.recv_many(&mut batch, MAX_BATCH_REQUESTS) => n,
-            () = tokio::time::sleep(PING_INTERVAL) => {
-                let checked = match prune_due() {
-                    Some(prune) => store.apply(vec![prune].into()).await,
-                    None => store.ping().await,
+    }
+
+    async fn run(self, mut rx: mpsc::Receiver<Queued>) {
+        let mut queued = Vec::with_capacity(MAX_BATCH_REQUESTS);
+        let mut batch = Vec::with_capacity(MAX_BATCH_REQUESTS);
+        let mut next_prune = tokio::time::Instant::now() + AUDIT_PRUNE_INTERVAL;
+        loop {
+            if rx.recv_many(&mut queued, MAX_BATCH_REQUESTS).await == 0 {
+                return;
+            }
+            batch.extend(queued.drain(..).filter_map(|q| match q {
+                Queued::Write(r) => Some(r),
+                Queued::Tick => None,
+            }));
+            if batch.is_empty() {
+                // Only a tick: nothing was written since the last one.
+                let checked = match self.prune_due(&mut next_prune) {
+                    Some(prune) => self.apply(vec![prune].into()).await,
+                    None => self.store.ping().await,
                 };
                 if let Err(e) = checked {
-                    fail(e.to_string(), &[], &mut batch, &mut rx, &failed, &unsaved).await;
+                    self.fail(e.to_string(), &[], &mut batch, &mut rx).await;
                     return;
                 }
                 continue;
             }
-        };
-        if received == 0 {
-            return;
-        }
-        let last_lsn = batch.last().map_or(0, |r: &WriteRequest| r.lsn);
-        let mutations: Arc<[Mutation]> = batch
-            .iter_mut()
-            .flat_map(|r| std::mem::take(&mut r.mutations))
-            .chain(prune_due())
-            .collect();
-        let started = std::time::Instant::now();
-        let result = store.apply(mutations.clone()).await;
-        metrics::histogram!("deskbroker_store_commit_seconds").record(started.elapsed());
-        metrics::histogram!("deskbroker_store_batch_requests").record(batch.len() as f64);
-        match result {
-            Ok(()) => {
-                durable.send_replace(last_lsn);
-                for r in batch.drain(..) {
-                    if let Some(done) = r.done {
-                        let _ = done.send(Ok(()));
+            let last_lsn = batch.last().map_or(0, |r: &WriteRequest| r.lsn);
+            let mutations: Arc<[Mutation]> = batch
+                .iter_mut()
+                .flat_map(|r| std::mem::take(&mut r.mutations))
+                .chain(self.prune_due(&mut next_prune))
+                .collect();
+            let started = std::time::Instant::now();
+            let result = self.apply(mutations.clone()).await;
+            metrics::histogram!("deskbroker_store_commit_seconds").record(started.elapsed());
+            metrics::histogram!("deskbroker_store_batch_requests").record(batch.len() as f64);
+            match result {
+                Ok(()) => {
+                    self.durable.send_replace(last_lsn);
+                    for r in batch.drain(..) {
+                        if let Some(done) = r.done {
+                            let _ = done.send(Ok(()));
+                        }
                     }
                 }
-            }
-            Err(e) => {
-                fail(
-                    e.to_string(),
-                    &mutations,
-                    &mut batch,
-                    &mut rx,
-                    &failed,
-                    &unsaved,
-                )
-                .await;
-                return;
+                Err(e) => {
+                    self.fail(e.to_string(), &mutations, &mut batch, &mut rx)
+                        .await;
+                    return;
+                }
             }
         }
     }
-}
 
-/// The store failed. Memory may now hold changes the store refused:
-/// acknowledge nothing more, remember which sessions are not saved, refuse
-/// everything queued, and let the process restart (or re-elect) from what
-/// is durable.
-async fn fail(
-    msg: String,
-    failed_batch: &[Mutation],
-    batch: &mut Vec<WriteRequest>,
-    rx: &mut mpsc::Receiver<WriteRequest>,
-    failed: &watch::Sender<Option<String>>,
-    unsaved: &Mutex<HashSet<(String, String)>>,
-) {
-    tracing::error!(error = %msg, "store write failed; this broker refuses changes from now on");
-    rx.close();
-    let mut refused: Vec<WriteRequest> = std::mem::take(batch);
-    while let Some(r) = rx.recv().await {
-        refused.push(r);
-    }
-    {
-        let mut unsaved = unsaved.lock().unwrap_or_else(|p| p.into_inner());
-        unsaved.extend(sessions_written(failed_batch));
-        unsaved.extend(sessions_written(refused.iter().flat_map(|r| &r.mutations)));
-    }
-    failed.send_replace(Some(msg.clone()));
-    for r in refused {
-        match r.done {
-            Some(done) => {
-                let _ = done.send(Err(msg.clone()));
+    /// The store failed. Memory may now hold changes the store refused:
+    /// acknowledge nothing more, remember which sessions are not saved,
+    /// refuse everything queued, and let the process restart (or re-elect)
+    /// from what is durable.
+    async fn fail(
+        &self,
+        msg: String,
+        failed_batch: &[Mutation],
+        batch: &mut Vec<WriteRequest>,
+        rx: &mut mpsc::Receiver<Queued>,
+    ) {
+        tracing::error!(error = %msg, "store write failed; this broker refuses changes from now on");
+        rx.close();
+        let mut refused: Vec<WriteRequest> = std::mem::take(batch);
+        while let Some(q) = rx.recv().await {
+            if let Queued::Write(r) = q {
+                refused.push(r);
             }
-            None => tracing::warn!(
-                lsn = r.lsn,
-                "a relaxed change (a session mark) was not saved"
-            ),
+        }
+        {
+            let mut unsaved = self.unsaved.lock().unwrap_or_else(|p| p.into_inner());
+            unsaved.extend(sessions_written(failed_batch));
+            unsaved.extend(sessions_written(refused.iter().flat_map(|r| &r.mutations)));
+        }
+        self.failed.send_replace(Some(msg.clone()));
+        for r in refused {
+            match r.done {
+                Some(done) => {
+                    let _ = done.send(Err(msg.clone()));
+                }
+                None => tracing::warn!(
+                    lsn = r.lsn,
+                    "a relaxed change (a session mark) was not saved"
+                ),
+            }
         }
     }
 }
@@ -394,6 +462,39 @@ mod tests {
         ok_batches: usize,
         applied: AtomicUsize,
         pings_ok: bool,
+        /// Set: the store writes synchronously ([`Store::blocking`]), so
+        /// the writer runs on a thread of its own.
+        on_thread: Option<std::sync::Weak<GoesAway>>,
+        /// The name of the thread each batch was written from.
+        writers: Mutex<Vec<Option<String>>>,
+    }
+
+    fn goes_away(ok_batches: usize, pings_ok: bool, on_thread: bool) -> Arc<GoesAway> {
+        Arc::new_cyclic(|this| GoesAway {
+            ok_batches,
+            applied: AtomicUsize::new(0),
+            pings_ok,
+            on_thread: on_thread.then(|| this.clone()),
+            writers: Mutex::new(Vec::new()),
+        })
+    }
+
+    impl GoesAway {
+        fn commit(&self) -> Result<(), StoreError> {
+            let thread = std::thread::current().name().map(str::to_string);
+            self.writers.lock().unwrap().push(thread);
+            if self.applied.fetch_add(1, Ordering::SeqCst) < self.ok_batches {
+                Ok(())
+            } else {
+                Err(StoreError::Task("connection closed".into()))
+            }
+        }
+    }
+
+    impl ApplyBlocking for GoesAway {
+        fn apply_blocking(&self, _batch: &[Mutation]) -> Result<(), StoreError> {
+            self.commit()
+        }
     }
 
     #[async_trait::async_trait]
@@ -402,11 +503,11 @@ mod tests {
             Ok(Snapshot::default())
         }
         async fn apply(&self, _batch: Arc<[Mutation]>) -> Result<(), StoreError> {
-            if self.applied.fetch_add(1, Ordering::SeqCst) < self.ok_batches {
-                Ok(())
-            } else {
-                Err(StoreError::Task("connection closed".into()))
-            }
+            self.commit()
+        }
+        fn blocking(&self) -> Option<Arc<dyn ApplyBlocking>> {
+            let this = self.on_thread.as_ref()?.upgrade()?;
+            Some(this)
         }
         async fn scaling_actions(
             &self,
@@ -444,25 +545,56 @@ mod tests {
 
     #[tokio::test]
     async fn after_a_failed_write_only_what_was_committed_counts_as_saved() {
-        let queue = WriteQueue::start(Arc::new(GoesAway {
-            ok_batches: 1,
-            applied: AtomicUsize::new(0),
-            pings_ok: true,
-        }));
-        write(&queue, vec![put_session("s1")])
-            .await
-            .expect("committed");
-        assert!(queue.is_saved("p", "s1"));
-        let refused = write(&queue, vec![put_session("s2")]).await;
-        assert!(matches!(
-            refused.expect_err("refused"),
-            BrokerError::StoreUnavailable(_)
-        ));
-        assert!(queue.failure().is_some());
-        assert!(queue.is_saved("p", "s1"), "committed before the failure");
-        assert!(!queue.is_saved("p", "s2"), "in the failed batch");
-        let later = queue.reserve().await.err().expect("no more writes");
-        assert!(matches!(later, BrokerError::StoreUnavailable(_)));
+        for on_thread in [false, true] {
+            let queue = WriteQueue::start(goes_away(1, true, on_thread));
+            write(&queue, vec![put_session("s1")])
+                .await
+                .expect("committed");
+            assert!(queue.is_saved("p", "s1"));
+            let refused = write(&queue, vec![put_session("s2")]).await;
+            assert!(matches!(
+                refused.expect_err("refused"),
+                BrokerError::StoreUnavailable(_)
+            ));
+            assert!(queue.failure().is_some());
+            assert!(queue.is_saved("p", "s1"), "committed before the failure");
+            assert!(!queue.is_saved("p", "s2"), "in the failed batch");
+            let later = queue.reserve().await.err().expect("no more writes");
+            assert!(matches!(later, BrokerError::StoreUnavailable(_)));
+        }
+    }
+
+    /// Polls `done` every few milliseconds until it holds; false if it
+    /// still does not after a generous deadline.
+    async fn eventually(done: impl Fn() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !done() {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    #[tokio::test]
+    async fn a_store_that_writes_synchronously_has_a_writer_thread_that_ends_with_its_queue() {
+        let store = goes_away(usize::MAX, true, true);
+        let queue = WriteQueue::start(store.clone());
+        for id in ["s1", "s2", "s3"] {
+            write(&queue, vec![put_session(id)])
+                .await
+                .expect("committed");
+        }
+        let writers = store.writers.lock().unwrap().clone();
+        assert_eq!(writers, vec![Some("deskbroker-writer".to_string()); 3]);
+        // The writer holds the store; it lets go once its queue is gone.
+        assert!(Arc::strong_count(&store) > 1);
+        drop(queue);
+        assert!(
+            eventually(|| Arc::strong_count(&store) == 1).await,
+            "the writer thread ended"
+        );
     }
 
     /// A store that holds every batch until the test lets it commit, and
@@ -560,13 +692,20 @@ mod tests {
         );
     }
 
+    /// A writer on a thread of its own gets its reminders from the
+    /// runtime's clock as a task does (on real time here: the test's clock
+    /// cannot be paused for another thread).
+    #[tokio::test]
+    async fn an_idle_writer_thread_notices_a_lost_store_by_its_ping() {
+        let queue = WriteQueue::start(goes_away(usize::MAX, false, true));
+        assert!(queue.failure().is_none());
+        assert!(eventually(|| queue.failure().is_some()).await);
+        assert!(queue.failure().is_some_and(|e| e.contains("no answer")));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_idle_writer_notices_a_lost_store_by_its_ping() {
-        let queue = WriteQueue::start(Arc::new(GoesAway {
-            ok_batches: usize::MAX,
-            applied: AtomicUsize::new(0),
-            pings_ok: false,
-        }));
+        let queue = WriteQueue::start(goes_away(usize::MAX, false, false));
         assert!(queue.failure().is_none());
         let noticed = tokio::time::timeout(PING_INTERVAL * 2, queue.failed()).await;
         assert!(

@@ -303,6 +303,17 @@ pub enum StoreError {
     Task(String),
 }
 
+/// The write path of a store that waits for nothing but its own disk (an
+/// embedded database): the broker's writer then runs on a thread of its
+/// own and calls this for each batch, where [`Store::apply`] would hand
+/// the batch to a blocking thread and wake the writer's task again
+/// afterwards — two thread wake-ups per batch, a fifth of a busy writer's
+/// time on a loaded two-core machine (docs/benchmarks.md).
+pub trait ApplyBlocking: Send + Sync + 'static {
+    /// As [`Store::apply`], on the caller's thread, which it blocks.
+    fn apply_blocking(&self, batch: &[Mutation]) -> Result<(), StoreError>;
+}
+
 /// A durable home for the broker's state.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -313,6 +324,13 @@ pub trait Store: Send + Sync + 'static {
     /// every mutation survives a crash of the process or the machine.
     /// Shared, so that the caller still has the batch when it fails.
     async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError>;
+
+    /// This store's synchronous write path, when it has one: see
+    /// [`ApplyBlocking`]. None (the default): the writer calls
+    /// [`Store::apply`] from a task.
+    fn blocking(&self) -> Option<Arc<dyn ApplyBlocking>> {
+        None
+    }
 
     /// Checks that the store can still be written, cheaply; the writer
     /// calls it when idle, so that a lost database is noticed before the

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, params};
 
 use crate::{
-    AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, AuditQuery, AuditRow, HostCredential,
+    AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, ApplyBlocking, AuditQuery, AuditRow, HostCredential,
     MAX_AUDIT_PAGE_ROWS, MAX_SCALING_ACTION_PAGE_ROWS, Mutation, PoolRecord, RegistrationToken,
     ScalingAction, ScalingActionQuery, Snapshot, Store, StoreError, StoredPlan,
 };
@@ -659,8 +659,18 @@ fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+impl ApplyBlocking for SqliteStore {
+    fn apply_blocking(&self, batch: &[Mutation]) -> Result<(), StoreError> {
+        self.apply_sync(batch)
+    }
+}
+
 #[async_trait::async_trait]
 impl Store for SqliteStore {
+    fn blocking(&self) -> Option<Arc<dyn ApplyBlocking>> {
+        Some(Arc::new(self.clone()))
+    }
+
     async fn load(&self) -> Result<Snapshot, StoreError> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.load_sync())
