@@ -453,9 +453,7 @@ impl Broker {
     /// redirection cookie names a host by address, rule R3).
     pub async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, BrokerError> {
         self.read(pool, |p| {
-            Ok(p.hosts()
-                .find(|h| h.spec.address == address)
-                .map(|h| h.spec.name.clone()))
+            Ok(p.host_at(address).map(|h| h.spec.name.clone()))
         })
         .await
     }

@@ -41,6 +41,9 @@
 //! candidates to find the raised threshold, and walks the hosts in query
 //! order from the last one served (round robin).
 //!
+//! `host_at` is rule R3's lookup of a host by address, the index against
+//! a scan.
+//!
 //! `cargo bench -p placement --bench placement` runs everything in about
 //! four minutes on two cores; `cargo bench -p placement --bench placement
 //! -- DepthFirst/engine` runs a subset, `-- LoadIndex` the `LoadIndex` part,
@@ -478,5 +481,36 @@ fn connect_logoff(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, connect_logoff);
+/// Rule R3: the host a redirected connection names by its address, found
+/// through the pool's index, against a scan of every host in query order
+/// (what the front door did before the index). Addresses drawn at random
+/// over the pool, so that both meet cold entries as a real front door
+/// does.
+fn host_at(c: &mut Criterion) {
+    let mut group = c.benchmark_group("host_at");
+    for n in [1_000, 100_000] {
+        let pool = engine_pool(n, Alg::Classic);
+        let addresses: Vec<String> = pool.hosts().map(|h| h.spec.address.clone()).collect();
+        group.sample_size(20);
+        group.warm_up_time(Duration::from_millis(500));
+        group.measurement_time(Duration::from_secs(2));
+        group.bench_with_input(BenchmarkId::new("index", n), &n, |b, _| {
+            let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+            b.iter(|| {
+                let a = &addresses[pipeline::uniform_below(next_random(&mut rng), n)];
+                black_box(pool.host_at(a).map(|h| h.seq))
+            });
+        });
+        group.bench_with_input(BenchmarkId::new("scan", n), &n, |b, _| {
+            let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+            b.iter(|| {
+                let a = &addresses[pipeline::uniform_below(next_random(&mut rng), n)];
+                black_box(pool.hosts().find(|h| &h.spec.address == a).map(|h| h.seq))
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, connect_logoff, host_at);
 criterion_main!(benches);

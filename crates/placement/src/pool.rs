@@ -14,6 +14,7 @@
 //! `host_table` (hosts by `seq`), `session_table` (sessions and their
 //! users by slot), `open` (the open hosts ranked by session count).
 
+use smallvec::SmallVec;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::Error;
@@ -96,6 +97,11 @@ pub struct Pool {
     /// its sessions.
     hosts: HostTable,
     host_by_name: HashMap<String, u64>,
+    /// Hosts by address, each list in query order (addresses need not be
+    /// unique): a redirected connection names its host by address (rule
+    /// R3), and the front door looks it up under the pool's lock, once per
+    /// connection, where a scan of every host took O(hosts).
+    hosts_by_address: HashMap<String, SmallVec<[u64; 1]>>,
     /// Sessions in a slab (`session_table.rs`), with their users and each
     /// session's host `seq`: every index below names a session by its
     /// slot, so no index compares or hashes an id, a host name or a user.
@@ -151,6 +157,7 @@ impl Pool {
             random_draws: 0,
             hosts: HostTable::default(),
             host_by_name: HashMap::new(),
+            hosts_by_address: HashMap::new(),
             sessions: SessionTable::default(),
             owners: HashMap::new(),
             capability_hosts: HashMap::new(),
@@ -264,6 +271,12 @@ impl Pool {
         self.host_by_name
             .get(name)
             .and_then(|seq| self.hosts.get(seq))
+    }
+
+    /// The first host in query order registered at `address` (rule R3).
+    pub fn host_at(&self, address: &str) -> Option<&Host> {
+        let seq = self.hosts_by_address.get(address)?.first()?;
+        self.hosts.get(seq)
     }
 
     pub fn session(&self, id: &str) -> Option<&Session> {

@@ -286,6 +286,12 @@ impl Pool {
         let seq = h.seq;
         self.custom_reporters += usize::from(reports_custom(&h));
         self.host_by_name.insert(h.spec.name.clone(), seq);
+        let at_address = self
+            .hosts_by_address
+            .entry(h.spec.address.clone())
+            .or_default();
+        let i = at_address.partition_point(|&s| s < seq);
+        at_address.insert(i, seq);
         for c in &h.spec.capabilities {
             *self.capability_hosts.entry(c.clone()).or_default() += 1;
         }
@@ -311,6 +317,12 @@ impl Pool {
             .expect("remove_host_entry: host exists");
         self.custom_reporters -= usize::from(reports_custom(&h));
         self.host_by_name.remove(&h.spec.name);
+        if let Some(at_address) = self.hosts_by_address.get_mut(&h.spec.address) {
+            at_address.retain(|s| *s != seq);
+            if at_address.is_empty() {
+                self.hosts_by_address.remove(&h.spec.address);
+            }
+        }
         for c in &h.spec.capabilities {
             if let Some(n) = self.capability_hosts.get_mut(c) {
                 *n -= 1;

@@ -11,6 +11,7 @@ use placement::{
     MAX_SESSION_LIMIT, Placement, Pool, PoolConfig, SessionState, TimestampMs,
 };
 
+mod address;
 mod autoscale;
 mod breadth;
 mod changes;
@@ -353,6 +354,18 @@ pub fn assert_consistent(pool: &Pool) {
             h.disconnected_sessions as usize, disconnected,
             "disconnected sessions of {}",
             h.spec.name
+        );
+    }
+    for h in pool.hosts() {
+        let first = pool
+            .hosts()
+            .find(|o| o.spec.address == h.spec.address)
+            .map(|o| &o.spec.name);
+        assert_eq!(
+            pool.host_at(&h.spec.address).map(|o| &o.spec.name),
+            first,
+            "the host at {} (rule R3)",
+            h.spec.address
         );
     }
     let on_known_host = pool
