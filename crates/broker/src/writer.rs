@@ -339,9 +339,14 @@ impl Writer {
         }
     }
 
+    /// Writes `batch`. A panic in a synchronous write is a failed write,
+    /// as a blocking task's is for [`Store::apply`].
     async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), store::StoreError> {
         match &self.blocking {
-            Some(store) => store.apply_blocking(&batch),
+            Some(store) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                store.apply_blocking(&batch)
+            }))
+            .unwrap_or_else(|_| Err(store::StoreError::Task("the store's write panicked".into()))),
             None => self.store.apply(batch).await,
         }
     }
@@ -690,6 +695,57 @@ mod tests {
             [vec!["mark"], vec!["placed"]],
             "in order, both durable"
         );
+    }
+
+    /// A store whose synchronous write panics.
+    struct Panics;
+
+    impl ApplyBlocking for Panics {
+        fn apply_blocking(&self, _batch: &[Mutation]) -> Result<(), StoreError> {
+            panic!("a bug in the store");
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Store for Panics {
+        async fn load(&self) -> Result<Snapshot, StoreError> {
+            Ok(Snapshot::default())
+        }
+        async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+            self.apply_blocking(&batch)
+        }
+        fn blocking(&self) -> Option<Arc<dyn ApplyBlocking>> {
+            Some(Arc::new(Panics))
+        }
+        async fn scaling_actions(
+            &self,
+            _query: store::ScalingActionQuery,
+        ) -> Result<Vec<store::ScalingAction>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn audit(
+            &self,
+            _query: store::AuditQuery,
+        ) -> Result<Vec<store::AuditRow>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    /// A panic in the writer thread's write is a failed write: the request
+    /// is refused, the broker refuses changes from then on, and nothing
+    /// waits for a writer that is gone.
+    #[tokio::test]
+    async fn a_write_that_panics_on_the_writer_thread_fails_like_a_lost_store() {
+        let queue = WriteQueue::start(Arc::new(Panics));
+        let refused = write(&queue, vec![put_session("s1")]).await;
+        assert!(matches!(
+            refused.expect_err("refused"),
+            BrokerError::StoreUnavailable(_)
+        ));
+        assert!(queue.failure().is_some_and(|e| e.contains("panicked")));
+        assert!(!queue.is_saved("p", "s1"));
+        let later = queue.reserve().await.err().expect("no more writes");
+        assert!(matches!(later, BrokerError::StoreUnavailable(_)));
     }
 
     /// A writer on a thread of its own gets its reminders from the
