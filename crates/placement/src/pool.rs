@@ -14,8 +14,9 @@
 //! `host_table` (hosts by `seq`), `session_table` (sessions and their
 //! users by slot), `open` (the open hosts ranked by session count).
 
-use smallvec::SmallVec;
 use std::collections::{BTreeSet, HashMap};
+
+use smallvec::SmallVec;
 
 use crate::Error;
 use crate::model::*;
