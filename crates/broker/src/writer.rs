@@ -462,11 +462,13 @@ mod tests {
     use super::*;
 
     /// A store that commits its first `ok_batches` batches and then fails
-    /// every write and ping, as a database that went away does.
+    /// every write and ping, as a database that went away does (or, with
+    /// `panics`, panics in its writes, as a bug would).
     struct GoesAway {
         ok_batches: usize,
         applied: AtomicUsize,
         pings_ok: bool,
+        panics: bool,
         /// Set: the store writes synchronously ([`Store::blocking`]), so
         /// the writer runs on a thread of its own.
         on_thread: Option<std::sync::Weak<GoesAway>>,
@@ -475,10 +477,20 @@ mod tests {
     }
 
     fn goes_away(ok_batches: usize, pings_ok: bool, on_thread: bool) -> Arc<GoesAway> {
+        store_that(ok_batches, pings_ok, on_thread, false)
+    }
+
+    fn store_that(
+        ok_batches: usize,
+        pings_ok: bool,
+        on_thread: bool,
+        panics: bool,
+    ) -> Arc<GoesAway> {
         Arc::new_cyclic(|this| GoesAway {
             ok_batches,
             applied: AtomicUsize::new(0),
             pings_ok,
+            panics,
             on_thread: on_thread.then(|| this.clone()),
             writers: Mutex::new(Vec::new()),
         })
@@ -488,6 +500,9 @@ mod tests {
         fn commit(&self) -> Result<(), StoreError> {
             let thread = std::thread::current().name().map(str::to_string);
             self.writers.lock().unwrap().push(thread);
+            if self.panics {
+                panic!("a bug in the store");
+            }
             if self.applied.fetch_add(1, Ordering::SeqCst) < self.ok_batches {
                 Ok(())
             } else {
@@ -697,46 +712,12 @@ mod tests {
         );
     }
 
-    /// A store whose synchronous write panics.
-    struct Panics;
-
-    impl ApplyBlocking for Panics {
-        fn apply_blocking(&self, _batch: &[Mutation]) -> Result<(), StoreError> {
-            panic!("a bug in the store");
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl Store for Panics {
-        async fn load(&self) -> Result<Snapshot, StoreError> {
-            Ok(Snapshot::default())
-        }
-        async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
-            self.apply_blocking(&batch)
-        }
-        fn blocking(&self) -> Option<Arc<dyn ApplyBlocking>> {
-            Some(Arc::new(Panics))
-        }
-        async fn scaling_actions(
-            &self,
-            _query: store::ScalingActionQuery,
-        ) -> Result<Vec<store::ScalingAction>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn audit(
-            &self,
-            _query: store::AuditQuery,
-        ) -> Result<Vec<store::AuditRow>, StoreError> {
-            Ok(Vec::new())
-        }
-    }
-
     /// A panic in the writer thread's write is a failed write: the request
     /// is refused, the broker refuses changes from then on, and nothing
     /// waits for a writer that is gone.
     #[tokio::test]
     async fn a_write_that_panics_on_the_writer_thread_fails_like_a_lost_store() {
-        let queue = WriteQueue::start(Arc::new(Panics));
+        let queue = WriteQueue::start(store_that(usize::MAX, true, true, true));
         let refused = write(&queue, vec![put_session("s1")]).await;
         assert!(matches!(
             refused.expect_err("refused"),
