@@ -27,6 +27,10 @@ use crate::{App, free_port};
 const CLIENT_ID: &str = "deskbroker-portal";
 const CLIENT_SECRET: &str = "portal-client-secret-0123456789abcdef";
 
+/// How long the provider may take to print that it listens: node loads
+/// oidc-provider in well under a second; this bounds a stuck start.
+const PROVIDER_START: Duration = Duration::from_secs(60);
+
 /// The provider's directory (package.json, its lock, provider.js).
 fn oidc_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oidc")
@@ -74,6 +78,13 @@ impl Drop for Provider {
 /// loopback address `host` (its issuer names it).
 fn start_provider(broker_url: &str, host: &str, accounts: Value) -> Provider {
     install_provider();
+    // What node says on stderr goes to a file, to be shown if it fails.
+    let log = tempfile::NamedTempFile::new().expect("a file for the provider's stderr");
+    let stderr = if std::env::var_os("TEST_LOG").is_some() {
+        Stdio::inherit()
+    } else {
+        Stdio::from(log.reopen().expect("reopen the provider's log"))
+    };
     let mut child = Command::new("node")
         .arg("provider.js")
         .current_dir(oidc_dir())
@@ -83,26 +94,42 @@ fn start_provider(broker_url: &str, host: &str, accounts: Value) -> Provider {
         .env("OIDC_ACCOUNTS", accounts.to_string())
         .env("OIDC_HOST", host)
         .stdout(Stdio::piped())
-        .stderr(if std::env::var_os("TEST_LOG").is_some() {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        })
+        .stderr(stderr)
         .spawn()
         .expect("node is missing: the portal tests need node (scripts/install-test-deps.sh)");
-    let mut line = String::new();
+    // The first line is read on a thread of its own, so that a provider
+    // that never prints it fails the test instead of hanging it.
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    stdout
-        .read_line(&mut line)
-        .expect("read the provider's first line");
-    // Keep reading what it prints, so that it never writes to a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let issuer = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("provider.js did not start: {line:?}"))
-        .to_string();
+    let (first, line_rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let read = stdout.read_line(&mut line).map(|_| line);
+        let _ = first.send(read);
+        // Keep reading what it prints, so that it never writes to a closed pipe.
+        std::io::copy(&mut stdout, &mut std::io::sink())
+    });
+    let line = match line_rx.recv_timeout(PROVIDER_START) {
+        Ok(Ok(line)) => line,
+        failed => give_up(
+            child,
+            &log,
+            &format!("did not print its first line within {PROVIDER_START:?} ({failed:?})"),
+        ),
+    };
+    let Some(issuer) = line.trim().strip_prefix("listening on ") else {
+        give_up(child, &log, &format!("did not start: {line:?}"))
+    };
+    let issuer = issuer.to_string();
     Provider { child, issuer }
+}
+
+/// Stops a provider that failed to start and fails the test with what it
+/// wrote on stderr.
+fn give_up(mut child: Child, log: &tempfile::NamedTempFile, what: &str) -> ! {
+    let _ = child.kill();
+    let _ = child.wait();
+    let said = std::fs::read_to_string(log.path()).unwrap_or_default();
+    panic!("provider.js {what}; its stderr:\n{said}")
 }
 
 /// A broker on `port` with the portal pointed at `issuer`, and a front
