@@ -19,10 +19,14 @@
 //! One kind of change is *relaxed* ([`WriteQueue::send_relaxed`]): the RDP
 //! front door's marks of a session it relays (Active when the host
 //! answers, Disconnected or ended when the connection closes). They are
-//! queued in order like every change and durable within a batch or two,
+//! queued in order like every change and committed within a batch or two,
 //! but nobody waits for them: not the connection they describe, and not
 //! the reads behind them, which wait only for the last ordinary change
-//! ([`Lsns::strict`]). A crash may therefore lose the last marks, never a
+//! ([`Lsns::strict`]). A batch made only of them is committed without
+//! waiting for its flush to disk ([`store::Flush::Soon`]): the store
+//! flushes it with a later commit, within [`store::RELAXED_FLUSH_WITHIN`].
+//! A crash of the process may therefore lose the marks not yet committed,
+//! and a crash of the machine those of the last tenth of a second; never a
 //! session: its placement was an ordinary change, durable before its host
 //! was dialled (S5). A session whose Active mark was lost was placed
 //! moments before the crash and keeps almost all of its `pendingTimeout`
@@ -33,7 +37,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use store::{ApplyBlocking, Mutation, Store};
+use store::{ApplyBlocking, Flush, Mutation, Store};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::BrokerError;
@@ -339,15 +343,17 @@ impl Writer {
         }
     }
 
-    /// Writes `batch`. A panic in a synchronous write is a failed write,
-    /// as a blocking task's is for [`Store::apply`].
-    async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), store::StoreError> {
-        match &self.blocking {
-            Some(store) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                store.apply_blocking(&batch)
+    /// Writes `batch`, flushed as `flush` says. A panic in a synchronous
+    /// write is a failed write, as a blocking task's is for
+    /// [`Store::apply`].
+    async fn apply(&self, batch: Arc<[Mutation]>, flush: Flush) -> Result<(), store::StoreError> {
+        match (&self.blocking, flush) {
+            (Some(store), _) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                store.apply_blocking(&batch, flush)
             }))
             .unwrap_or_else(|_| Err(store::StoreError::Task("the store's write panicked".into()))),
-            None => self.store.apply(batch).await,
+            (None, Flush::Now) => self.store.apply(batch).await,
+            (None, Flush::Soon) => self.store.apply_relaxed(batch).await,
         }
     }
 
@@ -377,7 +383,7 @@ impl Writer {
             if batch.is_empty() {
                 // Only a tick: nothing was written since the last one.
                 let checked = match self.prune_due(&mut next_prune) {
-                    Some(prune) => self.apply(vec![prune].into()).await,
+                    Some(prune) => self.apply(vec![prune].into(), Flush::Now).await,
                     None => self.store.ping().await,
                 };
                 if let Err(e) = checked {
@@ -387,13 +393,22 @@ impl Writer {
                 continue;
             }
             let last_lsn = batch.last().map_or(0, |r: &WriteRequest| r.lsn);
+            // A batch that nobody waits for (only relaxed marks) need not be
+            // on disk before the next one is taken: it is committed, so the
+            // process's crash loses none of it, and flushed within
+            // `store::RELAXED_FLUSH_WITHIN` (rule S5's exception).
+            let flush = if batch.iter().all(|r| r.done.is_none()) {
+                Flush::Soon
+            } else {
+                Flush::Now
+            };
             let mutations: Arc<[Mutation]> = batch
                 .iter_mut()
                 .flat_map(|r| std::mem::take(&mut r.mutations))
                 .chain(self.prune_due(&mut next_prune))
                 .collect();
             let started = std::time::Instant::now();
-            let result = self.apply(mutations.clone()).await;
+            let result = self.apply(mutations.clone(), flush).await;
             metrics::histogram!("deskbroker_store_commit_seconds").record(started.elapsed());
             metrics::histogram!("deskbroker_store_batch_requests").record(batch.len() as f64);
             match result {
@@ -512,7 +527,7 @@ mod tests {
     }
 
     impl ApplyBlocking for GoesAway {
-        fn apply_blocking(&self, _batch: &[Mutation]) -> Result<(), StoreError> {
+        fn apply_blocking(&self, _batch: &[Mutation], _flush: Flush) -> Result<(), StoreError> {
             self.commit()
         }
     }
@@ -618,11 +633,20 @@ mod tests {
     }
 
     /// A store that holds every batch until the test lets it commit, and
-    /// says what it committed.
+    /// says what it committed and how it was to be flushed.
     struct Gated {
         gate: tokio::sync::Semaphore,
         entered: tokio::sync::Notify,
-        committed: Mutex<Vec<Vec<Mutation>>>,
+        committed: Mutex<Vec<(Flush, Vec<Mutation>)>>,
+    }
+
+    impl Gated {
+        async fn commit(&self, batch: Arc<[Mutation]>, flush: Flush) -> Result<(), StoreError> {
+            self.entered.notify_one();
+            self.gate.acquire().await.expect("open").forget();
+            self.committed.lock().unwrap().push((flush, batch.to_vec()));
+            Ok(())
+        }
     }
 
     #[async_trait::async_trait]
@@ -631,10 +655,10 @@ mod tests {
             Ok(Snapshot::default())
         }
         async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
-            self.entered.notify_one();
-            self.gate.acquire().await.expect("open").forget();
-            self.committed.lock().unwrap().push(batch.to_vec());
-            Ok(())
+            self.commit(batch, Flush::Now).await
+        }
+        async fn apply_relaxed(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+            self.commit(batch, Flush::Soon).await
         }
         async fn scaling_actions(
             &self,
@@ -691,24 +715,30 @@ mod tests {
         store.gate.add_permits(2);
         writer.await.expect("joined").expect("committed");
         queue.flush().await.expect("flushed");
-        let ids: Vec<Vec<String>> = store
+        let ids: Vec<(Flush, Vec<String>)> = store
             .committed
             .lock()
             .unwrap()
             .iter()
-            .map(|b| {
-                b.iter()
+            .map(|(flush, b)| {
+                let ids = b
+                    .iter()
                     .map(|m| match m {
                         Mutation::PutSession { session, .. } => session.id.clone(),
                         other => format!("{other:?}"),
                     })
-                    .collect()
+                    .collect();
+                (*flush, ids)
             })
             .collect();
+        // Both committed in order; the mark's batch, which nobody waits
+        // for, may reach the disk later, the placement's may not.
         assert_eq!(
             ids,
-            [vec!["mark"], vec!["placed"]],
-            "in order, both durable"
+            [
+                (Flush::Soon, vec!["mark".to_string()]),
+                (Flush::Now, vec!["placed".to_string()])
+            ],
         );
     }
 

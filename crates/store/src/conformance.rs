@@ -23,6 +23,7 @@ pub async fn run_all(open: Opener<'_>) {
     empty_store_loads_empty(open).await;
     everything_comes_back_after_reopen(open).await;
     a_failing_batch_changes_nothing(open).await;
+    a_relaxed_batch_is_committed_in_order_and_all_or_nothing(open).await;
     deletes_cascade(open).await;
     puts_replace_and_counters_update(open).await;
     a_token_keeps_its_bound_and_count(open).await;
@@ -514,6 +515,71 @@ async fn a_failing_batch_changes_nothing(open: Opener<'_>) {
     );
     let after = store.load().await.expect("load");
     assert_eq!(before, after, "a failing batch leaves nothing behind");
+}
+
+/// A relaxed batch ([`Store::apply_relaxed`]) may reach the disk later,
+/// but it is committed when the call returns: a reopened store (a
+/// restarted broker) has it, in order with the ordinary batches around
+/// it, and a failing one changes nothing.
+async fn a_relaxed_batch_is_committed_in_order_and_all_or_nothing(open: Opener<'_>) {
+    let store = open("relaxed");
+    store.apply(seed_batch("p").into()).await.expect("apply");
+    let mut marked = session("s1", "h2", "alice@contoso.com");
+    marked.state = SessionState::Disconnected;
+    marked.state_since_ms += 1_000;
+    store
+        .apply_relaxed(
+            vec![Mutation::PutSession {
+                pool: "p".into(),
+                session: marked.clone(),
+            }]
+            .into(),
+        )
+        .await
+        .expect("relaxed");
+    store
+        .apply(
+            vec![Mutation::PutSession {
+                pool: "p".into(),
+                session: session("s3", "h1", "carol@contoso.com"),
+            }]
+            .into(),
+        )
+        .await
+        .expect("ordinary after relaxed");
+    store
+        .apply_relaxed(
+            vec![Mutation::DeleteSession {
+                pool: "p".into(),
+                id: "s2".into(),
+            }]
+            .into(),
+        )
+        .await
+        .expect("relaxed after ordinary");
+    let bad = vec![
+        Mutation::DeleteSession {
+            pool: "p".into(),
+            id: "s3".into(),
+        },
+        Mutation::PutSession {
+            pool: "p".into(),
+            session: session("s9", "nope", "dave"),
+        },
+    ];
+    assert!(
+        store.apply_relaxed(bad.into()).await.is_err(),
+        "a relaxed batch with a session on a missing host is refused"
+    );
+    drop(store);
+    let snap = open("relaxed").load().await.expect("load");
+    let mut sessions = snap.pools[0].sessions.clone();
+    sessions.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(
+        sessions,
+        [marked, session("s3", "h1", "carol@contoso.com")],
+        "both relaxed batches and the ordinary one are kept, the refused one is not"
+    );
 }
 
 async fn deletes_cascade(open: Opener<'_>) {

@@ -310,9 +310,29 @@ pub enum StoreError {
 /// afterwards — two thread wake-ups per batch, a fifth of a busy writer's
 /// time on a loaded two-core machine (docs/benchmarks.md).
 pub trait ApplyBlocking: Send + Sync + 'static {
-    /// As [`Store::apply`], on the caller's thread, which it blocks.
-    fn apply_blocking(&self, batch: &[Mutation]) -> Result<(), StoreError>;
+    /// As [`Store::apply`] (with [`Flush::Now`]) or
+    /// [`Store::apply_relaxed`] (with [`Flush::Soon`]), on the caller's
+    /// thread, which it blocks.
+    fn apply_blocking(&self, batch: &[Mutation], flush: Flush) -> Result<(), StoreError>;
 }
+
+/// When a committed batch must be on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// Before the write returns: every change the broker acknowledges
+    /// (rule S5).
+    Now,
+    /// Within [`RELAXED_FLUSH_WITHIN`]: the batch is committed when the
+    /// write returns, so a crash of the broker's process loses none of it,
+    /// but its flush may ride on a later one; only a crash of the machine
+    /// (or of the database server) can lose it. For batches made only of
+    /// the RDP front door's marks, which nobody waits for (rule S5's
+    /// exception).
+    Soon,
+}
+
+/// How long a [`Flush::Soon`] batch may wait for its flush to disk.
+pub const RELAXED_FLUSH_WITHIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A durable home for the broker's state.
 #[async_trait::async_trait]
@@ -324,6 +344,14 @@ pub trait Store: Send + Sync + 'static {
     /// every mutation survives a crash of the process or the machine.
     /// Shared, so that the caller still has the batch when it fails.
     async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError>;
+
+    /// Like [`Store::apply`], for a batch that may be flushed to disk
+    /// later ([`Flush::Soon`]): when this returns `Ok`, every mutation
+    /// survives a crash of the broker's process. The default flushes at
+    /// once.
+    async fn apply_relaxed(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+        self.apply(batch).await
+    }
 
     /// This store's synchronous write path, when it has one: see
     /// [`ApplyBlocking`]. None (the default): the writer calls

@@ -1,6 +1,11 @@
 //! The embedded default store: one SQLite database file in the data
 //! directory, in WAL mode with `synchronous=FULL`, so a committed batch is
-//! on disk before [`Store::apply`] returns.
+//! on disk before [`Store::apply`] returns. A batch of relaxed changes
+//! ([`Flush::Soon`], [`Store::apply_relaxed`]) is committed with
+//! `synchronous=NORMAL` instead: its WAL frames are written (a crash of the
+//! process loses nothing) but not flushed; the next flushing commit, or the
+//! checkpointer's next pass (it flushes the WAL before it copies it), takes
+//! them to disk, within [`RELAXED_FLUSH_WITHIN`].
 //!
 //! Records are kept as JSON in a few tables keyed by name; the keys and the
 //! few columns queries need are real columns. Schema changes are numbered
@@ -13,9 +18,10 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, params};
 
 use crate::{
-    AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, ApplyBlocking, AuditQuery, AuditRow, HostCredential,
-    MAX_AUDIT_PAGE_ROWS, MAX_SCALING_ACTION_PAGE_ROWS, Mutation, PoolRecord, RegistrationToken,
-    ScalingAction, ScalingActionQuery, Snapshot, Store, StoreError, StoredPlan,
+    AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, ApplyBlocking, AuditQuery, AuditRow, Flush,
+    HostCredential, MAX_AUDIT_PAGE_ROWS, MAX_SCALING_ACTION_PAGE_ROWS, Mutation, PoolRecord,
+    RELAXED_FLUSH_WITHIN, RegistrationToken, ScalingAction, ScalingActionQuery, Snapshot, Store,
+    StoreError, StoredPlan,
 };
 
 /// Migrations, in order; `user_version` is how many have been applied.
@@ -113,6 +119,19 @@ pub struct SqliteStore {
     /// A second connection for reading the audit log: WAL lets it read
     /// while the writer commits, so a query never holds a batch up.
     reader: Arc<Mutex<Connection>>,
+    /// The writer's commits not yet flushed to disk ([`Flush::Soon`]).
+    /// Locked only with `conn`.
+    unflushed: Arc<Mutex<Unflushed>>,
+}
+
+/// What the writer's connection has committed without flushing it.
+#[derive(Default)]
+struct Unflushed {
+    /// The connection's `synchronous` is NORMAL (commits do not flush)
+    /// rather than FULL.
+    normal: bool,
+    /// When the oldest commit not yet flushed was made.
+    since: Option<std::time::Instant>,
 }
 
 impl SqliteStore {
@@ -142,6 +161,7 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             reader: Arc::new(Mutex::new(reader)),
+            unflushed: Arc::default(),
         };
         store.migrate()?;
         spawn_checkpointer(dir.join("deskbroker.sqlite3"), Arc::downgrade(&store.conn))?;
@@ -309,8 +329,35 @@ impl SqliteStore {
         Ok(out)
     }
 
-    fn apply_sync(&self, batch: &[Mutation]) -> Result<(), StoreError> {
+    async fn apply_on_blocking_thread(
+        &self,
+        batch: Arc<[Mutation]>,
+        flush: Flush,
+    ) -> Result<(), StoreError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.apply_sync(&batch, flush))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    fn apply_sync(&self, batch: &[Mutation], flush: Flush) -> Result<(), StoreError> {
         let mut conn = self.lock();
+        let mut unflushed = self.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        // A relaxed batch flushes too once an earlier one has waited long
+        // enough, so that under a steady stream of them nothing waits for
+        // the checkpointer.
+        let flush_now = flush == Flush::Now
+            || unflushed
+                .since
+                .is_some_and(|t| t.elapsed() >= RELAXED_FLUSH_WITHIN);
+        if unflushed.normal == flush_now {
+            conn.pragma_update(
+                None,
+                "synchronous",
+                if flush_now { "FULL" } else { "NORMAL" },
+            )?;
+            unflushed.normal = !flush_now;
+        }
         let tx = conn.transaction()?;
         // Only the last counters of each pool in a batch matter.
         let mut last_counters = std::collections::HashMap::new();
@@ -328,6 +375,13 @@ impl SqliteStore {
             apply_one(&tx, m)?;
         }
         tx.commit()?;
+        // A flush takes every earlier commit's frames with it: the WAL is
+        // one file, written in order.
+        unflushed.since = if flush_now {
+            None
+        } else {
+            unflushed.since.or_else(|| Some(std::time::Instant::now()))
+        };
         Ok(())
     }
 }
@@ -397,6 +451,9 @@ fn spawn_checkpointer(
     alive: std::sync::Weak<Mutex<Connection>>,
 ) -> Result<(), StoreError> {
     let mut conn = Connection::open(&path)?;
+    // FULL, as SQLite's default: a checkpoint then flushes the WAL before
+    // it copies it, which takes relaxed commits to disk (`Flush::Soon`).
+    conn.pragma_update(None, "synchronous", "FULL")?;
     // Takes the write lock for a restart as soon as the commit under way
     // ends, and gives up after about 100 ms (the next pass tries again).
     // (Not `retry_soon`: its count is of commits that waited.)
@@ -660,8 +717,8 @@ fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
 }
 
 impl ApplyBlocking for SqliteStore {
-    fn apply_blocking(&self, batch: &[Mutation]) -> Result<(), StoreError> {
-        self.apply_sync(batch)
+    fn apply_blocking(&self, batch: &[Mutation], flush: Flush) -> Result<(), StoreError> {
+        self.apply_sync(batch, flush)
     }
 }
 
@@ -679,10 +736,11 @@ impl Store for SqliteStore {
     }
 
     async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || this.apply_sync(&batch))
-            .await
-            .map_err(|e| StoreError::Task(e.to_string()))?
+        self.apply_on_blocking_thread(batch, Flush::Now).await
+    }
+
+    async fn apply_relaxed(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+        self.apply_on_blocking_thread(batch, Flush::Soon).await
     }
 
     async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
@@ -700,5 +758,75 @@ impl Store for SqliteStore {
         tokio::task::spawn_blocking(move || this.scaling_actions_sync(&query))
             .await
             .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_pool(name: &str) -> Vec<Mutation> {
+        vec![Mutation::PutPool {
+            config: crate::conformance::pool(name),
+            counters: placement::PoolCounters::default(),
+        }]
+    }
+
+    /// The writer's connection's `synchronous` (1 NORMAL, 2 FULL) and
+    /// whether it holds commits not yet flushed.
+    fn flushing(store: &SqliteStore) -> (i64, bool) {
+        let conn = store.lock();
+        let level = conn
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
+            .expect("synchronous");
+        let unflushed = store.unflushed.lock().unwrap().since.is_some();
+        (level, unflushed)
+    }
+
+    #[test]
+    fn relaxed_batches_wait_for_a_flush_at_most_relaxed_flush_within() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::open(dir.path()).expect("open");
+        store.apply_sync(&put_pool("a"), Flush::Now).expect("now");
+        assert_eq!(flushing(&store), (2, false), "an ordinary batch flushes");
+        store.apply_sync(&put_pool("b"), Flush::Soon).expect("soon");
+        assert_eq!(flushing(&store), (1, true), "a relaxed one does not");
+        let since = store.unflushed.lock().unwrap().since;
+        store.apply_sync(&put_pool("c"), Flush::Soon).expect("soon");
+        assert_eq!(
+            store.unflushed.lock().unwrap().since,
+            since,
+            "the wait counts from the oldest commit not flushed"
+        );
+        // Once the oldest has waited that long, the next relaxed batch
+        // flushes, and takes every earlier one with it.
+        store.unflushed.lock().unwrap().since =
+            std::time::Instant::now().checked_sub(RELAXED_FLUSH_WITHIN);
+        store.apply_sync(&put_pool("d"), Flush::Soon).expect("soon");
+        assert_eq!(
+            flushing(&store),
+            (2, false),
+            "a relaxed batch that waited flushes"
+        );
+        store.apply_sync(&put_pool("e"), Flush::Soon).expect("soon");
+        assert_eq!(flushing(&store), (1, true));
+        store.apply_sync(&put_pool("f"), Flush::Now).expect("now");
+        assert_eq!(
+            flushing(&store),
+            (2, false),
+            "an ordinary batch flushes them all"
+        );
+        let names: Vec<String> = store
+            .load_sync()
+            .expect("load")
+            .pools
+            .into_iter()
+            .map(|p| p.config.name)
+            .collect();
+        assert_eq!(
+            names,
+            ["a", "b", "c", "d", "e", "f"],
+            "every batch is committed"
+        );
     }
 }

@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 
 use super::{Connection, PostgresError};
-use crate::{Mutation, StoreError};
+use crate::{Flush, Mutation, StoreError};
 
 /// What one mutation becomes in a multi-row statement: up to three key
 /// columns borrowed from the batch, up to two JSON texts and three
@@ -483,7 +483,15 @@ impl Connection {
     /// One round trip: `BEGIN`, every statement and `COMMIT` are sent
     /// together. If a statement fails, the server aborts the transaction,
     /// the statements after it fail too, and `COMMIT` rolls back.
-    pub(super) async fn apply(&mut self, batch: &[Mutation]) -> Result<(), StoreError> {
+    /// With [`Flush::Soon`], the transaction commits without waiting for
+    /// the server's WAL flush (`synchronous_commit` off for it alone): the
+    /// server's WAL writer flushes it within three `wal_writer_delay`s
+    /// (600 ms by default), and only a crash of the server can lose it.
+    pub(super) async fn apply(
+        &mut self,
+        batch: &[Mutation],
+        flush: Flush,
+    ) -> Result<(), StoreError> {
         self.recover().await?;
         let steps = plan(batch);
         if steps.is_empty() {
@@ -495,8 +503,12 @@ impl Connection {
         let statements = &self.statements;
         let params: Vec<_> = steps.iter().map(Step::params).collect();
         let mut requests: Vec<Pending<'_>> = Vec::with_capacity(steps.len() + 2);
+        let begin = match flush {
+            Flush::Now => "BEGIN",
+            Flush::Soon => "BEGIN; SET LOCAL synchronous_commit TO OFF",
+        };
         requests.push(Box::pin(async move {
-            client.batch_execute("BEGIN").await.map(|()| Vec::new())
+            client.batch_execute(begin).await.map(|()| Vec::new())
         }));
         for (step, params) in steps.iter().zip(&params) {
             requests.push(Box::pin(async move {

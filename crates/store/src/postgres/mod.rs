@@ -68,7 +68,7 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use crate::{AuditQuery, AuditRow, Mutation, Snapshot, Store, StoreError};
+use crate::{AuditQuery, AuditRow, Flush, Mutation, Snapshot, Store, StoreError};
 use apply::Statements;
 use connection::{configure_session, open_connection};
 use lock::{leader_url, publish_leader, take_owner_lock};
@@ -122,6 +122,20 @@ struct Connection {
 }
 
 impl PostgresStore {
+    /// Commits `batch`, flushed as `flush` says, within [`APPLY_TIMEOUT`].
+    async fn apply_with(&self, batch: &[Mutation], flush: Flush) -> Result<(), StoreError> {
+        let run = async { self.conn.lock().await.apply(batch, flush).await };
+        tokio::time::timeout(APPLY_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PostgresError::Timeout {
+                    what: "commit a batch",
+                    timeout: APPLY_TIMEOUT,
+                }
+                .into())
+            })
+    }
+
     /// Connects to the database of `url` (`postgres://` or `postgresql://`),
     /// takes its owner lock (waiting up to [`OWNER_LOCK_WAIT`]), applies
     /// migrations and prepares statements. Must run inside a Tokio runtime:
@@ -288,15 +302,10 @@ impl Store for PostgresStore {
     }
 
     async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
-        let run = async { self.conn.lock().await.apply(&batch).await };
-        tokio::time::timeout(APPLY_TIMEOUT, run)
-            .await
-            .unwrap_or_else(|_| {
-                Err(PostgresError::Timeout {
-                    what: "commit a batch",
-                    timeout: APPLY_TIMEOUT,
-                }
-                .into())
-            })
+        self.apply_with(&batch, Flush::Now).await
+    }
+
+    async fn apply_relaxed(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+        self.apply_with(&batch, Flush::Soon).await
     }
 }
