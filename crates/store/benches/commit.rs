@@ -1,0 +1,139 @@
+//! What one commit of the broker's writer costs on the embedded store, on
+//! disk, each shape against its baseline in the same run:
+//!
+//! - `marks`: a batch of the RDP front door's session marks (a session set
+//!   `Active` or `Disconnected`: an upsert of its row) committed with its
+//!   own flush (`Flush::Now`, how every batch was written before
+//!   2026-12-03) against the same batch committed without waiting for it
+//!   (`Flush::Soon`, how a batch of marks only is written now);
+//! - `placements`: a batch of new sessions with their flush, the shape of
+//!   a logon storm's batches, for scale.
+//!
+//! The store holds one pool of 1,000 hosts and 20,000 sessions; each batch
+//! touches sessions spread over the table, as a farm's marks do. The
+//! directory is the system's temporary one: run with `TMPDIR` on a disk
+//! (not tmpfs), or the flush costs nothing.
+//!
+//! `cargo bench -p store --bench commit`
+
+use std::sync::Arc;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use placement::{PoolCounters, SessionState};
+use store::conformance::{host, pool, session};
+use store::{ApplyBlocking, Flush, Mutation, SqliteStore, Store};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const HOSTS: usize = 1_000;
+const SESSIONS: usize = 20_000;
+
+/// A store with [`HOSTS`] hosts and [`SESSIONS`] sessions in pool `p`.
+fn filled_store(dir: &std::path::Path) -> Arc<dyn ApplyBlocking> {
+    let store = SqliteStore::open(dir).expect("open");
+    let writer = store.blocking().expect("SQLite writes synchronously");
+    let mut seed = vec![Mutation::PutPool {
+        config: pool("p"),
+        counters: PoolCounters::default(),
+    }];
+    seed.extend((0..HOSTS).map(|h| Mutation::PutHost {
+        pool: "p".into(),
+        host: host(&format!("h{h}"), h as u64 + 1),
+    }));
+    seed.extend((0..SESSIONS).map(|s| Mutation::PutSession {
+        pool: "p".into(),
+        session: session(
+            &format!("s{s}"),
+            &format!("h{}", s % HOSTS),
+            &format!("u{s}"),
+        ),
+    }));
+    writer.apply_blocking(&seed, Flush::Now).expect("seed");
+    writer
+}
+
+/// The `n`th batch of `size` marks: sessions spread across the table,
+/// other ones than the batch before, each with a new state and time (a
+/// row rewritten with the bytes it has is no write at all for SQLite).
+fn mark_batch(n: usize, size: usize) -> Vec<Mutation> {
+    (0..size)
+        .map(|i| {
+            let s = (n * size + i) * 7_919 % SESSIONS;
+            let mut marked = session(
+                &format!("s{s}"),
+                &format!("h{}", s % HOSTS),
+                &format!("u{s}"),
+            );
+            marked.state = if n.is_multiple_of(2) {
+                SessionState::Disconnected
+            } else {
+                SessionState::Active
+            };
+            marked.state_since_ms += n as i64;
+            Mutation::PutSession {
+                pool: "p".into(),
+                session: marked,
+            }
+        })
+        .collect()
+}
+
+fn marks(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = filled_store(dir.path());
+    let mut group = c.benchmark_group("marks");
+    let mut n = 0;
+    for size in [1, 8, 32] {
+        group.throughput(Throughput::Elements(size as u64));
+        for (name, flush) in [("flush-now", Flush::Now), ("flush-soon", Flush::Soon)] {
+            group.bench_function(BenchmarkId::new(name, size), |b| {
+                b.iter(|| {
+                    n += 1;
+                    writer
+                        .apply_blocking(&mark_batch(n, size), flush)
+                        .expect("commit");
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+fn placements(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = filled_store(dir.path());
+    let mut group = c.benchmark_group("placements");
+    for size in [1, 8, 32] {
+        group.throughput(Throughput::Elements(size as u64));
+        let mut n = 0usize;
+        group.bench_function(BenchmarkId::new("flush-now", size), |b| {
+            b.iter(|| {
+                let batch: Vec<Mutation> = (0..size)
+                    .map(|_| {
+                        n += 1;
+                        Mutation::PutSession {
+                            pool: "p".into(),
+                            session: session(
+                                &format!("new{n}"),
+                                &format!("h{}", n % HOSTS),
+                                &format!("new{n}"),
+                            ),
+                        }
+                    })
+                    .collect();
+                writer.apply_blocking(&batch, Flush::Now).expect("commit");
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(30)
+        .measurement_time(std::time::Duration::from_secs(3));
+    targets = marks, placements
+}
+criterion_main!(benches);
