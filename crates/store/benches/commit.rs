@@ -7,7 +7,8 @@
 //!   2026-12-03) against the same batch committed without waiting for it
 //!   (`Flush::Soon`, how a batch of marks only is written now);
 //! - `placements`: a batch of new sessions with their flush, the shape of
-//!   a logon storm's batches, for scale.
+//!   a logon storm's batches, for scale, and the same unflushed: what the
+//!   statements and WAL frames cost without the disk.
 //!
 //! The store holds one pool of 1,000 hosts and 20,000 sessions; each batch
 //! touches sessions spread over the table, as a farm's marks do. The
@@ -104,27 +105,31 @@ fn placements(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let writer = filled_store(dir.path());
     let mut group = c.benchmark_group("placements");
+    let mut n = 0usize;
     for size in [1, 8, 32] {
         group.throughput(Throughput::Elements(size as u64));
-        let mut n = 0usize;
-        group.bench_function(BenchmarkId::new("flush-now", size), |b| {
-            b.iter(|| {
-                let batch: Vec<Mutation> = (0..size)
-                    .map(|_| {
-                        n += 1;
-                        Mutation::PutSession {
-                            pool: "p".into(),
-                            session: session(
-                                &format!("new{n}"),
-                                &format!("h{}", n % HOSTS),
-                                &format!("new{n}"),
-                            ),
-                        }
-                    })
-                    .collect();
-                writer.apply_blocking(&batch, Flush::Now).expect("commit");
+        // Unflushed: the statements and WAL frames alone, without the
+        // disk's share (a placement is always flushed in the broker).
+        for (name, flush) in [("flush-now", Flush::Now), ("unflushed", Flush::Soon)] {
+            group.bench_function(BenchmarkId::new(name, size), |b| {
+                b.iter(|| {
+                    let batch: Vec<Mutation> = (0..size)
+                        .map(|_| {
+                            n += 1;
+                            Mutation::PutSession {
+                                pool: "p".into(),
+                                session: session(
+                                    &format!("new{n}"),
+                                    &format!("h{}", n % HOSTS),
+                                    &format!("new{n}"),
+                                ),
+                            }
+                        })
+                        .collect();
+                    writer.apply_blocking(&batch, flush).expect("commit");
+                });
             });
-        });
+        }
     }
     group.finish();
 }
