@@ -8,7 +8,8 @@
 //!   (`Flush::Soon`, how a batch of marks only is written now);
 //! - `placements`: a batch of new sessions with their flush, the shape of
 //!   a logon storm's batches, for scale, and the same unflushed: what the
-//!   statements and WAL frames cost without the disk.
+//!   statements and WAL frames cost without the disk, with and without the
+//!   audit entry a connect over the API writes with its session.
 //!
 //! The store holds one pool of 1,000 hosts and 20,000 sessions; each batch
 //! touches sessions spread over the table, as a farm's marks do. The
@@ -20,8 +21,8 @@
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use placement::{PoolCounters, SessionState};
-use store::conformance::{host, pool, session};
+use placement::{PoolCounters, Session, SessionState};
+use store::conformance::{audit_entry, host, pool, session};
 use store::{ApplyBlocking, Flush, Mutation, SqliteStore, Store};
 
 #[global_allocator]
@@ -101,6 +102,17 @@ fn marks(c: &mut Criterion) {
     group.finish();
 }
 
+/// The audit entry of a connect over the API that placed `placed`, the
+/// shape the broker writes (about 430 bytes of JSON).
+fn connect_entry(placed: &Session) -> Mutation {
+    let mut entry = audit_entry(placed.create_time_ms, "admin", Some("p"));
+    entry.action = "POST /api/v1/hostPools/p/connect".into();
+    entry.target = format!("hostPools/p/sessions/{}", placed.id);
+    entry.before = None;
+    entry.after = Some(serde_json::to_value(placed).expect("a session is JSON"));
+    Mutation::AppendAudit { entry }
+}
+
 fn placements(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let writer = filled_store(dir.path());
@@ -110,22 +122,31 @@ fn placements(c: &mut Criterion) {
         group.throughput(Throughput::Elements(size as u64));
         // Unflushed: the statements and WAL frames alone, without the
         // disk's share (a placement is always flushed in the broker).
-        for (name, flush) in [("flush-now", Flush::Now), ("unflushed", Flush::Soon)] {
+        // And unflushed with the audit entry each connect over the API
+        // writes (rule T5), to tell its share.
+        for (name, flush, audited) in [
+            ("flush-now", Flush::Now, false),
+            ("unflushed", Flush::Soon, false),
+            ("unflushed-audited", Flush::Soon, true),
+        ] {
             group.bench_function(BenchmarkId::new(name, size), |b| {
                 b.iter(|| {
-                    let batch: Vec<Mutation> = (0..size)
-                        .map(|_| {
-                            n += 1;
-                            Mutation::PutSession {
-                                pool: "p".into(),
-                                session: session(
-                                    &format!("new{n}"),
-                                    &format!("h{}", n % HOSTS),
-                                    &format!("new{n}"),
-                                ),
-                            }
-                        })
-                        .collect();
+                    let mut batch = Vec::with_capacity(2 * size);
+                    for _ in 0..size {
+                        n += 1;
+                        let placed = session(
+                            &format!("new{n}"),
+                            &format!("h{}", n % HOSTS),
+                            &format!("new{n}"),
+                        );
+                        if audited {
+                            batch.push(connect_entry(&placed));
+                        }
+                        batch.push(Mutation::PutSession {
+                            pool: "p".into(),
+                            session: placed,
+                        });
+                    }
                     writer.apply_blocking(&batch, flush).expect("commit");
                 });
             });
