@@ -58,7 +58,9 @@ fn describe() {
     );
     metrics::describe_histogram!(
         "deskbroker_store_commit_seconds",
-        "Time to commit one batch to the store."
+        "Time to commit one batch to the store, by flush: now (flushed to disk before anyone \
+         is answered), soon (a batch of the RDP front door's session marks only, flushed \
+         within 100 ms)."
     );
     metrics::describe_histogram!(
         "deskbroker_store_batch_requests",

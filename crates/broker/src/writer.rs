@@ -409,7 +409,12 @@ impl Writer {
                 .collect();
             let started = std::time::Instant::now();
             let result = self.apply(mutations.clone(), flush).await;
-            metrics::histogram!("deskbroker_store_commit_seconds").record(started.elapsed());
+            let flushed = match flush {
+                Flush::Now => "now",
+                Flush::Soon => "soon",
+            };
+            metrics::histogram!("deskbroker_store_commit_seconds", "flush" => flushed)
+                .record(started.elapsed());
             metrics::histogram!("deskbroker_store_batch_requests").record(batch.len() as f64);
             match result {
                 Ok(()) => {

@@ -207,6 +207,21 @@ async fn connections_that_close_before_a_logon_leave_no_session_behind() {
         metrics.contains("deskbroker_rdp_sessions_without_logon_total 6"),
         "{metrics}"
     );
+    // The placements were flushed before their hosts were dialled; the
+    // last change of all, the last user's Disconnected mark, was committed
+    // in a batch of marks only, whose flush waits (rule S5's exception).
+    let metrics = metrics_when(&app, |m| {
+        m.contains("deskbroker_store_commit_seconds_count{flush=\"soon\"}")
+    })
+    .await;
+    assert!(
+        metrics.contains("deskbroker_store_commit_seconds_count{flush=\"now\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("deskbroker_store_commit_seconds_count{flush=\"soon\"}"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
