@@ -42,6 +42,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub const TOKEN: &str = "test-admin-token-0123456789-abcdefghij";
+/// How long `deskbroker serve` may take to print that it listens: it opens
+/// its store and binds in well under a second; this bounds a stuck start.
+const SERVE_START: Duration = Duration::from_secs(120);
 
 /// A running broker.
 pub struct App {
@@ -117,26 +120,40 @@ impl App {
             })
             .spawn()
             .expect("start deskbroker serve");
+        // `serve` prints one line per listener: the API's, then the RDP
+        // front door's and the RD Gateway's when asked for. They are read
+        // on a thread of its own, so that a broker that never prints them
+        // fails the test instead of hanging it; the thread then keeps
+        // reading, so that the broker never writes to a closed pipe.
+        let wanted = 1
+            + usize::from(extra.contains(&"--rdp-listen"))
+            + usize::from(extra.contains(&"--gateway-listen"));
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        stdout
-            .read_line(&mut line)
-            .expect("read the listening line");
-        let mut more = Vec::new();
-        if extra.contains(&"--rdp-listen") {
-            let mut rdp = String::new();
-            stdout
-                .read_line(&mut rdp)
-                .expect("read the rdp listening line");
-            more.push(rdp.trim().to_string());
+        let (first, lines_rx) = std::sync::mpsc::sync_channel(1);
+        std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            while lines.len() < wanted {
+                let mut line = String::new();
+                match stdout.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => lines.push(line.trim().to_string()),
+                }
+            }
+            let _ = first.send(lines);
+            std::io::copy(&mut stdout, &mut std::io::sink())
+        });
+        let Ok(mut lines) = lines_rx.recv_timeout(SERVE_START) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("deskbroker serve did not print its listening lines within {SERVE_START:?}");
+        };
+        if lines.len() < wanted {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("deskbroker serve ended before it listened: {lines:?}");
         }
-        if extra.contains(&"--gateway-listen") {
-            let mut rdg = String::new();
-            stdout
-                .read_line(&mut rdg)
-                .expect("read the rd gateway listening line");
-            more.push(rdg.trim().to_string());
-        }
+        let more = lines.split_off(1);
+        let line = lines.remove(0);
         let url = line
             .trim()
             .strip_prefix("listening on ")
