@@ -125,15 +125,7 @@ impl PostgresStore {
     /// Commits `batch`, flushed as `flush` says, within [`APPLY_TIMEOUT`].
     async fn apply_with(&self, batch: &[Mutation], flush: Flush) -> Result<(), StoreError> {
         let run = async { self.conn.lock().await.apply(batch, flush).await };
-        tokio::time::timeout(APPLY_TIMEOUT, run)
-            .await
-            .unwrap_or_else(|_| {
-                Err(PostgresError::Timeout {
-                    what: "commit a batch",
-                    timeout: APPLY_TIMEOUT,
-                }
-                .into())
-            })
+        within(APPLY_TIMEOUT, "commit a batch", run).await
     }
 
     /// Connects to the database of `url` (`postgres://` or `postgresql://`),
@@ -236,19 +228,23 @@ impl Connection {
     }
 }
 
+/// Runs `run`, or fails with a timeout naming `what` once `timeout` has
+/// passed (a server that stopped answering holds no caller for ever).
+async fn within<T>(
+    timeout: Duration,
+    what: &'static str,
+    run: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(timeout, run)
+        .await
+        .unwrap_or_else(|_| Err(PostgresError::Timeout { what, timeout }.into()))
+}
+
 #[async_trait::async_trait]
 impl Store for PostgresStore {
     async fn load(&self) -> Result<Snapshot, StoreError> {
         let run = async { self.conn.lock().await.load().await };
-        tokio::time::timeout(LOAD_TIMEOUT, run)
-            .await
-            .unwrap_or_else(|_| {
-                Err(PostgresError::Timeout {
-                    what: "load the store",
-                    timeout: LOAD_TIMEOUT,
-                }
-                .into())
-            })
+        within(LOAD_TIMEOUT, "load the store", run).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -261,28 +257,12 @@ impl Store for PostgresStore {
                 .map_err(|e| PostgresError::query("the database does not answer", e))?;
             Ok(())
         };
-        tokio::time::timeout(PING_TIMEOUT, run)
-            .await
-            .unwrap_or_else(|_| {
-                Err(PostgresError::Timeout {
-                    what: "check the connection",
-                    timeout: PING_TIMEOUT,
-                }
-                .into())
-            })
+        within(PING_TIMEOUT, "check the connection", run).await
     }
 
     async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
         let run = async { self.conn.lock().await.audit(&query).await };
-        tokio::time::timeout(APPLY_TIMEOUT, run)
-            .await
-            .unwrap_or_else(|_| {
-                Err(PostgresError::Timeout {
-                    what: "read the audit log",
-                    timeout: APPLY_TIMEOUT,
-                }
-                .into())
-            })
+        within(APPLY_TIMEOUT, "read the audit log", run).await
     }
 
     async fn scaling_actions(
@@ -290,15 +270,7 @@ impl Store for PostgresStore {
         query: crate::ScalingActionQuery,
     ) -> Result<Vec<crate::ScalingAction>, StoreError> {
         let run = async { self.conn.lock().await.scaling_actions(&query).await };
-        tokio::time::timeout(APPLY_TIMEOUT, run)
-            .await
-            .unwrap_or_else(|_| {
-                Err(PostgresError::Timeout {
-                    what: "read the scaling actions",
-                    timeout: APPLY_TIMEOUT,
-                }
-                .into())
-            })
+        within(APPLY_TIMEOUT, "read the scaling actions", run).await
     }
 
     async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
