@@ -46,6 +46,38 @@ pub const TOKEN: &str = "test-admin-token-0123456789-abcdefghij";
 /// its store and binds in well under a second; this bounds a stuck start.
 const SERVE_START: Duration = Duration::from_secs(120);
 
+/// The first `wanted` lines `child` prints on its (piped) stdout, read on a
+/// thread of its own, so that a child that never prints them fails the
+/// test instead of hanging it; `Err` says how it failed. The thread then
+/// keeps reading, so that the child never writes to a closed pipe.
+pub fn first_lines(
+    child: &mut Child,
+    wanted: usize,
+    within: Duration,
+) -> Result<Vec<String>, String> {
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    let (first, lines_rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        while lines.len() < wanted {
+            let mut line = String::new();
+            match stdout.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => lines.push(line.trim().to_string()),
+            }
+        }
+        let _ = first.send(lines);
+        std::io::copy(&mut stdout, &mut std::io::sink())
+    });
+    match lines_rx.recv_timeout(within) {
+        Ok(lines) if lines.len() == wanted => Ok(lines),
+        Ok(lines) => Err(format!("stopped printing after {lines:?}")),
+        Err(_) => Err(format!(
+            "did not print its first {wanted} line(s) within {within:?}"
+        )),
+    }
+}
+
 /// A running broker.
 pub struct App {
     pub url: String,
@@ -121,37 +153,15 @@ impl App {
             .spawn()
             .expect("start deskbroker serve");
         // `serve` prints one line per listener: the API's, then the RDP
-        // front door's and the RD Gateway's when asked for. They are read
-        // on a thread of its own, so that a broker that never prints them
-        // fails the test instead of hanging it; the thread then keeps
-        // reading, so that the broker never writes to a closed pipe.
+        // front door's and the RD Gateway's when asked for.
         let wanted = 1
             + usize::from(extra.contains(&"--rdp-listen"))
             + usize::from(extra.contains(&"--gateway-listen"));
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let (first, lines_rx) = std::sync::mpsc::sync_channel(1);
-        std::thread::spawn(move || {
-            let mut lines = Vec::new();
-            while lines.len() < wanted {
-                let mut line = String::new();
-                match stdout.read_line(&mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => lines.push(line.trim().to_string()),
-                }
-            }
-            let _ = first.send(lines);
-            std::io::copy(&mut stdout, &mut std::io::sink())
+        let mut lines = first_lines(&mut child, wanted, SERVE_START).unwrap_or_else(|e| {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("deskbroker serve {e}")
         });
-        let Ok(mut lines) = lines_rx.recv_timeout(SERVE_START) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("deskbroker serve did not print its listening lines within {SERVE_START:?}");
-        };
-        if lines.len() < wanted {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("deskbroker serve ended before it listened: {lines:?}");
-        }
         let more = lines.split_off(1);
         let line = lines.remove(0);
         let url = line

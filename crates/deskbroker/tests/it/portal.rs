@@ -12,7 +12,6 @@
 //! provider's package is installed from `tests/oidc/package-lock.json` by
 //! `npm ci` when missing (scripts/test does it first).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -97,24 +96,9 @@ fn start_provider(broker_url: &str, host: &str, accounts: Value) -> Provider {
         .stderr(stderr)
         .spawn()
         .expect("node is missing: the portal tests need node (scripts/install-test-deps.sh)");
-    // The first line is read on a thread of its own, so that a provider
-    // that never prints it fails the test instead of hanging it.
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let (first, line_rx) = std::sync::mpsc::sync_channel(1);
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let read = stdout.read_line(&mut line).map(|_| line);
-        let _ = first.send(read);
-        // Keep reading what it prints, so that it never writes to a closed pipe.
-        std::io::copy(&mut stdout, &mut std::io::sink())
-    });
-    let line = match line_rx.recv_timeout(PROVIDER_START) {
-        Ok(Ok(line)) => line,
-        failed => give_up(
-            child,
-            &log,
-            &format!("did not print its first line within {PROVIDER_START:?} ({failed:?})"),
-        ),
+    let line = match crate::first_lines(&mut child, 1, PROVIDER_START) {
+        Ok(mut lines) => lines.remove(0),
+        Err(e) => give_up(child, &log, &e),
     };
     let Some(issuer) = line.trim().strip_prefix("listening on ") else {
         give_up(child, &log, &format!("did not start: {line:?}"))
