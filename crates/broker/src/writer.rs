@@ -720,7 +720,22 @@ mod tests {
         store.gate.add_permits(2);
         writer.await.expect("joined").expect("committed");
         queue.flush().await.expect("flushed");
-        let ids: Vec<(Flush, Vec<String>)> = store
+        let ids = committed_ids(&store);
+        // Both committed in order; the mark's batch, which nobody waits
+        // for, may reach the disk later, the placement's may not.
+        assert_eq!(
+            ids,
+            [
+                (Flush::Soon, vec!["mark".to_string()]),
+                (Flush::Now, vec!["placed".to_string()])
+            ],
+        );
+    }
+
+    /// What each committed batch of `store` was, by session id, with how
+    /// it was to be flushed.
+    fn committed_ids(store: &Gated) -> Vec<(Flush, Vec<String>)> {
+        store
             .committed
             .lock()
             .unwrap()
@@ -735,15 +750,51 @@ mod tests {
                     .collect();
                 (*flush, ids)
             })
-            .collect();
-        // Both committed in order; the mark's batch, which nobody waits
-        // for, may reach the disk later, the placement's may not.
+            .collect()
+    }
+
+    /// Rule S5: a batch flushes later only when it holds nothing but
+    /// marks; a mark that shares a batch with an ordinary change is
+    /// flushed with it, before that change is acknowledged.
+    #[tokio::test]
+    async fn a_batch_with_an_ordinary_change_is_flushed_whatever_rides_with_it() {
+        let store = Arc::new(Gated {
+            gate: tokio::sync::Semaphore::new(0),
+            entered: tokio::sync::Notify::new(),
+            committed: Mutex::new(Vec::new()),
+        });
+        let queue = WriteQueue::start(store.clone());
+        let first = {
+            let queue = queue.clone();
+            tokio::spawn(async move { write(&queue, vec![put_session("a")]).await })
+        };
+        store.entered.notified().await;
+        // While "a" is being written, a mark and an ordinary change queue up:
+        // they make the next batch together.
+        let slot = queue.reserve().await.expect("slot");
+        queue.send_relaxed(slot, vec![put_session("mark")]);
+        let second = {
+            let queue = queue.clone();
+            tokio::spawn(async move { write(&queue, vec![put_session("b")]).await })
+        };
+        while queue.enqueued.lock().unwrap().last < 3 {
+            tokio::task::yield_now().await;
+        }
+        store.gate.add_permits(2);
+        first.await.expect("joined").expect("committed");
+        second.await.expect("joined").expect("committed");
+        let slot = queue.reserve().await.expect("slot");
+        queue.send_relaxed(slot, vec![put_session("last mark")]);
+        store.gate.add_permits(1);
+        queue.flush().await.expect("flushed");
+        let s = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            ids,
+            committed_ids(&store),
             [
-                (Flush::Soon, vec!["mark".to_string()]),
-                (Flush::Now, vec!["placed".to_string()])
-            ],
+                (Flush::Now, s(&["a"])),
+                (Flush::Now, s(&["mark", "b"])),
+                (Flush::Soon, s(&["last mark"])),
+            ]
         );
     }
 
