@@ -934,11 +934,15 @@ pub fn validate_address(address: &str) -> Result<(), Error> {
 
 /// A registered session host with what the broker knows of it.
 ///
-/// `repr(C)`, fields in the order a placement reads them: the counters a
-/// placement and a logoff update, then the spec (whose first fields they
-/// read too), then the rest. On a large pool the host of a placement is
-/// cold, and this way it costs two cache lines (three with metrics), where
-/// the compiler's order spread those fields over six.
+/// `repr(C)`, fields in the order a placement reads them: in the first 64
+/// bytes the counters a placement and a logoff update and the two
+/// optional times (an `Option<Host>`, as the engine's host table holds
+/// it, is told from `None` by the tag of one of them, read on every look
+/// at the host); then the metrics (the load index is recomputed from them
+/// on each placement), then the spec (name, address, drain), then the
+/// rest. On a large pool the host of a placement is cold: this way what a
+/// placement reads lies in adjacent cache lines, which the host table
+/// loads together before using any (`HostTable::prefetch`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -975,9 +979,6 @@ pub struct Host {
     /// at most one heartbeat interval (its connecting sessions still count).
     #[serde(skip)]
     pub logons_since_heartbeat: u32,
-    pub spec: HostSpec,
-    pub metrics: Option<HostMetrics>,
-    pub registered_at_ms: TimestampMs,
     pub last_heartbeat_ms: Option<TimestampMs>,
     /// When the host was last asked to start (None: never). A host that
     /// has sent heartbeats and was started is available again only after a
@@ -985,6 +986,9 @@ pub struct Host {
     /// is up, only that its machine was switched on.
     #[serde(default)]
     pub start_requested_ms: Option<TimestampMs>,
+    pub metrics: Option<HostMetrics>,
+    pub spec: HostSpec,
+    pub registered_at_ms: TimestampMs,
 }
 
 fn available() -> HostStatus {

@@ -327,6 +327,7 @@ impl Pool {
         // H7: one more logon the host's last metrics cannot show. Counted
         // before `insert_session`, whose reindex then corrects the index
         // (no index key depends on this count, so unindexing stays exact).
+        self.hosts.prefetch(seq);
         let h = self.hosts.get_mut(&seq).expect("reserve: host exists");
         h.logons_since_heartbeat = h.logons_since_heartbeat.saturating_add(1);
         let h = &*h;
