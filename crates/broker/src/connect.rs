@@ -120,14 +120,17 @@ impl Broker {
         } else {
             self.place(pool, c).await
         };
-        let outcome = match &result {
-            Ok(_) if from_memory => "reconnect_from_memory",
-            Ok(p) if p.reconnect => "reconnect",
-            Ok(_) => "placed",
-            Err(e) => e.code().as_str(),
-        };
-        metrics::counter!("deskbroker_placements_total", "outcome" => outcome).increment(1);
-        metrics::histogram!("deskbroker_connect_duration_seconds").record(started.elapsed());
+        let hot = crate::telemetry::hot();
+        match &result {
+            Ok(_) if from_memory => hot.reconnect_from_memory.increment(1),
+            Ok(p) if p.reconnect => hot.reconnect.increment(1),
+            Ok(_) => hot.placed.increment(1),
+            Err(e) => {
+                metrics::counter!("deskbroker_placements_total", "outcome" => e.code().as_str())
+                    .increment(1)
+            }
+        }
+        hot.connect_duration.record(started.elapsed());
         result
     }
 
@@ -158,7 +161,8 @@ impl Broker {
                 let engine_started = Instant::now();
                 let random = p.counters().placement_random();
                 let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
-                metrics::histogram!("deskbroker_placement_engine_seconds")
+                crate::telemetry::hot()
+                    .placement_engine
                     .record(engine_started.elapsed());
                 if let Err(e) = &r {
                     start = start_for(p, &req, e, now);

@@ -3,9 +3,53 @@
 
 use std::sync::OnceLock;
 
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Handles of the metrics recorded on every connect and every commit,
+/// registered once. A `metrics::counter!`/`histogram!` call looks its
+/// metric up by name and labels in the recorder's registry (a hash, a map
+/// probe, a key copied) every time: three such look-ups per connect
+/// and two per commit, where a handle is one atomic update.
+pub(crate) struct Hot {
+    /// `deskbroker_placements_total` by the outcomes of a connect that
+    /// succeeded (refusals, rarer, name their error code through the macro).
+    pub placed: Counter,
+    pub reconnect: Counter,
+    pub reconnect_from_memory: Counter,
+    pub connect_duration: Histogram,
+    pub placement_engine: Histogram,
+    /// `deskbroker_store_commit_seconds` by flush.
+    pub commit_now: Histogram,
+    pub commit_soon: Histogram,
+    pub batch_requests: Histogram,
+}
+
+/// The hot handles, registered (after [`init`]) on first use.
+pub(crate) fn hot() -> &'static Hot {
+    static HOT: OnceLock<Hot> = OnceLock::new();
+    HOT.get_or_init(|| {
+        init();
+        let placements = |outcome: &'static str| {
+            metrics::counter!("deskbroker_placements_total", "outcome" => outcome)
+        };
+        let commit = |flush: &'static str| {
+            metrics::histogram!("deskbroker_store_commit_seconds", "flush" => flush)
+        };
+        Hot {
+            placed: placements("placed"),
+            reconnect: placements("reconnect"),
+            reconnect_from_memory: placements("reconnect_from_memory"),
+            connect_duration: metrics::histogram!("deskbroker_connect_duration_seconds"),
+            placement_engine: metrics::histogram!("deskbroker_placement_engine_seconds"),
+            commit_now: commit("now"),
+            commit_soon: commit("soon"),
+            batch_requests: metrics::histogram!("deskbroker_store_batch_requests"),
+        }
+    })
+}
 
 /// Latency buckets in seconds: 50 µs to 10 s.
 const SECONDS_BUCKETS: &[f64] = &[

@@ -409,13 +409,13 @@ impl Writer {
                 .collect();
             let started = std::time::Instant::now();
             let result = self.apply(mutations.clone(), flush).await;
-            let flushed = match flush {
-                Flush::Now => "now",
-                Flush::Soon => "soon",
-            };
-            metrics::histogram!("deskbroker_store_commit_seconds", "flush" => flushed)
-                .record(started.elapsed());
-            metrics::histogram!("deskbroker_store_batch_requests").record(batch.len() as f64);
+            let hot = crate::telemetry::hot();
+            match flush {
+                Flush::Now => &hot.commit_now,
+                Flush::Soon => &hot.commit_soon,
+            }
+            .record(started.elapsed());
+            hot.batch_requests.record(batch.len() as f64);
             match result {
                 Ok(()) => {
                     self.durable.send_replace(last_lsn);
