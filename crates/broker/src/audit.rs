@@ -21,8 +21,7 @@
 use std::sync::{Arc, Mutex};
 
 use placement::Pool;
-use serde_json::Value;
-use store::{AuditEntry, Mutation};
+use store::{AuditEntry, Mutation, Rendered};
 
 use crate::enroll::Caller;
 
@@ -103,19 +102,18 @@ impl Resource {
 
     /// The resource as the API shows it in `pool` (None: absent, or not
     /// something kept in a pool).
-    pub fn render_in(&self, pool: &Pool) -> Option<Value> {
-        let json = |v: Result<Value, serde_json::Error>| v.ok();
+    pub fn render_in(&self, pool: &Pool) -> Option<Rendered> {
         match self {
-            Resource::Pool(_) => json(serde_json::to_value(api::types::HostPoolOutput::of(
+            Resource::Pool(_) => Rendered::of(&api::types::HostPoolOutput::of(
                 pool,
                 pool.config().validate().unwrap_or_default(),
-            ))),
+            )),
             Resource::Host { host, .. } => pool
                 .host(host)
-                .and_then(|h| json(serde_json::to_value(api::types::SessionHostOutput::from(h)))),
+                .and_then(|h| Rendered::of(&api::types::SessionHostOutput::from(h))),
             Resource::Session { id, .. } => pool
                 .session(id)
-                .and_then(|s| json(serde_json::to_value(api::types::SessionOutput::from(s)))),
+                .and_then(|s| Rendered::of(&api::types::SessionOutput::from(s))),
             _ => None,
         }
     }
@@ -163,7 +161,7 @@ pub async fn with_scope<F: Future>(scope: Scope, f: F) -> (F::Output, Scope) {
 
 /// The state of an open scope's resource in `pool` before a write: None
 /// when no scope is open, or it is about another pool, or already recorded.
-pub(crate) fn before_write(pool: &Pool) -> Option<Option<Value>> {
+pub(crate) fn before_write(pool: &Pool) -> Option<Option<Rendered>> {
     SCOPE
         .try_with(|s| {
             let s = s.lock().unwrap_or_else(|p| p.into_inner());
@@ -180,7 +178,7 @@ pub(crate) fn before_write(pool: &Pool) -> Option<Option<Value>> {
 /// here (then `api::audit` records it after the handler).
 pub(crate) fn after_write(
     pool: &Pool,
-    before: Option<Value>,
+    before: Option<Rendered>,
     mutations: &[Mutation],
 ) -> Option<Mutation> {
     SCOPE
@@ -207,10 +205,7 @@ pub(crate) fn after_write(
                     })?;
                     s.entry.target = format!("hostPools/{}/userSessions/{placed}", pool.name());
                     let session = pool.session(&placed)?;
-                    (
-                        serde_json::to_value(api::types::SessionOutput::from(session)).ok(),
-                        200,
-                    )
+                    (Rendered::of(&api::types::SessionOutput::from(session)), 200)
                 }
                 _ => return None,
             };

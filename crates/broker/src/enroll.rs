@@ -404,7 +404,7 @@ impl Broker {
                 let mut mutations = Vec::new();
                 let before = p
                     .host(&name)
-                    .and_then(|h| serde_json::to_value(SessionHostOutput::from(h)).ok());
+                    .and_then(|h| store::Rendered::of(&SessionHostOutput::from(h)));
                 let spec = match p.host(&name) {
                     Some(h) => {
                         let own = caller.as_ref().is_some_and(|c| match c {
@@ -498,7 +498,7 @@ impl Broker {
                         target: format!("hostPools/{}/sessionHosts/{name}", p.name()),
                         host_pool: Some(p.name().to_string()),
                         before,
-                        after: serde_json::to_value(&out).ok(),
+                        after: store::Rendered::of(&out),
                         outcome: if upsert == Upsert::Created { 201 } else { 200 },
                         source: None,
                     },

@@ -109,7 +109,7 @@ fn connect_entry(placed: &Session) -> Mutation {
     entry.action = "POST /api/v1/hostPools/p/connect".into();
     entry.target = format!("hostPools/p/sessions/{}", placed.id);
     entry.before = None;
-    entry.after = Some(serde_json::to_value(placed).expect("a session is JSON"));
+    entry.after = store::Rendered::of(placed);
     Mutation::AppendAudit { entry }
 }
 

@@ -783,7 +783,9 @@ pub fn audit_entry(time_ms: i64, actor: &str, pool: Option<&str>) -> AuditEntry 
         ),
         target: "hostPools/p/sessionHosts/h1".into(),
         host_pool: pool.map(str::to_string),
-        before: Some(serde_json::json!({"allowNewSession": true, "note": "ünïcode"})),
+        before: crate::Rendered::of(
+            &serde_json::json!({"allowNewSession": true, "note": "ünïcode"}),
+        ),
         after: None,
         outcome: 200,
         source: Some("127.0.0.1:5000".into()),

@@ -155,7 +155,7 @@ async fn the_wal_stays_bounded_under_steady_writes() {
         (0..10)
             .map(|j| {
                 let mut entry = store::conformance::audit_entry(i * 10 + j, "admin", None);
-                entry.before = Some(serde_json::Value::String("x".repeat(100 << 10)));
+                entry.before = store::Rendered::of(&"x".repeat(100 << 10));
                 store::Mutation::AppendAudit { entry }
             })
             .collect()

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use api::ErrorBody;
 use api::types::{AuditEntryOutput, Page, WhoAmIOutput};
-use store::{AuditEntry, AuditQuery, Mutation};
+use store::{AuditEntry, AuditQuery, Mutation, Rendered};
 
 use super::error::ApiError;
 use super::{MAX_BODY_BYTES, Query};
@@ -135,7 +135,7 @@ pub async fn record(
 }
 
 /// The resource as memory holds it now (without waiting for the store).
-fn render(broker: &Broker, resource: &Resource) -> Option<Value> {
+fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
     match resource {
         Resource::Pool(p) | Resource::Host { pool: p, .. } | Resource::Session { pool: p, .. } => {
             broker
@@ -149,7 +149,7 @@ fn render(broker: &Broker, resource: &Resource) -> Option<Value> {
                 .credentials
                 .values()
                 .find(|c| &c.name == name)
-                .and_then(|c| serde_json::to_value(super::credentials::output(c, None)).ok())
+                .and_then(|c| Rendered::of(&super::credentials::output(c, None)))
         }
         _ => None,
     }
@@ -249,8 +249,8 @@ pub async fn list(
             action: r.entry.action,
             target: r.entry.target,
             host_pool: r.entry.host_pool,
-            before: r.entry.before,
-            after: r.entry.after,
+            before: r.entry.before.as_ref().map(store::Rendered::to_value),
+            after: r.entry.after.as_ref().map(store::Rendered::to_value),
             outcome: r.entry.outcome,
             source: r.entry.source,
         })
