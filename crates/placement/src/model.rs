@@ -791,7 +791,8 @@ impl HostMetrics {
 ///
 /// `repr(C)`, fields in the order a placement reads them: what every
 /// placement and logoff reads (name, address, drain, owner) comes first,
-/// so that in [`Host`] it shares two cache lines with the host's counters.
+/// so that in [`Host`] it lies in the lines next to the host's counters and
+/// metrics.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
