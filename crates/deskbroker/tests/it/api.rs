@@ -259,6 +259,27 @@ async fn bad_input_is_refused_whole_with_the_error_shape() {
             "not valid",
         ),
         ("GET", "/metrics", "", None, 401, "Unauthorized", "Bearer"),
+        // A path under /api/v1 that no route has: 404 in the contract's
+        // shape, with or without a token (the API's routes are registered
+        // under their whole path; no router of their own answers it).
+        (
+            "GET",
+            "/api/v1/nothingHere",
+            "",
+            None,
+            404,
+            "NotFound",
+            "no such path",
+        ),
+        (
+            "POST",
+            "/api/v1/hostPools/p/nothingHere",
+            "{}",
+            Some(TOKEN),
+            404,
+            "NotFound",
+            "no such path",
+        ),
     ];
     for &(method, path, body, token, status, code, text) in cases {
         let mut req = app.http.request(
