@@ -32,6 +32,7 @@ mod scaling;
 mod session_table;
 mod sessions;
 mod settings;
+mod slot_index;
 
 use host_table::HostTable;
 use index::Buckets;

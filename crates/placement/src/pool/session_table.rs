@@ -19,16 +19,16 @@
 //!
 //! Slots are reused (last freed, first reused), so the slab is as long as
 //! the most sessions (users) the pool has held at once; it grows by chunks
-//! and never moves an entry (`chunked.rs`). The hash tables keep each
+//! and never moves an entry (`chunked.rs`). The hash indexes keep each
 //! entry's hash beside its slot, so growing them rehashes nothing and reads
-//! nothing but the table, and removing an entry compares slots, not
-//! strings.
+//! nothing but the index, and removing an entry compares slots, not
+//! strings; each is split in 64 tables (`slot_index.rs`), so a growth
+//! moves a 64th of it, not a whole pool's sessions under the pool's lock.
 
 use std::hash::{BuildHasher, Hasher, RandomState};
 
-use hashbrown::HashTable;
-
 use super::chunked::Chunked;
+use super::slot_index::SlotIndex;
 use crate::model::Session;
 
 /// A session's place in the slab.
@@ -69,12 +69,12 @@ struct User {
 pub(super) struct SessionTable {
     entries: Chunked<Option<Entry>>,
     free: Vec<Slot>,
-    /// Slots by the hash of their session's id, each with that hash.
-    by_id: HashTable<(Slot, u64)>,
+    /// Slots by the hash of their session's id.
+    by_id: SlotIndex,
     users: Chunked<Option<User>>,
     free_users: Vec<UserSlot>,
-    /// User slots by the hash of their key, each with that hash.
-    by_key: HashTable<(UserSlot, u64)>,
+    /// User slots by the hash of their key.
+    by_key: SlotIndex,
     hasher: RandomState,
 }
 
@@ -86,16 +86,14 @@ impl SessionTable {
     /// The slot of the session `id`.
     pub(super) fn slot_of(&self, id: &str) -> Option<Slot> {
         let hash = self.hasher.hash_one(id);
-        self.by_id
-            .find(hash, |&(s, _)| {
-                self.entries[s as usize]
-                    .as_ref()
-                    .expect("live slot")
-                    .session
-                    .id
-                    == id
-            })
-            .map(|&(s, _)| s)
+        self.by_id.find(hash, |s| {
+            self.entries[s as usize]
+                .as_ref()
+                .expect("live slot")
+                .session
+                .id
+                == id
+        })
     }
 
     pub(super) fn contains(&self, id: &str) -> bool {
@@ -143,8 +141,7 @@ impl SessionTable {
                 Slot::try_from(self.entries.len() - 1).expect("fewer than 2^32 sessions")
             }
         };
-        self.by_id
-            .insert_unique(id_hash, (slot, id_hash), |&(_, hash)| hash);
+        self.by_id.insert(id_hash, slot);
         slot
     }
 
@@ -155,17 +152,13 @@ impl SessionTable {
             .take()
             .expect("session table: no session in this slot");
         self.free.push(slot);
-        if let Ok(found) = self.by_id.find_entry(entry.id_hash, |&(s, _)| s == slot) {
-            found.remove();
-        }
+        self.by_id.remove(entry.id_hash, slot);
         let user = self.users[entry.user as usize]
             .as_ref()
             .expect("a session's user is in the table");
         if user.sessions.is_empty() {
             let hash = user.hash;
-            if let Ok(found) = self.by_key.find_entry(hash, |&(u, _)| u == entry.user) {
-                found.remove();
-            }
+            self.by_key.remove(hash, entry.user);
             self.users[entry.user as usize] = None;
             self.free_users.push(entry.user);
         }
@@ -209,8 +202,7 @@ impl SessionTable {
     fn user_slot(&self, user: &str) -> Option<UserSlot> {
         let hash = caseless_hash(&self.hasher, user);
         self.by_key
-            .find(hash, |&(u, _)| self.user(u).key.eq_ignore_ascii_case(user))
-            .map(|&(u, _)| u)
+            .find(hash, |u| self.user(u).key.eq_ignore_ascii_case(user))
     }
 
     fn user_slot_or_insert(&mut self, user: &str) -> UserSlot {
@@ -233,8 +225,7 @@ impl SessionTable {
                 UserSlot::try_from(self.users.len() - 1).expect("fewer than 2^32 users")
             }
         };
-        self.by_key
-            .insert_unique(hash, (u, hash), |&(_, hash)| hash);
+        self.by_key.insert(hash, u);
         u
     }
 }
