@@ -14,7 +14,9 @@
 # broker's throughput as a ratio of the ceiling's. `cpu_us` is the server's
 # own CPU time (user + system, from /proc) per request answered during the
 # load: what each answer costs, apart from the load tool's share of the
-# same cores. Everything on loopback.
+# same cores. `wr_bytes` is what the server wrote to disk (from
+# /proc/PID/io: the store's WAL and checkpoints) per request. Everything on
+# loopback.
 #
 # Environment: BIN (default target/release/deskbroker, built when it is the
 # default), BASELINE_BIN, HOSTS (1000), THREADS (2), CONNECTIONS (64),
@@ -58,17 +60,21 @@ stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
 # The server's CPU time so far (user + system), in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+# Bytes the server has written to disk so far.
+written() { awk '/^write_bytes/ {print $2}' "/proc/$pid/io"; }
 
 load() { # label round path
-  local before after
+  local before after wbefore wafter
   before=$(cpu_ticks)
+  wbefore=$(written)
   BENCH_TOKEN=$token BENCH_PATH=$3 BENCH_SALT="$1-$2" \
     wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s scripts/bench-http.lua "$url" \
     >"$work/wrk"
   after=$(cpu_ticks)
+  wafter=$(written)
   # The server's CPU per request, in microseconds, over the load alone.
-  awk -v l="$1" -v r="$2" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" \
-    '/^RESULT/ {printf "%-9s %5s %9s %8s %8s %8s %8s %7s %9.1f\n", l, r, $2, $3, $4, $5, $6, $7, ($8 > 0 ? t / hz * 1e6 / $8 : 0)}' \
+  awk -v l="$1" -v r="$2" -v t=$((after - before)) -v w=$((wafter - wbefore)) -v hz="$(getconf CLK_TCK)" \
+    '/^RESULT/ {printf "%-9s %5s %9s %8s %8s %8s %8s %7s %9.1f %9.0f\n", l, r, $2, $3, $4, $5, $6, $7, ($8 > 0 ? t / hz * 1e6 / $8 : 0), ($8 > 0 ? w / $8 : 0)}' \
     "$work/wrk" | tee "$work/last"
 }
 
@@ -85,7 +91,7 @@ broker_run() { # label round bin
 }
 
 echo "wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s; $HOSTS hosts; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-9s %5s %9s %8s %8s %8s %8s %7s %9s\n" run round "req/s" p50ms p99ms p999ms maxms errors cpu_us
+printf "%-9s %5s %9s %8s %8s %8s %8s %7s %9s %9s\n" run round "req/s" p50ms p99ms p999ms maxms errors cpu_us wr_bytes
 for round in $(seq "$ROUNDS"); do
   start "$BIN" bench ceiling-server --listen 127.0.0.1:0
   load ceiling "$round" /api/v1/hostPools/bench-storm/connect
