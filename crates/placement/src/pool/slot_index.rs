@@ -3,12 +3,12 @@
 //!
 //! Why: a hash table grows by moving every entry into a table twice as
 //! large, all in the insert that crosses its load limit. One table of a
-//! pool's sessions did that under the pool's lock: at 230,000 sessions a
-//! placement took 10–25 ms (the session index and the user index grow on
-//! the same insert when every user has one session), and every request
-//! for the pool — and every task of the tokio worker waiting for its lock —
-//! waited with it: the tail of a logon storm (`docs/benchmarks.md`,
-//! 2026-12-03, evening). Split by the hash, each table holds a
+//! pool's sessions did that under the pool's lock: past 100,000 sessions
+//! a placement that takes microseconds took up to 50–100 ms (the session
+//! index and the user index grow on the same insert when every user has
+//! one session), and every request for the pool — and every task of the
+//! tokio worker waiting for its lock — waited with it: the connect tail
+//! under load (`docs/benchmarks.md`, 2026-12-03, evening). Split by the hash, each table holds a
 //! [`SHARDS`]th of the entries and grows on its own insert, so a growth
 //! moves a [`SHARDS`]th as much; the work over a storm is the same.
 //!
