@@ -597,15 +597,35 @@ async fn service_endpoints() {
         200,
     )
     .await;
+    // The same user again (a reconnect), and a connect the broker refuses:
+    // each outcome is counted under its own label.
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/p/connect",
+        Some(json!({"user": "alice"})),
+        200,
+    )
+    .await;
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/p/connect",
+        Some(json!({"user": "bob", "sessionHost": "h1"})),
+        400,
+    )
+    .await;
     let text = app.text("/metrics").await;
-    assert!(
-        text.contains("deskbroker_placements_total{outcome=\"placed\"} 1"),
-        "{text}"
-    );
-    assert!(
-        text.contains("deskbroker_connect_duration_seconds_bucket"),
-        "{text}"
-    );
+    for counted in [
+        "deskbroker_placements_total{outcome=\"placed\"} 1",
+        "deskbroker_placements_total{outcome=\"reconnect\"} 1",
+        "deskbroker_placements_total{outcome=\"InvalidParameter\"} 1",
+        "deskbroker_placements_total{outcome=\"reconnect_from_memory\"} 0",
+        "deskbroker_connect_duration_seconds_count 3",
+        "deskbroker_placement_engine_seconds_count 3",
+        "deskbroker_store_batch_requests_count",
+        "deskbroker_store_commit_seconds_count{flush=\"now\"}",
+    ] {
+        assert!(text.contains(counted), "{counted} in {text}");
+    }
     assert!(
         text.contains("deskbroker_host_sessions{pool=\"p\",host=\"h1\"}"),
         "{text}"
