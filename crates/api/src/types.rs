@@ -782,6 +782,22 @@ pub struct AuditEntryOutput {
     pub source: Option<String>,
 }
 
+/// The broker's signing keys after a rotation (`POST
+/// /api/v1/signingKeys/rotate`): never a secret, only what an operator
+/// needs to know that the rotation took.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SigningKeysOutput {
+    /// When the key that signs from now on was made (RFC 3339).
+    pub signing_key_created: String,
+    /// How many keys verify: the new one, and those it replaced while
+    /// tickets they signed may still be alive.
+    pub verifying_keys: usize,
+    /// How long a replaced key still verifies, in seconds.
+    pub retired_keys_verify_seconds: u64,
+}
+
 /// Who the caller is (`GET /api/v1/whoami`), so that a client such as the
 /// web console shows only what the caller may do.
 #[derive(Clone, Debug, Serialize, Deserialize)]

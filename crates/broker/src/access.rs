@@ -183,6 +183,14 @@ pub const TABLE: &[Rule] = &[
     // Only the admin manages credentials.
     rule("GET", "/api/v1/credentials", ADMIN, false, Scope::Global),
     rule("POST", "/api/v1/credentials", ADMIN, false, Scope::Global),
+    // Only the admin rotates the keys that sign tickets (T3).
+    rule(
+        "POST",
+        "/api/v1/signingKeys/rotate",
+        ADMIN,
+        false,
+        Scope::Global,
+    ),
     rule(
         "DELETE",
         "/api/v1/credentials/{name}",

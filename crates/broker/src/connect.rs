@@ -299,8 +299,8 @@ impl Broker {
         };
         let ticket = api::ticket::Ticket::parse(raw).map_err(refused)?;
         let user = self
-            .ticket_key
-            .verify(&ticket, pool, crate::state::now_ms().max(0) as u64 / 1000)
+            .keys
+            .verify_ticket(&ticket, pool, crate::state::now_ms().max(0) as u64 / 1000)
             .map_err(refused)?;
         if user != c.user {
             return Err(refused(api::ticket::TicketRefusal::OtherUser));
@@ -363,7 +363,8 @@ impl Broker {
             Some((user, _)) => {
                 let expires = (crate::state::now_ms().max(0) as u64 / 1000) + u64::from(lifetime);
                 let ticket = self
-                    .ticket_key
+                    .keys
+                    .ticket_signer()
                     .issue(&name, user, expires)
                     .map_err(|e| BrokerError::Invalid(e.to_string()))?;
                 match &gateway {

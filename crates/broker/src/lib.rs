@@ -16,6 +16,7 @@ pub mod enroll;
 pub mod error;
 pub mod front_door;
 pub mod heartbeat;
+pub mod keys;
 pub mod listener;
 pub mod messages;
 pub mod portal;
@@ -46,7 +47,12 @@ pub async fn open(
 ) -> Result<Arc<Broker>, store::StoreError> {
     telemetry::init();
     let snapshot = store.load().await?;
-    Ok(Arc::new(Broker::new(store, snapshot, admin_token)))
+    let broker = Arc::new(Broker::new(store, snapshot, admin_token));
+    broker
+        .save_new_signing_key()
+        .await
+        .map_err(|e| store::StoreError::Task(format!("cannot keep the signing key: {e}")))?;
+    Ok(broker)
 }
 
 /// Serves the API on `listener` (a `TcpListener` for plain HTTP, or

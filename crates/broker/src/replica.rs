@@ -102,6 +102,9 @@ pub struct ReplicaConfig {
     /// leads (followers forward `/portal` like the API); its sessions are in
     /// the leader's memory, so a new leader signs everyone out.
     pub portal: Option<Arc<crate::portal::Portal>>,
+    /// The redirection keys of this process's front door (rule R3), filled
+    /// with the signing keys whenever this replica leads.
+    pub redirect_keys: gateway::redirect::RedirectKeys,
 }
 
 /// What this replica is now.
@@ -283,6 +286,11 @@ impl Replica {
             snapshot,
             self.config.admin_token.clone(),
         ));
+        broker
+            .save_new_signing_key()
+            .await
+            .map_err(|e| format!("cannot keep the signing key: {e}"))?;
+        broker.keys.share_redirect_keys(&self.config.redirect_keys);
         *broker
             .rdp_front_door
             .write()

@@ -74,9 +74,13 @@ pub struct Broker {
     pub secrets: RwLock<Secrets>,
     pub writer: Arc<WriteQueue>,
     pub admin_token: String,
-    /// Signs and checks connection tickets (rule T3); derived from the
-    /// admin token, so every replica shares it (`api::ticket`).
-    pub ticket_key: api::ticket::TicketKey,
+    /// Sign and check connection tickets (rule T3) and redirection tokens
+    /// (R3): random, kept in the store, so every replica shares them
+    /// (`keys.rs`).
+    pub keys: crate::keys::SigningKeys,
+    /// A signing key made at start, until it is durable
+    /// ([`Broker::save_new_signing_key`]).
+    unsaved_key: Mutex<Option<Mutation>>,
     pub started_ms: TimestampMs,
     /// Where RDP clients reach this broker's front door (`host:port`), for
     /// the `.rdp` connection files; None when it runs none.
@@ -136,6 +140,8 @@ impl Broker {
                     .insert(c.hash.clone(), (r.config.name.clone(), c.host.clone()));
             }
         }
+        let (keys, unsaved_key) =
+            crate::keys::SigningKeys::load(snapshot.signing_keys.take(), started_ms);
         for c in snapshot.credentials {
             secrets.credentials.insert(c.hash.clone(), c);
         }
@@ -159,7 +165,8 @@ impl Broker {
             secrets: RwLock::new(secrets),
             writer: WriteQueue::start(store.clone()),
             store,
-            ticket_key: api::ticket::TicketKey::derive(&admin_token),
+            keys,
+            unsaved_key: Mutex::new(unsaved_key),
             admin_token,
             started_ms,
             rdp_front_door: RwLock::new(None),
@@ -171,6 +178,24 @@ impl Broker {
             messages: Default::default(),
             autoscale,
         }
+    }
+
+    /// Writes the signing key made at start, if one was, and waits until it
+    /// is durable: before this broker signs anything, so a ticket it hands
+    /// out is still good after a restart.
+    pub async fn save_new_signing_key(&self) -> Result<(), BrokerError> {
+        let unsaved = self
+            .unsaved_key
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(put) = unsaved {
+            let slot = self.writer.reserve().await?;
+            let ticket = self.writer.send(Some(slot), vec![put]);
+            self.writer.wait(ticket).await?;
+            tracing::info!("made this broker's signing key (tickets, redirection tokens)");
+        }
+        Ok(())
     }
 
     fn slot(&self, pool: &str) -> Result<SharedSlot, BrokerError> {

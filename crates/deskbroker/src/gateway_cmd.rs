@@ -133,9 +133,12 @@ pub struct FrontDoorFlags {
 
 impl FrontDoorFlags {
     /// The front door's settings: these bounds, the default pool, and the
-    /// key of redirection tokens derived from the admin token (`secret`),
-    /// which every front door and replica of one broker shares.
-    pub fn config(&self, default_pool: Option<String>, secret: &str) -> gateway::Config {
+    /// keys of redirection tokens it honours.
+    pub fn config(
+        &self,
+        default_pool: Option<String>,
+        redirect_keys: gateway::redirect::RedirectKeys,
+    ) -> gateway::Config {
         let mut config = gateway::Config::new(default_pool);
         config.source_limits = gateway::sources::Limits {
             max_connections: self.rdp_max_connections_per_source as usize,
@@ -145,14 +148,14 @@ impl FrontDoorFlags {
             ..gateway::sources::Limits::default()
         };
         config.host_start_wait = std::time::Duration::from_secs(self.rdp_host_start_wait_seconds);
-        config.redirect_key = Some(gateway::redirect::RedirectKey::derive(secret));
+        config.redirect_keys = redirect_keys;
         config
     }
 
     /// The RD Gateway's settings: the same per-source bounds, and the same
     /// hold while a host starts (A8).
     pub fn rd_gateway_config(&self) -> gateway::rd_gateway::GatewayConfig {
-        let front_door = self.config(None, "");
+        let front_door = self.config(None, Default::default());
         gateway::rd_gateway::GatewayConfig {
             source_limits: front_door.source_limits,
             host_start_wait: front_door.host_start_wait,
@@ -194,7 +197,12 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         announce_rd_gateway(l)?;
     }
     std::io::stdout().flush()?;
-    let config = args.front_door.config(args.rdp_default_pool, &args.token);
+    // A stand-alone front door's redirection key comes from its own
+    // credential (random, made by the broker): never a secret a person chose.
+    let config = args.front_door.config(
+        args.rdp_default_pool,
+        gateway::redirect::RedirectKeys::of(gateway::redirect::RedirectKey::derive(&args.token)),
+    );
     let front_door = async {
         if let Some(l) = rdp_listener {
             gateway::serve(l, placer.clone(), config, crate::serve::shutdown_signal()).await;

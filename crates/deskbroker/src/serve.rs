@@ -397,6 +397,12 @@ fn listening(
 /// kind people type are well over 128 bits; a generated token has 64 hex
 /// digits (256 bits).
 pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
+/// The fewest guesses (as a power of ten) an admin token may take by
+/// zxcvbn's estimate: 10^18 is about 60 bits, out of reach of online
+/// guessing (which the per-source throttle slows to 20 a second, rule T4)
+/// for longer than anyone keeps a token. zxcvbn estimates at most about
+/// 10^19 for any string it finds no pattern in.
+pub const MIN_ADMIN_TOKEN_GUESSES_LOG10: f64 = 18.0;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     private_data_dir(&args.data_dir)?;
@@ -444,12 +450,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
     private_database_files(&args.data_dir)?;
     let store_name = format!("sqlite {}", args.data_dir.display());
-    let front_door_config = args
-        .front_door
-        .config(args.rdp_default_pool.clone(), &token);
     let broker = broker::open(Arc::new(store), token)
         .await
         .context("cannot load the store")?;
+    let front_door_config = args
+        .front_door
+        .config(args.rdp_default_pool.clone(), broker.keys.redirect_keys());
     broker
         .api_rate_limit_per_second
         .store(args.api_rate_limit, std::sync::atomic::Ordering::Relaxed);
@@ -562,6 +568,8 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
     let rd_gateway = bind_rd_gateway(&args, tls.as_ref(), addr).await?;
     let rdp_public = rdp_public_address(&args, rdp_listener.as_ref())?;
     let gateway_public = gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?;
+    // Filled with the database's signing keys when this replica leads.
+    let redirect_keys = gateway::redirect::RedirectKeys::default();
     let replica = broker::replica::Replica::start(broker::replica::ReplicaConfig {
         database_url: database_url.to_string(),
         advertise_url: advertise_url.clone(),
@@ -572,6 +580,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         api_rate_limit_per_second: args.api_rate_limit,
         audit_retention: args.audit_retention(),
         portal,
+        redirect_keys: redirect_keys.clone(),
     })
     .await
     .map_err(anyhow::Error::msg)
@@ -623,7 +632,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
             let placer = own_placer()?;
             let config = args
                 .front_door
-                .config(args.rdp_default_pool.clone(), &token);
+                .config(args.rdp_default_pool.clone(), redirect_keys.clone());
             Some(tokio::spawn(gateway::serve(
                 l,
                 Arc::new(placer),
@@ -728,8 +737,11 @@ async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
-/// An admin token must be at least [`MIN_ADMIN_TOKEN_CHARS`] characters
-/// and hold no blank or control character (it travels in a header).
+/// An admin token must be at least [`MIN_ADMIN_TOKEN_CHARS`] characters,
+/// hold no blank or control character (it travels in a header), and be
+/// hard to guess: at least 10^[`MIN_ADMIN_TOKEN_GUESSES_LOG10`] guesses by
+/// zxcvbn's estimate, which sees through what people do to meet a length
+/// rule (a word and a year, repeated; keyboard walks; sequences).
 fn check_admin_token(token: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         !token.chars().any(|c| c.is_whitespace() || c.is_control()),
@@ -740,6 +752,14 @@ fn check_admin_token(token: &str) -> anyhow::Result<()> {
         n >= MIN_ADMIN_TOKEN_CHARS,
         "an admin token must be at least {MIN_ADMIN_TOKEN_CHARS} characters; this one has {n} \
          (leave it unset to have one generated into DATA_DIR/admin.token)"
+    );
+    let guesses = zxcvbn::zxcvbn(token, &[]).guesses_log10();
+    anyhow::ensure!(
+        guesses >= MIN_ADMIN_TOKEN_GUESSES_LOG10,
+        "this admin token is easy to guess (about 10^{guesses:.0} guesses; at least \
+         10^{MIN_ADMIN_TOKEN_GUESSES_LOG10:.0} are needed): make a random one with \
+         `openssl rand -hex 32`, or leave it unset to have one generated into \
+         DATA_DIR/admin.token"
     );
     Ok(())
 }

@@ -83,7 +83,7 @@ use tokio::sync::Semaphore;
 use crate::hold::{self, Hold, WaitEnd, Waited};
 use crate::pdu::{self, HANDSHAKE_TIMEOUT, Routing};
 use crate::placer::{ConnectInput, Placer};
-use crate::redirect::{RedirectKey, RedirectRefusal};
+use crate::redirect::{RedirectKeys, RedirectRefusal};
 use crate::sources::{self, Limits, SourceGuard, Sources};
 
 /// Connections open at once (in handshake or relayed). At the limit the
@@ -147,9 +147,9 @@ pub struct Config {
     pub host_answer_timeout: Duration,
     /// Per-source bounds (`sources.rs`).
     pub source_limits: Limits,
-    /// The key of the broker's redirection tokens (R3); none: every msts
+    /// The keys of the broker's redirection tokens (R3); none: every msts
     /// token is refused.
-    pub redirect_key: Option<RedirectKey>,
+    pub redirect_keys: RedirectKeys,
     /// See [`HOST_START_WAIT`].
     pub host_start_wait: Duration,
     /// See [`HOST_START_RETRY_INTERVAL`].
@@ -168,7 +168,7 @@ impl Config {
             max_placement_attempts: MAX_PLACEMENT_ATTEMPTS,
             host_answer_timeout: HOST_ANSWER_TIMEOUT,
             source_limits: Limits::default(),
-            redirect_key: None,
+            redirect_keys: RedirectKeys::default(),
             host_start_wait: HOST_START_WAIT,
             host_start_retry_interval: HOST_START_RETRY_INTERVAL,
             max_waiting_connections: MAX_WAITING_CONNECTIONS,
@@ -528,10 +528,7 @@ async fn connection<P: Placer>(
         }
         Some(Routing::Redirect(token)) => {
             // Rule R3: only the broker's own, unexpired tokens.
-            let verified = match &config.redirect_key {
-                None => Err(RedirectRefusal::NoKey),
-                Some(key) => key.verify(&token, unix_seconds()),
-            };
+            let verified = config.redirect_keys.verify(&token, unix_seconds());
             let addr = match verified {
                 Ok(addr) => addr,
                 Err(refusal) => {

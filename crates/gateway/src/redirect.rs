@@ -14,12 +14,15 @@
 //!   mac       the first 16 bytes of HMAC-SHA256(key, "deskbroker-msts-v1:<ip>.<port>.<expires>"), 32 lowercase hex digits
 //! ```
 //!
-//! The key is derived from a secret every front door of a broker already
-//! holds, the admin token (`RedirectKey::derive`): replicas and stand-alone
-//! front doors that share the token verify each other's tokens, nothing new
-//! has to be stored or distributed, and changing the admin token revokes
-//! every token issued before (they live [`REDIRECT_TOKEN_LIFETIME`] anyway).
-//! Whoever holds the admin token can issue tokens; nobody else can.
+//! The key is derived from a random secret (`RedirectKey::derive`): the
+//! broker's own signing key, which it makes once and keeps in its store,
+//! so a front door of the broker's process and every replica of one
+//! database verify alike (a stand-alone front door derives its key from
+//! its own credential, a random secret too). Never from anything a person
+//! chose: tokens travel in clear, and each would be an offline test of a
+//! guess of the secret. The front door holds the keys in a shared
+//! [`RedirectKeys`], which the broker refills when it loads or rotates its
+//! keys; a token signed by any key still held is honoured.
 
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -77,8 +80,52 @@ impl RedirectRefusal {
     }
 }
 
+/// The keys a front door honours redirection tokens of, shared with
+/// whoever refreshes them (the broker, when it loads or rotates its signing
+/// keys). Cloning shares the set. Empty: every token is refused.
+#[derive(Clone, Debug, Default)]
+pub struct RedirectKeys(std::sync::Arc<std::sync::RwLock<Vec<RedirectKey>>>);
+
+impl RedirectKeys {
+    /// A set of one key.
+    pub fn of(key: RedirectKey) -> RedirectKeys {
+        let keys = RedirectKeys::default();
+        keys.set(vec![key]);
+        keys
+    }
+
+    /// Replaces the set (the signing key first).
+    pub fn set(&self, keys: Vec<RedirectKey>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = keys;
+    }
+
+    /// Whether the set has no key.
+    pub fn is_empty(&self) -> bool {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+
+    /// [`RedirectKey::verify`] with each key held: the first that signed
+    /// `token` decides whether it is still valid.
+    pub fn verify(
+        &self,
+        token: &crate::pdu::RedirectToken,
+        now_unix_seconds: u64,
+    ) -> Result<SocketAddrV4, RedirectRefusal> {
+        let keys = self.0.read().unwrap_or_else(|p| p.into_inner());
+        let mut outcome = Err(RedirectRefusal::NoKey);
+        for key in keys.iter() {
+            outcome = key.verify(token, now_unix_seconds);
+            if outcome != Err(RedirectRefusal::BadSignature) {
+                break;
+            }
+        }
+        outcome
+    }
+}
+
 impl RedirectKey {
-    /// The key of every front door that knows `secret` (the admin token).
+    /// The key of every front door that knows `secret` (a random secret:
+    /// the broker's signing key, or a stand-alone front door's credential).
     pub fn derive(secret: &str) -> RedirectKey {
         let mut mac =
             HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length");

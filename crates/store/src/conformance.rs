@@ -34,6 +34,54 @@ pub async fn run_all(open: Opener<'_>) {
     scaling_actions_are_put_replaced_queried_and_pruned(open).await;
     new_host_fields_come_back(open).await;
     scaling_plans_and_plan_memory_are_kept(open).await;
+    signing_keys_are_kept_and_replaced(open).await;
+}
+
+/// Rules T3 and R3: the broker's signing keys are absent until put, come
+/// back after a reopen, and a rotation replaces the whole set.
+async fn signing_keys_are_kept_and_replaced(open: Opener<'_>) {
+    use crate::{SigningKey, SigningKeys};
+    let store = open("signing");
+    assert_eq!(store.load().await.expect("load").signing_keys, None);
+    let first = SigningKey {
+        secret: "ab".repeat(32),
+        created_ms: 1_000,
+        retired_ms: None,
+    };
+    let one = SigningKeys {
+        keys: vec![first.clone()],
+    };
+    store
+        .apply(vec![Mutation::PutSigningKeys { keys: one.clone() }].into())
+        .await
+        .expect("put keys");
+    assert_eq!(open("signing").load().await.expect("load").signing_keys, Some(one));
+    let rotated = SigningKeys {
+        keys: vec![
+            SigningKey {
+                secret: "cd".repeat(32),
+                created_ms: 2_000,
+                retired_ms: None,
+            },
+            SigningKey {
+                retired_ms: Some(2_000),
+                ..first
+            },
+        ],
+    };
+    store
+        .apply(
+            vec![Mutation::PutSigningKeys {
+                keys: rotated.clone(),
+            }]
+            .into(),
+        )
+        .await
+        .expect("rotate keys");
+    assert_eq!(
+        open("signing").load().await.expect("load").signing_keys,
+        Some(rotated)
+    );
 }
 
 /// A scaling plan serving `pools`, as the contract's example writes it.

@@ -117,6 +117,48 @@ pub enum Mutation {
         pool: String,
         memory: placement::autoscale::PlanMemory,
     },
+    /// Replaces the broker's signing keys (connection tickets, redirection
+    /// tokens) with this set: made once when a store has none, and again at
+    /// each rotation.
+    PutSigningKeys {
+        keys: SigningKeys,
+    },
+}
+
+/// The name the signing keys are kept under.
+pub const SIGNING_KEYS_NAME: &str = "signingKeys";
+
+/// The secrets that sign connection tickets (rule T3) and redirection
+/// tokens (R3): random, made by the broker itself, so that nothing a user
+/// chose (such as the admin token) can be guessed back from what they
+/// sign, and kept in the store so that every replica signs and verifies
+/// alike. Newest first; the first one not retired signs, and every one
+/// still in the set verifies.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SigningKeys {
+    pub keys: Vec<SigningKey>,
+}
+
+/// One signing secret.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SigningKey {
+    /// 32 random bytes, in lowercase hex.
+    pub secret: String,
+    pub created_ms: i64,
+    /// When a newer key replaced it; it still verifies for a while.
+    pub retired_ms: Option<i64>,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("secret", &"…")
+            .field("created_ms", &self.created_ms)
+            .field("retired_ms", &self.retired_ms)
+            .finish()
+    }
 }
 
 /// A scaling plan as the store keeps it: its name and its JSON.
@@ -321,6 +363,8 @@ pub struct Snapshot {
     pub scaling_plans: Vec<StoredPlan>,
     /// Each pool's plan memory, in pool order (pools without none).
     pub plan_memories: Vec<(String, placement::autoscale::PlanMemory)>,
+    /// The signing keys; None in a store no broker has signed with yet.
+    pub signing_keys: Option<SigningKeys>,
 }
 
 #[derive(Debug, thiserror::Error)]

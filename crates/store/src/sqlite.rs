@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
     AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, ApplyBlocking, AuditQuery, AuditRow, Flush,
@@ -107,6 +107,12 @@ const MIGRATIONS: &[&str] = &[
      ) STRICT;
      CREATE TABLE plan_memory (
         pool TEXT PRIMARY KEY REFERENCES pools(name) ON DELETE CASCADE,
+        record TEXT NOT NULL
+     ) STRICT;",
+    // 8: the broker's own secrets (the signing keys of tickets and
+    // redirection tokens), JSON by name.
+    "CREATE TABLE broker_secrets (
+        name TEXT PRIMARY KEY,
         record TEXT NOT NULL
      ) STRICT;",
 ];
@@ -269,11 +275,18 @@ impl SqliteStore {
             let (pool, record) = row?;
             plan_memories.push((pool, from_json(&record)?));
         }
+        let signing_keys = conn
+            .prepare_cached("SELECT record FROM broker_secrets WHERE name = ?1")?
+            .query_row([crate::SIGNING_KEYS_NAME], |r| r.get::<_, String>(0))
+            .optional()?
+            .map(|record| from_json(&record))
+            .transpose()?;
         Ok(Snapshot {
             pools,
             credentials,
             scaling_plans,
             plan_memories,
+            signing_keys,
         })
     }
 
@@ -649,6 +662,12 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
         Mutation::DeleteScalingPlan { name } => {
             tx.prepare_cached("DELETE FROM scaling_plans WHERE name = ?1")?
                 .execute([name])?;
+        }
+        Mutation::PutSigningKeys { keys } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO broker_secrets (name, record) VALUES (?1, ?2)",
+            )?
+            .execute(params![crate::SIGNING_KEYS_NAME, to_json(keys)])?;
         }
         Mutation::PutPlanMemory { pool, memory } => {
             tx.prepare_cached("INSERT OR REPLACE INTO plan_memory (pool, record) VALUES (?1, ?2)")?

@@ -8,6 +8,7 @@ mod console;
 mod credentials;
 pub mod error;
 mod hosts;
+mod keys;
 mod paging;
 mod plans;
 mod pools;
@@ -113,6 +114,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(credentials::list).post(credentials::create),
         )
         .route("/api/v1/credentials/{name}", delete(credentials::revoke))
+        .route("/api/v1/signingKeys/rotate", post(keys::rotate))
         .route("/api/v1/auditLog", get(audit::list))
         .route("/api/v1/whoami", get(audit::whoami))
         .method_not_allowed_fallback(method_not_allowed)

@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
-use super::{audit, credentials, hosts, plans, pools, power, registration, sessions};
+use super::{audit, credentials, hosts, keys, plans, pools, power, registration, sessions};
 use crate::state::Broker;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -23,7 +23,7 @@ use crate::state::Broker;
         hosts::list, hosts::show, hosts::put, hosts::patch, hosts::delete, hosts::heartbeat,
                 sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
         registration::create_token, registration::revoke_tokens, registration::register,
-        credentials::create, credentials::list, credentials::revoke,
+        credentials::create, credentials::list, credentials::revoke, keys::rotate,
         audit::list, audit::whoami,
         power::start, power::stop, power::list,
         sessions::send_message,
@@ -34,7 +34,7 @@ use crate::state::Broker;
         types::HeartbeatInput, types::HeartbeatOutput, types::RefusedSession,
         types::ConnectInput, types::ConnectOutput,
         types::SessionOutput, types::SessionPatch,
-        types::CredentialInput, types::CredentialOutput,
+        types::CredentialInput, types::CredentialOutput, types::SigningKeysOutput,
         types::AuditEntryOutput, types::WhoAmIOutput,
         types::PowerSettingsInput, types::ScalingActionOutput,
         types::HostMessage, types::SendMessageInput,

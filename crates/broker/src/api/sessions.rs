@@ -35,7 +35,7 @@ pub async fn connect(
     // admin may use it, so a portal cannot pick a user's host by excluding
     // the others.
     if !input.exclude.is_empty()
-        && !caller.is_some_and(|axum::Extension(c)| {
+        && !caller.as_ref().is_some_and(|axum::Extension(c)| {
             c.is_admin_of(&pool) || c.role() == Some(crate::access::Role::Gateway)
         })
     {
@@ -43,6 +43,35 @@ pub async fn connect(
             "exclude is reserved for the RDP front door, which calls with a gateway or admin \
              credential; leave it out",
         ));
+    }
+    let caller = caller.map(|axum::Extension(c)| c);
+    let is_admin = caller.as_ref().is_some_and(|c| c.is_admin_of(&pool));
+    // Rule T2: groups are the word of whoever signed the user in (a portal,
+    // the admin). A front door signs nobody in: its groups would be a
+    // stolen credential's way into any group's pools.
+    if !input.groups.is_empty()
+        && caller
+            .as_ref()
+            .is_some_and(|c| c.role() == Some(crate::access::Role::Gateway))
+    {
+        return Err(ApiError::forbidden(
+            "groups: a gateway credential cannot vouch for a user's groups (only a portal or              an admin signs users in); leave them out",
+        ));
+    }
+    // Rule T3: a pool that requires a connection ticket places a user only
+    // on one, whoever asks (the admin aside), so that a credential stolen
+    // from a front door or a portal cannot place users the broker issued
+    // no ticket for.
+    if input.ticket.is_none() && !is_admin {
+        let required = b.peek(&pool, |p| Ok(p.config().require_connection_ticket))?;
+        if required {
+            metrics::counter!("deskbroker_ticket_refusals_total", "reason" => "missing_ticket")
+                .increment(1);
+            return Err(BrokerError::Ticket(format!(
+                "host pool {pool} requires a connection ticket (requireConnectionTicket):                  connect with the ticket of the user's connection file"
+            ))
+            .into());
+        }
     }
     let placed = b.connect(&pool, &input).await?;
     Ok(axum::Json(ConnectOutput::from(placed)))

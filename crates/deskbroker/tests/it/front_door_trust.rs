@@ -350,8 +350,11 @@ async fn only_redirection_tokens_the_broker_signed_reach_a_host() {
 
     // The attack: the plain token anyone can write, one signed with another
     // key, an expired one.
-    let stranger = gateway::redirect::RedirectKey::derive("not-the-admin-token-at-all");
-    let key = gateway::redirect::RedirectKey::derive(TOKEN);
+    // The admin token signs nothing: a token derived from it is as foreign
+    // as any other (tokens travel in clear, and each would be an offline
+    // test of a guess of the admin token).
+    let stranger = gateway::redirect::RedirectKey::derive(TOKEN);
+    let key = gateway::redirect::RedirectKey::derive(&crate::signing_secret(dir.path()).await);
     for forged in [
         gateway::pdu::msts_cookie(addr),
         stranger.issue(addr, now),
@@ -369,8 +372,8 @@ async fn only_redirection_tokens_the_broker_signed_reach_a_host() {
         assert!(metrics.contains(&refused(reason)), "{reason}: {metrics}");
     }
 
-    // A token from the broker's key (every front door of this broker
-    // derives it from the admin token) goes through, and creates no session.
+    // A token from the broker's key (random, made once and kept in its
+    // store) goes through, and creates no session.
     let mut c = open(&front_door, &key.issue(addr, now))
         .await
         .expect("a signed token is honoured");

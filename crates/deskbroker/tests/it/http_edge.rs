@@ -413,8 +413,8 @@ fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-/// Admin tokens shorter than 32 characters are refused at start, with a
-/// clear error; `--admin-token-file` gives one from a file; the data
+/// Admin tokens shorter than 32 characters, or easy to guess, are refused
+/// at start, with a clear error; `--admin-token-file` gives one from a file; the data
 /// directory is 0700, the database files 0600, and an admin token file
 /// left readable by others is made 0600 with a warning.
 #[cfg(unix)]
@@ -447,6 +447,19 @@ async fn the_admin_token_and_the_data_directory_are_kept_private() {
         )],
     );
     assert!(err.contains("blanks"), "{err}");
+    // Long enough, but a pattern anyone would try: refused, with how to
+    // make a good one.
+    for weak in [
+        "Winter2026!Winter2026!Winter2026!",
+        "passwordpasswordpasswordpassword",
+        "abcdefghijklmnopqrstuvwxyz0123456789",
+    ] {
+        let err = refused_start(&data, &[], &[("DESKBROKER_ADMIN_TOKEN", weak)]);
+        assert!(
+            err.contains("easy to guess") && err.contains("openssl rand -hex 32"),
+            "{weak}: {err}"
+        );
+    }
 
     // A token from a file.
     std::fs::write(&file, format!("{TOKEN}\n")).unwrap();

@@ -42,6 +42,17 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub const TOKEN: &str = "test-admin-token-0123456789-abcdefghij";
+/// The secret of the signing key of the broker whose data directory is
+/// `data_dir`, read from its store (what only the broker knows).
+pub async fn signing_secret(data_dir: &Path) -> String {
+    use store::Store;
+    let store = store::SqliteStore::open(data_dir).expect("open the broker's store");
+    let keys = store.load().await.expect("load").signing_keys;
+    keys.expect("the broker made a signing key").keys[0]
+        .secret
+        .clone()
+}
+
 /// How long `deskbroker serve` may take to print that it listens: it opens
 /// its store and binds in well under a second; this bounds a stuck start.
 const SERVE_START: Duration = Duration::from_secs(120);

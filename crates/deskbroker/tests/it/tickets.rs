@@ -138,13 +138,18 @@ async fn tickets_are_issued_to_portals_for_entitled_users_and_place_only_as_issu
     let foreign = api::ticket::TicketKey::derive("another broker's admin token, 32+ chars")
         .issue("farm", "alice@contoso.com", 4_000_000_000)
         .unwrap();
-    let expired = api::ticket::TicketKey::derive(TOKEN)
+    let expired = api::ticket::TicketKey::derive(&crate::signing_secret(dir.path()).await)
         .issue("farm", "alice@contoso.com", 1_000_000_000)
+        .unwrap();
+    // The admin token signs nothing: a ticket derived from it is forged.
+    let from_admin_token = api::ticket::TicketKey::derive(TOKEN)
+        .issue("farm", "alice@contoso.com", 4_000_000_000)
         .unwrap();
     for (user, ticket) in [
         ("eve@contoso.com", tampered.as_str()),
         ("alice@contoso.com", foreign.as_str()),
         ("alice@contoso.com", expired.as_str()),
+        ("alice@contoso.com", from_admin_token.as_str()),
         // Honest, but for someone else than the request says.
         ("eve@contoso.com", alice_ticket.as_str()),
         ("alice@contoso.com", "dbt1:farm:junk"),
@@ -235,5 +240,200 @@ async fn without_a_front_door_there_is_no_connection_file() {
             .as_str()
             .is_some_and(|m| m.contains("--gateway-listen")),
         "{refused}"
+    );
+}
+
+/// A pool that requires tickets, with one host, on a broker with a front
+/// door (tickets are for its connection files).
+async fn ticket_only_pool(app: &App) {
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "entitledGroups": ["Sales"], "requireConnectionTicket": true})),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": "10.0.0.1:3389"})),
+        201,
+    )
+    .await;
+}
+
+/// The ticket of `user`'s connection file, made with the admin token.
+async fn ticket_of(app: &App, user: &str) -> String {
+    let (status, file) = rdp_file(app, &format!("?user={user}"), TOKEN).await;
+    assert_eq!(status, 200, "{file}");
+    load_balance_info(file.as_str().unwrap())
+}
+
+/// Rule T3 is the broker's own: in a pool that requires tickets, a connect
+/// without one is refused to every credential but the admin's — a
+/// credential stolen from a front door or a portal places nobody the broker
+/// issued no ticket for — and a front door cannot vouch for groups (T2).
+#[tokio::test]
+async fn the_broker_itself_requires_tickets_and_takes_groups_from_no_front_door() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
+    ticket_only_pool(&app).await;
+    let gateway = credential(&app, "edge", "gateway", &[]).await;
+    let portal = credential(&app, "portal", "portal", &[]).await;
+    for (who, token) in [("gateway", &gateway), ("portal", &portal)] {
+        let (status, v) = app
+            .call_with(
+                "POST",
+                "/api/v1/hostPools/farm/connect",
+                Some(json!({"user": "mallory@contoso.com", "groups": ["Sales"]})),
+                Some(token),
+            )
+            .await;
+        assert_eq!(status, 403, "{who}: {v}");
+        let (status, v) = app
+            .call_with(
+                "POST",
+                "/api/v1/hostPools/farm/connect",
+                Some(json!({"user": "mallory@contoso.com"})),
+                Some(token),
+            )
+            .await;
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (403, Some("InvalidConnectionTicket")),
+            "{who}: {v}"
+        );
+    }
+    assert_eq!(sessions(&app).await, 0, "nothing was placed");
+    // With a ticket, the gateway places the user the ticket names; its
+    // groups are refused even then (it signs nobody in).
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"entitledUsers": ["alice@contoso.com"]})),
+        200,
+    )
+    .await;
+    let ticket = ticket_of(&app, "alice@contoso.com").await;
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(json!({"user": "alice@contoso.com", "ticket": ticket, "groups": ["Sales"]})),
+            Some(&gateway),
+        )
+        .await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (403, Some("Forbidden")),
+        "{v}"
+    );
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(json!({"user": "alice@contoso.com", "ticket": ticket})),
+            Some(&gateway),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    // The admin may place without one (an operator's tool, a test), and
+    // vouch for groups.
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/farm/connect",
+        Some(json!({"user": "bob@contoso.com", "groups": ["Sales"]})),
+        200,
+    )
+    .await;
+    assert_eq!(sessions(&app).await, 2);
+}
+
+/// Tickets are signed with a random key of the broker's own, kept in its
+/// store: another broker with the same admin token but its own store does
+/// not take them, the same broker does after a restart, and a rotation
+/// signs with a new key while the old one still verifies.
+#[tokio::test]
+async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
+    ticket_only_pool(&app).await;
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"entitledUsers": ["alice@contoso.com", "bob@contoso.com", "carol@contoso.com"]})),
+        200,
+    )
+    .await;
+    let alice = ticket_of(&app, "alice@contoso.com").await;
+    let connect = |user: &str, ticket: &str| json!({"user": user, "ticket": ticket});
+
+    // Another broker, the same admin token, its own store.
+    let other_dir = tempfile::tempdir().unwrap();
+    let (other, _) = App::spawn_with(
+        other_dir.path(),
+        "127.0.0.1:0",
+        &["--rdp-listen", "127.0.0.1:0"],
+    );
+    ticket_only_pool(&other).await;
+    other
+        .refused(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(connect("alice@contoso.com", &alice)),
+            403,
+            "InvalidConnectionTicket",
+        )
+        .await;
+
+    // Rotation: only the admin; the old ticket still places, new ones
+    // are signed otherwise.
+    let operator = credential(&app, "helpdesk", "operator", &[]).await;
+    let (status, _) = app
+        .call_with("POST", "/api/v1/signingKeys/rotate", None, Some(&operator))
+        .await;
+    assert_eq!(status, 403);
+    let first_secret = crate::signing_secret(dir.path()).await;
+    let rotated = app.ok("POST", "/api/v1/signingKeys/rotate", None, 200).await;
+    assert_eq!(rotated["verifyingKeys"], 2, "{rotated}");
+    let bob = ticket_of(&app, "bob@contoso.com").await;
+    // bob's ticket is signed with the new key, not the first one.
+    let first_key = api::ticket::TicketKey::derive(&first_secret);
+    let parsed = api::ticket::Ticket::parse(&bob).unwrap();
+    assert_eq!(
+        first_key.verify(&parsed, "farm", 0),
+        Err(api::ticket::TicketRefusal::BadSignature)
+    );
+    assert_ne!(crate::signing_secret(dir.path()).await, first_secret);
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/farm/connect",
+        Some(connect("alice@contoso.com", &alice)),
+        200,
+    )
+    .await;
+    // A restart keeps both keys: the ticket of each places.
+    drop(app);
+    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
+    for (user, ticket) in [("bob@contoso.com", &bob), ("alice@contoso.com", &alice)] {
+        app.ok(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(connect(user, ticket)),
+            200,
+        )
+        .await;
+    }
+    // The rotation is in the audit log.
+    let log = app.ok("GET", "/api/v1/auditLog?actor=admin", None, 200).await;
+    assert!(
+        log["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"].as_str().is_some_and(|a| a.contains("signingKeys/rotate"))
+                && e["outcome"] == 200),
+        "{log}"
     );
 }

@@ -475,7 +475,7 @@ async fn only_a_signed_msts_cookie_goes_straight_to_the_registered_host() {
     let placer = Recorder::new(&[("h1", &h1), ("h2", &h2)]);
     let key = gateway::redirect::RedirectKey::derive("the broker's secret");
     let mut cfg = config(Some("farm"));
-    cfg.redirect_key = Some(key.clone());
+    cfg.redirect_keys = gateway::redirect::RedirectKeys::of(key.clone());
     let door = door(placer.clone(), cfg).await;
     let addr: std::net::SocketAddrV4 = h2.parse().expect("v4");
     let now = std::time::SystemTime::now()

@@ -54,10 +54,11 @@ enum Kind {
     PutScalingPlan,
     DeleteScalingPlan,
     PutPlanMemory,
+    PutSigningKeys,
 }
 
 impl Kind {
-    const ALL: [Kind; 18] = [
+    const ALL: [Kind; 19] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -76,6 +77,7 @@ impl Kind {
         Kind::PutScalingPlan,
         Kind::DeleteScalingPlan,
         Kind::PutPlanMemory,
+        Kind::PutSigningKeys,
     ];
 
     fn of(m: &Mutation) -> Kind {
@@ -98,6 +100,7 @@ impl Kind {
             Mutation::PutScalingPlan { .. } => Kind::PutScalingPlan,
             Mutation::DeleteScalingPlan { .. } => Kind::DeleteScalingPlan,
             Mutation::PutPlanMemory { .. } => Kind::PutPlanMemory,
+            Mutation::PutSigningKeys { .. } => Kind::PutSigningKeys,
         }
     }
 
@@ -206,6 +209,11 @@ impl Kind {
                  SELECT * FROM unnest($1::text[], $2::text[])
                  ON CONFLICT (pool) DO UPDATE SET record = excluded.record"
             }
+            Kind::PutSigningKeys => {
+                "INSERT INTO broker_secrets (name, record)
+                 SELECT * FROM unnest($1::text[], $2::text[])
+                 ON CONFLICT (name) DO UPDATE SET record = excluded.record"
+            }
         }
     }
 
@@ -217,7 +225,8 @@ impl Kind {
             Kind::PutCounters
             | Kind::PutApiCredential
             | Kind::PutScalingPlan
-            | Kind::PutPlanMemory => &[Key(0), Text(0)],
+            | Kind::PutPlanMemory
+            | Kind::PutSigningKeys => &[Key(0), Text(0)],
             Kind::DeletePool
             | Kind::DeleteTokens
             | Kind::DeleteApiCredential
@@ -247,6 +256,7 @@ impl Kind {
                 | Kind::PutScalingAction
                 | Kind::PutScalingPlan
                 | Kind::PutPlanMemory
+                | Kind::PutSigningKeys
         )
     }
 
@@ -286,6 +296,11 @@ fn values(m: &Mutation) -> Values<'_> {
         | Mutation::DeleteScalingPlan { name: pool } => v([pool, "", ""], [none(), none()], 0),
         Mutation::PutScalingPlan { name, plan } => v([name, "", ""], [to_json(plan), none()], 0),
         Mutation::PutPlanMemory { pool, memory } => v([pool, "", ""], [to_json(memory), none()], 0),
+        Mutation::PutSigningKeys { keys } => v(
+            [crate::SIGNING_KEYS_NAME, "", ""],
+            [to_json(keys), none()],
+            0,
+        ),
         Mutation::PutHost { pool, host } => v(
             [pool, &host.spec.name, ""],
             [to_json(host), none()],

@@ -132,11 +132,21 @@ impl Connection {
         {
             plan_memories.push((row.get(0), from_json(row.get(1))?));
         }
+        let signing_keys = c
+            .query_opt(
+                "SELECT record FROM broker_secrets WHERE name = $1",
+                &[&crate::SIGNING_KEYS_NAME],
+            )
+            .await
+            .map_err(q)?
+            .map(|row| from_json(row.get(0)))
+            .transpose()?;
         Ok(Snapshot {
             pools,
             credentials,
             scaling_plans,
             plan_memories,
+            signing_keys,
         })
     }
 }

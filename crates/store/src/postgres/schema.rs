@@ -120,6 +120,12 @@ const MIGRATIONS: &[&str] = &[
         pool text COLLATE "C" PRIMARY KEY REFERENCES pools(name) ON DELETE CASCADE,
         record text NOT NULL
      );"#,
+    // 8: the broker's own secrets (the signing keys of tickets and
+    // redirection tokens), JSON by name.
+    r#"CREATE TABLE broker_secrets (
+        name text COLLATE "C" PRIMARY KEY,
+        record text NOT NULL
+     );"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under

@@ -50,7 +50,10 @@ pub async fn run(args: RdpCeilingArgs) -> anyhow::Result<()> {
     // The front door's settings as `serve` makes them. Its redirection
     // key is random: the ceiling signs no redirection token.
     let key = format!("{:032x}", rand::random::<u128>());
-    let config = args.front_door.config(Some(POOL.to_string()), &key);
+    let config = args.front_door.config(
+        Some(POOL.to_string()),
+        gateway::redirect::RedirectKeys::of(gateway::redirect::RedirectKey::derive(&key)),
+    );
     let placer = Arc::new(Sticky::new(args.hosts));
     gateway::serve(listener, placer, config, crate::serve::shutdown_signal()).await;
     Ok(())
