@@ -72,11 +72,14 @@ pub enum ErrorCode {
     /// `startVmOnConnect` is starting one that can; retry the same connect
     /// after the `Retry-After` seconds.
     SessionHostStarting,
+    /// 431: the request head (request line and headers) is larger than the
+    /// broker reads.
+    HeadersTooLarge,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -102,6 +105,7 @@ impl ErrorCode {
         ErrorCode::UriTooLong,
         ErrorCode::IdentityProviderUnavailable,
         ErrorCode::SessionHostStarting,
+        ErrorCode::HeadersTooLarge,
     ];
 
     /// The HTTP status this code is answered with.
@@ -126,6 +130,7 @@ impl ErrorCode {
             LeaderTimeout => 504,
             MethodNotAllowed => 405,
             UriTooLong => 414,
+            HeadersTooLarge => 431,
             IdentityProviderUnavailable => 502,
         }
     }
@@ -159,6 +164,7 @@ impl ErrorCode {
             UriTooLong => "UriTooLong",
             IdentityProviderUnavailable => "IdentityProviderUnavailable",
             SessionHostStarting => "SessionHostStarting",
+            HeadersTooLarge => "HeadersTooLarge",
         }
     }
 

@@ -154,7 +154,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
 /// What every request passes first and every answer last: a path and query
 /// longer than [`MAX_URI_BYTES`] is 414, a path that is not UTF-8 once
 /// percent-decoded is 400 (both in the contract's shape, before routing),
-/// and answers say `Cache-Control: no-store` unless they chose otherwise
+/// every answer says `X-Content-Type-Options: nosniff`, and answers say
+/// `Cache-Control: no-store` unless they chose otherwise
 /// (the console's files), so that no cache or proxy keeps a registration
 /// token, a host credential or any state.
 async fn edge(req: Request, next: Next) -> Response {
@@ -176,10 +177,16 @@ async fn edge(req: Request, next: Next) -> Response {
         Some(e) => axum::response::IntoResponse::into_response(e),
         None => next.run(req).await,
     };
-    answer
-        .headers_mut()
+    let headers = answer.headers_mut();
+    headers
         .entry(axum::http::header::CACHE_CONTROL)
         .or_insert(axum::http::HeaderValue::from_static("no-store"));
+    // No browser may guess another type than the one said (a JSON answer
+    // that echoes a name must never be run as a page or a script).
+    headers.insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
     answer
 }
 

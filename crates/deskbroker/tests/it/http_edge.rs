@@ -28,6 +28,22 @@ fn addr(app: &App) -> SocketAddr {
 }
 
 /// A connection from `source` that sends nothing.
+/// Sends `request` on a new connection and reads the answer until the
+/// broker closes it (or 64 KiB of it).
+async fn raw_exchange(to: SocketAddr, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = TcpStream::connect(to).await.expect("connect");
+    // The broker may answer and close before it has read everything.
+    let _ = stream.write_all(request).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(30),
+        (&mut stream).take(64 * 1024).read_to_end(&mut answer),
+    )
+    .await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 async fn idle_from(source: IpAddr, to: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().expect("socket");
     socket
@@ -271,6 +287,29 @@ async fn malformed_requests_are_answered_in_the_contracts_shape() {
         "UriTooLong",
     )
     .await;
+    // Longer than hyper itself parses (a request line past 64 KiB, a head
+    // past 64 KiB): still the contract's shape, not an empty body.
+    for (head, status, code) in [
+        (
+            format!("GET /api/v1/hostPools?x={} HTTP/1.1\r\nHost: b\r\n\r\n", "a".repeat(70_000)),
+            "414",
+            "UriTooLong",
+        ),
+        (
+            format!("GET /api/v1/hostPools HTTP/1.1\r\nHost: b\r\nX-Junk: {}\r\n\r\n", "a".repeat(200_000)),
+            "431",
+            "HeadersTooLarge",
+        ),
+    ] {
+        let addr: SocketAddr = app.url.trim_start_matches("http://").parse().unwrap();
+        let answer = raw_exchange(addr, head.as_bytes()).await;
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{answer}");
+        assert!(
+            answer.contains("content-type: application/json")
+                && answer.contains(&format!(r#"{{"error":{{"code":"{code}","#)),
+            "{answer}"
+        );
+    }
     // 400 for a path that is not UTF-8.
     app.refused(
         "GET",
@@ -348,6 +387,7 @@ async fn malformed_requests_are_answered_in_the_contracts_shape() {
             .await
             .unwrap();
         assert_eq!(resp.headers()["cache-control"], "no-store", "{path}");
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff", "{path}");
     }
 
     // The broker served on.
