@@ -299,28 +299,38 @@ impl Broker {
         }
         let token = new_secret("dbr_");
         let hash = secret_hash(&token);
-        let expires_ms = now_ms() + (seconds as i64) * 1000;
+        let now = now_ms();
+        let expires_ms = now + (seconds as i64) * 1000;
         self.write_with(pool, |p, _| {
+            let pool = p.name().to_string();
             let grant = TokenGrant {
-                pool: p.name().to_string(),
+                pool: pool.clone(),
                 expires_ms,
                 max_hosts,
                 used_hosts: 0,
             };
             let stored = grant.stored(&hash);
-            self.secrets
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
+            let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+            // The pool's expired tokens are forgotten with each new one, so
+            // they never pile up in memory or in the store.
+            let mut changes: Vec<Mutation> = secrets
                 .tokens
-                .insert(hash.clone(), grant);
-            let pool = p.name().to_string();
-            Ok((
-                (),
-                vec![Mutation::PutRegistrationToken {
-                    pool,
-                    token: stored,
-                }],
-            ))
+                .iter()
+                .filter(|(_, t)| t.pool == pool && t.expires_ms <= now)
+                .map(|(h, _)| Mutation::DeleteRegistrationToken {
+                    pool: pool.clone(),
+                    hash: h.clone(),
+                })
+                .collect();
+            secrets
+                .tokens
+                .retain(|_, t| !(t.pool == pool && t.expires_ms <= now));
+            secrets.tokens.insert(hash.clone(), grant);
+            changes.push(Mutation::PutRegistrationToken {
+                pool,
+                token: stored,
+            });
+            Ok(((), changes))
         })
         .await?;
         Ok(RegistrationTokenOutput {

@@ -765,6 +765,37 @@ async fn a_token_keeps_its_bound_and_count(open: Opener<'_>) {
         }],
         "a_token_keeps_its_bound_and_count"
     );
+    // One token is forgotten by its hash; the pool's others stay.
+    let store = open("token-count");
+    let other = RegistrationToken {
+        hash: "bb".into(),
+        expires_ms: 9,
+        max_hosts: 1,
+        used_hosts: 0,
+    };
+    store
+        .apply(
+            vec![
+                Mutation::PutRegistrationToken {
+                    pool: "p".into(),
+                    token: other.clone(),
+                },
+                Mutation::DeleteRegistrationToken {
+                    pool: "p".into(),
+                    hash: "aa".into(),
+                },
+            ]
+            .into(),
+        )
+        .await
+        .expect("apply");
+    drop(store);
+    let snap = open("token-count").load().await.expect("load");
+    assert_eq!(
+        snap.pools[0].registration_tokens,
+        [other],
+        "one registration token deleted"
+    );
 }
 
 /// Rule T1: API credentials survive a reopen, a put replaces one by name,

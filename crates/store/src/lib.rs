@@ -67,6 +67,11 @@ pub enum Mutation {
     DeleteRegistrationTokens {
         pool: String,
     },
+    /// Forgets one registration token (an expired one).
+    DeleteRegistrationToken {
+        pool: String,
+        hash: String,
+    },
     /// A host has one credential: this replaces the previous one. Removing
     /// the host removes it.
     PutHostCredential {

@@ -599,6 +599,10 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
             ])
             .map_err(|e| missing_parent(e, || format!("host pool {pool}")))?;
         }
+        Mutation::DeleteRegistrationToken { pool, hash } => {
+            tx.prepare_cached("DELETE FROM registration_tokens WHERE pool = ?1 AND hash = ?2")?
+                .execute([pool, hash])?;
+        }
         Mutation::DeleteRegistrationTokens { pool } => {
             tx.prepare_cached("DELETE FROM registration_tokens WHERE pool = ?1")?
                 .execute([pool])?;

@@ -371,3 +371,32 @@ async fn heartbeats_reconcile_the_hosts_sessions() {
         2
     );
 }
+
+/// An expired registration token is forgotten when the pool's next token
+/// is made: tokens never pile up in the store, however many are made.
+#[tokio::test]
+async fn expired_registration_tokens_are_purged() {
+    use store::Store;
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "BreadthFirst", 10, 0).await;
+    let short = token(&app, "p", 1).await;
+    let expired = crate::eventually(Duration::from_secs(30), || async {
+        let (status, v) = register(
+            &app,
+            json!({"token": short, "name": "x1", "address": "10.0.0.1:3389"}),
+        )
+        .await;
+        status == 401 && v["error"]["message"].as_str().unwrap_or("").contains("expired")
+    })
+    .await;
+    assert!(expired, "the one-second token never expired");
+    let _fresh = token(&app, "p", 3600).await;
+    let stored = store::SqliteStore::open(&dir.path().join("data"))
+        .unwrap()
+        .load()
+        .await
+        .unwrap();
+    let pool = stored.pools.iter().find(|p| p.config.name == "p").unwrap();
+    assert_eq!(pool.registration_tokens.len(), 1, "only the fresh token is kept");
+}

@@ -45,6 +45,7 @@ enum Kind {
     DeleteSession,
     PutToken,
     DeleteTokens,
+    DeleteToken,
     PutCredential,
     PutApiCredential,
     DeleteApiCredential,
@@ -58,7 +59,7 @@ enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 19] = [
+    const ALL: [Kind; 20] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -68,6 +69,7 @@ impl Kind {
         Kind::DeleteSession,
         Kind::PutToken,
         Kind::DeleteTokens,
+        Kind::DeleteToken,
         Kind::PutCredential,
         Kind::PutApiCredential,
         Kind::DeleteApiCredential,
@@ -91,6 +93,7 @@ impl Kind {
             Mutation::DeleteSession { .. } => Kind::DeleteSession,
             Mutation::PutRegistrationToken { .. } => Kind::PutToken,
             Mutation::DeleteRegistrationTokens { .. } => Kind::DeleteTokens,
+            Mutation::DeleteRegistrationToken { .. } => Kind::DeleteToken,
             Mutation::PutHostCredential { .. } => Kind::PutCredential,
             Mutation::PutApiCredential { .. } => Kind::PutApiCredential,
             Mutation::DeleteApiCredential { .. } => Kind::DeleteApiCredential,
@@ -150,6 +153,10 @@ impl Kind {
                                                         used_hosts = excluded.used_hosts"
             }
             Kind::DeleteTokens => "DELETE FROM registration_tokens WHERE pool = ANY($1::text[])",
+            Kind::DeleteToken => {
+                "DELETE FROM registration_tokens AS t USING unnest($1::text[], $2::text[]) AS d(pool, hash)
+                 WHERE t.pool = d.pool AND t.hash = d.hash"
+            }
             Kind::PutCredential => {
                 "INSERT INTO host_credentials (pool, host, hash)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
@@ -232,7 +239,7 @@ impl Kind {
             | Kind::DeleteApiCredential
             | Kind::DeleteScalingPlan => &[Key(0)],
             Kind::PutHost => &[Key(0), Key(1), Int(0), Text(0)],
-            Kind::DeleteHost | Kind::DeleteSession => &[Key(0), Key(1)],
+            Kind::DeleteHost | Kind::DeleteSession | Kind::DeleteToken => &[Key(0), Key(1)],
             Kind::PutSession => &[Key(0), Key(1), Key(2), Text(0)],
             Kind::PutToken => &[Key(0), Key(1), Int(0), Int(1), Int(2)],
             Kind::PutCredential => &[Key(0), Key(1), Key(2)],
@@ -313,6 +320,7 @@ fn values(m: &Mutation) -> Values<'_> {
             0,
         ),
         Mutation::DeleteSession { pool, id } => v([pool, id, ""], [none(), none()], 0),
+        Mutation::DeleteRegistrationToken { pool, hash } => v([pool, hash, ""], [none(), none()], 0),
         Mutation::PutRegistrationToken { pool, token } => Values {
             keys: [pool, &token.hash, ""],
             texts: [none(), none()],
