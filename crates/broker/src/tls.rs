@@ -43,6 +43,15 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// File names of the self-signed pair in the data directory.
 pub const SELF_SIGNED_CERT: &str = "tls-cert.pem";
+/// How long a self-signed certificate the broker makes is valid: 825
+/// days, the longest the browsers' CA rules ever allowed a server
+/// certificate, so that a kept pair is neither valid forever nor a yearly
+/// chore.
+pub const SELF_SIGNED_VALIDITY: std::time::Duration =
+    std::time::Duration::from_secs(825 * 24 * 3600);
+/// A self-signed pair this close to its end is made anew at start.
+pub const SELF_SIGNED_RENEW_BEFORE: std::time::Duration =
+    std::time::Duration::from_secs(30 * 24 * 3600);
 pub const SELF_SIGNED_KEY: &str = "tls-key.pem";
 
 /// Why the certificate or key cannot be used; names the file.
@@ -121,14 +130,32 @@ impl Tls {
     /// TLS with the self-signed pair kept in `data_dir`, generated there on
     /// first use for `names` (host names and IP addresses) and reused
     /// afterwards, so that its fingerprint stays what clients pinned.
-    /// Answers whether it was generated now.
+    /// The certificate is valid for [`SELF_SIGNED_VALIDITY`] from an hour
+    /// before it was made (for clocks a little behind); a pair within
+    /// [`SELF_SIGNED_RENEW_BEFORE`] of its end is generated anew at start
+    /// (with a new fingerprint, which the broker prints). Answers whether
+    /// it was generated now.
     pub fn self_signed(data_dir: &Path, names: &[String]) -> Result<(Tls, bool), TlsError> {
         let cert_path = data_dir.join(SELF_SIGNED_CERT);
         let key_path = data_dir.join(SELF_SIGNED_KEY);
-        let generated = !cert_path.exists() || !key_path.exists();
+        let ageing = std::fs::metadata(&cert_path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|made| made.elapsed().ok())
+            .is_some_and(|age| age + SELF_SIGNED_RENEW_BEFORE >= SELF_SIGNED_VALIDITY);
+        let generated = !cert_path.exists() || !key_path.exists() || ageing;
         if generated {
-            let pair = rcgen::generate_simple_self_signed(names.to_vec())
+            let mut params = rcgen::CertificateParams::new(names.to_vec())
                 .map_err(|e| TlsError::Generate(e.to_string()))?;
+            let now = time::OffsetDateTime::now_utc();
+            params.not_before = now - time::Duration::hours(1);
+            params.not_after = now + SELF_SIGNED_VALIDITY;
+            let signing_key =
+                rcgen::KeyPair::generate().map_err(|e| TlsError::Generate(e.to_string()))?;
+            let cert = params
+                .self_signed(&signing_key)
+                .map_err(|e| TlsError::Generate(e.to_string()))?;
+            let pair = rcgen::CertifiedKey { cert, signing_key };
             // The key first (0600), then the certificate: a crash between
             // the two leaves no certificate, so the next start generates
             // the pair again.
@@ -424,6 +451,37 @@ mod tests {
                 .permissions(),
         );
         assert_eq!(mode & 0o077, 0, "the key is readable by its owner only");
+
+        // Valid from about now for SELF_SIGNED_VALIDITY, not for ever
+        // (as `openssl x509` reads it).
+        let dates = std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-dates", "-in"])
+            .arg(dir.path().join(SELF_SIGNED_CERT))
+            .output()
+            .expect("openssl runs");
+        let dates = String::from_utf8_lossy(&dates.stdout).to_string();
+        let year = |field: &str| -> i32 {
+            let line = dates.lines().find(|l| l.starts_with(field)).expect("a date");
+            line.split_whitespace()
+                .rev()
+                .nth(1)
+                .and_then(|y| y.parse().ok())
+                .expect("a year")
+        };
+        let this_year = time::OffsetDateTime::now_utc().year();
+        assert!((this_year - 1..=this_year).contains(&year("notBefore")), "{dates}");
+        assert!((this_year + 2..=this_year + 3).contains(&year("notAfter")), "{dates}");
+
+        // A pair near its end is made anew at start.
+        let ageing = std::time::SystemTime::now() - (SELF_SIGNED_VALIDITY - SELF_SIGNED_RENEW_BEFORE);
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(SELF_SIGNED_CERT))
+            .and_then(|f| f.set_modified(ageing))
+            .expect("age the certificate");
+        let (renewed, generated) = Tls::self_signed(dir.path(), &names).expect("renew");
+        assert!(generated);
+        assert_ne!(renewed.fingerprint(), first.fingerprint());
     }
 
     #[test]
