@@ -130,6 +130,12 @@ const SPECIAL_RANGES: &[(&str, &str)] = &[
     ("::1/128", "loopback"),
     ("fe80::/10", "link-local"),
     ("ff00::/8", "multicast"),
+    // Cloud platforms' own services at fixed addresses outside the
+    // link-local range: AWS's IPv6 instance metadata, Azure's platform
+    // endpoint (WireServer), Alibaba Cloud's metadata.
+    ("fd00:ec2::254/128", "cloud metadata"),
+    ("168.63.129.16/32", "cloud platform"),
+    ("100.100.100.200/32", "cloud metadata"),
 ];
 
 /// Parses a pool's `allowedAddressRanges`: CIDR ranges (`10.0.0.0/8`,
@@ -161,15 +167,30 @@ pub fn parse_address_ranges(ranges: &[String]) -> Result<Vec<IpNet>, placement::
 }
 
 /// The address an IPv6 form of an IPv4 address stands for
-/// (`::ffff:127.0.0.1` is 127.0.0.1), so that no special range is
-/// reached through another spelling.
+/// (`::ffff:127.0.0.1` is 127.0.0.1; through a NAT64 gateway,
+/// `64:ff9b::7f00:1` is too, RFC 6052 and RFC 8215; a 6to4 address
+/// `2002:7f00:1::` reaches 127.0.0.1 through a relay, RFC 3056), so that no
+/// special range is reached through another spelling.
 fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) if !v6.is_loopback() && !v6.is_unspecified() => {
-            v6.to_ipv4().map_or(ip, IpAddr::V4)
-        }
-        _ => ip,
+    let IpAddr::V6(v6) = ip else {
+        return ip;
+    };
+    if v6.is_loopback() || v6.is_unspecified() {
+        return ip;
     }
+    if let Some(v4) = v6.to_ipv4() {
+        return IpAddr::V4(v4);
+    }
+    let bits = u128::from(v6);
+    let nat64_well_known = bits >> 32 == 0x0064_ff9b_0000_0000_0000_0000;
+    let nat64_local = bits >> 80 == 0x0064_ff9b_0001;
+    if nat64_well_known || nat64_local {
+        return IpAddr::V4(std::net::Ipv4Addr::from(bits as u32));
+    }
+    if bits >> 112 == 0x2002 {
+        return IpAddr::V4(std::net::Ipv4Addr::from((bits >> 80) as u32));
+    }
+    ip
 }
 
 /// Whether `address` (`HOST:PORT`) may be a host of the pool (rule E4):
@@ -189,6 +210,7 @@ pub fn check_address(config: &PoolConfig, address: &str) -> Result<(), BrokerErr
              host pool's allowedAddressRanges"
         ))
     };
+    let spelled = host.parse::<IpAddr>().ok();
     let ip = match host.parse::<IpAddr>() {
         Ok(ip) => canonical(ip),
         Err(_) => {
@@ -230,7 +252,9 @@ pub fn check_address(config: &PoolConfig, address: &str) -> Result<(), BrokerErr
         }
         return Ok(());
     }
-    if !ranges.is_empty() && !ranges.iter().any(|r| r.contains(&ip)) {
+    // A NAT64 or 6to4 host may be named by its IPv6 range as well.
+    let in_range = |r: &IpNet| r.contains(&ip) || spelled.is_some_and(|a| r.contains(&a));
+    if !ranges.is_empty() && !ranges.iter().any(in_range) {
         return Err(refuse(format!(
             "is not in the host pool's allowedAddressRanges ({})",
             config.allowed_address_ranges.join(", ")
@@ -579,6 +603,18 @@ mod tests {
             (&[], "[ff02::1]:3389", false),
             (&[], "[::ffff:127.0.0.1]:3389", false),
             (&[], "[::ffff:169.254.169.254]:80", false),
+            // Through NAT64 (well-known and local-use prefixes) and 6to4.
+            (&[], "[64:ff9b::7f00:1]:3389", false),
+            (&[], "[64:ff9b::a9fe:a9fe]:80", false),
+            (&[], "[64:ff9b:1::7f00:1]:3389", false),
+            (&[], "[2002:7f00:1::1]:3389", false),
+            (&[], "[64:ff9b::a00:5]:3389", true),
+            (&["64:ff9b::/96"], "[64:ff9b::a00:5]:3389", true),
+            // Cloud platforms' services at fixed addresses.
+            (&[], "[fd00:ec2::254]:80", false),
+            (&[], "168.63.129.16:80", false),
+            (&[], "100.100.100.200:80", false),
+            (&["fd00::/8"], "[fd00:ec2::254]:80", false),
             (&[], "localhost:3389", false),
             (&[], "LocalHost.:3389", false),
             (&[], "db.localhost:3389", false),
