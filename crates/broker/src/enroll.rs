@@ -263,6 +263,39 @@ pub fn check_address(config: &PoolConfig, address: &str) -> Result<(), BrokerErr
     Ok(())
 }
 
+/// Rule A9: Wake-on-LAN packets go to the farm's own networks, never to
+/// this machine's own services (a loopback or unspecified address) unless
+/// the pool's `allowedAddressRanges` names that range, as for hosts (E4).
+/// The rest of the address policy (private ranges only) is the engine's.
+pub fn check_wake_on_lan_target(config: &PoolConfig) -> Result<(), placement::Error> {
+    let Some(socket) = config.power_settings.broadcast_socket() else {
+        return Ok(());
+    };
+    let ip = IpAddr::V4(*socket.ip());
+    let Some((net, what)) = SPECIAL_RANGES
+        .iter()
+        .filter(|(_, what)| matches!(*what, "loopback" | "unspecified"))
+        .find_map(|(net, what)| {
+            let net: IpNet = net.parse().expect("the special ranges are valid CIDR");
+            net.contains(&ip).then_some((net, *what))
+        })
+    else {
+        return Ok(());
+    };
+    let ranges = parse_address_ranges(&config.allowed_address_ranges)?;
+    if ranges
+        .iter()
+        .any(|r| r.contains(&ip) && r.prefix_len() >= net.prefix_len())
+    {
+        return Ok(());
+    }
+    Err(placement::Error::InvalidParameter(format!(
+        "powerSettings.broadcastAddress: {socket} is a {what} address ({net}): Wake-on-LAN would \
+         send to this machine's own services; name the range in the host pool's \
+         allowedAddressRanges if that is meant"
+    )))
+}
+
 impl Broker {
     /// Who `token` is: the admin token is compared in constant time; host
     /// and API credentials by their hash. `Err` is why it is not valid
@@ -646,6 +679,23 @@ mod tests {
                 assert!(e.to_string().contains("rule E4"), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn wake_on_lan_reaches_this_machine_only_when_the_pool_names_it() {
+        let with = |ranges: &[&str], to: &str| {
+            let mut config = pool(ranges);
+            config.power_settings.broadcast_address = to.to_string();
+            check_wake_on_lan_target(&config)
+        };
+        assert!(with(&[], "10.0.0.255").is_ok());
+        assert!(with(&[], "255.255.255.255").is_ok());
+        for to in ["127.0.0.1:7", "127.0.0.1", "0.0.0.0:9"] {
+            let e = with(&[], to).unwrap_err();
+            assert!(e.to_string().contains("broadcastAddress"), "{to}: {e}");
+            assert!(with(&["0.0.0.0/0"], to).is_err(), "{to}");
+        }
+        assert!(with(&["127.0.0.0/8"], "127.0.0.1:7").is_ok());
     }
 
     #[test]

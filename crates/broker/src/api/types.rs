@@ -112,6 +112,7 @@ pub fn apply_pool_input(
             ]
         );
     }
+    crate::enroll::check_wake_on_lan_target(&base)?;
     Ok(base)
 }
 

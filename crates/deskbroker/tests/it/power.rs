@@ -347,10 +347,33 @@ async fn a9_wake_on_lan_sends_the_magic_packet() {
     let app = spawn(&dir.path().join("data"));
     let listener = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let to = listener.local_addr().unwrap().to_string();
-    pool_with_driver(
-        &app,
-        "p",
-        json!({"driver": "wakeOnLan", "powerOffCommand": "true", "broadcastAddress": to}),
+    let wol = json!({"driver": "wakeOnLan", "powerOffCommand": "true", "broadcastAddress": to});
+    // Packets to this machine's own services only where the pool names
+    // loopback among its address ranges (as for hosts, rule E4).
+    app.refused(
+        "PUT",
+        "/api/v1/hostPools/p",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "powerSettings": wol})),
+        400,
+        "InvalidParameter",
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/p",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "allowedAddressRanges": ["127.0.0.0/8", "10.0.0.0/8"],
+                    "powerSettings": wol})),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/p/sessionHosts/h1",
+        Some(json!({"address": "10.0.0.1:3389", "tags": ["gpu-room"],
+                    "macAddress": "52:54:00:ab:cd:01"})),
+        201,
     )
     .await;
     app.ok(
