@@ -139,6 +139,15 @@ impl Client {
             broker: base.to_string(),
             detail: e.to_string(),
         })?;
+        if base.is_cleartext_remote() {
+            tracing::warn!(
+                broker = %base,
+                "the broker is reached over plain http:// on another machine: tokens, tickets \
+                 and host credentials cross the network readable by anyone on the way; use \
+                 https:// (a broker listening on another address than loopback serves TLS \
+                 unless started with --insecure-http)"
+            );
+        }
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(REQUEST_TIMEOUT)

@@ -61,6 +61,27 @@ impl BrokerUrl {
         url
     }
 
+    /// Whether requests to this broker cross the network in clear: an
+    /// `http://` URL whose host is not this machine (a loopback address or
+    /// `localhost`). Tokens, tickets and host credentials would be readable
+    /// on the way.
+    pub fn is_cleartext_remote(&self) -> bool {
+        if self.0.scheme() != "http" {
+            return false;
+        }
+        let Some(host) = self.0.host_str() else {
+            return false;
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => !ip.is_loopback(),
+            Err(_) => {
+                let name = host.trim_end_matches('.').to_ascii_lowercase();
+                name != "localhost" && !name.ends_with(".localhost")
+            }
+        }
+    }
+
     /// The base URL as a URL.
     pub fn as_url(&self) -> &Url {
         &self.0
@@ -71,6 +92,28 @@ impl BrokerUrl {
 impl std::fmt::Display for BrokerUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.0.as_str().trim_end_matches('/'))
+    }
+}
+
+#[cfg(test)]
+mod cleartext_tests {
+    use super::*;
+
+    #[test]
+    fn only_http_to_another_machine_is_cleartext_remote() {
+        for (text, remote) in [
+            ("http://10.0.0.2:8080", true),
+            ("http://broker.contoso.com", true),
+            ("https://broker.contoso.com", false),
+            ("http://127.0.0.1:8080", false),
+            ("http://127.9.9.9:8080", false),
+            ("http://[::1]:8080", false),
+            ("http://localhost:8080", false),
+            ("http://LocalHost.:8080", false),
+        ] {
+            let url = BrokerUrl::parse(text).expect(text);
+            assert_eq!(url.is_cleartext_remote(), remote, "{text}");
+        }
     }
 }
 
