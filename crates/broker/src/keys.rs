@@ -22,9 +22,10 @@ use store::{Mutation, SigningKey};
 
 /// How long a retired key still verifies: the longest ticket lifetime a
 /// pool may set, plus the ticket leeway and a minute for clocks.
-pub const RETIRED_KEY_KEPT_MS: i64 =
-    (placement::MAX_TICKET_LIFETIME_SECONDS as i64 + api::ticket::TICKET_LEEWAY_SECONDS as i64 + 60)
-        * 1000;
+pub const RETIRED_KEY_KEPT_MS: i64 = (placement::MAX_TICKET_LIFETIME_SECONDS as i64
+    + api::ticket::TICKET_LEEWAY_SECONDS as i64
+    + 60)
+    * 1000;
 
 /// The keys in force, as stored and as derived for each use.
 pub struct SigningKeys {
@@ -58,9 +59,10 @@ fn redirect_keys(stored: &store::SigningKeys) -> Vec<RedirectKey> {
 
 /// `stored` without the retired keys whose time to verify has passed.
 fn current(mut stored: store::SigningKeys, now_ms: i64) -> store::SigningKeys {
-    stored
-        .keys
-        .retain(|k| k.retired_ms.is_none_or(|r| now_ms - r < RETIRED_KEY_KEPT_MS));
+    stored.keys.retain(|k| {
+        k.retired_ms
+            .is_none_or(|r| now_ms - r < RETIRED_KEY_KEPT_MS)
+    });
     stored
 }
 
@@ -68,7 +70,10 @@ impl SigningKeys {
     /// The keys of a store (`None`: it has none yet, and a new one is made);
     /// with the mutation that must be made durable before anything is
     /// signed, when a key was made.
-    pub fn load(stored: Option<store::SigningKeys>, now_ms: i64) -> (SigningKeys, Option<Mutation>) {
+    pub fn load(
+        stored: Option<store::SigningKeys>,
+        now_ms: i64,
+    ) -> (SigningKeys, Option<Mutation>) {
         let (stored, made) = match stored.filter(|s| s.keys.iter().any(|k| k.retired_ms.is_none()))
         {
             Some(s) => (current(s, now_ms), false),
@@ -156,7 +161,12 @@ impl SigningKeys {
 
     /// Puts `stored` in force (once it is durable).
     pub fn install(&self, stored: store::SigningKeys) {
-        for handle in self.redirects.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for handle in self
+            .redirects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             handle.set(redirect_keys(&stored));
         }
         *self.inner.write().unwrap_or_else(|p| p.into_inner()) = Derived::of(stored);
@@ -192,7 +202,10 @@ mod tests {
         let (b, put_b) = SigningKeys::load(None, NOW_MS);
         assert!(matches!(put_a, Some(Mutation::PutSigningKeys { .. })));
         assert!(put_b.is_some());
-        let ticket = a.ticket_signer().issue("p", "alice", 2_000_000_000).expect("fits");
+        let ticket = a
+            .ticket_signer()
+            .issue("p", "alice", 2_000_000_000)
+            .expect("fits");
         let parsed = Ticket::parse(&ticket).expect("parses");
         assert_eq!(
             a.verify_ticket(&parsed, "p", 1_800_000_000).as_deref(),
@@ -208,12 +221,18 @@ mod tests {
     #[test]
     fn a_rotation_signs_with_the_new_key_and_verifies_the_old_for_a_ticket_lifetime() {
         let (keys, _) = SigningKeys::load(None, NOW_MS);
-        let old = keys.ticket_signer().issue("p", "bob", 2_000_000_000).expect("fits");
+        let old = keys
+            .ticket_signer()
+            .issue("p", "bob", 2_000_000_000)
+            .expect("fits");
         let rotated = keys.rotated(NOW_MS + 1);
         assert_eq!(rotated.keys.len(), 2);
         assert_eq!(rotated.keys[1].retired_ms, Some(NOW_MS + 1));
         keys.install(rotated.clone());
-        let new = keys.ticket_signer().issue("p", "bob", 2_000_000_000).expect("fits");
+        let new = keys
+            .ticket_signer()
+            .issue("p", "bob", 2_000_000_000)
+            .expect("fits");
         assert_ne!(old, new);
         for t in [&old, &new] {
             let parsed = Ticket::parse(t).expect("parses");

@@ -213,7 +213,9 @@ impl<IO: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Shaped<IO> {
         };
         while *out < bytes.len() {
             match std::pin::Pin::new(&mut this.io).poll_write(cx, &bytes[*out..]) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+                }
                 Poll::Ready(Ok(n)) => *out += n,
                 other => return other,
             }
@@ -246,7 +248,10 @@ mod tests {
     fn only_hypers_bodiless_refusals_are_reshaped() {
         let hyper = b"HTTP/1.1 414 URI Too Long\r\nconnection: close\r\ncontent-length: 0\r\ndate: Sun, 06 Dec 2026 00:50:50 GMT\r\n\r\n";
         let shaped = String::from_utf8(shaped_refusal(hyper).expect("reshaped")).unwrap();
-        assert!(shaped.starts_with("HTTP/1.1 414 URI Too Long\r\n"), "{shaped}");
+        assert!(
+            shaped.starts_with("HTTP/1.1 414 URI Too Long\r\n"),
+            "{shaped}"
+        );
         assert!(shaped.ends_with(r#"{"error":{"code":"UriTooLong","message":"the request line is longer than the broker reads"}}"#), "{shaped}");
         let hyper = b"HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
         assert!(shaped_refusal(hyper).is_some());

@@ -461,7 +461,10 @@ mod tests {
             .expect("openssl runs");
         let dates = String::from_utf8_lossy(&dates.stdout).to_string();
         let year = |field: &str| -> i32 {
-            let line = dates.lines().find(|l| l.starts_with(field)).expect("a date");
+            let line = dates
+                .lines()
+                .find(|l| l.starts_with(field))
+                .expect("a date");
             line.split_whitespace()
                 .rev()
                 .nth(1)
@@ -469,11 +472,18 @@ mod tests {
                 .expect("a year")
         };
         let this_year = time::OffsetDateTime::now_utc().year();
-        assert!((this_year - 1..=this_year).contains(&year("notBefore")), "{dates}");
-        assert!((this_year + 2..=this_year + 3).contains(&year("notAfter")), "{dates}");
+        assert!(
+            (this_year - 1..=this_year).contains(&year("notBefore")),
+            "{dates}"
+        );
+        assert!(
+            (this_year + 2..=this_year + 3).contains(&year("notAfter")),
+            "{dates}"
+        );
 
         // A pair near its end is made anew at start.
-        let ageing = std::time::SystemTime::now() - (SELF_SIGNED_VALIDITY - SELF_SIGNED_RENEW_BEFORE);
+        let ageing =
+            std::time::SystemTime::now() - (SELF_SIGNED_VALIDITY - SELF_SIGNED_RENEW_BEFORE);
         std::fs::File::options()
             .write(true)
             .open(dir.path().join(SELF_SIGNED_CERT))

@@ -55,7 +55,10 @@ async fn signing_keys_are_kept_and_replaced(open: Opener<'_>) {
         .apply(vec![Mutation::PutSigningKeys { keys: one.clone() }].into())
         .await
         .expect("put keys");
-    assert_eq!(open("signing").load().await.expect("load").signing_keys, Some(one));
+    assert_eq!(
+        open("signing").load().await.expect("load").signing_keys,
+        Some(one)
+    );
     let rotated = SigningKeys {
         keys: vec![
             SigningKey {

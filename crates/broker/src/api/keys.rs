@@ -18,7 +18,9 @@ use crate::state::{Broker, now_ms};
 #[utoipa::path(post, path = "/api/v1/signingKeys/rotate", tag = "credentials",
     responses((status = 200, body = SigningKeysOutput), (status = 403, body = ErrorBody),
               (status = 503, body = ErrorBody)))]
-pub async fn rotate(State(b): State<Arc<Broker>>) -> Result<axum::Json<SigningKeysOutput>, ApiError> {
+pub async fn rotate(
+    State(b): State<Arc<Broker>>,
+) -> Result<axum::Json<SigningKeysOutput>, ApiError> {
     b.rotate_signing_keys().await?;
     let (verifying_keys, created_ms) = b.keys.summary();
     Ok(axum::Json(SigningKeysOutput {

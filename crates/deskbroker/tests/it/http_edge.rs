@@ -291,19 +291,28 @@ async fn malformed_requests_are_answered_in_the_contracts_shape() {
     // past 64 KiB): still the contract's shape, not an empty body.
     for (head, status, code) in [
         (
-            format!("GET /api/v1/hostPools?x={} HTTP/1.1\r\nHost: b\r\n\r\n", "a".repeat(70_000)),
+            format!(
+                "GET /api/v1/hostPools?x={} HTTP/1.1\r\nHost: b\r\n\r\n",
+                "a".repeat(70_000)
+            ),
             "414",
             "UriTooLong",
         ),
         (
-            format!("GET /api/v1/hostPools HTTP/1.1\r\nHost: b\r\nX-Junk: {}\r\n\r\n", "a".repeat(200_000)),
+            format!(
+                "GET /api/v1/hostPools HTTP/1.1\r\nHost: b\r\nX-Junk: {}\r\n\r\n",
+                "a".repeat(200_000)
+            ),
             "431",
             "HeadersTooLarge",
         ),
     ] {
         let addr: SocketAddr = app.url.trim_start_matches("http://").parse().unwrap();
         let answer = raw_exchange(addr, head.as_bytes()).await;
-        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{answer}");
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{answer}"
+        );
         assert!(
             answer.contains("content-type: application/json")
                 && answer.contains(&format!(r#"{{"error":{{"code":"{code}","#)),
@@ -387,7 +396,11 @@ async fn malformed_requests_are_answered_in_the_contracts_shape() {
             .await
             .unwrap();
         assert_eq!(resp.headers()["cache-control"], "no-store", "{path}");
-        assert_eq!(resp.headers()["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(
+            resp.headers()["x-content-type-options"],
+            "nosniff",
+            "{path}"
+        );
     }
 
     // The broker served on.

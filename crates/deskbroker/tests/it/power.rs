@@ -353,8 +353,10 @@ async fn a9_wake_on_lan_sends_the_magic_packet() {
     app.refused(
         "PUT",
         "/api/v1/hostPools/p",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-                    "powerSettings": wol})),
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "powerSettings": wol}),
+        ),
         400,
         "InvalidParameter",
     )
@@ -362,9 +364,11 @@ async fn a9_wake_on_lan_sends_the_magic_packet() {
     app.ok(
         "PUT",
         "/api/v1/hostPools/p",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
                     "allowedAddressRanges": ["127.0.0.0/8", "10.0.0.0/8"],
-                    "powerSettings": wol})),
+                    "powerSettings": wol}),
+        ),
         201,
     )
     .await;

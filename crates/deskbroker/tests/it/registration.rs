@@ -387,7 +387,11 @@ async fn expired_registration_tokens_are_purged() {
             json!({"token": short, "name": "x1", "address": "10.0.0.1:3389"}),
         )
         .await;
-        status == 401 && v["error"]["message"].as_str().unwrap_or("").contains("expired")
+        status == 401
+            && v["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("expired")
     })
     .await;
     assert!(expired, "the one-second token never expired");
@@ -398,5 +402,9 @@ async fn expired_registration_tokens_are_purged() {
         .await
         .unwrap();
     let pool = stored.pools.iter().find(|p| p.config.name == "p").unwrap();
-    assert_eq!(pool.registration_tokens.len(), 1, "only the fresh token is kept");
+    assert_eq!(
+        pool.registration_tokens.len(),
+        1,
+        "only the fresh token is kept"
+    );
 }

@@ -249,8 +249,10 @@ async fn ticket_only_pool(app: &App) {
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-                    "entitledGroups": ["Sales"], "requireConnectionTicket": true})),
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "entitledGroups": ["Sales"], "requireConnectionTicket": true}),
+        ),
         201,
     )
     .await;
@@ -362,7 +364,9 @@ async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
     app.ok(
         "PATCH",
         "/api/v1/hostPools/farm",
-        Some(json!({"entitledUsers": ["alice@contoso.com", "bob@contoso.com", "carol@contoso.com"]})),
+        Some(
+            json!({"entitledUsers": ["alice@contoso.com", "bob@contoso.com", "carol@contoso.com"]}),
+        ),
         200,
     )
     .await;
@@ -395,7 +399,9 @@ async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
         .await;
     assert_eq!(status, 403);
     let first_secret = crate::signing_secret(dir.path()).await;
-    let rotated = app.ok("POST", "/api/v1/signingKeys/rotate", None, 200).await;
+    let rotated = app
+        .ok("POST", "/api/v1/signingKeys/rotate", None, 200)
+        .await;
     assert_eq!(rotated["verifyingKeys"], 2, "{rotated}");
     let bob = ticket_of(&app, "bob@contoso.com").await;
     // bob's ticket is signed with the new key, not the first one.
@@ -426,14 +432,14 @@ async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
         .await;
     }
     // The rotation is in the audit log.
-    let log = app.ok("GET", "/api/v1/auditLog?actor=admin", None, 200).await;
+    let log = app
+        .ok("GET", "/api/v1/auditLog?actor=admin", None, 200)
+        .await;
     assert!(
-        log["value"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["action"].as_str().is_some_and(|a| a.contains("signingKeys/rotate"))
-                && e["outcome"] == 200),
+        log["value"].as_array().unwrap().iter().any(|e| e["action"]
+            .as_str()
+            .is_some_and(|a| a.contains("signingKeys/rotate"))
+            && e["outcome"] == 200),
         "{log}"
     );
 }

@@ -320,7 +320,9 @@ fn values(m: &Mutation) -> Values<'_> {
             0,
         ),
         Mutation::DeleteSession { pool, id } => v([pool, id, ""], [none(), none()], 0),
-        Mutation::DeleteRegistrationToken { pool, hash } => v([pool, hash, ""], [none(), none()], 0),
+        Mutation::DeleteRegistrationToken { pool, hash } => {
+            v([pool, hash, ""], [none(), none()], 0)
+        }
         Mutation::PutRegistrationToken { pool, token } => Values {
             keys: [pool, &token.hash, ""],
             texts: [none(), none()],
