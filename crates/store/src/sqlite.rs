@@ -717,15 +717,13 @@ fn apply_one(
                 .query_map([chunk], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
                 .collect::<Result<Vec<_>, _>>()?;
             let total = match crate::audit_byte_cutoff(total, *max_bytes, &oldest) {
-                Some(cutoff) => {
-                    total
-                        - sum_of(
-                            tx.prepare_cached(
-                                "DELETE FROM audit_log WHERE id <= ?1 RETURNING octet_length(record)",
-                            )?
-                            .query_map([cutoff], |r| r.get::<_, i64>(0))?,
+                Some(cutoff) => total
+                    - sum_of(
+                        tx.prepare_cached(
+                            "DELETE FROM audit_log WHERE id <= ?1 RETURNING octet_length(record)",
                         )?
-                }
+                        .query_map([cutoff], |r| r.get::<_, i64>(0))?,
+                    )?,
                 None => total,
             };
             *audit_bytes = Some(total);

@@ -42,7 +42,8 @@ pub fn is_audited(method: &Method, route: Option<&str>, own_host: bool) -> bool 
     *method != Method::GET
         && *method != Method::HEAD
         && route.is_some_and(|r| {
-            r.starts_with("/api/v1/") && !(own_host && r.ends_with("/sessionHosts/{host}/heartbeat"))
+            r.starts_with("/api/v1/")
+                && !(own_host && r.ends_with("/sessionHosts/{host}/heartbeat"))
         })
 }
 

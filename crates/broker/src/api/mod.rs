@@ -304,7 +304,7 @@ async fn authenticate(
     match route {
         Some(r) if audit::is_audited(req.method(), Some(&r), own_host) => {
             // Rule T4: each credential's audited requests are limited.
-            if let Err(too_many) = gate.audited.check(&caller) {
+            if let Some(too_many) = gate.audited.check(&caller) {
                 return Ok(too_many);
             }
             let params = [

@@ -190,7 +190,7 @@ pub async fn rdp_file(
         actor: caller
             .as_ref()
             .map_or_else(|| "anonymous".to_string(), |c| crate::audit::actor(&c.0)),
-        action_prefix: "GET /api/v1/hostPools",
+        action_prefix: "/api/v1/hostPools",
         source: source_of(&extensions),
     };
     let user = match q.user {

@@ -301,7 +301,7 @@ async fn rdp_file(
         q.gateway,
         &super::pools::Issuer {
             actor: format!("portal:{}", session.user),
-            action_prefix: "GET /portal/pools",
+            action_prefix: "/portal/pools",
             source: super::pools::source_of(&extensions),
         },
     )

@@ -339,11 +339,11 @@ impl Default for Audited {
 }
 
 impl Audited {
-    /// Takes one audited request from `caller`'s budget, or answers the
-    /// 429 to send.
-    pub fn check(&self, caller: &Caller) -> Result<(), Response> {
+    /// Takes one audited request from `caller`'s budget; answers the 429
+    /// to send when it is spent.
+    pub fn check(&self, caller: &Caller) -> Option<Response> {
         let key = caller_key(caller);
-        match caller {
+        let checked = match caller {
             Caller::Host { .. } => self.by_host.check(&key).map_err(|not_until| {
                 too_many(
                     not_until,
@@ -365,7 +365,8 @@ impl Audited {
                     ),
                 )
             }),
-        }
+        };
+        checked.err()
     }
 }
 

@@ -507,7 +507,11 @@ impl Connection {
         let mut tally = self.audit_bytes.take();
         if let Some(total) = &mut tally {
             for step in steps.iter().filter(|s| s.kind == Kind::AppendAudit) {
-                *total += step.rows.iter().map(|r| r.texts[0].len() as i64).sum::<i64>();
+                *total += step
+                    .rows
+                    .iter()
+                    .map(|r| r.texts[0].len() as i64)
+                    .sum::<i64>();
             }
         }
         self.in_transaction = true;
