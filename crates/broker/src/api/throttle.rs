@@ -309,8 +309,10 @@ pub const AUDITED_BURST: u32 = 10_000;
 /// this bounds what one desktop's local administrator can write.
 pub const HOST_AUDITED_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Audited requests a host's credential may send at once.
-pub const HOST_AUDITED_BURST: u32 = 10;
+/// Audited requests a host's credential may send at once: enough for an
+/// agent's operator to try every route of the API once and see each
+/// refusal, a few kilobytes of log.
+pub const HOST_AUDITED_BURST: u32 = 30;
 
 /// The limits of audited requests, per credential (rule T4), always on:
 /// [`AUDITED_PER_SECOND`] (bursts of [`AUDITED_BURST`]) for the admin token
