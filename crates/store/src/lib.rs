@@ -212,7 +212,8 @@ pub struct AuditEntry {
     /// `admin`, `credential:NAME`, `host:POOL/HOST`, or
     /// `registration-token:POOL`.
     pub actor: String,
-    /// `METHOD PATH`, as the request spelt its path.
+    /// `METHOD PATH`: the route with each name that passes the name rules
+    /// in its place, else the route's pattern (`{name}`).
     pub action: String,
     /// The resource acted on (`hostPools/p/sessionHosts/h1`).
     pub target: String,

@@ -3,8 +3,11 @@
 //!
 //! What is recorded: every request of an authenticated caller whose method
 //! is not GET or HEAD, on a route of the API, whatever its outcome (a 403
-//! of the authorization table, a 404, 409 or 400 of the handler), except
-//! heartbeats (host telemetry, many a second on a large farm). Requests
+//! of the authorization table, a 404, 409 or 400 of the handler), except a
+//! host's own heartbeats (host telemetry, many a second on a large farm),
+//! and requests over their limit (rule T4, `throttle::Audited`). Each entry
+//! holds bounded, validated text only (see [`record`]); minting a ticket is
+//! recorded by `pools::rdp_file_for`. Requests
 //! without a valid credential (401) are not recorded: they change nothing,
 //! anybody can send them, and they are throttled per source already
 //! (`throttle.rs`), so recording them would let anyone fill the log.

@@ -19,6 +19,9 @@
 //! per-credential one, and holds even when `--api-rate-limit` is 0. The
 //! per-source limit of `--api-rate-limit` still applies to it.
 //!
+//! Audited requests (rule T5) are limited per credential always, by
+//! [`Audited`], which `api::authenticate` applies once it knows the route.
+//!
 //! The limiters are `governor`'s keyed GCRA; at most
 //! [`MAX_TRACKED_SOURCES`] keys are kept in each (idle ones are dropped
 //! first).
