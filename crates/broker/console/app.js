@@ -1088,11 +1088,11 @@ function auditView(params) {
         h(
           'tr',
           { dataset: { id: String(e.id), actor: e.actor } },
-          h('td', { class: 'time' }, e.time),
-          h('th', { scope: 'row', class: 'actor' }, e.actor),
-          h('td', { class: 'action' }, h('code', {}, e.action)),
+          h('td', { class: 'time' }, inert(e.time)),
+          h('th', { scope: 'row', class: 'actor' }, inert(e.actor)),
+          h('td', { class: 'action' }, h('code', {}, inert(e.action))),
           h('td', { class: `outcome num${e.outcome >= 400 ? ' refused' : ''}` }, String(e.outcome)),
-          h('td', { class: 'change' }, changeText(e.before, e.after)),
+          h('td', { class: 'change' }, inert(changeText(e.before, e.after))),
         ),
       () => {},
     );
@@ -1101,9 +1101,23 @@ function auditView(params) {
   return v;
 }
 
+/**
+ * `text` with every control character (C0, DEL, C1) and every Unicode
+ * bidirectional mark, embedding, override and isolate written as an escape
+ * (`\x1b`, `\u{202e}`): an entry may hold text a caller chose, and shown
+ * raw a bidi override could make a row read as another.
+ */
+function inert(text) {
+  return String(text ?? '').replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
+    const n = c.charCodeAt(0);
+    return n <= 0xff ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u{${n.toString(16)}}`;
+  });
+}
+
 /** What changed between two JSON objects, as `field: old → new`, briefly. */
 function changeText(before, after) {
   if (before === null && after === null) return '—';
+  if (before === null && after && after.ticketFor !== undefined) return `ticket for ${after.ticketFor}, until ${after.expirationTime}`;
   if (before === null) return 'created';
   if (after === null) return 'removed';
   const diffs = [];

@@ -57,7 +57,9 @@ pub enum Resource {
 }
 
 impl Resource {
-    /// The resource of `route` (a pattern) with its decoded parameters.
+    /// The resource of `route` (a pattern) with its parameters (each a
+    /// valid name, or None); [`Resource::Other`] when one it needs is
+    /// missing.
     pub fn of(
         route: &str,
         pool: Option<&str>,
@@ -65,28 +67,34 @@ impl Resource {
         id: Option<&str>,
         name: Option<&str>,
     ) -> Resource {
-        let s = |v: Option<&str>| v.unwrap_or_default().to_string();
-        match route {
-            "/api/v1/hostPools/{pool}" => Resource::Pool(s(pool)),
+        let s = |v: &str| v.to_string();
+        let resource = match route {
+            "/api/v1/hostPools/{pool}" => pool.map(|p| Resource::Pool(s(p))),
             "/api/v1/hostPools/{pool}/sessionHosts/{host}"
+            | "/api/v1/hostPools/{pool}/sessionHosts/{host}/heartbeat"
             | "/api/v1/hostPools/{pool}/sessionHosts/{host}/start"
-            | "/api/v1/hostPools/{pool}/sessionHosts/{host}/stop" => Resource::Host {
-                pool: s(pool),
-                host: s(host),
-            },
-            "/api/v1/hostPools/{pool}/userSessions/{id}"
-            | "/api/v1/hostPools/{pool}/userSessions/{id}/sendMessage" => Resource::Session {
-                pool: s(pool),
-                id: s(id),
-            },
-            "/api/v1/hostPools/{pool}/connect" => Resource::Connect { pool: s(pool) },
-            "/api/v1/hostPools/{pool}/registrationToken" => {
-                Resource::RegistrationTokens { pool: s(pool) }
+            | "/api/v1/hostPools/{pool}/sessionHosts/{host}/stop" => {
+                pool.zip(host).map(|(p, h)| Resource::Host {
+                    pool: s(p),
+                    host: s(h),
+                })
             }
-            "/api/v1/credentials/{name}" => Resource::Credential(s(name)),
-            "/api/v1/credentials" => Resource::Credentials,
-            _ => Resource::Other,
-        }
+            "/api/v1/hostPools/{pool}/userSessions/{id}"
+            | "/api/v1/hostPools/{pool}/userSessions/{id}/sendMessage" => {
+                pool.zip(id).map(|(p, i)| Resource::Session {
+                    pool: s(p),
+                    id: s(i),
+                })
+            }
+            "/api/v1/hostPools/{pool}/connect" => pool.map(|p| Resource::Connect { pool: s(p) }),
+            "/api/v1/hostPools/{pool}/registrationToken" => {
+                pool.map(|p| Resource::RegistrationTokens { pool: s(p) })
+            }
+            "/api/v1/credentials/{name}" => name.map(|n| Resource::Credential(s(n))),
+            "/api/v1/credentials" => Some(Resource::Credentials),
+            _ => None,
+        };
+        resource.unwrap_or(Resource::Other)
     }
 
     fn pool(&self) -> Option<&str> {
@@ -117,6 +125,50 @@ impl Resource {
             _ => None,
         }
     }
+}
+
+/// Longest text of an entry's `actor`, `action`, `target`, `hostPool` or
+/// `source`: room for a route with two names of 253 characters each.
+pub const MAX_TEXT_BYTES: usize = 1024;
+
+/// Longest `before` or `after` kept: above any resource a request body
+/// (at most `api::MAX_BODY_BYTES`) can make. A larger one is replaced by
+/// a note of its size, so no entry is ever unbounded.
+pub const MAX_RENDERED_BYTES: usize = 512 * 1024;
+
+/// Holds every field of `entry` to its bound (rule T5): texts cut at
+/// [`MAX_TEXT_BYTES`] (on a character boundary), a rendered resource over
+/// [`MAX_RENDERED_BYTES`] replaced by a note of its size.
+pub fn bound(entry: &mut AuditEntry) {
+    fn cut(text: &mut String) {
+        if text.len() > MAX_TEXT_BYTES {
+            let mut end = MAX_TEXT_BYTES;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+    }
+    fn fit(rendered: &mut Option<Rendered>) {
+        if let Some(r) = rendered
+            && r.get().len() > MAX_RENDERED_BYTES
+        {
+            *rendered = Rendered::of(&serde_json::json!({
+                "omitted": format!("{} bytes, over the log's bound of {MAX_RENDERED_BYTES}", r.get().len())
+            }));
+        }
+    }
+    cut(&mut entry.actor);
+    cut(&mut entry.action);
+    cut(&mut entry.target);
+    if let Some(p) = &mut entry.host_pool {
+        cut(p);
+    }
+    if let Some(s) = &mut entry.source {
+        cut(s);
+    }
+    fit(&mut entry.before);
+    fit(&mut entry.after);
 }
 
 /// Who a caller is, in the log: `admin` (the admin token),
@@ -214,6 +266,7 @@ pub(crate) fn after_write(
             entry.before = before;
             entry.after = after;
             entry.outcome = outcome;
+            bound(&mut entry);
             Some(Mutation::AppendAudit { entry })
         })
         .ok()

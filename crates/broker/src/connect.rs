@@ -75,6 +75,9 @@ fn start_for(
 pub struct ConnectionFile {
     pub pool: String,
     pub body: String,
+    /// When the file's connection ticket expires (Unix seconds), if it
+    /// carries one: what the audit log records of it (rule T5).
+    pub ticket_expires_s: Option<u64>,
 }
 
 /// The `Retry-After` of a 503 `SessionHostStarting` (rule A8), in seconds:
@@ -358,10 +361,12 @@ impl Broker {
                     )
                 })
         };
+        let mut ticket_expires_s = None;
         let body = match user {
             None => api::rdp_file::rdp_file(&front_door()?, &name),
             Some((user, _)) => {
                 let expires = (crate::state::now_ms().max(0) as u64 / 1000) + u64::from(lifetime);
+                ticket_expires_s = Some(expires);
                 let ticket = self
                     .keys
                     .ticket_signer()
@@ -373,7 +378,11 @@ impl Broker {
                 }
             }
         };
-        Ok(ConnectionFile { pool: name, body })
+        Ok(ConnectionFile {
+            pool: name,
+            body,
+            ticket_expires_s,
+        })
     }
 
     /// Where clients reach the RD Gateway; refused with 400

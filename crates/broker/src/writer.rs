@@ -60,25 +60,29 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(1);
 /// through an index, so a prune costs little even on a storm.
 pub const AUDIT_PRUNE_INTERVAL: Duration = Duration::from_secs(5);
 
-/// How long and how many audit entries are kept (`serve
-/// --audit-retention-days`, `--audit-max-entries`).
+/// How long, how many and how many bytes of audit entries are kept
+/// (`serve --audit-retention-days`, `--audit-max-entries`,
+/// `--audit-max-bytes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AuditRetention {
     pub max_age_ms: i64,
     pub max_rows: u64,
+    pub max_bytes: u64,
 }
 
 impl AuditRetention {
-    /// 90 days, 1,000,000 entries.
+    /// 90 days, 1,000,000 entries, 1 GiB.
     pub const DEFAULT: AuditRetention = AuditRetention {
         max_age_ms: 90 * 86_400_000,
         max_rows: 1_000_000,
+        max_bytes: 1 << 30,
     };
 
     fn prune(self, now_ms: i64) -> Mutation {
         Mutation::PruneAudit {
             older_than_ms: now_ms.saturating_sub(self.max_age_ms),
             max_rows: self.max_rows,
+            max_bytes: self.max_bytes,
         }
     }
 }

@@ -170,6 +170,19 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub audit_max_entries: u64,
+    /// Most bytes the audit log's entries take (rule T5, their JSON, as
+    /// the store keeps them; the database's own overhead comes on top);
+    /// the oldest beyond this are pruned. The default, 1 GiB, holds the
+    /// default million entries at their usual size of a few hundred bytes,
+    /// and bounds the disk the log can take whatever its entries are.
+    #[arg(
+        long = "audit-max-bytes",
+        env = "DESKBROKER_AUDIT_MAX_BYTES",
+        value_name = "BYTES",
+        default_value_t = 1 << 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub audit_max_bytes: u64,
     #[command(flatten)]
     pub front_door: crate::gateway_cmd::FrontDoorFlags,
     #[command(flatten)]
@@ -316,6 +329,7 @@ impl ServeArgs {
         broker::writer::AuditRetention {
             max_age_ms: i64::from(self.audit_retention_days) * 86_400_000,
             max_rows: self.audit_max_entries,
+            max_bytes: self.audit_max_bytes,
         }
     }
 }

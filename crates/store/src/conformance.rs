@@ -31,6 +31,7 @@ pub async fn run_all(open: Opener<'_>) {
     the_audit_log_is_appended_queried_newest_first_and_paged(open).await;
     an_audit_entry_commits_with_its_batch_or_not_at_all(open).await;
     the_audit_log_is_pruned_by_age_and_count(open).await;
+    the_audit_log_is_pruned_by_bytes_oldest_first(open).await;
     scaling_actions_are_put_replaced_queried_and_pruned(open).await;
     new_host_fields_come_back(open).await;
     scaling_plans_and_plan_memory_are_kept(open).await;
@@ -331,6 +332,7 @@ async fn scaling_actions_are_put_replaced_queried_and_pruned(open: Opener<'_>) {
             vec![Mutation::PruneAudit {
                 older_than_ms: 2_000,
                 max_rows: u64::MAX,
+                max_bytes: u64::MAX,
             }]
             .into(),
         )
@@ -346,6 +348,7 @@ async fn scaling_actions_are_put_replaced_queried_and_pruned(open: Opener<'_>) {
             vec![Mutation::PruneAudit {
                 older_than_ms: 0,
                 max_rows: 1,
+                max_bytes: u64::MAX,
             }]
             .into(),
         )
@@ -1064,6 +1067,7 @@ async fn the_audit_log_is_pruned_by_age_and_count(open: Opener<'_>) {
             vec![Mutation::PruneAudit {
                 older_than_ms: 3_000,
                 max_rows: u64::MAX,
+                max_bytes: u64::MAX,
             }]
             .into(),
         )
@@ -1082,6 +1086,7 @@ async fn the_audit_log_is_pruned_by_age_and_count(open: Opener<'_>) {
                 Mutation::PruneAudit {
                     older_than_ms: 0,
                     max_rows: 3,
+                    max_bytes: u64::MAX,
                 },
             ]
             .into(),
@@ -1100,6 +1105,7 @@ async fn the_audit_log_is_pruned_by_age_and_count(open: Opener<'_>) {
             vec![Mutation::PruneAudit {
                 older_than_ms: i64::MAX,
                 max_rows: 0,
+                max_bytes: u64::MAX,
             }]
             .into(),
         )
@@ -1115,4 +1121,67 @@ async fn the_audit_log_is_pruned_by_age_and_count(open: Opener<'_>) {
         .expect("append after emptying");
     let got = store.audit(all()).await.expect("query");
     assert_eq!(got.len(), 1, "{case}");
+}
+
+/// The byte bound: the oldest entries go while the log's records take more
+/// than `max_bytes`, whether the store counted the log's bytes as it wrote
+/// them or counts them afresh (after a reopen), appends of the same batch
+/// included.
+async fn the_audit_log_is_pruned_by_bytes_oldest_first(open: Opener<'_>) {
+    let case = "the_audit_log_is_pruned_by_bytes_oldest_first";
+    let store = open("audit-bytes");
+    // Times of five digits: every entry's JSON is the same size.
+    let entry = |i: i64| audit_entry(10_000 + i * 1_000, "admin", Some("p"));
+    let size = serde_json::to_string(&entry(0)).expect("json").len() as u64;
+    let prune = |max_bytes: u64| Mutation::PruneAudit {
+        older_than_ms: 0,
+        max_rows: u64::MAX,
+        max_bytes,
+    };
+    let all = || AuditQuery {
+        limit: 100,
+        ..AuditQuery::default()
+    };
+    let times =
+        |rows: Vec<crate::AuditRow>| rows.iter().map(|r| r.entry.time_ms).collect::<Vec<_>>();
+    let batch: Vec<Mutation> = (0..10).map(|i| append(entry(i))).collect();
+    store.apply(batch.into()).await.expect("apply");
+    // Room for 4.5 entries: the newest 4 stay.
+    store
+        .apply(vec![prune(4 * size + size / 2)].into())
+        .await
+        .expect("prune by bytes");
+    assert_eq!(
+        times(store.audit(all()).await.expect("query")),
+        [19_000, 18_000, 17_000, 16_000],
+        "{case}: the oldest went first"
+    );
+    // Two appends and a bound of 3 in one batch: the newest 3 stay.
+    store
+        .apply(vec![append(entry(10)), append(entry(11)), prune(3 * size)].into())
+        .await
+        .expect("append and prune");
+    assert_eq!(
+        times(store.audit(all()).await.expect("query")),
+        [21_000, 20_000, 19_000],
+        "{case}: counted as written"
+    );
+    // Reopened, the store counts the log again.
+    drop(store);
+    let store = open("audit-bytes");
+    store
+        .apply(vec![prune(2 * size)].into())
+        .await
+        .expect("prune after reopen");
+    assert_eq!(
+        times(store.audit(all()).await.expect("query")),
+        [21_000, 20_000],
+        "{case}: counted afresh"
+    );
+    // A bound the log is within removes nothing.
+    store
+        .apply(vec![prune(2 * size)].into())
+        .await
+        .expect("prune within bounds");
+    assert_eq!(store.audit(all()).await.expect("query").len(), 2, "{case}");
 }

@@ -91,13 +91,19 @@ pub enum Mutation {
     AppendAudit {
         entry: AuditEntry,
     },
-    /// Bounds the audit log: removes entries older than `older_than_ms`
-    /// and all but the newest `max_rows`, at most [`AUDIT_PRUNE_CHUNK_ROWS`]
-    /// of each a time, so that one prune never makes a long transaction
-    /// (the writer prunes again a while later until the log is in bounds).
+    /// Bounds the audit log: removes entries older than `older_than_ms`,
+    /// all but the newest `max_rows`, and the oldest while the entries take
+    /// more than `max_bytes` (their records' JSON), at most
+    /// [`AUDIT_PRUNE_CHUNK_ROWS`] for each bound a time, so that one prune
+    /// never makes a long transaction (the writer prunes again a while
+    /// later until the log is in bounds). The byte bound is kept with a
+    /// count of the log's bytes that the backend keeps in memory, read once
+    /// (one pass over the log) when it has none: when it opens, and after
+    /// a batch that failed.
     PruneAudit {
         older_than_ms: i64,
         max_rows: u64,
+        max_bytes: u64,
     },
     /// Records a power or scaling action (rule A10), or its outcome: the
     /// same `id` again replaces the record (Pending, then Succeeded or
@@ -222,6 +228,24 @@ pub struct ScalingActionQuery {
 /// each of its two bounds (age and count).
 pub const AUDIT_PRUNE_CHUNK_ROWS: u64 = 10_000;
 
+/// Which of the oldest entries a byte bound removes: `oldest` are the
+/// oldest entries' ids and sizes, in order, and the log takes `total`
+/// bytes; answers the last id to remove so that at most `max_bytes` stay
+/// (None: nothing to remove). Shared by every backend.
+pub(crate) fn audit_byte_cutoff(total: i64, max_bytes: u64, oldest: &[(i64, i64)]) -> Option<i64> {
+    let max = i64::try_from(max_bytes).unwrap_or(i64::MAX);
+    let mut left = total;
+    let mut cutoff = None;
+    for &(id, bytes) in oldest {
+        if left <= max {
+            break;
+        }
+        left -= bytes;
+        cutoff = Some(id);
+    }
+    cutoff
+}
+
 /// Most entries one [`Store::audit`] query answers.
 pub const MAX_AUDIT_PAGE_ROWS: usize = 1000;
 
@@ -235,7 +259,8 @@ pub struct AuditEntry {
     /// `admin`, `credential:NAME`, `host:POOL/HOST`, or
     /// `registration-token:POOL`.
     pub actor: String,
-    /// `METHOD PATH`, as the request spelt its path.
+    /// `METHOD PATH`: the route with each name that passes the name rules
+    /// in its place, else the route's pattern (`{name}`).
     pub action: String,
     /// The resource acted on (`hostPools/p/sessionHosts/h1`).
     pub target: String,

@@ -128,6 +128,10 @@ pub struct SqliteStore {
     /// The writer's commits not yet flushed to disk ([`Flush::Soon`]).
     /// Locked only with `conn`.
     unflushed: Arc<Mutex<Unflushed>>,
+    /// The audit log's size in bytes (its records' JSON), as counted by
+    /// this connection's commits; None until a prune counts it afresh (at
+    /// open, and after a batch that failed). Locked only with `conn`.
+    audit_bytes: Arc<Mutex<Option<i64>>>,
 }
 
 /// What the writer's connection has committed without flushing it.
@@ -168,6 +172,7 @@ impl SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             reader: Arc::new(Mutex::new(reader)),
             unflushed: Arc::default(),
+            audit_bytes: Arc::default(),
         };
         store.migrate()?;
         spawn_checkpointer(dir.join("deskbroker.sqlite3"), Arc::downgrade(&store.conn))?;
@@ -371,6 +376,9 @@ impl SqliteStore {
             )?;
             unflushed.normal = !flush_now;
         }
+        let mut audit_bytes = self.audit_bytes.lock().unwrap_or_else(|p| p.into_inner());
+        // Unknown unless this batch commits.
+        let mut tally = audit_bytes.take();
         let tx = conn.transaction()?;
         // Only the last counters of each pool in a batch matter.
         let mut last_counters = std::collections::HashMap::new();
@@ -385,9 +393,10 @@ impl SqliteStore {
             {
                 continue;
             }
-            apply_one(&tx, m)?;
+            apply_one(&tx, m, &mut tally)?;
         }
         tx.commit()?;
+        *audit_bytes = tally;
         // A flush takes every earlier commit's frames with it: the WAL is
         // one file, written in order.
         unflushed.since = if flush_now {
@@ -529,7 +538,11 @@ fn spawn_checkpointer(
     Ok(())
 }
 
-fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError> {
+fn apply_one(
+    tx: &rusqlite::Transaction,
+    m: &Mutation,
+    audit_bytes: &mut Option<i64>,
+) -> Result<(), StoreError> {
     match m {
         Mutation::PutPool { config, counters } => {
             tx.prepare_cached(
@@ -631,16 +644,15 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
                 .execute([name])?;
         }
         Mutation::AppendAudit { entry } => {
+            let record = to_json(entry);
+            if let Some(total) = audit_bytes {
+                *total += record.len() as i64;
+            }
             tx.prepare_cached(
                 "INSERT INTO audit_log (time_ms, actor, host_pool, record)
                  VALUES (?1, ?2, ?3, ?4)",
             )?
-            .execute(params![
-                entry.time_ms,
-                entry.actor,
-                entry.host_pool,
-                to_json(entry)
-            ])?;
+            .execute(params![entry.time_ms, entry.actor, entry.host_pool, record])?;
         }
         Mutation::PutScalingAction { action } => {
             tx.prepare_cached(
@@ -680,6 +692,7 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
         Mutation::PruneAudit {
             older_than_ms,
             max_rows,
+            max_bytes,
         } => {
             let chunk = AUDIT_PRUNE_CHUNK_ROWS as i64;
             let keep = i64::try_from(*max_rows).unwrap_or(i64::MAX);
@@ -693,22 +706,60 @@ fn apply_one(tx: &rusqlite::Transaction, m: &Mutation) -> Result<(), StoreError>
                    (SELECT id FROM scaling_actions ORDER BY id DESC LIMIT ?2 OFFSET ?1)",
             )?
             .execute(params![keep, chunk])?;
-            tx.prepare_cached(
-                "DELETE FROM audit_log WHERE id IN
-                   (SELECT id FROM audit_log WHERE time_ms < ?1 ORDER BY time_ms LIMIT ?2)",
-            )?
-            .execute(params![older_than_ms, chunk])?;
-            let keep = i64::try_from(*max_rows).unwrap_or(i64::MAX);
-            tx.prepare_cached(
-                "DELETE FROM audit_log WHERE id IN
-                   (SELECT id FROM audit_log
-                     WHERE id <= (SELECT max(id) FROM audit_log) - ?1
-                     ORDER BY id LIMIT ?2)",
-            )?
-            .execute(params![keep, chunk])?;
+            // Each delete answers the sizes of the records it removed, so
+            // the count of the log's bytes follows.
+            let mut removed = 0i64;
+            removed += sum_of(
+                tx.prepare_cached(
+                    "DELETE FROM audit_log WHERE id IN
+                       (SELECT id FROM audit_log WHERE time_ms < ?1 ORDER BY time_ms LIMIT ?2)
+                     RETURNING octet_length(record)",
+                )?
+                .query_map(params![older_than_ms, chunk], |r| r.get::<_, i64>(0))?,
+            )?;
+            removed += sum_of(
+                tx.prepare_cached(
+                    "DELETE FROM audit_log WHERE id IN
+                       (SELECT id FROM audit_log
+                         WHERE id <= (SELECT max(id) FROM audit_log) - ?1
+                         ORDER BY id LIMIT ?2)
+                     RETURNING octet_length(record)",
+                )?
+                .query_map(params![keep, chunk], |r| r.get::<_, i64>(0))?,
+            )?;
+            let total = match *audit_bytes {
+                Some(total) => total - removed,
+                None => tx
+                    .prepare_cached("SELECT coalesce(sum(octet_length(record)), 0) FROM audit_log")?
+                    .query_row([], |r| r.get::<_, i64>(0))?,
+            };
+            let oldest = tx
+                .prepare_cached(
+                    "SELECT id, octet_length(record) FROM audit_log ORDER BY id LIMIT ?1",
+                )?
+                .query_map([chunk], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            let total = match crate::audit_byte_cutoff(total, *max_bytes, &oldest) {
+                Some(cutoff) => total
+                    - sum_of(
+                        tx.prepare_cached(
+                            "DELETE FROM audit_log WHERE id <= ?1 RETURNING octet_length(record)",
+                        )?
+                        .query_map([cutoff], |r| r.get::<_, i64>(0))?,
+                    )?,
+                None => total,
+            };
+            *audit_bytes = Some(total);
         }
     }
     Ok(())
+}
+
+/// The sum of a query's integers.
+fn sum_of(
+    rows: impl Iterator<Item = Result<i64, rusqlite::Error>>,
+) -> Result<i64, rusqlite::Error> {
+    rows.sum()
 }
 
 /// The `outcome` column: the outcome's name, as in the record.

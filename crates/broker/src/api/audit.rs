@@ -3,8 +3,11 @@
 //!
 //! What is recorded: every request of an authenticated caller whose method
 //! is not GET or HEAD, on a route of the API, whatever its outcome (a 403
-//! of the authorization table, a 404, 409 or 400 of the handler), except
-//! heartbeats (host telemetry, many a second on a large farm). Requests
+//! of the authorization table, a 404, 409 or 400 of the handler), except a
+//! host's own heartbeats (host telemetry, many a second on a large farm),
+//! and requests over their limit (rule T4, `throttle::Audited`). Each entry
+//! holds bounded, validated text only (see [`record`]); minting a ticket is
+//! recorded by `pools::rdp_file_for`. Requests
 //! without a valid credential (401) are not recorded: they change nothing,
 //! anybody can send them, and they are throttled per source already
 //! (`throttle.rs`), so recording them would let anyone fill the log.
@@ -17,9 +20,9 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, OriginalUri, Request, State};
 use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::Value;
 
 use api::ErrorBody;
 use api::types::{AuditEntryOutput, Page, WhoAmIOutput};
@@ -34,37 +37,93 @@ use crate::state::{Broker, now_ms};
 /// Entries a page holds when `pageSize` is not given.
 pub const DEFAULT_AUDIT_PAGE_SIZE: u32 = 100;
 
-/// Whether a request to `route` with `method` is recorded.
-pub fn is_audited(method: &Method, route: Option<&str>) -> bool {
+/// Whether a request to `route` with `method` is recorded. A heartbeat is
+/// recorded unless it comes from the host's own credential (`own_host`):
+/// the admin token may send one too, and its session list can end every
+/// session on that host.
+pub fn is_audited(method: &Method, route: Option<&str>, own_host: bool) -> bool {
     *method != Method::GET
         && *method != Method::HEAD
         && route.is_some_and(|r| {
-            r.starts_with("/api/v1/") && !r.ends_with("/sessionHosts/{host}/heartbeat")
+            r.starts_with("/api/v1/")
+                && !(own_host && r.ends_with("/sessionHosts/{host}/heartbeat"))
         })
 }
 
-/// Runs the rest of the request (`run`: authorization, then the handler)
-/// and records it: in the change's own batch when `Broker::write_with` could
-/// (see `crate::audit`), else here, before the answer leaves.
+/// Longest credential name read from a `POST /api/v1/credentials` body for
+/// its entry: the name rules' own bound (253).
+const MAX_NAME_BYTES: usize = 253;
+
+/// A name from a path or a body as the log may keep it: one that passes the
+/// name rules (`placement::validate_name`: at most 253 letters, digits,
+/// `.`, `-`, `_`), else nothing, and the route's pattern stands in.
+fn valid_name(name: Option<String>) -> Option<String> {
+    name.filter(|n| placement::validate_name("name", n).is_ok())
+}
+
+/// The path an entry shows: the route's pattern with each parameter that
+/// is a valid name put in its place (`{pool}` stays for one that is not),
+/// so no text of the caller's own choosing reaches the log.
+fn inert_path(route: &str, values: &[(&str, Option<&str>)]) -> String {
+    route
+        .split('/')
+        .map(|segment| {
+            values
+                .iter()
+                .find(|(param, _)| *param == segment)
+                .and_then(|(_, v)| *v)
+                .unwrap_or(segment)
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The method as an entry shows it: one of the API's, else `OTHER`.
+fn method_name(method: &Method) -> &'static str {
+    match *method {
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::GET => "GET",
+        _ => "OTHER",
+    }
+}
+
+/// Runs the rest of the request (the handler when `authorized`, else the
+/// 403) and records it: in the change's own batch when `Broker::write_with`
+/// could (see `crate::audit`), else here, before the answer leaves.
+///
+/// Only bounded, validated text is recorded (rule T5): the method, the
+/// route with its names where they are valid names, the caller, its
+/// address, and the resource before and after as the broker renders it
+/// (each at most [`crate::audit::MAX_RENDERED_BYTES`]). Nothing of a refused
+/// request's body is read.
+///
+/// The API runs this in a task of its own (`api::authenticate`), so that a
+/// change and its entry run to completion even when the client goes away
+/// and its request is dropped.
 pub async fn record(
-    broker: &Broker,
-    caller: &Caller,
-    route: &str,
+    broker: Arc<Broker>,
+    caller: Caller,
+    route: String,
     params: [Option<String>; 4],
     mut req: Request,
-    run: impl AsyncFnOnce(Request) -> Response,
+    authorized: Result<(), String>,
+    next: Next,
 ) -> Response {
-    let [pool, host, id, name] = params;
+    let [pool, host, id, name] = params.map(valid_name);
     let mut resource = Resource::of(
-        route,
+        &route,
         pool.as_deref(),
         host.as_deref(),
         id.as_deref(),
         name.as_deref(),
     );
-    if resource == Resource::Credentials && *req.method() == Method::POST {
+    if resource == Resource::Credentials && *req.method() == Method::POST && authorized.is_ok() {
         // The new credential's name is in the body: read it (bounded as
-        // every body is) and hand the body on unchanged.
+        // every body is) once the caller may create credentials at all,
+        // and hand the body on unchanged.
         let (parts, body) = req.into_parts();
         let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
             Ok(b) => b,
@@ -76,33 +135,56 @@ pub async fn record(
                 .into_response();
             }
         };
-        if let Some(n) = serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .and_then(|v| v.get("name")?.as_str().map(str::to_string))
-        {
+        #[derive(Deserialize)]
+        struct Named {
+            name: Option<String>,
+        }
+        if let Some(n) = valid_name(
+            serde_json::from_slice::<Named>(&bytes)
+                .ok()
+                .and_then(|v| v.name)
+                .filter(|n| n.len() <= MAX_NAME_BYTES),
+        ) {
             resource = Resource::Credential(n);
         }
         req = Request::from_parts(parts, axum::body::Body::from(bytes));
     }
-    let path = req
-        .extensions()
-        .get::<OriginalUri>()
-        .map_or_else(|| req.uri().path(), |u| u.0.path())
-        .to_string();
+    let credential = match &resource {
+        Resource::Credential(n) => Some(n.as_str()),
+        _ => None,
+    };
+    let path = inert_path(
+        &route,
+        &[
+            ("{pool}", pool.as_deref()),
+            ("{host}", host.as_deref()),
+            ("{id}", id.as_deref()),
+            ("{name}", name.as_deref().or(credential)),
+        ],
+    );
     let source = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(a)| a.ip().to_string());
-    let target = match &resource {
-        Resource::Credential(n) => format!("credentials/{n}"),
+    let target = match credential {
+        Some(n) if route == "/api/v1/credentials" => format!("credentials/{n}"),
         _ => path.trim_start_matches("/api/v1/").to_string(),
     };
-    let before = render(broker, &resource);
+    // A request the authorization table refused changes nothing and may
+    // come from anyone holding a credential: its entry renders nothing, so
+    // it stays a few hundred bytes whatever the resource is.
+    let refused = authorized.is_err();
+    let before = if refused {
+        None
+    } else {
+        render(&broker, &resource)
+    };
+    let method = method_name(req.method());
     let scope = Scope {
         entry: AuditEntry {
             time_ms: now_ms(),
-            actor: crate::audit::actor(caller),
-            action: format!("{} {path}", req.method()),
+            actor: crate::audit::actor(&caller),
+            action: format!("{method} {path}"),
             target,
             host_pool: pool,
             before,
@@ -110,11 +192,17 @@ pub async fn record(
             outcome: 0,
             source,
         },
-        method: req.method().as_str().to_string(),
+        method: method.to_string(),
         resource,
         recorded: None,
     };
-    let (response, scope) = crate::audit::with_scope(scope, run(req)).await;
+    let run = async move {
+        match authorized {
+            Ok(()) => next.run(req).await,
+            Err(e) => ApiError::forbidden(e).into_response(),
+        }
+    };
+    let (response, scope) = crate::audit::with_scope(scope, run).await;
     let status = response.status().as_u16();
     match scope.recorded {
         Some(outcome) if outcome == status => {}
@@ -126,9 +214,11 @@ pub async fn record(
                 tracing::warn!(outcome, status, "an audited change answered another status");
             }
             let mut entry = scope.entry;
-            entry.after = render(broker, &scope.resource);
+            if !refused {
+                entry.after = render(&broker, &scope.resource);
+            }
             entry.outcome = status;
-            append(broker, entry).await;
+            append(&broker, entry).await;
         }
     }
     response
@@ -158,7 +248,8 @@ fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
 /// Queues `entry` on its own and waits until it is durable. If the store
 /// has failed, the entry cannot be kept: that is logged, and the answer
 /// (already decided) goes out as it is.
-async fn append(broker: &Broker, entry: AuditEntry) {
+pub(crate) async fn append(broker: &Broker, mut entry: AuditEntry) {
+    crate::audit::bound(&mut entry);
     let queued = async {
         let slot = broker.writer.reserve().await?;
         let ticket = broker

@@ -33,6 +33,7 @@ use axum::routing::{delete, get, post};
 use serde::de::DeserializeOwned;
 use tower_http::timeout::TimeoutLayer;
 
+use crate::enroll::Caller;
 use crate::state::Broker;
 pub use error::ApiError;
 
@@ -53,6 +54,10 @@ pub fn router(broker: Arc<Broker>) -> Router {
     // of each connect's CPU (3 % of the broker's, in a profile under
     // load). Handlers read the path they were called with through
     // `OriginalUri`, and the route through `MatchedPath`, either way.
+    let gate = Gate {
+        broker: broker.clone(),
+        audited: Arc::new(throttle::Audited::default()),
+    };
     let api = Router::new()
         .route("/api/v1/hostPools", get(pools::list))
         .route(
@@ -118,7 +123,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/v1/auditLog", get(audit::list))
         .route("/api/v1/whoami", get(audit::whoami))
         .method_not_allowed_fallback(method_not_allowed)
-        .route_layer(middleware::from_fn_with_state(broker.clone(), authenticate));
+        .route_layer(middleware::from_fn_with_state(gate.clone(), authenticate));
     // Registration carries its token in the body: no bearer token.
     let api = Router::new()
         .route("/api/v1/register", post(registration::register))
@@ -128,8 +133,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/healthz", get(service::healthz))
         .route(
             "/metrics",
-            get(service::metrics)
-                .route_layer(middleware::from_fn_with_state(broker.clone(), authenticate)),
+            get(service::metrics).route_layer(middleware::from_fn_with_state(gate, authenticate)),
         )
         .route("/openapi.json", get(service::openapi))
         // The web console: static files, no data, no token (console.rs).
@@ -234,6 +238,14 @@ async fn not_found() -> ApiError {
     )
 }
 
+/// What [`authenticate`] needs: the broker, and the limits of audited
+/// requests (rule T4), one set for the whole router.
+#[derive(Clone)]
+struct Gate {
+    broker: Arc<Broker>,
+    audited: Arc<throttle::Audited>,
+}
+
 /// Who may call what: the bearer token says who the caller is (401 when
 /// it is unknown, revoked or expired), and the one authorization table
 /// (`crate::access`, rule T1) decides this route for them (403 naming the
@@ -241,7 +253,7 @@ async fn not_found() -> ApiError {
 /// request's extensions for handlers that narrow further (lists of a
 /// limited credential, an operator's host changes).
 async fn authenticate(
-    axum::extract::State(broker): axum::extract::State<Arc<Broker>>,
+    axum::extract::State(gate): axum::extract::State<Gate>,
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
@@ -259,7 +271,7 @@ async fn authenticate(
     };
     let caller = match resolved {
         Some(throttle::Resolved(caller)) => caller,
-        None => broker.caller(token).map_err(ApiError::unauthorized)?,
+        None => gate.broker.caller(token).map_err(ApiError::unauthorized)?,
     };
     let route = req
         .extensions()
@@ -295,22 +307,48 @@ async fn authenticate(
         host.as_deref(),
     );
     req.extensions_mut().insert(caller.clone());
-    let run = async move |req: Request| match authorized {
-        Ok(()) => next.run(req).await,
-        Err(e) => axum::response::IntoResponse::into_response(ApiError::forbidden(e)),
-    };
+    let own_host = matches!(&caller, Caller::Host { pool: p, host: h }
+        if pool.as_deref() == Some(p.as_str()) && host.as_deref() == Some(h.as_str()));
     // Rule T5: changes, allowed or refused, go to the audit log.
-    match route.as_deref() {
-        Some(r) if audit::is_audited(req.method(), Some(r)) => {
+    match route {
+        Some(r) if audit::is_audited(req.method(), Some(&r), own_host) => {
+            // Rule T4: each credential's audited requests are limited.
+            if let Some(too_many) = gate.audited.check(&caller) {
+                return Ok(too_many);
+            }
             let params = [
                 pool,
                 host,
-                path_param(r, &path, "{id}"),
-                path_param(r, &path, "{name}"),
+                path_param(&r, &path, "{id}"),
+                path_param(&r, &path, "{name}"),
             ];
-            Ok(audit::record(&broker, &caller, r, params, req, run).await)
+            // In a task of its own: the change and its entry run to the
+            // end even if the client goes away and this request is
+            // dropped (an answered change is always recorded).
+            let task = tokio::spawn(audit::record(
+                gate.broker.clone(),
+                caller,
+                r,
+                params,
+                req,
+                authorized,
+                next,
+            ));
+            match task.await {
+                Ok(answer) => Ok(answer),
+                Err(e) => {
+                    tracing::error!(error = %e, "an audited request's task failed");
+                    Err(ApiError::new(
+                        ErrorCode::InternalError,
+                        "the request failed inside the broker; see its log",
+                    ))
+                }
+            }
         }
-        _ => Ok(run(req).await),
+        _ => match authorized {
+            Ok(()) => Ok(next.run(req).await),
+            Err(e) => Err(ApiError::forbidden(e)),
+        },
     }
 }
 

@@ -183,8 +183,16 @@ pub async fn rdp_file(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
     caller: Option<axum::Extension<crate::enroll::Caller>>,
+    extensions: axum::http::Extensions,
     Query(q): Query<RdpFileQuery>,
 ) -> Result<axum::response::Response, ApiError> {
+    let issuer = Issuer {
+        actor: caller
+            .as_ref()
+            .map_or_else(|| "anonymous".to_string(), |c| crate::audit::actor(&c.0)),
+        action_prefix: "/api/v1/hostPools",
+        source: source_of(&extensions),
+    };
     let user = match q.user {
         None => None,
         Some(user) => {
@@ -216,9 +224,28 @@ pub async fn rdp_file(
         &pool,
         user.as_ref().map(|(u, g)| (u.as_str(), g.as_slice())),
         q.gateway,
+        &issuer,
     )
     .await?;
     Ok(rdp_answer(file))
+}
+
+/// Who asks for a connection file, for the audit entry of its ticket.
+pub(crate) struct Issuer {
+    /// The caller as the log names it (`admin`, `credential:NAME`,
+    /// `portal:USER`).
+    pub actor: String,
+    /// The route's path up to the pool's name.
+    pub action_prefix: &'static str,
+    /// The caller's address, when known.
+    pub source: Option<String>,
+}
+
+/// The caller's address of a request, from its extensions.
+pub(crate) fn source_of(extensions: &axum::http::Extensions) -> Option<String> {
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
 }
 
 /// The `.rdp` file of `pool`, for a user (with the groups the caller
@@ -226,13 +253,40 @@ pub async fn rdp_file(
 /// made (`Broker::connection_file`), so that the API's `rdpFile` and the
 /// user portal's download (`api/portal.rs`) hand out the same file, with
 /// a connection ticket (rule T3) for the user.
+///
+/// A file that carries a ticket is recorded in the audit log (rule T5: a
+/// ticket is a credential for its user): who asked, the pool, the user and
+/// when the ticket expires, never the ticket. The file is handed out only
+/// once its entry is durable.
 pub(crate) async fn rdp_file_for(
     b: &Broker,
     pool: &str,
     user: Option<(&str, &[String])>,
     gateway: bool,
+    issuer: &Issuer,
 ) -> Result<crate::connect::ConnectionFile, ApiError> {
-    Ok(b.connection_file(pool, user, gateway).await?)
+    let file = b.connection_file(pool, user, gateway).await?;
+    if let (Some((user, _)), Some(expires_s)) = (user, file.ticket_expires_s) {
+        let entry = store::AuditEntry {
+            time_ms: crate::state::now_ms(),
+            actor: issuer.actor.clone(),
+            action: format!("GET {}/{}/rdpFile", issuer.action_prefix, file.pool),
+            target: format!("hostPools/{}/rdpFile", file.pool),
+            host_pool: Some(file.pool.clone()),
+            before: None,
+            after: store::Rendered::of(&serde_json::json!({
+                "ticketFor": user,
+                "expirationTime": api::types::rfc3339(
+                    i64::try_from(expires_s).unwrap_or(i64::MAX / 1000) * 1000
+                ),
+                "gateway": gateway,
+            })),
+            outcome: 200,
+            source: issuer.source.clone(),
+        };
+        super::audit::append(b, entry).await;
+    }
+    Ok(file)
 }
 
 /// An `.rdp` file as a download named after its pool.

@@ -277,6 +277,7 @@ async fn rdp_file(
     State(b): State<Arc<Broker>>,
     Path(pool): Path<String>,
     Query(q): Query<PortalFileQuery>,
+    extensions: axum::http::Extensions,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let portal = configured(&b)?;
@@ -298,6 +299,11 @@ async fn rdp_file(
         &pool,
         Some((session.user.as_str(), session.groups.as_slice())),
         q.gateway,
+        &super::pools::Issuer {
+            actor: format!("portal:{}", session.user),
+            action_prefix: "/portal/pools",
+            source: super::pools::source_of(&extensions),
+        },
     )
     .await?;
     Ok(super::pools::rdp_answer(file))

@@ -19,6 +19,9 @@
 //! per-credential one, and holds even when `--api-rate-limit` is 0. The
 //! per-source limit of `--api-rate-limit` still applies to it.
 //!
+//! Audited requests (rule T5) are limited per credential always, by
+//! [`Audited`], which `api::authenticate` applies once it knows the route.
+//!
 //! The limiters are `governor`'s keyed GCRA; at most
 //! [`MAX_TRACKED_SOURCES`] keys are kept in each (idle ones are dropped
 //! first).
@@ -288,6 +291,87 @@ pub async fn limit_unauthenticated(
                  {UNAUTHENTICATED_PER_SECOND} a second (bursts of {UNAUTHENTICATED_BURST})"
             ),
         ),
+    }
+}
+
+/// Audited requests (rule T5: every change, or attempt at one) an API
+/// credential or the admin token may send a second, sustained, whatever
+/// `--api-rate-limit` says: five times what the largest farm's logon storm
+/// asks of one front door (ARCHITECTURE's storm of 10,000 users in a
+/// minute is about 170 connects a second), while it holds a stolen
+/// credential's flood of the log to at most about 0.5 MB a second.
+pub const AUDITED_PER_SECOND: u32 = 1000;
+
+/// Audited requests an API credential or the admin token may send at once:
+/// ten seconds' worth, for a script that creates a farm in one go.
+pub const AUDITED_BURST: u32 = 10_000;
+
+/// A host's credential may send one audited request every this long. A
+/// host's own calls (heartbeats, reading itself) are never audited, so any
+/// audited request with it is a refusal, and it sits on every session host:
+/// this bounds what one desktop's local administrator can write.
+pub const HOST_AUDITED_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Audited requests a host's credential may send at once: enough for an
+/// agent's operator to try every route of the API once and see each
+/// refusal, a few kilobytes of log.
+pub const HOST_AUDITED_BURST: u32 = 30;
+
+/// The limits of audited requests, per credential (rule T4), always on:
+/// [`AUDITED_PER_SECOND`] (bursts of [`AUDITED_BURST`]) for the admin token
+/// and each API credential, one every [`HOST_AUDITED_PERIOD`] (bursts of
+/// [`HOST_AUDITED_BURST`]) for each host's credential. A request over its
+/// limit is answered 429 and not recorded.
+pub struct Audited {
+    by_credential: Bounded<String>,
+    by_host: Bounded<String>,
+}
+
+impl Default for Audited {
+    fn default() -> Audited {
+        let nz = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
+        let host = Quota::with_period(HOST_AUDITED_PERIOD)
+            .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+            .allow_burst(nz(HOST_AUDITED_BURST));
+        Audited {
+            by_credential: Bounded::new(
+                Quota::per_second(nz(AUDITED_PER_SECOND)).allow_burst(nz(AUDITED_BURST)),
+                MAX_TRACKED_SOURCES,
+            ),
+            by_host: Bounded::new(host, MAX_TRACKED_SOURCES),
+        }
+    }
+}
+
+impl Audited {
+    /// Takes one audited request from `caller`'s budget; answers the 429
+    /// to send when it is spent.
+    pub fn check(&self, caller: &Caller) -> Option<Response> {
+        let key = caller_key(caller);
+        let checked = match caller {
+            Caller::Host { .. } => self.by_host.check(&key).map_err(|not_until| {
+                too_many(
+                    not_until,
+                    "audited",
+                    format!(
+                        "a session host's credential may make at most {HOST_AUDITED_BURST} \
+                         changes at once, then one every {} s",
+                        HOST_AUDITED_PERIOD.as_secs()
+                    ),
+                )
+            }),
+            _ => self.by_credential.check(&key).map_err(|not_until| {
+                too_many(
+                    not_until,
+                    "audited",
+                    format!(
+                        "this credential is over its limit of {AUDITED_PER_SECOND} changes a \
+                         second (bursts of {AUDITED_BURST})"
+                    ),
+                )
+            }),
+        };
+        checked.err()
     }
 }
 

@@ -267,7 +267,7 @@ fn print_warnings(answer: &Value) {
                 .and_then(Value::as_str)
                 .map_or_else(|| other.to_string(), str::to_owned),
         };
-        eprintln!("warning: {text}");
+        eprintln!("warning: {}", output::inert(&text));
     }
 }
 

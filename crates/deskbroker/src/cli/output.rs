@@ -36,12 +36,55 @@ pub fn render(data: &Value, format: OutputFormat, columns: &[&str]) -> String {
     }
 }
 
-/// Pretty JSON with a final newline.
+/// Pretty JSON with a final newline. JSON escapes C0 controls itself;
+/// DEL, C1 controls and the bidirectional marks are escaped too (`\u009b`),
+/// which keeps the JSON the same and a terminal showing it untouched.
 fn render_json(data: &Value) -> String {
     // Serialising a `Value` cannot fail: its map keys are always strings.
-    let mut text = serde_json::to_string_pretty(data).unwrap_or_default();
-    text.push('\n');
-    text
+    let text = serde_json::to_string_pretty(data).unwrap_or_default();
+    let mut out = String::with_capacity(text.len() + 1);
+    for c in text.chars() {
+        // Inside its strings JSON has escaped every C0 control already: a
+        // line break left is the layout's own.
+        if is_unsafe(c) && c != '\n' {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// Whether `c` can drive a terminal or reorder what it shows: C0 and C1
+/// control characters, DEL, and the Unicode bidirectional marks, embeddings,
+/// overrides and isolates (U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
+/// Text the broker answers may hold them (an audit entry, a user name), and
+/// printed raw they could clear an administrator's screen, retitle the
+/// terminal or fake rows.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every character of [`is_unsafe`] written as an escape
+/// (`\x1b`, `\u{202e}`), so that it prints as what it is.
+pub fn inert(text: &str) -> String {
+    if !text.chars().any(is_unsafe) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        let n = u32::from(c);
+        if !is_unsafe(c) {
+            out.push(c);
+        } else if n <= 0xff {
+            out.push_str(&format!("\\x{n:02x}"));
+        } else {
+            out.push_str(&format!("\\u{{{n:x}}}"));
+        }
+    }
+    out
 }
 
 /// A list prints one row per element; anything else is one row.
@@ -180,21 +223,56 @@ fn render_tsv(rows: &[&Value]) -> String {
     out
 }
 
-/// A table cell must stay on one line.
+/// A table cell must stay on one line, and hold nothing a terminal acts on
+/// ([`inert`]).
 fn one_line(text: &str) -> String {
-    text.replace(['\r', '\n'], " ")
+    inert(&text.replace(['\r', '\n'], " "))
 }
 
 /// A tsv field must hold no tab or line break, or it would shift the columns
-/// of a script reading it.
+/// of a script reading it, and nothing a terminal acts on ([`inert`]).
 fn tsv_field(text: &str) -> String {
-    text.replace(['\t', '\r', '\n'], " ")
+    inert(&text.replace(['\t', '\r', '\n'], " "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn no_format_prints_a_character_a_terminal_acts_on() {
+        let row = json!([{
+            "actor": "credential:x\u{1b}]0;owned\u{7}",
+            "target": "a\u{9b}2J\u{202e}b\u{2066}c\u{200f}\u{7f}",
+            "after": {"name": "\u{1b}[2J\u{85}"},
+        }]);
+        for format in [OutputFormat::Table, OutputFormat::Tsv, OutputFormat::Json] {
+            let out = render(&row, format, &["actor", "target", "after"]);
+            let bad: Vec<char> = out
+                .chars()
+                .filter(|&c| !matches!(c, '\n' | '\t') && is_unsafe(c))
+                .collect();
+            assert!(bad.is_empty(), "{format:?}: {bad:?} in {out}");
+            assert!(
+                !out.contains('\t') || format == OutputFormat::Tsv,
+                "{format:?}: {out}"
+            );
+        }
+        let table = render(&row, OutputFormat::Table, &["actor", "target"]);
+        assert!(table.contains(r"credential:x\x1b]0;owned\x07"), "{table}");
+        assert!(
+            table.contains(r"a\x9b2J\u{202e}b\u{2066}c\u{200f}\x7f"),
+            "{table}"
+        );
+        // JSON stays JSON, and says the same.
+        let text = render(&row, OutputFormat::Json, &[]);
+        assert!(
+            text.contains(r"\u009b") && text.contains(r"\u202e"),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&text).expect("json"), row);
+    }
 
     /// The az-style table of the interface contract's example, byte for byte
     /// (`hostpool show` now adds the pool's type: see `hostpool.rs`).

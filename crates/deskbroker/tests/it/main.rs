@@ -7,6 +7,7 @@ mod access;
 mod agent;
 mod api;
 mod audit;
+mod audit_abuse;
 mod bench;
 mod cli;
 mod console;

@@ -180,6 +180,8 @@ impl Kind {
             // Both bounds, each at most AUDIT_PRUNE_CHUNK_ROWS rows a time
             // ($3); a run of prunes keeps the strictest.
             // The records of power and scaling actions take the same bounds.
+            // Answers the bytes of the entries removed (the byte bound is
+            // a statement of its own, `Connection::bound_audit_bytes`).
             Kind::PruneAudit => {
                 "WITH bound AS (SELECT max(t) AS cutoff, min(k) AS keep
                                   FROM unnest($1::int8[], $2::int8[]) AS u(t, k)),
@@ -189,15 +191,17 @@ impl Kind {
                           ORDER BY time_ms LIMIT $3::int8)
                         UNION ALL
                         (SELECT id FROM scaling_actions ORDER BY id DESC
-                          OFFSET (SELECT keep FROM bound) LIMIT $3::int8)))
-                 DELETE FROM audit_log WHERE id IN (
-                   (SELECT id FROM audit_log
-                     WHERE time_ms < (SELECT cutoff FROM bound)
-                     ORDER BY time_ms LIMIT $3::int8)
-                   UNION ALL
-                   (SELECT id FROM audit_log
-                     WHERE id <= (SELECT max(id) FROM audit_log) - (SELECT keep FROM bound)
-                     ORDER BY id LIMIT $3::int8))"
+                          OFFSET (SELECT keep FROM bound) LIMIT $3::int8))),
+                      gone AS (DELETE FROM audit_log WHERE id IN (
+                        (SELECT id FROM audit_log
+                          WHERE time_ms < (SELECT cutoff FROM bound)
+                          ORDER BY time_ms LIMIT $3::int8)
+                        UNION ALL
+                        (SELECT id FROM audit_log
+                          WHERE id <= (SELECT max(id) FROM audit_log) - (SELECT keep FROM bound)
+                          ORDER BY id LIMIT $3::int8))
+                        RETURNING octet_length(record) AS n)
+                 SELECT coalesce(sum(n), 0)::int8 FROM gone"
             }
             Kind::PutScalingAction => {
                 "INSERT INTO scaling_actions (pool, id, outcome, time_ms, record)
@@ -354,6 +358,7 @@ fn values(m: &Mutation) -> Values<'_> {
         Mutation::PruneAudit {
             older_than_ms,
             max_rows,
+            max_bytes: _,
         } => Values {
             keys: ["", "", ""],
             texts: [none(), none()],
@@ -523,6 +528,17 @@ impl Connection {
             // Nothing to write; everything before is already committed.
             return Ok(());
         }
+        // Unknown unless this batch commits.
+        let mut tally = self.audit_bytes.take();
+        if let Some(total) = &mut tally {
+            for step in steps.iter().filter(|s| s.kind == Kind::AppendAudit) {
+                *total += step
+                    .rows
+                    .iter()
+                    .map(|r| r.texts[0].len() as i64)
+                    .sum::<i64>();
+            }
+        }
         self.in_transaction = true;
         let client = &self.client;
         let statements = &self.statements;
@@ -554,9 +570,78 @@ impl Connection {
         // Whatever failed, the transaction is over once COMMIT answered.
         self.in_transaction = committed.is_err();
         begun.map_err(|e| PostgresError::query("cannot begin a transaction", e))?;
-        check(&steps, answers)?;
+        let answers: Vec<Answer> = answers.collect();
+        let mut removed = 0i64;
+        for (step, answer) in steps.iter().zip(&answers) {
+            if let (Kind::PruneAudit, Ok(rows)) = (step.kind, answer) {
+                removed += rows.iter().map(|r| r.get::<_, i64>(0)).sum::<i64>();
+            }
+        }
+        check(&steps, answers.into_iter())?;
         committed.map_err(|e| PostgresError::query("cannot commit a batch", e))?;
+        let max_bytes = batch
+            .iter()
+            .filter_map(|m| match m {
+                Mutation::PruneAudit { max_bytes, .. } => Some(*max_bytes),
+                _ => None,
+            })
+            .min();
+        match max_bytes {
+            Some(max_bytes) => {
+                let total = tally.map(|t| t - removed);
+                self.audit_bytes = Some(self.bound_audit_bytes(total, max_bytes).await?);
+            }
+            None => self.audit_bytes = tally,
+        }
         Ok(())
+    }
+
+    /// The audit log's byte bound: counts the log's bytes when `total` is
+    /// unknown (one pass), then removes the oldest entries, at most
+    /// [`crate::AUDIT_PRUNE_CHUNK_ROWS`], while it holds more than
+    /// `max_bytes`. Answers the bytes left. One statement each, outside the
+    /// batch's transaction: a removal is atomic and answers what it removed.
+    async fn bound_audit_bytes(
+        &mut self,
+        total: Option<i64>,
+        max_bytes: u64,
+    ) -> Result<i64, StoreError> {
+        let client = &self.client;
+        let total = match total {
+            Some(t) => t,
+            None => client
+                .query_one(
+                    "SELECT coalesce(sum(octet_length(record)), 0)::int8 FROM audit_log",
+                    &[],
+                )
+                .await
+                .map_err(|e| PostgresError::query("cannot measure the audit log", e))?
+                .get::<_, i64>(0),
+        };
+        let oldest: Vec<(i64, i64)> = client
+            .query(
+                "SELECT id, octet_length(record)::int8 FROM audit_log ORDER BY id LIMIT $1",
+                &[&(crate::AUDIT_PRUNE_CHUNK_ROWS as i64)],
+            )
+            .await
+            .map_err(|e| PostgresError::query("cannot read the audit log's oldest entries", e))?
+            .iter()
+            .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)))
+            .collect();
+        let Some(cutoff) = crate::audit_byte_cutoff(total, max_bytes, &oldest) else {
+            return Ok(total);
+        };
+        let removed = client
+            .query_one(
+                "WITH gone AS (DELETE FROM audit_log WHERE id <= $1
+                                RETURNING octet_length(record) AS n)
+                 SELECT coalesce(sum(n), 0)::int8 FROM gone",
+                &[&cutoff],
+            )
+            .await
+            .map_err(|e| PostgresError::query("cannot bound the audit log's bytes", e))?
+            .get::<_, i64>(0);
+        Ok(total - removed)
     }
 }
 

@@ -119,6 +119,10 @@ struct Connection {
     /// cancelled half-way (a timeout) leaves it set, and the next call rolls
     /// that transaction back first.
     in_transaction: bool,
+    /// The audit log's size in bytes (its records' JSON), as counted by
+    /// this connection's commits; None until a prune counts it afresh (at
+    /// open, and after a batch that failed).
+    audit_bytes: Option<i64>,
 }
 
 impl PostgresStore {
@@ -153,6 +157,7 @@ impl PostgresStore {
                 client,
                 statements,
                 in_transaction: false,
+                audit_bytes: None,
             })),
             target: target.into(),
         })
@@ -194,6 +199,7 @@ impl PostgresStore {
                 client,
                 statements,
                 in_transaction: false,
+                audit_bytes: None,
             })),
             target: target.into(),
         }))
