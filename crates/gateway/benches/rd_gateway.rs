@@ -135,6 +135,8 @@ async fn setup() -> Setup {
     let broker = broker::open(Arc::new(store), TOKEN.into())
         .await
         .expect("broker");
+    // Tickets are signed with the broker's own key, made in its store.
+    let ticket_key = broker.keys.ticket_signer();
     let api = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", api.local_addr().expect("addr"));
     tokio::spawn(broker::serve(
@@ -194,7 +196,7 @@ async fn setup() -> Setup {
         gateway,
         front_door,
         host,
-        key: api::ticket::TicketKey::derive(TOKEN),
+        key: ticket_key,
         _dir: dir,
     }
 }

@@ -56,10 +56,9 @@ async fn signing_keys_are_kept_and_replaced(open: Opener<'_>) {
         .apply(vec![Mutation::PutSigningKeys { keys: one.clone() }].into())
         .await
         .expect("put keys");
-    assert_eq!(
-        open("signing").load().await.expect("load").signing_keys,
-        Some(one)
-    );
+    drop(store);
+    let store = open("signing");
+    assert_eq!(store.load().await.expect("load").signing_keys, Some(one));
     let rotated = SigningKeys {
         keys: vec![
             SigningKey {
@@ -82,6 +81,7 @@ async fn signing_keys_are_kept_and_replaced(open: Opener<'_>) {
         )
         .await
         .expect("rotate keys");
+    drop(store);
     assert_eq!(
         open("signing").load().await.expect("load").signing_keys,
         Some(rotated)

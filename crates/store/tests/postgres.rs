@@ -110,6 +110,7 @@ async fn tokens_of_an_older_schema_get_a_bound_of_one_host() {
              DROP TABLE scaling_actions;
              DROP TABLE plan_memory;
              DROP TABLE scaling_plans;
+             DROP TABLE broker_secrets;
              UPDATE schema_version SET version = 2;
              INSERT INTO registration_tokens (pool, hash, expires_ms) VALUES ('p', 'old', 7);",
         )

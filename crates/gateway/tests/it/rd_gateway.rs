@@ -101,6 +101,8 @@ async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -> Farm {
     let broker = broker::open(Arc::new(store), TOKEN.into())
         .await
         .expect("broker");
+    // Tickets are signed with the broker's own key, made in its store.
+    let ticket_key = broker.keys.ticket_signer();
     let api = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", api.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -161,7 +163,7 @@ async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -> Farm {
         gateway,
         broker,
         hosts: live,
-        key: api::ticket::TicketKey::derive(TOKEN),
+        key: ticket_key,
         _stop: stop,
         _dir: dir,
         _dead: dead,
