@@ -100,8 +100,9 @@ pub const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// packet up to the channel request. A genuine client answers each step at
 /// once (mstsc and FreeRDP send the next request as soon as the answer
 /// comes); a connection that says nothing is closed after this, well
-/// within [`SETUP_TIMEOUT`], so idle connections cannot hold the gateway's
-/// slots (rule T4).
+/// within [`SETUP_TIMEOUT`], so an idle connection holds one of the
+/// gateway's slots for seconds, and a source that keeps opening new ones
+/// is held by its handshakes at once and per minute (`sources.rs`, T4).
 pub const SETUP_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Legacy OUT channels waiting at once for their IN channel, over all
 /// sources. Each is one of the gateway's connections as well.
