@@ -41,8 +41,10 @@ impl LimitedListener {
     }
 
     /// Counts a connection from `ip`, or `None` when that source already
-    /// holds [`MAX_CONNECTIONS_PER_SOURCE`].
+    /// holds [`MAX_CONNECTIONS_PER_SOURCE`]. A source is keyed as at every
+    /// door (T4): an IPv4 address, also IPv4-mapped, or an IPv6 /64.
     fn admit(&self, ip: IpAddr) -> Option<SourceSlot> {
+        let ip = gateway::sources::source_key(ip);
         let mut open = self.per_source.lock().unwrap_or_else(|e| e.into_inner());
         let n = open.entry(ip).or_insert(0);
         if *n >= MAX_CONNECTIONS_PER_SOURCE {
@@ -155,5 +157,34 @@ impl AsyncWrite for LimitedStream {
 
     fn is_write_vectored(&self) -> bool {
         self.stream.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_addresses_of_one_ipv6_64_share_one_sources_connections() {
+        let listener = LimitedListener::new(TcpListener::bind("127.0.0.1:0").await.expect("bind"));
+        let in_64 = |i: usize| {
+            IpAddr::from(std::net::Ipv6Addr::from(
+                0x2001_0db8_0001_0002_0000_0000_0000_0000u128 | i as u128,
+            ))
+        };
+        let held: Vec<SourceSlot> = (1..=MAX_CONNECTIONS_PER_SOURCE)
+            .map(|i| listener.admit(in_64(i)).expect("within the bound"))
+            .collect();
+        assert!(listener.admit(in_64(0xffff)).is_none(), "the /64 is full");
+        let next_64: IpAddr = "2001:db8:1:3::1".parse().expect("address");
+        assert!(listener.admit(next_64).is_some(), "another /64 has its own");
+        // An IPv4 client arriving mapped is its IPv4 address.
+        let v4: IpAddr = "192.0.2.7".parse().expect("address");
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().expect("address");
+        let _v4: Vec<SourceSlot> = (0..MAX_CONNECTIONS_PER_SOURCE)
+            .map(|_| listener.admit(mapped).expect("within the bound"))
+            .collect();
+        assert!(listener.admit(v4).is_none(), "the same source");
+        drop(held);
     }
 }

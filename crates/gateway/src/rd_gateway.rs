@@ -17,21 +17,32 @@
 //! ```
 //!
 //! Everything up to the channel request is bounded by
-//! [`GatewayConfig::setup_timeout`], the placement by the hold and the dials; every refusal is answered with the
-//! protocol's HRESULT in the packet the client awaits (a tampered,
-//! expired or foreign token: E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED;
-//! another pool: E_PROXY_RAP_ACCESSDENIED; no host: E_PROXY_TS_CONNECTFAILED),
-//! and no refused connection ever reaches a host.
+//! [`GatewayConfig::setup_timeout`], and each step of it (the TLS
+//! handshake, each read of a request head, the WebSocket upgrade, an OUT
+//! channel's wait for its IN channel, each packet) by
+//! [`GatewayConfig::setup_idle_timeout`], so idle connections cannot hold
+//! the gateway's slots (T4); the placement is bounded by the hold and the
+//! dials. Every refusal is answered with the protocol's HRESULT in the
+//! packet the client awaits (a tampered, expired or foreign token, and a
+//! pool that is unknown or does not allow the front door, alike:
+//! E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED, so a client without a
+//! ticket cannot tell which pools exist; a resource other than the
+//! ticket's pool: E_PROXY_RAP_ACCESSDENIED; no host:
+//! E_PROXY_TS_CONNECTFAILED), and no refused connection ever reaches a host.
 //!
 //! Both HTTP transports: WebSocket (one connection), and the legacy pair,
 //! `RDG_OUT_DATA` (answered 200 and a 10-byte seed, then the gateway's
 //! packets unframed) and `RDG_IN_DATA` (the client's packets in a chunked
 //! body; FreeRDP 2 first sends an empty request on the same connection),
-//! matched by their `RDG-Connection-Id` (at most
-//! [`MAX_WAITING_OUT_CHANNELS`] OUT channels wait for theirs).
+//! matched by their `RDG-Connection-Id`: at most
+//! [`GatewayConfig::max_waiting_out_channels`] OUT channels wait for theirs,
+//! [`GatewayConfig::max_waiting_out_channels_per_source`] of one source
+//! (so that a few sources cannot fill the table), each for at most the idle
+//! timeout; one over either bound is answered 503.
 //!
 //! Sources are bounded as at the front door (`sources.rs`, the same
-//! flags): a connection over its source's bounds is closed before TLS, and
+//! flags, the same keys: an IPv4 address, also IPv4-mapped, or an IPv6
+//! /64): a connection over its source's bounds is closed before TLS, and
 //! a new session over its share per minute is refused at channel create
 //! with E_PROXY_MAXCONNECTIONSREACHED.
 //!
@@ -54,6 +65,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,6 +94,25 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// From accept to the channel response: TLS, the request head, the
 /// tunnel's setup and the placement (the client waits for each answer).
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the client may leave each step before its tunnel is up
+/// without a word: the TLS handshake, each read of a request head, the
+/// WebSocket upgrade, an OUT channel's wait for its IN channel, and each
+/// packet up to the channel request. A genuine client answers each step at
+/// once (mstsc and FreeRDP send the next request as soon as the answer
+/// comes); a connection that says nothing is closed after this, well
+/// within [`SETUP_TIMEOUT`], so an idle connection holds one of the
+/// gateway's slots for seconds, and a source that keeps opening new ones
+/// is held by its handshakes at once and per minute (`sources.rs`, T4).
+pub const SETUP_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Legacy OUT channels waiting at once for their IN channel, over all
+/// sources. Each is one of the gateway's connections as well.
+pub const MAX_WAITING_OUT_CHANNELS: usize = 256;
+/// Legacy OUT channels of one source waiting at once for their IN channel.
+/// A genuine client's IN channel follows its OUT channel at once, so a
+/// source rarely has more than one waiting; with 4, it takes 64 sources to
+/// fill [`MAX_WAITING_OUT_CHANNELS`] (and each waits at most
+/// [`SETUP_IDLE_TIMEOUT`]).
+pub const MAX_WAITING_OUT_CHANNELS_PER_SOURCE: usize = 4;
 /// The longest HTTP request head read (FreeRDP's is about 350 bytes).
 pub const MAX_HEAD_BYTES: usize = 8 * 1024;
 /// The path every client asks for (MS-TSGU 2.2.3.1).
@@ -93,6 +124,12 @@ pub struct GatewayConfig {
     pub max_connections: usize,
     /// See [`SETUP_TIMEOUT`].
     pub setup_timeout: Duration,
+    /// See [`SETUP_IDLE_TIMEOUT`].
+    pub setup_idle_timeout: Duration,
+    /// See [`MAX_WAITING_OUT_CHANNELS`].
+    pub max_waiting_out_channels: usize,
+    /// See [`MAX_WAITING_OUT_CHANNELS_PER_SOURCE`].
+    pub max_waiting_out_channels_per_source: usize,
     pub host_connect_timeout: Duration,
     pub max_placement_attempts: usize,
     /// What the protocol tells every client (idle timeout, redirection).
@@ -114,6 +151,9 @@ impl Default for GatewayConfig {
         GatewayConfig {
             max_connections: MAX_CONNECTIONS,
             setup_timeout: SETUP_TIMEOUT,
+            setup_idle_timeout: SETUP_IDLE_TIMEOUT,
+            max_waiting_out_channels: MAX_WAITING_OUT_CHANNELS,
+            max_waiting_out_channels_per_source: MAX_WAITING_OUT_CHANNELS_PER_SOURCE,
             host_connect_timeout: crate::front_door::HOST_CONNECT_TIMEOUT,
             max_placement_attempts: crate::front_door::MAX_PLACEMENT_ATTEMPTS,
             tsgu: ServerConfig::default(),
@@ -130,8 +170,8 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "deskbroker_rdg_tunnels_total",
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
-         resource_refused, refused, host_unreachable, broker_unreachable, timeout, \
-         source_limit, host_start_timeout, waiting_limit, client_left."
+         resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
+         source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left."
     );
     metrics::describe_gauge!(
         "deskbroker_rdg_waiting_channels",
@@ -191,14 +231,23 @@ pub async fn serve<P: Placer>(
             // as the tests and the benchmark run it, plain TCP).
             let stream: Result<BoxIo, Outcome> = match tls {
                 Some(tls) => {
-                    let setup_timeout = shared.config.setup_timeout;
-                    match tokio::time::timeout(setup_timeout, tls.accept(stream)).await {
+                    let deadline = started + shared.config.setup_timeout;
+                    let idle = shared.config.setup_idle_timeout;
+                    match within(
+                        idle,
+                        deadline,
+                        "the TLS handshake",
+                        &mut report,
+                        tls.accept(stream),
+                    )
+                    .await
+                    {
                         Ok(Ok(stream)) => Ok(Box::new(stream)),
                         Ok(Err(e)) => {
                             report.detail = Some(format!("TLS: {e}"));
                             Err(Outcome::BadRequest)
                         }
-                        Err(_) => Err(Outcome::Timeout),
+                        Err(outcome) => Err(outcome),
                     }
                 }
                 None => Ok(Box::new(stream)),
@@ -241,12 +290,24 @@ enum Outcome {
     /// A packet out of order, or bytes that are no packet.
     Protocol,
     TokenRefused,
+    /// The channel asked for another resource than its ticket's pool.
     ResourceRefused,
+    /// The ticket's pool does not allow the front door (answered as a
+    /// refused ticket).
+    PoolNotAllowed,
+    /// The ticket's pool does not exist (answered as a refused ticket).
+    UnknownPool,
     /// The broker refused the placement.
     Refused,
     HostUnreachable,
     BrokerUnreachable,
     Timeout,
+    /// The client left a step before its tunnel was up idle for
+    /// [`GatewayConfig::setup_idle_timeout`].
+    Idle,
+    /// A legacy OUT channel over [`GatewayConfig::max_waiting_out_channels`]
+    /// (or its source's share) waiting for its IN channel: answered 503.
+    OutChannelLimit,
     /// A per-source bound (new sessions per minute).
     SourceLimit,
     /// Rule A8: the host started for the user did not come within the hold.
@@ -266,10 +327,14 @@ impl Outcome {
             Outcome::Protocol => "protocol",
             Outcome::TokenRefused => "token_refused",
             Outcome::ResourceRefused => "resource_refused",
+            Outcome::PoolNotAllowed => "pool_not_allowed",
+            Outcome::UnknownPool => "unknown_pool",
             Outcome::Refused => "refused",
             Outcome::HostUnreachable => "host_unreachable",
             Outcome::BrokerUnreachable => "broker_unreachable",
             Outcome::Timeout => "timeout",
+            Outcome::Idle => "idle",
+            Outcome::OutChannelLimit => "out_channel_limit",
             Outcome::SourceLimit => "source_limit",
             Outcome::HostStartTimeout => "host_start_timeout",
             Outcome::WaitingLimit(_) => "waiting_limit",
@@ -314,6 +379,8 @@ pub enum HeadError {
     NotGateway(String, String),
     #[error("a legacy request without a usable RDG-Connection-Id")]
     NoConnectionId,
+    #[error("no byte of the request head for {} s", .0.as_secs_f32())]
+    Idle(Duration),
 }
 
 /// The longest `RDG-Connection-Id` taken (a GUID in braces is 38).
@@ -395,11 +462,12 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
 }
 
 /// Reads a request head off `stream`, after the bytes already read
-/// (`buf`), within [`MAX_HEAD_BYTES`]. Returns the request and whatever
-/// bytes came after the head.
+/// (`buf`), within [`MAX_HEAD_BYTES`], each read within `idle`. Returns the
+/// request and whatever bytes came after the head.
 async fn read_head<S: AsyncRead + Unpin + ?Sized>(
     stream: &mut S,
     mut buf: Vec<u8>,
+    idle: Duration,
 ) -> Result<(Request, Vec<u8>), HeadError> {
     loop {
         if let Some((request, taken)) = parse_head(&buf)? {
@@ -408,9 +476,9 @@ async fn read_head<S: AsyncRead + Unpin + ?Sized>(
         if buf.len() >= MAX_HEAD_BYTES {
             return Err(HeadError::TooLong);
         }
-        let n = stream
-            .read_buf(&mut buf)
+        let n = tokio::time::timeout(idle, stream.read_buf(&mut buf))
             .await
+            .map_err(|_| HeadError::Idle(idle))?
             .map_err(|e| HeadError::Malformed(e.to_string()))?;
         if n == 0 {
             return Err(HeadError::Malformed("closed before the head ended".into()));
@@ -438,14 +506,33 @@ pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 type BoxIo = Box<dyn Io>;
 
-/// Legacy OUT channels waiting for their IN channel, by connection id.
+/// Legacy OUT channels waiting for their IN channel, by connection id,
+/// bounded in total and per source (see [`MAX_WAITING_OUT_CHANNELS`]).
 #[derive(Default)]
 pub struct Pairing {
-    waiting: std::sync::Mutex<HashMap<String, oneshot::Sender<InHalf>>>,
+    waiting: std::sync::Mutex<PairingTable>,
 }
 
-/// The most OUT channels waiting for their IN channel at once.
-pub const MAX_WAITING_OUT_CHANNELS: usize = 256;
+#[derive(Default)]
+struct PairingTable {
+    /// Each waiting OUT channel: its source, its own number (so that it
+    /// removes only itself), and where its IN channel is to be sent.
+    channels: HashMap<String, (IpAddr, u64, oneshot::Sender<InHalf>)>,
+    /// How many OUT channels each source has waiting.
+    per_source: HashMap<IpAddr, usize>,
+    next: u64,
+}
+
+impl PairingTable {
+    fn forget(&mut self, source: IpAddr) {
+        if let Some(n) = self.per_source.get_mut(&source) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&source);
+            }
+        }
+    }
+}
 
 /// An IN channel handed to its OUT channel: the stream, the body bytes
 /// already read, and the body's framing.
@@ -458,8 +545,55 @@ struct InHalf {
 }
 
 impl Pairing {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<InHalf>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PairingTable> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers an OUT channel of `source` under `id`: its number, or why
+    /// it may not wait (`deskbroker_rdg_tunnels_total`'s detail).
+    fn register(
+        &self,
+        id: &str,
+        source: IpAddr,
+        sender: oneshot::Sender<InHalf>,
+        config: &GatewayConfig,
+    ) -> Result<u64, &'static str> {
+        let mut table = self.lock();
+        if table.channels.contains_key(id) {
+            return Err("an RDG-Connection-Id already waiting");
+        }
+        if table.channels.len() >= config.max_waiting_out_channels {
+            return Err("too many OUT channels waiting");
+        }
+        let mine = table.per_source.get(&source).copied().unwrap_or(0);
+        if mine >= config.max_waiting_out_channels_per_source {
+            return Err("too many OUT channels of this source waiting");
+        }
+        table.next += 1;
+        let number = table.next;
+        table
+            .channels
+            .insert(id.to_string(), (source, number, sender));
+        *table.per_source.entry(source).or_insert(0) += 1;
+        Ok(number)
+    }
+
+    /// Takes the OUT channel waiting under `id`, for its IN channel.
+    fn take(&self, id: &str) -> Option<oneshot::Sender<InHalf>> {
+        let mut table = self.lock();
+        let (source, _, sender) = table.channels.remove(id)?;
+        table.forget(source);
+        Some(sender)
+    }
+
+    /// Removes OUT channel `number` under `id` if it still waits.
+    fn cancel(&self, id: &str, number: u64) {
+        let mut table = self.lock();
+        if table.channels.get(id).is_some_and(|(_, n, _)| *n == number)
+            && let Some((source, _, _)) = table.channels.remove(id)
+        {
+            table.forget(source);
+        }
     }
 }
 
@@ -638,6 +772,31 @@ impl BodyReader {
     }
 }
 
+/// One step of a connection before its tunnel is up: `step`'s result,
+/// unless the client leaves it for `idle` ([`Outcome::Idle`]) or the
+/// setup's `deadline` passes first ([`Outcome::Timeout`]).
+async fn within<T>(
+    idle: Duration,
+    deadline: Instant,
+    what: &str,
+    report: &mut Report,
+    step: impl Future<Output = T>,
+) -> Result<T, Outcome> {
+    let idle_at = Instant::now() + idle;
+    let (at, outcome) = if idle_at < deadline {
+        (idle_at, Outcome::Idle)
+    } else {
+        (deadline, Outcome::Timeout)
+    };
+    tokio::time::timeout_at(at.into(), step).await.map_err(|_| {
+        report.detail = Some(format!(
+            "{what}: no progress within {} s",
+            idle.as_secs_f32()
+        ));
+        outcome
+    })
+}
+
 /// Answers a request that is not served, and closes.
 async fn answer_status(stream: &mut BoxIo, status: &str) {
     let _ = stream
@@ -658,9 +817,15 @@ async fn connection<P: Placer>(
 ) -> Outcome {
     let pairing = &shared.pairing;
     let deadline = started + shared.config.setup_timeout;
-    let head = tokio::time::timeout_at(deadline.into(), read_head(&mut stream, Vec::new())).await;
+    let idle = shared.config.setup_idle_timeout;
+    let head =
+        tokio::time::timeout_at(deadline.into(), read_head(&mut stream, Vec::new(), idle)).await;
     let (request, rest) = match head {
         Ok(Ok(h)) => h,
+        Ok(Err(e @ HeadError::Idle(_))) => {
+            report.detail = Some(e.to_string());
+            return Outcome::Idle;
+        }
         Ok(Err(e)) => {
             answer_status(&mut stream, "400 Bad Request").await;
             report.detail = Some(e.to_string());
@@ -676,9 +841,20 @@ async fn connection<P: Placer>(
                 "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
                  Sec-WebSocket-Accept: {accept}\r\n\r\n"
             );
-            if let Err(e) = stream.write_all(response.as_bytes()).await {
-                report.detail = Some(e.to_string());
-                return Outcome::BadRequest;
+            let upgrade = within(
+                idle,
+                deadline,
+                "the WebSocket upgrade",
+                report,
+                stream.write_all(response.as_bytes()),
+            );
+            match upgrade.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    report.detail = Some(e.to_string());
+                    return Outcome::BadRequest;
+                }
+                Err(outcome) => return outcome,
             }
             Link::Ws(Box::new(
                 WebSocketStream::from_partially_read(
@@ -699,7 +875,7 @@ async fn connection<P: Placer>(
                 rest,
                 connection_id,
                 body,
-                deadline,
+                (deadline, idle),
                 pairing,
                 source,
                 report,
@@ -708,20 +884,14 @@ async fn connection<P: Placer>(
         }
         Request::Out { connection_id } => {
             let (tx, rx) = oneshot::channel();
-            let registered = {
-                let mut waiting = pairing.lock();
-                let room = waiting.len() < MAX_WAITING_OUT_CHANNELS
-                    && !waiting.contains_key(&connection_id);
-                if room {
-                    waiting.insert(connection_id.clone(), tx);
+            let number = match pairing.register(&connection_id, source.key(), tx, &shared.config) {
+                Ok(number) => number,
+                Err(why) => {
+                    answer_status(&mut stream, "503 Service Unavailable").await;
+                    report.detail = Some(why.into());
+                    return Outcome::OutChannelLimit;
                 }
-                room
             };
-            if !registered {
-                answer_status(&mut stream, "503 Service Unavailable").await;
-                report.detail = Some("too many OUT channels waiting, or a duplicate id".into());
-                return Outcome::BadRequest;
-            }
             // 200 and a seed of 10 random bytes, no length (MS-TSGU
             // 3.3.5.1; what FreeRDP 2 reads), then packets unframed.
             let seed = uuid::Uuid::new_v4();
@@ -732,18 +902,16 @@ async fn connection<P: Placer>(
                 rx.await
                     .map_err(|_| "the IN channel never came".to_string())
             };
-            let paired = tokio::time::timeout_at(deadline.into(), paired).await;
-            pairing.lock().remove(&connection_id);
+            let step = "waiting for the RDG_IN_DATA of this RDG_OUT_DATA";
+            let paired = within(idle, deadline, step, report, paired).await;
+            pairing.cancel(&connection_id, number);
             let half = match paired {
                 Ok(Ok(half)) => half,
                 Ok(Err(e)) => {
                     report.detail = Some(e);
                     return Outcome::BadRequest;
                 }
-                Err(_) => {
-                    report.detail = Some("no RDG_IN_DATA for this RDG_OUT_DATA".into());
-                    return Outcome::Timeout;
-                }
+                Err(outcome) => return outcome,
             };
             Link::Legacy {
                 out: stream,
@@ -765,20 +933,23 @@ async fn in_channel(
     mut rest: Vec<u8>,
     connection_id: String,
     mut body: InBody,
-    deadline: Instant,
+    (deadline, idle): (Instant, Duration),
     pairing: &Pairing,
     source: SourceGuard,
     report: &mut Report,
 ) -> Outcome {
     if body == InBody::Length(0) {
-        if let Err(e) = stream
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-            .await
-        {
-            report.detail = Some(e.to_string());
-            return Outcome::BadRequest;
+        let answer = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        match within(idle, deadline, "answering RDG_IN_DATA", report, answer).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                report.detail = Some(e.to_string());
+                return Outcome::BadRequest;
+            }
+            Err(outcome) => return outcome,
         }
-        let next = tokio::time::timeout_at(deadline.into(), read_head(&mut stream, rest)).await;
+        let next =
+            tokio::time::timeout_at(deadline.into(), read_head(&mut stream, rest, idle)).await;
         match next {
             Ok(Ok((
                 Request::In {
@@ -795,6 +966,10 @@ async fn in_channel(
                 report.detail = Some("the second RDG_IN_DATA is not the first's".into());
                 return Outcome::BadRequest;
             }
+            Ok(Err(e @ HeadError::Idle(_))) => {
+                report.detail = Some(e.to_string());
+                return Outcome::Idle;
+            }
             Ok(Err(e)) => {
                 answer_status(&mut stream, "400 Bad Request").await;
                 report.detail = Some(e.to_string());
@@ -803,7 +978,7 @@ async fn in_channel(
             Err(_) => return Outcome::Timeout,
         }
     }
-    let Some(out) = pairing.lock().remove(&connection_id) else {
+    let Some(out) = pairing.take(&connection_id) else {
         answer_status(&mut stream, "404 Not Found").await;
         report.detail = Some(format!("no RDG_OUT_DATA waits for {connection_id}"));
         return Outcome::BadRequest;
@@ -835,8 +1010,9 @@ async fn tunnel<P: Placer>(
         decoder: Decoder::new(),
         pending: VecDeque::new(),
     };
+    let idle = shared.config.setup_idle_timeout;
     let setup =
-        tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, report)).await;
+        tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, idle, report)).await;
     let asked = match setup {
         Ok(Ok(asked)) => asked,
         Ok(Err(outcome)) => {
@@ -927,22 +1103,32 @@ struct ChannelAsked {
 
 /// From the handshake to the channel request, or the outcome of a refusal
 /// (answered).
+/// Each packet must come within `idle` of the previous answer.
 async fn setup(
     ws: &mut Link,
     tunnel: &mut Tunnel,
+    idle: Duration,
     report: &mut Report,
 ) -> Result<ChannelAsked, Outcome> {
     let mut ticket: Option<(api::ticket::Ticket, String)> = None;
     loop {
-        let packet = match tunnel.next(ws).await {
-            Ok(Some(p)) => p,
-            Ok(None) => {
+        let packet = match tokio::time::timeout(idle, tunnel.next(ws)).await {
+            Ok(Ok(Some(p))) => p,
+            Ok(Ok(None)) => {
                 report.detail = Some("the client left during setup".into());
                 return Err(Outcome::Protocol);
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 report.detail = Some(e);
                 return Err(Outcome::Protocol);
+            }
+            Err(_) => {
+                report.detail = Some(format!(
+                    "no packet for {} s during the tunnel's setup ({:?})",
+                    idle.as_secs_f32(),
+                    tunnel.server.state()
+                ));
+                return Err(Outcome::Idle);
             }
         };
         let action = match tunnel.server.receive(packet) {
@@ -1037,12 +1223,16 @@ where
         refuse(ws, tunnel, E_PROXY_RAP_ACCESSDENIED).await;
         return Err(Outcome::ResourceRefused);
     }
+    // A pool that does not allow the front door is refused as an unknown
+    // pool is, and both as a ticket the broker refuses: the gateway cannot
+    // tell a genuine ticket from a forged one, so a client without one
+    // must not learn which pools exist (the log and the outcome say which).
     match placer.front_door_policy(&pool).await {
         Ok(policy) if policy.allowed => {}
         Ok(_) => {
             report.detail = Some(format!("host pool {pool} does not allow the front door"));
-            refuse(ws, tunnel, E_PROXY_RAP_ACCESSDENIED).await;
-            return Err(Outcome::ResourceRefused);
+            refuse(ws, tunnel, E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED).await;
+            return Err(Outcome::PoolNotAllowed);
         }
         Err(e) => {
             report.detail = Some(e.to_string());
@@ -1160,10 +1350,14 @@ fn placer_refusal(e: &PlacerError) -> (u32, Outcome) {
             E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED,
             Outcome::TokenRefused,
         ),
+        // Answered as a refused ticket (see `open_channel`).
         PlacerError::Refused {
             code: api::ErrorCode::HostPoolNotFound,
             ..
-        } => (E_PROXY_RAP_ACCESSDENIED, Outcome::ResourceRefused),
+        } => (
+            E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED,
+            Outcome::UnknownPool,
+        ),
         PlacerError::Refused { .. } => (E_PROXY_TS_CONNECTFAILED, Outcome::Refused),
         PlacerError::Unreachable(_) => (E_PROXY_INTERNALERROR, Outcome::BrokerUnreachable),
     }

@@ -16,6 +16,11 @@
 //!
 //! and one for the table itself, [`MAX_TRACKED_SOURCES`]. The minute is a
 //! fixed window per source, started by its first connection.
+//!
+//! A source is what [`source_key`] makes of the client's address (rule T4):
+//! an IPv4 address, also when it arrives IPv4-mapped (`::ffff:a.b.c.d`) on a
+//! dual-stack `[::]` listener, or the /64 network of an IPv6 address. The
+//! HTTP API's throttle keys its sources the same way.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -44,6 +49,23 @@ pub const MAX_TRACKED_SOURCES: usize = 100_000;
 /// At most one log line about refusals per this interval (with how many
 /// were refused since the last); every refusal is counted in metrics.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The key under which a client address is counted (rule T4): the IPv4
+/// address itself, also for an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`,
+/// as every IPv4 client appears on a dual-stack `[::]` listener: without
+/// this, masking it to its /64 would make all of IPv4 one source), and the
+/// /64 network of any other IPv6 address (one subscriber's usual
+/// allocation, so that a single client cannot count as billions of
+/// sources).
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(std::net::Ipv6Addr::from(bits))
+        }
+    }
+}
 
 /// The per-source bounds in force; [`Limits::default`] gives the named ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,9 +153,11 @@ impl Sources {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Admits one new connection from `ip`, or says which bound it hits.
-    /// The guard keeps it counted until it is dropped.
+    /// Admits one new connection from `ip` (counted under its
+    /// [`source_key`]), or says which bound it hits. The guard keeps it
+    /// counted until it is dropped.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<SourceGuard, SourceRefusal> {
+        let ip = source_key(ip);
         let now = Instant::now();
         let mut table = self.table();
         if !table.contains_key(&ip) && table.len() >= MAX_TRACKED_SOURCES {
@@ -183,6 +207,11 @@ pub struct SourceGuard {
 }
 
 impl SourceGuard {
+    /// The source this connection counts against (its [`source_key`]).
+    pub fn key(&self) -> IpAddr {
+        self.ip
+    }
+
     /// The host has answered: the connection no longer counts as a handshake.
     pub fn answered(&self) {
         answered(&self.sources, self.ip, &self.handshaking);

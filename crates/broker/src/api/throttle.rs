@@ -97,18 +97,10 @@ impl<K: std::hash::Hash + Eq + Clone> Bounded<K> {
     }
 }
 
-/// The key of a source address: an IPv4 address, or the /64 network of an
-/// IPv6 one (one subscriber's usual allocation, so a single client cannot
-/// count as billions of sources).
-fn source_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => {
-            let bits = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(std::net::Ipv6Addr::from(bits))
-        }
-    }
-}
+// Sources are keyed as at the RDP front door and the RD Gateway (T4): an
+// IPv4 address, also IPv4-mapped on a dual-stack listener, or the /64
+// network of an IPv6 one.
+use gateway::sources::source_key;
 
 /// The caller the throttle found for a request's bearer token, handed on to
 /// `authenticate` so the token is looked up once per request.
@@ -403,5 +395,24 @@ mod tests {
         assert_ne!(source_key(a), source_key(c));
         let v4: IpAddr = "192.0.2.7".parse().unwrap();
         assert_eq!(source_key(v4), v4);
+    }
+
+    #[test]
+    fn ipv4_mapped_sources_are_their_ipv4_address_not_one_bucket() {
+        // Every IPv4 client of a dual-stack `[::]` listener arrives mapped.
+        let a: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        let b: IpAddr = "::ffff:198.51.100.9".parse().unwrap();
+        assert_ne!(source_key(a), source_key(b));
+        assert_eq!(source_key(a), "192.0.2.7".parse::<IpAddr>().unwrap());
+        let limiter: Bounded<IpAddr> = Bounded::new(
+            Quota::per_second(NonZeroU32::MIN).allow_burst(NonZeroU32::MIN),
+            100,
+        );
+        assert!(limiter.check(&source_key(a)).is_ok());
+        assert!(
+            limiter.check(&source_key(a)).is_err(),
+            "a's budget is spent"
+        );
+        assert!(limiter.check(&source_key(b)).is_ok(), "b has its own");
     }
 }

@@ -218,3 +218,45 @@ async fn a_credential_with_its_own_limit_is_held_to_it_and_nobody_else_is() {
     let list = app.ok("GET", "/api/v1/credentials", None, 200).await;
     assert_eq!(list["value"][0]["rateLimitPerSecond"], 1, "{list}");
 }
+
+/// On a dual-stack `[::]` listener every IPv4 client arrives IPv4-mapped
+/// (`::ffff:a.b.c.d`); each is still a source of its own (T4), not one
+/// bucket for all of IPv4.
+#[tokio::test]
+async fn ipv4_clients_of_a_dual_stack_listener_are_each_a_source_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    // Plain HTTP, so the test's clients need no certificate.
+    let (app, _) = App::spawn_with(dir.path(), "[::]:0", &["--insecure-http"]);
+    let port = app.url.rsplit(':').next().expect("a port");
+    let url = format!("http://127.0.0.1:{port}/api/v1/hostPools");
+    let guess = async |client: &reqwest::Client| {
+        client
+            .get(&url)
+            .bearer_auth("dba_not-a-token-of-this-broker-at-all")
+            .send()
+            .await
+            .expect("answer")
+            .status()
+            .as_u16()
+    };
+    let guesser = client_from("127.0.0.2");
+    let mut throttled = false;
+    for _ in 0..MAX_TRIES {
+        match guess(&guesser).await {
+            401 => {}
+            429 => {
+                throttled = true;
+                break;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(throttled, "127.0.0.2 was throttled");
+    // Another IPv4 address on the same listener has a whole burst of its
+    // own (100): 60 requests in a row are all answered. Were both one
+    // bucket, the spent one would refill 20 a second, far short of that.
+    let other = client_from("127.0.0.3");
+    for i in 0..60 {
+        assert_eq!(guess(&other).await, 401, "request {i} from 127.0.0.3");
+    }
+}

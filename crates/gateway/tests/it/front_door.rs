@@ -183,8 +183,15 @@ impl Placer for Recorder {
     }
 
     /// Pools whose name starts with `private` do not allow the front door;
-    /// those starting with `ticketed` require a connection ticket.
+    /// those starting with `ticketed` require a connection ticket; those
+    /// starting with `missing` do not exist.
     async fn front_door_policy(&self, pool: &str) -> Result<gateway::FrontDoorPolicy, PlacerError> {
+        if pool.starts_with("missing") {
+            return Err(PlacerError::Refused {
+                code: api::ErrorCode::HostPoolNotFound,
+                message: format!("host pool {pool} does not exist"),
+            });
+        }
         Ok(gateway::FrontDoorPolicy {
             allowed: !pool.starts_with("private"),
             require_ticket: pool.starts_with("ticketed"),
@@ -916,4 +923,122 @@ async fn a8_waiting_clients_are_bounded_per_source_and_in_total() {
     assert_closed(&mut b).await;
     start_for(&placer, 0);
     assert_eq!(read_n(&mut a, 2).await, b"h1");
+}
+
+/// What a client sees of a refusal: the bytes before the close, and how
+/// the connection ended.
+async fn refusal_seen(door: &Door, line: &[u8]) -> String {
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&build_pdu(Some(line), None, None))
+        .await
+        .expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        match tokio::time::timeout(PROMPTLY, c.read(&mut buf)).await {
+            Ok(Ok(0)) => return format!("{got:?} then closed"),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Ok(Err(e)) => return format!("{got:?} then {:?}", e.kind()),
+            Err(_) => panic!("the front door did not close the connection"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_pool_and_a_pool_closed_to_the_front_door_look_alike_to_the_client() {
+    let (h1, mut seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let door = door(placer.clone(), config(None)).await;
+    let key = api::ticket::TicketKey::derive("the broker's secret");
+    let ticket = |pool: &str| key.issue(pool, "alice", 4_000_000_000).expect("fits");
+    let unknown = refusal_seen(&door, b"tsv://MS Terminal Services Plugin.1.missing1").await;
+    for line in [
+        b"tsv://MS Terminal Services Plugin.1.private1".to_vec(),
+        b"tsv://MS Terminal Services Plugin.1.ticketed1".to_vec(),
+        ticket("missing2").into_bytes(),
+        ticket("private2").into_bytes(),
+    ] {
+        assert_eq!(
+            refusal_seen(&door, &line).await,
+            unknown,
+            "{}",
+            String::from_utf8_lossy(&line)
+        );
+    }
+    assert_eq!(unknown, "[] then closed");
+    assert_eq!(placer.events(), vec![], "nobody was asked to place");
+    assert!(seen1.try_recv().is_err(), "no host was dialled");
+}
+
+#[test]
+fn door_tables_key_ipv4_mapped_sources_by_their_ipv4_address_and_ipv6_by_its_64() {
+    use gateway::sources::{Limits, SourceRefusal, Sources};
+    let sources = Sources::new(Limits {
+        max_connections: 1,
+        ..Limits::default()
+    });
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("address");
+    // Two addresses of one /64 share one budget; the next /64 has its own.
+    let _a = sources
+        .admit(ip("2001:db8:1:2::1"))
+        .expect("first of the /64");
+    assert_eq!(
+        sources.admit(ip("2001:db8:1:2:ffff:ffff:ffff:fffe")).err(),
+        Some(SourceRefusal::Connections)
+    );
+    let _b = sources.admit(ip("2001:db8:1:3::1")).expect("another /64");
+    // An IPv4 client arriving mapped on a dual-stack listener is its IPv4
+    // address: the same source as that address, and not one for all of IPv4.
+    let _c = sources.admit(ip("::ffff:192.0.2.7")).expect("mapped");
+    assert_eq!(
+        sources.admit(ip("192.0.2.7")).err(),
+        Some(SourceRefusal::Connections)
+    );
+    let _d = sources
+        .admit(ip("::ffff:198.51.100.9"))
+        .expect("another IPv4 address, mapped");
+    let _e = sources
+        .admit(ip("203.0.113.1"))
+        .expect("another IPv4 address");
+}
+
+#[tokio::test]
+async fn on_a_dual_stack_listener_each_ipv4_client_is_a_source_of_its_own() {
+    let (h1, _seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let mut cfg = config(Some("farm"));
+    cfg.source_limits.max_connections = 1;
+    let listener = TcpListener::bind("[::]:0").await.expect("bind [::]");
+    let port = listener.local_addr().expect("addr").port();
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(gateway::serve(listener, placer.clone(), cfg, async move {
+        let _ = stopped.await;
+    }));
+    let connect_from = async |from: &str| {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(format!("{from}:0").parse().expect("address"))
+            .expect("bind");
+        socket
+            .connect(format!("127.0.0.1:{port}").parse().expect("address"))
+            .await
+            .expect("connect")
+    };
+    // 127.0.0.2 holds its one connection (it arrives as ::ffff:127.0.0.2).
+    let mut first = connect_from("127.0.0.2").await;
+    first
+        .write_all(&build_pdu(Some(b"Cookie: mstshash=u1"), None, None))
+        .await
+        .expect("write");
+    assert_eq!(read_n(&mut first, 2).await, b"h1");
+    // Another IPv4 client is served all the same.
+    let mut second = connect_from("127.0.0.3").await;
+    second
+        .write_all(&build_pdu(Some(b"Cookie: mstshash=u2"), None, None))
+        .await
+        .expect("write");
+    assert_eq!(read_n(&mut second, 2).await, b"h1");
+    // 127.0.0.2's second connection is over its bound.
+    let mut again = connect_from("127.0.0.2").await;
+    assert_closed(&mut again).await;
 }
