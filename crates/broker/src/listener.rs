@@ -3,7 +3,7 @@
 //! until one closes, instead of exhausting file descriptors; past
 //! [`MAX_CONNECTIONS_PER_SOURCE`] from one IP address, a new connection from
 //! that address is closed at once, so that one client cannot take every
-//! slot from the others (issue #13, finding 4).
+//! slot from the others.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

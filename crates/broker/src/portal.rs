@@ -1,4 +1,4 @@
-//! The user portal's sign-in (issue 14): OpenID Connect's authorization
+//! The user portal's sign-in: OpenID Connect's authorization
 //! code flow with PKCE, a nonce and a state, against the identity provider
 //! of `serve --oidc-issuer`, and the server-side sessions it leads to. The
 //! HTTP side (pages, cookies, the `.rdp` downloads) is `api/portal.rs`.

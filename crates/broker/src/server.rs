@@ -2,7 +2,7 @@
 //! [`axum::serve::Listener`] (the connection-capped [`crate::listener`], or
 //! a TLS listener over it) and serves each with hyper's HTTP/1 connection
 //! under named bounds, so that idle or slow clients cannot hold the API or
-//! its shutdown (issue #13, finding 4). `axum::serve` has no header-read
+//! its shutdown. `axum::serve` has no header-read
 //! timeout and waits for every connection at shutdown, without bound.
 //!
 //! - [`HEADER_READ_TIMEOUT`]: a connection that has not sent a whole request

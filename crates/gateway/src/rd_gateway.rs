@@ -1,4 +1,4 @@
-//! The RD Gateway (MS-TSGU over HTTPS, issue 17): RDP clients outside the
+//! The RD Gateway (MS-TSGU over HTTPS): RDP clients outside the
 //! farm reach it through one HTTPS port, and the broker places each one at
 //! the moment it opens its channel.
 //!

@@ -1,4 +1,4 @@
-//! The simulator's side of autoscale (issue 15, rules A1–A7): the built-in
+//! The simulator's side of autoscale (rules A1–A7): the built-in
 //! scaling plan, reading a plan file, the power model's constants and the
 //! measures of a day with and without a plan.
 //!

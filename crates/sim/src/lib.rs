@@ -63,7 +63,7 @@ pub struct SimConfig {
     /// scaling plan only).
     pub record_ops: bool,
     /// With a plan, every policy runs twice, all hosts always on and under
-    /// the plan (issue 15's comparison); see [`autoscale`].
+    /// the plan; see [`autoscale`].
     pub scaling_plan: Option<autoscale::PlanSource>,
     /// How often the plan is evaluated (the broker's `--autoscale-interval`);
     /// a refused logon also evaluates at once.

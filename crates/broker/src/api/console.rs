@@ -1,4 +1,4 @@
-//! The web console (issue 7): a static page and its ES modules, embedded
+//! The web console: a static page and its ES modules, embedded
 //! in the binary so that `http://BROKER/` works on a machine with no
 //! internet and nothing else installed. The files hold no data and no
 //! secret, so they are served without authentication; everything the page

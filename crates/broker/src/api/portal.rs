@@ -1,4 +1,4 @@
-//! The user portal at `/portal` (issue 14): a person signs in with the
+//! The user portal at `/portal`: a person signs in with the
 //! organisation's OpenID Connect provider (`crate::portal`) and gets a
 //! page listing the host pools they are entitled to (rule T2, the same
 //! check as `connect`), each with a link to its `.rdp` file — the same file

@@ -1,4 +1,4 @@
-//! Power and the scaling plan in a run (issue 15): each host's power state
+//! Power and the scaling plan in a run: each host's power state
 //! (Running, Starting for a seeded boot time, Stopping, Stopped), the
 //! plan's evaluation every `--autoscale-interval` and after a refused logon,
 //! and the plan's actions carried out as the broker carries them out.
