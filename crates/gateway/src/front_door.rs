@@ -126,9 +126,9 @@ pub const LOGON_EVIDENCE_HOST_BYTES: u64 = 1024;
 pub const LOGON_EVIDENCE_CLIENT_BYTES: u64 = 512;
 /// How long a relayed connection that showed evidence of a logon may carry
 /// no byte either way before it is closed (R4). An idle RDP session is not
-/// silent for long: Windows hosts send mstsc a heartbeat every few seconds
-/// (MS-RDPBCGR's Server Heartbeat PDU, which mstsc uses to notice a dead
-/// network), and a desktop's clock or a screen lock changes the screen
+/// silent for long: Windows hosts send clients that ask for it a periodic
+/// heartbeat (MS-RDPBCGR's Server Heartbeat PDU, which mstsc asks for to
+/// notice a dead network), and a desktop's clock or a screen lock changes the screen
 /// well within an hour. A session silent for an hour is a forgotten or
 /// dead connection; closing it leaves the session Disconnected, and an RDP
 /// client that was still there reconnects by itself (S1).

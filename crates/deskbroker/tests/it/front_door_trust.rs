@@ -684,7 +684,8 @@ async fn the_front_door_places_only_entitled_users() {
         .await
         .expect("alice reconnects to her session");
     log_on(&mut again).await;
-    wait_states(&app, "farm", &[("alice@contoso.com", "Active")]).await;
+    // Relayed to her host; a cookie changes no session's state (R4).
+    wait_states(&app, "farm", &[("alice@contoso.com", "Disconnected")]).await;
 }
 
 /// Registers `name` in `pool` at `address` with a fresh registration
@@ -710,7 +711,10 @@ async fn enroll(app: &App, pool: &str, name: &str, address: &str) -> String {
         )
         .await;
     assert_eq!(status, 201, "{v}");
-    v["hostCredential"].as_str().expect("credential").to_string()
+    v["hostCredential"]
+        .as_str()
+        .expect("credential")
+        .to_string()
 }
 
 /// Rule S9 against the real binary: a client that only completes TLS with
@@ -727,9 +731,11 @@ async fn s9_a_client_that_never_logged_on_holds_no_capacity_past_its_bound() {
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm",
-        Some(json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"],
+        Some(
+            json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"],
                     "loadBalancerType": "DepthFirst", "maxSessionLimit": 1,
-                    "pendingTimeoutSeconds": 3})),
+                    "pendingTimeoutSeconds": 3}),
+        ),
         201,
     )
     .await;
@@ -793,7 +799,12 @@ async fn s9_a_client_that_never_logged_on_holds_no_capacity_past_its_bound() {
         .await
         .expect("relayed");
     log_on(&mut carol).await;
-    wait_states(&app, "farm", &[("bob", "Disconnected"), ("carol", "Active")]).await;
+    wait_states(
+        &app,
+        "farm",
+        &[("bob", "Disconnected"), ("carol", "Active")],
+    )
+    .await;
     drop(impostor);
     drop(carol);
     // carol's logon was never confirmed: her session ends its bound after
