@@ -82,7 +82,7 @@ pub struct HostPoolInput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_address_ranges: Option<Vec<String>>,
     /// Rule S9: seconds after which a Disconnected session ends (0 = never,
-    /// otherwise 60..=31536000).
+    /// otherwise 60..=31536000; a new pool's default is 28800, 8 hours).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disconnected_timeout_seconds: Option<u32>,
     /// Rule S9: seconds after which any session ends (0 = never, otherwise

@@ -443,8 +443,8 @@ impl Broker {
     }
 
     /// The RDP front door's mark of a session it relays: `Some(state)`
-    /// sets it, `None` ends the session (one that never logged on, or that
-    /// the connection could not use). Relaxed: queued in order, answered
+    /// sets it (never confirming a logon, S9), `None` ends the session (one
+    /// that never logged on, or that the connection could not use). Relaxed: queued in order, answered
     /// without waiting for the commit (see `crate::writer`), so no relayed
     /// connection waits for its own bookkeeping.
     pub async fn mark_relayed_session(
@@ -455,7 +455,7 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         self.write_relaxed(pool, |p, now| {
             match state {
-                Some(state) => p.set_session_state(id, state, now)?,
+                Some(state) => p.mark_relayed_session(id, state, now)?,
                 None => p.logoff(id)?,
             }
             Ok(())

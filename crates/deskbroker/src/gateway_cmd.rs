@@ -129,6 +129,15 @@ pub struct FrontDoorFlags {
     #[arg(long, value_name = "SECONDS", default_value_t = gateway::HOST_START_WAIT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub rdp_host_start_wait_seconds: u64,
+    /// How long a relayed connection (front door or RD Gateway) may carry
+    /// no byte either way once it has shown evidence of a logon (R4).
+    #[arg(long, value_name = "SECONDS", default_value_t = gateway::RELAY_IDLE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub rdp_relay_idle_timeout_seconds: u64,
+    /// The same, until the connection has shown evidence of a logon (S9).
+    #[arg(long, value_name = "SECONDS", default_value_t = gateway::IDLE_TIMEOUT_WITHOUT_LOGON.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub rdp_idle_timeout_without_logon_seconds: u64,
 }
 
 impl FrontDoorFlags {
@@ -148,6 +157,10 @@ impl FrontDoorFlags {
             ..gateway::sources::Limits::default()
         };
         config.host_start_wait = std::time::Duration::from_secs(self.rdp_host_start_wait_seconds);
+        config.relay_idle_timeout =
+            std::time::Duration::from_secs(self.rdp_relay_idle_timeout_seconds);
+        config.idle_timeout_without_logon =
+            std::time::Duration::from_secs(self.rdp_idle_timeout_without_logon_seconds);
         config.redirect_keys = redirect_keys;
         config
     }
@@ -159,6 +172,8 @@ impl FrontDoorFlags {
         gateway::rd_gateway::GatewayConfig {
             source_limits: front_door.source_limits,
             host_start_wait: front_door.host_start_wait,
+            relay_idle_timeout: front_door.relay_idle_timeout,
+            idle_timeout_without_logon: front_door.idle_timeout_without_logon,
             ..gateway::rd_gateway::GatewayConfig::default()
         }
     }

@@ -44,10 +44,20 @@
 //!   session is ended (logoff): connections with invented `mstshash` names
 //!   that close at once, or send junk the host refuses, leave nothing
 //!   behind. A client that plays a real TLS handshake with the host does get
-//!   a session; per-source bounds and the pool's S9 lifetimes bound those.
+//!   a session, but the front door's marks never confirm a logon (only the
+//!   host's agent does, S8): such a session lasts only while its connection
+//!   does, and ends the pool's `pendingTimeoutSeconds` after it closes
+//!   (S9). A connection is closed after [`IDLE_TIMEOUT_WITHOUT_LOGON`] with
+//!   no byte either way until it shows that evidence, and after
+//!   [`RELAY_IDLE_TIMEOUT`] once it has.
 //! - **A connection changes only the sessions it owns.** It owns the session
-//!   it made, and a reconnect (S1) to a session that was Disconnected or that
-//!   another connection of this front door already owns. A reconnect to a
+//!   it made, and, when it carries a ticket (T3), a reconnect (S1) to a
+//!   session that was Disconnected or that another connection of this front
+//!   door already owns. A connection that names its user only by an
+//!   `mstshash` cookie proves nothing about who it is (R2), so it never
+//!   changes an existing session: it is relayed to the user's host, which
+//!   authenticates the user, and the host's agent reports the session's
+//!   state (S8). A ticketed reconnect to a
 //!   session that is Active (or Pending) with no connection of this front
 //!   door on it belongs to someone else's live connection: the client is
 //!   relayed (S1 sends the user to their host, which authenticates them) but
@@ -72,6 +82,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -113,6 +124,21 @@ pub const LOGON_EVIDENCE_HOST_BYTES: u64 = 1024;
 /// Rule S9's evidence of a logon: bytes the client must have sent past its
 /// first PDU (its TLS handshake, then its MCS connection).
 pub const LOGON_EVIDENCE_CLIENT_BYTES: u64 = 512;
+/// How long a relayed connection that showed evidence of a logon may carry
+/// no byte either way before it is closed (R4). An idle RDP session is not
+/// silent for long: Windows hosts send clients that ask for it a periodic
+/// heartbeat (MS-RDPBCGR's Server Heartbeat PDU, which mstsc asks for to
+/// notice a dead network), and a desktop's clock or a screen lock changes the screen
+/// well within an hour. A session silent for an hour is a forgotten or
+/// dead connection; closing it leaves the session Disconnected, and an RDP
+/// client that was still there reconnects by itself (S1).
+pub const RELAY_IDLE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+/// How long a relayed connection that has not shown evidence of a logon
+/// (see [`logon_evidence`]) may carry no byte either way before it is
+/// closed. A real client sends its TLS handshake at once; the longest
+/// silence before the evidence is a person reading the client's prompt
+/// about the host's certificate, which two minutes allows.
+pub const IDLE_TIMEOUT_WITHOUT_LOGON: Duration = Duration::from_secs(2 * 60);
 
 /// How long a connection is held while a host starts for it (rule A8).
 /// RDP clients wait for the X.224 Connection Confirm far longer than a
@@ -156,6 +182,10 @@ pub struct Config {
     pub host_start_retry_interval: Duration,
     /// See [`MAX_WAITING_CONNECTIONS`].
     pub max_waiting_connections: usize,
+    /// See [`RELAY_IDLE_TIMEOUT`].
+    pub relay_idle_timeout: Duration,
+    /// See [`IDLE_TIMEOUT_WITHOUT_LOGON`].
+    pub idle_timeout_without_logon: Duration,
 }
 
 impl Config {
@@ -172,6 +202,8 @@ impl Config {
             host_start_wait: HOST_START_WAIT,
             host_start_retry_interval: HOST_START_RETRY_INTERVAL,
             max_waiting_connections: MAX_WAITING_CONNECTIONS,
+            relay_idle_timeout: RELAY_IDLE_TIMEOUT,
+            idle_timeout_without_logon: IDLE_TIMEOUT_WITHOUT_LOGON,
         }
     }
 }
@@ -582,6 +614,8 @@ async fn connection<P: Placer>(
         return Outcome::TicketRequired;
     }
     let anonymous = user.is_none();
+    // Only a ticket (T3) says who the client is; a cookie is a claim (R2).
+    let ticketed = ticket.is_some();
     let user = user.unwrap_or_else(|| format!("{ANONYMOUS_USER_PREFIX}{}", uuid::Uuid::new_v4()));
     report.user = Some(user.clone());
 
@@ -641,17 +675,21 @@ async fn connection<P: Placer>(
         }
         match dial(&placed.address, config.host_connect_timeout).await {
             Ok(host) => {
-                // Ownership (see the module's documentation).
-                let owned = shared.live.join(
-                    &pool,
-                    &placed.session_id,
-                    !placed.reconnect || placed.state == SessionState::Disconnected,
-                    !placed.reconnect,
-                );
-                if !owned {
-                    report.detail = Some(
-                        "reconnect to a session live elsewhere: its state is left alone".into(),
+                // Ownership (see the module's documentation): a claimed
+                // name never changes an existing session (R4).
+                let owned = (!placed.reconnect || ticketed)
+                    && shared.live.join(
+                        &pool,
+                        &placed.session_id,
+                        !placed.reconnect || placed.state == SessionState::Disconnected,
+                        !placed.reconnect,
                     );
+                if !owned {
+                    report.detail = Some(if ticketed {
+                        "reconnect to a session live elsewhere: its state is left alone".into()
+                    } else {
+                        "reconnect without a ticket: the session's state is left alone".into()
+                    });
                 }
                 let outcome = relay(
                     client,
@@ -836,8 +874,11 @@ async fn relay<P: Placer>(
     };
     let (client_read, mut client_write) = client.into_split();
     let (host_read, mut host_write) = host.into_split();
+    let activity = Arc::new(Activity::new());
     let mut from_client = Counted::new(client_read, "client_to_host");
+    from_client.activity = Some((activity.clone(), Side::Client));
     let mut from_host = Counted::new(host_read, "host_to_client");
+    from_host.activity = Some((activity.clone(), Side::Host));
     let (answered_tx, answered_rx) = tokio::sync::oneshot::channel();
     let hook = source.answer_hook();
     from_host.first_read = Some(Box::new(move || {
@@ -861,11 +902,13 @@ async fn relay<P: Placer>(
             )),
         }
     };
+    let idle = activity.idle(config.relay_idle_timeout, config.idle_timeout_without_logon);
     let copy = async {
         tokio::select! {
             r = pump(&mut from_client, &mut host_write) => r,
             r = pump(&mut from_host, &mut client_write) => r,
             r = host_answer => r,
+            r = idle => r,
         }
     };
     let ((), ended) = tokio::join!(mark_active, copy);
@@ -902,6 +945,77 @@ where
     }
 }
 
+/// Which side of a relayed connection bytes came from.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    Client,
+    Host,
+}
+
+/// What a relayed connection has carried, and when last, shared by its two
+/// directions and its idle watch (R4).
+struct Activity {
+    started: Instant,
+    /// Milliseconds from `started` to the last byte read either way.
+    last_ms: AtomicU64,
+    /// Bytes from the client past its first PDU.
+    client_bytes: AtomicU64,
+    host_bytes: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            started: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            client_bytes: AtomicU64::new(0),
+            host_bytes: AtomicU64::new(0),
+        }
+    }
+
+    fn saw(&self, side: Side, n: u64) {
+        let bytes = match side {
+            Side::Client => &self.client_bytes,
+            Side::Host => &self.host_bytes,
+        };
+        bytes.fetch_add(n, Ordering::Relaxed);
+        let ms = self.started.elapsed().as_millis() as u64;
+        self.last_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// Rule S9's evidence of a logon so far (as [`logon_evidence`]).
+    fn logon_seen(&self) -> bool {
+        self.host_bytes.load(Ordering::Relaxed) >= LOGON_EVIDENCE_HOST_BYTES
+            && self.client_bytes.load(Ordering::Relaxed) >= LOGON_EVIDENCE_CLIENT_BYTES
+    }
+
+    /// Resolves, with an error that ends the relay, once the connection has
+    /// carried no byte either way for `idle` (or `idle_without_logon`,
+    /// until it shows evidence of a logon); never otherwise.
+    async fn idle(&self, idle: Duration, idle_without_logon: Duration) -> io::Result<()> {
+        loop {
+            let limit = if self.logon_seen() {
+                idle
+            } else {
+                idle_without_logon
+            };
+            let last = self.started + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let deadline = last + limit;
+            if Instant::now() >= deadline {
+                let what = if self.logon_seen() {
+                    ""
+                } else {
+                    " without evidence of a logon"
+                };
+                return Err(io::Error::other(format!(
+                    "no byte either way for {limit:?}{what}"
+                )));
+            }
+            tokio::time::sleep_until(deadline.into()).await;
+        }
+    }
+}
+
 /// A stream that counts what is read from it, live in metrics and in total
 /// for the connection's log line (copy_bidirectional's own counts are lost
 /// when a side resets).
@@ -911,6 +1025,8 @@ struct Counted<S> {
     counter: metrics::Counter,
     /// Called when the first byte is read (the host has answered).
     first_read: Option<Box<dyn FnOnce() + Send>>,
+    /// Where reads are told, for the relay's idle watch.
+    activity: Option<(Arc<Activity>, Side)>,
 }
 
 impl<S> Counted<S> {
@@ -920,6 +1036,7 @@ impl<S> Counted<S> {
             read_bytes: 0,
             counter: metrics::counter!("deskbroker_rdp_bytes_total", "direction" => direction),
             first_read: None,
+            activity: None,
         }
     }
 }
@@ -936,6 +1053,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
             let n = (buf.filled().len() - before) as u64;
             self.read_bytes += n;
             self.counter.increment(n);
+            if n > 0
+                && let Some((activity, side)) = &self.activity
+            {
+                activity.saw(*side, n);
+            }
             if n > 0
                 && let Some(hook) = self.first_read.take()
             {

@@ -32,5 +32,8 @@ pub mod sources;
 pub mod tsgu;
 
 pub use api::rdp_file::{rdp_file, routing_token};
-pub use front_door::{Config, HOST_START_RETRY_INTERVAL, HOST_START_WAIT, serve};
+pub use front_door::{
+    Config, HOST_START_RETRY_INTERVAL, HOST_START_WAIT, IDLE_TIMEOUT_WITHOUT_LOGON,
+    RELAY_IDLE_TIMEOUT, serve,
+};
 pub use placer::{ConnectInput, FrontDoorPolicy, Http, Placer, PlacerError};

@@ -144,6 +144,12 @@ pub struct GatewayConfig {
     pub host_start_retry_interval: Duration,
     /// See [`crate::front_door::MAX_WAITING_CONNECTIONS`].
     pub max_waiting_connections: usize,
+    /// An open channel carrying no data either way this long is closed,
+    /// as at the front door: [`crate::front_door::RELAY_IDLE_TIMEOUT`].
+    pub relay_idle_timeout: Duration,
+    /// The same until the channel shows evidence of a logon:
+    /// [`crate::front_door::IDLE_TIMEOUT_WITHOUT_LOGON`].
+    pub idle_timeout_without_logon: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -161,6 +167,8 @@ impl Default for GatewayConfig {
             host_start_wait: crate::front_door::HOST_START_WAIT,
             host_start_retry_interval: crate::front_door::HOST_START_RETRY_INTERVAL,
             max_waiting_connections: crate::front_door::MAX_WAITING_CONNECTIONS,
+            relay_idle_timeout: crate::front_door::RELAY_IDLE_TIMEOUT,
+            idle_timeout_without_logon: crate::front_door::IDLE_TIMEOUT_WITHOUT_LOGON,
         }
     }
 }
@@ -1044,7 +1052,11 @@ async fn tunnel<P: Placer>(
         tracing::warn!(pool, session = placed.session_id, error = %e,
             "rd gateway: could not mark the session Active");
     }
-    let outcome = relay(link, host, &mut tunnel, report).await;
+    let idle = (
+        shared.config.relay_idle_timeout,
+        shared.config.idle_timeout_without_logon,
+    );
+    let outcome = relay(link, host, &mut tunnel, idle, report).await;
     if owned {
         let logon_seen = logon_evidence(report, 0);
         let ended = if !placed.reconnect && !logon_seen {
@@ -1366,13 +1378,34 @@ fn placer_refusal(e: &PlacerError) -> (u32, Outcome) {
 /// DATA payloads to the host, the host's bytes back as DATA packets, until
 /// either side closes: the client with CLOSE_CHANNEL (answered) or by
 /// leaving, the host by closing (the gateway then sends CLOSE_CHANNEL).
-async fn relay(mut ws: Link, host: TcpStream, tunnel: &mut Tunnel, report: &mut Report) -> Outcome {
+async fn relay(
+    mut ws: Link,
+    host: TcpStream,
+    tunnel: &mut Tunnel,
+    (idle, idle_without_logon): (Duration, Duration),
+    report: &mut Report,
+) -> Outcome {
     let (mut host_read, mut host_write) = host.into_split();
     let mut buffer = Vec::with_capacity(RELAY_BUFFER_BYTES);
     let mut out = Vec::with_capacity(RELAY_BUFFER_BYTES + 64);
+    // Rule R4's idle bound: only data counts (a tunnel's keepalives carry
+    // no session), the shorter bound until the channel shows a logon.
+    let mut seen = (0u64, 0u64);
+    let mut last = Instant::now();
     let ended: Result<(), String> = loop {
         buffer.clear();
+        let carried = (report.client_to_host_bytes, report.host_to_client_bytes);
+        if carried != seen {
+            seen = carried;
+            last = Instant::now();
+        }
+        let logon_seen = logon_evidence(report, 0);
+        let limit = if logon_seen { idle } else { idle_without_logon };
         tokio::select! {
+            () = tokio::time::sleep_until((last + limit).into()) => {
+                let what = if logon_seen { "" } else { " without evidence of a logon" };
+                break Err(format!("no data either way for {limit:?}{what}"));
+            }
             packet = tunnel.next(&mut ws) => {
                 let packet = match packet {
                     Ok(Some(p)) => p,

@@ -127,6 +127,7 @@ fn pool(n: usize) -> Pool {
             },
             create_time_ms: NOW_MS,
             state_since_ms: NOW_MS,
+            awaiting_logon: false,
         })
         .collect();
     let hosts: Vec<_> = p.hosts().cloned().collect();

@@ -195,9 +195,11 @@ pub struct PoolConfig {
     #[serde(default)]
     pub allowed_address_ranges: Vec<String>,
     /// Rule S9: a Disconnected session ends this many seconds after it was
-    /// disconnected (AVD's and RDS's "end a disconnected session"). 0 (the
-    /// default) = never; otherwise 60..=31536000. Absent in settings stored
-    /// before it existed, hence the serde default.
+    /// disconnected (AVD's and RDS's "end a disconnected session"). 0 =
+    /// never; otherwise 60..=31536000; a new pool gets
+    /// [`DEFAULT_DISCONNECTED_TIMEOUT_SECONDS`]. Absent in settings stored
+    /// before it existed, which keep "never" (an upgrade ends nobody's
+    /// session), hence the serde default.
     #[serde(default)]
     pub disconnected_timeout_seconds: u32,
     /// Rule S9: any session ends this many seconds after it was placed
@@ -438,6 +440,15 @@ fn allow_front_door_default() -> bool {
 
 /// The smallest non-zero value of S9's timeouts, in seconds.
 pub const MIN_SESSION_TIMEOUT_SECONDS: u32 = 60;
+/// Rule S9: a new pool's `disconnectedTimeoutSeconds`, 8 hours. The
+/// vendors' own default is "never" (RDS, AVD, Horizon), which lets a
+/// forgotten session hold its seat for ever; their guidance and Windows
+/// 365's capacity-bound shared pools end disconnected sessions (30 minutes
+/// there). A working day is what users expect: a session left at any hour
+/// is there when its user comes back the same day, and one forgotten at
+/// the end of the day is gone before the next morning's logons need its
+/// seat.
+pub const DEFAULT_DISCONNECTED_TIMEOUT_SECONDS: u32 = 8 * 3600;
 /// The largest value of S9's timeouts, in seconds (365 days).
 pub const MAX_SESSION_TIMEOUT_SECONDS: u32 = 31_536_000;
 
@@ -463,7 +474,7 @@ impl PoolConfig {
             description: String::new(),
             friendly_name: String::new(),
             allowed_address_ranges: Vec::new(),
-            disconnected_timeout_seconds: 0,
+            disconnected_timeout_seconds: DEFAULT_DISCONNECTED_TIMEOUT_SECONDS,
             max_session_lifetime_seconds: 0,
             allow_front_door: true,
             entitled_users: Vec::new(),
@@ -1013,6 +1024,17 @@ pub struct Session {
     /// When the session entered its current state; a Pending session expires
     /// `pendingTimeoutSeconds` after this (rule S4).
     pub state_since_ms: TimestampMs,
+    /// Rule S9: placed, and no logon on it is confirmed yet. A placement
+    /// starts so; the host's word confirms it (its agent listing the user,
+    /// S8, or a `PATCH` of its state by anyone but a front door), the front
+    /// door's own marks never do. Such a session lasts only while a
+    /// connection holds it: once `Disconnected` it ends
+    /// `pendingTimeoutSeconds` later, so a client that never logged on
+    /// cannot pin a host's capacity. Absent in records stored before it
+    /// existed, which load as confirmed (an upgrade ends nobody's session),
+    /// and left out of confirmed ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_logon: bool,
 }
 
 /// The key under which users are matched: UPNs compare without regard to

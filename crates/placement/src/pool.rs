@@ -124,6 +124,10 @@ pub struct Pool {
     /// Disconnected sessions as `(state_since_ms, slot)`, longest
     /// disconnected first (rule S9, `disconnectedTimeoutSeconds`).
     disconnected: BTreeSet<(TimestampMs, Slot)>,
+    /// Disconnected sessions still awaiting their logon (rule S9), as
+    /// `(state_since_ms, slot)`: each ends `pendingTimeoutSeconds` after it
+    /// was disconnected unless its host confirms a logon first.
+    unconfirmed_disconnected: BTreeSet<(TimestampMs, Slot)>,
     /// Every session as `(create_time_ms, slot)`, oldest first (rule S9,
     /// `maxSessionLifetimeSeconds`), kept only while the pool sets a
     /// lifetime (most do not, and it is a tree of every session, updated
@@ -167,6 +171,7 @@ impl Pool {
             open_unassigned: BTreeSet::new(),
             pending: BTreeSet::new(),
             disconnected: BTreeSet::new(),
+            unconfirmed_disconnected: BTreeSet::new(),
             by_create_time: BTreeSet::new(),
             watched: BTreeSet::new(),
             started_ms,

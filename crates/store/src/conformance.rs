@@ -434,6 +434,7 @@ pub fn session(id: &str, host: &str, user: &str) -> Session {
         state: SessionState::Active,
         create_time_ms: 1_700_000_200_000,
         state_since_ms: 1_700_000_300_000,
+        awaiting_logon: false,
     }
 }
 

@@ -129,18 +129,28 @@ pub async fn show(
     Ok(axum::Json(b.read(&pool, |p| find(p, &id)).await?))
 }
 
-/// `{"sessionState": "Active"}` or `"Disconnected"` (rule S4).
+/// `{"sessionState": "Active"}` or `"Disconnected"` (rule S4). From an
+/// administrator or operator it also confirms the session's logon (S9);
+/// from a front door (the gateway role) it is a relay's mark, which
+/// confirms nothing (R4).
 #[utoipa::path(patch, path = "/api/v1/hostPools/{pool}/userSessions/{id}", tag = "sessions",
     request_body = SessionPatch,
     responses((status = 200, body = SessionOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn patch(
     State(b): State<Arc<Broker>>,
     Path((pool, id)): Path<(String, String)>,
+    caller: Option<axum::Extension<crate::enroll::Caller>>,
     Json(input): Json<SessionPatch>,
 ) -> Result<axum::Json<SessionOutput>, ApiError> {
+    let relayed =
+        caller.is_some_and(|axum::Extension(c)| c.role() == Some(crate::access::Role::Gateway));
     let out = b
         .write(&pool, |p, now| {
-            p.set_session_state(&id, input.session_state, now)?;
+            if relayed {
+                p.mark_relayed_session(&id, input.session_state, now)?;
+            } else {
+                p.set_session_state(&id, input.session_state, now)?;
+            }
             find(p, &id)
         })
         .await?;

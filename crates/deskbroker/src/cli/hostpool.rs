@@ -164,8 +164,8 @@ struct PoolSettings {
     /// default 90).
     #[arg(long, value_name = "SECONDS")]
     heartbeat_timeout_seconds: Option<u32>,
-    /// Seconds after which a Disconnected session ends (rule S9): 0 = never
-    /// (the default), otherwise 60..=31536000.
+    /// Seconds after which a Disconnected session ends (rule S9): 0 = never,
+    /// otherwise 60..=31536000; a new pool's default is 28800 (8 hours).
     #[arg(long, value_name = "SECONDS")]
     disconnected_timeout_seconds: Option<u32>,
     /// Seconds after which any session ends, counted from its placement

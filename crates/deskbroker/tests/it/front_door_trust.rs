@@ -687,5 +687,130 @@ async fn the_front_door_places_only_entitled_users() {
         .await
         .expect("alice reconnects to her session");
     log_on(&mut again).await;
-    wait_states(&app, "farm", &[("alice@contoso.com", "Active")]).await;
+    // Relayed to her host; a cookie changes no session's state (R4).
+    wait_states(&app, "farm", &[("alice@contoso.com", "Disconnected")]).await;
+}
+
+/// Registers `name` in `pool` at `address` with a fresh registration
+/// token, as its agent does; answers its host credential.
+async fn enroll(app: &App, pool: &str, name: &str, address: &str) -> String {
+    let t = app
+        .ok(
+            "POST",
+            &format!("/api/v1/hostPools/{pool}/registrationToken"),
+            Some(json!({})),
+            200,
+        )
+        .await["token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/register",
+            Some(json!({"token": t, "hostPool": pool, "name": name, "address": address})),
+            None,
+        )
+        .await;
+    assert_eq!(status, 201, "{v}");
+    v["hostCredential"]
+        .as_str()
+        .expect("credential")
+        .to_string()
+}
+
+/// Rule S9 against the real binary: a client that only completes TLS with
+/// the host (all the front door can see of a logon) holds its host's
+/// capacity no longer than the pool's `pendingTimeoutSeconds` after it
+/// leaves, even across a restart; a cookie naming a user never changes
+/// that user's session (R4); and a session whose logon the host's agent
+/// confirmed (S8) lasts past its connection.
+#[tokio::test]
+async fn s9_a_client_that_never_logged_on_holds_no_capacity_past_its_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let host = echo_host().await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"],
+                    "loadBalancerType": "DepthFirst", "maxSessionLimit": 1,
+                    "pendingTimeoutSeconds": 3}),
+        ),
+        201,
+    )
+    .await;
+    let credential = enroll(&app, "farm", "h1", &host).await;
+
+    // The attack: a TLS handshake's worth of bytes both ways, then gone.
+    let mut c = open(&front_door, "Cookie: mstshash=mallory")
+        .await
+        .expect("relayed");
+    log_on(&mut c).await;
+    drop(c);
+    wait_states(&app, "farm", &[("mallory", "Disconnected")]).await;
+    // An ordinary change after the mark: once it is durable, so is the mark
+    // (changes are committed in order). Then kill -9 and start again.
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"description": "after the mark"})),
+        200,
+    )
+    .await;
+    app.kill9();
+    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    // The bound was stored with the session: it ends, and h1 (limit 1)
+    // takes a real user again.
+    wait_states(&app, "farm", &[]).await;
+    let mut bob = open(&front_door, "Cookie: mstshash=bob")
+        .await
+        .expect("h1 has room again");
+    log_on(&mut bob).await;
+    wait_states(&app, "farm", &[("bob", "Active")]).await;
+
+    // bob's host's agent lists him: his logon is confirmed.
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/hostPools/farm/sessionHosts/h1/heartbeat",
+            Some(json!({"cpuPercent": 5.0, "sessions": [{"user": "bob", "state": "Active"}]})),
+            Some(&credential),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"maxSessionLimit": 3})),
+        200,
+    )
+    .await;
+    drop(bob);
+    wait_states(&app, "farm", &[("bob", "Disconnected")]).await;
+
+    // Someone who knows bob's name connects as him: relayed to his host
+    // (which would authenticate him), but bob's session stays Disconnected.
+    let mut impostor = open(&front_door, "Cookie: mstshash=bob")
+        .await
+        .expect("relayed");
+    log_on(&mut impostor).await;
+    // carol's own connection, marked Active after the impostor's would have been.
+    let mut carol = open(&front_door, "Cookie: mstshash=carol")
+        .await
+        .expect("relayed");
+    log_on(&mut carol).await;
+    wait_states(
+        &app,
+        "farm",
+        &[("bob", "Disconnected"), ("carol", "Active")],
+    )
+    .await;
+    drop(impostor);
+    drop(carol);
+    // carol's logon was never confirmed: her session ends its bound after
+    // she left; bob's, confirmed, stays.
+    wait_states(&app, "farm", &[("bob", "Disconnected")]).await;
 }

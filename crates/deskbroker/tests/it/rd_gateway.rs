@@ -89,8 +89,14 @@ async fn alice_reaches_h1(
     wait_session(app, "farm", "alice", "h1", "Disconnected").await;
 }
 
-fn ticket(pool: &str, user: &str, expires_unix_seconds: u64) -> String {
-    api::ticket::TicketKey::derive(crate::TOKEN)
+/// A ticket signed with the key of the broker whose data is in `data`.
+async fn ticket(
+    data: &std::path::Path,
+    pool: &str,
+    user: &str,
+    expires_unix_seconds: u64,
+) -> String {
+    api::ticket::TicketKey::derive(&crate::signing_secret(data).await)
         .issue(pool, user, expires_unix_seconds)
         .expect("fits")
 }
@@ -156,12 +162,20 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
 
     // Tampered, expired and other-pool tokens, and the right token for
     // another resource: refused, no host reached, no session made.
-    let good = ticket("farm", "mallory", expires);
+    let good = ticket(&dir.path().join("data"), "farm", "mallory", expires).await;
     let refused = [
         through_gateway("farm", &good.replace(":mallory", ":alice"), "alice"),
         through_legacy("farm", &good.replace(":mallory", ":alice"), "alice"),
-        through_gateway("farm", &ticket("farm", "alice", 1_000_000_000), "alice"),
-        through_gateway("farm", &ticket("other", "alice", expires), "alice"),
+        through_gateway(
+            "farm",
+            &ticket(&dir.path().join("data"), "farm", "alice", 1_000_000_000).await,
+            "alice",
+        ),
+        through_gateway(
+            "farm",
+            &ticket(&dir.path().join("data"), "other", "alice", expires).await,
+            "alice",
+        ),
         through_gateway("other", &good, "mallory"),
         through_gateway("farm", "not-a-ticket", "alice"),
     ];
@@ -182,7 +196,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     // Disconnected once she leaves.
     let alice = client(&through_gateway(
         "farm",
-        &ticket("farm", "alice", expires),
+        &ticket(&dir.path().join("data"), "farm", "alice", expires).await,
         "alice",
     ));
     wait_tls(&a, 1, &b, 0, &alice).await;
@@ -193,7 +207,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     // bob: h1 is at its limit, so h2.
     let bob = client(&through_gateway(
         "farm",
-        &ticket("farm", "bob", expires),
+        &ticket(&dir.path().join("data"), "farm", "bob", expires).await,
         "bob",
     ));
     wait_tls(&b, 1, &a, 1, &bob).await;
@@ -202,7 +216,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     // alice again, with the same ticket: back to her session on h1 (S1).
     let alice = client(&through_gateway(
         "farm",
-        &ticket("farm", "alice", expires),
+        &ticket(&dir.path().join("data"), "farm", "alice", expires).await,
         "alice",
     ));
     wait_tls(&a, 2, &b, 1, &alice).await;
@@ -213,7 +227,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     // And over the legacy transport (two HTTPS connections): back to h1 again.
     let alice = client(&through_legacy(
         "farm",
-        &ticket("farm", "alice", expires),
+        &ticket(&dir.path().join("data"), "farm", "alice", expires).await,
         "alice",
     ));
     wait_tls(&a, 3, &b, 1, &alice).await;
@@ -242,7 +256,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     .await;
     let carol = client(&through_gateway(
         "farm",
-        &ticket("farm", "carol", expires),
+        &ticket(&dir.path().join("data"), "farm", "carol", expires).await,
         "carol",
     ));
     wait_tls(&b, 2, &a, 3, &carol).await;
@@ -254,7 +268,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     // it (S1).
     let alice = client(&through_gateway(
         "farm",
-        &ticket("farm", "alice", expires),
+        &ticket(&dir.path().join("data"), "farm", "alice", expires).await,
         "alice",
     ));
     wait_tls(&a, 4, &b, 2, &alice).await;
@@ -342,7 +356,7 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
         |args| Client::start(&xfreerdp, &display, &home, args),
         &gateway,
         "farm",
-        &ticket("farm", "alice", in_five_minutes()),
+        &ticket(&dir.path().join("data"), "farm", "alice", in_five_minutes()).await,
     )
     .await;
 }

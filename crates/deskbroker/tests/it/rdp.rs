@@ -385,7 +385,7 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
         "/api/v1/hostPools/farm",
         Some(
             json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 1,
-                    "allowedAddressRanges": ["127.0.0.0/8"]}),
+                    "allowedAddressRanges": ["127.0.0.0/8"], "pendingTimeoutSeconds": 3600}),
         ),
         201,
     )
@@ -401,7 +401,10 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     }
     let v = format!("/v:{front_door}");
 
-    // alice: placed on h1, Active while connected, Disconnected once she leaves.
+    // alice: placed on h1, Active while connected, Disconnected once she
+    // leaves. No agent runs on these hosts, so nothing confirms her logon:
+    // her session lasts the pool's pendingTimeoutSeconds (an hour here)
+    // after she left (S9).
     let alice = client(&[&v, "/u:alice"]);
     wait_tls(&a, 1, &b, 0, &alice).await;
     wait_session(&app, "farm", "alice", "h1", "Active").await;
@@ -413,11 +416,15 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     wait_tls(&b, 1, &a, 1, &bob).await;
     wait_session(&app, "farm", "bob", "h2", "Active").await;
 
-    // alice again: back to her session on h1 (S1), though h1 is at its limit.
+    // alice again: back to her session on h1 (S1), though h1 is at its
+    // limit. Her client names her by an mstshash cookie only, a claim the
+    // host checks but the front door cannot (R2): the session's state is
+    // not this connection's to change (R4), and stays Disconnected (a
+    // host's agent would report it Active, S8).
     let a_before = a.tls_connections();
     let alice = client(&[&v, "/u:alice"]);
     wait_tls(&a, a_before + 1, &b, 1, &alice).await;
-    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
     drop(alice);
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 
@@ -441,7 +448,7 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     let a_before = a.tls_connections();
     let alice = client(&[&v, "/u:alice"]);
     wait_tls(&a, a_before + 1, &b, 1, &alice).await;
-    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
     drop(alice);
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 
@@ -599,9 +606,11 @@ async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_othe
             v.clone(),
             format!(
                 "/load-balance-info:{}",
-                api::ticket::TicketKey::derive(crate::TOKEN)
-                    .issue("secure", "alice", 1_000_000_000)
-                    .expect("fits")
+                api::ticket::TicketKey::derive(
+                    &crate::signing_secret(&dir.path().join("data")).await
+                )
+                .issue("secure", "alice", 1_000_000_000)
+                .expect("fits")
             ),
         ],
         vec![

@@ -330,18 +330,100 @@ async fn a_user_is_placed_and_relayed_and_reconnects_to_the_same_host() {
         ]
     );
 
-    // S1: the same user again goes to the same session.
+    // S1: the same user again goes to the same session. A cookie is only
+    // a claim (R2): the connection is relayed to alice's host, which
+    // authenticates her, but the session's state is not this connection's
+    // to change (R4): it stays Disconnected.
     let mut c = TcpStream::connect(&door.address).await.expect("connect");
     c.write_all(&first).await.expect("write");
     assert_eq!(read_n(&mut c, 2).await, b"h1");
+    log_on(&mut c).await;
     drop(c);
+    // A third connection (bob's), to know the second one's close was handled.
+    let bob = build_pdu(Some(b"Cookie: mstshash=bob"), None, None);
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&bob).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    drop(c);
+    let events = placer.wait_events(7).await;
+    assert_eq!(
+        events[3..],
+        [
+            connect("farm", "alice", &[]),
+            connect("farm", "bob", &[]),
+            Event::State("s2".into(), SessionState::Active),
+            Event::Logoff("s2".into()),
+        ]
+    );
+    assert_eq!(
+        placer.sessions.lock().expect("lock")["s1"].state,
+        SessionState::Disconnected
+    );
+
+    // With a ticket naming alice (T3), the reconnect is hers: Active while
+    // relayed, Disconnected again after.
+    let key = api::ticket::TicketKey::derive("the broker's secret");
+    let ticket = key.issue("farm", "alice", 4_000_000_000).expect("fits");
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&build_pdu(Some(ticket.as_bytes()), None, None))
+        .await
+        .expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    drop(c);
+    let events = placer.wait_events(10).await;
+    assert_eq!(
+        events[7..],
+        [
+            connect("farm", "alice", &[]),
+            Event::State("s1".into(), SessionState::Active),
+            Event::State("s1".into(), SessionState::Disconnected),
+        ]
+    );
+}
+
+/// R4's idle bounds: a connection that carries nothing either way is
+/// closed, soon while it has shown no evidence of a logon (S9), later once
+/// it has; its session then ends (anonymous, or no logon) or is
+/// Disconnected, as on any close.
+#[tokio::test]
+async fn an_idle_connection_is_closed_after_its_bound() {
+    let (h1, _seen1) = fake_host("h1").await;
+    let placer = Recorder::new(&[("h1", &h1)]);
+    let mut config = config(Some("farm"));
+    config.idle_timeout_without_logon = Duration::from_millis(300);
+    config.relay_idle_timeout = Duration::from_millis(600);
+    let door = door(placer.clone(), config).await;
+
+    // An anonymous client (a routing token only) that says nothing more.
+    let first = fixture("xfreerdp-2.11.7-loadbalanceinfo.bin");
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    assert_closed(&mut c).await;
+    let events = placer.wait_events(3).await;
+    assert_eq!(
+        events[1..],
+        [
+            Event::State("s1".into(), SessionState::Active),
+            Event::Logoff("s1".into())
+        ]
+    );
+
+    // A client that shows a logon, then goes quiet: the longer bound.
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
+        .await
+        .expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h1");
+    log_on(&mut c).await;
+    assert_closed(&mut c).await;
     let events = placer.wait_events(6).await;
     assert_eq!(
         events[3..],
         [
             connect("farm", "alice", &[]),
-            Event::State("s1".into(), SessionState::Active),
-            Event::State("s1".into(), SessionState::Disconnected),
+            Event::State("s2".into(), SessionState::Active),
+            Event::State("s2".into(), SessionState::Disconnected),
         ]
     );
 }

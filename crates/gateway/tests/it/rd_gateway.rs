@@ -987,3 +987,37 @@ async fn an_unknown_pool_and_a_pool_closed_to_the_gateway_are_refused_as_a_forge
     }
     assert_eq!(farm.host_connections(), 0);
 }
+
+/// Rule R4's idle bounds on an open channel, as at the front door: a
+/// channel that carries no data either way is closed, soon while it shows
+/// no evidence of a logon (its new session then ends, S9), later once it
+/// has (its session then Disconnected).
+#[tokio::test]
+async fn an_idle_channel_is_closed_after_its_bound() {
+    let config = GatewayConfig {
+        idle_timeout_without_logon: Duration::from_millis(300),
+        relay_idle_timeout: Duration::from_millis(600),
+        ..GatewayConfig::default()
+    };
+    let farm = farm_with(vec![Some(host("h1").await)], config).await;
+    let mut client = Client::open(&farm.gateway).await;
+    assert_eq!(
+        client.setup(&farm.ticket("p", "alice", 60), "p").await,
+        (PKT_TYPE_CHANNEL_RESPONSE, S_OK)
+    );
+    assert_eq!(client.exchange(b"hello", 8).await, b"h1:hello");
+    // Then nothing: the gateway closes the tunnel.
+    while client.recv().await.is_some() {}
+    farm.wait_sessions("p", vec![]).await;
+
+    let mut client = Client::open(&farm.gateway).await;
+    assert_eq!(
+        client.setup(&farm.ticket("p", "bob", 60), "p").await,
+        (PKT_TYPE_CHANNEL_RESPONSE, S_OK)
+    );
+    assert_eq!(client.exchange(b"big", 2003).await.len(), 2003);
+    client.exchange(&[1; 600], 600).await;
+    while client.recv().await.is_some() {}
+    farm.wait_sessions("p", vec![s("bob", "h1", SessionState::Disconnected)])
+        .await;
+}

@@ -131,6 +131,7 @@ pub fn engine_pool(n: usize, alg: Alg) -> Pool {
                 state: SessionState::Active,
                 create_time_ms: NOW_MS,
                 state_since_ms: NOW_MS,
+                awaiting_logon: false,
             });
         }
     }

@@ -206,7 +206,8 @@ impl Pool {
     }
 
     /// Applies the passing of time: Pending sessions older than the pool's
-    /// `pendingTimeoutSeconds` end (S4); sessions Disconnected for
+    /// `pendingTimeoutSeconds` end (S4), and so do sessions Disconnected
+    /// that long whose logon no host confirmed (S9); sessions Disconnected for
     /// `disconnectedTimeoutSeconds`, and any session older than
     /// `maxSessionLifetimeSeconds`, end (S9; 0 turns either off); hosts
     /// silent for `heartbeatTimeoutSeconds` become `Unavailable` (S7).
@@ -216,6 +217,10 @@ impl Pool {
         for slot in due(&self.sessions, &self.pending, |since| {
             since + pending_ms <= now_ms
         }) {
+            self.end_session(slot);
+        }
+        let is_due = |since| since + pending_ms <= now_ms;
+        for slot in due(&self.sessions, &self.unconfirmed_disconnected, is_due) {
             self.end_session(slot);
         }
         let disconnected_ms = i64::from(self.config.disconnected_timeout_seconds) * 1000;

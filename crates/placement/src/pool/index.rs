@@ -371,6 +371,7 @@ impl Pool {
         let seq = e.host;
         let s = &e.session;
         let (state, since, created) = (s.state, s.state_since_ms, s.create_time_ms);
+        let awaiting = s.awaiting_logon;
         let pending = state == SessionState::Pending;
         let disconnected = state == SessionState::Disconnected;
         self.update_host(seq, |h| {
@@ -387,6 +388,9 @@ impl Pool {
         }
         if disconnected {
             self.disconnected.insert((since, slot));
+            if awaiting {
+                self.unconfirmed_disconnected.insert((since, slot));
+            }
         }
         if self.config.max_session_lifetime_seconds > 0 {
             self.by_create_time.insert((created, slot));
@@ -401,6 +405,7 @@ impl Pool {
         let seq = e.host;
         let s = &e.session;
         let (state, since, created) = (s.state, s.state_since_ms, s.create_time_ms);
+        let awaiting = s.awaiting_logon;
         let pending = state == SessionState::Pending;
         let disconnected = state == SessionState::Disconnected;
         if pending {
@@ -408,6 +413,9 @@ impl Pool {
         }
         if disconnected {
             self.disconnected.remove(&(since, slot));
+            if awaiting {
+                self.unconfirmed_disconnected.remove(&(since, slot));
+            }
         }
         if self.config.max_session_lifetime_seconds > 0 {
             self.by_create_time.remove(&(created, slot));

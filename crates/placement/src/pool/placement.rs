@@ -347,6 +347,7 @@ impl Pool {
                 state: SessionState::Pending,
                 create_time_ms: now_ms,
                 state_since_ms: now_ms,
+                awaiting_logon: true,
             },
             false,
         );

@@ -270,6 +270,7 @@ mod tests {
             state: SessionState::Active,
             create_time_ms: 0,
             state_since_ms: 0,
+            awaiting_logon: false,
         }
     }
 

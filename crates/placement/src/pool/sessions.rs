@@ -74,27 +74,55 @@ pub struct Reconciled {
 }
 
 impl Pool {
-    /// Sets a session `Active` or `Disconnected` (rule S4). On a session
-    /// adopted from its host's list (S8) this is the administrator's word:
-    /// it confirms the session, which from then on is stored and used by S1.
+    /// Sets a session `Active` or `Disconnected` (rule S4): the word of its
+    /// host or of an administrator. It confirms the session's logon (S9),
+    /// and on a session adopted from its host's list (S8) it confirms the
+    /// session itself, which from then on is stored and used by S1.
     pub fn set_session_state(
         &mut self,
         id: &str,
         state: SessionState,
         now_ms: TimestampMs,
     ) -> Result<(), Error> {
-        if state == SessionState::Pending {
-            return Err(Error::InvalidParameter(
-                "sessionState: a session can be set Active or Disconnected, not Pending".into(),
-            ));
-        }
+        check_settable(state)?;
         let slot = self.find_slot(id)?;
         let confirmed = std::mem::replace(&mut self.sessions.entry_mut(slot).unconfirmed, false);
+        let logon = self.confirm_logon(slot);
+        let was = self.sessions[slot].session.state;
         self.change_state(slot, state, now_ms);
-        if confirmed {
+        if (confirmed || logon) && was == state {
             self.changes.push(Change::Session(id.to_string()));
         }
         Ok(())
+    }
+
+    /// Sets a session `Active` or `Disconnected` as a front door that
+    /// relays its connection saw it (rule R4): the state only. A relayed
+    /// connection proves no logon, so this never confirms one (S9): a
+    /// session awaiting its logon stays so, and ends `pendingTimeoutSeconds`
+    /// after it is disconnected unless its host confirms the logon first.
+    pub fn mark_relayed_session(
+        &mut self,
+        id: &str,
+        state: SessionState,
+        now_ms: TimestampMs,
+    ) -> Result<(), Error> {
+        check_settable(state)?;
+        let slot = self.find_slot(id)?;
+        self.change_state(slot, state, now_ms);
+        Ok(())
+    }
+
+    /// Marks the session in `slot` as logged on (S9); answers whether that
+    /// changed it (the caller records the change).
+    fn confirm_logon(&mut self, slot: Slot) -> bool {
+        if !self.sessions[slot].session.awaiting_logon {
+            return false;
+        }
+        self.unindex_session(slot);
+        self.sessions.entry_mut(slot).session.awaiting_logon = false;
+        self.index_session(slot);
+        true
     }
 
     /// Sets a session's state; a change of a confirmed session is recorded.
@@ -176,9 +204,16 @@ impl Pool {
         }
         for (user, key, state) in listed {
             if let Some(slot) = self.session_on(seq, &key) {
-                // The host never turns a session back into Pending.
+                // The host lists the user: a logon took place (S9). The
+                // host never turns a session back into Pending.
+                let logon = !self.sessions[slot].unconfirmed && self.confirm_logon(slot);
+                let was = self.sessions[slot].session.state;
                 if state != SessionState::Pending {
                     self.change_state(slot, state, now_ms);
+                }
+                if logon && self.sessions[slot].session.state == was {
+                    let id = self.sessions[slot].session.id.clone();
+                    self.changes.push(Change::Session(id));
                 }
                 continue;
             }
@@ -205,6 +240,7 @@ impl Pool {
                     state,
                     create_time_ms: now_ms,
                     state_since_ms: now_ms,
+                    awaiting_logon: false,
                 },
                 true,
             );
@@ -272,4 +308,14 @@ impl Pool {
             self.changes.push(Change::SessionEnded(e.session.id));
         }
     }
+}
+
+/// Rule S4: no client sets a session back to Pending.
+fn check_settable(state: SessionState) -> Result<(), Error> {
+    if state == SessionState::Pending {
+        return Err(Error::InvalidParameter(
+            "sessionState: a session can be set Active or Disconnected, not Pending".into(),
+        ));
+    }
+    Ok(())
 }

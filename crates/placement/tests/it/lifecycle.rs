@@ -225,6 +225,7 @@ fn s4_the_connect_itself_expires_stale_pending_sessions_first() {
 #[test]
 fn s4_confirmed_sessions_never_expire() {
     let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.disconnected_timeout_seconds = 0);
     let active = w.connect("alice@x", 0).unwrap().session_id;
     let disconnected = w.connect("bob@x", 0).unwrap().session_id;
     // Confirmed just before the timeout.
@@ -267,8 +268,30 @@ fn s4_a_session_id_already_in_use_is_refused() {
 }
 
 #[test]
-fn s9_by_default_active_and_disconnected_sessions_never_end() {
+fn s9_by_default_a_disconnected_session_ends_after_a_working_day() {
     let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    assert_eq!(
+        w.pool.config().disconnected_timeout_seconds,
+        placement::DEFAULT_DISCONNECTED_TIMEOUT_SECONDS
+    );
+    let active = w.connect("alice@x", 0).unwrap().session_id;
+    w.set_state(&active, SessionState::Active);
+    let gone = w.connect("bob@x", 0).unwrap().session_id;
+    w.set_state(&gone, SessionState::Disconnected);
+    // 8 h - 1 ms later bob's is still there; at 8 h it ends.
+    w.tick_after_ms(8 * 3600 * SECOND_MS - 1);
+    assert!(w.pool.session(&gone).is_some());
+    w.tick_after_ms(1);
+    assert!(w.pool.session(&gone).is_none());
+    // An Active session never ends by this rule: a year later, alice's is there.
+    w.tick_after_ms(366 * 86_400 * SECOND_MS);
+    assert!(w.pool.session(&active).is_some());
+}
+
+#[test]
+fn s9_with_no_disconnected_timeout_active_and_disconnected_sessions_never_end() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.disconnected_timeout_seconds = 0);
     let active = w.connect("alice@x", 0).unwrap().session_id;
     w.set_state(&active, SessionState::Active);
     let gone = w.connect("bob@x", 0).unwrap().session_id;
@@ -277,6 +300,106 @@ fn s9_by_default_active_and_disconnected_sessions_never_end() {
     w.tick_after_ms(366 * 86_400 * SECOND_MS);
     assert!(w.pool.session(&active).is_some());
     assert!(w.pool.session(&gone).is_some());
+}
+
+/// A front door's marks prove no logon: a session only they ever marked
+/// lasts while its connection does (Active, however long), and ends the
+/// pool's `pendingTimeoutSeconds` after it is disconnected, whatever the
+/// disconnected timeout; its host's word makes it a lasting one.
+#[test]
+fn s9_a_session_no_host_confirmed_ends_the_pending_timeout_after_it_disconnects() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.disconnected_timeout_seconds = 0);
+    let anon = w.connect("anonymous-1", 0).unwrap().session_id;
+    let alice = w.connect("alice@x", 0).unwrap().session_id;
+    assert!(w.pool.session(&anon).unwrap().awaiting_logon);
+    // Relayed (Active) for a day: nothing ends a live connection's session.
+    let now = w.now_ms;
+    w.pool
+        .mark_relayed_session(&anon, SessionState::Active, now)
+        .unwrap();
+    w.pool
+        .mark_relayed_session(&alice, SessionState::Active, now)
+        .unwrap();
+    w.tick_after_ms(86_400 * SECOND_MS);
+    assert!(w.pool.session(&anon).is_some());
+    // alice's host confirms her logon; then both connections close.
+    w.set_state(&alice, SessionState::Active);
+    assert!(!w.pool.session(&alice).unwrap().awaiting_logon);
+    let now = w.now_ms;
+    w.pool
+        .mark_relayed_session(&anon, SessionState::Disconnected, now)
+        .unwrap();
+    w.pool
+        .mark_relayed_session(&alice, SessionState::Disconnected, now)
+        .unwrap();
+    assert!(
+        w.pool.session(&anon).unwrap().awaiting_logon,
+        "a mark confirms nothing"
+    );
+    // 120 s (the default pending timeout) after the close, the unconfirmed one ends.
+    w.tick_after_ms(120 * SECOND_MS - 1);
+    assert!(w.pool.session(&anon).is_some());
+    w.pool.take_changes();
+    w.tick_after_ms(1);
+    assert!(w.pool.session(&anon).is_none());
+    assert_eq!(
+        w.pool.take_changes(),
+        [placement::Change::SessionEnded(anon)]
+    );
+    // alice's lasts (no disconnected timeout here).
+    w.tick_after_ms(366 * 86_400 * SECOND_MS);
+    assert_eq!(
+        w.pool.session(&alice).unwrap().state,
+        SessionState::Disconnected
+    );
+    assert_eq!(w.sessions_on("a"), 1);
+    w.assert_consistent();
+}
+
+/// What no host confirmed is stored as such, so a restart neither forgets
+/// its bound nor resets it; a record stored before the field existed loads
+/// as confirmed, so an upgrade ends nobody's session.
+#[test]
+fn s9_an_unconfirmed_session_keeps_its_bound_across_a_restore() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.disconnected_timeout_seconds = 0);
+    let id = w.connect("anonymous-1", 0).unwrap().session_id;
+    let now = w.now_ms;
+    w.pool
+        .mark_relayed_session(&id, SessionState::Disconnected, now)
+        .unwrap();
+    let stored: Vec<String> = w
+        .pool
+        .sessions()
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
+    let sessions: Vec<placement::Session> = stored
+        .iter()
+        .map(|j| serde_json::from_str(j).unwrap())
+        .collect();
+    let restore = |sessions: Vec<placement::Session>, at| {
+        placement::Pool::restore(
+            w.pool.config().clone(),
+            w.pool.counters(),
+            w.pool.hosts().cloned().collect(),
+            sessions,
+            at,
+        )
+    };
+    let mut restored = restore(sessions, now + 1);
+    restored.tick(now + 120 * SECOND_MS - 1);
+    assert!(restored.session(&id).is_some());
+    restored.tick(now + 120 * SECOND_MS);
+    assert!(restored.session(&id).is_none());
+    // The same record as an older broker wrote it, without the field.
+    let old = stored[0].replace(",\"awaitingLogon\":true", "");
+    assert_ne!(old, stored[0]);
+    let session: placement::Session = serde_json::from_str(&old).unwrap();
+    assert!(!session.awaiting_logon);
+    let mut restored = restore(vec![session], now + 1);
+    restored.tick(now + 86_400 * SECOND_MS);
+    assert!(restored.session(&id).is_some());
 }
 
 #[test]

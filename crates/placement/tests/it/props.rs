@@ -50,10 +50,13 @@ pub enum Op {
         gpu: bool,
         random: u64,
     },
-    /// The `pick`-th live session (mod their number) becomes Active or Disconnected.
+    /// The `pick`-th live session (mod their number) becomes Active or
+    /// Disconnected: by its host's word (which confirms its logon, S9), or
+    /// by a front door's relayed mark when `relayed` (which does not, R4).
     SetState {
         pick: usize,
         active: bool,
+        relayed: bool,
     },
     Logoff {
         pick: usize,
@@ -198,6 +201,8 @@ struct MSession {
     user: String,
     state: SessionState,
     since_ms: TimestampMs,
+    /// S9: no host has confirmed a logon on it yet.
+    awaiting_logon: bool,
 }
 
 /// The reference: the rules, written as plainly as possible.
@@ -230,11 +235,16 @@ impl Model {
         }
     }
 
-    /// S4: Pending sessions end `pendingTimeoutSeconds` after placement.
+    /// S4: Pending sessions end `pendingTimeoutSeconds` after placement;
+    /// S9: so do Disconnected ones whose logon no host confirmed, after
+    /// they were disconnected.
     fn expire(&mut self) {
         let now = self.now_ms;
-        self.sessions
-            .retain(|s| !(s.state == SessionState::Pending && s.since_ms + PENDING_MS <= now));
+        self.sessions.retain(|s| {
+            let bounded = s.state == SessionState::Pending
+                || (s.state == SessionState::Disconnected && s.awaiting_logon);
+            !(bounded && s.since_ms + PENDING_MS <= now)
+        });
     }
 
     fn counts(&self) -> HashMap<&str, u32> {
@@ -427,6 +437,7 @@ impl Model {
                 user: key,
                 state: SessionState::Pending,
                 since_ms: self.now_ms,
+                awaiting_logon: true,
             });
             return Ok((host, false, id.to_string()));
         }
@@ -470,6 +481,7 @@ impl Model {
             user: key,
             state: SessionState::Pending,
             since_ms: self.now_ms,
+            awaiting_logon: true,
         });
         Ok((host, false, id.to_string()))
     }
@@ -605,23 +617,32 @@ impl Harness {
                     );
                 }
             }
-            Op::SetState { pick, active } => {
+            Op::SetState {
+                pick,
+                active,
+                relayed,
+            } => {
                 let id = self.session_id(pick);
                 let state = if active {
                     SessionState::Active
                 } else {
                     SessionState::Disconnected
                 };
-                let got = self
-                    .pool
-                    .set_session_state(&id, state, now)
-                    .map_err(|e| e.code());
+                let got = if relayed {
+                    self.pool.mark_relayed_session(&id, state, now)
+                } else {
+                    self.pool.set_session_state(&id, state, now)
+                }
+                .map_err(|e| e.code());
                 let want = match self.model.sessions.iter_mut().find(|s| s.id == id) {
                     None => Err("SessionNotFound"),
                     Some(s) => {
                         if s.state != state {
                             s.state = state;
                             s.since_ms = now;
+                        }
+                        if !relayed {
+                            s.awaiting_logon = false;
                         }
                         Ok(())
                     }
@@ -814,6 +835,7 @@ impl Harness {
                 user: s.user.to_lowercase(),
                 state: s.state,
                 since_ms: s.state_since_ms,
+                awaiting_logon: s.awaiting_logon,
             })
             .collect();
         got.sort_by(|a, b| a.id.cmp(&b.id));
@@ -933,7 +955,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         10 => (any::<usize>(), any::<bool>(), proptest::bool::weighted(0.2), any::<u64>())
             .prop_map(|(user, upper, gpu, random)| Op::Connect { user, upper, gpu, random }),
-        3 => (any::<usize>(), any::<bool>()).prop_map(|(pick, active)| Op::SetState { pick, active }),
+        3 => (any::<usize>(), any::<bool>(), any::<bool>())
+            .prop_map(|(pick, active, relayed)| Op::SetState { pick, active, relayed }),
         3 => any::<usize>().prop_map(|pick| Op::Logoff { pick }),
         2 => (any::<usize>(), any::<bool>()).prop_map(|(pick, drained)| Op::Drain { pick, drained }),
         1 => limit().prop_map(Op::Limit),
@@ -958,7 +981,8 @@ fn load_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => (any::<usize>(), any::<bool>(), proptest::bool::weighted(0.35), any::<u64>())
             .prop_map(|(user, upper, gpu, random)| Op::Connect { user, upper, gpu, random }),
-        4 => (any::<usize>(), any::<bool>()).prop_map(|(pick, active)| Op::SetState { pick, active }),
+        4 => (any::<usize>(), any::<bool>(), any::<bool>())
+            .prop_map(|(pick, active, relayed)| Op::SetState { pick, active, relayed }),
         2 => any::<usize>().prop_map(|pick| Op::Logoff { pick }),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(pick, drained)| Op::Drain { pick, drained }),
         1 => prop_oneof![Just(MAX_SESSION_LIMIT), 2u32..12].prop_map(Op::Limit),
@@ -1091,6 +1115,7 @@ fn engine_agrees_with_the_reference_model_on_thousands_of_hosts() {
                     75..=84 => Op::SetState {
                         pick: rng.next() as usize,
                         active: rng.below(2) == 0,
+                        relayed: rng.below(2) == 0,
                     },
                     85..=89 => Op::Drain {
                         pick: rng.next() as usize,
@@ -1185,6 +1210,7 @@ fn load_index_agrees_with_the_reference_model_on_thousands_of_hosts() {
                     69..=83 => Op::SetState {
                         pick: rng.next() as usize,
                         active: rng.below(2) == 0,
+                        relayed: rng.below(2) == 0,
                     },
                     84..=86 => Op::Drain {
                         pick: rng.next() as usize,

@@ -192,3 +192,41 @@ fn s8_the_list_is_bounded() {
     let ok = report(&mut w, "a", &list[..MAX_REPORTED_SESSIONS]).unwrap();
     assert_eq!(ok.1, MAX_REPORTED_SESSIONS);
 }
+
+/// S9: the host listing a user is what confirms a logon. A session a front
+/// door relayed then lasts past its connection; one the host never listed
+/// ends the pending timeout after its connection closed.
+#[test]
+fn s8_s9_a_listed_user_s_session_lasts_past_its_connection() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| c.disconnected_timeout_seconds = 0);
+    let alice = w.connect("alice", 0).unwrap().session_id;
+    let bob = w.connect("bob", 0).unwrap().session_id;
+    let now = w.now_ms;
+    for id in [&alice, &bob] {
+        w.pool.mark_relayed_session(id, Active, now).unwrap();
+    }
+    w.pool.take_changes();
+    // The host lists alice (Active, as the door marked her): confirmed, and
+    // that is a change to store though her state is the same.
+    report(&mut w, "a", &[("alice", Active), ("bob", Active)]).unwrap();
+    assert!(!w.pool.session(&alice).unwrap().awaiting_logon);
+    assert!(!w.pool.session(&bob).unwrap().awaiting_logon);
+    let changes = w.pool.take_changes();
+    assert!(
+        changes.contains(&Change::Session(alice.clone())),
+        "{changes:?}"
+    );
+    // A third user, relayed but never listed, and both connections close.
+    let carol = w.connect("carol", 0).unwrap().session_id;
+    let now = w.now_ms;
+    w.pool.mark_relayed_session(&carol, Active, now).unwrap();
+    for id in [&alice, &carol] {
+        w.pool.mark_relayed_session(id, Disconnected, now).unwrap();
+    }
+    w.tick_after_ms(120_000);
+    assert!(w.pool.session(&carol).is_none(), "never confirmed: ended");
+    assert_eq!(w.pool.session(&alice).unwrap().state, Disconnected);
+    w.tick_after_ms(86_400_000);
+    assert!(w.pool.session(&alice).is_some(), "confirmed: lasting");
+}
