@@ -12,34 +12,6 @@ use serde_json::{Value, json};
 
 use crate::{App, TOKEN, eventually, pool_with_hosts};
 
-/// Registers `name` in `pool`; answers its host credential.
-async fn host_credential(app: &App, pool: &str, name: &str) -> String {
-    let t = app
-        .ok(
-            "POST",
-            &format!("/api/v1/hostPools/{pool}/registrationToken"),
-            Some(json!({})),
-            200,
-        )
-        .await["token"]
-        .as_str()
-        .expect("token")
-        .to_string();
-    let (status, v) = app
-        .call_with(
-            "POST",
-            "/api/v1/register",
-            Some(json!({"token": t, "hostPool": pool, "name": name, "address": "10.9.0.1:3389"})),
-            None,
-        )
-        .await;
-    assert_eq!(status, 201, "{v}");
-    v["hostCredential"]
-        .as_str()
-        .expect("credential")
-        .to_string()
-}
-
 /// Every entry of the audit log, newest first, as the API shows them.
 async fn log(app: &App) -> Vec<Value> {
     let mut out = Vec::new();
@@ -76,7 +48,7 @@ async fn a_refused_request_with_a_huge_body_adds_a_few_hundred_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "BreadthFirst", 5, 1).await;
-    let host = host_credential(&app, "p", "agent1").await;
+    let host = crate::enroll(&app, "p", "agent1", "10.9.0.1:3389").await;
     let name = "a".repeat(250 * 1024);
     let (status, v) = app
         .call_with(
@@ -117,7 +89,7 @@ async fn a_host_credential_cannot_flood_the_log() {
     let dir = tempfile::tempdir().expect("tempdir");
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "BreadthFirst", 5, 1).await;
-    let host = host_credential(&app, "p", "agent1").await;
+    let host = crate::enroll(&app, "p", "agent1", "10.9.0.1:3389").await;
     let mut statuses = Vec::new();
     for i in 0..50 {
         let (status, _) = app
@@ -162,7 +134,7 @@ async fn audit_list_prints_no_escape_whatever_was_sent() {
         &["--rdp-listen", "127.0.0.1:0"],
     );
     pool_with_hosts(&app, "p", "BreadthFirst", 5, 1).await;
-    let host = host_credential(&app, "p", "agent1").await;
+    let host = crate::enroll(&app, "p", "agent1", "10.9.0.1:3389").await;
     let (status, _) = app
         .call_with(
             "DELETE",
@@ -337,7 +309,7 @@ async fn tickets_and_the_admin_tokens_heartbeats_are_recorded() {
     );
     assert_eq!(entries[0]["actor"], "admin");
     assert_eq!(entries[0]["outcome"], 200);
-    let host = host_credential(&app, "p", "agent1").await;
+    let host = crate::enroll(&app, "p", "agent1", "10.9.0.1:3389").await;
     let before = log(&app).await.len();
     let (status, v) = app
         .call_with(

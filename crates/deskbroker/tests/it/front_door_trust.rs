@@ -691,35 +691,6 @@ async fn the_front_door_places_only_entitled_users() {
     wait_states(&app, "farm", &[("alice@contoso.com", "Disconnected")]).await;
 }
 
-/// Registers `name` in `pool` at `address` with a fresh registration
-/// token, as its agent does; answers its host credential.
-async fn enroll(app: &App, pool: &str, name: &str, address: &str) -> String {
-    let t = app
-        .ok(
-            "POST",
-            &format!("/api/v1/hostPools/{pool}/registrationToken"),
-            Some(json!({})),
-            200,
-        )
-        .await["token"]
-        .as_str()
-        .expect("token")
-        .to_string();
-    let (status, v) = app
-        .call_with(
-            "POST",
-            "/api/v1/register",
-            Some(json!({"token": t, "hostPool": pool, "name": name, "address": address})),
-            None,
-        )
-        .await;
-    assert_eq!(status, 201, "{v}");
-    v["hostCredential"]
-        .as_str()
-        .expect("credential")
-        .to_string()
-}
-
 /// Rule S9 against the real binary: a client that only completes TLS with
 /// the host (all the front door can see of a logon) holds its host's
 /// capacity no longer than the pool's `pendingTimeoutSeconds` after it
@@ -742,7 +713,7 @@ async fn s9_a_client_that_never_logged_on_holds_no_capacity_past_its_bound() {
         201,
     )
     .await;
-    let credential = enroll(&app, "farm", "h1", &host).await;
+    let credential = crate::enroll(&app, "farm", "h1", &host).await;
 
     // The attack: a TLS handshake's worth of bytes both ways, then gone.
     let mut c = open(&front_door, "Cookie: mstshash=mallory")

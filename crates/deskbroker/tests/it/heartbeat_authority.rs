@@ -9,32 +9,6 @@ use serde_json::{Value, json};
 
 use crate::{App, pool_with_hosts};
 
-/// Registers `name` in `pool` with a fresh registration token; answers its
-/// host credential.
-async fn enroll(app: &App, pool: &str, name: &str, address: &str) -> String {
-    let t = app
-        .ok(
-            "POST",
-            &format!("/api/v1/hostPools/{pool}/registrationToken"),
-            Some(json!({})),
-            200,
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let (status, v) = app
-        .call_with(
-            "POST",
-            "/api/v1/register",
-            Some(json!({"token": t, "hostPool": pool, "name": name, "address": address})),
-            None,
-        )
-        .await;
-    assert_eq!(status, 201, "{v}");
-    v["hostCredential"].as_str().unwrap().to_string()
-}
-
 /// A heartbeat of `host` listing `users` (all Active), with its credential.
 async fn beat(app: &App, pool: &str, host: &str, cred: &str, users: &[String]) -> (u16, Value) {
     let sessions: Vec<Value> = users
@@ -101,7 +75,7 @@ async fn s8_a_host_listing_3002_users_in_a_limit_3_pool_adopts_3_and_takes_nobod
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "BreadthFirst", 3, 1).await;
-    let cred = enroll(&app, "p", "evil", "10.9.0.1:3389").await;
+    let cred = crate::enroll(&app, "p", "evil", "10.9.0.1:3389").await;
     let listed = users("victim", 3002);
     let (status, v) = beat(&app, "p", "evil", &cred, &listed).await;
     assert_eq!(status, 200, "{v}");
@@ -131,7 +105,7 @@ async fn s8_a_host_cannot_take_a_user_who_has_a_session_on_another_host() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "DepthFirst", 10, 1).await;
-    let cred = enroll(&app, "p", "evil", "10.9.0.1:3389").await;
+    let cred = crate::enroll(&app, "p", "evil", "10.9.0.1:3389").await;
     let (alice_host, _) = connect(&app, "p", "alice").await;
     assert_eq!(alice_host, "h1");
     // evil (B) lists alice, whose session is on h1 (A), in another case.
@@ -157,7 +131,7 @@ async fn s8_a_user_who_never_logged_on_is_not_sent_to_the_host_that_lists_them()
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "BreadthFirst", 10, 1).await;
-    let cred = enroll(&app, "p", "evil", "10.9.0.1:3389").await;
+    let cred = crate::enroll(&app, "p", "evil", "10.9.0.1:3389").await;
     // The administrator drains evil; it lists carol again and again.
     app.ok(
         "PATCH",
@@ -198,8 +172,8 @@ async fn s8_mallorys_desktop_cannot_take_alice_in_a_persistent_pool() {
         201,
     )
     .await;
-    let _alice_cred = enroll(&app, "desks", "alice-pc", "10.9.0.1:3389").await;
-    let mallory_cred = enroll(&app, "desks", "mallory-pc", "10.9.0.2:3389").await;
+    let _alice_cred = crate::enroll(&app, "desks", "alice-pc", "10.9.0.1:3389").await;
+    let mallory_cred = crate::enroll(&app, "desks", "mallory-pc", "10.9.0.2:3389").await;
     for (host, owner) in [("alice-pc", "alice"), ("mallory-pc", "mallory")] {
         app.ok(
             "PATCH",
@@ -232,7 +206,7 @@ async fn s8_a_list_longer_than_the_bound_is_refused_whole() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "BreadthFirst", 999_999, 0).await;
-    let cred = enroll(&app, "p", "evil", "10.9.0.1:3389").await;
+    let cred = crate::enroll(&app, "p", "evil", "10.9.0.1:3389").await;
     let (status, v) = beat(&app, "p", "evil", &cred, &users("u", 4097)).await;
     assert_eq!(
         (status, v["error"]["code"].as_str()),
@@ -250,8 +224,8 @@ async fn s8_a_host_beyond_its_heartbeat_budget_is_told_to_retry_and_others_are_s
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "BreadthFirst", 10, 1).await;
-    let cred = enroll(&app, "p", "evil", "10.9.0.1:3389").await;
-    let other = enroll(&app, "p", "good", "10.9.0.2:3389").await;
+    let cred = crate::enroll(&app, "p", "evil", "10.9.0.1:3389").await;
+    let other = crate::enroll(&app, "p", "good", "10.9.0.2:3389").await;
     let url = format!("{}/api/v1/hostPools/p/sessionHosts/evil/heartbeat", app.url);
     // The budget is 10 at once, then one a second: 100 back to back must
     // meet it, however slow this machine is.

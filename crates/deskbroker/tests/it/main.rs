@@ -43,6 +43,37 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub const TOKEN: &str = "test-admin-token-0123456789-abcdefghij";
+/// Registers `name` in `pool` at `address` with a fresh registration
+/// token, as its agent does; answers its host credential.
+pub async fn enroll(app: &App, pool: &str, name: &str, address: &str) -> String {
+    let t = app
+        .ok(
+            "POST",
+            &format!("/api/v1/hostPools/{pool}/registrationToken"),
+            Some(serde_json::json!({})),
+            200,
+        )
+        .await["token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    let (status, v) = app
+        .call_with(
+            "POST",
+            "/api/v1/register",
+            Some(
+                serde_json::json!({"token": t, "hostPool": pool, "name": name, "address": address}),
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, 201, "{v}");
+    v["hostCredential"]
+        .as_str()
+        .expect("credential")
+        .to_string()
+}
+
 /// The secret of the signing key of the broker whose data directory is
 /// `data_dir`, read from its store (what only the broker knows).
 pub async fn signing_secret(data_dir: &Path) -> String {
