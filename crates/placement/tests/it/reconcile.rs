@@ -299,10 +299,10 @@ fn w5_lifetimes_are_logoffs_on_the_host() {
             .map(|l| l.session_id)
             .collect()
     };
-    assert_eq!(ids(&mut w), [away.session_id.clone()]);
+    assert_eq!(ids(&mut w), std::slice::from_ref(&away.session_id));
     // An hour after it began: old's lifetime.
     w.tick_after_ms(3_000_000);
-    assert_eq!(ids(&mut w), [old.session_id.clone()]);
+    assert_eq!(ids(&mut w), std::slice::from_ref(&old.session_id));
 }
 
 /// Rule W5 with S8: while the broker's logoff of a user's session on a
