@@ -119,6 +119,13 @@ pub struct AgentArgs {
     /// logged and dropped].
     #[arg(long, value_name = "CMD")]
     pub message_command: Option<String>,
+    /// A command run through `sh -c` for each logoff the broker orders
+    /// (rule W5), with DESKBROKER_HOST, DESKBROKER_HOST_ADDRESS,
+    /// DESKBROKER_USER and DESKBROKER_SESSION_ID in its environment
+    /// [default: logind's terminate-session when sessions come from
+    /// logind; otherwise orders are logged].
+    #[arg(long, value_name = "CMD")]
+    pub logoff_command: Option<String>,
     /// A TOML file with any of the settings above, named with underscores
     /// (host_pool = "farm"); flags and DESKBROKER_* variables win over it.
     #[arg(long, env = "DESKBROKER_AGENT_CONFIG", value_name = "FILE")]
@@ -147,6 +154,8 @@ pub struct FileConfig {
     pub connecting_session_threshold: Option<u32>,
     pub user_domain: Option<String>,
     pub message_command: Option<String>,
+    /// Rule W5: the command that logs a session off.
+    pub logoff_command: Option<String>,
 }
 
 impl FileConfig {
@@ -194,6 +203,9 @@ pub struct Config {
     /// Shows the broker's messages to users (`--message-command`); None:
     /// they are logged and dropped.
     pub message_command: Option<String>,
+    /// Ends a logon the broker logged off (`--logoff-command`, rule W5);
+    /// None: logind's, when sessions come from it.
+    pub logoff_command: Option<String>,
 }
 
 /// How the agent trusts an `https://` broker: the system's roots, a
@@ -427,6 +439,7 @@ impl Config {
             capabilities,
             policy,
             message_command: given(args.message_command.or(file.message_command)),
+            logoff_command: given(args.logoff_command.or(file.logoff_command)),
         })
     }
 }
@@ -788,6 +801,26 @@ mod tests {
             c.message_command.as_deref(),
             Some("notify-send \"$DESKBROKER_MESSAGE_TITLE\"")
         );
+    }
+
+    #[test]
+    fn the_logoff_command_comes_from_the_flag_or_the_file() {
+        let c = resolve(args(MINIMAL), FileConfig::default()).unwrap();
+        assert_eq!(c.logoff_command, None);
+        let f = || file("logoff_command = \"pkill -KILL -u \\\"$DESKBROKER_USER\\\"\"");
+        let c = resolve(args(MINIMAL), f()).unwrap();
+        assert_eq!(
+            c.logoff_command.as_deref(),
+            Some("pkill -KILL -u \"$DESKBROKER_USER\"")
+        );
+        let mut a = args(MINIMAL);
+        a.logoff_command = Some("  ".into());
+        let c = resolve(a, FileConfig::default()).unwrap();
+        assert_eq!(c.logoff_command, None, "a blank command is none");
+        let mut a = args(MINIMAL);
+        a.logoff_command = Some("my-logoff".into());
+        let c = resolve(a, f()).unwrap();
+        assert_eq!(c.logoff_command.as_deref(), Some("my-logoff"));
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! - [`client`]: the two HTTP calls and their error mapping;
 //! - [`state`]: the saved host credential;
 //! - [`metrics`] and [`diskstats`]: CPU, memory and disk load from `/proc`;
-//! - [`load_script`], [`sessions`], [`probe`]: the programs the agent runs.
+//! - [`load_script`], [`sessions`], [`probe`]: the programs the agent runs;
+//! - [`messages`] and [`orders`]: what heartbeat answers ask of the host
+//!   (messages to users, logoffs, rule W5).
 //!
 //! **The agent never exits because of the broker**: an unreachable broker,
 //! a refused heartbeat or a revoked credential is logged and retried; only
@@ -24,6 +26,7 @@ pub mod diskstats;
 pub mod load_script;
 pub mod messages;
 pub mod metrics;
+pub mod orders;
 pub mod probe;
 pub mod runner;
 pub mod sessions;

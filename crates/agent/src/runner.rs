@@ -110,6 +110,8 @@ struct Agent {
     delivered_any: bool,
     /// Shows the messages heartbeat answers bring (`--message-command`).
     messenger: crate::messages::Messenger,
+    /// Carries out the logoffs heartbeat answers order (rule W5).
+    logoffs: crate::orders::Logoffs,
 }
 
 impl Agent {
@@ -133,6 +135,7 @@ impl Agent {
             Ok(answer) => {
                 warn_refused(&answer.refused_sessions);
                 self.messenger.deliver(answer.messages);
+                self.logoffs.deliver(answer.logoffs);
                 let host = answer.host;
                 let (status, load_index, sessions) = (host.status, host.load_index, host.sessions);
                 if self.delivered_any {
@@ -288,6 +291,19 @@ fn warn_refused(refused: &[RefusedSession]) {
     }
 }
 
+/// How this agent ends a logon (rule W5): its command, or logind when its
+/// sessions come from logind, or no way.
+fn logoff_method(config: &Config) -> crate::orders::LogoffMethod {
+    use crate::orders::LogoffMethod;
+    match (&config.logoff_command, &config.sessions) {
+        (Some(command), _) => LogoffMethod::Command(command.clone()),
+        (None, SessionsSource::Loginctl { user_domain }) => LogoffMethod::Logind {
+            user_domain: user_domain.clone(),
+        },
+        (None, SessionsSource::Command(_)) => LogoffMethod::None,
+    }
+}
+
 /// 401: the token or credential is not (or no longer) valid.
 fn is_unauthorized(e: &ClientError) -> bool {
     e.code() == Some(ErrorCode::Unauthorized)
@@ -372,6 +388,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             config.message_command.clone(),
             crate::messages::MESSAGE_COMMAND_TIMEOUT,
         ),
+        logoffs: crate::orders::Logoffs::new(logoff_method(&config), &config.name, &config.address),
         config,
         delivered_any: false,
     };

@@ -430,6 +430,23 @@ pub struct HeartbeatOutput {
     /// that predate it ignore it (unknown answer fields are ignored).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<HostMessage>,
+    /// Rule W5: sessions of this host the broker logged off whose users
+    /// the host may still have logged on; the agent ends those logons.
+    /// Repeated in every answer until the host's list leaves the user out
+    /// (or a bound passes); only this host's. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logoffs: Vec<LogoffOrder>,
+}
+
+/// Rule W5: the broker ended this session; its host's agent ends the
+/// user's logon there. The session id names the order: an agent carries
+/// each out once, however many answers repeat it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct LogoffOrder {
+    pub session_id: String,
+    pub user: String,
 }
 
 /// A message for the user of one session, as its host's agent receives it.

@@ -456,7 +456,8 @@ impl Broker {
         self.write_relaxed(pool, |p, now| {
             match state {
                 Some(state) => p.mark_relayed_session(id, state, now)?,
-                None => p.logoff(id)?,
+                // Not a logoff of a logged-on user: nothing for the host.
+                None => p.release(id)?,
             }
             Ok(())
         })

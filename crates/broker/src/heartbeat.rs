@@ -1,7 +1,9 @@
 //! Hearing from session hosts: a heartbeat says the host is alive (rule
 //! S7) and carries its metrics, its own thresholds (H6) and, from an agent,
 //! its list of user sessions, which the broker reconciles with its own by
-//! rule S8 (the broker, not the host, decides where a user belongs).
+//! rule S8 (the broker, not the host, decides where a user belongs). Its
+//! answer carries the host's messages and logoff orders (W5,
+//! `crate::logoffs`).
 //!
 //! One host's heartbeats cannot starve others: each host has a budget of
 //! [`HEARTBEAT_BURST`] heartbeats, refilled by one every
@@ -14,7 +16,7 @@
 //! are never stored, so a long list adds nothing to the store's batches
 //! that every pool's writes share.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -162,7 +164,12 @@ impl Broker {
         let reported: Option<Vec<(String, placement::SessionState)>> = input
             .sessions
             .map(|v| v.into_iter().map(|s| (s.user, s.state)).collect());
-        let (out, reconciled) = self
+        let listed: Option<HashSet<String>> = reported.as_ref().map(|l| {
+            l.iter()
+                .map(|(user, _)| placement::user_key(user))
+                .collect()
+        });
+        let (out, reconciled, logoffs) = self
             .write(pool, |p, now| {
                 if let Some(policy) = input.policy {
                     let current = p.find_host(host)?;
@@ -175,13 +182,33 @@ impl Broker {
                     }
                 }
                 p.heartbeat(host, input.metrics, now)?;
+                // W5: users whose logoff on this host is outstanding are
+                // not adopted again; read under the pool's lock, where
+                // orders are made.
+                let at = Instant::now();
+                let logging_off = self.logoffs.users(pool, host, at);
                 let reconciled = match &reported {
-                    Some(reported) => p.reconcile(host, reported, now, &mut || {
-                        uuid::Uuid::now_v7().to_string()
-                    })?,
+                    Some(reported) => p.reconcile_logging_off(
+                        host,
+                        reported,
+                        &|key| logging_off.contains(key),
+                        now,
+                        &mut || uuid::Uuid::now_v7().to_string(),
+                    )?,
                     None => Reconciled::default(),
                 };
-                Ok((SessionHostOutput::from(p.find_host(host)?), reconciled))
+                let superseded: HashSet<String> = logging_off
+                    .into_iter()
+                    .filter(|key| p.has_session_on(host, key))
+                    .collect();
+                let logoffs = self
+                    .logoffs
+                    .settle(pool, host, listed.as_ref(), &superseded, at);
+                Ok((
+                    SessionHostOutput::from(p.find_host(host)?),
+                    reconciled,
+                    logoffs,
+                ))
             })
             .await?;
         self.account(pool, host, &reconciled);
@@ -197,6 +224,7 @@ impl Broker {
                 })
                 .collect(),
             messages,
+            logoffs,
         })
     }
 

@@ -18,6 +18,7 @@ pub mod front_door;
 pub mod heartbeat;
 pub mod keys;
 pub mod listener;
+pub mod logoffs;
 pub mod messages;
 pub mod portal;
 pub mod power;

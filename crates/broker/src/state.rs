@@ -103,6 +103,8 @@ pub struct Broker {
     pub power: crate::power::PowerActions,
     /// Messages waiting for their session hosts' heartbeats (not durable).
     pub messages: crate::messages::MessageQueues,
+    /// Logoff orders for hosts' agents (rule W5), kept in memory only.
+    pub logoffs: crate::logoffs::LogoffOrders,
     /// Scaling plans, their memory and their evaluator's wake-up (A1–A7).
     pub autoscale: crate::autoscale::Autoscale,
 }
@@ -176,6 +178,7 @@ impl Broker {
             portal: Default::default(),
             power: Default::default(),
             messages: Default::default(),
+            logoffs: Default::default(),
             autoscale,
         }
     }
@@ -315,6 +318,11 @@ impl Broker {
         // An audited request's entry goes with its change (rule T5).
         let before = crate::audit::before_write(&s.pool);
         let r = f(&mut s.pool, now_ms());
+        // W5: the hosts of sessions the broker ended are told, whatever
+        // operation ended them; under the pool's lock, so a heartbeat of
+        // that host sees the order or the session, never neither.
+        self.logoffs
+            .push(pool, s.pool.take_host_logoffs(), std::time::Instant::now());
         let mut mutations = mutations_for(&mut s.pool);
         if mutations.iter().any(|m| {
             matches!(

@@ -40,7 +40,10 @@ use open::OpenHosts;
 pub use picked::Candidates;
 pub use scaling::HostPower;
 use session_table::{SessionTable, Slot};
-pub use sessions::{MAX_REPORTED_SESSIONS, Reconciled, RefusalReason, RefusedSession};
+pub use sessions::{
+    HostLogoff, MAX_REPORTED_SESSIONS, MAX_UNTAKEN_HOST_LOGOFFS, Reconciled, RefusalReason,
+    RefusedSession,
+};
 
 /// What an operation changed, for the caller to persist. Drained with
 /// [`Pool::take_changes`] after every operation.
@@ -146,6 +149,10 @@ pub struct Pool {
     /// The `LoadIndex` buckets' indexes, kept only while the pool uses it.
     buckets: Option<Buckets>,
     changes: Vec<Change>,
+    /// Sessions the broker ended while their users may be logged on at
+    /// their hosts, for the caller to tell those hosts (W5); bounded by
+    /// [`sessions::MAX_UNTAKEN_HOST_LOGOFFS`].
+    host_logoffs: std::collections::VecDeque<HostLogoff>,
     /// Rule A2: the algorithm of the phase in force while a scaling plan
     /// serves this pool (set by whoever evaluates the plan); None: the
     /// pool's own `loadBalancerType`. Not stored: it follows from the plan
@@ -179,6 +186,7 @@ impl Pool {
             last_served_seq: 0,
             buckets: None,
             changes: Vec::new(),
+            host_logoffs: std::collections::VecDeque::new(),
             plan_algorithm: None,
         }
         .with_indexes_rebuilt()

@@ -44,6 +44,7 @@ fn config(broker: &str, state_dir: &Path) -> Config {
             connecting_session_threshold: None,
         },
         message_command: None,
+        logoff_command: None,
     }
 }
 

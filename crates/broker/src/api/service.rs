@@ -37,7 +37,7 @@ use crate::state::Broker;
         types::CredentialInput, types::CredentialOutput, types::SigningKeysOutput,
         types::AuditEntryOutput, types::WhoAmIOutput,
         types::PowerSettingsInput, types::ScalingActionOutput,
-        types::HostMessage, types::SendMessageInput,
+        types::HostMessage, types::LogoffOrder, types::SendMessageInput,
         plans::ScalingPlanOutput, plans::ScalingPlanStatus, plans::PoolScalingStatus)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),

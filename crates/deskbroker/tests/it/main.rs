@@ -19,6 +19,7 @@ mod gateway;
 mod heartbeat_authority;
 mod http_edge;
 mod load_index;
+mod logoffs;
 mod messages;
 mod portal;
 mod postgres;

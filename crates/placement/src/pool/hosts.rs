@@ -211,6 +211,7 @@ impl Pool {
     /// `disconnectedTimeoutSeconds`, and any session older than
     /// `maxSessionLifetimeSeconds`, end (S9; 0 turns either off); hosts
     /// silent for `heartbeatTimeoutSeconds` become `Unavailable` (S7).
+    /// The ends of S9 are kept for the hosts' agents (W5).
     /// Costs O(1) when nothing is due, so every connect calls it first.
     pub fn tick(&mut self, now_ms: TimestampMs) {
         let pending_ms = i64::from(self.config.pending_timeout_seconds) * 1000;
@@ -221,20 +222,22 @@ impl Pool {
         }
         let is_due = |since| since + pending_ms <= now_ms;
         for slot in due(&self.sessions, &self.unconfirmed_disconnected, is_due) {
+            // No host listed it (that would have confirmed its logon):
+            // nothing to end there.
             self.end_session(slot);
         }
         let disconnected_ms = i64::from(self.config.disconnected_timeout_seconds) * 1000;
         if disconnected_ms > 0 {
             let is_due = |since| since + disconnected_ms <= now_ms;
             for slot in due(&self.sessions, &self.disconnected, is_due) {
-                self.end_session(slot);
+                self.log_off(slot);
             }
         }
         let lifetime_ms = i64::from(self.config.max_session_lifetime_seconds) * 1000;
         if lifetime_ms > 0 {
             let is_due = |created| created + lifetime_ms <= now_ms;
             for slot in due(&self.sessions, &self.by_create_time, is_due) {
-                self.end_session(slot);
+                self.log_off(slot);
             }
         }
         let silence_ms = i64::from(self.config.heartbeat_timeout_seconds) * 1000;

@@ -41,6 +41,10 @@ pub enum RefusalReason {
     HostFull,
     /// The user is listed twice; the first entry was taken.
     Duplicate,
+    /// The broker logged the user's session on this host off and its
+    /// agent has not yet ended it there (W5): the host still listing the
+    /// user is the logon being ended, not a new one to adopt.
+    LoggingOff,
 }
 
 impl RefusalReason {
@@ -52,6 +56,7 @@ impl RefusalReason {
             RefusalReason::NotOwner => "notOwner",
             RefusalReason::HostFull => "hostFull",
             RefusalReason::Duplicate => "duplicate",
+            RefusalReason::LoggingOff => "loggingOff",
         }
     }
 }
@@ -62,6 +67,21 @@ pub struct RefusedSession {
     pub user: String,
     pub reason: RefusalReason,
 }
+
+/// A session the broker ended while its user may still be logged on at its
+/// host (W5): it was `Active` or `Disconnected` (a `Pending` one never
+/// logged on). The host's agent is told to end the logon there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostLogoff {
+    pub session_id: String,
+    pub host: String,
+    pub user: String,
+}
+
+/// Logoffs kept for the caller at most (W5); beyond it the oldest is
+/// dropped. The broker takes them after every operation, so only a caller
+/// that never takes them (the simulator) meets the bound.
+pub const MAX_UNTAKEN_HOST_LOGOFFS: usize = 4_096;
 
 /// What a reconciliation did besides its changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -164,6 +184,23 @@ impl Pool {
         now_ms: TimestampMs,
         new_id: &mut dyn FnMut() -> String,
     ) -> Result<Reconciled, Error> {
+        self.reconcile_logging_off(host, reported, &|_| false, now_ms, new_id)
+    }
+
+    /// [`Pool::reconcile`], where a listed user with no session on the
+    /// host for whom `logging_off(user_key)` holds is refused
+    /// ([`RefusalReason::LoggingOff`]) instead of adopted: the broker logged
+    /// that user's session there off and the host has not ended it yet
+    /// (W5). A session the broker placed for the user on the host since is
+    /// taken as usual.
+    pub fn reconcile_logging_off(
+        &mut self,
+        host: &str,
+        reported: &[(String, SessionState)],
+        logging_off: &dyn Fn(&str) -> bool,
+        now_ms: TimestampMs,
+        new_id: &mut dyn FnMut() -> String,
+    ) -> Result<Reconciled, Error> {
         if reported.len() > MAX_REPORTED_SESSIONS {
             return Err(Error::InvalidParameter(format!(
                 "sessions: {} entries; a heartbeat lists at most {MAX_REPORTED_SESSIONS}",
@@ -217,7 +254,12 @@ impl Pool {
                 }
                 continue;
             }
-            if let Some(reason) = self.adoption_refused(seq, &key) {
+            let refused = if logging_off(&key) {
+                Some(RefusalReason::LoggingOff)
+            } else {
+                self.adoption_refused(seq, &key)
+            };
+            if let Some(reason) = refused {
                 out.refused.push(RefusedSession {
                     user: user.to_string(),
                     reason,
@@ -293,11 +335,52 @@ impl Pool {
         }
     }
 
-    /// Ends a session (logoff).
+    /// Whether `user` has a session on `host` (any state, confirmed or
+    /// not).
+    pub fn has_session_on(&self, host: &str, user: &str) -> bool {
+        self.seq_of(host)
+            .is_ok_and(|seq| self.session_on(seq, &user_key(user)).is_some())
+    }
+
+    /// Ends a session (logoff). One that was `Active` or `Disconnected` is
+    /// also kept for the caller (W5, [`Pool::take_host_logoffs`]) so that
+    /// its host ends the logon.
     pub fn logoff(&mut self, id: &str) -> Result<(), Error> {
+        let slot = self.find_slot(id)?;
+        self.log_off(slot);
+        Ok(())
+    }
+
+    /// Ends a session a front door placed and could not use (no logon was
+    /// seen through it): nothing is asked of its host.
+    pub fn release(&mut self, id: &str) -> Result<(), Error> {
         let slot = self.find_slot(id)?;
         self.end_session(slot);
         Ok(())
+    }
+
+    /// The logoffs of `Active` and `Disconnected` sessions since the last
+    /// call, oldest first, for their hosts' agents (W5).
+    pub fn take_host_logoffs(&mut self) -> Vec<HostLogoff> {
+        self.host_logoffs.drain(..).collect()
+    }
+
+    /// Ends a session by the broker's decision (a logoff, a lifetime of
+    /// S9), keeping a [`HostLogoff`] when the user may be logged on at the
+    /// host.
+    pub(super) fn log_off(&mut self, slot: Slot) {
+        let s = &self.sessions[slot].session;
+        if s.state != SessionState::Pending {
+            if self.host_logoffs.len() >= MAX_UNTAKEN_HOST_LOGOFFS {
+                self.host_logoffs.pop_front();
+            }
+            self.host_logoffs.push_back(HostLogoff {
+                session_id: s.id.clone(),
+                host: s.host.clone(),
+                user: s.user.clone(),
+            });
+        }
+        self.end_session(slot);
     }
 
     /// Ends a session; the end of an unconfirmed one (never stored) is not

@@ -230,3 +230,124 @@ fn s8_s9_a_listed_user_s_session_lasts_past_its_connection() {
     w.tick_after_ms(86_400_000);
     assert!(w.pool.session(&alice).is_some(), "confirmed: lasting");
 }
+
+/// Rule W5: a broker logoff of a session its user may be logged on to
+/// (Active, Disconnected) is kept for the host's agent; a Pending one, a
+/// front door's release and the host's own ending are not.
+#[test]
+fn w5_logoffs_of_logged_on_sessions_are_kept_for_their_hosts() {
+    let mut w = World::with_hosts(Alg::Classic, &["a", "b"]);
+    let alice = w.connect("alice@x", 0).unwrap();
+    let bob = w.connect("bob@x", 0).unwrap();
+    let carol = w.connect("carol@x", 0).unwrap();
+    let dave = w.connect("dave@x", 0).unwrap();
+    w.set_state(&alice.session_id, Active);
+    w.set_state(&bob.session_id, Disconnected);
+    w.set_state(&dave.session_id, Active);
+    w.pool.logoff(&alice.session_id).unwrap();
+    w.pool.logoff(&bob.session_id).unwrap();
+    w.pool.logoff(&carol.session_id).unwrap(); // Pending: never logged on.
+    w.pool.release(&dave.session_id).unwrap(); // a front door's, unused.
+    let got: Vec<(String, String, String)> = w
+        .pool
+        .take_host_logoffs()
+        .into_iter()
+        .map(|l| (l.session_id, l.host, l.user))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                alice.session_id.clone(),
+                alice.host.clone(),
+                "alice@x".into()
+            ),
+            (bob.session_id.clone(), bob.host.clone(), "bob@x".into()),
+        ]
+    );
+    assert!(w.pool.take_host_logoffs().is_empty(), "taken once");
+    // The host's own list ending a session asks nothing of it.
+    let erin = w.connect("erin@x", 0).unwrap();
+    w.set_state(&erin.session_id, Active);
+    report(&mut w, &erin.host, &[]).unwrap();
+    assert!(w.pool.take_host_logoffs().is_empty());
+    w.assert_consistent();
+}
+
+/// Rule W5 with S9: lifetimes and disconnection timeouts are the broker's
+/// logoffs too.
+#[test]
+fn w5_lifetimes_are_logoffs_on_the_host() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    w.configure(|c| {
+        c.max_session_lifetime_seconds = 3600;
+        c.disconnected_timeout_seconds = 600;
+    });
+    let old = w.connect("old@x", 0).unwrap();
+    w.set_state(&old.session_id, Active);
+    w.tick_after_ms(1_000);
+    let away = w.connect("away@x", 0).unwrap();
+    w.set_state(&away.session_id, Active);
+    w.set_state(&away.session_id, Disconnected);
+    w.pool.take_host_logoffs();
+    // 600 s later: away's disconnection timeout.
+    w.tick_after_ms(600_000);
+    let ids = |w: &mut World| -> Vec<String> {
+        w.pool
+            .take_host_logoffs()
+            .into_iter()
+            .map(|l| l.session_id)
+            .collect()
+    };
+    assert_eq!(ids(&mut w), std::slice::from_ref(&away.session_id));
+    // An hour after it began: old's lifetime.
+    w.tick_after_ms(3_000_000);
+    assert_eq!(ids(&mut w), std::slice::from_ref(&old.session_id));
+}
+
+/// Rule W5 with S8: while the broker's logoff of a user's session on a
+/// host is outstanding, that host listing the user adopts nothing; a
+/// session the broker places for the user there since is taken as usual,
+/// and other users are not affected.
+#[test]
+fn w5_a_user_being_logged_off_is_not_adopted_again() {
+    let mut w = World::with_hosts(Alg::Classic, &["a"]);
+    let alice = w.connect("alice@x", 0).unwrap();
+    w.set_state(&alice.session_id, Active);
+    w.pool.logoff(&alice.session_id).unwrap();
+    let reported: Vec<(String, SessionState)> = vec![
+        ("ALICE@x".to_string(), Active),
+        ("bob@x".to_string(), Active),
+    ];
+    let logging_off = |key: &str| key == "alice@x";
+    let mut n = 0;
+    let mut ids = || {
+        n += 1;
+        format!("adopted{n}")
+    };
+    let r = w
+        .pool
+        .reconcile_logging_off("a", &reported, &logging_off, w.now_ms, &mut ids)
+        .unwrap();
+    assert_eq!(
+        r.refused,
+        [placement::RefusedSession {
+            user: "ALICE@x".into(),
+            reason: LoggingOff
+        }]
+    );
+    assert_eq!(r.adopted, 1, "bob is adopted as before");
+    assert_eq!(users_on(&w, "a"), ["bob@x"]);
+    assert!(!w.pool.has_session_on("a", "alice@x"));
+    // The broker places alice there again: her listing is that session's.
+    let again = w.connect("alice@x", 0).unwrap();
+    assert!(w.pool.has_session_on("a", "ALICE@X"));
+    let r = w
+        .pool
+        .reconcile_logging_off("a", &reported, &logging_off, w.now_ms, &mut ids)
+        .unwrap();
+    assert!(r.refused.is_empty(), "{:?}", r.refused);
+    assert_eq!(w.pool.session(&again.session_id).unwrap().state, Active);
+    assert_eq!(LoggingOff.as_str(), "loggingOff");
+    w.assert_consistent();
+}
