@@ -12,7 +12,10 @@
 //! - [`client`]: the two HTTP calls and their error mapping;
 //! - [`state`]: the saved host credential;
 //! - [`metrics`] and [`diskstats`]: CPU, memory and disk load from `/proc`;
-//! - [`load_script`], [`sessions`], [`probe`]: the programs the agent runs.
+//! - [`load_script`], [`sessions`], [`probe`]: the programs the agent runs;
+//! - [`windows`] and [`exposition`]: the other source of truth, Windows
+//!   hosts watched through their windows_exporter (rules W1–W4), each
+//!   driven by the same loop as the machine the agent runs on.
 //!
 //! **The agent never exits because of the broker**: an unreachable broker,
 //! a refused heartbeat or a revoked credential is logged and retried; only
@@ -21,6 +24,7 @@
 pub mod backoff;
 pub mod config;
 pub mod diskstats;
+pub mod exposition;
 pub mod load_script;
 pub mod messages;
 pub mod metrics;
@@ -28,6 +32,7 @@ pub mod probe;
 pub mod runner;
 pub mod sessions;
 pub mod state;
+pub mod windows;
 
 use std::path::PathBuf;
 
@@ -61,7 +66,12 @@ pub enum AgentError {
 /// `deskbroker agent`: validates the configuration and runs until SIGTERM
 /// or SIGINT.
 pub async fn run_with_args(args: AgentArgs) -> Result<(), AgentError> {
-    let config = Config::load(args)?;
+    let file = config::FileConfig::read(args.config.as_deref())?;
+    if windows::WatchConfig::wanted(&file) {
+        let config = windows::WatchConfig::resolve(args, file)?;
+        return windows::run(config, shutdown_signal()).await;
+    }
+    let config = Config::resolve(args, file, config::machine_hostname, config::primary_ipv4)?;
     run(config, shutdown_signal()).await
 }
 
