@@ -34,6 +34,7 @@ mod takeover;
 mod throttle;
 mod tickets;
 mod tls;
+mod windows;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
