@@ -154,11 +154,42 @@ pub struct FileConfig {
     pub connecting_session_threshold: Option<u32>,
     pub user_domain: Option<String>,
     pub message_command: Option<String>,
-    /// Rule W5: the command that logs a session off.
+    /// A file holding the registration token (kept out of the config file,
+    /// which is often readable by more people than the token should be).
+    pub registration_token_file: Option<PathBuf>,
+    /// Rule W5: the command that logs a session off (the machine's, or a watched host's).
     pub logoff_command: Option<String>,
+    /// Defaults for every `[[windows_host]]` exporter (rule W1).
+    pub windows_exporter: Option<crate::windows::config::ExporterFile>,
+    /// Rule W3: NetBIOS domain = UPN suffix.
+    pub domains: Option<std::collections::BTreeMap<String, String>>,
+    /// Windows hosts watched through their exporters (rules W1–W4); with
+    /// any, this agent watches them instead of the machine it runs on.
+    pub windows_host: Option<Vec<crate::windows::config::WindowsHostFile>>,
 }
 
 impl FileConfig {
+    /// Reads and parses the `--config` file, if any, and the registration
+    /// token file it names when it gives no token itself.
+    pub fn read(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
+        let Some(path) = path else {
+            return Ok(FileConfig::default());
+        };
+        let read = |p: &Path| {
+            std::fs::read_to_string(p).map_err(|e| ConfigError::Read {
+                path: p.to_path_buf(),
+                message: e.to_string(),
+            })
+        };
+        let mut file = FileConfig::parse(&read(path)?, path)?;
+        if file.registration_token.is_none()
+            && let Some(token_file) = &file.registration_token_file
+        {
+            file.registration_token = Some(read(token_file)?.trim().to_string());
+        }
+        Ok(file)
+    }
+
     /// Parses the text of a config file; `path` only names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::File {
@@ -249,7 +280,7 @@ pub enum ConfigError {
     },
 }
 
-fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         setting,
         message: message.into(),
@@ -258,7 +289,7 @@ fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
 
 /// A string setting with surrounding blanks removed; an empty one counts as
 /// not given (an empty `DESKBROKER_REGISTRATION_TOKEN=` is not a token).
-fn given(value: Option<String>) -> Option<String> {
+pub(crate) fn given(value: Option<String>) -> Option<String> {
     value
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
@@ -268,16 +299,7 @@ impl Config {
     /// Reads the `--config` file if any, asks the machine for what is left
     /// to defaults, and validates everything.
     pub fn load(args: AgentArgs) -> Result<Config, ConfigError> {
-        let file = match &args.config {
-            None => FileConfig::default(),
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-                FileConfig::parse(&text, path)?
-            }
-        };
+        let file = FileConfig::read(args.config.as_deref())?;
         Config::resolve(args, file, machine_hostname, primary_ipv4)
     }
 
@@ -446,7 +468,7 @@ impl Config {
 
 /// Checks the broker URL once, up front, with the contract's one parser
 /// (the CLI's rules and words).
-fn parse_broker_url(text: &str) -> Result<BrokerUrl, ConfigError> {
+pub(crate) fn parse_broker_url(text: &str) -> Result<BrokerUrl, ConfigError> {
     BrokerUrl::parse(text).map_err(|e| {
         invalid(
             "broker URL (--broker / DESKBROKER_URL)",
@@ -459,7 +481,7 @@ fn parse_broker_url(text: &str) -> Result<BrokerUrl, ConfigError> {
 
 /// Pool and host names travel in URL paths and logs: no blanks or control
 /// characters (the broker has the final word on everything else).
-fn check_name(setting: &'static str, name: &str) -> Result<(), ConfigError> {
+pub(crate) fn check_name(setting: &'static str, name: &str) -> Result<(), ConfigError> {
     if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(invalid(
             setting,
@@ -472,10 +494,14 @@ fn check_name(setting: &'static str, name: &str) -> Result<(), ConfigError> {
 /// `HOST:PORT`, where HOST is a name, an IPv4 address or a bracketed IPv6
 /// address and PORT is 1..=65535.
 fn check_address(address: &str) -> Result<(), ConfigError> {
-    const SETTING: &str = "address (--address)";
+    check_address_of("address (--address)", address)
+}
+
+/// [`check_address`] for another setting's name.
+pub(crate) fn check_address_of(setting: &'static str, address: &str) -> Result<(), ConfigError> {
     let bad = |why: &str| {
         invalid(
-            SETTING,
+            setting,
             format!("{address:?} {why}; write HOST:PORT, e.g. 10.0.0.7:3389"),
         )
     };

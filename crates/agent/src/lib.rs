@@ -15,6 +15,9 @@
 //! - [`load_script`], [`sessions`], [`probe`]: the programs the agent runs;
 //! - [`messages`] and [`orders`]: what heartbeat answers ask of the host
 //!   (messages to users, logoffs, rule W5).
+//! - [`windows`] and [`exposition`]: the other source of truth, Windows
+//!   hosts watched through their windows_exporter (rules W1–W4), each
+//!   driven by the same loop as the machine the agent runs on.
 //!
 //! **The agent never exits because of the broker**: an unreachable broker,
 //! a refused heartbeat or a revoked credential is logged and retried; only
@@ -23,6 +26,7 @@
 pub mod backoff;
 pub mod config;
 pub mod diskstats;
+pub mod exposition;
 pub mod load_script;
 pub mod messages;
 pub mod metrics;
@@ -31,6 +35,7 @@ pub mod probe;
 pub mod runner;
 pub mod sessions;
 pub mod state;
+pub mod windows;
 
 use std::path::PathBuf;
 
@@ -64,7 +69,12 @@ pub enum AgentError {
 /// `deskbroker agent`: validates the configuration and runs until SIGTERM
 /// or SIGINT.
 pub async fn run_with_args(args: AgentArgs) -> Result<(), AgentError> {
-    let config = Config::load(args)?;
+    let file = config::FileConfig::read(args.config.as_deref())?;
+    if windows::WatchConfig::wanted(&file) {
+        let config = windows::WatchConfig::resolve(args, file)?;
+        return windows::run(config, shutdown_signal()).await;
+    }
+    let config = Config::resolve(args, file, config::machine_hostname, config::primary_ipv4)?;
     run(config, shutdown_signal()).await
 }
 

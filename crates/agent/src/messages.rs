@@ -30,11 +30,15 @@ const OUTPUT_BYTES_MAX: usize = 4 * 1024;
 /// Messages received and not yet shown, at most.
 pub const MAX_PENDING_MESSAGES: usize = 256;
 
+/// Variables a message's command gets besides the message's own: the
+/// watching agent names the host and its Windows session id (rule W5).
+pub type Env = Vec<(&'static str, String)>;
+
 /// Hands received messages to the message command, or logs and drops them
 /// when there is none.
 #[derive(Debug)]
 pub struct Messenger {
-    sender: Option<mpsc::Sender<HostMessage>>,
+    sender: Option<mpsc::Sender<(HostMessage, Env)>>,
     worker: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -47,10 +51,10 @@ impl Messenger {
                 worker: None,
             };
         };
-        let (sender, mut receiver) = mpsc::channel::<HostMessage>(MAX_PENDING_MESSAGES);
+        let (sender, mut receiver) = mpsc::channel::<(HostMessage, Env)>(MAX_PENDING_MESSAGES);
         let worker = tokio::spawn(async move {
-            while let Some(m) = receiver.recv().await {
-                show(&command, &m, timeout).await;
+            while let Some((m, env)) = receiver.recv().await {
+                show(&command, &m, &env, timeout).await;
             }
         });
         Messenger {
@@ -61,6 +65,12 @@ impl Messenger {
 
     /// Takes the messages of one heartbeat answer.
     pub fn deliver(&self, messages: Vec<HostMessage>) {
+        self.deliver_with(messages, |_| Env::new());
+    }
+
+    /// Takes the messages of one heartbeat answer, each with the extra
+    /// variables `env` gives for it.
+    pub fn deliver_with(&self, messages: Vec<HostMessage>, env: impl Fn(&HostMessage) -> Env) {
         for m in messages {
             match &self.sender {
                 None => tracing::info!(
@@ -70,8 +80,9 @@ impl Messenger {
                     "message received for a user, not shown: the agent has no --message-command"
                 ),
                 Some(sender) => {
-                    if let Err(e) = sender.try_send(m) {
-                        let m = match e {
+                    let extra = env(&m);
+                    if let Err(e) = sender.try_send((m, extra)) {
+                        let (m, _) = match e {
                             mpsc::error::TrySendError::Full(m)
                             | mpsc::error::TrySendError::Closed(m) => m,
                         };
@@ -100,8 +111,11 @@ impl Drop for Messenger {
 }
 
 /// Runs the command for one message and logs one line about it.
-async fn show(command: &str, m: &HostMessage, timeout: Duration) {
+async fn show(command: &str, m: &HostMessage, env: &Env, timeout: Duration) {
     let mut cmd = probe::shell(command);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
     cmd.env("DESKBROKER_MESSAGE_TITLE", &m.title)
         .env("DESKBROKER_MESSAGE_TEXT", &m.message)
         .env("DESKBROKER_USER", &m.user)

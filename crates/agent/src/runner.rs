@@ -16,8 +16,8 @@ use tokio::time::Instant;
 
 use crate::AgentError;
 use crate::backoff::Backoff;
-use api::types::{HeartbeatInput, RefusedSession, RegisterInput};
-use api::{Client, ClientError, ErrorCode};
+use api::types::{HeartbeatInput, HeartbeatOutput, RefusedSession, RegisterInput};
+use api::{BrokerUrl, Client, ClientError, ErrorCode};
 use placement::HostMetrics;
 
 use crate::config::{Config, HostPolicy, policy_is_empty};
@@ -86,9 +86,9 @@ fn round2(x: f64) -> f64 {
 }
 
 /// What came of one attempt to reach the broker.
-enum Outcome {
-    /// The heartbeat was accepted.
-    Delivered,
+pub(crate) enum Outcome {
+    /// The heartbeat was accepted; the broker's answer.
+    Delivered(Box<HeartbeatOutput>),
     /// Registered, but there is no sample to send yet.
     Registered,
     /// The broker refused this heartbeat (4xx other than 401); the next
@@ -99,8 +99,41 @@ enum Outcome {
     Retry { message: String, severe: bool },
 }
 
-struct Agent {
-    config: Config,
+/// Who a host is to the broker: what it registers with and heartbeats as.
+/// The Linux agent has one; the watching agent one per watched host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Identity {
+    pub broker: BrokerUrl,
+    pub host_pool: String,
+    pub name: String,
+    /// `HOST:PORT` where RDP clients reach the host.
+    pub address: String,
+    /// `None` lets the broker apply its default (`["rdp"]`).
+    pub capabilities: Option<Vec<String>>,
+    pub policy: HostPolicy,
+    /// Needed only when there is no saved credential, or it was revoked.
+    pub registration_token: Option<String>,
+}
+
+impl Identity {
+    /// The Linux agent's identity: the machine it runs on.
+    pub fn of(config: &Config) -> Identity {
+        Identity {
+            broker: config.broker.clone(),
+            host_pool: config.host_pool.clone(),
+            name: config.name.clone(),
+            address: config.address.clone(),
+            capabilities: config.capabilities.clone(),
+            policy: config.policy.clone(),
+            registration_token: config.registration_token.clone(),
+        }
+    }
+}
+
+/// One host's link to the broker: its identity, its saved credential, and
+/// the registration and heartbeat calls with their error handling.
+pub(crate) struct Agent {
+    config: Identity,
     /// The contract's client, without a token: registration carries its
     /// token in the body, heartbeats the host credential as the bearer.
     client: Client,
@@ -108,15 +141,11 @@ struct Agent {
     credential: Option<String>,
     /// Whether a heartbeat got through since the agent started.
     delivered_any: bool,
-    /// Shows the messages heartbeat answers bring (`--message-command`).
-    messenger: crate::messages::Messenger,
-    /// Carries out the logoffs heartbeat answers order (rule W5).
-    logoffs: crate::orders::Logoffs,
 }
 
 impl Agent {
     /// Registers if there is no credential, then sends `heartbeat` if any.
-    async fn attempt(&mut self, heartbeat: Option<&HeartbeatInput>) -> Outcome {
+    pub(crate) async fn attempt(&mut self, heartbeat: Option<&HeartbeatInput>) -> Outcome {
         if self.credential.is_none()
             && let Err(outcome) = self.register().await
         {
@@ -133,19 +162,17 @@ impl Agent {
             .await
         {
             Ok(answer) => {
-                warn_refused(&answer.refused_sessions);
-                self.messenger.deliver(answer.messages);
-                self.logoffs.deliver(answer.logoffs);
-                let host = answer.host;
+                warn_refused(&c.name, &answer.refused_sessions);
+                let host = &answer.host;
                 let (status, load_index, sessions) = (host.status, host.load_index, host.sessions);
                 if self.delivered_any {
-                    tracing::debug!(?status, load_index, sessions, "heartbeat delivered");
+                    tracing::debug!(host = %c.name, ?status, load_index, sessions, "heartbeat delivered");
                 } else {
                     // Once, so the log shows the agent works end to end.
-                    tracing::info!(?status, load_index, sessions, "first heartbeat delivered");
+                    tracing::info!(host = %c.name, ?status, load_index, sessions, "first heartbeat delivered");
                     self.delivered_any = true;
                 }
-                Outcome::Delivered
+                Outcome::Delivered(Box::new(answer))
             }
             Err(e) if is_unauthorized(&e) => {
                 self.credential = None;
@@ -269,7 +296,7 @@ fn forget(secret: &mut String) {
 /// Logs the entries of this heartbeat's list the broker did not take (rule
 /// S8): one warning per distinct reason, with how many and one user, so a
 /// list the broker keeps refusing costs one line per reason per interval.
-fn warn_refused(refused: &[RefusedSession]) {
+fn warn_refused(host: &str, refused: &[RefusedSession]) {
     let mut reasons: Vec<(&str, usize, &str)> = Vec::new();
     for r in refused {
         match reasons
@@ -282,6 +309,7 @@ fn warn_refused(refused: &[RefusedSession]) {
     }
     for (reason, n, user) in reasons {
         tracing::warn!(
+            host,
             reason,
             entries = n,
             first_user = user,
@@ -309,52 +337,120 @@ fn is_unauthorized(e: &ClientError) -> bool {
     e.code() == Some(ErrorCode::Unauthorized)
 }
 
+/// Where one host's heartbeats come from: the machine the agent runs on
+/// (the Linux agent), or a Windows host's exporter (the watching agent).
+/// The loop ([`drive`]) is the same for both.
+pub(crate) trait Source {
+    /// One sample; `None` when there is nothing to report this round (an
+    /// exporter that did not answer, rule W1): no heartbeat is sent, so the
+    /// broker's silence rule (S7) decides the host's status.
+    fn sample(&mut self) -> impl Future<Output = Option<HeartbeatInput>>;
+    /// The broker's answer to a delivered heartbeat (messages, and the
+    /// orders a newer broker may add).
+    fn answered(&mut self, answer: HeartbeatOutput);
+}
+
+/// The Linux agent's source: the machine itself.
+struct Machine {
+    sampler: Sampler,
+    /// Shows the messages heartbeat answers bring (`--message-command`).
+    messenger: crate::messages::Messenger,
+    /// Carries out the logoffs heartbeat answers order (rule W5).
+    logoffs: crate::orders::Logoffs,
+}
+
+impl Source for Machine {
+    async fn sample(&mut self) -> Option<HeartbeatInput> {
+        Some(self.sampler.sample().await)
+    }
+
+    fn answered(&mut self, answer: HeartbeatOutput) {
+        self.messenger.deliver(answer.messages);
+        self.logoffs.deliver(answer.logoffs);
+    }
+}
+
+impl Agent {
+    /// Opens a host's state directory and takes its saved credential when
+    /// it is for this broker, pool and name. Fails when the directory is
+    /// unusable, or when there is neither a credential nor a token.
+    pub(crate) fn open(
+        identity: Identity,
+        client: Client,
+        state_dir: &std::path::Path,
+    ) -> Result<Agent, AgentError> {
+        let state = StateFile::new(state_dir);
+        state.prepare()?;
+        let credential = match state.load() {
+            Ok(Some(saved))
+                if saved.is_for(
+                    identity.broker.as_url().as_str(),
+                    &identity.host_pool,
+                    &identity.name,
+                ) =>
+            {
+                tracing::info!(
+                    host = %identity.name,
+                    "using the host credential saved in {}",
+                    state.path().display()
+                );
+                Some(saved.host_credential)
+            }
+            Ok(Some(saved)) => {
+                tracing::info!(
+                    "{} is for host {} of pool {} at {}: registering as {} of pool {}",
+                    state.path().display(),
+                    saved.name,
+                    saved.host_pool,
+                    saved.broker,
+                    identity.name,
+                    identity.host_pool
+                );
+                None
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("{e}; registering anew");
+                None
+            }
+        };
+        if credential.is_none() && identity.registration_token.is_none() {
+            return Err(AgentError::NoRegistrationToken {
+                host_pool: identity.host_pool.clone(),
+                state_file: state.path().to_path_buf(),
+            });
+        }
+        Ok(Agent {
+            config: identity,
+            client,
+            state,
+            credential,
+            delivered_any: false,
+        })
+    }
+}
+
+/// The broker's client for every host of this agent process.
+pub(crate) fn broker_client(
+    broker: &BrokerUrl,
+    tls: &crate::config::TlsConfig,
+) -> Result<Client, AgentError> {
+    Client::with_trust(
+        broker.clone(),
+        concat!("deskbroker-agent/", env!("CARGO_PKG_VERSION")),
+        &tls.trust().map_err(|e| AgentError::Client(e.to_string()))?,
+    )
+    .map_err(|e| AgentError::Client(e.to_string()))
+}
+
 /// Runs the agent with a validated configuration until `shutdown` completes
 /// (then it returns `Ok`). It fails only at start: an unusable state
 /// directory, or neither a saved credential nor a registration token. Once
 /// running it never gives up: an unreachable broker, a refused heartbeat or
 /// a revoked credential are logged and retried.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-    let state = StateFile::new(&config.state_dir);
-    state.prepare()?;
-    let credential = match state.load() {
-        Ok(Some(saved))
-            if saved.is_for(
-                config.broker.as_url().as_str(),
-                &config.host_pool,
-                &config.name,
-            ) =>
-        {
-            tracing::info!(
-                "using the host credential saved in {}",
-                state.path().display()
-            );
-            Some(saved.host_credential)
-        }
-        Ok(Some(saved)) => {
-            tracing::info!(
-                "{} is for host {} of pool {} at {}: registering as {} of pool {}",
-                state.path().display(),
-                saved.name,
-                saved.host_pool,
-                saved.broker,
-                config.name,
-                config.host_pool
-            );
-            None
-        }
-        Ok(None) => None,
-        Err(e) => {
-            tracing::warn!("{e}; registering anew");
-            None
-        }
-    };
-    if credential.is_none() && config.registration_token.is_none() {
-        return Err(AgentError::NoRegistrationToken {
-            host_pool: config.host_pool.clone(),
-            state_file: state.path().to_path_buf(),
-        });
-    }
+    let client = broker_client(&config.broker, &config.tls)?;
+    let agent = Agent::open(Identity::of(&config), client, &config.state_dir)?;
 
     tracing::info!(
         broker = %config.broker,
@@ -370,32 +466,39 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         "deskbroker agent starting"
     );
 
-    let interval = config.interval;
-    let mut sampler = Sampler::new(&config);
-    let mut agent = Agent {
-        client: Client::with_trust(
-            config.broker.clone(),
-            concat!("deskbroker-agent/", env!("CARGO_PKG_VERSION")),
-            &config
-                .tls
-                .trust()
-                .map_err(|e| AgentError::Client(e.to_string()))?,
-        )
-        .map_err(|e| AgentError::Client(e.to_string()))?,
-        state,
-        credential,
+    let mut machine = Machine {
+        sampler: Sampler::new(&config),
         messenger: crate::messages::Messenger::start(
             config.message_command.clone(),
             crate::messages::MESSAGE_COMMAND_TIMEOUT,
         ),
         logoffs: crate::orders::Logoffs::new(logoff_method(&config), &config.name, &config.address),
-        config,
-        delivered_any: false,
     };
+    drive(
+        agent,
+        &mut machine,
+        config.interval,
+        FIRST_SAMPLE_WINDOW.min(config.interval),
+        shutdown,
+    )
+    .await;
+    tracing::info!("deskbroker agent stopped");
+    Ok(())
+}
 
+/// One host's loop: samples every `interval` (the first after
+/// `first_sample`), sends each sample, backs off while the broker does not
+/// answer, and stops when `shutdown` completes.
+pub(crate) async fn drive(
+    mut agent: Agent,
+    source: &mut impl Source,
+    interval: Duration,
+    first_sample: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
     let start = Instant::now();
-    let mut next_sample = start + FIRST_SAMPLE_WINDOW.min(interval);
+    let mut next_sample = start + first_sample;
     // Register at once, so a wrong token shows before the first sample.
     let mut next_send = agent.credential.is_none().then_some(start);
     let mut latest: Option<HeartbeatInput> = None;
@@ -413,18 +516,21 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             let heartbeat = tokio::select! {
                 biased;
                 () = &mut shutdown => break,
-                h = sampler.sample() => h,
+                h = source.sample() => h,
             };
-            latest = Some(heartbeat);
             let now = Instant::now();
             next_sample += interval;
             if next_sample <= now {
                 // A sample took longer than the interval: skip, don't burst.
                 next_sample = now + interval;
             }
+            // Nothing to report: no heartbeat this round, and no older
+            // sample either (it would say the host is fine).
+            let fresh = heartbeat.is_some();
+            latest = heartbeat;
             // While backing off, the retry clock decides; it will send this
             // newest sample.
-            if backoff.failures() == 0 {
+            if fresh && backoff.failures() == 0 {
                 next_send = Some(now);
             }
         }
@@ -436,15 +542,19 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
                 o = agent.attempt(latest.as_ref()) => o,
             };
             match outcome {
-                Outcome::Delivered => {
+                Outcome::Delivered(answer) => {
                     if backoff.failures() > 0 {
                         tracing::info!(
+                            host = %agent.config.name,
                             "heartbeat delivered after {} failed attempts",
                             backoff.failures()
                         );
                     }
                     backoff.reset();
                     next_send = None;
+                    // Sent once: a retry must not repeat it as news.
+                    latest = None;
+                    source.answered(*answer);
                 }
                 Outcome::Registered | Outcome::Refused => {
                     backoff.reset();
@@ -453,16 +563,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
                 Outcome::Retry { message, severe } => {
                     let delay = backoff.next_delay();
                     let attempt = backoff.failures();
+                    let host = &agent.config.name;
                     if severe {
-                        tracing::error!("{message}; retrying in {delay:.1?} (attempt {attempt})");
+                        tracing::error!(%host, "{message}; retrying in {delay:.1?} (attempt {attempt})");
                     } else {
-                        tracing::warn!("{message}; retrying in {delay:.1?} (attempt {attempt})");
+                        tracing::warn!(%host, "{message}; retrying in {delay:.1?} (attempt {attempt})");
                     }
                     next_send = Some(Instant::now() + delay);
                 }
             }
         }
     }
-    tracing::info!("deskbroker agent stopped");
-    Ok(())
 }

@@ -135,6 +135,23 @@ impl Broker {
         Ok(p.get("sessionCount").cloned().unwrap_or(Value::Null))
     }
 
+    /// A registration token of `pool` for at most `max_hosts` hosts.
+    pub async fn registration_token(&self, pool: &str, max_hosts: usize) -> anyhow::Result<String> {
+        let v = self
+            .client
+            .send(
+                Method::POST,
+                &["hostPools", pool, "registrationToken"],
+                &[],
+                Some(&json!({"maxHosts": max_hosts})),
+            )
+            .await?;
+        v.get("token")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .context("the registration token answer has no token")
+    }
+
     /// The session hosts of `pool`, as their list answers them (every page).
     pub async fn hosts(&self, pool: &str) -> anyhow::Result<Vec<Value>> {
         let hosts = self

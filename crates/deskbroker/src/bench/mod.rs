@@ -7,6 +7,9 @@
 //! - `bench rdp` ([`rdp`]): the RDP front door side by side with HAProxy in
 //!   front of the same loopback session hosts.
 //!
+//! - `bench windows-agent` ([`windows`]): one watching agent over many
+//!   fake windows_exporters, against the same agent watching one.
+//!
 //! - `bench ceiling-server` ([`ceiling`], hidden): the HTTP stack's
 //!   ceiling for `scripts/bench-http.sh`, which loads it and a durable
 //!   broker with `wrk`.
@@ -21,6 +24,7 @@ mod broker;
 mod ceiling;
 mod rdp;
 mod storm;
+mod windows;
 
 /// Flags of `deskbroker bench`.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -41,6 +45,10 @@ pub enum BenchCommand {
     /// compares the broker's front door with.
     #[command(hide = true)]
     RdpCeilingServer(rdp::ceiling::RdpCeilingArgs),
+    /// One watching agent over many fake windows_exporters on loopback:
+    /// its CPU share and memory, and the wall time of one scrape round,
+    /// against the same agent watching one exporter.
+    WindowsAgent(windows::WindowsAgentArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -49,6 +57,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Rdp(args) => rdp::run(args).await,
         BenchCommand::CeilingServer(args) => ceiling::run(args).await,
         BenchCommand::RdpCeilingServer(args) => rdp::ceiling::run(args).await,
+        BenchCommand::WindowsAgent(args) => windows::run(args).await,
     }
 }
 

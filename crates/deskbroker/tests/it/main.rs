@@ -35,6 +35,7 @@ mod takeover;
 mod throttle;
 mod tickets;
 mod tls;
+mod windows;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

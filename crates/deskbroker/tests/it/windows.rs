@@ -1,0 +1,657 @@
+//! Windows session hosts watched through windows_exporter (rules W1–W4):
+//! one real `deskbroker agent --config` process watching fake exporters
+//! that answer `/metrics` as windows_exporter 0.31 writes it, against a
+//! real broker.
+//!
+//! The fake exporter is a small HTTP server written here: the ten
+//! `windows_terminal_services_session_info` series per session (labels
+//! `host`, `id`, `session_name`, `state`, `user`, sorted as the Prometheus
+//! client library sorts them), the collector success and timeout gauges,
+//! `windows_exporter_build_info`, and CPU counters that move at every
+//! scrape. It can also go silent or answer garbage.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::{App, eventually};
+
+/// How a fake exporter answers.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    Normal,
+    /// Accepts the connection and never answers.
+    Silent,
+    /// 200 with text that is not the exposition format.
+    Garbage,
+}
+
+#[derive(Clone, Debug)]
+struct Session {
+    id: u32,
+    name: &'static str,
+    user: &'static str,
+    state: &'static str,
+}
+
+#[derive(Debug)]
+struct ExporterState {
+    mode: Mode,
+    version: &'static str,
+    /// `windows_exporter_collector_success{collector="terminal_services"}`.
+    sessions_whole: bool,
+    sessions: Vec<Session>,
+    /// CPU seconds added at each scrape: busy (user) and idle, over two
+    /// cores.
+    busy_step: f64,
+    idle_step: f64,
+    busy: f64,
+    idle: f64,
+    scrapes: u64,
+    /// The last request's head, for the headers the agent sends.
+    last_request: String,
+}
+
+const STATES: [&str; 10] = [
+    "active",
+    "connect_query",
+    "connected",
+    "disconnected",
+    "down",
+    "idle",
+    "init",
+    "listen",
+    "reset",
+    "shadow",
+];
+
+/// What windows_exporter 0.31 writes for this state, families in name
+/// order and series in label order, as client_golang does.
+fn render(s: &ExporterState) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let family = |w: &mut String, name: &str, kind: &str, help: &str| {
+        writeln!(w, "# HELP {name} {help}").unwrap();
+        writeln!(w, "# TYPE {name} {kind}").unwrap();
+    };
+    family(
+        w,
+        "windows_cpu_time_total",
+        "counter",
+        "Time that processor spent in different modes (dpc, idle, interrupt, privileged, user)",
+    );
+    for core in ["0,0", "0,1"] {
+        for (mode, v) in [
+            ("dpc", 0.0),
+            ("idle", s.idle / 2.0),
+            ("interrupt", 0.0),
+            ("privileged", 0.0),
+            ("user", s.busy / 2.0),
+        ] {
+            writeln!(
+                w,
+                "windows_cpu_time_total{{core=\"{core}\",mode=\"{mode}\"}} {v}"
+            )
+            .unwrap();
+        }
+    }
+    family(
+        w,
+        "windows_exporter_build_info",
+        "gauge",
+        "A metric with a constant '1' value labeled by version, revision, branch, goversion from which windows_exporter was built, and the goos and goarch for the build.",
+    );
+    writeln!(
+        w,
+        "windows_exporter_build_info{{branch=\"HEAD\",goarch=\"amd64\",goos=\"windows\",goversion=\"go1.24.5\",revision=\"abc\",tags=\"unknown\",version=\"{}\"}} 1",
+        s.version
+    )
+    .unwrap();
+    family(
+        w,
+        "windows_exporter_collector_success",
+        "gauge",
+        "windows_exporter: Whether the collector was successful.",
+    );
+    for (c, ok) in [
+        ("cpu", true),
+        ("memory", true),
+        ("terminal_services", s.sessions_whole),
+    ] {
+        writeln!(
+            w,
+            "windows_exporter_collector_success{{collector=\"{c}\"}} {}",
+            u8::from(ok)
+        )
+        .unwrap();
+    }
+    family(
+        w,
+        "windows_exporter_collector_timeout",
+        "gauge",
+        "windows_exporter: Whether the collector timed out.",
+    );
+    for c in ["cpu", "memory", "terminal_services"] {
+        writeln!(
+            w,
+            "windows_exporter_collector_timeout{{collector=\"{c}\"}} 0"
+        )
+        .unwrap();
+    }
+    family(
+        w,
+        "windows_memory_available_bytes",
+        "gauge",
+        "The amount of physical memory immediately available for allocation to a process or for system use.",
+    );
+    writeln!(w, "windows_memory_available_bytes 6.442450944e+09").unwrap();
+    family(
+        w,
+        "windows_memory_physical_total_bytes",
+        "gauge",
+        "The amount of physical memory (PhysicalMemoryTotalBytes)",
+    );
+    writeln!(w, "windows_memory_physical_total_bytes 8.589934592e+09").unwrap();
+    family(
+        w,
+        "windows_terminal_services_session_info",
+        "gauge",
+        "Terminal Services sessions info",
+    );
+    // The console and the listener, as on every RDS host.
+    let mut sessions = vec![
+        Session {
+            id: 1,
+            name: "Console",
+            user: "",
+            state: "connected",
+        },
+        Session {
+            id: 65536,
+            name: "RDP-Tcp",
+            user: "",
+            state: "listen",
+        },
+    ];
+    sessions.extend(s.sessions.iter().cloned());
+    for session in &sessions {
+        // `DOMAIN\sam`, with the backslash escaped as the format wants.
+        let user = session.user.replace('\\', "\\\\");
+        for state in STATES {
+            writeln!(
+                w,
+                "windows_terminal_services_session_info{{host=\"\",id=\"{}\",session_name=\"{}\",state=\"{state}\",user=\"{user}\"}} {}",
+                session.id,
+                session.name,
+                u8::from(state == session.state)
+            )
+            .unwrap();
+        }
+    }
+    out
+}
+
+/// A fake exporter on loopback.
+struct Exporter {
+    url: String,
+    state: Arc<Mutex<ExporterState>>,
+}
+
+impl Exporter {
+    async fn start(busy_step: f64, idle_step: f64, sessions: Vec<Session>) -> Exporter {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(ExporterState {
+            mode: Mode::Normal,
+            version: "0.31.1",
+            sessions_whole: true,
+            sessions,
+            busy_step,
+            idle_step,
+            busy: 1000.0,
+            idle: 5000.0,
+            scrapes: 0,
+            last_request: String::new(),
+        }));
+        let shared = state.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let (mode, body) = {
+                        let mut s = state.lock().unwrap();
+                        s.last_request = String::from_utf8_lossy(&head).into_owned();
+                        s.scrapes += 1;
+                        s.busy += s.busy_step;
+                        s.idle += s.idle_step;
+                        (s.mode, render(&s))
+                    };
+                    let body = match mode {
+                        Mode::Silent => {
+                            // Hold the connection, answer nothing.
+                            tokio::time::sleep(Duration::from_secs(3600)).await;
+                            return;
+                        }
+                        Mode::Garbage => "<html><body>Service Unavailable</body></html>\n".into(),
+                        Mode::Normal => body,
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+                         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        Exporter { url, state }
+    }
+
+    fn set(&self, change: impl FnOnce(&mut ExporterState)) {
+        change(&mut self.state.lock().unwrap());
+    }
+
+    fn scrapes(&self) -> u64 {
+        self.state.lock().unwrap().scrapes
+    }
+}
+
+/// The watching agent, killed when dropped.
+struct WatchingAgent(Child);
+
+impl Drop for WatchingAgent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl WatchingAgent {
+    fn start(config: &Path, log: &Path) -> WatchingAgent {
+        let child = Command::new(crate::exe())
+            .args(["agent", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start deskbroker agent");
+        WatchingAgent(child)
+    }
+}
+
+/// Patience for anything that needs a heartbeat or two (interval 5 s): a
+/// failure bound for a loaded machine, not a speed.
+const BEAT: Duration = Duration::from_secs(90);
+
+async fn host(app: &App, name: &str) -> Value {
+    app.ok(
+        "GET",
+        &format!("/api/v1/hostPools/win/sessionHosts/{name}"),
+        None,
+        200,
+    )
+    .await
+}
+
+async fn sessions_of(app: &App, user: &str) -> Vec<Value> {
+    let v = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/win/userSessions?user={user}"),
+            None,
+            200,
+        )
+        .await;
+    v["value"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits until `exporter` has been scraped `n` more times and the agent
+/// had time to send what it read: the next scrape after a heartbeat shows
+/// the previous one was sent (a host's scrapes and heartbeats alternate).
+async fn rounds(exporter: &Exporter, n: u64) {
+    let start = exporter.scrapes();
+    assert!(
+        eventually(BEAT, || async { exporter.scrapes() >= start + n }).await,
+        "the exporter was scraped {n} more times"
+    );
+}
+
+#[tokio::test]
+async fn a_watched_pool_follows_its_exporters() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    // LoadIndex on CPU alone; storm handling keeps bucket 1 to hosts under
+    // index 20, with no minimum, so a connect goes to the least-loaded one.
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/win",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "LoadIndex",
+            "heartbeatTimeoutSeconds": 20,
+            "loadIndexSettings": {"cpuThreshold": 100, "includeSessionCount": false},
+            "logonStormSettings": {"loadIndexThreshold": 20, "connectingSessionThreshold": 20, "minHostsInQueue": 1}})),
+        201,
+    )
+    .await;
+    let token = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/win/registrationToken",
+            Some(json!({"maxHosts": 3})),
+            200,
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // rdsh01 is busy (80 % CPU), with a user of a domain the agent has no
+    // mapping for; rdsh02 is quiet (10 %); rdsh03 is half busy (50 %).
+    let e1 = Exporter::start(
+        8.0,
+        2.0,
+        vec![Session {
+            id: 2,
+            name: "RDP-Tcp 0",
+            user: "FABRIKAM\\carol",
+            state: "active",
+        }],
+    )
+    .await;
+    let e2 = Exporter::start(1.0, 9.0, vec![]).await;
+    let e3 = Exporter::start(5.0, 5.0, vec![]).await;
+
+    let password = dir.path().join("exporter.password");
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let config = dir.path().join("agent.toml");
+    let mut text = format!(
+        r#"
+broker = "{}"
+host_pool = "win"
+registration_token = "{token}"
+state_dir = "{}"
+interval = 5
+user_domain = "contoso.com"
+logoff_command = 'echo "$DESKBROKER_HOST|$DESKBROKER_USER|$DESKBROKER_SESSION_ID|$DESKBROKER_WINDOWS_SESSION_ID" >> "{}"'
+
+[windows_exporter]
+username = "deskbroker"
+password_file = "{}"
+timeout = 2
+
+[domains]
+CONTOSO = "contoso.com"
+"#,
+        app.url,
+        dir.path().join("agent-state").display(),
+        dir.path().join("logoffs.txt").display(),
+        password.display()
+    );
+    for (i, e) in [&e1, &e2, &e3].iter().enumerate() {
+        write!(
+            text,
+            "\n[[windows_host]]\nname = \"rdsh0{}\"\naddress = \"10.0.0.1{}:3389\"\nmetrics_url = \"{}\"\n",
+            i + 1,
+            i + 1,
+            e.url
+        )
+        .unwrap();
+    }
+    std::fs::write(&config, text).unwrap();
+    let log = dir.path().join("agent.log");
+    let _agent = WatchingAgent::start(&config, &log);
+
+    // Each host registers as itself and reports CPU once two scrapes have
+    // passed: the index is the CPU share the counters show.
+    let indexed = eventually(BEAT, || async {
+        let v = app
+            .ok("GET", "/api/v1/hostPools/win/sessionHosts", None, 200)
+            .await;
+        let hosts = v["value"].as_array().cloned().unwrap_or_default();
+        hosts.len() == 3
+            && hosts
+                .iter()
+                .all(|h| h["loadIndex"].as_i64().unwrap_or(-1) >= 0)
+    })
+    .await;
+    assert!(indexed, "every watched host reports its CPU");
+    for (name, index) in [("rdsh01", 80), ("rdsh02", 10), ("rdsh03", 50)] {
+        let h = host(&app, name).await;
+        assert_eq!(h["loadIndex"], index, "{h}");
+        assert_eq!(h["status"], "Available", "{h}");
+    }
+    // Each host keeps its own credential in its own state directory.
+    for name in ["rdsh01", "rdsh02", "rdsh03"] {
+        let state = dir
+            .path()
+            .join(format!("agent-state/windows/{name}/agent.json"));
+        let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+        assert_eq!(saved["name"], name);
+    }
+    // The scrape carried the timeout and the basic-auth credentials.
+    let request = e1.state.lock().unwrap().last_request.clone();
+    let lower = request.to_ascii_lowercase();
+    assert!(
+        lower.contains("x-prometheus-scrape-timeout-seconds: 2\r\n"),
+        "{request}"
+    );
+    // base64("deskbroker:s3cret")
+    assert!(request.contains("ZGVza2Jyb2tlcjpzM2NyZXQ="), "{request}");
+
+    // An unmapped name is reported as written: it counts on its host.
+    let counted = eventually(BEAT, || async {
+        host(&app, "rdsh01").await["sessions"] == 1
+    })
+    .await;
+    assert!(counted, "FABRIKAM\\carol counts on rdsh01");
+
+    // LoadIndex places alice by the CPU the counters show: rdsh02.
+    let placed = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/win/connect",
+            Some(json!({"user": "alice@contoso.com"})),
+            200,
+        )
+        .await;
+    assert_eq!(placed["sessionHost"], "rdsh02", "{placed}");
+    assert_eq!(placed["sessionState"], "Pending", "{placed}");
+
+    // Her logon shows on the host as CONTOSO\alice: that is
+    // alice@contoso.com, so her Pending session is confirmed Active...
+    e2.set(|s| {
+        s.sessions = vec![Session {
+            id: 2,
+            name: "RDP-Tcp 0",
+            user: "CONTOSO\\alice",
+            state: "active",
+        }]
+    });
+    let active = eventually(BEAT, || async {
+        let mine = sessions_of(&app, "alice@contoso.com").await;
+        mine.len() == 1 && mine[0]["sessionState"] == "Active" && mine[0]["sessionHost"] == "rdsh02"
+    })
+    .await;
+    assert!(active, "{:?}", sessions_of(&app, "alice@contoso.com").await);
+    // ...and S1 sends her back to it.
+    let back = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/win/connect",
+            Some(json!({"user": "ALICE@contoso.com"})),
+            200,
+        )
+        .await;
+    assert_eq!(back["sessionHost"], "rdsh02", "{back}");
+    assert_eq!(back["reconnect"], true, "{back}");
+    assert_eq!(back["sessionId"], placed["sessionId"], "{back}");
+
+    // The exporter says alice disconnected: so does the broker.
+    e2.set(|s| s.sessions[0].state = "disconnected");
+    let disconnected = eventually(BEAT, || async {
+        sessions_of(&app, "alice@contoso.com").await[0]["sessionState"] == "Disconnected"
+    })
+    .await;
+    assert!(disconnected, "alice's session follows the exporter");
+
+    // A partial scrape (the collector failed, her series missing) ends
+    // nobody: two more rounds, and her session is still there.
+    e2.set(|s| {
+        s.sessions_whole = false;
+        s.sessions.clear();
+    });
+    rounds(&e2, 3).await;
+    assert_eq!(
+        sessions_of(&app, "alice@contoso.com").await.len(),
+        1,
+        "a partial scrape ended a session"
+    );
+    assert_eq!(host(&app, "rdsh02").await["status"], "Available");
+
+    // A whole scrape without her: her session has ended.
+    e2.set(|s| s.sessions_whole = true);
+    let ended = eventually(BEAT, || async {
+        sessions_of(&app, "alice@contoso.com").await.is_empty()
+    })
+    .await;
+    assert!(
+        ended,
+        "alice's session ends when the exporter no longer lists her"
+    );
+
+    // An exporter too old for session lists: heartbeats go on, bob is
+    // never listed, and the log says which version is needed.
+    e3.set(|s| {
+        s.version = "0.30.5";
+        s.sessions = vec![Session {
+            id: 3,
+            name: "RDP-Tcp 1",
+            user: "CONTOSO\\bob",
+            state: "active",
+        }];
+    });
+    rounds(&e3, 3).await;
+    assert!(sessions_of(&app, "bob@contoso.com").await.is_empty());
+    assert_eq!(host(&app, "rdsh03").await["status"], "Available");
+    let logged = eventually(BEAT, || async {
+        std::fs::read_to_string(&log).unwrap_or_default().contains(
+            "windows_exporter 0.30.5 is too old: session lists need windows_exporter 0.31 or later",
+        )
+    })
+    .await;
+    assert!(
+        logged,
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+
+    // A silent exporter makes only its own host Unavailable...
+    e3.set(|s| s.mode = Mode::Silent);
+    let down = eventually(BEAT, || async {
+        host(&app, "rdsh03").await["status"] == "Unavailable"
+    })
+    .await;
+    assert!(down, "a silent exporter's host becomes Unavailable");
+    for name in ["rdsh01", "rdsh02"] {
+        assert_eq!(host(&app, name).await["status"], "Available", "{name}");
+    }
+    // ...and so does one that answers garbage; the others go on.
+    e2.set(|s| s.mode = Mode::Garbage);
+    let down = eventually(BEAT, || async {
+        host(&app, "rdsh02").await["status"] == "Unavailable"
+    })
+    .await;
+    assert!(
+        down,
+        "a garbage-serving exporter's host becomes Unavailable"
+    );
+    let before = host(&app, "rdsh01").await["lastHeartBeat"].clone();
+    let beating = eventually(BEAT, || async {
+        host(&app, "rdsh01").await["lastHeartBeat"] != before
+    })
+    .await;
+    assert!(beating, "rdsh01 keeps its heartbeats");
+    assert_eq!(host(&app, "rdsh01").await["status"], "Available");
+    // Back to normal: back to Available.
+    e2.set(|s| s.mode = Mode::Normal);
+    let up = eventually(BEAT, || async {
+        host(&app, "rdsh02").await["status"] == "Available"
+    })
+    .await;
+    assert!(up, "rdsh02 is Available again once its exporter answers");
+
+    // Rule W5: a broker logoff is carried out on the host, with the
+    // logoff_command, given the user's Windows session id.
+    let dave = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/win/connect",
+            Some(json!({"user": "dave@contoso.com"})),
+            200,
+        )
+        .await;
+    let (dave_host, dave_id) = (
+        dave["sessionHost"].as_str().unwrap().to_string(),
+        dave["sessionId"].as_str().unwrap().to_string(),
+    );
+    let exporter = match dave_host.as_str() {
+        "rdsh01" => &e1,
+        "rdsh02" => &e2,
+        other => panic!("dave was placed on {other}"),
+    };
+    exporter.set(|s| {
+        s.sessions.push(Session {
+            id: 7,
+            name: "RDP-Tcp 5",
+            user: "CONTOSO\\dave",
+            state: "active",
+        })
+    });
+    let active = eventually(BEAT, || async {
+        sessions_of(&app, "dave@contoso.com")
+            .await
+            .first()
+            .map(|s| s["sessionState"].clone())
+            == Some(json!("Active"))
+    })
+    .await;
+    assert!(active, "{:?}", sessions_of(&app, "dave@contoso.com").await);
+    app.ok(
+        "DELETE",
+        &format!("/api/v1/hostPools/win/userSessions/{dave_id}"),
+        None,
+        204,
+    )
+    .await;
+    let want = format!("{dave_host}|dave@contoso.com|{dave_id}|7");
+    let logoffs = dir.path().join("logoffs.txt");
+    let carried_out = eventually(BEAT, || async {
+        std::fs::read_to_string(&logoffs)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == want)
+    })
+    .await;
+    assert!(
+        carried_out,
+        "want {want:?} in {:?}",
+        std::fs::read_to_string(&logoffs).unwrap_or_default()
+    );
+}
