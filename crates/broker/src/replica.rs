@@ -96,6 +96,8 @@ pub struct ReplicaConfig {
     pub rd_gateway: Option<String>,
     /// `serve --api-rate-limit` (rule T4; 0 = none).
     pub api_rate_limit_per_second: u32,
+    /// `serve --audited-rate-limit` (rule T4; 0 = none).
+    pub audited_rate_limit_per_second: u32,
     /// `serve --audit-retention-days`, `--audit-max-entries` (rule T5).
     pub audit_retention: crate::writer::AuditRetention,
     /// The user portal (`serve --oidc-issuer`), served by whichever replica
@@ -299,6 +301,10 @@ impl Replica {
             self.config.rd_gateway.clone();
         broker.api_rate_limit_per_second.store(
             self.config.api_rate_limit_per_second,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        broker.audited_rate_limit_per_second.store(
+            self.config.audited_rate_limit_per_second,
             std::sync::atomic::Ordering::Relaxed,
         );
         broker

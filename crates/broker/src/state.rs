@@ -95,6 +95,10 @@ pub struct Broker {
     /// (bursts of twice as many); 0 = no limit. Read when the API's router
     /// is built (rule T4, `api::throttle`).
     pub api_rate_limit_per_second: std::sync::atomic::AtomicU32,
+    /// `serve --audited-rate-limit`: audited requests a second allowed to
+    /// the admin token and each API credential (rule T4; 0 = no limit).
+    /// Read when the API's router is built.
+    pub audited_rate_limit_per_second: std::sync::atomic::AtomicU32,
     pub heartbeats: crate::heartbeat::HeartbeatLimiter,
     /// The user portal's sign-in (`serve --oidc-issuer`); unset: `/portal`
     /// answers that it is not configured.
@@ -175,6 +179,9 @@ impl Broker {
             rd_gateway: RwLock::new(None),
             heartbeats: Default::default(),
             api_rate_limit_per_second: Default::default(),
+            audited_rate_limit_per_second: std::sync::atomic::AtomicU32::new(
+                crate::api::throttle::AUDITED_PER_SECOND,
+            ),
             portal: Default::default(),
             power: Default::default(),
             messages: Default::default(),

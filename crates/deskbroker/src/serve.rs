@@ -135,6 +135,17 @@ pub struct ServeArgs {
         default_value_t = 0
     )]
     pub api_rate_limit: u32,
+    /// Changes (audited requests: any method but GET) a second allowed to
+    /// the admin token and to each API credential, in bursts of ten
+    /// seconds' worth, whatever --api-rate-limit says (rule T4); 0 sets no
+    /// limit. Hosts' credentials are always held to one every 10 s.
+    #[arg(
+        long = "audited-rate-limit",
+        env = "DESKBROKER_AUDITED_RATE_LIMIT",
+        value_name = "N",
+        default_value_t = broker::api::throttle::AUDITED_PER_SECOND
+    )]
+    pub audited_rate_limit: u32,
     /// Let pools' `command` power driver run its commands (rule A9): shell
     /// on this machine, as this process. Off by default, so that not even
     /// the admin token can make the broker run a command; without it,
@@ -473,6 +484,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     broker
         .api_rate_limit_per_second
         .store(args.api_rate_limit, std::sync::atomic::Ordering::Relaxed);
+    broker.audited_rate_limit_per_second.store(
+        args.audited_rate_limit,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     broker.writer.set_audit_retention(args.audit_retention());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -592,6 +607,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         rdp_front_door: rdp_public,
         rd_gateway: gateway_public,
         api_rate_limit_per_second: args.api_rate_limit,
+        audited_rate_limit_per_second: args.audited_rate_limit,
         audit_retention: args.audit_retention(),
         portal,
         redirect_keys: redirect_keys.clone(),

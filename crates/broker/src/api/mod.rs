@@ -56,7 +56,11 @@ pub fn router(broker: Arc<Broker>) -> Router {
     // `OriginalUri`, and the route through `MatchedPath`, either way.
     let gate = Gate {
         broker: broker.clone(),
-        audited: Arc::new(throttle::Audited::default()),
+        audited: Arc::new(throttle::Audited::new(
+            broker
+                .audited_rate_limit_per_second
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )),
     };
     let api = Router::new()
         .route("/api/v1/hostPools", get(pools::list))

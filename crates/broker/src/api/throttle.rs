@@ -315,27 +315,39 @@ pub const HOST_AUDITED_BURST: u32 = 30;
 /// [`HOST_AUDITED_BURST`]) for each host's credential. A request over its
 /// limit is answered 429 and not recorded.
 pub struct Audited {
-    by_credential: Bounded<String>,
+    /// `serve --audited-rate-limit` (N a second, bursts of ten seconds'
+    /// worth); None when 0: credentials other than hosts' are not limited.
+    by_credential: Option<(u32, Bounded<String>)>,
     by_host: Bounded<String>,
 }
 
 impl Default for Audited {
     fn default() -> Audited {
+        Audited::new(AUDITED_PER_SECOND)
+    }
+}
+
+impl Audited {
+    /// The limits with `per_second` audited requests a second for the admin
+    /// token and each API credential (0: none); hosts' credentials are
+    /// always held to theirs.
+    pub fn new(per_second: u32) -> Audited {
         let nz = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
         let host = Quota::with_period(HOST_AUDITED_PERIOD)
             .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
             .allow_burst(nz(HOST_AUDITED_BURST));
         Audited {
-            by_credential: Bounded::new(
-                Quota::per_second(nz(AUDITED_PER_SECOND)).allow_burst(nz(AUDITED_BURST)),
-                MAX_TRACKED_SOURCES,
-            ),
+            by_credential: NonZeroU32::new(per_second).map(|n| {
+                let burst = n.saturating_mul(nz(AUDITED_BURST / AUDITED_PER_SECOND));
+                (
+                    n.get(),
+                    Bounded::new(Quota::per_second(n).allow_burst(burst), MAX_TRACKED_SOURCES),
+                )
+            }),
             by_host: Bounded::new(host, MAX_TRACKED_SOURCES),
         }
     }
-}
 
-impl Audited {
     /// Takes one audited request from `caller`'s budget; answers the 429
     /// to send when it is spent.
     pub fn check(&self, caller: &Caller) -> Option<Response> {
@@ -352,16 +364,19 @@ impl Audited {
                     ),
                 )
             }),
-            _ => self.by_credential.check(&key).map_err(|not_until| {
-                too_many(
-                    not_until,
-                    "audited",
-                    format!(
-                        "this credential is over its limit of {AUDITED_PER_SECOND} changes a \
-                         second (bursts of {AUDITED_BURST})"
-                    ),
-                )
-            }),
+            _ => match &self.by_credential {
+                None => Ok(()),
+                Some((per_second, limiter)) => limiter.check(&key).map_err(|not_until| {
+                    too_many(
+                        not_until,
+                        "audited",
+                        format!(
+                            "this credential is over its limit of {per_second} changes a \
+                             second (serve --audited-rate-limit)"
+                        ),
+                    )
+                }),
+            },
         };
         checked.err()
     }
@@ -370,6 +385,27 @@ impl Audited {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn audited_requests_of_credentials_follow_the_flag_and_hosts_always_their_bound() {
+        let host = Caller::Host {
+            pool: "p".into(),
+            host: "h".into(),
+        };
+        let unlimited = Audited::new(0);
+        for _ in 0..100_000 {
+            assert!(unlimited.check(&Caller::Admin).is_none());
+        }
+        let hosts_refused = (0..100)
+            .filter(|_| unlimited.check(&host).is_some())
+            .count();
+        assert_eq!(hosts_refused, 100 - HOST_AUDITED_BURST as usize);
+        let two = Audited::new(2);
+        let refused = (0..100)
+            .filter(|_| two.check(&Caller::Admin).is_some())
+            .count();
+        assert_eq!(refused, 80, "two a second, in bursts of twenty");
+    }
 
     #[test]
     fn a_limiter_holds_at_most_its_bound_of_keys_however_many_sources_come() {
