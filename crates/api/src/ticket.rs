@@ -22,11 +22,12 @@
 //! for the ticket: a 64-character user name with a pool name of up to 96.
 //! The broker refuses to issue a ticket that would not fit.
 //!
-//! The key is derived from the admin token, as the redirection key of the
-//! front door is (another context, so neither signs for the other): every
-//! replica of one broker issues and verifies the same tickets, nothing new
-//! is stored, and a new admin token voids every ticket issued before. Only
-//! the broker verifies tickets (a stand-alone front door hands them to it
+//! The key is derived from the broker's random signing secret, kept in its
+//! store (`broker/src/keys.rs`), as the redirection key of the front door
+//! is (another context, so neither signs for the other): every replica of
+//! one database issues and verifies the same tickets, and nothing a person
+//! chose can be guessed back from a ticket seen on the wire. Only the
+//! broker verifies tickets (a stand-alone front door hands them to it
 //! with the connect request), so a front door holds no secret that mints
 //! them.
 
@@ -113,7 +114,7 @@ impl std::fmt::Debug for TicketKey {
 }
 
 impl TicketKey {
-    /// The key of every broker that knows `secret` (the admin token).
+    /// The key of every broker that knows `secret` (its signing secret).
     pub fn derive(secret: &str) -> TicketKey {
         let mut mac =
             HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length");
