@@ -138,6 +138,23 @@ const SPECIAL_RANGES: &[(&str, &str)] = &[
     ("100.100.100.200/32", "cloud metadata"),
 ];
 
+/// The special range `ip` is in, and what it is.
+fn special_range(ip: IpAddr) -> Option<(IpNet, &'static str)> {
+    SPECIAL_RANGES.iter().find_map(|(net, what)| {
+        let net: IpNet = net.parse().expect("the special ranges are valid CIDR");
+        net.contains(&ip).then_some((net, *what))
+    })
+}
+
+/// Whether one of `ranges` lies within the special range `special` and
+/// contains `ip`: how a pool opens a special range (`127.0.0.0/8` opens
+/// loopback, `0.0.0.0/0` does not).
+fn names_within(ranges: &[IpNet], ip: IpAddr, special: IpNet) -> bool {
+    ranges
+        .iter()
+        .any(|r| r.contains(&ip) && r.prefix_len() >= special.prefix_len())
+}
+
 /// Parses a pool's `allowedAddressRanges`: CIDR ranges (`10.0.0.0/8`,
 /// `fd00::/8`) or single addresses, normalised to their network
 /// (`10.1.2.3/8` is `10.0.0.0/8`).
@@ -239,15 +256,8 @@ pub fn check_address(config: &PoolConfig, address: &str) -> Result<(), BrokerErr
             }
         }
     };
-    let special = SPECIAL_RANGES.iter().find_map(|(net, what)| {
-        let net: IpNet = net.parse().expect("the special ranges are valid CIDR");
-        net.contains(&ip).then_some((net, *what))
-    });
-    if let Some((net, what)) = special {
-        let named = ranges
-            .iter()
-            .any(|r| r.contains(&ip) && r.prefix_len() >= net.prefix_len());
-        if !named {
+    if let Some((net, what)) = special_range(ip) {
+        if !names_within(&ranges, ip, net) {
             return Err(refuse(format!("is a {what} address ({net})")));
         }
         return Ok(());
@@ -272,21 +282,13 @@ pub fn check_wake_on_lan_target(config: &PoolConfig) -> Result<(), placement::Er
         return Ok(());
     };
     let ip = IpAddr::V4(*socket.ip());
-    let Some((net, what)) = SPECIAL_RANGES
-        .iter()
-        .filter(|(_, what)| matches!(*what, "loopback" | "unspecified"))
-        .find_map(|(net, what)| {
-            let net: IpNet = net.parse().expect("the special ranges are valid CIDR");
-            net.contains(&ip).then_some((net, *what))
-        })
+    let Some((net, what)) =
+        special_range(ip).filter(|(_, what)| matches!(*what, "loopback" | "unspecified"))
     else {
         return Ok(());
     };
     let ranges = parse_address_ranges(&config.allowed_address_ranges)?;
-    if ranges
-        .iter()
-        .any(|r| r.contains(&ip) && r.prefix_len() >= net.prefix_len())
-    {
+    if names_within(&ranges, ip, net) {
         return Ok(());
     }
     Err(placement::Error::InvalidParameter(format!(

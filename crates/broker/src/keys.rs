@@ -43,10 +43,9 @@ struct Derived {
     tickets: Vec<TicketKey>,
 }
 
-/// A new random secret, in hex.
+/// A new random secret: 32 bytes, in hex.
 fn new_secret() -> String {
-    let bytes: [u8; 32] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::state::new_secret("")
 }
 
 fn redirect_keys(stored: &store::SigningKeys) -> Vec<RedirectKey> {
