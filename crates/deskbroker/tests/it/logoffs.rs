@@ -76,29 +76,6 @@ fn agent(app: &App, token: &str, name: &str, users: &[&str], dir: &Path) -> (Age
     (Agent(child), done)
 }
 
-async fn farm(app: &App) -> String {
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/farm",
-        Some(
-            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-                    "maxSessionLimit": 10, "heartbeatTimeoutSeconds": 60}),
-        ),
-        201,
-    )
-    .await;
-    app.ok(
-        "POST",
-        "/api/v1/hostPools/farm/registrationToken",
-        Some(json!({"maxHosts": 2})),
-        200,
-    )
-    .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// `user`'s sessions in `farm`.
 async fn sessions_of(app: &App, user: &str) -> Vec<Value> {
     app.ok(
@@ -163,7 +140,7 @@ fn read(path: &Path) -> String {
 async fn a_broker_logoff_is_carried_out_on_the_users_host_only() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
-    let token = farm(&app).await;
+    let token = crate::messages::farm(&app).await;
     let (_a1, done1) = agent(
         &app,
         &token,
@@ -264,7 +241,7 @@ async fn a_broker_logoff_is_carried_out_on_the_users_host_only() {
 async fn a_pending_session_needs_no_order() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
-    let token = farm(&app).await;
+    let token = crate::messages::farm(&app).await;
     let (_a1, done1) = agent(&app, &token, "h1", &[], dir.path());
     assert!(eventually(BEATS, || async { !last_beat(&app, "h1").await.is_null() }).await);
     let v = app

@@ -90,7 +90,7 @@ async fn session_of(app: &App, user: &str) -> String {
 
 /// Pool `farm` (BreadthFirst, 10 sessions a host) and a registration token
 /// for its two agents.
-async fn farm(app: &App) -> String {
+pub async fn farm(app: &App) -> String {
     app.ok(
         "PUT",
         "/api/v1/hostPools/farm",
