@@ -56,8 +56,10 @@ pub enum ErrorCode {
     StoreUnavailable,
     /// 503: the broker's write queue is full.
     ServiceBusy,
-    /// 503: no replica leads right now (an election is under way).
-    NoLeader,
+    /// 503, rule L2: no replica can decide right now (an election is under
+    /// way, or the leader cannot be reached); retry after `Retry-After`,
+    /// through this replica or another.
+    LeaderUnavailable,
     /// 504: the leading replica did not answer in time; the outcome is
     /// unknown.
     LeaderTimeout,
@@ -99,7 +101,7 @@ impl ErrorCode {
         ErrorCode::SessionHostUnavailable,
         ErrorCode::StoreUnavailable,
         ErrorCode::ServiceBusy,
-        ErrorCode::NoLeader,
+        ErrorCode::LeaderUnavailable,
         ErrorCode::LeaderTimeout,
         ErrorCode::MethodNotAllowed,
         ErrorCode::UriTooLong,
@@ -125,7 +127,7 @@ impl ErrorCode {
             | SessionHostUnavailable
             | StoreUnavailable
             | ServiceBusy
-            | NoLeader
+            | LeaderUnavailable
             | SessionHostStarting => 503,
             LeaderTimeout => 504,
             MethodNotAllowed => 405,
@@ -158,7 +160,7 @@ impl ErrorCode {
             SessionHostUnavailable => "SessionHostUnavailable",
             StoreUnavailable => "StoreUnavailable",
             ServiceBusy => "ServiceBusy",
-            NoLeader => "NoLeader",
+            LeaderUnavailable => "LeaderUnavailable",
             LeaderTimeout => "LeaderTimeout",
             MethodNotAllowed => "MethodNotAllowed",
             UriTooLong => "UriTooLong",

@@ -46,6 +46,30 @@ pub struct Page<T> {
     pub next_link: Option<String>,
 }
 
+/// `GET /healthz`: whether this process can serve, and in a replica set
+/// who decides (rule L2), so that a load balancer can route around a
+/// replica that has no leader. Answered 200 when `status` is `ok`, 503
+/// otherwise.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// `ok` or `unavailable`.
+    pub status: String,
+    /// `standalone` (one broker on its own store), or in a replica set
+    /// `leader`, `follower` or `electing` (no leader known: requests are
+    /// answered 503 `LeaderUnavailable`).
+    pub role: String,
+    /// The leader's address (`--advertise-url`), on replicas that know it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// The leadership's epoch, one more at every election won.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    /// Why this process cannot serve, when it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// Body of `PUT` and `PATCH` on a host pool. On `PUT` only `hostPoolType`
 /// and `loadBalancerType` are required; on `PATCH` every field is optional.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -21,9 +21,20 @@
 //! Failures:
 //! - The leader dies (`kill -9`): its connection closes, PostgreSQL frees
 //!   the lock, a follower waiting on it takes it at once, loads the state
-//!   and leads. Requests arriving meanwhile wait (up to [`FORWARD_WAIT`])
+//!   and leads. Requests arriving meanwhile wait (up to [`LEADER_WAIT`])
 //!   and are retried against the new leader. Nothing acknowledged is lost:
 //!   every answer waited for its commit.
+//! - The leader stops without dying (frozen, stalled, cut off from the
+//!   database while its connection lingers): it stops renewing its
+//!   *lease* ([`store::Lease`], `serve --leader-lease`). Once the lease has
+//!   run out by the database's clock, a follower ends the leader's
+//!   database session, which frees the lock, and takes over. The old
+//!   leader can write nothing more: its connection is gone, and every
+//!   batch is checked against its epoch in the same transaction. When it
+//!   wakes, its own clock tells it the lease ran out before it answers
+//!   anything; it steps down and follows. Requests forwarded to it
+//!   meanwhile are retried against the new leader when repeating them is
+//!   harmless.
 //! - The database goes away: the leader's writer fails on its next write or
 //!   idle ping ([`crate::writer::PING_INTERVAL`]). From then on it changes
 //!   nothing and answers users who have a durable session from memory
@@ -41,7 +52,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use store::{Campaign, PostgresStore, Store};
+use store::{Campaign, Leader, Lease, PostgresStore, Store};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
@@ -58,8 +69,13 @@ pub const CAMPAIGN_WAIT: Duration = Duration::from_secs(1);
 pub const MIN_RETRY_PAUSE: Duration = Duration::from_millis(100);
 pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
 /// How long a request waits for a leader (electing, or the leader
-/// unreachable) before it is answered 503.
-pub const FORWARD_WAIT: Duration = Duration::from_secs(10);
+/// unreachable) before it is answered 503 `LeaderUnavailable` with
+/// `Retry-After`: clients and load balancers do better to retry elsewhere
+/// than to wait longer here.
+pub const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// `serve --leader-lease`: how long a leader that renews nothing keeps the
+/// lead. Renewed five times a lease, over a connection of its own.
+pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(10);
 /// How long to wait for the leader to answer a forwarded request.
 pub const FORWARD_TIMEOUT: Duration = crate::api::REQUEST_TIMEOUT;
 /// Idle connections kept to the leader.
@@ -107,6 +123,8 @@ pub struct ReplicaConfig {
     /// The redirection keys of this process's front door (rule R3), filled
     /// with the signing keys whenever this replica leads.
     pub redirect_keys: gateway::redirect::RedirectKeys,
+    /// `serve --leader-lease` (rule L1).
+    pub leader_lease: Duration,
 }
 
 /// What this replica is now.
@@ -117,8 +135,8 @@ enum Role {
     /// This replica decides (its store may have failed meanwhile: then it
     /// answers reconnects from memory until a new election).
     Leader(Arc<Leading>),
-    /// Another replica decides; its address.
-    Follower(Arc<str>),
+    /// Another replica decides.
+    Follower(Arc<Leader>),
 }
 
 /// The engine of a leading replica and what runs with it.
@@ -126,9 +144,18 @@ struct Leading {
     broker: Arc<Broker>,
     router: Router,
     ticker: tokio::task::AbortHandle,
+    lease: Arc<Lease>,
+    lease_keeper: tokio::task::AbortHandle,
 }
 
 impl Leading {
+    /// Whether this replica may answer as the leader now: while its lease
+    /// holds, or — its store lost and nobody known to lead instead — to
+    /// answer reconnects from memory.
+    fn may_answer(&self) -> bool {
+        self.lease.is_valid() || (self.broker.writer.failure().is_some() && !self.lease.replaced())
+    }
+
     /// Answers `req` with this replica's own engine.
     async fn handle(&self, req: Request) -> Response {
         self.router
@@ -142,6 +169,7 @@ impl Leading {
 impl Drop for Leading {
     fn drop(&mut self) {
         self.ticker.abort();
+        self.lease_keeper.abort();
     }
 }
 
@@ -189,11 +217,12 @@ impl Replica {
             &replica.config.database_url,
             &replica.config.advertise_url,
             CAMPAIGN_WAIT,
+            replica.config.leader_lease,
         )
         .await
         .map_err(|e| e.to_string())?
         {
-            Campaign::Won(store) => replica.lead(store).await?,
+            Campaign::Won { store, lease } => replica.lead(store, lease).await?,
             Campaign::Lost {
                 leader: Some(leader),
             } => replica.follow(leader),
@@ -202,10 +231,10 @@ impl Replica {
         Ok(replica)
     }
 
-    /// This replica's engine, while it leads.
-    fn leader_broker(&self) -> Option<Arc<Broker>> {
+    /// This replica's engine and lease, while it leads.
+    fn leading(&self) -> Option<Arc<Leading>> {
         match &*self.role.borrow() {
-            Role::Leader(l) => Some(l.broker.clone()),
+            Role::Leader(l) => Some(l.clone()),
             _ => None,
         }
     }
@@ -226,26 +255,44 @@ impl Replica {
         let mut pause = MIN_RETRY_PAUSE;
         let mut last_error: Option<String> = None;
         loop {
-            // A working leader stays one until its store fails.
-            if let Some(broker) = self.leader_broker()
-                && broker.writer.failure().is_none()
-            {
-                let reason = broker.writer.failed().await;
-                tracing::warn!(error = %reason, "lost the store: answering reconnects from memory and campaigning again");
+            // A working leader stays one until its store fails or it loses
+            // its lease.
+            if let Some(leading) = self.leading() {
+                if leading.broker.writer.failure().is_none() {
+                    tokio::select! {
+                        reason = leading.broker.writer.failed() => {
+                            tracing::warn!(error = %reason, "lost the store: answering reconnects from memory and campaigning again");
+                        }
+                        _ = leading.lease.lost() => {}
+                    }
+                }
+                if !leading.may_answer() {
+                    self.step_down(&leading);
+                }
             }
             let campaign = PostgresStore::campaign(
                 &self.config.database_url,
                 &self.config.advertise_url,
                 CAMPAIGN_WAIT,
+                self.config.leader_lease,
             )
             .await;
             let result = match campaign {
-                Ok(Campaign::Won(store)) => self.lead(store).await,
+                Ok(Campaign::Won { store, lease }) => self.lead(store, lease).await,
                 // Our own address: the lock is still held by the session of
-                // a store of ours that failed and is closing. Look again.
+                // a store of ours that failed and is closing (or whose lease
+                // runs out now, and which the next campaign ends). Look
+                // again.
                 Ok(Campaign::Lost {
                     leader: Some(leader),
-                }) if leader == self.config.advertise_url => Ok(()),
+                }) if leader.url == self.config.advertise_url => {
+                    if let Some(leading) = self.leading()
+                        && !leading.may_answer()
+                    {
+                        self.step_down(&leading);
+                    }
+                    Ok(())
+                }
                 Ok(Campaign::Lost {
                     leader: Some(leader),
                 }) => {
@@ -253,8 +300,18 @@ impl Replica {
                     Ok(())
                 }
                 // The lock is held but no address is published yet (a
-                // leader between the two): keep what we had, look again.
-                Ok(Campaign::Lost { leader: None }) => Ok(()),
+                // leader between the two), or an expired leader's session
+                // is ending: no leader to forward to; look again.
+                Ok(Campaign::Lost { leader: None }) => {
+                    self.role.send_if_modified(|role| match role {
+                        Role::Follower(_) => {
+                            *role = Role::Electing;
+                            true
+                        }
+                        _ => false,
+                    });
+                    Ok(())
+                }
                 Err(e) => Err(e.to_string()),
             };
             match result {
@@ -276,22 +333,47 @@ impl Replica {
         }
     }
 
-    /// Won: loads what is durable and starts deciding.
-    async fn lead(&self, store: PostgresStore) -> Result<(), String> {
+    /// Stops deciding: the lease of `leading` is lost, so another replica
+    /// may lead. Requests wait for the next campaign to find the leader.
+    fn step_down(&self, leading: &Arc<Leading>) {
+        let stepped = self.role.send_if_modified(|role| match role {
+            Role::Leader(l) if Arc::ptr_eq(l, leading) => {
+                *role = Role::Electing;
+                true
+            }
+            _ => false,
+        });
+        if stepped {
+            tracing::warn!(
+                epoch = leading.lease.epoch(),
+                "stepping down: this replica's lease is lost; following whoever leads now"
+            );
+            metrics::counter!("deskbroker_replica_step_downs_total").increment(1);
+        }
+    }
+
+    /// Won: keeps the lease, loads what is durable and starts deciding.
+    async fn lead(&self, store: PostgresStore, lease: Arc<Lease>) -> Result<(), String> {
+        // Renewed from now on, whatever loading takes.
+        let lease_keeper = tokio::spawn({
+            let lease = lease.clone();
+            async move { lease.keep().await }
+        })
+        .abort_handle();
         let store: Arc<dyn Store> = Arc::new(store);
-        let snapshot = store
-            .load()
-            .await
-            .map_err(|e| format!("cannot load the store: {e}"))?;
+        let snapshot = store.load().await.map_err(|e| {
+            lease_keeper.abort();
+            format!("cannot load the store: {e}")
+        })?;
         let broker = Arc::new(Broker::new(
             store,
             snapshot,
             self.config.admin_token.clone(),
         ));
-        broker
-            .save_new_signing_key()
-            .await
-            .map_err(|e| format!("cannot keep the signing key: {e}"))?;
+        if let Err(e) = broker.save_new_signing_key().await {
+            lease_keeper.abort();
+            return Err(format!("cannot keep the signing key: {e}"));
+        }
         broker.keys.share_redirect_keys(&self.config.redirect_keys);
         *broker
             .rdp_front_door
@@ -315,26 +397,29 @@ impl Replica {
         }
         let router = crate::api::router(broker.clone());
         let ticker = crate::spawn_ticker(broker.clone()).abort_handle();
+        let epoch = lease.epoch();
         self.role.send_replace(Role::Leader(Arc::new(Leading {
             broker,
             router,
             ticker,
+            lease,
+            lease_keeper,
         })));
-        tracing::info!(advertise = %self.config.advertise_url, "leading: this replica decides");
+        tracing::info!(advertise = %self.config.advertise_url, epoch, "leading: this replica decides");
         metrics::counter!("deskbroker_replica_elections_won_total").increment(1);
         Ok(())
     }
 
-    fn follow(&self, leader: String) {
+    fn follow(&self, leader: Leader) {
         let changed = self.role.send_if_modified(|role| match role {
-            Role::Follower(current) if **current == *leader => false,
+            Role::Follower(current) if **current == leader => false,
             _ => {
-                *role = Role::Follower(leader.as_str().into());
+                *role = Role::Follower(Arc::new(leader.clone()));
                 true
             }
         });
         if changed {
-            tracing::info!(%leader, "following");
+            tracing::info!(leader = %leader.url, epoch = leader.epoch, "following");
         }
     }
 
@@ -348,8 +433,37 @@ impl Replica {
             .with_state(self.clone())
     }
 
-    /// Sends a buffered request to `leader`.
+    /// Sends a buffered request to `leader`, until it answers or this
+    /// replica stops following it (its lease ran out and another replica
+    /// took over: a frozen leader never answers).
     async fn forward(
+        &self,
+        leader: &Leader,
+        method: &Method,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Forwarded {
+        let replaced = no_longer_following(self.role.subscribe(), leader);
+        tokio::select! {
+            forwarded = self.send(&leader.url, method, path_and_query, headers, body) => forwarded,
+            () = replaced => {
+                if repeatable(method, path_and_query) {
+                    return Forwarded::Retry;
+                }
+                Forwarded::Answer(
+                    ApiError::new(
+                        ErrorCode::LeaderLost,
+                        "the leading replica stopped answering and another one leads now; \
+                         the outcome is unknown: check before retrying",
+                    )
+                    .into_response(),
+                )
+            }
+        }
+    }
+
+    async fn send(
         &self,
         leader: &str,
         method: &Method,
@@ -403,6 +517,12 @@ impl Replica {
     /// The leader went away while handling a request: retried when doing
     /// it twice is harmless, otherwise the outcome is unknown.
     fn lost(&self, method: &Method, path_and_query: &str, e: &reqwest::Error) -> Forwarded {
+        if e.is_timeout() && repeatable(method, path_and_query) {
+            return Forwarded::Answer(leader_unavailable(&format!(
+                "the leading replica did not answer within {} s",
+                FORWARD_TIMEOUT.as_secs()
+            )));
+        }
         if e.is_timeout() {
             return Forwarded::Answer(
                 ApiError::new(
@@ -469,9 +589,22 @@ fn internal(message: String) -> Response {
     ApiError::new(ErrorCode::InternalError, message).into_response()
 }
 
-fn no_leader(why: &str) -> Response {
+/// Resolves once this replica no longer follows `leader`.
+async fn no_longer_following(mut rx: watch::Receiver<Role>, leader: &Leader) {
+    loop {
+        if !matches!(&*rx.borrow_and_update(), Role::Follower(l) if **l == *leader) {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// 503 `LeaderUnavailable` with `Retry-After` (rule L2).
+fn leader_unavailable(why: &str) -> Response {
     let mut r = ApiError::new(
-        ErrorCode::NoLeader,
+        ErrorCode::LeaderUnavailable,
         format!("no broker replica can decide right now ({why}); retry shortly"),
     )
     .into_response();
@@ -481,10 +614,12 @@ fn no_leader(why: &str) -> Response {
 }
 
 /// Every API request: decided here when this replica leads, otherwise
-/// forwarded to the leader, waiting up to [`FORWARD_WAIT`] for one.
+/// forwarded to the leader, waiting up to [`LEADER_WAIT`] for one.
 async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
     let role = r.role.borrow().clone();
-    if let Role::Leader(l) = role {
+    if let Role::Leader(l) = &role
+        && l.may_answer()
+    {
         return l.handle(req).await;
     }
     let forwarded_to_us = req.headers().contains_key(FORWARDED_HEADER);
@@ -504,12 +639,15 @@ async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_string();
-    let deadline = Instant::now() + FORWARD_WAIT;
+    let deadline = Instant::now() + LEADER_WAIT;
+    // A request abandoned by a leader that was replaced meanwhile goes to
+    // the new one even past the wait, a bounded number of times.
+    let mut late_tries = 2;
     let mut rx = r.role.subscribe();
     loop {
         let role = rx.borrow_and_update().clone();
         match role {
-            Role::Leader(l) => {
+            Role::Leader(l) if l.may_answer() => {
                 let mut again = Request::builder()
                     .method(parts.method.clone())
                     .uri(parts.uri.clone())
@@ -519,14 +657,14 @@ async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
                 *again.headers_mut() = parts.headers.clone();
                 return l.handle(again).await;
             }
-            Role::Follower(_) | Role::Electing if forwarded_to_us => {
+            _ if forwarded_to_us => {
                 // The sender thinks we lead; we do not: it must look again.
-                let mut resp = no_leader("this replica is not the leader");
+                let mut resp = leader_unavailable("this replica is not the leader");
                 resp.headers_mut()
                     .insert(NOT_LEADER_HEADER, HeaderValue::from_static("1"));
                 return resp;
             }
-            Role::Follower(leader) => {
+            Role::Follower(leader) if !leader.stale => {
                 match r
                     .forward(
                         &leader,
@@ -541,14 +679,24 @@ async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
                         metrics::counter!("deskbroker_replica_forwarded_total").increment(1);
                         return resp;
                     }
-                    Forwarded::Retry => {}
+                    Forwarded::Retry => {
+                        if Instant::now() >= deadline
+                            && late_tries > 0
+                            && rx.has_changed().unwrap_or(false)
+                        {
+                            late_tries -= 1;
+                            continue;
+                        }
+                    }
                 }
             }
-            Role::Electing => {}
+            // No leader, or one that stopped renewing its lease: wait a
+            // little for the next one.
+            Role::Electing | Role::Leader(_) | Role::Follower(_) => {}
         }
         let now = Instant::now();
         if now >= deadline {
-            return no_leader("no leader answered within the wait");
+            return leader_unavailable("no leader answered within the wait");
         }
         // Until the role changes (a new leader) or a short pause passes.
         let pause = (deadline - now).min(Duration::from_millis(100));
@@ -556,31 +704,53 @@ async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
     }
 }
 
-/// 200 while this replica can serve: it leads with a working store, or
-/// follows a known leader. 503 while electing or after losing the store.
+/// This replica's role and leader as JSON (rule L2): 200 while it can
+/// serve (it leads with a working store and a valid lease, or follows a
+/// known leader), 503 while it has no leader or lost its store.
 async fn healthz(State(r): State<Arc<Replica>>) -> Response {
     let role = r.role.borrow().clone();
-    match role {
-        Role::Leader(l) => match l.broker.writer.failure() {
-            None => (StatusCode::OK, "ok leader\n".to_string()).into_response(),
-            Some(e) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("leader without its store (reconnects only): {e}\n"),
-            )
-                .into_response(),
-        },
-        Role::Follower(leader) => {
-            (StatusCode::OK, format!("ok follower of {leader}\n")).into_response()
-        }
-        Role::Electing => (StatusCode::SERVICE_UNAVAILABLE, "electing a leader\n").into_response(),
-    }
+    let (role, leader, epoch, error) = match role {
+        Role::Leader(l) if l.lease.is_valid() => (
+            "leader",
+            Some(r.config.advertise_url.clone()),
+            Some(l.lease.epoch()),
+            l.broker
+                .writer
+                .failure()
+                .map(|e| format!("leader without its store (reconnects only): {e}")),
+        ),
+        Role::Leader(l) => (
+            "electing",
+            None,
+            Some(l.lease.epoch()),
+            Some("this replica's lease ran out; it is stepping down".into()),
+        ),
+        Role::Follower(leader) => (
+            "follower",
+            Some(leader.url.clone()),
+            Some(leader.epoch),
+            leader
+                .stale
+                .then(|| "the leader has stopped renewing its lease".to_string()),
+        ),
+        Role::Electing => ("electing", None, None, Some("no leader is known".into())),
+    };
+    crate::api::health(api::types::Health {
+        status: String::new(),
+        role: role.into(),
+        leader,
+        epoch,
+        error,
+    })
 }
 
 /// The leader's full metrics (with every host's gauges); a follower's own
 /// counters only (its forwarding), so that each replica can be scraped.
 async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Response {
     let role = r.role.borrow().clone();
-    if let Role::Leader(l) = role {
+    if let Role::Leader(l) = role
+        && l.may_answer()
+    {
         return l.handle(req).await;
     }
     let token = req
@@ -615,10 +785,15 @@ pub async fn serve(
         .await
         .map_err(|e| format!("server: {e}"));
     elections.abort();
-    if let Some(broker) = replica.leader_broker()
-        && broker.writer.failure().is_none()
+    if let Some(leading) = replica.leading()
+        && leading.broker.writer.failure().is_none()
     {
-        broker.writer.flush().await.map_err(|e| e.to_string())?;
+        leading
+            .broker
+            .writer
+            .flush()
+            .await
+            .map_err(|e| e.to_string())?;
     }
     served
 }

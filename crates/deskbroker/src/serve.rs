@@ -146,6 +146,18 @@ pub struct ServeArgs {
         default_value_t = broker::api::throttle::AUDITED_PER_SECOND
     )]
     pub audited_rate_limit: u32,
+    /// With `--database-url`: how long a leader that renews nothing keeps
+    /// the lead (rule L1). A replica that finds the lease expired ends the
+    /// leader's database session and takes over; the leader renews it five
+    /// times a lease over a connection of its own.
+    #[arg(
+        long = "leader-lease",
+        env = "DESKBROKER_LEADER_LEASE",
+        value_name = "SECONDS",
+        default_value_t = broker::replica::DEFAULT_LEADER_LEASE.as_secs(),
+        value_parser = clap::value_parser!(u64).range(2..=600)
+    )]
+    pub leader_lease: u64,
     /// Let pools' `command` power driver run its commands (rule A9): shell
     /// on this machine, as this process. Off by default, so that not even
     /// the admin token can make the broker run a command; without it,
@@ -611,6 +623,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         audit_retention: args.audit_retention(),
         portal,
         redirect_keys: redirect_keys.clone(),
+        leader_lease: std::time::Duration::from_secs(args.leader_lease),
     })
     .await
     .map_err(anyhow::Error::msg)

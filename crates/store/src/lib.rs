@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use placement::{Host, PoolConfig, PoolCounters, Session};
 
-pub use postgres::{Campaign, PostgresStore};
+pub use postgres::{Campaign, Leader, Lease, LeaseLost, PostgresStore};
 pub use sqlite::SqliteStore;
 
 /// One change to persist. Deleting a pool removes its hosts and sessions;

@@ -16,6 +16,7 @@ mod portal;
 mod power;
 mod registration;
 mod service;
+pub(crate) use service::health;
 mod sessions;
 pub mod throttle;
 pub mod types;

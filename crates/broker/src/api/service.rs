@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 
 use api::types;
@@ -241,14 +241,30 @@ pub async fn openapi() -> impl IntoResponse {
 }
 
 /// 200 while the broker can serve; 503 once its store has failed.
-pub async fn healthz(State(b): State<Arc<Broker>>) -> impl IntoResponse {
-    match b.writer.failure() {
-        None => (StatusCode::OK, "ok\n".to_string()),
-        Some(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("store failed: {e}\n"),
-        ),
+pub async fn healthz(State(b): State<Arc<Broker>>) -> Response {
+    let error = b.writer.failure().map(|e| format!("store failed: {e}"));
+    health(types::Health {
+        status: String::new(),
+        role: "standalone".into(),
+        leader: None,
+        epoch: None,
+        error,
+    })
+}
+
+/// `health` as `/healthz` answers it: `ok` and 200 without an error,
+/// `unavailable` and 503 with one.
+pub fn health(mut health: types::Health) -> Response {
+    let status = match health.error {
+        None => StatusCode::OK,
+        Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    health.status = match health.error {
+        None => "ok",
+        Some(_) => "unavailable",
     }
+    .into();
+    (status, axum::Json(health)).into_response()
 }
 
 /// Prometheus text: the recorded counters and histograms, then gauges of

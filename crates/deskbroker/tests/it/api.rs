@@ -589,6 +589,11 @@ async fn service_endpoints() {
     let app = App::spawn(&dir);
     let (status, _) = app.call_with("GET", "/healthz", None, None).await;
     assert_eq!(status, 200);
+    let health = app.health().await.expect("/healthz answers JSON");
+    assert_eq!(
+        (health.status.as_str(), health.role.as_str()),
+        ("ok", "standalone")
+    );
     pool_with_hosts(&app, "p", "BreadthFirst", 10, 2).await;
     app.ok(
         "POST",

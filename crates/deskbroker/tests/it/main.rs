@@ -283,6 +283,24 @@ impl App {
         }
     }
 
+    /// What `/healthz` says now (None while it does not answer JSON).
+    pub async fn health(&self) -> Option<::api::types::Health> {
+        let r = self
+            .http
+            .get(format!("{}/healthz", self.url))
+            .send()
+            .await
+            .ok()?;
+        r.json().await.ok()
+    }
+
+    /// Whether `/healthz` says this replica leads with a working store.
+    pub async fn leads(&self) -> bool {
+        self.health()
+            .await
+            .is_some_and(|h| h.status == "ok" && h.role == "leader")
+    }
+
     /// Asserts that a request is refused with `status` and the contract's
     /// error `code`; answers the error body.
     pub async fn refused(

@@ -693,11 +693,7 @@ async fn replicas_serve_the_portal_through_the_leader() {
         public,
     ];
     let leader = crate::postgres::spawn_with(&dir.path().join("r0"), &args).expect("replica 0");
-    let leads = crate::eventually(Duration::from_secs(30), || async {
-        let (_, _, health) = get(&format!("{}/healthz", leader.url), None).await;
-        health.starts_with("ok leader")
-    })
-    .await;
+    let leads = crate::eventually(Duration::from_secs(30), || async { leader.leads().await }).await;
     assert!(leads, "the first replica does not lead");
     let follower = crate::postgres::spawn_with(&dir.path().join("r1"), &args).expect("replica 1");
 

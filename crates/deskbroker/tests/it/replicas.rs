@@ -35,15 +35,12 @@ fn replicas(dir: &tempfile::TempDir, database_url: &str, n: usize) -> Vec<App> {
         .collect()
 }
 
-/// The replica that answers `ok leader` on /healthz.
-async fn leader_index(apps: &[&App]) -> usize {
+/// The replica whose /healthz says it leads.
+pub(crate) async fn leader_index(apps: &[&App]) -> usize {
     let deadline = Instant::now() + PATIENCE;
     while Instant::now() < deadline {
         for (i, app) in apps.iter().enumerate() {
-            let r = app.http.get(format!("{}/healthz", app.url)).send().await;
-            if let Ok(r) = r
-                && r.text().await.unwrap_or_default().starts_with("ok leader")
-            {
+            if app.leads().await {
                 return i;
             }
         }
@@ -741,4 +738,105 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
     assert_eq!(got, pdu);
     let (again, _) = session_of_alice(&follower).await.expect("alice's session");
     assert_eq!(again, id, "the same session (S1), through the new leader");
+}
+
+/// Sends `signal` to `app`'s process (its own positive pid).
+fn signal(app: &App, signal: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(app.child.id() as i32);
+    nix::sys::signal::kill(pid, signal).expect("signal the replica");
+}
+
+/// The counter `name` in a replica's own metrics (0 when absent).
+async fn counter(app: &App, name: &str) -> f64 {
+    app.text("/metrics")
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Rule L1 with the default lease: a leader frozen with SIGSTOP keeps its
+/// database connection, and so PostgreSQL's lock, but stops renewing its
+/// lease. The follower takes over once the lease has run out, and places;
+/// after SIGCONT the old leader steps down, writes nothing and forwards.
+/// Nothing acknowledged is lost and nobody has two sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_leader_is_replaced_and_follows_when_it_wakes() {
+    let db = scratch("frozen_leader").await;
+    let dir = tempfile::tempdir().unwrap();
+    let apps = replicas(&dir, db.url(), 2);
+    let refs: Vec<&App> = apps.iter().collect();
+    let old = leader_index(&refs).await;
+    let (leader, follower) = (&apps[old], &apps[1 - old]);
+    let first_epoch = leader
+        .health()
+        .await
+        .and_then(|h| h.epoch)
+        .expect("an epoch");
+    pool_with_hosts(follower, "p", "BreadthFirst", 8, 8).await;
+    let mut placed = Vec::new();
+    for i in 0..20 {
+        let v = connect(refs[i % 2], &format!("u{i}")).await;
+        placed.push((
+            format!("u{i}"),
+            v["sessionHost"].as_str().unwrap().to_string(),
+        ));
+    }
+
+    signal(leader, nix::sys::signal::Signal::SIGSTOP);
+    let frozen = Instant::now();
+    // The follower answers at once, and fails fast while nobody can decide
+    // (rule L2), until it leads.
+    let mut unavailable = 0;
+    let took_over = loop {
+        assert!(
+            frozen.elapsed() < PATIENCE * 2,
+            "nobody took over from the frozen leader"
+        );
+        let (status, v) = follower
+            .call(
+                "POST",
+                "/api/v1/hostPools/p/connect",
+                Some(json!({"user": "v0"})),
+            )
+            .await;
+        match status {
+            200 => break frozen.elapsed(),
+            503 => {
+                assert_eq!(v["error"]["code"], "LeaderUnavailable", "{v}");
+                unavailable += 1;
+            }
+            other => panic!("a connect during the takeover answered {other}: {v}"),
+        }
+    };
+    eprintln!("placed by the new leader {took_over:?} after SIGSTOP ({unavailable} x 503 before)");
+    let health = follower.health().await.expect("health");
+    assert_eq!(health.role, "leader");
+    assert!(health.epoch.expect("epoch") > first_epoch, "{health:?}");
+    for i in 1..20 {
+        connect(follower, &format!("v{i}")).await;
+    }
+    all_reconnect(&[follower], &placed).await;
+
+    signal(leader, nix::sys::signal::Signal::SIGCONT);
+    let follows = crate::eventually(PATIENCE, || async {
+        leader.health().await.is_some_and(|h| {
+            h.role == "follower" && h.leader.as_deref() == Some(follower.url.as_str())
+        })
+    })
+    .await;
+    assert!(
+        follows,
+        "the woken leader does not follow: {:?}",
+        leader.health().await
+    );
+    assert!(counter(leader, "deskbroker_replica_step_downs_total").await >= 1.0);
+    // Through the old leader: reconnects and new placements, decided by the
+    // new one.
+    all_reconnect(&[leader, follower], &placed).await;
+    for i in 0..10 {
+        connect(leader, &format!("w{i}")).await;
+    }
+    let client = db_client(&db).await;
+    assert_eq!(check_invariants(&client, "p", 8).await, 50);
 }

@@ -585,9 +585,9 @@ async fn replicas_forward_over_https_and_reach_postgresql_over_tls() {
     let mut follower = None;
     while follower.is_none() && std::time::Instant::now() < deadline {
         for (i, app) in apps.iter().enumerate() {
-            if let Ok(r) = app.http.get(format!("{}/healthz", app.url)).send().await
-                && let Ok(text) = r.text().await
-                && text.starts_with("ok follower of https://")
+            if let Some(h) = app.health().await
+                && h.role == "follower"
+                && h.leader.is_some_and(|l| l.starts_with("https://"))
             {
                 follower = Some(i);
             }
@@ -813,10 +813,7 @@ async fn a_replicas_own_front_door_follows_its_certificate_across_a_reload() {
         .find_map(|l| l.strip_prefix("rdp front door listening on "))
         .expect("the front door's line")
         .to_string();
-    let leads = eventually(PATIENCE, || async {
-        app.text("/healthz").await.starts_with("ok leader")
-    })
-    .await;
+    let leads = eventually(PATIENCE, || async { app.leads().await }).await;
     assert!(leads);
     let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host_addr = host.local_addr().unwrap().to_string();

@@ -459,24 +459,31 @@ fn plan(batch: &[Mutation]) -> Vec<Step<'_>> {
 }
 
 /// Every statement a batch can use, prepared once per connection.
-pub(super) struct Statements(Vec<Statement>);
+pub(super) struct Statements {
+    kinds: Vec<Statement>,
+    /// A replica leader's check of its epoch (`deskbroker_fence`); only
+    /// prepared by a won campaign, whose session created the function.
+    fence: Statement,
+}
 
 impl Statements {
-    pub(super) async fn prepare(client: &Client) -> Result<Statements, StoreError> {
-        let mut all = Vec::with_capacity(Kind::ALL.len());
+    pub(super) async fn prepare(client: &Client, leader: bool) -> Result<Statements, StoreError> {
+        let failed = |e| PostgresError::query("cannot prepare the store's statements", e);
+        let mut kinds = Vec::with_capacity(Kind::ALL.len());
         for kind in Kind::ALL {
-            all.push(
-                client.prepare(kind.sql()).await.map_err(|e| {
-                    PostgresError::query("cannot prepare the store's statements", e)
-                })?,
-            );
+            kinds.push(client.prepare(kind.sql()).await.map_err(failed)?);
         }
-        Ok(Statements(all))
+        let fence = match leader {
+            true => "SELECT deskbroker_fence($1)",
+            false => "SELECT $1::int8",
+        };
+        let fence = client.prepare(fence).await.map_err(failed)?;
+        Ok(Statements { kinds, fence })
     }
 
     fn get(&self, kind: Kind) -> &Statement {
         // `ALL` lists every kind once, in declaration order.
-        &self.0[kind as usize]
+        &self.kinds[kind as usize]
     }
 }
 
@@ -543,6 +550,7 @@ impl Connection {
         let client = &self.client;
         let statements = &self.statements;
         let params: Vec<_> = steps.iter().map(Step::params).collect();
+        let epoch = self.epoch;
         let mut requests: Vec<Pending<'_>> = Vec::with_capacity(steps.len() + 2);
         let begin = match flush {
             Flush::Now => "BEGIN",
@@ -551,6 +559,11 @@ impl Connection {
         requests.push(Box::pin(async move {
             client.batch_execute(begin).await.map(|()| Vec::new())
         }));
+        if let Some(epoch) = &epoch {
+            requests.push(Box::pin(async move {
+                client.query(&statements.fence, &[epoch]).await
+            }));
+        }
         for (step, params) in steps.iter().zip(&params) {
             requests.push(Box::pin(async move {
                 let refs: Vec<&(dyn ToSql + Sync)> =
@@ -570,6 +583,11 @@ impl Connection {
         // Whatever failed, the transaction is over once COMMIT answered.
         self.in_transaction = committed.is_err();
         begun.map_err(|e| PostgresError::query("cannot begin a transaction", e))?;
+        if epoch.is_some() {
+            let fenced = answers.next().unwrap_or_else(|| Ok(Vec::new()));
+            fenced
+                .map_err(|e| PostgresError::query("the leadership check refused the batch", e))?;
+        }
         let answers: Vec<Answer> = answers.collect();
         let mut removed = 0i64;
         for (step, answer) in steps.iter().zip(&answers) {

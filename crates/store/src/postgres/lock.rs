@@ -1,7 +1,8 @@
 //! The advisory locks: the *owner lock* that makes one process the only
 //! writer of a database (taken by `PostgresStore::connect` and
-//! `campaign`), the migration lock's key, and the leader's address that a
-//! campaign's winner publishes next to its lock for the losers to read.
+//! `campaign`), the migration lock's key, and the leadership a campaign's
+//! winner publishes next to its lock: its address for the losers to read,
+//! its epoch, which fences its writes, and its lease.
 
 use std::time::Duration;
 
@@ -19,37 +20,83 @@ pub(super) const OWNER_LOCK: i32 = 1;
 /// Held while migrations run, so two processes never migrate at once.
 pub(super) const MIGRATION_LOCK: i32 = 2;
 
-/// Publishes the leader's address, tied to this session by its pid.
-pub(super) async fn publish_leader(client: &Client, advertise_url: &str) -> Result<(), StoreError> {
+/// The leadership table: who holds the owner lock (its backend pid), where
+/// it answers, its epoch (one more at every election won) and until when
+/// its lease runs; and the fence every batch of a leader passes through.
+/// Kept outside the numbered migrations: it is the replicas' coordination,
+/// not the store's data, and the SQLite store has no counterpart.
+const LEADERSHIP_SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS deskbroker_leader (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        pid integer NOT NULL,
+        url text NOT NULL,
+        since timestamptz NOT NULL
+    );
+    ALTER TABLE deskbroker_leader
+        ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS lease_until timestamptz,
+        ADD COLUMN IF NOT EXISTS renewed_at timestamptz;
+    CREATE OR REPLACE FUNCTION deskbroker_fence(leader_epoch bigint) RETURNS void
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        -- FOR SHARE: a new leader's epoch cannot be written while this
+        -- transaction runs, so a batch commits under the epoch it checked.
+        PERFORM 1 FROM deskbroker_leader
+         WHERE epoch = leader_epoch AND pid = pg_backend_pid() FOR SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'this replica no longer leads (its epoch % is over)', leader_epoch
+                USING ERRCODE = 'DBK01';
+        END IF;
+    END $$;
+";
+
+/// Publishes the leader's address, tied to this session by its pid, with
+/// a lease of `lease` from now (the server's clock) and the next epoch,
+/// which it answers. Runs under the owner lock, so never twice at once.
+pub(super) async fn publish_leader(
+    client: &Client,
+    advertise_url: &str,
+    lease: Duration,
+) -> Result<i64, StoreError> {
     client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS deskbroker_leader (
-                one boolean PRIMARY KEY DEFAULT true CHECK (one),
-                pid integer NOT NULL,
-                url text NOT NULL,
-                since timestamptz NOT NULL
-             )",
-        )
+        .batch_execute(LEADERSHIP_SCHEMA)
         .await
-        .map_err(|e| PostgresError::query("cannot create the leader table", e))?;
-    client
-        .execute(
-            "INSERT INTO deskbroker_leader (pid, url, since) VALUES (pg_backend_pid(), $1, now())
+        .map_err(|e| PostgresError::query("cannot create the leadership table", e))?;
+    let row = client
+        .query_one(
+            "INSERT INTO deskbroker_leader (pid, url, since, epoch, lease_until, renewed_at)
+             VALUES (pg_backend_pid(), $1, now(), 1, now() + make_interval(secs => $2), now())
              ON CONFLICT (one) DO UPDATE SET pid = excluded.pid, url = excluded.url,
-                                             since = excluded.since",
-            &[&advertise_url],
+                 since = excluded.since, epoch = deskbroker_leader.epoch + 1,
+                 lease_until = excluded.lease_until, renewed_at = excluded.renewed_at
+             RETURNING epoch",
+            &[&advertise_url, &lease.as_secs_f64()],
         )
         .await
         .map_err(|e| PostgresError::query("cannot publish the leader's address", e))?;
-    Ok(())
+    Ok(row.get(0))
 }
 
-/// The published address of the session that holds the owner lock now
+/// The leader as published by the session that holds the owner lock now
 /// (an address left by a leader whose session ended is not answered).
-pub(super) async fn leader_url(client: &Client) -> Result<Option<String>, StoreError> {
+pub(super) struct Published {
+    pub(super) url: String,
+    pub(super) epoch: i64,
+    /// Its backend: the session to end once its lease has expired.
+    pub(super) pid: i32,
+    /// Its lease ran out by the server's clock (never for a leader of a
+    /// deskbroker that keeps no lease).
+    pub(super) expired: bool,
+    /// It has not renewed its lease for half of it.
+    pub(super) stale: bool,
+}
+
+pub(super) async fn published_leader(client: &Client) -> Result<Option<Published>, StoreError> {
     let row = client
         .query_opt(
-            "SELECT l.url FROM deskbroker_leader l
+            "SELECT l.url, l.epoch, l.pid, coalesce(l.lease_until < now(), false),
+                    coalesce(now() - l.renewed_at > (l.lease_until - l.renewed_at) / 2, false)
+               FROM deskbroker_leader l
               WHERE EXISTS (
                 SELECT 1 FROM pg_locks k
                  WHERE k.pid = l.pid AND k.locktype = 'advisory' AND k.granted
@@ -59,10 +106,34 @@ pub(super) async fn leader_url(client: &Client) -> Result<Option<String>, StoreE
         )
         .await;
     match row {
-        Ok(row) => Ok(row.map(|r| r.get(0))),
-        Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+        Ok(row) => Ok(row.map(|r| Published {
+            url: r.get(0),
+            epoch: r.get(1),
+            pid: r.get(2),
+            expired: r.get(3),
+            stale: r.get(4),
+        })),
+        // No leader has published yet (or only one of a deskbroker that
+        // kept no epoch).
+        Err(e)
+            if e.code() == Some(&SqlState::UNDEFINED_TABLE)
+                || e.code() == Some(&SqlState::UNDEFINED_COLUMN) =>
+        {
+            Ok(None)
+        }
         Err(e) => Err(PostgresError::query("cannot read the leader's address", e).into()),
     }
+}
+
+/// Ends the database session `pid` of a leader whose lease expired, which
+/// frees its owner lock. Answers whether the server agreed (it refuses a
+/// role that may not signal that backend).
+pub(super) async fn end_session(client: &Client, pid: i32) -> Result<bool, StoreError> {
+    let row = client
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .map_err(|e| PostgresError::query("cannot end the expired leader's session", e))?;
+    Ok(row.get(0))
 }
 
 /// Takes the owner lock, waiting on the lock itself for at most `wait`.

@@ -57,6 +57,7 @@ mod apply;
 mod audit;
 mod connection;
 mod error;
+mod lease;
 mod load;
 mod lock;
 mod schema;
@@ -71,11 +72,12 @@ use tokio_postgres::Client;
 use crate::{AuditQuery, AuditRow, Flush, Mutation, Snapshot, Store, StoreError};
 use apply::Statements;
 use connection::{configure_session, open_connection};
-use lock::{leader_url, publish_leader, take_owner_lock};
+use lock::{end_session, publish_leader, published_leader, take_owner_lock};
 use schema::migrate;
 
 pub use connection::is_postgres_url;
 pub use error::PostgresError;
+pub use lease::{Lease, LeaseLost, RENEWALS_PER_LEASE};
 #[cfg(feature = "testing")]
 pub use scratch::{ScratchDatabase, TEST_SERVER_URL_DEFAULT, TEST_SERVER_URL_ENV, test_server_url};
 
@@ -123,6 +125,10 @@ struct Connection {
     /// this connection's commits; None until a prune counts it afresh (at
     /// open, and after a batch that failed).
     audit_bytes: Option<i64>,
+    /// A replica leader's epoch: every batch first passes
+    /// `deskbroker_fence` with it, in its own transaction, so a leader
+    /// that was replaced commits nothing even if its connection survived.
+    epoch: Option<i64>,
 }
 
 impl PostgresStore {
@@ -150,7 +156,7 @@ impl PostgresStore {
         configure_session(&client).await?;
         take_owner_lock(&client, &target, lock_wait).await?;
         migrate(&client).await?;
-        let statements = Statements::prepare(&client).await?;
+        let statements = Statements::prepare(&client, false).await?;
         tracing::info!(database = %target, "postgres store open");
         Ok(PostgresStore {
             conn: Arc::new(tokio::sync::Mutex::new(Connection {
@@ -158,6 +164,7 @@ impl PostgresStore {
                 statements,
                 in_transaction: false,
                 audit_bytes: None,
+                epoch: None,
             })),
             target: target.into(),
         })
@@ -166,43 +173,73 @@ impl PostgresStore {
     /// One try at becoming the leader of the broker replicas that share
     /// the database of `url`: connects, waits at most `wait` for the owner
     /// lock, and if it gets it applies migrations and publishes
-    /// `advertise_url` as the leader's address (in the same session that
-    /// holds the lock, so the address dies with the lock). Otherwise
-    /// answers the current leader's address, if one is published.
+    /// `advertise_url` as the leader's address with the next epoch and a
+    /// lease of `lease` (in the same session that holds the lock, so the
+    /// address dies with the lock). Otherwise answers the current leader,
+    /// if one is published — unless its lease has expired: then it ends
+    /// that leader's database session, which frees the lock, and tries
+    /// once more.
     ///
     /// The store of a won campaign is the only one that may write: its
-    /// connection holds the lock, and every write goes through it, so a
-    /// leader that lost its connection cannot write any more (a new store
-    /// needs a new campaign).
+    /// connection holds the lock, every write goes through it, and every
+    /// batch is checked against its epoch in the same transaction. The
+    /// lease must be kept ([`Lease::keep`]) from the moment it is won.
     pub async fn campaign(
         url: &str,
         advertise_url: &str,
         wait: Duration,
+        lease: Duration,
     ) -> Result<Campaign, StoreError> {
         let (client, target) = open_connection(url).await?;
         configure_session(&client).await?;
         match take_owner_lock(&client, &target, wait).await {
             Ok(()) => {}
             Err(StoreError::Postgres(PostgresError::InUse { .. })) => {
-                return Ok(Campaign::Lost {
-                    leader: leader_url(&client).await?,
-                });
+                let leader = match published_leader(&client).await? {
+                    Some(l) if l.expired => l,
+                    other => {
+                        return Ok(Campaign::Lost {
+                            leader: other.map(|l| Leader {
+                                url: l.url,
+                                epoch: l.epoch,
+                                stale: l.stale,
+                            }),
+                        });
+                    }
+                };
+                let ended = end_session(&client, leader.pid).await?;
+                tracing::warn!(
+                    leader = %leader.url, epoch = leader.epoch, pid = leader.pid, ended,
+                    "the leader's lease has expired: ending its database session to take over"
+                );
+                match take_owner_lock(&client, &target, wait).await {
+                    Ok(()) => {}
+                    Err(StoreError::Postgres(PostgresError::InUse { .. })) => {
+                        return Ok(Campaign::Lost { leader: None });
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             Err(e) => return Err(e),
         }
         migrate(&client).await?;
-        publish_leader(&client, advertise_url).await?;
-        let statements = Statements::prepare(&client).await?;
-        tracing::info!(database = %target, advertise = advertise_url, "elected leader of the broker replicas");
-        Ok(Campaign::Won(PostgresStore {
-            conn: Arc::new(tokio::sync::Mutex::new(Connection {
-                client,
-                statements,
-                in_transaction: false,
-                audit_bytes: None,
-            })),
-            target: target.into(),
-        }))
+        let granted = std::time::Instant::now();
+        let epoch = publish_leader(&client, advertise_url, lease).await?;
+        let statements = Statements::prepare(&client, true).await?;
+        tracing::info!(database = %target, advertise = advertise_url, epoch, "elected leader of the broker replicas");
+        Ok(Campaign::Won {
+            store: PostgresStore {
+                conn: Arc::new(tokio::sync::Mutex::new(Connection {
+                    client,
+                    statements,
+                    in_transaction: false,
+                    audit_bytes: None,
+                    epoch: Some(epoch),
+                })),
+                target: target.into(),
+            },
+            lease: Arc::new(Lease::new(url, epoch, lease, granted)),
+        })
     }
 
     /// `host:port/database` of this store, for messages.
@@ -213,11 +250,27 @@ impl PostgresStore {
 
 /// What one [`PostgresStore::campaign`] found.
 pub enum Campaign {
-    /// This process holds the owner lock: it decides, through this store.
-    Won(PostgresStore),
-    /// Another replica holds it; `leader` is its published address (None
-    /// for the moment between taking the lock and publishing).
-    Lost { leader: Option<String> },
+    /// This process holds the owner lock: it decides, through this store,
+    /// for as long as it keeps the lease.
+    Won {
+        store: PostgresStore,
+        lease: Arc<Lease>,
+    },
+    /// Another replica holds it; `leader` is what it published (None for
+    /// the moment between taking the lock and publishing, and while an
+    /// expired leader's session is ending).
+    Lost { leader: Option<Leader> },
+}
+
+/// The leader another replica published.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leader {
+    /// Where it answers (its `--advertise-url`).
+    pub url: String,
+    pub epoch: i64,
+    /// It has not renewed its lease for half of it: it may be frozen, and
+    /// is replaced if it stays so until the lease runs out.
+    pub stale: bool,
 }
 
 impl Connection {
