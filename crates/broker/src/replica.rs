@@ -411,14 +411,19 @@ impl Replica {
     }
 
     fn follow(&self, leader: Leader) {
+        let mut was_leading = false;
         let changed = self.role.send_if_modified(|role| match role {
             Role::Follower(current) if **current == leader => false,
             _ => {
+                was_leading = matches!(role, Role::Leader(_));
                 *role = Role::Follower(Arc::new(leader.clone()));
                 true
             }
         });
-        if changed {
+        if was_leading {
+            tracing::warn!(leader = %leader.url, epoch = leader.epoch, "stepping down: another replica leads now");
+            metrics::counter!("deskbroker_replica_step_downs_total").increment(1);
+        } else if changed {
             tracing::info!(leader = %leader.url, epoch = leader.epoch, "following");
         }
     }

@@ -6,6 +6,7 @@
 //! that cannot be reached fails the tests.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -352,4 +353,102 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
         .map(|p| p.sessions.len())
         .sum();
     assert!(sessions > 100, "the stores hold a fair amount: {sessions}");
+}
+
+fn put_pool(name: &str) -> std::sync::Arc<[Mutation]> {
+    vec![Mutation::PutPool {
+        config: pool(name),
+        counters: PoolCounters::default(),
+    }]
+    .into()
+}
+
+async fn won(url: &str, advertise: &str, lease: Duration) -> (PostgresStore, Arc<store::Lease>) {
+    match PostgresStore::campaign(url, advertise, Duration::from_secs(1), lease).await {
+        Ok(store::Campaign::Won { store, lease }) => (store, lease),
+        Ok(store::Campaign::Lost { leader }) => panic!("lost the campaign to {leader:?}"),
+        Err(e) => panic!("campaign: {e}"),
+    }
+}
+
+async fn pools_named(url: &str, name: &str) -> i64 {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client
+        .query_one("SELECT count(*) FROM pools WHERE name = $1", &[&name])
+        .await
+        .expect("count")
+        .get(0)
+}
+
+/// Rule L1's fence: a leader whose epoch is over commits nothing, even on
+/// a connection that survived, and cannot renew its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_leader_commits_nothing_even_on_a_live_connection() {
+    let db = scratch("fenced").await;
+    let (store, lease) = won(db.url(), "http://a", Duration::from_secs(10)).await;
+    store.apply(put_pool("p")).await.expect("the leader writes");
+    // What a new leader publishes after ending this one's session; here the
+    // session lives on.
+    let (client, conn) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client
+        .execute("UPDATE deskbroker_leader SET epoch = epoch + 1", &[])
+        .await
+        .expect("a newer epoch");
+    let refused = store.apply(put_pool("q")).await.expect_err("fenced");
+    assert!(refused.to_string().contains("no longer leads"), "{refused}");
+    assert_eq!(
+        pools_named(db.url(), "q").await,
+        0,
+        "nothing of it is written"
+    );
+    lease.keep().await;
+    assert!(lease.replaced(), "its lease cannot be renewed");
+}
+
+/// A leader that stops renewing its lease is replaced once it runs out: the
+/// next campaign ends its session, takes the lock and leads under the next
+/// epoch; the old store can write nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_ends_a_leader_whose_lease_ran_out() {
+    let db = scratch("expired").await;
+    // Won, and never renewed (as if frozen).
+    let (old, old_lease) = won(db.url(), "http://old", Duration::from_secs(2)).await;
+    old.apply(put_pool("p")).await.expect("the leader writes");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (new, new_lease) = loop {
+        assert!(std::time::Instant::now() < deadline, "never took over");
+        match PostgresStore::campaign(
+            db.url(),
+            "http://new",
+            Duration::from_secs(1),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("campaign")
+        {
+            store::Campaign::Won { store, lease } => break (store, lease),
+            store::Campaign::Lost { leader } => {
+                if let Some(leader) = leader {
+                    assert_eq!(leader.url, "http://old");
+                    assert_eq!(leader.epoch, old_lease.epoch());
+                }
+            }
+        }
+    };
+    assert_eq!(new_lease.epoch(), old_lease.epoch() + 1);
+    assert!(!old_lease.is_valid(), "the old leader's own clock agrees");
+    old.apply(put_pool("q"))
+        .await
+        .expect_err("the old session is gone");
+    new.apply(put_pool("r"))
+        .await
+        .expect("the new leader writes");
+    assert_eq!(pools_named(db.url(), "q").await, 0);
+    assert_eq!(pools_named(db.url(), "r").await, 1);
 }
