@@ -225,8 +225,9 @@ impl Replica {
             Campaign::Won { store, lease } => replica.lead(store, lease).await?,
             Campaign::Lost {
                 leader: Some(leader),
+                ..
             } => replica.follow(leader),
-            Campaign::Lost { leader: None } => {}
+            Campaign::Lost { leader: None, .. } => {}
         }
         Ok(replica)
     }
@@ -254,6 +255,9 @@ impl Replica {
     pub async fn run_elections(self: Arc<Replica>) {
         let mut pause = MIN_RETRY_PAUSE;
         let mut last_error: Option<String> = None;
+        // How long the next campaign waits on the lock: less when the
+        // leader's lease runs out sooner, so that it is replaced on time.
+        let mut wait = CAMPAIGN_WAIT;
         loop {
             // A working leader stays one until its store fails or it loses
             // its lease.
@@ -273,10 +277,17 @@ impl Replica {
             let campaign = PostgresStore::campaign(
                 &self.config.database_url,
                 &self.config.advertise_url,
-                CAMPAIGN_WAIT,
+                wait,
                 self.config.leader_lease,
             )
             .await;
+            wait = match &campaign {
+                Ok(Campaign::Lost {
+                    lease_left: Some(left),
+                    ..
+                }) => (*left + Duration::from_millis(10)).min(CAMPAIGN_WAIT),
+                _ => CAMPAIGN_WAIT,
+            };
             let result = match campaign {
                 Ok(Campaign::Won { store, lease }) => self.lead(store, lease).await,
                 // Our own address: the lock is still held by the session of
@@ -285,6 +296,7 @@ impl Replica {
                 // again.
                 Ok(Campaign::Lost {
                     leader: Some(leader),
+                    ..
                 }) if leader.url == self.config.advertise_url => {
                     if let Some(leading) = self.leading()
                         && !leading.may_answer()
@@ -295,6 +307,7 @@ impl Replica {
                 }
                 Ok(Campaign::Lost {
                     leader: Some(leader),
+                    ..
                 }) => {
                     self.follow(leader);
                     Ok(())
@@ -302,7 +315,7 @@ impl Replica {
                 // The lock is held but no address is published yet (a
                 // leader between the two), or an expired leader's session
                 // is ending: no leader to forward to; look again.
-                Ok(Campaign::Lost { leader: None }) => {
+                Ok(Campaign::Lost { leader: None, .. }) => {
                     self.role.send_if_modified(|role| match role {
                         Role::Follower(_) => {
                             *role = Role::Electing;

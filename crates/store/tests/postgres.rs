@@ -366,7 +366,7 @@ fn put_pool(name: &str) -> std::sync::Arc<[Mutation]> {
 async fn won(url: &str, advertise: &str, lease: Duration) -> (PostgresStore, Arc<store::Lease>) {
     match PostgresStore::campaign(url, advertise, Duration::from_secs(1), lease).await {
         Ok(store::Campaign::Won { store, lease }) => (store, lease),
-        Ok(store::Campaign::Lost { leader }) => panic!("lost the campaign to {leader:?}"),
+        Ok(store::Campaign::Lost { leader, .. }) => panic!("lost the campaign to {leader:?}"),
         Err(e) => panic!("campaign: {e}"),
     }
 }
@@ -433,7 +433,7 @@ async fn a_campaign_ends_a_leader_whose_lease_ran_out() {
         .expect("campaign")
         {
             store::Campaign::Won { store, lease } => break (store, lease),
-            store::Campaign::Lost { leader } => {
+            store::Campaign::Lost { leader, .. } => {
                 if let Some(leader) = leader {
                     assert_eq!(leader.url, "http://old");
                     assert_eq!(leader.epoch, old_lease.epoch());

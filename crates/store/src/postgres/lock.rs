@@ -89,13 +89,16 @@ pub(super) struct Published {
     pub(super) expired: bool,
     /// It has not renewed its lease for half of it.
     pub(super) stale: bool,
+    /// How long its lease still runs, by the server's clock.
+    pub(super) lease_left: Option<Duration>,
 }
 
 pub(super) async fn published_leader(client: &Client) -> Result<Option<Published>, StoreError> {
     let row = client
         .query_opt(
             "SELECT l.url, l.epoch, l.pid, coalesce(l.lease_until < now(), false),
-                    coalesce(now() - l.renewed_at > (l.lease_until - l.renewed_at) / 2, false)
+                    coalesce(now() - l.renewed_at > (l.lease_until - l.renewed_at) / 2, false),
+                    extract(epoch FROM l.lease_until - now())::float8
                FROM deskbroker_leader l
               WHERE EXISTS (
                 SELECT 1 FROM pg_locks k
@@ -112,6 +115,9 @@ pub(super) async fn published_leader(client: &Client) -> Result<Option<Published
             pid: r.get(2),
             expired: r.get(3),
             stale: r.get(4),
+            lease_left: r
+                .get::<_, Option<f64>>(5)
+                .map(|s| Duration::from_secs_f64(s.clamp(0.0, 86_400.0))),
         })),
         // No leader has published yet (or only one of a deskbroker that
         // kept no epoch).

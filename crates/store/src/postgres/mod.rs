@@ -199,6 +199,7 @@ impl PostgresStore {
                     Some(l) if l.expired => l,
                     other => {
                         return Ok(Campaign::Lost {
+                            lease_left: other.as_ref().and_then(|l| l.lease_left),
                             leader: other.map(|l| Leader {
                                 url: l.url,
                                 epoch: l.epoch,
@@ -212,10 +213,15 @@ impl PostgresStore {
                     leader = %leader.url, epoch = leader.epoch, pid = leader.pid, ended,
                     "the leader's lease has expired: ending its database session to take over"
                 );
-                match take_owner_lock(&client, &target, wait).await {
+                // The lock is free once that backend has exited.
+                let exit_wait = wait.max(Duration::from_secs(1));
+                match take_owner_lock(&client, &target, exit_wait).await {
                     Ok(()) => {}
                     Err(StoreError::Postgres(PostgresError::InUse { .. })) => {
-                        return Ok(Campaign::Lost { leader: None });
+                        return Ok(Campaign::Lost {
+                            leader: None,
+                            lease_left: None,
+                        });
                     }
                     Err(e) => return Err(e),
                 }
@@ -258,8 +264,13 @@ pub enum Campaign {
     },
     /// Another replica holds it; `leader` is what it published (None for
     /// the moment between taking the lock and publishing, and while an
-    /// expired leader's session is ending).
-    Lost { leader: Option<Leader> },
+    /// expired leader's session is ending), and `lease_left` how long its
+    /// lease still runs: the next campaign need not wait on the lock for
+    /// longer than that.
+    Lost {
+        leader: Option<Leader>,
+        lease_left: Option<Duration>,
+    },
 }
 
 /// The leader another replica published.
