@@ -777,9 +777,13 @@ mod tests {
         };
         let wire = serde_json::to_value(&failed).unwrap();
         assert_eq!(
-            wire,
-            json!({"source": "windowsExporter", "scrapeError": "no answer within 5s",
-                   "scrapeFailed": true})
+            (&wire["source"], &wire["scrapeError"], &wire["scrapeFailed"]),
+            (
+                &json!("windowsExporter"),
+                &json!("no answer within 5s"),
+                &json!(true)
+            ),
+            "{wire}"
         );
         assert_eq!(
             serde_json::from_value::<HeartbeatInput>(wire).unwrap(),
