@@ -120,7 +120,8 @@ pub(crate) async fn log_on(c: &mut TcpStream) {
         .expect("echo");
 }
 
-async fn sessions(app: &App, pool: &str) -> Vec<Value> {
+/// Every session of `pool`, as the API lists them.
+pub(crate) async fn sessions(app: &App, pool: &str) -> Vec<Value> {
     let v = app
         .ok(
             "GET",

@@ -905,18 +905,8 @@ async fn scrape_reports_are_bounded_text_and_never_a_heartbeat() {
 
 /// Each session of `pool` as (user, host, state), sorted.
 async fn placed(app: &App, pool: &str) -> Vec<(String, String, String)> {
-    let v = app
-        .ok(
-            "GET",
-            &format!("/api/v1/hostPools/{pool}/userSessions"),
-            None,
-            200,
-        )
-        .await;
-    let mut out: Vec<(String, String, String)> = v["value"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    let mut out: Vec<(String, String, String)> = crate::front_door_trust::sessions(app, pool)
+        .await
         .iter()
         .map(|s| {
             let text = |k: &str| s[k].as_str().unwrap_or_default().to_string();
