@@ -18,7 +18,7 @@ use crate::AgentError;
 use crate::backoff::Backoff;
 use api::types::{HeartbeatInput, HeartbeatOutput, RefusedSession, RegisterInput};
 use api::{BrokerUrl, Client, ClientError, ErrorCode};
-use placement::HostMetrics;
+use placement::{HeartbeatSource, HostMetrics};
 
 use crate::config::{Config, HostPolicy, policy_is_empty};
 use crate::load_script::LoadScript;
@@ -75,6 +75,8 @@ impl Sampler {
             },
             sessions,
             policy: self.policy.clone(),
+            source: Some(HeartbeatSource::Agent),
+            ..HeartbeatInput::default()
         }
     }
 }
@@ -165,7 +167,10 @@ impl Agent {
                 warn_refused(&c.name, &answer.refused_sessions);
                 let host = &answer.host;
                 let (status, load_index, sessions) = (host.status, host.load_index, host.sessions);
-                if self.delivered_any {
+                if heartbeat.scrape_failed {
+                    // The failed scrape was logged when it happened.
+                    tracing::debug!(host = %c.name, ?status, "failed scrape reported");
+                } else if self.delivered_any {
                     tracing::debug!(host = %c.name, ?status, load_index, sessions, "heartbeat delivered");
                 } else {
                     // Once, so the log shows the agent works end to end.
@@ -341,10 +346,12 @@ fn is_unauthorized(e: &ClientError) -> bool {
 /// (the Linux agent), or a Windows host's exporter (the watching agent).
 /// The loop ([`drive`]) is the same for both.
 pub(crate) trait Source {
-    /// One sample; `None` when there is nothing to report this round (an
-    /// exporter that did not answer, rule W1): no heartbeat is sent, so the
-    /// broker's silence rule (S7) decides the host's status.
-    fn sample(&mut self) -> impl Future<Output = Option<HeartbeatInput>>;
+    /// One sample, sent as it is. The watching agent's sample of an
+    /// exporter that did not answer (rule W1) is a report of the failed
+    /// scrape (`scrapeFailed`), which the broker keeps as the host's
+    /// `scrapeError` and does not count as a heartbeat, so its silence
+    /// rule (S7) still decides the host's status.
+    fn sample(&mut self) -> impl Future<Output = HeartbeatInput>;
     /// The broker's answer to a delivered heartbeat (messages, and the
     /// orders a newer broker may add).
     fn answered(&mut self, answer: HeartbeatOutput);
@@ -360,8 +367,8 @@ struct Machine {
 }
 
 impl Source for Machine {
-    async fn sample(&mut self) -> Option<HeartbeatInput> {
-        Some(self.sampler.sample().await)
+    async fn sample(&mut self) -> HeartbeatInput {
+        self.sampler.sample().await
     }
 
     fn answered(&mut self, answer: HeartbeatOutput) {
@@ -524,13 +531,12 @@ pub(crate) async fn drive(
                 // A sample took longer than the interval: skip, don't burst.
                 next_sample = now + interval;
             }
-            // Nothing to report: no heartbeat this round, and no older
-            // sample either (it would say the host is fine).
-            let fresh = heartbeat.is_some();
-            latest = heartbeat;
+            // Only the newest sample is ever sent: an older one would
+            // say the host is as it was (fine, when this scrape failed).
+            latest = Some(heartbeat);
             // While backing off, the retry clock decides; it will send this
             // newest sample.
-            if fresh && backoff.failures() == 0 {
+            if backoff.failures() == 0 {
                 next_send = Some(now);
             }
         }

@@ -10,9 +10,9 @@
 //! changes only what its caller gave.
 
 use placement::{
-    DrainedBy, Host, HostMetrics, HostPolicy, HostPoolType, HostStatus, LoadBalancerType,
-    PersonalDesktopAssignmentType, Pool, PoolConfig, PowerState, Session, SessionState,
-    TimestampMs,
+    DrainedBy, HeartbeatSource, Host, HostMetrics, HostPolicy, HostPoolType, HostStatus,
+    LoadBalancerType, PersonalDesktopAssignmentType, Pool, PoolConfig, PowerState, Session,
+    SessionState, TimestampMs,
 };
 use serde::{Deserialize, Serialize};
 
@@ -385,6 +385,20 @@ pub struct SessionHostOutput {
     /// Read-only (rule A6): who drained the host, while it is drained.
     #[serde(default)]
     pub drained_by: Option<DrainedBy>,
+    /// Read-only: how the broker learns about the host, as its last
+    /// heartbeat said: `agent` (the Linux agent on the host itself) or
+    /// `windowsExporter` (the watching agent, from the host's
+    /// windows_exporter, rules W1–W4). Null before the first heartbeat,
+    /// or when the heartbeats do not say.
+    #[serde(default)]
+    pub heartbeat_source: Option<HeartbeatSource>,
+    /// Read-only: what the watching agent's last scrape of the host's
+    /// exporter found wrong (down, timed out, garbage, too old a version,
+    /// a failed collector), one line of at most 512 bytes as the agent
+    /// wrote it; null when the last scrape was whole. Untrusted text from
+    /// the host's side: show it as text, never as markup.
+    #[serde(default)]
+    pub scrape_error: Option<String>,
 }
 
 impl From<&Host> for SessionHostOutput {
@@ -407,6 +421,8 @@ impl From<&Host> for SessionHostOutput {
             mac_address: h.spec.mac_address.clone(),
             power_state: h.power_state,
             drained_by: h.spec.drained_by,
+            heartbeat_source: h.heartbeat_source,
+            scrape_error: h.scrape_error.clone(),
         }
     }
 }
@@ -426,6 +442,47 @@ pub struct HeartbeatInput {
     /// The host's own thresholds (H6), from its agent's configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<HostPolicy>,
+    /// Who sends it: `agent` (the Linux agent, on the host itself) or
+    /// `windowsExporter` (the watching agent, from the host's
+    /// windows_exporter). Kept as the host's `heartbeatSource`; absent:
+    /// unknown. A value this broker does not know (a newer agent's) is
+    /// read as absent, as unknown fields are ignored, so that agent's
+    /// heartbeats keep working.
+    #[serde(
+        default,
+        deserialize_with = "lenient_source",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub source: Option<HeartbeatSource>,
+    /// From the watching agent only: what its last scrape of the host's
+    /// exporter found wrong (a failed or timed-out collector, too old a
+    /// version, or with `scrapeFailed` why there was nothing to read); one
+    /// line of at most 512 bytes (`placement::MAX_SCRAPE_ERROR_BYTES`),
+    /// longer is refused. Absent: the scrape was whole. Kept as the host's
+    /// `scrapeError`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_error: Option<String>,
+    /// From the watching agent only: the scrape failed whole (the exporter
+    /// did not answer, or answered garbage), so this says nothing about the
+    /// host but `scrapeError`. The broker keeps that error and nothing
+    /// else: it is no heartbeat (rules S7, W1: the host still becomes
+    /// `Unavailable` when its exporter stays down), it carries no metrics,
+    /// no list and no policy, and its answer hands out no message or order.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scrape_failed: bool,
+}
+
+/// A heartbeat's `source`, or None when it is a string this broker does
+/// not know; anything but a string or null is refused.
+fn lenient_source<'de, D>(d: D) -> Result<Option<HeartbeatSource>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::value::{Error, StrDeserializer};
+    let Some(name) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    Ok(HeartbeatSource::deserialize(StrDeserializer::<Error>::new(&name)).ok())
 }
 
 /// A session as the host sees it.
@@ -726,9 +783,36 @@ mod tests {
                 state: SessionState::Active,
             }]),
             policy: None,
+            source: Some(HeartbeatSource::Agent),
+            ..HeartbeatInput::default()
         };
         let wire = serde_json::to_string(&hb).unwrap();
         assert_eq!(serde_json::from_str::<HeartbeatInput>(&wire).unwrap(), hb);
+        assert!(wire.contains(r#""source":"agent""#), "{wire}");
+        // `scrapeFailed` is sent only when true; an older agent sends
+        // neither field and is read as a whole scrape of unknown source.
+        assert!(!wire.contains("scrapeFailed"), "{wire}");
+
+        let failed = HeartbeatInput {
+            source: Some(HeartbeatSource::WindowsExporter),
+            scrape_error: Some("no answer within 5s".into()),
+            scrape_failed: true,
+            ..HeartbeatInput::default()
+        };
+        let wire = serde_json::to_value(&failed).unwrap();
+        assert_eq!(
+            (&wire["source"], &wire["scrapeError"], &wire["scrapeFailed"]),
+            (
+                &json!("windowsExporter"),
+                &json!("no answer within 5s"),
+                &json!(true)
+            ),
+            "{wire}"
+        );
+        assert_eq!(
+            serde_json::from_value::<HeartbeatInput>(wire).unwrap(),
+            failed
+        );
     }
 
     #[test]
@@ -738,6 +822,17 @@ mod tests {
             serde_json::from_value::<HeartbeatInput>(json!({"cpuPercent": 1.0, "newField": 2}))
                 .is_ok()
         );
+        // Nor an unknown source (a newer agent's); a source that is not a
+        // name at all is refused.
+        let newer: HeartbeatInput =
+            serde_json::from_value(json!({"source": "hyperVIntegration"})).unwrap();
+        assert_eq!(newer.source, None);
+        let known: HeartbeatInput =
+            serde_json::from_value(json!({"source": "windowsExporter"})).unwrap();
+        assert_eq!(known.source, Some(HeartbeatSource::WindowsExporter));
+        let absent: HeartbeatInput = serde_json::from_value(json!({"source": null})).unwrap();
+        assert_eq!(absent.source, None);
+        assert!(serde_json::from_value::<HeartbeatInput>(json!({"source": 7})).is_err());
     }
 }
 

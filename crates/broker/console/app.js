@@ -267,6 +267,10 @@ function setBar(cell, fraction, text) {
 }
 
 const STATUS_MARK = { Available: '● Available', Unavailable: '✕ Unavailable', Shutdown: '■ Shutdown' };
+// How the broker learns about a host (its heartbeats' `heartbeatSource`),
+// in the words an operator knows: the agent on the host, or the exporter
+// the watching agent scrapes.
+const SOURCE_TEXT = { agent: 'agent', windowsExporter: 'windows_exporter' };
 
 function message(id) {
   return h('p', { id, class: 'message', role: 'alert' });
@@ -545,7 +549,7 @@ function poolView(name, params) {
     h(
       'thead',
       {},
-      h('tr', {}, th('Host'), th('Status'), th('New sessions'), th('Sessions'), th('Connecting', 'num'), th('Load index'), th('Last heartbeat'), th('Owner'), th('Power')),
+      h('tr', {}, th('Host'), th('Status'), th('New sessions'), th('Sessions'), th('Connecting', 'num'), th('Load index'), th('Last heartbeat'), th('Reported by'), th('Owner'), th('Power')),
     ),
     tbody,
   );
@@ -688,6 +692,7 @@ function hostRow(pool, x, errorEl) {
     h('td', { class: 'connecting num' }),
     h('td', { class: 'load' }, load.el),
     h('td', { class: 'heartbeat' }),
+    h('td', { class: 'reporter' }, h('span', { class: 'source' }), h('small', { class: 'scrape-error', hidden: true })),
     h('td', { class: 'owner' }),
     h('td', { class: 'power' }, h('span', { class: 'power-state' }), may.operate() ? powerButtons(pool, x.name, errorEl) : null),
   );
@@ -730,6 +735,14 @@ function updateHostRow(tr, x, p, most) {
   const hb = tr.querySelector('.heartbeat');
   setText(hb, ago(x.lastHeartBeat));
   hb.title = x.lastHeartBeat || 'no heartbeat yet';
+  // The scrape error is the watching agent's text about the host's
+  // exporter, from the host's side of the network: text only (setText),
+  // like every other value here.
+  setText(tr.querySelector('.source'), SOURCE_TEXT[x.heartbeatSource] || x.heartbeatSource || '—');
+  const scrape = tr.querySelector('.scrape-error');
+  setText(scrape, x.scrapeError || '');
+  scrape.hidden = !x.scrapeError;
+  scrape.title = x.scrapeError ? 'what the last scrape of the exporter found wrong' : '';
   setText(tr.querySelector('.owner'), x.assignedUser || '—');
   const power = x.powerState || 'Running';
   setText(tr.querySelector('.power-state'), power);

@@ -3,7 +3,11 @@
 //! its list of user sessions, which the broker reconciles with its own by
 //! rule S8 (the broker, not the host, decides where a user belongs). Its
 //! answer carries the host's messages and logoff orders (W5,
-//! `crate::logoffs`).
+//! `crate::logoffs`). It also says where it comes from (the agent on the
+//! host, or the watching agent's scrape of a windows_exporter) and what
+//! that scrape found wrong, kept with the host for operators; the
+//! watching agent's report of a scrape that failed whole keeps only that,
+//! and is no heartbeat (W1).
 //!
 //! One host's heartbeats cannot starve others: each host has a budget of
 //! [`HEARTBEAT_BURST`] heartbeats, refilled by one every
@@ -21,7 +25,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use api::types::{HeartbeatInput, HeartbeatOutput, RefusedSession, SessionHostOutput};
-use placement::{HostSpec, MAX_REPORTED_SESSIONS, Reconciled, RefusalReason};
+use placement::{
+    HeartbeatSource, HostMetrics, HostSpec, MAX_REPORTED_SESSIONS, Reconciled, RefusalReason,
+    validate_scrape_error,
+};
 
 use crate::error::BrokerError;
 use crate::state::Broker;
@@ -161,6 +168,11 @@ impl Broker {
             ))
             .into());
         }
+        check_scrape_report(&input)?;
+        if input.scrape_failed {
+            return self.scrape_failed(pool, host, input).await;
+        }
+        let (source, scrape_error) = (input.source, input.scrape_error);
         let reported: Option<Vec<(String, placement::SessionState)>> = input
             .sessions
             .map(|v| v.into_iter().map(|s| (s.user, s.state)).collect());
@@ -182,6 +194,7 @@ impl Broker {
                     }
                 }
                 p.heartbeat(host, input.metrics, now)?;
+                p.note_report(host, source, scrape_error)?;
                 // W5: users whose logoff on this host is outstanding are
                 // not adopted again; read under the pool's lock, where
                 // orders are made.
@@ -228,6 +241,32 @@ impl Broker {
         })
     }
 
+    /// The watching agent's report of a scrape that failed whole (rule
+    /// W1): the host's `scrapeError` is kept, and nothing else happens.
+    /// It is no heartbeat: the host's silence still counts (S7), so a host
+    /// whose exporter stays down becomes `Unavailable`; nobody's session
+    /// changes (W2); and the answer hands out none of the host's messages
+    /// or logoff orders, which wait for a heartbeat.
+    async fn scrape_failed(
+        &self,
+        pool: &str,
+        host: &str,
+        input: HeartbeatInput,
+    ) -> Result<HeartbeatOutput, HeartbeatError> {
+        let out = self
+            .write(pool, |p, _| {
+                p.note_report(host, input.source, input.scrape_error)?;
+                Ok(SessionHostOutput::from(p.find_host(host)?))
+            })
+            .await?;
+        Ok(HeartbeatOutput {
+            host: out,
+            refused_sessions: Vec::new(),
+            messages: Vec::new(),
+            logoffs: Vec::new(),
+        })
+    }
+
     /// Counts what a list did (per refusal reason) and logs its refusals,
     /// one line per host per [`REFUSAL_LOG_INTERVAL`] at most.
     fn account(&self, pool: &str, host: &str, r: &Reconciled) {
@@ -269,6 +308,42 @@ impl Broker {
              no user was moved"
         );
     }
+}
+
+/// A heartbeat's `scrapeError` and `scrapeFailed` are the watching
+/// agent's: an error is one bounded line, and a failed scrape's report
+/// says why and carries nothing the broker would apply as a heartbeat.
+/// Checked before anything changes, so a refused heartbeat changes nothing.
+fn check_scrape_report(input: &HeartbeatInput) -> Result<(), BrokerError> {
+    let watched = input.source == Some(HeartbeatSource::WindowsExporter);
+    if let Some(e) = &input.scrape_error {
+        validate_scrape_error(e)?;
+        if !watched {
+            return Err(BrokerError::Invalid(
+                "scrapeError: only a heartbeat with source windowsExporter reports scrapes".into(),
+            ));
+        }
+    }
+    if input.scrape_failed {
+        if !watched || input.scrape_error.is_none() {
+            return Err(BrokerError::Invalid(
+                "scrapeFailed: a failed scrape is reported with source windowsExporter and \
+                 a scrapeError saying why"
+                    .into(),
+            ));
+        }
+        if input.sessions.is_some()
+            || input.policy.is_some()
+            || input.metrics != HostMetrics::default()
+        {
+            return Err(BrokerError::Invalid(
+                "scrapeFailed: a failed scrape has nothing to report but its scrapeError; \
+                 sessions, metrics and policy are refused with it"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

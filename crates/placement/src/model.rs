@@ -798,6 +798,44 @@ impl HostMetrics {
     }
 }
 
+/// Where a host's heartbeats come from, as the heartbeat says: how the
+/// broker learns about the host. Used by no rule; shown to operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum HeartbeatSource {
+    /// The agent on the host itself (the Linux agent: `/proc`, logind or
+    /// a sessions command).
+    Agent,
+    /// The watching agent, from the host's windows_exporter (rules W1–W4).
+    WindowsExporter,
+}
+
+/// The longest `scrapeError` a heartbeat may carry, in bytes: room for a
+/// sentence or two about what the last scrape found wrong, not for a
+/// host to store its exporter's answer. The watching agent shortens its
+/// own to fit.
+pub const MAX_SCRAPE_ERROR_BYTES: usize = 512;
+
+/// A heartbeat's `scrapeError`: one line of text, 1 to
+/// [`MAX_SCRAPE_ERROR_BYTES`] bytes, without control characters (a host
+/// that has been taken over must not write a terminal's escape sequences
+/// or fake lines into what operators read). The refusal does not echo it.
+pub fn validate_scrape_error(error: &str) -> Result<(), Error> {
+    if error.is_empty() || error.len() > MAX_SCRAPE_ERROR_BYTES {
+        return Err(Error::InvalidParameter(format!(
+            "scrapeError: {} bytes; it must be 1 to {MAX_SCRAPE_ERROR_BYTES}",
+            error.len()
+        )));
+    }
+    if error.chars().any(char::is_control) {
+        return Err(Error::InvalidParameter(
+            "scrapeError: holds control characters; it must be one line of text".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// What an administrator (or an agent's registration) says about a host.
 ///
 /// `repr(C)`, fields in the order a placement reads them: what every
@@ -1001,6 +1039,15 @@ pub struct Host {
     pub metrics: Option<HostMetrics>,
     pub spec: HostSpec,
     pub registered_at_ms: TimestampMs,
+    /// Where its last heartbeat came from, as it said (None: no heartbeat
+    /// yet, or one that did not say). Kept with the metrics, like them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_source: Option<HeartbeatSource>,
+    /// What the watching agent's last scrape of the host's exporter found
+    /// wrong (None: nothing, or the host is not watched). A scrape that
+    /// failed whole sets it too, though it is no heartbeat (rule W1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_error: Option<String>,
 }
 
 fn available() -> HostStatus {

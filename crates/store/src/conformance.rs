@@ -371,6 +371,8 @@ async fn new_host_fields_come_back(open: Opener<'_>) {
     h.spec.drained_by = Some(placement::DrainedBy::Operator);
     h.power_state = placement::PowerState::Stopped;
     h.start_requested_ms = Some(1_700_000_000_500);
+    h.heartbeat_source = Some(placement::HeartbeatSource::WindowsExporter);
+    h.scrape_error = Some("windows_exporter 0.30.5 is too old — ünïcode".into());
     let mut config = pool("p");
     config.start_vm_on_connect = true;
     config.power_settings.driver = placement::PowerDriver::Command;
@@ -423,6 +425,8 @@ pub fn host(name: &str, seq: u64) -> Host {
         disconnected_sessions: 0,
         load_index: placement::load_index::UNKNOWN,
         logons_since_heartbeat: 0,
+        heartbeat_source: None,
+        scrape_error: None,
     }
 }
 

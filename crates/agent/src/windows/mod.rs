@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::types::{HeartbeatInput, HeartbeatOutput};
+use placement::{HeartbeatSource, MAX_SCRAPE_ERROR_BYTES};
 
 use crate::AgentError;
 use crate::config::{HostPolicy, policy_is_empty};
@@ -104,13 +105,23 @@ impl WatchedHost {
 }
 
 impl Source for WatchedHost {
-    async fn sample(&mut self) -> Option<HeartbeatInput> {
+    async fn sample(&mut self) -> HeartbeatInput {
         match self.target.scrape().await {
             Err(e) => {
-                // No heartbeat this round: S7 makes the host Unavailable in
-                // time, and no other host waits for this one (W1).
-                self.note(vec![format!("scrape failed, no heartbeat this round: {e}")]);
-                None
+                // No heartbeat this round, only the failed scrape's report,
+                // which the broker keeps as the host's scrapeError and does
+                // not count as a heartbeat: S7 makes the host Unavailable in
+                // time, nobody's session changes, and no other host waits
+                // for this one (W1).
+                let problem = format!("scrape failed, no heartbeat this round: {e}");
+                let error = scrape_error(std::slice::from_ref(&problem));
+                self.note(vec![problem]);
+                HeartbeatInput {
+                    source: Some(HeartbeatSource::WindowsExporter),
+                    scrape_error: error,
+                    scrape_failed: true,
+                    ..HeartbeatInput::default()
+                }
             }
             Ok(samples) => {
                 let r = report::interpret(
@@ -119,17 +130,21 @@ impl Source for WatchedHost {
                     &self.names,
                     &self.previously_listed,
                 );
+                let error = scrape_error(&r.problems);
                 self.note(r.problems);
                 if let Some(list) = &r.sessions {
                     self.previously_listed =
                         list.iter().map(|s| s.user.to_ascii_lowercase()).collect();
                     self.listed = r.listed;
                 }
-                Some(HeartbeatInput {
+                HeartbeatInput {
                     metrics: r.metrics,
                     sessions: r.sessions,
                     policy: self.policy.clone(),
-                })
+                    source: Some(HeartbeatSource::WindowsExporter),
+                    scrape_error: error,
+                    scrape_failed: false,
+                }
             }
         }
     }
@@ -146,6 +161,30 @@ impl Source for WatchedHost {
                 .unwrap_or_default()
         });
     }
+}
+
+/// A round's problems as the broker keeps them (the host's
+/// `scrapeError`): one line, in the broker's bound
+/// ([`MAX_SCRAPE_ERROR_BYTES`]), cut at a character with `…` when longer
+/// (the log keeps them whole). None when the scrape was whole.
+fn scrape_error(problems: &[String]) -> Option<String> {
+    const CUT: &str = "…";
+    if problems.is_empty() {
+        return None;
+    }
+    let line: String = problems
+        .join("; ")
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if line.len() <= MAX_SCRAPE_ERROR_BYTES {
+        return Some(line);
+    }
+    let mut end = MAX_SCRAPE_ERROR_BYTES - CUT.len();
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!("{}{CUT}", &line[..end]))
 }
 
 /// Runs the watching agent until `shutdown` completes. It fails only at
@@ -237,4 +276,37 @@ pub async fn run(
     while tasks.join_next().await.is_some() {}
     tracing::info!("deskbroker agent stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement::validate_scrape_error;
+
+    #[test]
+    fn a_rounds_problems_become_one_line_the_broker_takes() {
+        assert_eq!(scrape_error(&[]), None);
+        let two = scrape_error(&[
+            "no session list: the exporter's terminal_services collector failed".into(),
+            "no CPU figure:\nline\tbreak".into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            two,
+            "no session list: the exporter's terminal_services collector failed; \
+             no CPU figure: line break"
+        );
+        validate_scrape_error(&two).unwrap();
+
+        // Long, with a multi-byte character across the cut: shortened on a
+        // character boundary, within the bound, marked as cut.
+        for pad in 0..4 {
+            let long = format!("{}{}", "x".repeat(pad), "é".repeat(MAX_SCRAPE_ERROR_BYTES));
+            let cut = scrape_error(&[long]).unwrap();
+            assert!(cut.len() <= MAX_SCRAPE_ERROR_BYTES, "{}", cut.len());
+            assert!(cut.len() > MAX_SCRAPE_ERROR_BYTES - 8, "{}", cut.len());
+            assert!(cut.ends_with('…'), "{cut}");
+            validate_scrape_error(&cut).unwrap();
+        }
+    }
 }

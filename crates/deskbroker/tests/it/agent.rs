@@ -154,6 +154,12 @@ async fn agents_register_report_and_survive_restarts() {
     let h1 = host(&app, "h1").await;
     let cpu = h1["metrics"]["cpuPercent"].as_f64().expect("cpu reported");
     assert!((0.0..=100.0).contains(&cpu), "{h1}");
+    // The broker hears of each host from the agent on it, which scrapes
+    // nothing.
+    for h in [&h1, &host(&app, "h2").await] {
+        assert_eq!(h["heartbeatSource"], "agent", "{h}");
+        assert_eq!(h["scrapeError"], Value::Null, "{h}");
+    }
     assert!(
         h1["metrics"]["memoryPercent"]
             .as_f64()

@@ -1318,3 +1318,121 @@ async fn each_role_sees_its_actions_and_the_audit_page_shows_a_drain() {
         .unwrap_or_default();
     assert!(change.contains("allowNewSession: true → false"), "{change}");
 }
+
+/// `POST …/heartbeat` of `host` in `pool` with its credential.
+async fn heartbeat(app: &App, pool: &str, host: &str, credential: &str, body: Value) {
+    let (status, v) = app
+        .call_with(
+            "POST",
+            &format!("/api/v1/hostPools/{pool}/sessionHosts/{host}/heartbeat"),
+            Some(body),
+            Some(credential),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+}
+
+/// The host table says how the broker hears of each host and what the
+/// watching agent's last scrape found wrong. That error is written by
+/// whoever controls the host's side (a compromised host, or its
+/// exporter's answer quoted): the console shows it as text, so markup in
+/// it makes no element and runs nothing.
+#[tokio::test]
+async fn the_host_table_shows_each_hosts_source_and_scrape_error_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/win",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+        201,
+    )
+    .await;
+    let linux = crate::enroll(&app, "win", "xrdp01", "10.0.0.10:3389").await;
+    let watched = crate::enroll(&app, "win", "rdsh01", "10.0.0.11:3389").await;
+    crate::enroll(&app, "win", "manual01", "10.0.0.12:3389").await;
+    heartbeat(&app, "win", "xrdp01", &linux, json!({"source": "agent"})).await;
+    let hostile = r#"<img src=x onerror="window.__owned=1"><script>window.__owned=2</script> collector <b>failed</b> &amp; "quoted""#;
+    heartbeat(
+        &app,
+        "win",
+        "rdsh01",
+        &watched,
+        json!({"source": "windowsExporter", "scrapeError": hostile}),
+    )
+    .await;
+
+    let b = browser().await;
+    let c = &b.client;
+    sign_in(c, &app).await;
+    go(c, "#/pools/win").await;
+    let row = |h: &str| format!("#hosts-table tr[data-host='{h}']");
+    let shown = wait_text(
+        c,
+        &format!("{} .scrape-error", row("rdsh01")),
+        "rdsh01's scrape error",
+        |t| !t.is_empty(),
+    )
+    .await;
+    assert_eq!(shown, hostile, "the error, character for character");
+    assert!(
+        is_shown(c, &format!("{} .scrape-error", row("rdsh01"))).await,
+        "the error is not visible"
+    );
+    assert_eq!(
+        text(c, &format!("{} .source", row("rdsh01")))
+            .await
+            .as_deref(),
+        Some("windows_exporter")
+    );
+    // Its markup made no element and ran nothing.
+    let made = js(
+        c,
+        "const t = document.querySelector('#hosts-table'); \
+         return [t.querySelectorAll('img, script, b').length, window.__owned === undefined];",
+        vec![],
+    )
+    .await;
+    assert_eq!(made, json!([0, true]));
+
+    // The Linux agent's host, and one that never sent a heartbeat: no
+    // error shown.
+    assert_eq!(
+        text(c, &format!("{} .source", row("xrdp01")))
+            .await
+            .as_deref(),
+        Some("agent")
+    );
+    assert_eq!(
+        text(c, &format!("{} .source", row("manual01")))
+            .await
+            .as_deref(),
+        Some("—")
+    );
+    for h in ["xrdp01", "manual01"] {
+        assert!(
+            !is_shown(c, &format!("{} .scrape-error", row(h))).await,
+            "{h} shows a scrape error"
+        );
+    }
+
+    // A whole scrape clears the error on the next poll.
+    heartbeat(
+        &app,
+        "win",
+        "rdsh01",
+        &watched,
+        json!({"source": "windowsExporter"}),
+    )
+    .await;
+    wait_js(
+        c,
+        &format!(
+            "const e = document.querySelector(\"{} .scrape-error\"); \
+             return !!e && e.hidden && e.textContent === '';",
+            row("rdsh01")
+        ),
+        "rdsh01's error cleared",
+    )
+    .await;
+}

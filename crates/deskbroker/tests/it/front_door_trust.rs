@@ -6,6 +6,8 @@
 //! broker issued); the bounds are `gateway::sources`'s.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -21,7 +23,7 @@ const PATIENCE: Duration = Duration::from_secs(15);
 const S9_PATIENCE: Duration = Duration::from_secs(150);
 
 /// `serve` with a front door whose default pool is `farm`, and `extra` flags.
-fn spawn_with_front_door(data_dir: &Path, extra: &[&str]) -> (App, String) {
+pub(crate) fn spawn_with_front_door(data_dir: &Path, extra: &[&str]) -> (App, String) {
     let mut args = vec!["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", "farm"];
     args.extend_from_slice(extra);
     let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &args);
@@ -36,10 +38,19 @@ fn spawn_with_front_door(data_dir: &Path, extra: &[&str]) -> (App, String) {
 /// A fake RDP host: reads the first PDU, answers `CC` (its "Connection
 /// Confirm"), then echoes. Answers its address.
 pub(crate) async fn echo_host() -> String {
+    echo_host_counting().await.0
+}
+
+/// [`echo_host`], with the count of connections it accepted (each one the
+/// front door dialled for a client).
+pub(crate) async fn echo_host_counting() -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("addr").to_string();
+    let dialled = Arc::new(AtomicUsize::new(0));
+    let counter = dialled.clone();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let mut header = [0u8; 4];
                 if s.read_exact(&mut header).await.is_err() {
@@ -62,7 +73,7 @@ pub(crate) async fn echo_host() -> String {
             });
         }
     });
-    address
+    (address, dialled)
 }
 
 /// An X.224 Connection Request with `line` as its cookie or routing token
@@ -82,7 +93,7 @@ pub(crate) fn first_pdu(line: &str) -> Vec<u8> {
 
 /// Opens a front-door connection with `line`; answers it once the host's
 /// `CC` came back, or `None` when the front door closed it instead.
-async fn open(front_door: &str, line: &str) -> Option<TcpStream> {
+pub(crate) async fn open(front_door: &str, line: &str) -> Option<TcpStream> {
     let mut c = TcpStream::connect(front_door).await.expect("connect");
     c.write_all(&first_pdu(line)).await.expect("write");
     let mut cc = [0u8; 2];
@@ -98,7 +109,7 @@ async fn open(front_door: &str, line: &str) -> Option<TcpStream> {
 
 /// Plays a logon as far as the front door can see one (rule S9's
 /// evidence): enough bytes both ways through the echoing host.
-async fn log_on(c: &mut TcpStream) {
+pub(crate) async fn log_on(c: &mut TcpStream) {
     let n = gateway::front_door::LOGON_EVIDENCE_HOST_BYTES as usize;
     let bytes = vec![0x42; n];
     c.write_all(&bytes).await.expect("write");
@@ -109,7 +120,8 @@ async fn log_on(c: &mut TcpStream) {
         .expect("echo");
 }
 
-async fn sessions(app: &App, pool: &str) -> Vec<Value> {
+/// Every session of `pool`, as the API lists them.
+pub(crate) async fn sessions(app: &App, pool: &str) -> Vec<Value> {
     let v = app
         .ok(
             "GET",
@@ -122,7 +134,7 @@ async fn sessions(app: &App, pool: &str) -> Vec<Value> {
 }
 
 /// The users with a session in `pool` and their states, sorted.
-async fn states(app: &App, pool: &str) -> Vec<(String, String)> {
+pub(crate) async fn states(app: &App, pool: &str) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = sessions(app, pool)
         .await
         .iter()
@@ -137,7 +149,7 @@ async fn states(app: &App, pool: &str) -> Vec<(String, String)> {
     v
 }
 
-async fn wait_states(app: &App, pool: &str, want: &[(&str, &str)]) {
+pub(crate) async fn wait_states(app: &App, pool: &str, want: &[(&str, &str)]) {
     let want: Vec<(String, String)> = want
         .iter()
         .map(|(u, s)| (u.to_string(), s.to_string()))

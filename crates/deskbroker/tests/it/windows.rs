@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -311,6 +311,10 @@ async fn host(app: &App, name: &str) -> Value {
     .await
 }
 
+async fn scrape_error(app: &App, name: &str) -> Value {
+    host(app, name).await["scrapeError"].clone()
+}
+
 async fn sessions_of(app: &App, user: &str) -> Vec<Value> {
     let v = app
         .ok(
@@ -436,6 +440,10 @@ CONTOSO = "contoso.com"
         let h = host(&app, name).await;
         assert_eq!(h["loadIndex"], index, "{h}");
         assert_eq!(h["status"], "Available", "{h}");
+        // The broker hears of it through its exporter, whose answers are
+        // whole.
+        assert_eq!(h["heartbeatSource"], "windowsExporter", "{h}");
+        assert_eq!(h["scrapeError"], Value::Null, "{h}");
     }
     // Each host keeps its own credential in its own state directory.
     for name in ["rdsh01", "rdsh02", "rdsh03"] {
@@ -523,7 +531,15 @@ CONTOSO = "contoso.com"
         1,
         "a partial scrape ended a session"
     );
-    assert_eq!(host(&app, "rdsh02").await["status"], "Available");
+    // The host is heard from, and shows why its list is missing.
+    let h = host(&app, "rdsh02").await;
+    assert_eq!(h["status"], "Available", "{h}");
+    assert_eq!(h["heartbeatSource"], "windowsExporter", "{h}");
+    assert_eq!(
+        h["scrapeError"],
+        "no session list: the exporter's terminal_services collector failed in this scrape",
+        "{h}"
+    );
 
     // A whole scrape without her: her session has ended.
     e2.set(|s| s.sessions_whole = true);
@@ -535,6 +551,7 @@ CONTOSO = "contoso.com"
         ended,
         "alice's session ends when the exporter no longer lists her"
     );
+    assert_eq!(scrape_error(&app, "rdsh02").await, Value::Null);
 
     // An exporter too old for session lists: heartbeats go on, bob is
     // never listed, and the log says which version is needed.
@@ -549,7 +566,15 @@ CONTOSO = "contoso.com"
     });
     rounds(&e3, 3).await;
     assert!(sessions_of(&app, "bob@contoso.com").await.is_empty());
-    assert_eq!(host(&app, "rdsh03").await["status"], "Available");
+    let h = host(&app, "rdsh03").await;
+    assert_eq!(h["status"], "Available", "{h}");
+    assert!(
+        h["scrapeError"].as_str().is_some_and(|e| e.starts_with(
+            "no session list: windows_exporter 0.30.5 is too old: session lists need \
+             windows_exporter 0.31 or later"
+        )),
+        "{h}"
+    );
     let logged = eventually(BEAT, || async {
         std::fs::read_to_string(&log).unwrap_or_default().contains(
             "windows_exporter 0.30.5 is too old: session lists need windows_exporter 0.31 or later",
@@ -565,10 +590,26 @@ CONTOSO = "contoso.com"
     // A silent exporter makes only its own host Unavailable...
     e3.set(|s| s.mode = Mode::Silent);
     let down = eventually(BEAT, || async {
-        host(&app, "rdsh03").await["status"] == "Unavailable"
+        let h = host(&app, "rdsh03").await;
+        h["status"] == "Unavailable"
+            && h["scrapeError"]
+                .as_str()
+                .is_some_and(|e| e.contains("no answer within 2s"))
     })
     .await;
-    assert!(down, "a silent exporter's host becomes Unavailable");
+    assert!(
+        down,
+        "a silent exporter's host becomes Unavailable, and shows why: {}",
+        host(&app, "rdsh03").await
+    );
+    // The failed scrapes' reports reached the broker, and none counted as
+    // a heartbeat (W1): it stays Unavailable through further rounds.
+    let silent_since = host(&app, "rdsh03").await["lastHeartBeat"].clone();
+    rounds(&e3, 2).await;
+    let h = host(&app, "rdsh03").await;
+    assert_eq!(h["status"], "Unavailable", "{h}");
+    assert_eq!(h["lastHeartBeat"], silent_since, "{h}");
+    assert_eq!(h["heartbeatSource"], "windowsExporter", "{h}");
     for name in ["rdsh01", "rdsh02"] {
         assert_eq!(host(&app, name).await["status"], "Available", "{name}");
     }
@@ -581,6 +622,15 @@ CONTOSO = "contoso.com"
     assert!(
         down,
         "a garbage-serving exporter's host becomes Unavailable"
+    );
+    // The error says which line was not the format.
+    let h = host(&app, "rdsh02").await;
+    assert!(
+        h["scrapeError"].as_str().is_some_and(|e| e.starts_with(
+            "scrape failed, no heartbeat this round: the answer is not the Prometheus text \
+             format: line 1"
+        )),
+        "{h}"
     );
     let before = host(&app, "rdsh01").await["lastHeartBeat"].clone();
     let beating = eventually(BEAT, || async {
@@ -596,6 +646,11 @@ CONTOSO = "contoso.com"
     })
     .await;
     assert!(up, "rdsh02 is Available again once its exporter answers");
+    let whole = eventually(BEAT, || async {
+        scrape_error(&app, "rdsh02").await.is_null()
+    })
+    .await;
+    assert!(whole, "{}", host(&app, "rdsh02").await);
 
     // Rule W5: a broker logoff is carried out on the host, with the
     // logoff_command, given the user's Windows session id.
@@ -654,4 +709,390 @@ CONTOSO = "contoso.com"
         "want {want:?} in {:?}",
         std::fs::read_to_string(&logoffs).unwrap_or_default()
     );
+}
+
+/// `POST …/heartbeat` of rdsh01 with its credential; answers (status,
+/// body). Waits out the host's heartbeat budget (429) first, as its agent
+/// would: refusals count against it too.
+async fn beat(app: &App, credential: &str, body: Value) -> (u16, Value) {
+    let deadline = Instant::now() + BEAT;
+    loop {
+        let (status, v) = app
+            .call_with(
+                "POST",
+                "/api/v1/hostPools/win/sessionHosts/rdsh01/heartbeat",
+                Some(body.clone()),
+                Some(credential),
+            )
+            .await;
+        if status != 429 || Instant::now() > deadline {
+            return (status, v);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// What a host may say about its scrapes, and what a compromised host
+/// cannot make of it: an error is one bounded line, stored and answered as
+/// JSON text (the console's test shows it rendered as text); a failed
+/// scrape's report is no heartbeat and ends nobody's session; both survive
+/// a restart with the host's other heartbeat figures.
+#[tokio::test]
+async fn scrape_reports_are_bounded_text_and_never_a_heartbeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/win",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+            "heartbeatTimeoutSeconds": 5}),
+        ),
+        201,
+    )
+    .await;
+    let credential = crate::enroll(&app, "win", "rdsh01", "10.0.0.11:3389").await;
+    // The OpenAPI document describes the fields.
+    let doc = app.ok("GET", "/openapi.json", None, 200).await;
+    let schemas = &doc["components"]["schemas"];
+    for field in ["heartbeatSource", "scrapeError"] {
+        assert!(
+            schemas["SessionHostOutput"]["properties"][field].is_object(),
+            "{field}: {}",
+            schemas["SessionHostOutput"]
+        );
+    }
+    // The heartbeat's metrics are flattened into it: its own fields are
+    // the second part of an `allOf`.
+    let heartbeat = &schemas["HeartbeatInput"]["allOf"][1]["properties"];
+    for field in ["source", "scrapeError", "scrapeFailed"] {
+        assert!(heartbeat[field].is_object(), "{field}: {heartbeat}");
+    }
+    assert_eq!(
+        schemas["HeartbeatSource"]["enum"],
+        json!(["agent", "windowsExporter"]),
+        "{}",
+        schemas["HeartbeatSource"]
+    );
+
+    // A whole scrape with alice on the host.
+    let (status, v) = beat(
+        &app,
+        &credential,
+        json!({"source": "windowsExporter", "cpuPercent": 12.0,
+            "sessions": [{"user": "alice@contoso.com", "state": "Active"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let h = host(&app, "rdsh01").await;
+    assert_eq!(
+        (&h["heartbeatSource"], &h["scrapeError"], &h["sessions"]),
+        (&json!("windowsExporter"), &Value::Null, &json!(1)),
+        "{h}"
+    );
+
+    // Refused whole, without echoing what was sent, and nothing changes:
+    // too long (by one byte, and by far), control characters (a fake
+    // second line, a terminal's escape), an error from a host that says it
+    // is not watched, and failed scrapes that carry more than their error.
+    let long = "x".repeat(placement::MAX_SCRAPE_ERROR_BYTES + 1);
+    let huge = "<b>".repeat(60_000);
+    let refusals = [
+        json!({"source": "windowsExporter", "scrapeError": long}),
+        json!({"source": "windowsExporter", "scrapeError": huge}),
+        json!({"source": "windowsExporter", "scrapeError": "fine\nINFO all good"}),
+        json!({"source": "windowsExporter", "scrapeError": "\u{1b}[2Jcleared"}),
+        json!({"source": "windowsExporter", "scrapeError": ""}),
+        json!({"source": "agent", "scrapeError": "not mine to say"}),
+        json!({"scrapeError": "from nobody"}),
+        json!({"source": "windowsExporter", "scrapeFailed": true}),
+        json!({"source": "agent", "scrapeError": "down", "scrapeFailed": true}),
+        json!({"source": "windowsExporter", "scrapeError": "down", "scrapeFailed": true,
+            "sessions": []}),
+        json!({"source": "windowsExporter", "scrapeError": "down", "scrapeFailed": true,
+            "cpuPercent": 5.0}),
+        json!({"source": 7}),
+    ];
+    for body in refusals {
+        let (status, v) = beat(&app, &credential, body.clone()).await;
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(
+            (status, v["error"]["code"].as_str()),
+            (400, Some("InvalidParameter")),
+            "{body}: {v}"
+        );
+        assert!(message.len() < 300, "the refusal echoes: {message}");
+        assert!(
+            !message.contains("<b>") && !message.contains('\u{1b}'),
+            "{message}"
+        );
+    }
+    let after = host(&app, "rdsh01").await;
+    assert_eq!(after["scrapeError"], Value::Null, "{after}");
+    assert_eq!(after["lastHeartBeat"], h["lastHeartBeat"], "{after}");
+    assert_eq!(after["sessions"], 1, "{after}");
+
+    // A newer agent's source is read as unknown, its heartbeat applied.
+    let (status, v) = beat(&app, &credential, json!({"source": "hyperVIntegration"})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(host(&app, "rdsh01").await["heartbeatSource"], Value::Null);
+
+    // Markup is kept as the text it is, within the bound.
+    let markup = r#"<img src=x onerror="alert(1)"> collector <b>failed</b> & "quoted""#;
+    let (status, v) = beat(
+        &app,
+        &credential,
+        json!({"source": "windowsExporter", "scrapeError": markup}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["scrapeError"], markup, "the answer is the host as stored");
+    assert_eq!(host(&app, "rdsh01").await["scrapeError"], markup);
+
+    // A failed scrape's report: the error is kept, nothing else happens.
+    // The host is not heard from (S7): sent again and again, the reports
+    // do not keep it Available; alice's session is left as it is (W2).
+    let heard = host(&app, "rdsh01").await["lastHeartBeat"].clone();
+    let failed = json!({"source": "windowsExporter", "scrapeFailed": true,
+        "scrapeError": "scrape failed, no heartbeat this round: no answer within 5s"});
+    let silent = eventually(BEAT, || async {
+        let (status, v) = beat(&app, &credential, failed.clone()).await;
+        assert_eq!(status, 200, "{v}");
+        host(&app, "rdsh01").await["status"] == "Unavailable"
+    })
+    .await;
+    let h = host(&app, "rdsh01").await;
+    assert!(silent, "failed scrapes kept the host Available: {h}");
+    assert_eq!(h["lastHeartBeat"], heard, "{h}");
+    assert_eq!(h["sessions"], 1, "{h}");
+    assert_eq!(h["scrapeError"], failed["scrapeError"], "{h}");
+    assert_eq!(h["heartbeatSource"], "windowsExporter", "{h}");
+
+    // A partial scrape: heard from again, with its error; kept across a
+    // restart like the host's metrics.
+    let partial = "no session list: the exporter's terminal_services collector timed out in \
+                   this scrape";
+    let (status, v) = beat(
+        &app,
+        &credential,
+        json!({"source": "windowsExporter", "cpuPercent": 20.0, "scrapeError": partial}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let h = host(&app, "rdsh01").await;
+    assert_eq!(h["status"], "Available", "{h}");
+    assert_eq!(h["scrapeError"], partial, "{h}");
+    let data = app.data_dir.clone();
+    drop(app);
+    let app = App::spawn_on(&data);
+    let h = host(&app, "rdsh01").await;
+    assert_eq!(
+        (&h["heartbeatSource"], &h["scrapeError"]),
+        (&json!("windowsExporter"), &json!(partial)),
+        "{h}"
+    );
+
+    // A whole scrape clears it.
+    let (status, v) = beat(
+        &app,
+        &credential,
+        json!({"source": "windowsExporter", "cpuPercent": 20.0}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(host(&app, "rdsh01").await["scrapeError"], Value::Null);
+}
+
+/// Each session of `pool` as (user, host, state), sorted.
+async fn placed(app: &App, pool: &str) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = crate::front_door_trust::sessions(app, pool)
+        .await
+        .iter()
+        .map(|s| {
+            let text = |k: &str| s[k].as_str().unwrap_or_default().to_string();
+            (
+                text("userPrincipalName"),
+                text("sessionHost"),
+                text("sessionState"),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Rule W6 through the RDP front door: mstsc's `mstshash` cookie keeps the
+/// first 9 characters of the user name, so `administrator` arrives as
+/// `administ`. That cookie is the name `administ` and nothing more: it is
+/// never sent to administrator's session or host (S1 matches whole names,
+/// without regard to case only), it is placed as its own user by the
+/// pool's rules, and it changes nothing of his. A pool that requires
+/// tickets (what W6 advises for Windows clients) refuses it before any host
+/// is dialled, and administrator's own ticket takes him back to his host.
+#[tokio::test]
+async fn w6_a_cookie_that_only_prefixes_a_name_never_draws_that_user() {
+    use crate::front_door_trust::{echo_host_counting, first_pdu, log_on, open};
+    use std::sync::atomic::Ordering::SeqCst;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (app, front_door) = crate::front_door_trust::spawn_with_front_door(dir.path(), &[]);
+    let (a, a_dialled) = echo_host_counting().await;
+    let (b, b_dialled) = echo_host_counting().await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+            "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
+        201,
+    )
+    .await;
+    // Only rdshA takes new sessions while administrator logs on.
+    for (name, address, open) in [("rdshA", &a, true), ("rdshB", &b, false)] {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/farm/sessionHosts/{name}"),
+            Some(json!({"address": address, "allowNewSession": open})),
+            201,
+        )
+        .await;
+    }
+    let admin = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(json!({"user": "administrator"})),
+            200,
+        )
+        .await;
+    assert_eq!(admin["sessionHost"], "rdshA", "{admin}");
+    let admin_id = admin["sessionId"].as_str().unwrap().to_string();
+    app.ok(
+        "PATCH",
+        &format!("/api/v1/hostPools/farm/userSessions/{admin_id}"),
+        Some(json!({"sessionState": "Active"})),
+        200,
+    )
+    .await;
+    // Now rdshA is drained and rdshB open: only affinity could send a
+    // connection to rdshA.
+    for (name, open) in [("rdshA", false), ("rdshB", true)] {
+        app.ok(
+            "PATCH",
+            &format!("/api/v1/hostPools/farm/sessionHosts/{name}"),
+            Some(json!({"allowNewSession": open})),
+            200,
+        )
+        .await;
+    }
+    let his = || {
+        (
+            "administrator".to_string(),
+            "rdshA".to_string(),
+            "Active".to_string(),
+        )
+    };
+
+    // mstsc's cookie for him goes to rdshB, as the new user `administ`.
+    let mut c = open(&front_door, "Cookie: mstshash=administ")
+        .await
+        .expect("placed and relayed");
+    log_on(&mut c).await;
+    assert_eq!(
+        (a_dialled.load(SeqCst), b_dialled.load(SeqCst)),
+        (0, 1),
+        "administ was relayed to rdshB only"
+    );
+    let want = vec![
+        (
+            "administ".to_string(),
+            "rdshB".to_string(),
+            "Active".to_string(),
+        ),
+        his(),
+    ];
+    let seen = eventually(BEAT, || async { placed(&app, "farm").await == want }).await;
+    assert!(seen, "{:?}", placed(&app, "farm").await);
+    drop(c);
+    let want = vec![
+        (
+            "administ".to_string(),
+            "rdshB".to_string(),
+            "Disconnected".to_string(),
+        ),
+        his(),
+    ];
+    let seen = eventually(BEAT, || async { placed(&app, "farm").await == want }).await;
+    assert!(seen, "{:?}", placed(&app, "farm").await);
+    let session = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/farm/userSessions/{admin_id}"),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(session["sessionState"], "Active", "{session}");
+
+    // The whole name (a client that sends it, as xfreerdp does) is him:
+    // S1 relays it to rdshA, drained as it is, and touches his session.
+    let c = open(&front_door, "Cookie: mstshash=Administrator")
+        .await
+        .expect("relayed to his host");
+    assert_eq!(
+        (a_dialled.load(SeqCst), b_dialled.load(SeqCst)),
+        (1, 1),
+        "the whole name goes to rdshA"
+    );
+    drop(c);
+
+    // A Windows pool that requires tickets refuses the cookie alone before
+    // any host is dialled, and places nobody...
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"requireConnectionTicket": true})),
+        200,
+    )
+    .await;
+    let sessions_before = placed(&app, "farm").await;
+    for cookie in [
+        "Cookie: mstshash=administ",
+        "Cookie: mstshash=administrator",
+    ] {
+        assert!(
+            open(&front_door, cookie).await.is_none(),
+            "{cookie} was relayed"
+        );
+    }
+    assert_eq!(
+        (a_dialled.load(SeqCst), b_dialled.load(SeqCst)),
+        (1, 1),
+        "a host was dialled for a cookie"
+    );
+    assert_eq!(placed(&app, "farm").await, sessions_before);
+
+    // ...while administrator's ticket names him in full: back to rdshA.
+    let file = app
+        .text("/api/v1/hostPools/farm/rdpFile?user=administrator")
+        .await;
+    let ticket = file
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("loadbalanceinfo:s:"))
+        .unwrap_or_else(|| panic!("no ticket in {file:?}"));
+    let mut c = tokio::net::TcpStream::connect(&front_door).await.unwrap();
+    c.write_all(&first_pdu(ticket)).await.unwrap();
+    let mut cc = [0u8; 2];
+    tokio::time::timeout(BEAT, c.read_exact(&mut cc))
+        .await
+        .expect("in time")
+        .expect("relayed on his ticket");
+    assert_eq!(
+        (a_dialled.load(SeqCst), b_dialled.load(SeqCst)),
+        (2, 1),
+        "his ticket goes to rdshA"
+    );
+    assert_eq!(placed(&app, "farm").await, sessions_before);
 }

@@ -57,6 +57,8 @@ impl Pool {
                     disconnected_sessions: 0,
                     load_index: load_index::UNKNOWN,
                     logons_since_heartbeat: 0,
+                    heartbeat_source: None,
+                    scrape_error: None,
                 });
                 self.changes.push(Change::Host(name));
                 self.changes.push(Change::Counters);
@@ -198,6 +200,30 @@ impl Pool {
             self.rebuild_indexes();
         }
         self.changes.push(Change::Host(name.to_string()));
+        Ok(())
+    }
+
+    /// Notes where the host's heartbeats come from and what its last
+    /// scrape found wrong (rule W1). No rule reads them, so nothing else
+    /// changes; the host is stored again only when they do.
+    pub fn note_report(
+        &mut self,
+        name: &str,
+        source: Option<HeartbeatSource>,
+        scrape_error: Option<String>,
+    ) -> Result<(), Error> {
+        if let Some(e) = &scrape_error {
+            validate_scrape_error(e)?;
+        }
+        let seq = self.seq_of(name)?;
+        let Some(h) = self.hosts.get_mut(&seq) else {
+            return Ok(());
+        };
+        if h.heartbeat_source != source || h.scrape_error != scrape_error {
+            h.heartbeat_source = source;
+            h.scrape_error = scrape_error;
+            self.changes.push(Change::Host(name.to_string()));
+        }
         Ok(())
     }
 
