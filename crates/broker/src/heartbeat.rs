@@ -183,6 +183,8 @@ impl Broker {
         });
         let (out, reconciled, logoffs) = self
             .write(pool, |p, now| {
+                // Refused whole: nothing changes before the metrics pass.
+                input.metrics.validate()?;
                 if let Some(policy) = input.policy {
                     let current = p.find_host(host)?;
                     if current.spec.policy != policy {

@@ -121,6 +121,28 @@ async fn hosts_show_their_load_index_and_storm_buckets_hold() {
         )
         .await;
     assert_eq!(status, 400);
+    // A heartbeat is refused whole: a new policy beside an out-of-range
+    // metric changes nothing.
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/li/sessionHosts/h2/heartbeat",
+        Some(json!({"cpuPercent": 10.0, "policy": {"loadIndexThreshold": 6}})),
+        200,
+    )
+    .await;
+    let (status, _) = app
+        .call(
+            "POST",
+            "/api/v1/hostPools/li/sessionHosts/h2/heartbeat",
+            Some(json!({"cpuPercent": 10.0, "customLoadIndex": -3,
+                        "policy": {"loadIndexThreshold": 7}})),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let h2 = app
+        .ok("GET", "/api/v1/hostPools/li/sessionHosts/h2", None, 200)
+        .await;
+    assert_eq!(h2["policy"]["loadIndexThreshold"], 6, "{h2}");
 }
 
 #[tokio::test]
