@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The leader lease, measured on this machine with three replicas of the
+# release binary on a fresh PostgreSQL database:
+#
+# 1. a busy leader is not deposed: a logon storm at full speed on a pool of
+#    HOSTS hosts, USERS connects, with the default lease; prints the
+#    leadership epoch before and after (equal: no change of leader) and the
+#    replicas' step-down counters;
+# 2. a frozen leader is replaced: TRIALS times, SIGSTOP of the leader, then
+#    connects through another replica until one is placed; prints the time
+#    from SIGSTOP to that placement, then SIGCONT.
+#
+#   scripts/bench-leader.sh [HOSTS] [USERS] [CONCURRENCY] [TRIALS]
+#
+# Needs PostgreSQL at $DESKBROKER_BENCH_SERVER (default this machine's). Stops
+# only the replicas it started, by their own pids.
+set -euo pipefail
+hosts=${1:-10000}
+users=${2:-250000}
+concurrency=${3:-64}
+trials=${4:-5}
+server=${DESKBROKER_BENCH_SERVER:-postgres://postgres@127.0.0.1:5432}
+bin=${DESKBROKER_BIN:-target/release/deskbroker}
+db=deskbroker_bench_leader
+export DESKBROKER_ADMIN_TOKEN=${DESKBROKER_ADMIN_TOKEN:-$(openssl rand -hex 32)}
+export DESKBROKER_AUDITED_RATE_LIMIT=0
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+  psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || true
+}
+trap cleanup EXIT
+
+psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
+urls=()
+for i in 0 1 2; do
+  port=$((18400 + i))
+  "$bin" serve --database-url "$server/$db" --listen "127.0.0.1:$port" \
+    --data-dir "$work/r$i" >"$work/r$i.log" 2>&1 &
+  pids+=($!)
+  urls+=("http://127.0.0.1:$port")
+done
+health() { curl -s --max-time 2 "$1/healthz" || true; }
+role_of() { health "$1" | python3 -c "import json,sys; print(json.load(sys.stdin).get('role',''))" 2>/dev/null || true; }
+epoch() { psql -Atq "$server/$db" -c "SELECT epoch FROM deskbroker_leader"; }
+leader() {
+  for i in 0 1 2; do
+    if [ "$(role_of "${urls[$i]}")" = leader ]; then echo "$i"; return; fi
+  done
+  echo -1
+}
+for _ in $(seq 1 300); do
+  [ "$(leader)" -ge 0 ] && break
+  sleep 0.1
+done
+
+before=$(epoch)
+"$bin" bench storm --quiet --output json --broker "$(IFS=,; echo "${urls[*]}")" \
+  --token "$DESKBROKER_ADMIN_TOKEN" --hosts "$hosts" --users "$users" --concurrency "$concurrency" \
+  >"$work/storm.json"
+after=$(epoch)
+python3 - "$work/storm.json" "$before" "$after" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(json.dumps({"storm": {"connectsPerSecond": r["connectsPerSecond"], "placed": r["placed"],
+      "errors": r["errors"], "seconds": r.get("seconds", r.get("elapsedSeconds")),
+      "p99": r["latencyMs"]["p99"]}, "epochBefore": int(sys.argv[2]), "epochAfter": int(sys.argv[3])}))
+EOF
+for i in 0 1 2; do
+  printf 'replica %s step-downs: ' "$i"
+  curl -s -H "Authorization: Bearer $DESKBROKER_ADMIN_TOKEN" "${urls[$i]}/metrics" |
+    awk '/^deskbroker_replica_step_downs_total/ {print $2; found=1} END {if (!found) print 0}'
+done
+
+for t in $(seq 1 "$trials"); do
+  l=$(leader)
+  other=$(((l + 1) % 3))
+  kill -STOP "${pids[$l]}"
+  start=$(date +%s.%N)
+  n=0
+  while :; do
+    n=$((n + 1))
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -X POST \
+      -H "Authorization: Bearer $DESKBROKER_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+      -d "{\"user\": \"frozen-$t-$n\"}" "${urls[$other]}/api/v1/hostPools/bench-storm/connect")
+    [ "$code" = 200 ] && break
+  done
+  end=$(date +%s.%N)
+  kill -CONT "${pids[$l]}"
+  echo "{\"trial\": $t, \"placedAfterSigstopSeconds\": $(echo "$end - $start" | bc), \"attempts\": $n}"
+  # The woken replica steps down and follows before the next trial.
+  for _ in $(seq 1 300); do
+    [ "$(role_of "${urls[$l]}")" = follower ] && break
+    sleep 0.1
+  done
+done
