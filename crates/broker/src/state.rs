@@ -51,18 +51,14 @@ impl Secrets {
 /// SHA-256 of a secret, in hex: what is stored and compared.
 pub fn secret_hash(secret: &str) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(secret.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
 }
 
 /// A new random secret with a recognisable prefix (`dbr_` registration
 /// token, `dbh_` host credential).
 pub fn new_secret(prefix: &str) -> String {
     let bytes: [u8; 32] = rand::random();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}{hex}")
+    format!("{prefix}{}", hex::encode(bytes))
 }
 
 /// The running broker's state, shared by every request.

@@ -898,7 +898,7 @@ fn admin_token_file(dir: &Path) -> anyhow::Result<String> {
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
     let bytes: [u8; 32] = rand::random();
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = hex::encode(bytes);
     write_token_file(&path, &token)?;
     eprintln!("admin token written to {}", path.display());
     Ok(token)

@@ -335,7 +335,7 @@ pub async fn list(
         .take(size as usize)
         .map(|r| AuditEntryOutput {
             id: r.id,
-            time: chrono_ms(r.entry.time_ms),
+            time: api::types::rfc3339_ms(r.entry.time_ms),
             actor: r.entry.actor,
             action: r.entry.action,
             target: r.entry.target,
@@ -351,18 +351,6 @@ pub async fn list(
         _ => None,
     };
     Ok(axum::Json(Page { value, next_link }))
-}
-
-/// RFC 3339 with milliseconds: entries a moment apart stay apart.
-pub(crate) fn chrono_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let rest = ms.rem_euclid(1000);
-    let whole = api::types::rfc3339(secs * 1000);
-    // `…:SSZ` → `…:SS.mmmZ`
-    match whole.strip_suffix('Z') {
-        Some(t) => format!("{t}.{rest:03}Z"),
-        None => whole,
-    }
 }
 
 /// Who the caller is: its role, name and pools, for any valid credential.
