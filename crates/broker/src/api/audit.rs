@@ -33,6 +33,7 @@ use super::{MAX_BODY_BYTES, Query};
 use crate::audit::{Resource, Scope};
 use crate::enroll::Caller;
 use crate::state::{Broker, now_ms};
+use crate::sync::RwLockExt;
 
 /// Entries a page holds when `pageSize` is not given.
 pub const DEFAULT_AUDIT_PAGE_SIZE: u32 = 100;
@@ -234,7 +235,7 @@ fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
                 .flatten()
         }
         Resource::Credential(name) => {
-            let secrets = broker.secrets.read().unwrap_or_else(|p| p.into_inner());
+            let secrets = broker.secrets.read_or_recover();
             secrets
                 .credentials
                 .values()
