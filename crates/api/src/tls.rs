@@ -60,15 +60,9 @@ impl Fingerprint {
             .iter()
             .find_map(|p| lower.strip_prefix(p))
             .unwrap_or(&lower);
-        let hex: Vec<u8> = body.bytes().filter(|b| *b != b':').collect();
-        if hex.len() != 64 {
-            return Err(bad());
-        }
+        let digits: Vec<u8> = body.bytes().filter(|b| *b != b':').collect();
         let mut bytes = [0u8; 32];
-        for (i, pair) in hex.chunks(2).enumerate() {
-            let digit = |c: u8| (c as char).to_digit(16).ok_or_else(bad);
-            bytes[i] = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
-        }
+        hex::decode_to_slice(digits, &mut bytes).map_err(|_| bad())?;
         Ok(Fingerprint(bytes))
     }
 }
@@ -220,15 +214,9 @@ impl Trust {
             }
             Kind::Pinned(fingerprint) => {
                 let fingerprint = *fingerprint;
-                Arc::new(Pinned {
-                    fingerprint: Live(Arc::new(move || fingerprint)),
-                    provider,
-                })
+                pinned(Live(Arc::new(move || fingerprint)), provider)
             }
-            Kind::Live(live) => Arc::new(Pinned {
-                fingerprint: live.clone(),
-                provider,
-            }),
+            Kind::Live(live) => pinned(live.clone(), provider),
         };
         let mut config = builder
             .dangerous()
@@ -244,10 +232,73 @@ impl Trust {
 /// checks that the server holds its private key: the handshake's signature
 /// is verified against the pinned certificate's public key, so a recorded
 /// copy of the certificate is of no use to anyone else.
-#[derive(Debug)]
-struct Pinned {
-    fingerprint: Live,
+fn pinned(fingerprint: Live, provider: Arc<CryptoProvider>) -> Arc<SignatureChecked> {
+    SignatureChecked::new(provider, move |end_entity, _, _, _, _| {
+        let got = Fingerprint::of(end_entity);
+        let want = (fingerprint.0)();
+        if got == want {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+                rustls::OtherError(Arc::new(FingerprintMismatch { got, want })),
+            )))
+        }
+    })
+}
+
+/// What a [`SignatureChecked`] verifier decides about the server's
+/// certificate: its arguments are those of
+/// [`ServerCertVerifier::verify_server_cert`] (the end entity, the
+/// intermediates, the name asked for, the OCSP response, the time).
+type CertCheck = dyn Fn(
+        &CertificateDer<'_>,
+        &[CertificateDer<'_>],
+        &ServerName<'_>,
+        &[u8],
+        UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error>
+    + Send
+    + Sync;
+
+/// A certificate verifier whose decision on the certificate is its own
+/// function's (a pinned fingerprint, a chain whose name is not checked,
+/// anything), and which always verifies the handshake's signatures with the
+/// provider's algorithms: whatever certificate it accepts, the server must
+/// hold that certificate's private key. The one custom verifier of the
+/// workspace: the clients' `--tls-fingerprint` and the PostgreSQL store's
+/// `sslmode=require` and `verify-ca` use it.
+pub struct SignatureChecked {
+    check: Box<CertCheck>,
     provider: Arc<CryptoProvider>,
+}
+
+impl SignatureChecked {
+    /// A verifier that accepts what `check` accepts, with `provider`'s
+    /// signature algorithms.
+    pub fn new(
+        provider: Arc<CryptoProvider>,
+        check: impl Fn(
+            &CertificateDer<'_>,
+            &[CertificateDer<'_>],
+            &ServerName<'_>,
+            &[u8],
+            UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Arc<SignatureChecked> {
+        Arc::new(SignatureChecked {
+            check: Box::new(check),
+            provider,
+        })
+    }
+}
+
+impl fmt::Debug for SignatureChecked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SignatureChecked").finish_non_exhaustive()
+    }
 }
 
 /// A pinned fingerprint that does not match, said with both values.
@@ -261,24 +312,16 @@ pub struct FingerprintMismatch {
     pub want: Fingerprint,
 }
 
-impl ServerCertVerifier for Pinned {
+impl ServerCertVerifier for SignatureChecked {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let got = Fingerprint::of(end_entity);
-        let want = (self.fingerprint.0)();
-        if got == want {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(CertificateError::Other(
-                rustls::OtherError(Arc::new(FingerprintMismatch { got, want })),
-            )))
-        }
+        (self.check)(end_entity, intermediates, server_name, ocsp_response, now)
     }
 
     fn verify_tls12_signature(
@@ -377,10 +420,10 @@ mod tests {
         let (a, b) = (b"certificate a".as_slice(), b"certificate b".as_slice());
         let current = Arc::new(std::sync::Mutex::new(Fingerprint::of(a)));
         let reader = current.clone();
-        let verifier = Pinned {
-            fingerprint: Live(Arc::new(move || *reader.lock().unwrap())),
-            provider: Arc::new(rustls::crypto::ring::default_provider()),
-        };
+        let verifier = pinned(
+            Live(Arc::new(move || *reader.lock().unwrap())),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        );
         let name = ServerName::try_from("localhost").unwrap();
         let check = |der: &[u8]| {
             verifier

@@ -26,6 +26,14 @@ pub fn rfc3339(ms: TimestampMs) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// A timestamp to the millisecond: RFC 3339, UTC, three decimals, so that
+/// records a moment apart (audit entries, scaling actions) stay apart.
+pub fn rfc3339_ms(ms: TimestampMs) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// `{"value": [...]}`, the shape of every list.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

@@ -24,6 +24,7 @@ use placement::Pool;
 use store::{AuditEntry, Mutation, Rendered};
 
 use crate::enroll::Caller;
+use crate::sync::MutexExt;
 
 tokio::task_local! {
     static SCOPE: Arc<Mutex<Scope>>;
@@ -197,9 +198,9 @@ pub async fn with_scope<F: Future>(scope: Scope, f: F) -> (F::Output, Scope) {
     let shared = Arc::new(Mutex::new(scope));
     let out = SCOPE.scope(shared.clone(), f).await;
     let scope = match Arc::try_unwrap(shared) {
-        Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+        Ok(m) => m.into_inner_or_recover(),
         Err(shared) => {
-            let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = shared.lock_or_recover();
             Scope {
                 entry: s.entry.clone(),
                 method: std::mem::take(&mut s.method),
@@ -216,7 +217,7 @@ pub async fn with_scope<F: Future>(scope: Scope, f: F) -> (F::Output, Scope) {
 pub(crate) fn before_write(pool: &Pool) -> Option<Option<Rendered>> {
     SCOPE
         .try_with(|s| {
-            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            let s = s.lock_or_recover();
             (s.recorded.is_none() && s.resource.pool() == Some(pool.name()))
                 .then(|| s.resource.render_in(pool))
         })
@@ -235,7 +236,7 @@ pub(crate) fn after_write(
 ) -> Option<Mutation> {
     SCOPE
         .try_with(|s| {
-            let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = s.lock_or_recover();
             let (after, outcome) = match (&s.resource, s.method.as_str()) {
                 (Resource::Host { .. }, "PUT") => (
                     s.resource.render_in(pool),

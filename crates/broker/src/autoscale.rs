@@ -34,6 +34,7 @@ use store::{Mutation, ScalingAction, Snapshot};
 use crate::error::BrokerError;
 use crate::power;
 use crate::state::{Broker, now_ms};
+use crate::sync::MutexExt;
 
 /// `serve --autoscale-interval` when not given.
 pub const DEFAULT_AUTOSCALE_INTERVAL: Duration = Duration::from_secs(30);
@@ -122,7 +123,7 @@ impl Autoscale {
     }
 
     fn plans(&self) -> std::sync::MutexGuard<'_, Plans> {
-        self.plans.lock().unwrap_or_else(|p| p.into_inner())
+        self.plans.lock_or_recover()
     }
 
     /// A session changed: evaluate soon (debounced).
@@ -392,11 +393,7 @@ impl Broker {
         let memory = self.pool_memory(pool);
         let now = now_ms();
         let held: Vec<String> = {
-            let b = self
-                .autoscale
-                .backoff
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let b = self.autoscale.backoff.lock_or_recover();
             b.iter()
                 .filter(|((p, _), v)| p == pool && v.until_ms > now)
                 .map(|((_, h), _)| h.clone())
@@ -591,11 +588,7 @@ impl Broker {
     /// Holds a host back after a failed power action, doubling the pause
     /// with each failure; forgets it after a success.
     fn power_outcome(&self, key: (String, String), ok: bool) {
-        let mut b = self
-            .autoscale
-            .backoff
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut b = self.autoscale.backoff.lock_or_recover();
         if ok {
             b.remove(&key);
             return;

@@ -17,6 +17,7 @@ use placement::{
 
 use crate::error::BrokerError;
 use crate::state::Broker;
+use crate::sync::RwLockExt;
 
 /// Rule A8's decision for a connect the engine refused with `e`: only a
 /// refusal for want of a host (for a personal pool, also the user's own
@@ -351,8 +352,7 @@ impl Broker {
             .await?;
         let front_door = || {
             self.rdp_front_door
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
+                .read_or_recover()
                 .clone()
                 .ok_or_else(|| {
                     BrokerError::NotFound(
@@ -389,17 +389,13 @@ impl Broker {
     /// `InvalidParameter` when this broker knows of none (`serve
     /// --gateway-listen` or `--gateway-public-address`).
     pub fn rd_gateway_address(&self) -> Result<String, BrokerError> {
-        self.rd_gateway
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(|| {
-                BrokerError::Invalid(
-                    "gateway=true: this broker knows of no RD Gateway (start it with serve \
+        self.rd_gateway.read_or_recover().clone().ok_or_else(|| {
+            BrokerError::Invalid(
+                "gateway=true: this broker knows of no RD Gateway (start it with serve \
                      --gateway-listen, or name a stand-alone one with --gateway-public-address)"
-                        .into(),
-                )
-            })
+                    .into(),
+            )
+        })
     }
 
     /// While the store is unreachable: a user whose session is known (and

@@ -23,6 +23,7 @@ use subtle::ConstantTimeEq;
 
 use crate::error::BrokerError;
 use crate::state::{Broker, new_secret, now_ms, secret_hash};
+use crate::sync::RwLockExt;
 
 /// Longest life of a registration token: 30 days.
 pub const MAX_TOKEN_SECONDS: u64 = 30 * 24 * 3600;
@@ -307,7 +308,7 @@ impl Broker {
             return Ok(Caller::Admin);
         }
         let hash = secret_hash(token);
-        let secrets = self.secrets.read().unwrap_or_else(|p| p.into_inner());
+        let secrets = self.secrets.read_or_recover();
         if let Some((pool, host)) = secrets.hosts.get(&hash) {
             return Ok(Caller::Host {
                 pool: pool.clone(),
@@ -369,7 +370,7 @@ impl Broker {
                 used_hosts: 0,
             };
             let stored = grant.stored(&hash);
-            let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+            let mut secrets = self.secrets.write_or_recover();
             // The pool's expired tokens are forgotten with each new one, so
             // they never pile up in memory or in the store.
             let mut changes: Vec<Mutation> = secrets
@@ -405,8 +406,7 @@ impl Broker {
         self.write_with(pool, |p, _| {
             let pool = p.name().to_string();
             self.secrets
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
+                .write_or_recover()
                 .tokens
                 .retain(|_, t| t.pool != pool);
             Ok(((), vec![Mutation::DeleteRegistrationTokens { pool }]))
@@ -416,13 +416,7 @@ impl Broker {
 
     /// The grant of a registration token, if it is known and unexpired.
     fn token_grant(&self, hash: &str) -> Result<TokenGrant, BrokerError> {
-        let found = self
-            .secrets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .tokens
-            .get(hash)
-            .cloned();
+        let found = self.secrets.read_or_recover().tokens.get(hash).cloned();
         let Some(grant) = found else {
             return Err(BrokerError::Unauthorized(
                 "the registration token is not valid: it is unknown or was revoked; create a \
@@ -534,7 +528,7 @@ impl Broker {
                     }
                 };
                 let upsert = p.upsert_host(spec, now)?;
-                let mut s = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+                let mut s = self.secrets.write_or_recover();
                 if upsert == Upsert::Created {
                     grant.used_hosts += 1;
                     mutations.push(Mutation::PutRegistrationToken {
@@ -595,10 +589,7 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         self.write(pool, |p, _| {
             p.remove_host(host, force)?;
-            self.secrets
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .forget(p.name(), Some(host));
+            self.secrets.write_or_recover().forget(p.name(), Some(host));
             Ok(())
         })
         .await

@@ -32,6 +32,7 @@ use placement::{
 
 use crate::error::BrokerError;
 use crate::state::Broker;
+use crate::sync::MutexExt;
 
 /// Heartbeats a host may send at once before the refill rate applies.
 pub const HEARTBEAT_BURST: u32 = 10;
@@ -87,7 +88,7 @@ impl HeartbeatLimiter {
         now: Instant,
         f: impl FnOnce(&mut Budget) -> R,
     ) -> R {
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut hosts = self.hosts.lock_or_recover();
         if hosts.len() >= MAX_TRACKED_HOSTS {
             hosts.retain(|_, b| refill(b, now) < f64::from(HEARTBEAT_BURST));
         }

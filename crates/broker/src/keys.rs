@@ -16,6 +16,7 @@
 
 use std::sync::RwLock;
 
+use crate::sync::{MutexExt, RwLockExt};
 use api::ticket::{Ticket, TicketKey, TicketRefusal};
 use gateway::redirect::{RedirectKey, RedirectKeys};
 use store::{Mutation, SigningKey};
@@ -101,12 +102,9 @@ impl SigningKeys {
     /// Fills `handle` (a front door's redirection keys) with these keys,
     /// now and at every rotation.
     pub fn share_redirect_keys(&self, handle: &RedirectKeys) {
-        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.read_or_recover();
         handle.set(redirect_keys(&inner.stored));
-        self.redirects
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(handle.clone());
+        self.redirects.lock_or_recover().push(handle.clone());
     }
 
     /// A new handle on the redirection keys, kept up to date.
@@ -118,7 +116,7 @@ impl SigningKeys {
 
     /// The key that signs new tickets.
     pub fn ticket_signer(&self) -> TicketKey {
-        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.read_or_recover();
         inner.tickets[0].clone()
     }
 
@@ -130,7 +128,7 @@ impl SigningKeys {
         pool: &str,
         now_unix_seconds: u64,
     ) -> Result<String, TicketRefusal> {
-        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.read_or_recover();
         let mut outcome = Err(TicketRefusal::BadSignature);
         for key in &inner.tickets {
             outcome = key.verify(ticket, pool, now_unix_seconds);
@@ -145,7 +143,7 @@ impl SigningKeys {
     /// one it replaces retired now, older retired ones kept while they may
     /// still verify. Nothing changes until [`SigningKeys::install`].
     pub fn rotated(&self, now_ms: i64) -> store::SigningKeys {
-        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.read_or_recover();
         let mut keys = vec![SigningKey {
             secret: new_secret(),
             created_ms: now_ms,
@@ -160,20 +158,15 @@ impl SigningKeys {
 
     /// Puts `stored` in force (once it is durable).
     pub fn install(&self, stored: store::SigningKeys) {
-        for handle in self
-            .redirects
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for handle in self.redirects.lock_or_recover().iter() {
             handle.set(redirect_keys(&stored));
         }
-        *self.inner.write().unwrap_or_else(|p| p.into_inner()) = Derived::of(stored);
+        *self.inner.write_or_recover() = Derived::of(stored);
     }
 
     /// How many keys verify, and when the signing one was made.
     pub fn summary(&self) -> (usize, i64) {
-        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.read_or_recover();
         (inner.stored.keys.len(), inner.stored.keys[0].created_ms)
     }
 }

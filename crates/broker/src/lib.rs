@@ -25,6 +25,7 @@ pub mod power;
 pub mod replica;
 pub mod server;
 pub mod state;
+pub mod sync;
 pub mod telemetry;
 pub mod tls;
 pub mod writer;

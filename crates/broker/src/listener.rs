@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use crate::sync::MutexExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -45,7 +46,7 @@ impl LimitedListener {
     /// door (T4): an IPv4 address, also IPv4-mapped, or an IPv6 /64.
     fn admit(&self, ip: IpAddr) -> Option<SourceSlot> {
         let ip = gateway::sources::source_key(ip);
-        let mut open = self.per_source.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.per_source.lock_or_recover();
         let n = open.entry(ip).or_insert(0);
         if *n >= MAX_CONNECTIONS_PER_SOURCE {
             return None;
@@ -66,7 +67,7 @@ struct SourceSlot {
 
 impl Drop for SourceSlot {
     fn drop(&mut self) {
-        let mut open = self.per_source.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.per_source.lock_or_recover();
         if let Some(n) = open.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {

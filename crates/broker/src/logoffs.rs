@@ -45,6 +45,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::sync::MutexExt;
 use api::types::LogoffOrder;
 use placement::{HostLogoff, user_key};
 
@@ -114,7 +115,7 @@ fn dropped(pool: &str, logoff: &HostLogoff, why: &'static str) {
 
 impl LogoffOrders {
     fn lock(&self) -> std::sync::MutexGuard<'_, Orders> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock_or_recover()
     }
 
     /// Keeps an order for each logoff of `pool`, for its host.

@@ -34,6 +34,7 @@ use api::types::HostMessage;
 
 use crate::error::BrokerError;
 use crate::state::Broker;
+use crate::sync::MutexExt;
 
 /// Longest title, in characters.
 pub const MAX_TITLE_CHARS: usize = 256;
@@ -90,7 +91,7 @@ impl Queues {
 
 impl MessageQueues {
     fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock_or_recover()
     }
 
     /// Queues `message` for `host`, or refuses it when a bound is reached.

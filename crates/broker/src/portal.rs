@@ -25,6 +25,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::sync::MutexExt;
 use openidconnect::core::{
     CoreAuthDisplay, CoreAuthPrompt, CoreAuthenticationFlow, CoreErrorResponseType,
     CoreGenderClaim, CoreJsonWebKey, CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm,
@@ -402,8 +403,7 @@ impl Portal {
             expires: now + PENDING_LOGIN_LIFETIME,
         };
         self.logins
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .insert(hashed(state.secret()), pending, now, |p| p.expires);
         Ok((url.to_string(), browser))
     }
@@ -419,7 +419,7 @@ impl Portal {
         browser: Option<&str>,
     ) -> Result<(String, UserSession), PortalError> {
         let pending = {
-            let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
+            let mut logins = self.logins.lock_or_recover();
             // One use: taken out whatever happens next.
             logins.entries.remove(&hashed(state))
         };
@@ -490,8 +490,7 @@ impl Portal {
         };
         let id = crate::state::new_secret("");
         self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .insert(hashed(&id), session.clone(), now, |s| s.expires);
         tracing::info!(user = %session.user, groups = session.groups.len(), "portal sign-in");
         Ok((id, session))
@@ -499,7 +498,7 @@ impl Portal {
 
     /// The signed-in user of a session cookie's value, if it is live.
     pub fn session(&self, id: &str) -> Option<UserSession> {
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.lock_or_recover();
         sessions
             .entries
             .get(&hashed(id))
@@ -509,11 +508,7 @@ impl Portal {
 
     /// Ends a session (sign-out).
     pub fn end_session(&self, id: &str) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entries
-            .remove(&hashed(id));
+        self.sessions.lock_or_recover().entries.remove(&hashed(id));
     }
 }
 

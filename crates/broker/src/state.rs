@@ -10,6 +10,7 @@ use placement::{Change, Pool, PoolConfig, TimestampMs};
 use store::{Mutation, PoolRecord, Snapshot, Store};
 
 use crate::error::BrokerError;
+use crate::sync::{MutexExt, RwLockExt};
 use crate::writer::WriteQueue;
 
 /// One pool's engine. `deleted` is set when the pool is removed, so that a
@@ -51,18 +52,14 @@ impl Secrets {
 /// SHA-256 of a secret, in hex: what is stored and compared.
 pub fn secret_hash(secret: &str) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(secret.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
 }
 
 /// A new random secret with a recognisable prefix (`dbr_` registration
 /// token, `dbh_` host credential).
 pub fn new_secret(prefix: &str) -> String {
     let bytes: [u8; 32] = rand::random();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}{hex}")
+    format!("{prefix}{}", hex::encode(bytes))
 }
 
 /// The running broker's state, shared by every request.
@@ -124,7 +121,7 @@ fn lock(slot: &SharedSlot) -> MutexGuard<'_, PoolSlot> {
     // Engine operations do not panic on request input; if one ever did, the
     // pool's state is still the consistent state before the call's change
     // was queued, so a poisoned lock is usable.
-    slot.lock().unwrap_or_else(|p| p.into_inner())
+    slot.lock_or_recover()
 }
 
 impl Broker {
@@ -194,11 +191,7 @@ impl Broker {
     /// is durable: before this broker signs anything, so a ticket it hands
     /// out is still good after a restart.
     pub async fn save_new_signing_key(&self) -> Result<(), BrokerError> {
-        let unsaved = self
-            .unsaved_key
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let unsaved = self.unsaved_key.lock_or_recover().take();
         if let Some(put) = unsaved {
             let slot = self.writer.reserve().await?;
             let ticket = self.writer.send(Some(slot), vec![put]);
@@ -209,7 +202,7 @@ impl Broker {
     }
 
     fn slot(&self, pool: &str) -> Result<SharedSlot, BrokerError> {
-        let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
+        let pools = self.pools.read_or_recover();
         pools
             .get(pool)
             .cloned()
@@ -218,7 +211,7 @@ impl Broker {
 
     /// Names of every pool, sorted.
     pub fn pool_names(&self) -> Vec<String> {
-        let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
+        let pools = self.pools.read_or_recover();
         let mut names: Vec<String> = pools.keys().cloned().collect();
         names.sort();
         names
@@ -380,7 +373,7 @@ impl Broker {
         let warnings = config.validate()?;
         let reserved = self.writer.reserve().await?;
         let ticket = {
-            let mut pools = self.pools.write().unwrap_or_else(|p| p.into_inner());
+            let mut pools = self.pools.write_or_recover();
             if pools.contains_key(&name) {
                 None
             } else {
@@ -418,7 +411,7 @@ impl Broker {
     pub async fn delete_pool(&self, name: &str, force: bool) -> Result<(), BrokerError> {
         let reserved = self.writer.reserve().await?;
         let ticket = {
-            let mut pools = self.pools.write().unwrap_or_else(|p| p.into_inner());
+            let mut pools = self.pools.write_or_recover();
             let slot = pools
                 .get(name)
                 .cloned()
@@ -434,10 +427,7 @@ impl Broker {
             }
             s.deleted = true;
             pools.remove(name);
-            self.secrets
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .forget(name, None);
+            self.secrets.write_or_recover().forget(name, None);
             self.writer.send(
                 Some(reserved),
                 vec![Mutation::DeletePool {
@@ -471,7 +461,7 @@ impl Broker {
     /// Visits every pool under its lock (for metrics and listings).
     pub fn for_each_pool(&self, mut f: impl FnMut(&Pool)) {
         let slots: Vec<SharedSlot> = {
-            let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
+            let pools = self.pools.read_or_recover();
             let mut v: Vec<(String, SharedSlot)> =
                 pools.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             v.sort_by(|a, b| a.0.cmp(&b.0));

@@ -35,6 +35,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::listener::{LimitedListener, LimitedStream};
+use crate::sync::RwLockExt;
 
 /// Longest a client may take to finish its TLS handshake; past it the
 /// connection is closed, so that silent connections cannot hold
@@ -81,7 +82,7 @@ struct Resolver(RwLock<Arc<CertifiedKey>>);
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.read().unwrap_or_else(|e| e.into_inner()).clone())
+        Some(self.0.read_or_recover().clone())
     }
 }
 
@@ -178,7 +179,7 @@ impl Tls {
 
     /// The SHA-256 fingerprint of the leaf certificate in use.
     pub fn fingerprint(&self) -> Fingerprint {
-        let key = self.resolver.0.read().unwrap_or_else(|e| e.into_inner());
+        let key = self.resolver.0.read_or_recover();
         Fingerprint::of(key.end_entity_cert().map(|c| c.as_ref()).unwrap_or(&[]))
     }
 
@@ -187,7 +188,7 @@ impl Tls {
     /// certificate in use stays, and the error says why.
     pub fn reload(&self) -> Result<Fingerprint, TlsError> {
         let key = load(&self.provider, &self.cert_path, &self.key_path)?;
-        *self.resolver.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
+        *self.resolver.0.write_or_recover() = Arc::new(key);
         Ok(self.fingerprint())
     }
 

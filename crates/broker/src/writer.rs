@@ -41,6 +41,7 @@ use store::{ApplyBlocking, Flush, Mutation, Store};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::BrokerError;
+use crate::sync::MutexExt;
 
 /// How many write requests may wait for the writer; past this, requests
 /// wait for a slot up to [`RESERVE_TIMEOUT`] and are then refused.
@@ -186,7 +187,7 @@ impl WriteQueue {
     /// Sets how long and how many audit entries are kept; the next prune
     /// applies it.
     pub fn set_audit_retention(&self, retention: AuditRetention) {
-        *self.retention.lock().unwrap_or_else(|p| p.into_inner()) = retention;
+        *self.retention.lock_or_recover() = retention;
     }
 
     /// Whether the session `id` of `pool` is known to be durable as memory
@@ -195,8 +196,7 @@ impl WriteQueue {
     pub fn is_saved(&self, pool: &str, id: &str) -> bool {
         !self
             .unsaved
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .contains(&(pool.to_string(), id.to_string()))
     }
 
@@ -214,7 +214,7 @@ impl WriteQueue {
     /// come from). With nothing to write, the ticket waits for what is
     /// already queued.
     pub fn send(&self, slot: Option<Slot<'_>>, mutations: Vec<Mutation>) -> Ticket {
-        let mut enqueued = self.enqueued.lock().unwrap_or_else(|p| p.into_inner());
+        let mut enqueued = self.enqueued.lock_or_recover();
         match slot {
             Some(slot) if !mutations.is_empty() => {
                 enqueued.last += 1;
@@ -238,7 +238,7 @@ impl WriteQueue {
         if mutations.is_empty() {
             return;
         }
-        let mut enqueued = self.enqueued.lock().unwrap_or_else(|p| p.into_inner());
+        let mut enqueued = self.enqueued.lock_or_recover();
         enqueued.last += 1;
         slot.0.send(Queued::Write(WriteRequest {
             lsn: enqueued.last,
@@ -290,7 +290,7 @@ impl WriteQueue {
     /// Waits until everything enqueued so far is durable (clean shutdown).
     /// Relaxed changes too.
     pub async fn flush(&self) -> Result<(), BrokerError> {
-        let last = self.enqueued.lock().unwrap_or_else(|p| p.into_inner()).last;
+        let last = self.enqueued.lock_or_recover().last;
         self.wait(Ticket::Read(last)).await
     }
 }
@@ -367,7 +367,7 @@ impl Writer {
         let now = tokio::time::Instant::now();
         (now >= *next_prune).then(|| {
             *next_prune = now + AUDIT_PRUNE_INTERVAL;
-            let r = *self.retention.lock().unwrap_or_else(|p| p.into_inner());
+            let r = *self.retention.lock_or_recover();
             r.prune(crate::state::now_ms())
         })
     }
@@ -458,7 +458,7 @@ impl Writer {
             }
         }
         {
-            let mut unsaved = self.unsaved.lock().unwrap_or_else(|p| p.into_inner());
+            let mut unsaved = self.unsaved.lock_or_recover();
             unsaved.extend(sessions_written(failed_batch));
             unsaved.extend(sessions_written(refused.iter().flat_map(|r| &r.mutations)));
         }

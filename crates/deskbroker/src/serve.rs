@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use broker::sync::RwLockExt;
 
 /// Flags of `deskbroker serve` (see the README).
 #[derive(clap::Args, Debug, Clone)]
@@ -520,11 +521,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         crate::gateway_cmd::announce_rd_gateway(l)?;
     }
     announce_tls(tls.as_ref());
-    *broker
-        .rdp_front_door
-        .write()
-        .unwrap_or_else(|e| e.into_inner()) = rdp_public_address(&args, rdp_listener.as_ref())?;
-    *broker.rd_gateway.write().unwrap_or_else(|e| e.into_inner()) =
+    *broker.rdp_front_door.write_or_recover() = rdp_public_address(&args, rdp_listener.as_ref())?;
+    *broker.rd_gateway.write_or_recover() =
         gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?;
     std::io::stdout().flush()?;
 
@@ -898,7 +896,7 @@ fn admin_token_file(dir: &Path) -> anyhow::Result<String> {
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
     let bytes: [u8; 32] = rand::random();
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = hex::encode(bytes);
     write_token_file(&path, &token)?;
     eprintln!("admin token written to {}", path.display());
     Ok(token)

@@ -418,22 +418,12 @@ fn msts(value: &str) -> Result<RedirectToken, PduError> {
         return Ok(RedirectToken::unsigned(addr));
     }
     let expires_unix_seconds = decimal::<u64>(parts[2]).ok_or_else(bad)?;
-    let hex = parts[3].as_bytes();
-    if hex.len() != 2 * crate::redirect::REDIRECT_MAC_BYTES {
+    // Lower case only, as the broker writes it: one MAC, one spelling.
+    if parts[3].bytes().any(|b| b.is_ascii_uppercase()) {
         return Err(bad());
     }
     let mut mac = [0u8; crate::redirect::REDIRECT_MAC_BYTES];
-    for (i, pair) in hex.chunks(2).enumerate() {
-        let digit = |b: u8| match b {
-            b'0'..=b'9' => Some(b - b'0'),
-            b'a'..=b'f' => Some(b - b'a' + 10),
-            _ => None,
-        };
-        let (Some(hi), Some(lo)) = (digit(pair[0]), digit(pair[1])) else {
-            return Err(bad());
-        };
-        mac[i] = hi << 4 | lo;
-    }
+    hex::decode_to_slice(parts[3], &mut mac).map_err(|_| bad())?;
     Ok(RedirectToken {
         addr,
         signed: Some(RedirectSignature {

@@ -153,11 +153,7 @@ impl RedirectKey {
     /// The routing-token line for `addr`, honoured until `expires_unix_seconds`.
     pub fn issue_until(&self, addr: SocketAddrV4, expires_unix_seconds: u64) -> String {
         let (ip, port) = crate::pdu::msts_parts(addr);
-        let mac: String = self
-            .mac(addr, expires_unix_seconds)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let mac = hex::encode(self.mac(addr, expires_unix_seconds));
         format!("Cookie: msts={ip}.{port}.{expires_unix_seconds}.{mac}")
     }
 

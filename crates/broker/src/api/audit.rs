@@ -33,6 +33,7 @@ use super::{MAX_BODY_BYTES, Query};
 use crate::audit::{Resource, Scope};
 use crate::enroll::Caller;
 use crate::state::{Broker, now_ms};
+use crate::sync::RwLockExt;
 
 /// Entries a page holds when `pageSize` is not given.
 pub const DEFAULT_AUDIT_PAGE_SIZE: u32 = 100;
@@ -234,7 +235,7 @@ fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
                 .flatten()
         }
         Resource::Credential(name) => {
-            let secrets = broker.secrets.read().unwrap_or_else(|p| p.into_inner());
+            let secrets = broker.secrets.read_or_recover();
             secrets
                 .credentials
                 .values()
@@ -335,7 +336,7 @@ pub async fn list(
         .take(size as usize)
         .map(|r| AuditEntryOutput {
             id: r.id,
-            time: chrono_ms(r.entry.time_ms),
+            time: api::types::rfc3339_ms(r.entry.time_ms),
             actor: r.entry.actor,
             action: r.entry.action,
             target: r.entry.target,
@@ -351,18 +352,6 @@ pub async fn list(
         _ => None,
     };
     Ok(axum::Json(Page { value, next_link }))
-}
-
-/// RFC 3339 with milliseconds: entries a moment apart stay apart.
-pub(crate) fn chrono_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let rest = ms.rem_euclid(1000);
-    let whole = api::types::rfc3339(secs * 1000);
-    // `…:SSZ` → `…:SS.mmmZ`
-    match whole.strip_suffix('Z') {
-        Some(t) => format!("{t}.{rest:03}Z"),
-        None => whole,
-    }
 }
 
 /// Who the caller is: its role, name and pools, for any valid credential.

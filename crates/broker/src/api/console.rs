@@ -78,7 +78,7 @@ static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| {
         .iter()
         .map(|&(name, body)| {
             let digest = Sha256::digest(body);
-            let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+            let hex = hex::encode(&digest[..12]);
             Asset {
                 name,
                 body,

@@ -18,6 +18,7 @@ use super::error::ApiError;
 use crate::access::Role;
 use crate::error::BrokerError;
 use crate::state::{Broker, new_secret, now_ms, secret_hash};
+use crate::sync::RwLockExt;
 
 /// Longest life of a credential that expires: ten years.
 pub const MAX_CREDENTIAL_SECONDS: u64 = 10 * 365 * 86_400;
@@ -95,7 +96,7 @@ impl Broker {
         };
         let reserved = self.writer.reserve().await?;
         let ticket = {
-            let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+            let mut secrets = self.secrets.write_or_recover();
             if secrets
                 .credentials
                 .values()
@@ -125,8 +126,7 @@ impl Broker {
     pub async fn list_credentials(&self) -> Result<Vec<CredentialOutput>, BrokerError> {
         let mut out: Vec<CredentialOutput> = self
             .secrets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .read_or_recover()
             .credentials
             .values()
             .map(|c| output(c, None))
@@ -141,7 +141,7 @@ impl Broker {
     pub async fn revoke_credential(&self, name: &str) -> Result<bool, BrokerError> {
         let reserved = self.writer.reserve().await?;
         let ticket = {
-            let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+            let mut secrets = self.secrets.write_or_recover();
             let before = secrets.credentials.len();
             secrets.credentials.retain(|_, c| c.name != name);
             if secrets.credentials.len() == before {

@@ -24,7 +24,7 @@ pub async fn rotate(
     b.rotate_signing_keys().await?;
     let (verifying_keys, created_ms) = b.keys.summary();
     Ok(axum::Json(SigningKeysOutput {
-        signing_key_created: super::audit::chrono_ms(created_ms),
+        signing_key_created: api::types::rfc3339_ms(created_ms),
         verifying_keys,
         retired_keys_verify_seconds: (crate::keys::RETIRED_KEY_KEPT_MS / 1000) as u64,
     }))

@@ -357,15 +357,12 @@ pub fn escape(text: &str) -> String {
 /// Percent-encodes everything but unreserved characters, for a path
 /// segment (pool names are already restricted; this keeps the rule local).
 fn path_segment(text: &str) -> String {
-    let mut out = String::new();
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    const RESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(text, RESERVED).to_string()
 }
 
 fn html(status: StatusCode, body: &str) -> Response {

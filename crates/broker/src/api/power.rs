@@ -26,7 +26,7 @@ pub const DEFAULT_ACTION_PAGE_SIZE: u32 = 100;
 fn output(a: ScalingAction) -> ScalingActionOutput {
     ScalingActionOutput {
         id: a.id,
-        time: super::audit::chrono_ms(a.time_ms),
+        time: api::types::rfc3339_ms(a.time_ms),
         phase: a.phase,
         action: a.action,
         session_host: a.session_host,
@@ -38,7 +38,7 @@ fn output(a: ScalingAction) -> ScalingActionOutput {
         outcome: a.outcome,
         message: a.message,
         actor: a.actor,
-        finished_time: a.finished_ms.map(super::audit::chrono_ms),
+        finished_time: a.finished_ms.map(api::types::rfc3339_ms),
         attempts: a.attempts,
     }
 }

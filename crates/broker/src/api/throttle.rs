@@ -41,6 +41,7 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use super::error::ApiError;
 use crate::enroll::Caller;
 use crate::state::Broker;
+use crate::sync::{MutexExt, RwLockExt};
 
 /// Unauthenticated requests a source may send at once.
 pub const UNAUTHENTICATED_BURST: u32 = 100;
@@ -76,12 +77,12 @@ impl<K: std::hash::Hash + Eq + Clone> Bounded<K> {
     /// Takes one request from `key`'s budget, or says when it may retry.
     fn check(&self, key: &K) -> Result<(), governor::NotUntil<<DefaultClock as Clock>::Instant>> {
         {
-            let limiter = self.limiter.read().unwrap_or_else(|p| p.into_inner());
+            let limiter = self.limiter.read_or_recover();
             if limiter.len() <= self.max_keys {
                 return limiter.check_key(key);
             }
         }
-        let mut limiter = self.limiter.write().unwrap_or_else(|p| p.into_inner());
+        let mut limiter = self.limiter.write_or_recover();
         if limiter.len() > self.max_keys {
             limiter.retain_recent();
             if limiter.len() > self.max_keys {
@@ -93,7 +94,7 @@ impl<K: std::hash::Hash + Eq + Clone> Bounded<K> {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.limiter.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.limiter.read_or_recover().len()
     }
 }
 
@@ -162,7 +163,7 @@ impl Throttle {
         name: &str,
         n: NonZeroU32,
     ) -> Result<(), governor::NotUntil<<DefaultClock as Clock>::Instant>> {
-        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        let mut own = self.own.lock_or_recover();
         // The usual case, looked up without allocating: a budget made for
         // this limit.
         if let Some((limit, budget)) = own.get(name)

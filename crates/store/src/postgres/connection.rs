@@ -6,12 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use api::tls::SignatureChecked;
+use rustls::CertificateError;
 use rustls::client::WebPkiServerVerifier;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
+use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use tokio_postgres::{Client, NoTls};
 
 use super::error::reason;
@@ -126,7 +126,11 @@ fn split_tls_params(url: &str) -> Result<(String, TlsParams), PostgresError> {
                     }
                 };
             }
-            "sslrootcert" => params.root_cert = Some(PathBuf::from(percent_decode(value))),
+            "sslrootcert" => {
+                // `%XX` escapes decoded (a path in a URL query).
+                let path = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+                params.root_cert = Some(PathBuf::from(path.into_owned()));
+            }
             _ => kept.push(pair),
         }
     }
@@ -135,29 +139,6 @@ fn split_tls_params(url: &str) -> Result<(String, TlsParams), PostgresError> {
         _ => kept.push("sslmode=require"),
     }
     Ok((format!("{base}?{}", kept.join("&")), params))
-}
-
-/// `%XX` escapes decoded (a path in a URL query).
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                bytes.get(i + 1).copied().and_then(hex),
-                bytes.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl TlsParams {
@@ -177,7 +158,13 @@ impl TlsParams {
             (_, _) => Some(true),
         };
         let verifier: Arc<dyn ServerCertVerifier> = match verify {
-            None => Arc::new(EncryptOnly(provider.clone())),
+            // `sslmode=require` without `sslrootcert`: libpq encrypts and
+            // accepts any certificate (it protects against eavesdropping,
+            // not against a man in the middle); the handshake's signatures
+            // are still checked.
+            None => SignatureChecked::new(provider.clone(), |_, _, _, _, _| {
+                Ok(ServerCertVerified::assertion())
+            }),
             Some(check_name) => {
                 let roots = match &self.root_cert {
                     Some(path) => read_roots(path)?,
@@ -190,7 +177,17 @@ impl TlsParams {
                 if check_name {
                     webpki
                 } else {
-                    Arc::new(AnyName(webpki))
+                    // `verify-ca`: the chain must lead to a trusted root;
+                    // the name is not checked.
+                    SignatureChecked::new(provider.clone(), move |end, chain, name, ocsp, now| {
+                        match webpki.verify_server_cert(end, chain, name, ocsp, now) {
+                            Err(rustls::Error::InvalidCertificate(
+                                CertificateError::NotValidForName
+                                | CertificateError::NotValidForNameContext { .. },
+                            )) => Ok(ServerCertVerified::assertion()),
+                            other => other,
+                        }
+                    })
                 }
             }
         };
@@ -232,105 +229,6 @@ fn system_roots() -> rustls::RootCertStore {
         }
     }
     roots
-}
-
-/// `sslmode=require` without `sslrootcert`: libpq encrypts and accepts any
-/// certificate (it protects against eavesdropping, not against a man in the
-/// middle); the handshake's signatures are still checked.
-#[derive(Debug)]
-struct EncryptOnly(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the chain must lead to a trusted root; the name is not
-/// checked.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
 }
 
 /// `host:port/database` (first host), for messages and logs.

@@ -12,11 +12,11 @@ use super::Target;
 use crate::bench::round3;
 use crate::cli::output::{self, OutputFormat};
 
-/// Today's date (UTC), for the report: the date of humantime's RFC 3339
-/// timestamp.
+/// Today's date (UTC), for the report: `YYYY-MM-DD`.
 pub fn today() -> String {
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    now.get(..10).unwrap_or(&now).to_string()
+    chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+        .date_naive()
+        .to_string()
 }
 
 /// The median over rounds of every number of every run, by measure
