@@ -1,4 +1,4 @@
-//! Issue #13, finding 3, against the real binary (`serve --rdp-listen`):
+//! The front door's trust, against the real binary (`serve --rdp-listen`):
 //! the RDP front door no longer turns unauthenticated claims into durable
 //! state. Each test makes the attack first, shows it was refused or left
 //! nothing behind, then shows that the service kept serving others.

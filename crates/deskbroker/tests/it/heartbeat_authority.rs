@@ -1,5 +1,5 @@
 //! Rule S8 against the real binary: a host credential's heartbeat cannot
-//! take users (issue #13, finding 1) nor starve other hosts (finding 5).
+//! take users nor starve other hosts.
 //! Each test makes the attack with a real host credential, shows it is
 //! refused (`refusedSessions`, 429, 400), that nothing was taken (users go
 //! where the broker's rules send them, limits hold), and that the broker

@@ -1,6 +1,5 @@
-//! The HTTP server's edge against a network client without credentials
-//! (issue #13, finding 4, and "the small things"): idle connections cannot
-//! hold the API or its shutdown, malformed requests are answered in the
+//! The HTTP server's edge against a network client without credentials:
+//! idle connections cannot hold the API or its shutdown, malformed requests are answered in the
 //! contract's error shape, secrets are not cached, and the data directory
 //! and admin token are kept private. Each attack first, then the proof that
 //! others are still served.

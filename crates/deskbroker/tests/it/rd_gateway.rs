@@ -1,4 +1,4 @@
-//! The RD Gateway end to end, with real programs (issue 17): two xrdp
+//! The RD Gateway end to end, with real programs: two xrdp
 //! servers on loopback ports are the session hosts, xfreerdp 2.11.7 is the
 //! client, and `deskbroker serve --gateway-listen` is the gateway it
 //! tunnels RDP through (MS-TSGU over HTTPS: `/g:`, `/gt:http` for

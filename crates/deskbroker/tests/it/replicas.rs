@@ -1,6 +1,7 @@
-//! Several `deskbroker serve` replicas on one PostgreSQL database (issue
-//! 6): every rule holds across replicas under concurrent load, a leader
-//! killed with `kill -9` loses nothing acknowledged, and a database outage
+//! Several `deskbroker serve` replicas on one PostgreSQL database: every
+//! rule holds across replicas under concurrent load, a leader killed with
+//! `kill -9` loses nothing acknowledged, a frozen leader is replaced once
+//! its lease runs out and follows when it wakes, and a database outage
 //! keeps reconnects working and refuses the rest at once. The invariants
 //! are checked from the database itself afterwards.
 

@@ -1,4 +1,4 @@
-//! Issue #13, finding 2, as an attacker would try it against the real
+//! Host registration, as an attacker would try it against the real
 //! binary: a registration token must not be a master key for its pool.
 //! Re-registering an existing name (to steal its users or its credential),
 //! flooding a pool with hosts from one token, and registering hosts at

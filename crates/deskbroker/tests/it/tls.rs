@@ -1,4 +1,4 @@
-//! HTTPS end to end (issue #13, finding 6), against the real binary: the
+//! HTTPS end to end, against the real binary: the
 //! CLI trusting a private CA (`--ca-cert`) and pinning a certificate
 //! (`--tls-fingerprint`); wrong certificates refused with a clear error
 //! while the broker keeps serving; a real agent heartbeating over HTTPS;

@@ -1,4 +1,4 @@
-//! Autoscale in the simulator (issue 15, item 7): the working day with and
+//! Autoscale in the simulator: the working day with and
 //! without a scaling plan, through the engine's own decisions. Small runs
 //! (10 hosts, 300 users) so the debug build takes a second or two.
 
