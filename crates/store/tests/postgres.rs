@@ -5,9 +5,7 @@
 //! test works in fresh databases of its own, dropped at the end. A server
 //! that cannot be reached fails the tests.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use placement::PoolCounters;
@@ -28,38 +26,53 @@ async fn scratch(label: &str) -> ScratchDatabase {
         })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_passes_the_conformance_suite() {
-    // One database per case name, made on first use and opened again when
-    // the suite reopens that case.
-    let databases: Mutex<HashMap<String, ScratchDatabase>> = Mutex::new(HashMap::new());
-    let open = |case: &str| -> Box<dyn Store> {
-        // The suite's opener is synchronous; connecting is not.
-        tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(async {
-                let known = databases
-                    .lock()
-                    .expect("lock")
-                    .get(case)
-                    .map(|d| d.url().to_string());
-                let url = match known {
-                    Some(url) => url,
-                    None => {
-                        let db = scratch(case).await;
-                        let url = db.url().to_string();
-                        databases.lock().expect("lock").insert(case.into(), db);
-                        url
-                    }
-                };
-                Box::new(
-                    PostgresStore::connect(&url)
-                        .await
-                        .unwrap_or_else(|e| panic!("open case {case}: {e}")),
-                ) as Box<dyn Store>
+/// Each case of the conformance suite, as a test of its own, in scratch
+/// databases of its own.
+mod conformance {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use store::postgres::ScratchDatabase;
+    use store::{PostgresStore, Store};
+
+    /// Opens the case's database: made on first use of its name, and
+    /// opened again when the case reopens it. The opener owns the
+    /// databases; they are dropped when the test ends.
+    fn opener() -> impl Fn(&str) -> Box<dyn Store> + Sync {
+        let databases: Mutex<HashMap<String, ScratchDatabase>> = Mutex::new(HashMap::new());
+        move |case: &str| -> Box<dyn Store> {
+            // The suite's opener is synchronous; connecting is not (hence
+            // the tests' multi-threaded runtime).
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    let known = databases
+                        .lock()
+                        .expect("lock")
+                        .get(case)
+                        .map(|d| d.url().to_string());
+                    let url = match known {
+                        Some(url) => url,
+                        None => {
+                            let db = super::scratch(case).await;
+                            let url = db.url().to_string();
+                            databases.lock().expect("lock").insert(case.into(), db);
+                            url
+                        }
+                    };
+                    Box::new(
+                        PostgresStore::connect(&url)
+                            .await
+                            .unwrap_or_else(|e| panic!("open case {case}: {e}")),
+                    ) as Box<dyn Store>
+                })
             })
-        })
-    };
-    store::conformance::run_all(&open).await;
+        }
+    }
+
+    store::conformance_tests!(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        opener
+    );
 }
 
 #[tokio::test]

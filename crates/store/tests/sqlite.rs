@@ -2,14 +2,23 @@
 
 use store::{SqliteStore, Store};
 
-#[tokio::test]
-async fn sqlite_passes_the_conformance_suite() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().to_path_buf();
-    let open = move |case: &str| -> Box<dyn Store> {
-        Box::new(SqliteStore::open(&root.join(case)).expect("open sqlite"))
-    };
-    store::conformance::run_all(&open).await;
+/// Each case of the conformance suite, as a test of its own.
+mod conformance {
+    use store::{SqliteStore, Store};
+
+    /// Opens each case's store in a directory of its own, in a temporary
+    /// directory the opener owns (and removes when the test ends).
+    fn opener() -> impl Fn(&str) -> Box<dyn Store> + Sync {
+        let dir = tempfile::tempdir().expect("tempdir");
+        move |case: &str| -> Box<dyn Store> {
+            Box::new(SqliteStore::open(&dir.path().join(case)).expect("open sqlite"))
+        }
+    }
+
+    store::conformance_tests!(
+        #[tokio::test]
+        opener
+    );
 }
 
 #[tokio::test]

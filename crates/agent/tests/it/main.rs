@@ -235,19 +235,29 @@ async fn a_revoked_credential_does_not_lead_to_registering_again() {
 
 #[tokio::test]
 async fn an_unreachable_broker_is_retried_until_it_answers() {
-    // A port nobody listens on, for now.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    // A broker that is down: its port takes each connection and closes it
+    // unanswered, counting them, so the test sees each failed attempt.
+    let down = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = down.local_addr().unwrap();
+    let (attempted, mut attempts) = tokio::sync::watch::channel(0_usize);
+    let down = tokio::spawn(async move {
+        loop {
+            let (connection, _) = down.accept().await.unwrap();
+            drop(connection);
+            attempted.send_modify(|n| *n += 1);
+        }
+    });
 
     let dir = tempfile::tempdir().unwrap();
     let agent = start(config(&format!("http://{addr}"), dir.path()));
-    // Let it fail a few times (0.5–1 s, then 1–2 s of backoff).
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert!(
-        !agent.task.is_finished(),
-        "the agent never exits on its own"
-    );
+    // It tries again after a failure, and again (after 0.5–1 s, then 1–2 s
+    // of backoff).
+    tokio::time::timeout(PATIENCE, attempts.wait_for(|n| *n >= 3))
+        .await
+        .expect("the agent tried only once or twice")
+        .unwrap();
+    down.abort();
+    let _ = down.await;
 
     let broker = FakeBroker::start_on(addr).await;
     broker

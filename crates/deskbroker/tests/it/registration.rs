@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{App, pool_with_hosts};
+use crate::{App, eventually, pool_with_hosts};
 
 async fn token(app: &App, pool: &str, seconds: u64) -> String {
     let v = app
@@ -191,8 +191,36 @@ async fn expired_revoked_or_foreign_tokens_register_nothing() {
     );
     // The short token was revoked too; make a fresh one-second token.
     let short2 = token(&app, "p", 1).await;
-    // Time itself is the condition here: let the one-second token expire.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Wait until the broker itself says the token expired, asking with a
+    // registration into a pool the token is not for: while the token is
+    // valid that is refused (403) before anything is written, so asking
+    // registers nothing and uses none of the token.
+    let answers = std::cell::RefCell::new(Vec::new());
+    let expired = eventually(Duration::from_secs(30), || {
+        let (app, short2, answers) = (&app, &short2, &answers);
+        async move {
+            let (status, v) = register(
+                app,
+                json!({"token": short2, "hostPool": "q", "name": "x2", "address": "10.0.0.2:3389"}),
+            )
+            .await;
+            let expired = status == 401
+                && v["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("expired"));
+            if !expired {
+                answers.borrow_mut().push((status, v));
+            }
+            expired
+        }
+    })
+    .await;
+    let answers = answers.into_inner();
+    assert!(expired, "the one-second token never expired: {answers:?}");
+    assert!(
+        answers.iter().all(|(status, _)| *status == 403),
+        "before it expired, the token was refused only for the other pool: {answers:?}"
+    );
     let (_, v) = register(
         &app,
         json!({"token": short2, "name": "x2", "address": "10.0.0.2:3389"}),
