@@ -59,6 +59,7 @@ use tower::ServiceExt;
 use crate::api::ApiError;
 use crate::api::MAX_BODY_BYTES;
 use crate::state::Broker;
+use crate::sync::RwLockExt;
 use api::ErrorCode;
 
 /// How long one campaign waits on the owner lock before it looks up the
@@ -388,12 +389,8 @@ impl Replica {
             return Err(format!("cannot keep the signing key: {e}"));
         }
         broker.keys.share_redirect_keys(&self.config.redirect_keys);
-        *broker
-            .rdp_front_door
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = self.config.rdp_front_door.clone();
-        *broker.rd_gateway.write().unwrap_or_else(|e| e.into_inner()) =
-            self.config.rd_gateway.clone();
+        *broker.rdp_front_door.write_or_recover() = self.config.rdp_front_door.clone();
+        *broker.rd_gateway.write_or_recover() = self.config.rd_gateway.clone();
         broker.api_rate_limit_per_second.store(
             self.config.api_rate_limit_per_second,
             std::sync::atomic::Ordering::Relaxed,
