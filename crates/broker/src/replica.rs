@@ -77,6 +77,13 @@ pub const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// `serve --leader-lease`: how long a leader that renews nothing keeps the
 /// lead. Renewed five times a lease, over a connection of its own.
 pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(10);
+/// A new leader asks its predecessor whether it still leads this often,
+/// while the predecessor's lease runs (see `Replica::stopped_leading`),
+/// waiting this long for each answer.
+pub const PREDECESSOR_PROBE_INTERVAL: Duration = Duration::from_millis(200);
+pub const PREDECESSOR_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a leader that stops cleanly tries to give its lease up.
+pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long to wait for the leader to answer a forwarded request.
 pub const FORWARD_TIMEOUT: Duration = crate::api::REQUEST_TIMEOUT;
 /// Idle connections kept to the leader.
@@ -151,10 +158,31 @@ struct Leading {
 
 impl Leading {
     /// Whether this replica may answer as the leader now: while its lease
-    /// holds, or — its store lost and nobody known to lead instead — to
-    /// answer reconnects from memory.
+    /// holds, by its own clock. Its store lost, it answers reconnects from
+    /// memory until then, and no longer: another replica may lead once the
+    /// lease has run out, and a reconnect answered from memory after that
+    /// could send a user who was logged off meanwhile to a second host.
     fn may_answer(&self) -> bool {
-        self.lease.is_valid() || (self.broker.writer.failure().is_some() && !self.lease.replaced())
+        self.lease.is_valid()
+    }
+
+    /// Answers `req` with this replica's own engine, unless the lease ran
+    /// out while it was being answered (the process froze half-way, say):
+    /// the answer may then be stale, and another replica may have decided
+    /// otherwise meanwhile, so it is not given. A write it made was
+    /// committed under this replica's epoch or not at all: the outcome is
+    /// unknown to the client, as after any lost connection.
+    async fn answer(&self, req: Request) -> Response {
+        let answer = self.handle(req).await;
+        if self.lease.is_valid() {
+            return answer;
+        }
+        ApiError::new(
+            ErrorCode::LeaderLost,
+            "this replica's lease ran out while it answered; another replica may lead now \
+             and the outcome is unknown: check before retrying",
+        )
+        .into_response()
     }
 
     /// Answers `req` with this replica's own engine.
@@ -266,7 +294,16 @@ impl Replica {
                 if leading.broker.writer.failure().is_none() {
                     tokio::select! {
                         reason = leading.broker.writer.failed() => {
-                            tracing::warn!(error = %reason, "lost the store: answering reconnects from memory and campaigning again");
+                            // The lease must not outlive the store: renewed
+                            // over a connection of its own, it would keep a
+                            // leader that can write nothing in place for
+                            // ever. Left to run out, it hands the lead over.
+                            leading.lease_keeper.abort();
+                            tracing::warn!(
+                                error = %reason,
+                                lease_left_ms = leading.lease.left().as_millis(),
+                                "lost the store: answering reconnects from memory until the lease runs out, and campaigning again"
+                            );
                         }
                         _ = leading.lease.lost() => {}
                     }
@@ -379,6 +416,36 @@ impl Replica {
             lease_keeper.abort();
             format!("cannot load the store: {e}")
         })?;
+        // The previous leader may answer from memory until its lease runs
+        // out (see `Lease::predecessor_gone`); loading overlapped with it.
+        // Unless it is this very process, whose old engine the new one
+        // replaces at once below: it could write nothing meanwhile, so the
+        // two agree on every session.
+        let predecessor_left = lease.predecessor_left();
+        let ours = self
+            .leading()
+            .is_some_and(|l| Some(l.lease.epoch()) == lease.predecessor_epoch());
+        if !predecessor_left.is_zero() && !ours {
+            tracing::info!(
+                wait_ms = predecessor_left.as_millis(),
+                epoch = lease.epoch(),
+                previous = lease.predecessor_url().unwrap_or_default(),
+                "elected: the previous leader's lease still runs; deciding once it has run out or that leader says it no longer leads"
+            );
+            tokio::select! {
+                () = lease.predecessor_gone() => {}
+                () = self.stopped_leading(&lease) => {
+                    tracing::info!(
+                        previous = lease.predecessor_url().unwrap_or_default(),
+                        "the previous leader no longer leads: deciding now"
+                    );
+                }
+                lost = lease.lost() => {
+                    lease_keeper.abort();
+                    return Err(format!("lost the lease while waiting for the previous one: {lost:?}"));
+                }
+            }
+        }
         let broker = Arc::new(Broker::new(
             store,
             snapshot,
@@ -418,6 +485,37 @@ impl Replica {
         tracing::info!(advertise = %self.config.advertise_url, epoch, "leading: this replica decides");
         metrics::counter!("deskbroker_replica_elections_won_total").increment(1);
         Ok(())
+    }
+
+    /// Resolves once the previous leader of `lease` can be seen not to lead
+    /// any more: nothing listens at its address (its process is gone, and
+    /// with it its memory), or its `/healthz` says it does not lead under
+    /// that epoch (it stepped down, or another process answers there). A
+    /// leader that does not answer at all (frozen, or cut off from here)
+    /// may still answer its clients: this never resolves for it.
+    async fn stopped_leading(&self, lease: &Lease) {
+        let (Some(url), Some(epoch)) = (lease.predecessor_url(), lease.predecessor_epoch()) else {
+            return std::future::pending().await;
+        };
+        loop {
+            let probe = self
+                .http
+                .get(format!("{url}/healthz"))
+                .timeout(PREDECESSOR_PROBE_TIMEOUT)
+                .send()
+                .await;
+            let stopped = match probe {
+                Err(e) => refused(&e),
+                Ok(answer) => match answer.json::<api::types::Health>().await {
+                    Ok(h) => h.role != "leader" || h.epoch != Some(epoch),
+                    Err(_) => false,
+                },
+            };
+            if stopped {
+                return;
+            }
+            tokio::time::sleep(PREDECESSOR_PROBE_INTERVAL).await;
+        }
     }
 
     fn follow(&self, leader: Leader) {
@@ -585,6 +683,22 @@ fn repeatable(method: &Method, path_and_query: &str) -> bool {
     ) || (*method == Method::POST && path.ends_with("/connect"))
 }
 
+/// Whether `e` is a refused connection: nothing listens at that address.
+/// (A timeout is not: the process may be frozen, or cut off from here
+/// only.)
+fn refused(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 fn is_hop_by_hop(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
@@ -635,7 +749,7 @@ async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
     if let Role::Leader(l) = &role
         && l.may_answer()
     {
-        return l.handle(req).await;
+        return l.answer(req).await;
     }
     let forwarded_to_us = req.headers().contains_key(FORWARDED_HEADER);
     let (parts, body) = req.into_parts();
@@ -670,7 +784,7 @@ async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
                     .body(Body::from(body.clone()))
                     .unwrap_or_default();
                 *again.headers_mut() = parts.headers.clone();
-                return l.handle(again).await;
+                return l.answer(again).await;
             }
             _ if forwarded_to_us => {
                 // The sender thinks we lead; we do not: it must look again.
@@ -800,15 +914,24 @@ pub async fn serve(
         .await
         .map_err(|e| format!("server: {e}"));
     elections.abort();
-    if let Some(leading) = replica.leading()
-        && leading.broker.writer.failure().is_none()
-    {
-        leading
-            .broker
-            .writer
-            .flush()
-            .await
-            .map_err(|e| e.to_string())?;
+    if let Some(leading) = replica.leading() {
+        if leading.broker.writer.failure().is_none() {
+            leading
+                .broker
+                .writer
+                .flush()
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        // Nothing more is answered here: give the lease up, so that the
+        // next leader need not wait for it to run out.
+        leading.lease_keeper.abort();
+        match leading.lease.release(LEASE_RELEASE_TIMEOUT).await {
+            Ok(()) => tracing::info!(epoch = leading.lease.epoch(), "gave up the lead"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not give up the lease: the next leader waits for it to run out")
+            }
+        }
     }
     served
 }

@@ -77,8 +77,8 @@ use schema::migrate;
 
 pub use connection::is_postgres_url;
 pub use error::PostgresError;
-pub use lease::{Lease, LeaseLost, RENEWALS_PER_LEASE};
 use lease::Predecessor;
+pub use lease::{Lease, LeaseLost, RENEWALS_PER_LEASE};
 #[cfg(feature = "testing")]
 pub use scratch::{ScratchDatabase, TEST_SERVER_URL_DEFAULT, TEST_SERVER_URL_ENV, test_server_url};
 
@@ -235,6 +235,7 @@ impl PostgresStore {
         let epoch = succession.epoch;
         let predecessor = Predecessor {
             epoch: succession.previous_epoch,
+            url: succession.previous_url,
             until: std::time::Instant::now() + succession.previous_left,
         };
         let statements = Statements::prepare(&client, true).await?;
@@ -250,13 +251,7 @@ impl PostgresStore {
                 })),
                 target: target.into(),
             },
-            lease: Arc::new(Lease::new(
-                url,
-                epoch,
-                lease,
-                granted,
-                predecessor,
-            )),
+            lease: Arc::new(Lease::new(url, epoch, lease, granted, predecessor)),
         })
     }
 
