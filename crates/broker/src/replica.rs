@@ -37,12 +37,19 @@
 //!   harmless.
 //! - The database goes away: the leader's writer fails on its next write or
 //!   idle ping ([`crate::writer::PING_INTERVAL`]). From then on it changes
-//!   nothing and answers users who have a durable session from memory
-//!   (see `Broker::connect`); every other request gets 503 at once.
-//!   Followers keep forwarding to it. Meanwhile every replica keeps
-//!   campaigning; when the database is back one of them wins, loads what
-//!   is durable and leads, and the others follow it.
-
+//!   nothing, stops renewing its lease, and answers users who have a
+//!   durable session from memory (see `Broker::connect`) until the lease
+//!   runs out; every other request gets 503 at once. Meanwhile every
+//!   replica keeps campaigning; when the database is back one of them
+//!   wins, loads what is durable and leads, and the others follow it.
+//!
+//! One decider at a time: a leader may lose its database session without
+//! knowing it yet (a database restart, a cut connection) and answer from
+//! memory for as long as its lease runs. So the winner of an election
+//! does not decide until the previous lease has run out — unless it sees
+//! the previous leader is gone (nothing listens at its address) or says it
+//! no longer leads ([`Replica::stopped_leading`]). A leader stopped
+//! cleanly gives its lease up ([`store::Lease::release`]).
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
