@@ -85,29 +85,6 @@ for i in 0 1 2; do
     awk '/^deskbroker_replica_step_downs_total/ {print $2; found=1} END {if (!found) print 0}'
 done
 
-for t in $(seq 1 "$trials"); do
-  l=$(leader)
-  other=$(((l + 1) % 3))
-  kill -STOP "${pids[$l]}"
-  start=$(date +%s.%N)
-  n=0
-  while :; do
-    n=$((n + 1))
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -X POST \
-      -H "Authorization: Bearer $DESKBROKER_ADMIN_TOKEN" -H 'Content-Type: application/json' \
-      -d "{\"user\": \"frozen-$t-$n\"}" "${urls[$other]}/api/v1/hostPools/bench-storm/connect")
-    [ "$code" = 200 ] && break
-  done
-  end=$(date +%s.%N)
-  kill -CONT "${pids[$l]}"
-  echo "{\"trial\": $t, \"placedAfterSigstopSeconds\": $(echo "$end - $start" | bc), \"attempts\": $n}"
-  # The woken replica steps down and follows before the next trial.
-  for _ in $(seq 1 300); do
-    [ "$(role_of "${urls[$l]}")" = follower ] && break
-    sleep 0.1
-  done
-done
-
 # Connects through replica $1 until one is placed; prints the seconds from
 # $2 (a date +%s.%N) and the attempts, as JSON fields.
 placed_after() {
@@ -121,6 +98,20 @@ placed_after() {
   done
   echo "\"seconds\": $(echo "$(date +%s.%N) - $start" | bc), \"attempts\": $n"
 }
+
+for t in $(seq 1 "$trials"); do
+  l=$(leader)
+  other=$(((l + 1) % 3))
+  kill -STOP "${pids[$l]}"
+  start=$(date +%s.%N)
+  echo "{\"freezeTrial\": $t, $(placed_after "$other" "$start" "frozen-$t")}"
+  kill -CONT "${pids[$l]}"
+  # The woken replica steps down and follows before the next trial.
+  for _ in $(seq 1 300); do
+    [ "$(role_of "${urls[$l]}")" = follower ] && break
+    sleep 0.1
+  done
+done
 
 for t in $(seq 1 "$trials"); do
   l=$(leader)
