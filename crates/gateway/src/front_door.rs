@@ -91,7 +91,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::hold::{self, Hold, WaitEnd, Waited};
+use crate::door::{Client, Door, NoHost, Report, dial, logon_evidence, release};
+use crate::hold::{Hold, WaitEnd};
 use crate::pdu::{self, HANDSHAKE_TIMEOUT, Routing};
 use crate::placer::{ConnectInput, Placer};
 use crate::redirect::{RedirectKeys, RedirectRefusal};
@@ -367,43 +368,6 @@ impl Live {
     }
 }
 
-/// What happened to one connection: its log line and metrics. Shared
-/// with the RD Gateway (`rd_gateway.rs`), whose tunnels log the same line.
-#[derive(Default)]
-pub(crate) struct Report {
-    pub user: Option<String>,
-    pub pool: Option<String>,
-    pub host: Option<String>,
-    pub session_id: Option<String>,
-    pub reconnect: bool,
-    pub client_to_host_bytes: u64,
-    pub host_to_client_bytes: u64,
-    pub detail: Option<String>,
-    /// The first PDU's refusal reason, for the refusal counter.
-    pub handshake_reason: Option<&'static str>,
-}
-
-impl Report {
-    /// The connection's log line: `what` ("rdp connection", "rd gateway
-    /// connection"), its outcome and how long it lasted.
-    pub(crate) fn log(&self, what: &str, peer: SocketAddr, outcome: &str, duration: Duration) {
-        tracing::info!(
-            %peer,
-            user = self.user.as_deref().unwrap_or("-"),
-            pool = self.pool.as_deref().unwrap_or("-"),
-            host = self.host.as_deref().unwrap_or("-"),
-            session = self.session_id.as_deref().unwrap_or("-"),
-            reconnect = self.reconnect,
-            outcome,
-            duration_ms = duration.as_millis() as u64,
-            client_to_host_bytes = self.client_to_host_bytes,
-            host_to_client_bytes = self.host_to_client_bytes,
-            detail = self.detail.as_deref().unwrap_or(""),
-            "{what}"
-        );
-    }
-}
-
 /// How a connection ended, as the `outcome` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Outcome {
@@ -619,131 +583,103 @@ async fn connection<P: Placer>(
     let user = user.unwrap_or_else(|| format!("{ANONYMOUS_USER_PREFIX}{}", uuid::Uuid::new_v4()));
     report.user = Some(user.clone());
 
-    let mut request = ConnectInput {
+    let request = ConnectInput {
         user,
         ticket,
         ..ConnectInput::default()
     };
-    let hold = Hold {
-        wait: config.host_start_wait,
-        retry_interval: config.host_start_retry_interval,
-        max_waiting: config.max_waiting_connections,
-        waiting: &shared.waiting,
-        gauge: "deskbroker_rdp_waiting_connections",
-        door: "rdp",
+    let door = Door {
+        placer,
+        pool: &pool,
+        hold: Hold {
+            wait: config.host_start_wait,
+            retry_interval: config.host_start_retry_interval,
+            max_waiting: config.max_waiting_connections,
+            waiting: &shared.waiting,
+            gauge: "deskbroker_rdp_waiting_connections",
+            door: "rdp",
+        },
+        source,
+        attempts: config.max_placement_attempts,
+        dial_timeout: config.host_connect_timeout,
     };
-    let mut counted = false;
-    for _ in 0..config.max_placement_attempts {
-        let placed =
-            match hold::connect_or_wait(placer, &pool, &request, &hold, source, closed(&client))
-                .await
-            {
-                Ok(p) => p,
-                Err(Waited::Gave(end, detail)) => {
-                    report.detail = Some(detail);
-                    return match end {
-                        WaitEnd::Limit(reason) => Outcome::WaitingLimit(reason),
-                        WaitEnd::Timeout => Outcome::HostStartTimeout,
-                        WaitEnd::ClientLeft => Outcome::ClientLeft,
-                    };
-                }
-                Err(Waited::Refused(e)) => {
-                    report.detail = Some(e.to_string());
-                    return match e {
-                        crate::PlacerError::Refused {
-                            code: api::ErrorCode::InvalidConnectionTicket,
-                            ..
-                        } => Outcome::TicketRefused,
-                        crate::PlacerError::Refused { .. } => Outcome::Refused,
-                        crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
-                    };
-                }
-            };
-        report.host = Some(placed.host.clone());
-        report.session_id = Some(placed.session_id.clone());
-        report.reconnect = placed.reconnect;
-        if !placed.reconnect && !counted {
-            // A new session counts against its source's share per minute
-            // (one per connection, whatever R5's retries place).
-            if let Err(refusal) = source.new_session() {
-                release(placer, &pool, &placed.session_id).await;
-                report.session_id = None;
-                report.detail = Some(format!("{}: too many new sessions", refusal.reason()));
-                return Outcome::SourceLimit;
-            }
-            counted = true;
+    let (host, placed) = match door
+        .place_and_dial(request, &mut Peer(&client), report)
+        .await
+    {
+        Ok(dialled) => dialled,
+        Err(NoHost::Waited(WaitEnd::Limit(reason))) => return Outcome::WaitingLimit(reason),
+        Err(NoHost::Waited(WaitEnd::Timeout)) => return Outcome::HostStartTimeout,
+        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Outcome::ClientLeft,
+        Err(NoHost::Refused(crate::PlacerError::Refused {
+            code: api::ErrorCode::InvalidConnectionTicket,
+            ..
+        })) => return Outcome::TicketRefused,
+        Err(NoHost::Refused(crate::PlacerError::Refused { .. })) => return Outcome::Refused,
+        Err(NoHost::Refused(crate::PlacerError::Unreachable(_))) => {
+            return Outcome::BrokerUnreachable;
         }
-        match dial(&placed.address, config.host_connect_timeout).await {
-            Ok(host) => {
-                // Ownership (see the module's documentation): a claimed
-                // name never changes an existing session (R4).
-                let owned = (!placed.reconnect || ticketed)
-                    && shared.live.join(
-                        &pool,
-                        &placed.session_id,
-                        !placed.reconnect || placed.state == SessionState::Disconnected,
-                        !placed.reconnect,
-                    );
-                if !owned {
-                    report.detail = Some(if ticketed {
-                        "reconnect to a session live elsewhere: its state is left alone".into()
-                    } else {
-                        "reconnect without a ticket: the session's state is left alone".into()
-                    });
+        Err(NoHost::SourceLimit) => return Outcome::SourceLimit,
+        Err(NoHost::Unreachable) => return Outcome::HostUnreachable,
+    };
+    // Ownership (see the module's documentation): a claimed name never
+    // changes an existing session (R4).
+    let owned = (!placed.reconnect || ticketed)
+        && shared.live.join(
+            &pool,
+            &placed.session_id,
+            !placed.reconnect || placed.state == SessionState::Disconnected,
+            !placed.reconnect,
+        );
+    if !owned {
+        report.detail = Some(if ticketed {
+            "reconnect to a session live elsewhere: its state is left alone".into()
+        } else {
+            "reconnect without a ticket: the session's state is left alone".into()
+        });
+    }
+    let outcome = relay(
+        client,
+        host,
+        &first_pdu,
+        owned.then_some((pool.as_str(), placed.session_id.as_str())),
+        placer,
+        config,
+        source,
+        report,
+    )
+    .await;
+    if owned {
+        let logon_seen = logon_evidence(report, first_pdu.len());
+        match shared.live.leave(&pool, &placed.session_id, logon_seen) {
+            None => {}
+            Some(end) if end || anonymous => {
+                if end {
+                    metrics::counter!("deskbroker_rdp_sessions_without_logon_total").increment(1);
                 }
-                let outcome = relay(
-                    client,
-                    host,
-                    &first_pdu,
-                    owned.then_some((pool.as_str(), placed.session_id.as_str())),
-                    placer,
-                    config,
-                    source,
-                    report,
-                )
-                .await;
-                if owned {
-                    let logon_seen = logon_evidence(report, first_pdu.len());
-                    match shared.live.leave(&pool, &placed.session_id, logon_seen) {
-                        None => {}
-                        Some(end) if end || anonymous => {
-                            if end {
-                                metrics::counter!("deskbroker_rdp_sessions_without_logon_total")
-                                    .increment(1);
-                            }
-                            release(placer, &pool, &placed.session_id).await
-                        }
-                        Some(_) => {
-                            if let Err(e) = placer
-                                .set_session_state(
-                                    &pool,
-                                    &placed.session_id,
-                                    SessionState::Disconnected,
-                                )
-                                .await
-                            {
-                                tracing::warn!(pool, session = placed.session_id, error = %e,
-                                    "rdp: could not mark the session Disconnected");
-                            }
-                        }
-                    }
-                }
-                return outcome;
+                release(placer, "rdp", &pool, &placed.session_id).await
             }
-            Err(e) => {
-                report.detail = Some(format!("{} ({}): {e}", placed.host, placed.address));
-                if placed.reconnect {
-                    // Rule R5: a user's existing session is never replaced
-                    // by a new one elsewhere.
-                    return Outcome::HostUnreachable;
+            Some(_) => {
+                if let Err(e) = placer
+                    .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
+                    .await
+                {
+                    tracing::warn!(pool, session = placed.session_id, error = %e,
+                        "rdp: could not mark the session Disconnected");
                 }
-                release(placer, &pool, &placed.session_id).await;
-                report.session_id = None;
-                request.exclude.push(placed.host);
             }
         }
     }
-    Outcome::HostUnreachable
+    outcome
+}
+
+/// The front door's client while it is held: gone once it closes.
+struct Peer<'a>(&'a TcpStream);
+
+impl Client for Peer<'_> {
+    fn gone(&mut self) -> impl Future<Output = bool> + Send + '_ {
+        closed(self.0)
+    }
 }
 
 /// Resolves when the client has closed (true) or sent bytes (false),
@@ -751,17 +687,6 @@ async fn connection<P: Placer>(
 async fn closed(client: &TcpStream) -> bool {
     let mut byte = [0u8; 1];
     !matches!(client.peek(&mut byte).await, Ok(n) if n > 0)
-}
-
-/// Rule S9's evidence that a logon can have taken place on a connection
-/// (`first_pdu_bytes` of the client's are not counted: the front door's
-/// Connection Request).
-pub(crate) fn logon_evidence(report: &Report, first_pdu_bytes: usize) -> bool {
-    report.host_to_client_bytes >= LOGON_EVIDENCE_HOST_BYTES
-        && report
-            .client_to_host_bytes
-            .saturating_sub(first_pdu_bytes as u64)
-            >= LOGON_EVIDENCE_CLIENT_BYTES
 }
 
 /// Seconds since the Unix epoch (the redirection tokens' clock).
@@ -809,29 +734,6 @@ async fn redirect<P: Placer>(
             report.detail = Some(format!("{address}: {e}"));
             Outcome::HostUnreachable
         }
-    }
-}
-
-/// Ends a session the front door made, logging (not failing) if the broker refuses.
-async fn release<P: Placer>(placer: &P, pool: &str, session_id: &str) {
-    if let Err(e) = placer.logoff(pool, session_id).await {
-        tracing::warn!(pool, session = session_id, error = %e, "rdp: could not log off the session");
-    }
-}
-
-/// Connects to a session host within `timeout`, without Nagle's delay.
-/// Shared with the RD Gateway.
-pub(crate) async fn dial(address: &str, timeout: Duration) -> io::Result<TcpStream> {
-    match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
-        Ok(Ok(stream)) => {
-            let _ = stream.set_nodelay(true);
-            Ok(stream)
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("no connection within {timeout:?}"),
-        )),
     }
 }
 

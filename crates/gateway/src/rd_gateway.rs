@@ -78,8 +78,9 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
-use crate::front_door::{RELAY_BUFFER_BYTES, Report, dial, logon_evidence};
-use crate::hold::{self, Hold, WaitEnd, Waited};
+use crate::door::{Client, Door, NoHost, Report, logon_evidence, release};
+use crate::front_door::RELAY_BUFFER_BYTES;
+use crate::hold::{Hold, WaitEnd};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::{self, Limits, SourceGuard, Sources};
 use crate::tsgu::hresult::{
@@ -1253,103 +1254,78 @@ where
             return Err(outcome);
         }
     }
-    let mut request = ConnectInput {
+    let request = ConnectInput {
         user: ticket.user,
         ticket: Some(raw),
         ..ConnectInput::default()
     };
-    let hold = Hold {
-        wait: config.host_start_wait,
-        retry_interval: config.host_start_retry_interval,
-        max_waiting: config.max_waiting_connections,
-        waiting: &shared.waiting,
-        gauge: "deskbroker_rdg_waiting_channels",
-        door: "rd gateway",
+    let door = Door {
+        placer,
+        pool: &pool,
+        hold: Hold {
+            wait: config.host_start_wait,
+            retry_interval: config.host_start_retry_interval,
+            max_waiting: config.max_waiting_connections,
+            waiting: &shared.waiting,
+            gauge: "deskbroker_rdg_waiting_channels",
+            door: "rd gateway",
+        },
+        source,
+        attempts: config.max_placement_attempts,
+        dial_timeout: config.host_connect_timeout,
     };
-    let mut counted = false;
-    for _ in 0..config.max_placement_attempts {
-        // While held, the client's leaving ends the hold: its next packet
-        // is read (and kept, to be judged once the channel is answered);
-        // the tunnel's end or a broken link means it has gone.
-        let client_gone = async {
-            match tunnel.next(ws).await {
-                Ok(Some(packet)) => {
-                    tunnel.pending.push_front(packet);
-                    false
+    let client = &mut Held {
+        link: &mut *ws,
+        tunnel: &mut *tunnel,
+    };
+    let (code, outcome) = match door.place_and_dial(request, client, report).await {
+        Ok((host, placed)) => {
+            let answer = tunnel
+                .server
+                .accept_channel(1)
+                .map_err(|e| fail(report, e.to_string()))?;
+            if let Err(e) = send(ws, &answer).await {
+                report.detail = Some(e);
+                if !placed.reconnect {
+                    release(placer, "rd gateway", &pool, &placed.session_id).await;
                 }
-                Ok(None) | Err(_) => true,
+                return Err(Outcome::Protocol);
             }
-        };
-        let placed =
-            hold::connect_or_wait(placer, &pool, &request, &hold, source, client_gone).await;
-        let placed = match placed {
-            Ok(p) => p,
-            Err(Waited::Gave(end, detail)) => {
-                report.detail = Some(detail);
-                let (code, outcome) = match end {
-                    WaitEnd::Limit(reason) => {
-                        (E_PROXY_MAXCONNECTIONSREACHED, Outcome::WaitingLimit(reason))
-                    }
-                    WaitEnd::Timeout => (E_PROXY_TS_CONNECTFAILED, Outcome::HostStartTimeout),
-                    WaitEnd::ClientLeft => return Err(Outcome::ClientLeft),
-                };
-                refuse(ws, tunnel, code).await;
-                return Err(outcome);
-            }
-            Err(Waited::Refused(e)) => {
-                report.detail = Some(e.to_string());
-                let (code, outcome) = placer_refusal(&e);
-                refuse(ws, tunnel, code).await;
-                return Err(outcome);
-            }
-        };
-        report.host = Some(placed.host.clone());
-        report.session_id = Some(placed.session_id.clone());
-        report.reconnect = placed.reconnect;
-        if !placed.reconnect && !counted {
-            // A new session counts against its source's share per minute
-            // (one per tunnel, whatever R5's retries place).
-            if let Err(refusal) = source.new_session() {
-                let _ = placer.logoff(&pool, &placed.session_id).await;
-                report.session_id = None;
-                report.detail = Some(format!("{}: too many new sessions", refusal.reason()));
-                refuse(ws, tunnel, E_PROXY_MAXCONNECTIONSREACHED).await;
-                return Err(Outcome::SourceLimit);
-            }
-            counted = true;
+            return Ok((host, placed, pool));
         }
-        match dial(&placed.address, config.host_connect_timeout).await {
-            Ok(host) => {
-                let answer = tunnel
-                    .server
-                    .accept_channel(1)
-                    .map_err(|e| fail(report, e.to_string()))?;
-                if let Err(e) = send(ws, &answer).await {
-                    report.detail = Some(e);
-                    if !placed.reconnect {
-                        let _ = placer.logoff(&pool, &placed.session_id).await;
-                    }
-                    return Err(Outcome::Protocol);
-                }
-                return Ok((host, placed, pool));
+        Err(NoHost::Waited(WaitEnd::Limit(reason))) => {
+            (E_PROXY_MAXCONNECTIONSREACHED, Outcome::WaitingLimit(reason))
+        }
+        Err(NoHost::Waited(WaitEnd::Timeout)) => {
+            (E_PROXY_TS_CONNECTFAILED, Outcome::HostStartTimeout)
+        }
+        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Err(Outcome::ClientLeft),
+        Err(NoHost::Refused(e)) => placer_refusal(&e),
+        Err(NoHost::SourceLimit) => (E_PROXY_MAXCONNECTIONSREACHED, Outcome::SourceLimit),
+        Err(NoHost::Unreachable) => (E_PROXY_TS_CONNECTFAILED, Outcome::HostUnreachable),
+    };
+    refuse(ws, tunnel, code).await;
+    Err(outcome)
+}
+
+/// A tunnel's client while its channel is held: its next packet is read
+/// (and kept, to be judged once the channel is answered); the tunnel's end
+/// or a broken link means it has gone.
+struct Held<'a> {
+    link: &'a mut Link,
+    tunnel: &'a mut Tunnel,
+}
+
+impl Client for Held<'_> {
+    async fn gone(&mut self) -> bool {
+        match self.tunnel.next(self.link).await {
+            Ok(Some(packet)) => {
+                self.tunnel.pending.push_front(packet);
+                false
             }
-            Err(e) => {
-                report.detail = Some(format!("{} ({}): {e}", placed.host, placed.address));
-                if placed.reconnect {
-                    // R5: a user's session is never replaced by a new one elsewhere.
-                    break;
-                }
-                if let Err(e) = placer.logoff(&pool, &placed.session_id).await {
-                    tracing::warn!(pool, session = placed.session_id, error = %e,
-                        "rd gateway: could not log off the session");
-                }
-                report.session_id = None;
-                request.exclude.push(placed.host);
-            }
+            Ok(None) | Err(_) => true,
         }
     }
-    refuse(ws, tunnel, E_PROXY_TS_CONNECTFAILED).await;
-    Err(Outcome::HostUnreachable)
 }
 
 /// The HRESULT and outcome of a placer's refusal.
