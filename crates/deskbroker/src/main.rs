@@ -4,8 +4,10 @@
 //! generator (`bench`). This file parses the command line, sets up logging
 //! and hands over; it is also the one place where errors become an exit code.
 
+mod backup_cmd;
 mod bench;
 mod cli;
+mod data_dir_lock;
 mod gateway_cmd;
 mod serve;
 mod sim_cmd;
@@ -42,6 +44,11 @@ enum Command {
     Agent(agent::AgentArgs),
     /// Run the RDP front door on its own, placing users through a broker's API.
     Gateway(gateway_cmd::GatewayArgs),
+    /// Copy the SQLite store of a broker, running or not, to a file.
+    Backup(backup_cmd::BackupArgs),
+    /// Put a backup in place as the SQLite store of a data directory no
+    /// broker is using.
+    Restore(backup_cmd::RestoreArgs),
     /// Load-test a running broker.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -84,6 +91,8 @@ async fn main() -> ExitCode {
         Command::Serve(serve_args) => serve::run(serve_args).await,
         Command::Agent(agent_args) => agent::run_with_args(agent_args).await.map_err(Into::into),
         Command::Gateway(gateway_args) => gateway_cmd::run(gateway_args).await,
+        Command::Backup(a) => tokio::task::block_in_place(|| backup_cmd::backup(a)),
+        Command::Restore(a) => tokio::task::block_in_place(|| backup_cmd::restore(a)),
         Command::Bench(bench_command) => bench::run(bench_command).await,
         Command::Sim(sim_args) => tokio::task::block_in_place(|| sim_cmd::run(sim_args)),
         Command::Hostpool(hostpool_args) => cli::hostpool::run(hostpool_args).await,

@@ -444,6 +444,14 @@ pub const MIN_ADMIN_TOKEN_GUESSES_LOG10: f64 = 18.0;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     private_data_dir(&args.data_dir)?;
+    let database_url = args.database_url.clone().filter(|u| !u.trim().is_empty());
+    // One broker per SQLite store, and no restore under it: held until
+    // this process ends. (Replicas on PostgreSQL share their database by
+    // design; their data dir holds only the admin token and certificate.)
+    let _data_dir_lock = match &database_url {
+        None => Some(crate::data_dir_lock::lock(&args.data_dir)?),
+        Some(_) => None,
+    };
     broker::power::allow_commands(args.allow_power_commands);
     broker::autoscale::set_interval(args.autoscale_interval);
     if let Some(pool) = &args.rdp_default_pool {
@@ -475,7 +483,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => admin_token_file(&args.data_dir)?,
     };
-    let database_url = args.database_url.clone().filter(|u| !u.trim().is_empty());
     if let Some(url) = database_url.as_deref() {
         anyhow::ensure!(
             store::postgres::is_postgres_url(url),
@@ -807,7 +814,7 @@ fn check_admin_token(token: &str) -> anyhow::Result<()> {
 
 /// Creates the data directory with mode 0700, or makes an existing one
 /// 0700 (saying so): it holds the admin token and the whole state.
-fn private_data_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn private_data_dir(dir: &Path) -> anyhow::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]

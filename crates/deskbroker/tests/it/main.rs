@@ -8,6 +8,7 @@ mod agent;
 mod api;
 mod audit;
 mod audit_abuse;
+mod backup;
 mod bench;
 mod cli;
 mod console;
