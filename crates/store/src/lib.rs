@@ -17,7 +17,11 @@
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
+pub mod fixtures;
 pub mod postgres;
+#[cfg(test)]
+mod schema_versions;
 mod sqlite;
 pub mod sqlite_backup;
 

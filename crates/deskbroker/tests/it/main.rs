@@ -30,6 +30,7 @@ mod rdp;
 mod registration;
 mod replicas;
 mod scaling_plans;
+mod schema_versions;
 mod sim;
 mod start_on_connect;
 mod takeover;
