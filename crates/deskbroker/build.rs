@@ -18,15 +18,16 @@ fn main() {
     // Built again when HEAD moves: HEAD itself (a checkout) and the
     // branch it names (a commit); in a worktree these live in git's
     // directories, which git tells.
-    for path in ["HEAD", "packed-refs"] {
-        if let Some(p) = git(&["rev-parse", "--git-path", path]) {
+    // Only files that exist: cargo runs a build script again at every
+    // build while one it watches is missing (`packed-refs` often is).
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        if let Some(p) = git(&["rev-parse", "--git-path", &name])
+            && std::path::Path::new(&p).exists()
+        {
             println!("cargo:rerun-if-changed={p}");
         }
-    }
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
-        && let Some(p) = git(&["rev-parse", "--git-path", &branch])
-    {
-        println!("cargo:rerun-if-changed={p}");
     }
     println!("cargo:rerun-if-changed=build.rs");
 }
