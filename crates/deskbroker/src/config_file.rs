@@ -185,15 +185,15 @@ fn flag_of(
         )));
     };
     let flag = format!("--{long}");
-    let on_command_line = given.iter().any(|a| {
-        a.to_str()
-            .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
-    });
-    let in_environment = arg
-        .get_env()
-        .and_then(std::env::var_os)
-        .is_some_and(|v| !v.is_empty());
-    if on_command_line || in_environment {
+    // Given on the command line or in the environment, it wins; and so
+    // does a setting there that excludes this one (DESKBROKER_ADMIN_TOKEN
+    // over the file's admin_token_file).
+    if given_elsewhere(arg, given)
+        || command
+            .get_arg_conflicts_with(arg)
+            .iter()
+            .any(|other| given_elsewhere(other, given))
+    {
         return Ok(Vec::new());
     }
     let takes_no_value = matches!(
@@ -218,6 +218,22 @@ fn flag_of(
         }
     };
     Ok(vec![format!("{flag}={text}").into()])
+}
+
+/// Whether `arg` is given on the command line or by its variable.
+fn given_elsewhere(arg: &clap::Arg, given: &[&OsStr]) -> bool {
+    let on_command_line = arg.get_long().is_some_and(|long| {
+        let flag = format!("--{long}");
+        given.iter().any(|a| {
+            a.to_str()
+                .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
+        })
+    });
+    let in_environment = arg
+        .get_env()
+        .and_then(std::env::var_os)
+        .is_some_and(|v| !v.is_empty());
+    on_command_line || in_environment
 }
 
 /// Whether a `postgres://user:password@…` URL holds a password.

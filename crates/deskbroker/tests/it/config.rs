@@ -174,6 +174,33 @@ async fn flags_and_environment_win_over_the_file() {
         "the file's data dir was used"
     );
 
+    // A variable wins over a file's setting it excludes: the admin token
+    // in the environment over the file's admin_token_file (which names a
+    // file that does not exist here).
+    let excluded = dir.path().join("excluded.toml");
+    std::fs::write(
+        &excluded,
+        format!(
+            "listen = \"127.0.0.1:0\"\nadmin_token_file = \"{}\"\n",
+            s(&dir.path().join("no-such-token"))
+        ),
+    )
+    .unwrap();
+    let env_token_dir = dir.path().join("env-token");
+    let (child, line) = started(
+        &[
+            "serve",
+            "--config",
+            s(&excluded),
+            "--data-dir",
+            s(&env_token_dir),
+        ],
+        &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
+    );
+    let a = app(child, &line, &env_token_dir);
+    a.ok("GET", "/api/v1/hostPools", None, 200).await;
+    drop(a);
+
     // Without them, the file's bad listen address is refused, naming the
     // file and the key.
     let err = refused(&["serve", "--config", s(&config)], &[]);
