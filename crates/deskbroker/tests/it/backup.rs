@@ -377,8 +377,14 @@ async fn bad_backups_are_refused_with_a_clear_error() {
         .unwrap()
         .pragma_update(None, "user_version", 99)
         .unwrap();
+    let lacking = dir.path().join("lacking.sqlite3");
+    std::fs::copy(&good, &lacking).unwrap();
+    rusqlite::Connection::open(&lacking)
+        .unwrap()
+        .execute_batch("DROP TABLE broker_secrets")
+        .unwrap();
     let newest = store::sqlite_backup::schema_version().to_string();
-    let cases: [(&Path, &[&str]); 5] = [
+    let cases: [(&Path, &[&str]); 6] = [
         (&text, &["is not a deskbroker store", "not a database"]),
         (&truncated, &["is not a deskbroker store"]),
         (
@@ -386,6 +392,10 @@ async fn bad_backups_are_refused_with_a_clear_error() {
             &["is not a deskbroker store", "no deskbroker schema"],
         ),
         (&future, &["schema version 99", &newest]),
+        (
+            &lacking,
+            &["is not a deskbroker store", "lacks: broker_secrets"],
+        ),
         (&dir.path().join("missing.sqlite3"), &["cannot read"]),
     ];
     for (input, says) in cases {
