@@ -27,6 +27,11 @@ pub fn run(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `deskbroker backup --data-dir DATA --output OUTPUT`.
+fn take_backup(data: &str, output: &str) -> (bool, String, String) {
+    run(&["backup", "--data-dir", data, "--output", output])
+}
+
 fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
@@ -108,11 +113,10 @@ async fn a_backup_during_a_connect_storm_restores_every_acknowledged_session() {
         assert!(under_way, "the storm did not get going");
         let before: Vec<Placed> = placed.lock().unwrap().clone();
         let (data, out) = (app.data_dir.clone(), backup.clone());
-        let (ok, stdout, stderr) = tokio::task::spawn_blocking(move || {
-            run(&["backup", "--data-dir", path(&data), "--output", path(&out)])
-        })
-        .await
-        .unwrap();
+        let (ok, stdout, stderr) =
+            tokio::task::spawn_blocking(move || take_backup(path(&data), path(&out)))
+                .await
+                .unwrap();
         let during = placed.lock().unwrap().len();
         // Let the storm go on a little past the backup, then stop it.
         crate::eventually(Duration::from_secs(60), || async {
@@ -191,13 +195,7 @@ async fn a_restore_over_a_running_broker_is_refused_and_changes_nothing() {
     let other = App::spawn_on(&dir.path().join("other"));
     pool_with_hosts(&other, "q", "DepthFirst", 5, 1).await;
     let backup = dir.path().join("other.sqlite3");
-    let (ok, _, stderr) = run(&[
-        "backup",
-        "--data-dir",
-        path(&other.data_dir),
-        "--output",
-        path(&backup),
-    ]);
+    let (ok, _, stderr) = take_backup(path(&other.data_dir), path(&backup));
     assert!(ok, "{stderr}");
     drop(other);
 
@@ -316,21 +314,9 @@ async fn bad_backups_are_refused_with_a_clear_error() {
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "DepthFirst", 5, 1).await;
     let good = dir.path().join("good.sqlite3");
-    let (ok, _, stderr) = run(&[
-        "backup",
-        "--data-dir",
-        path(&app.data_dir),
-        "--output",
-        path(&good),
-    ]);
+    let (ok, _, stderr) = take_backup(path(&app.data_dir), path(&good));
     assert!(ok, "{stderr}");
-    let (ok, _, stderr) = run(&[
-        "backup",
-        "--data-dir",
-        path(&app.data_dir),
-        "--output",
-        path(&good),
-    ]);
+    let (ok, _, stderr) = take_backup(path(&app.data_dir), path(&good));
     assert!(
         !ok && stderr.contains("already exists") && stderr.contains("--force"),
         "{stderr}"
@@ -344,13 +330,7 @@ async fn bad_backups_are_refused_with_a_clear_error() {
         "--force",
     ]);
     assert!(ok, "{stderr}");
-    let (ok, _, stderr) = run(&[
-        "backup",
-        "--data-dir",
-        path(&dir.path().join("none")),
-        "--output",
-        path(&dir.path().join("x")),
-    ]);
+    let (ok, _, stderr) = take_backup(path(&dir.path().join("none")), path(&dir.path().join("x")));
     assert!(
         !ok && stderr.contains("holds no deskbroker store"),
         "{stderr}"
