@@ -6,6 +6,7 @@
 //! on bytes captured from a real client and on random ones.
 
 mod front_door;
+mod front_door_bounds;
 mod fuzz;
 mod pdu;
 mod placer;
