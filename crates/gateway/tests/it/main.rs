@@ -11,6 +11,7 @@ mod fuzz;
 mod pdu;
 mod placer;
 mod rd_gateway;
+mod rd_gateway_bounds;
 mod tsgu;
 mod tsgu_props;
 
