@@ -35,7 +35,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use store::{ApplyBlocking, Flush, Mutation, Store};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -129,6 +129,9 @@ pub struct WriteQueue {
     unsaved: Arc<Mutex<HashSet<(String, String)>>>,
     /// Read by the writer at each prune.
     retention: Arc<Mutex<AuditRetention>>,
+    /// Since when the store has been working on a call (a batch or a
+    /// ping) that has not returned; None while the writer waits for work.
+    busy_since: Arc<Mutex<Option<Instant>>>,
 }
 
 /// A reserved slot in the queue, taken before the engine is touched so that
@@ -153,6 +156,7 @@ impl WriteQueue {
         let (failed_tx, failed) = watch::channel(None);
         let unsaved = Arc::new(Mutex::new(HashSet::new()));
         let retention = Arc::new(Mutex::new(AuditRetention::DEFAULT));
+        let busy_since = Arc::new(Mutex::new(None));
         let writer = Writer {
             blocking: store.blocking(),
             store,
@@ -160,6 +164,7 @@ impl WriteQueue {
             failed: failed_tx,
             unsaved: unsaved.clone(),
             retention: retention.clone(),
+            busy_since: busy_since.clone(),
         };
         tokio::spawn(tick(tx.downgrade()));
         if writer.blocking.is_some() {
@@ -181,7 +186,18 @@ impl WriteQueue {
             failed,
             unsaved,
             retention,
+            busy_since,
         })
+    }
+
+    /// How long the store has been working on a call that has not
+    /// returned (zero while the writer waits for work). A store that hangs
+    /// (a connection whose packets stopped passing) fails only at its
+    /// timeout; a replica stops renewing its lease well before, from this.
+    pub fn stuck_for(&self) -> Duration {
+        self.busy_since
+            .lock_or_recover()
+            .map_or(Duration::ZERO, |since| since.elapsed())
     }
 
     /// Sets how long and how many audit entries are kept; the next prune
@@ -295,6 +311,22 @@ impl WriteQueue {
     }
 }
 
+/// Marks the writer busy with a store call for as long as it lives.
+struct Busy<'a>(&'a Mutex<Option<Instant>>);
+
+impl<'a> Busy<'a> {
+    fn new(since: &'a Mutex<Option<Instant>>) -> Busy<'a> {
+        *since.lock_or_recover() = Some(Instant::now());
+        Busy(since)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        *self.0.lock_or_recover() = None;
+    }
+}
+
 /// The sessions (pool, id) a list of mutations writes.
 fn sessions_written<'a>(
     mutations: impl IntoIterator<Item = &'a Mutation>,
@@ -331,6 +363,7 @@ struct Writer {
     failed: watch::Sender<Option<String>>,
     unsaved: Arc<Mutex<HashSet<(String, String)>>>,
     retention: Arc<Mutex<AuditRetention>>,
+    busy_since: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Writer {
@@ -351,6 +384,7 @@ impl Writer {
     /// write is a failed write, as a blocking task's is for
     /// [`Store::apply`].
     async fn apply(&self, batch: Arc<[Mutation]>, flush: Flush) -> Result<(), store::StoreError> {
+        let _busy = Busy::new(&self.busy_since);
         match (&self.blocking, flush) {
             (Some(store), _) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 store.apply_blocking(&batch, flush)
@@ -388,7 +422,10 @@ impl Writer {
                 // Only a tick: nothing was written since the last one.
                 let checked = match self.prune_due(&mut next_prune) {
                     Some(prune) => self.apply(vec![prune].into(), Flush::Now).await,
-                    None => self.store.ping().await,
+                    None => {
+                        let _busy = Busy::new(&self.busy_since);
+                        self.store.ping().await
+                    }
                 };
                 if let Err(e) = checked {
                     self.fail(e.to_string(), &[], &mut batch, &mut rx).await;

@@ -413,10 +413,17 @@ impl Replica {
 
     /// Won: keeps the lease, loads what is durable and starts deciding.
     async fn lead(&self, store: PostgresStore, lease: Arc<Lease>) -> Result<(), String> {
-        // Renewed from now on, whatever loading takes.
+        // Renewed from now on, whatever loading takes; not while the
+        // writer is stuck on a call (see `stuck_writer`).
+        let engine: Arc<std::sync::OnceLock<Arc<Broker>>> = Arc::default();
         let lease_keeper = tokio::spawn({
-            let lease = lease.clone();
-            async move { lease.keep().await }
+            let (lease, engine) = (lease.clone(), engine.clone());
+            let bound = self.config.leader_lease / 2;
+            async move {
+                lease
+                    .keep_while(|| stuck_writer(engine.get()?, bound))
+                    .await
+            }
         })
         .abort_handle();
         let store: Arc<dyn Store> = Arc::new(store);
@@ -459,6 +466,7 @@ impl Replica {
             snapshot,
             self.config.admin_token.clone(),
         ));
+        let _ = engine.set(broker.clone());
         if let Err(e) = broker.save_new_signing_key().await {
             lease_keeper.abort();
             return Err(format!("cannot keep the signing key: {e}"));
@@ -553,6 +561,21 @@ impl Replica {
             .fallback(dispatch)
             .with_state(self.clone())
     }
+}
+
+/// Why a leader must not renew its lease: its writer has been stuck on one
+/// call to the store for `bound` (half a lease) or longer. A connection
+/// whose packets stopped passing fails only at the commit timeout, far past
+/// the lease, while the lease keeper's own fresh connection may work; a
+/// leader that cannot write must hand over all the same.
+fn stuck_writer(broker: &Broker, bound: Duration) -> Option<String> {
+    let stuck = broker.writer.stuck_for();
+    (stuck >= bound).then(|| {
+        format!(
+            "the store has not answered a write for {} ms",
+            stuck.as_millis()
+        )
+    })
 }
 
 /// Serves a replica on `listener` until `shutdown` resolves; then finishes

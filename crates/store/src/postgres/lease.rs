@@ -181,7 +181,15 @@ impl Lease {
     /// Renews the lease every `lease / RENEWALS_PER_LEASE` for as long as it
     /// holds; returns once it is lost, which [`Lease::lost`] then answers.
     pub async fn keep(&self) {
-        let lost = self.renew_until_lost().await;
+        self.keep_while(|| None).await
+    }
+
+    /// Like [`Lease::keep`], but renews only while `withhold` answers None:
+    /// its answer, the reason this process must not lead on (its writes are
+    /// stuck, say), lets the lease run out instead. The lease keeper's own
+    /// connection may work while the leader's writes do not.
+    pub async fn keep_while(&self, withhold: impl Fn() -> Option<String>) {
+        let lost = self.renew_until_lost(withhold).await;
         match &lost {
             LeaseLost::Replaced => {
                 tracing::warn!(
@@ -196,7 +204,7 @@ impl Lease {
         self.lost.send_replace(Some(lost));
     }
 
-    async fn renew_until_lost(&self) -> LeaseLost {
+    async fn renew_until_lost(&self, withhold: impl Fn() -> Option<String>) -> LeaseLost {
         let interval = self.duration / RENEWALS_PER_LEASE;
         let mut client: Option<Client> = None;
         let mut last_error = String::from("no renewal was answered");
@@ -205,6 +213,14 @@ impl Lease {
             let valid_until = *self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
             if sent >= valid_until {
                 return LeaseLost::Expired(last_error);
+            }
+            if let Some(why) = withhold() {
+                if why != last_error {
+                    tracing::warn!(epoch = self.epoch, reason = %why, "not renewing the lease: it runs out unless this clears");
+                }
+                last_error = why;
+                tokio::time::sleep_until((sent + interval).into()).await;
+                continue;
             }
             // Never past the lease: an answer after it is of no use.
             let budget = (valid_until - sent).min(self.duration / 2);
