@@ -21,6 +21,7 @@ mod http_edge;
 mod load_index;
 mod logoffs;
 mod messages;
+mod nemesis;
 mod portal;
 mod postgres;
 mod power;

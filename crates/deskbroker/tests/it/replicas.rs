@@ -742,7 +742,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
 }
 
 /// Sends `signal` to `app`'s process (its own positive pid).
-fn signal(app: &App, signal: nix::sys::signal::Signal) {
+pub(crate) fn signal(app: &App, signal: nix::sys::signal::Signal) {
     let pid = nix::unistd::Pid::from_raw(app.child.id() as i32);
     nix::sys::signal::kill(pid, signal).expect("signal the replica");
 }

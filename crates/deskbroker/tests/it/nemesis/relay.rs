@@ -1,0 +1,188 @@
+//! A TCP relay the nemesis can break: every replica reaches PostgreSQL
+//! through one, and the other replicas reach its HTTP API (its advertised
+//! URL) through another. The relay keeps its listening address for the
+//! whole run, so a replica restarted on a new port keeps its advertised
+//! URL: only the relay's upstream changes.
+//!
+//! What it can do to the traffic it carries:
+//! - [`Relay::cut`] closes every relayed connection at once (a network
+//!   blip, a load balancer's reset); new connections pass.
+//! - [`Relay::partition`] closes them and drops new ones until healed.
+//! - [`Mode::Delay`] holds every chunk of bytes for a while before passing
+//!   it on (a slow link); [`Mode::Stall`] accepts connections and passes
+//!   nothing until healed (a link that silently stops: the bytes arrive
+//!   late, all at once, when it is healed).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+
+/// Connections one relay carries at once; beyond it new ones are dropped
+/// (a replica keeps a handful to the database and a pool to the leader).
+pub const MAX_RELAYED_CONNECTIONS: usize = 512;
+/// How long the relay waits to reach its upstream before it drops the
+/// connection it accepted.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bytes read at once from either side.
+const CHUNK_BYTES: usize = 16 * 1024;
+
+/// What the relay does to the bytes it passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Pass,
+    /// Each chunk waits this long before it is passed on.
+    Delay(Duration),
+    /// Nothing is passed until the mode changes.
+    Stall,
+}
+
+struct Inner {
+    upstream: Mutex<Option<String>>,
+    /// New connections are dropped while false.
+    accepting: AtomicBool,
+    mode: watch::Sender<Mode>,
+    /// Bumped to close every relayed connection.
+    cut: watch::Sender<u64>,
+    slots: Arc<Semaphore>,
+}
+
+/// A relay listening on a loopback port of its own (see the module's
+/// docs). Dropping it stops it and closes what it relays.
+pub struct Relay {
+    pub addr: SocketAddr,
+    inner: Arc<Inner>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    /// A relay to `upstream` (`host:port`; `None`: not known yet, every
+    /// connection is dropped until [`Relay::set_upstream`]).
+    pub async fn start(upstream: Option<String>) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a relay");
+        let addr = listener.local_addr().expect("relay address");
+        let inner = Arc::new(Inner {
+            upstream: Mutex::new(upstream),
+            accepting: AtomicBool::new(true),
+            mode: watch::Sender::new(Mode::Pass),
+            cut: watch::Sender::new(0),
+            slots: Arc::new(Semaphore::new(MAX_RELAYED_CONNECTIONS)),
+        });
+        let task = tokio::spawn(accept_loop(listener, inner.clone()));
+        Relay { addr, inner, task }
+    }
+
+    pub fn set_upstream(&self, upstream: &str) {
+        *self
+            .inner
+            .upstream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(upstream.to_string());
+    }
+
+    /// Closes every relayed connection; new ones pass.
+    pub fn cut(&self) {
+        self.inner.cut.send_modify(|n| *n += 1);
+    }
+
+    /// Closes every relayed connection and drops new ones until healed.
+    pub fn partition(&self) {
+        self.inner.accepting.store(false, Ordering::SeqCst);
+        self.cut();
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        self.inner.mode.send_replace(mode);
+    }
+
+    /// Back to passing everything at once.
+    pub fn heal(&self) {
+        self.inner.accepting.store(true, Ordering::SeqCst);
+        self.inner.mode.send_replace(Mode::Pass);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.cut();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
+    loop {
+        let Ok((inbound, _)) = listener.accept().await else {
+            continue;
+        };
+        if !inner.accepting.load(Ordering::SeqCst) {
+            continue; // dropped: closed at once
+        }
+        let Ok(permit) = inner.slots.clone().try_acquire_owned() else {
+            continue; // over the bound
+        };
+        let upstream = inner
+            .upstream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(upstream) = upstream else { continue };
+        let mode = inner.mode.subscribe();
+        let mut cut = inner.cut.subscribe();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let connected =
+                tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, TcpStream::connect(&upstream)).await;
+            let Ok(Ok(outbound)) = connected else {
+                return; // the upstream is down: the inbound side is closed
+            };
+            let _ = inbound.set_nodelay(true);
+            let _ = outbound.set_nodelay(true);
+            let (in_read, in_write) = inbound.into_split();
+            let (out_read, out_write) = outbound.into_split();
+            tokio::select! {
+                _ = pump(in_read, out_write, mode.clone()) => {}
+                _ = pump(out_read, in_write, mode) => {}
+                _ = cut.changed() => {}
+            }
+        });
+    }
+}
+
+/// Copies `from` to `to` chunk by chunk, as the relay's mode says, until
+/// either side closes or fails.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut mode: watch::Receiver<Mode>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return to.shutdown().await;
+        }
+        loop {
+            let now = *mode.borrow_and_update();
+            match now {
+                Mode::Pass => break,
+                Mode::Delay(d) => {
+                    tokio::time::sleep(d).await;
+                    break;
+                }
+                Mode::Stall => {
+                    if mode.changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        to.write_all(&buf[..n]).await?;
+    }
+}
