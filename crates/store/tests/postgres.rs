@@ -384,6 +384,24 @@ async fn won(url: &str, advertise: &str, lease: Duration) -> (PostgresStore, Arc
     }
 }
 
+/// Campaigns as `advertise` until it wins (a lock whose session is ending
+/// frees within moments).
+async fn won_eventually(url: &str, advertise: &str, lease: Duration) -> Arc<store::Lease> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(std::time::Instant::now() < deadline, "never won");
+        if let store::Campaign::Won { store, lease } =
+            PostgresStore::campaign(url, advertise, Duration::from_secs(1), lease)
+                .await
+                .expect("campaign")
+        {
+            // Its session ends with the store: the next campaign may win.
+            drop(store);
+            return lease;
+        }
+    }
+}
+
 async fn pools_named(url: &str, name: &str) -> i64 {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
@@ -455,6 +473,11 @@ async fn a_campaign_ends_a_leader_whose_lease_ran_out() {
         }
     };
     assert_eq!(new_lease.epoch(), old_lease.epoch() + 1);
+    assert_eq!(new_lease.predecessor_epoch(), Some(old_lease.epoch()));
+    assert!(
+        new_lease.predecessor_left().is_zero(),
+        "nothing to wait for: the old lease ran out"
+    );
     assert!(!old_lease.is_valid(), "the old leader's own clock agrees");
     old.apply(put_pool("q"))
         .await
@@ -464,4 +487,48 @@ async fn a_campaign_ends_a_leader_whose_lease_ran_out() {
         .expect("the new leader writes");
     assert_eq!(pools_named(db.url(), "q").await, 0);
     assert_eq!(pools_named(db.url(), "r").await, 1);
+}
+
+/// A leader whose session ends while its lease still runs (a database
+/// restart, a cut connection) may not know it yet, and answer from memory
+/// until its lease runs out: the next leader learns how long that is, and
+/// whose it was. A lease given up cleanly costs the next leader nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_leader_learns_how_long_the_previous_lease_still_runs() {
+    let db = scratch("succession").await;
+    let lease = Duration::from_secs(300);
+    let (old, old_lease) = won(db.url(), "http://old", lease).await;
+    let (client, conn) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM deskbroker_leader",
+            &[],
+        )
+        .await
+        .expect("end the leader's session");
+    let next = won_eventually(db.url(), "http://next", lease).await;
+    assert_eq!(next.epoch(), old_lease.epoch() + 1);
+    assert_eq!(next.predecessor_epoch(), Some(old_lease.epoch()));
+    let left = next.predecessor_left();
+    assert!(
+        left > lease / 2 && left <= lease,
+        "the old lease still runs for most of its {lease:?}: {left:?}"
+    );
+    old.apply(put_pool("q"))
+        .await
+        .expect_err("the old session is gone");
+
+    next.release(Duration::from_secs(10))
+        .await
+        .expect("give the lease up");
+    assert!(!next.is_valid(), "a lease given up is over at once");
+    let third = won_eventually(db.url(), "http://third", lease).await;
+    assert_eq!(third.predecessor_epoch(), Some(next.epoch()));
+    assert!(
+        third.predecessor_left().is_zero(),
+        "a lease given up is not waited for"
+    );
 }

@@ -28,6 +28,16 @@ use crate::StoreError;
 /// so that a few delayed or lost renewals in a row cost nothing.
 pub const RENEWALS_PER_LEASE: u32 = 5;
 
+/// The leader a campaign's winner replaces.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Predecessor {
+    pub(super) epoch: Option<i64>,
+    /// Until when its lease may run: taken when the server's answer
+    /// arrived, plus what the server said was left, so never sooner than
+    /// by the server's clock.
+    pub(super) until: Instant,
+}
+
 /// How a leader lost its lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeaseLost {
@@ -45,24 +55,78 @@ pub struct Lease {
     epoch: i64,
     duration: Duration,
     valid_until: Mutex<Instant>,
+    /// The previous leader: this one decides nothing before its lease has
+    /// run out (see [`Lease::predecessor_gone`]).
+    predecessor: Predecessor,
     lost: watch::Sender<Option<LeaseLost>>,
 }
 
 impl Lease {
     /// The lease the server granted at `granted` (when the campaign sent
-    /// its publication) under `epoch`.
+    /// its publication) under `epoch`; the previous leader's may run until
+    /// `predecessor.until`.
     pub(super) fn new(
         database_url: &str,
         epoch: i64,
         duration: Duration,
         granted: Instant,
+        predecessor: Predecessor,
     ) -> Lease {
         Lease {
             database_url: database_url.to_string(),
             epoch,
             duration,
             valid_until: Mutex::new(granted + duration),
+            predecessor,
             lost: watch::Sender::new(None),
+        }
+    }
+
+    /// The previous leader's epoch (None for the first leader).
+    pub fn predecessor_epoch(&self) -> Option<i64> {
+        self.predecessor.epoch
+    }
+
+    /// How long the previous leader's lease still runs.
+    pub fn predecessor_left(&self) -> Duration {
+        self.predecessor
+            .until
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Waits until the previous leader's lease has run out. Until then that
+    /// leader, cut off from the database without knowing it yet (its
+    /// session ended by a database restart, a cut connection or a replica
+    /// that found it frozen), may still answer a reconnect from memory, as
+    /// a leader does; deciding meanwhile could send the same user to two
+    /// hosts. Its writes are fenced already: the new epoch is published.
+    pub async fn predecessor_gone(&self) {
+        tokio::time::sleep_until(self.predecessor.until.into()).await;
+    }
+
+    /// Gives the lease up at once, for a clean stop: the next leader need
+    /// not wait for it to run out. The caller must answer nothing more as
+    /// the leader (this lease is invalid from now on, whatever the database
+    /// answers); bounded by `timeout`.
+    pub async fn release(&self, timeout: Duration) -> Result<(), StoreError> {
+        self.lost.send_replace(Some(LeaseLost::Replaced));
+        let release = async {
+            let (c, _) = open_connection(&self.database_url).await?;
+            configure_session(&c).await?;
+            c.execute(
+                "UPDATE deskbroker_leader SET lease_until = now() WHERE epoch = $1",
+                &[&self.epoch],
+            )
+            .await
+            .map_err(|e| PostgresError::query("cannot release the leader's lease", e))?;
+            Ok::<_, StoreError>(())
+        };
+        match tokio::time::timeout(timeout, release).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::Task(format!(
+                "the database did not answer the lease's release within {} ms",
+                timeout.as_millis()
+            ))),
         }
     }
 
@@ -75,6 +139,18 @@ impl Lease {
     pub fn is_valid(&self) -> bool {
         self.lost.borrow().is_none()
             && Instant::now() < *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How long the lease still runs by this process's clock (zero once
+    /// lost).
+    pub fn left(&self) -> Duration {
+        if self.lost.borrow().is_some() {
+            return Duration::ZERO;
+        }
+        self.valid_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .saturating_duration_since(Instant::now())
     }
 
     /// Whether the database said that another replica may lead now.
@@ -178,7 +254,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_lease_is_valid_until_its_duration_passes_or_it_is_lost() {
-        let lease = Lease::new("postgres://x/y", 3, Duration::from_secs(10), Instant::now());
+        let now = Instant::now();
+        let none = Predecessor {
+            epoch: None,
+            until: now,
+        };
+        let lease = Lease::new("postgres://x/y", 3, Duration::from_secs(10), now, none);
         assert!(lease.is_valid());
         assert_eq!(lease.epoch(), 3);
         let frozen = Lease::new(
@@ -186,6 +267,7 @@ mod tests {
             3,
             Duration::from_millis(1),
             Instant::now() - Duration::from_secs(1),
+            none,
         );
         assert!(!frozen.is_valid(), "a lease granted long ago has run out");
         lease.lost.send_replace(Some(LeaseLost::Replaced));

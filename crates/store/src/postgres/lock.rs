@@ -51,30 +51,53 @@ const LEADERSHIP_SCHEMA: &str = "
 ";
 
 /// Publishes the leader's address, tied to this session by its pid, with
-/// a lease of `lease` from now (the server's clock) and the next epoch,
-/// which it answers. Runs under the owner lock, so never twice at once.
+/// a lease of `lease` from now (the server's clock) and the next epoch.
+/// Runs under the owner lock, so never twice at once. Answers the new
+/// epoch and the previous leader's, if any, with how long that leader's
+/// lease still ran by the server's clock:
+/// until then that leader may still answer from memory, believing it leads
+/// (its session may have ended without its knowing), so the new one must
+/// not decide before.
 pub(super) async fn publish_leader(
     client: &Client,
     advertise_url: &str,
     lease: Duration,
-) -> Result<i64, StoreError> {
+) -> Result<Succession, StoreError> {
     client
         .batch_execute(LEADERSHIP_SCHEMA)
         .await
         .map_err(|e| PostgresError::query("cannot create the leadership table", e))?;
+    // The CTE reads the row as it was before the upsert (one snapshot).
     let row = client
         .query_one(
-            "INSERT INTO deskbroker_leader (pid, url, since, epoch, lease_until, renewed_at)
+            "WITH previous AS (
+                SELECT epoch, extract(epoch FROM lease_until - now())::float8 AS left_secs
+                  FROM deskbroker_leader
+             )
+             INSERT INTO deskbroker_leader (pid, url, since, epoch, lease_until, renewed_at)
              VALUES (pg_backend_pid(), $1, now(), 1, now() + make_interval(secs => $2), now())
              ON CONFLICT (one) DO UPDATE SET pid = excluded.pid, url = excluded.url,
                  since = excluded.since, epoch = deskbroker_leader.epoch + 1,
                  lease_until = excluded.lease_until, renewed_at = excluded.renewed_at
-             RETURNING epoch",
+             RETURNING epoch, (SELECT epoch FROM previous), (SELECT left_secs FROM previous)",
             &[&advertise_url, &lease.as_secs_f64()],
         )
         .await
         .map_err(|e| PostgresError::query("cannot publish the leader's address", e))?;
-    Ok(row.get(0))
+    Ok(Succession {
+        epoch: row.get(0),
+        previous_epoch: row.get(1),
+        previous_left: row
+            .get::<_, Option<f64>>(2)
+            .map_or(Duration::ZERO, |s| Duration::from_secs_f64(s.clamp(0.0, 86_400.0))),
+    })
+}
+
+/// What [`publish_leader`] answers.
+pub(super) struct Succession {
+    pub(super) epoch: i64,
+    pub(super) previous_epoch: Option<i64>,
+    pub(super) previous_left: Duration,
 }
 
 /// The leader as published by the session that holds the owner lock now

@@ -78,6 +78,7 @@ use schema::migrate;
 pub use connection::is_postgres_url;
 pub use error::PostgresError;
 pub use lease::{Lease, LeaseLost, RENEWALS_PER_LEASE};
+use lease::Predecessor;
 #[cfg(feature = "testing")]
 pub use scratch::{ScratchDatabase, TEST_SERVER_URL_DEFAULT, TEST_SERVER_URL_ENV, test_server_url};
 
@@ -230,7 +231,12 @@ impl PostgresStore {
         }
         migrate(&client).await?;
         let granted = std::time::Instant::now();
-        let epoch = publish_leader(&client, advertise_url, lease).await?;
+        let succession = publish_leader(&client, advertise_url, lease).await?;
+        let epoch = succession.epoch;
+        let predecessor = Predecessor {
+            epoch: succession.previous_epoch,
+            until: std::time::Instant::now() + succession.previous_left,
+        };
         let statements = Statements::prepare(&client, true).await?;
         tracing::info!(database = %target, advertise = advertise_url, epoch, "elected leader of the broker replicas");
         Ok(Campaign::Won {
@@ -244,7 +250,13 @@ impl PostgresStore {
                 })),
                 target: target.into(),
             },
-            lease: Arc::new(Lease::new(url, epoch, lease, granted)),
+            lease: Arc::new(Lease::new(
+                url,
+                epoch,
+                lease,
+                granted,
+                predecessor,
+            )),
         })
     }
 
