@@ -87,9 +87,9 @@ pub(super) async fn publish_leader(
     Ok(Succession {
         epoch: row.get(0),
         previous_epoch: row.get(1),
-        previous_left: row
-            .get::<_, Option<f64>>(2)
-            .map_or(Duration::ZERO, |s| Duration::from_secs_f64(s.clamp(0.0, 86_400.0))),
+        previous_left: row.get::<_, Option<f64>>(2).map_or(Duration::ZERO, |s| {
+            Duration::from_secs_f64(s.clamp(0.0, 86_400.0))
+        }),
     })
 }
 

@@ -77,8 +77,8 @@ use schema::migrate;
 
 pub use connection::is_postgres_url;
 pub use error::PostgresError;
-pub use lease::{Lease, LeaseLost, RENEWALS_PER_LEASE};
 use lease::Predecessor;
+pub use lease::{Lease, LeaseLost, RENEWALS_PER_LEASE};
 #[cfg(feature = "testing")]
 pub use scratch::{ScratchDatabase, TEST_SERVER_URL_DEFAULT, TEST_SERVER_URL_ENV, test_server_url};
 
@@ -250,13 +250,7 @@ impl PostgresStore {
                 })),
                 target: target.into(),
             },
-            lease: Arc::new(Lease::new(
-                url,
-                epoch,
-                lease,
-                granted,
-                predecessor,
-            )),
+            lease: Arc::new(Lease::new(url, epoch, lease, granted, predecessor)),
         })
     }
 

@@ -355,6 +355,7 @@ async fn inject(
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| format!("pg_ctl stop: {e}"))?;
+            history.event(step, "postgres stopped");
             tokio::time::sleep(f.hold).await;
             let c = cluster.clone();
             tokio::task::spawn_blocking(move || c.start_server())
