@@ -256,7 +256,9 @@ impl Nemesis {
             }
         }
         if !failures.is_empty() {
-            return Err(failures.join("; "));
+            let why = failures.join("; ");
+            self.history.event(step, format!("did not heal: {why}"));
+            return Err(why);
         }
         self.serving(step, true).await
     }

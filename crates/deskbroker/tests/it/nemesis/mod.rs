@@ -285,6 +285,13 @@ async fn replicas_under_faults_keep_every_rule() {
     if violations.len() > 40 {
         let _ = writeln!(report, "\n… and {} more", violations.len() - 40);
     }
+    let _ = writeln!(report, "\nthe fault sequence of seed {seed:#x}:");
+    for e in events
+        .iter()
+        .filter(|e| e.what.starts_with("inject") || e.what.contains("did not"))
+    {
+        let _ = writeln!(report, "{e}");
+    }
     std::fs::write(kept.join("violations.txt"), &report).expect("write the report");
     panic!("{report}\n{summary}");
 }
