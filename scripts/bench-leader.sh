@@ -8,7 +8,11 @@
 #    replicas' step-down counters;
 # 2. a frozen leader is replaced: TRIALS times, SIGSTOP of the leader, then
 #    connects through another replica until one is placed; prints the time
-#    from SIGSTOP to that placement, then SIGCONT.
+#    from SIGSTOP to that placement, then SIGCONT;
+# 3. a killed leader is replaced: TRIALS times, kill -9 of the leader, then
+#    the same; prints the time from the kill to that placement, then starts
+#    the replica again. The new leader sees nothing listens at the old
+#    one's address and need not wait out its lease.
 #
 #   scripts/bench-leader.sh [HOSTS] [USERS] [CONCURRENCY] [TRIALS]
 #
@@ -39,12 +43,15 @@ trap cleanup EXIT
 
 psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
 urls=()
-for i in 0 1 2; do
-  port=$((18400 + i))
+start_replica() {
+  local i=$1 port=$((18400 + $1))
   "$bin" serve --database-url "$server/$db" --listen "127.0.0.1:$port" \
-    --data-dir "$work/r$i" >"$work/r$i.log" 2>&1 &
-  pids+=($!)
-  urls+=("http://127.0.0.1:$port")
+    --data-dir "$work/r$i" >>"$work/r$i.log" 2>&1 &
+  pids[$i]=$!
+  urls[$i]="http://127.0.0.1:$port"
+}
+for i in 0 1 2; do
+  start_replica "$i"
 done
 health() { curl -s --max-time 2 "$1/healthz" || true; }
 role_of() { health "$1" | python3 -c "import json,sys; print(json.load(sys.stdin).get('role',''))" 2>/dev/null || true; }
@@ -78,24 +85,43 @@ for i in 0 1 2; do
     awk '/^deskbroker_replica_step_downs_total/ {print $2; found=1} END {if (!found) print 0}'
 done
 
+# Connects through replica $1 until one is placed; prints the seconds from
+# $2 (a date +%s.%N) and the attempts, as JSON fields.
+placed_after() {
+  local other=$1 start=$2 tag=$3 n=0 code
+  while :; do
+    n=$((n + 1))
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -X POST \
+      -H "Authorization: Bearer $DESKBROKER_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+      -d "{\"user\": \"$tag-$n\"}" "${urls[$other]}/api/v1/hostPools/bench-storm/connect")
+    [ "$code" = 200 ] && break
+  done
+  echo "\"seconds\": $(echo "$(date +%s.%N) - $start" | bc), \"attempts\": $n"
+}
+
 for t in $(seq 1 "$trials"); do
   l=$(leader)
   other=$(((l + 1) % 3))
   kill -STOP "${pids[$l]}"
   start=$(date +%s.%N)
-  n=0
-  while :; do
-    n=$((n + 1))
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -X POST \
-      -H "Authorization: Bearer $DESKBROKER_ADMIN_TOKEN" -H 'Content-Type: application/json' \
-      -d "{\"user\": \"frozen-$t-$n\"}" "${urls[$other]}/api/v1/hostPools/bench-storm/connect")
-    [ "$code" = 200 ] && break
-  done
-  end=$(date +%s.%N)
+  echo "{\"freezeTrial\": $t, $(placed_after "$other" "$start" "frozen-$t")}"
   kill -CONT "${pids[$l]}"
-  echo "{\"trial\": $t, \"placedAfterSigstopSeconds\": $(echo "$end - $start" | bc), \"attempts\": $n}"
   # The woken replica steps down and follows before the next trial.
   for _ in $(seq 1 300); do
+    [ "$(role_of "${urls[$l]}")" = follower ] && break
+    sleep 0.1
+  done
+done
+
+for t in $(seq 1 "$trials"); do
+  l=$(leader)
+  other=$(((l + 1) % 3))
+  kill -KILL "${pids[$l]}"
+  start=$(date +%s.%N)
+  echo "{\"killTrial\": $t, $(placed_after "$other" "$start" "killed-$t")}"
+  wait "${pids[$l]}" 2>/dev/null || true
+  start_replica "$l"
+  for _ in $(seq 1 600); do
     [ "$(role_of "${urls[$l]}")" = follower ] && break
     sleep 0.1
   done

@@ -512,6 +512,7 @@ async fn the_next_leader_learns_how_long_the_previous_lease_still_runs() {
     let next = won_eventually(db.url(), "http://next", lease).await;
     assert_eq!(next.epoch(), old_lease.epoch() + 1);
     assert_eq!(next.predecessor_epoch(), Some(old_lease.epoch()));
+    assert_eq!(next.predecessor_url(), Some("http://old"));
     let left = next.predecessor_left();
     assert!(
         left > lease / 2 && left <= lease,

@@ -18,6 +18,7 @@ mod front_door_trust;
 mod gateway;
 mod heartbeat_authority;
 mod http_edge;
+mod leases;
 mod load_index;
 mod logoffs;
 mod messages;

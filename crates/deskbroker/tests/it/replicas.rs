@@ -21,17 +21,31 @@ use crate::{App, eventually, pool_with_hosts};
 /// How long to wait for what a working setup does within a few seconds (an
 /// election, a leader's takeover, noticing an outage): a failure bound for
 /// a loaded machine, not a speed.
-const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// `n` replicas on `database_url`, each with its own data dir.
-fn replicas(dir: &tempfile::TempDir, database_url: &str, n: usize) -> Vec<App> {
+pub(crate) fn replicas(dir: &tempfile::TempDir, database_url: &str, n: usize) -> Vec<App> {
+    replicas_through(dir, database_url, &[], n, &[])
+}
+
+/// `n` replicas of `database_url` with `extra` arguments, the i-th reaching
+/// the database through `relays[i]` when given.
+pub(crate) fn replicas_through(
+    dir: &tempfile::TempDir,
+    database_url: &str,
+    relays: &[&Outage],
+    n: usize,
+    extra: &[&str],
+) -> Vec<App> {
     (0..n)
         .map(|i| {
-            spawn_with(
-                &dir.path().join(format!("r{i}")),
-                &["--database-url", database_url],
-            )
-            .unwrap_or_else(|e| panic!("replica {i} did not start: {e}"))
+            let url = relays
+                .get(i)
+                .map_or(database_url.to_string(), |r| through(database_url, r.addr));
+            let mut args = vec!["--database-url", url.as_str()];
+            args.extend_from_slice(extra);
+            spawn_with(&dir.path().join(format!("r{i}")), &args)
+                .unwrap_or_else(|e| panic!("replica {i} did not start: {e}"))
         })
         .collect()
 }
@@ -51,7 +65,7 @@ pub(crate) async fn leader_index(apps: &[&App]) -> usize {
 }
 
 /// Connects `user` to pool `p` through `app`, expecting 200.
-async fn connect(app: &App, user: &str) -> Value {
+pub(crate) async fn connect(app: &App, user: &str) -> Value {
     app.ok(
         "POST",
         "/api/v1/hostPools/p/connect",
@@ -63,7 +77,7 @@ async fn connect(app: &App, user: &str) -> Value {
 
 /// Every `(user, host)` reconnects, through the replicas in turn, to the
 /// same host (rule S1 across replicas).
-async fn all_reconnect(apps: &[&App], placed: &[(String, String)]) {
+pub(crate) async fn all_reconnect(apps: &[&App], placed: &[(String, String)]) {
     for (i, (user, host)) in placed.iter().enumerate() {
         let v = connect(apps[i % apps.len()], user).await;
         assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()), "{user}");
@@ -71,7 +85,7 @@ async fn all_reconnect(apps: &[&App], placed: &[(String, String)]) {
     }
 }
 
-async fn db_client(db: &ScratchDatabase) -> tokio_postgres::Client {
+pub(crate) async fn db_client(db: &ScratchDatabase) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
         .await
         .expect("connect to the test database");
@@ -106,7 +120,11 @@ async fn sessions_in_db(
 
 /// Checks rule S6 from the database: no host over the limit, one session
 /// per user and pool. Answers the number of sessions.
-async fn check_invariants(client: &tokio_postgres::Client, pool: &str, limit: usize) -> usize {
+pub(crate) async fn check_invariants(
+    client: &tokio_postgres::Client,
+    pool: &str,
+    limit: usize,
+) -> usize {
     let sessions = sessions_in_db(client, pool).await;
     let mut per_host: HashMap<&str, usize> = HashMap::new();
     let mut per_user: HashMap<String, usize> = HashMap::new();
@@ -458,14 +476,14 @@ async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
 
 /// A TCP relay to PostgreSQL that the test can cut: cutting closes every
 /// relayed connection and refuses new ones, as a database outage does.
-struct Outage {
-    addr: std::net::SocketAddr,
+pub(crate) struct Outage {
+    pub(crate) addr: std::net::SocketAddr,
     up: Arc<AtomicBool>,
     cut: tokio::sync::watch::Sender<u64>,
 }
 
 impl Outage {
-    async fn start(upstream: String) -> Outage {
+    pub(crate) async fn start(upstream: String) -> Outage {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let up = Arc::new(AtomicBool::new(true));
@@ -495,18 +513,18 @@ impl Outage {
         Outage { addr, up, cut }
     }
 
-    fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.up.store(false, Ordering::SeqCst);
         self.cut.send_modify(|n| *n += 1);
     }
 
-    fn restore(&self) {
+    pub(crate) fn restore(&self) {
         self.up.store(true, Ordering::SeqCst);
     }
 }
 
 /// `url` with its `host:port` replaced by `addr`.
-fn through(url: &str, addr: std::net::SocketAddr) -> String {
+pub(crate) fn through(url: &str, addr: std::net::SocketAddr) -> String {
     let scheme_end = url.find("://").unwrap() + 3;
     let rest = &url[scheme_end..];
     let auth_end = rest.find('/').unwrap_or(rest.len());
@@ -520,7 +538,7 @@ fn through(url: &str, addr: std::net::SocketAddr) -> String {
 }
 
 /// The `host:port` of a postgres URL.
-fn upstream_of(url: &str) -> String {
+pub(crate) fn upstream_of(url: &str) -> String {
     let rest = &url[url.find("://").unwrap() + 3..];
     let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
     let hostport = authority.rsplit('@').next().unwrap();
@@ -537,7 +555,9 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
     let outage = Outage::start(upstream_of(db.url())).await;
     let url = through(db.url(), outage.addr);
     let dir = tempfile::tempdir().unwrap();
-    let apps = replicas(&dir, &url, 2);
+    // A lease long enough to see reconnects answered from memory through
+    // both replicas, however long noticing the outage takes.
+    let apps = replicas_through(&dir, &url, &[], 2, &["--leader-lease", "15"]);
     leader_index(&apps.iter().collect::<Vec<_>>()).await;
     pool_with_hosts(&apps[0], "p", "DepthFirst", 10, 5).await;
     let mut placed = Vec::new();
@@ -588,6 +608,24 @@ async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
     // Users with a session reconnect through either replica, to their host.
     let both: Vec<&App> = apps.iter().collect();
     all_reconnect(&both, &placed).await;
+    // Until the leader's lease runs out, and no longer: by then another
+    // replica may lead (it could reach the database) and have logged them
+    // off, so an answer from memory could send a user to a second host.
+    let bounded = eventually(PATIENCE, || async {
+        let (status, _) = apps[0]
+            .call(
+                "POST",
+                "/api/v1/hostPools/p/connect",
+                Some(json!({"user": "u0"})),
+            )
+            .await;
+        status == 503
+    })
+    .await;
+    assert!(
+        bounded,
+        "reconnects are answered from memory past the lease"
+    );
 
     outage.restore();
     // The replicas catch up by themselves: new users are placed again,
@@ -748,7 +786,7 @@ pub(crate) fn signal(app: &App, signal: nix::sys::signal::Signal) {
 }
 
 /// The counter `name` in a replica's own metrics (0 when absent).
-async fn counter(app: &App, name: &str) -> f64 {
+pub(crate) async fn counter(app: &App, name: &str) -> f64 {
     app.text("/metrics")
         .await
         .lines()

@@ -29,9 +29,11 @@ use crate::StoreError;
 pub const RENEWALS_PER_LEASE: u32 = 5;
 
 /// The leader a campaign's winner replaces.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Predecessor {
     pub(super) epoch: Option<i64>,
+    /// Where it answered (its advertised address).
+    pub(super) url: Option<String>,
     /// Until when its lease may run: taken when the server's answer
     /// arrived, plus what the server said was left, so never sooner than
     /// by the server's clock.
@@ -85,6 +87,11 @@ impl Lease {
     /// The previous leader's epoch (None for the first leader).
     pub fn predecessor_epoch(&self) -> Option<i64> {
         self.predecessor.epoch
+    }
+
+    /// Where the previous leader answered (None for the first leader).
+    pub fn predecessor_url(&self) -> Option<&str> {
+        self.predecessor.url.as_deref()
     }
 
     /// How long the previous leader's lease still runs.
@@ -257,9 +264,16 @@ mod tests {
         let now = Instant::now();
         let none = Predecessor {
             epoch: None,
+            url: None,
             until: now,
         };
-        let lease = Lease::new("postgres://x/y", 3, Duration::from_secs(10), now, none);
+        let lease = Lease::new(
+            "postgres://x/y",
+            3,
+            Duration::from_secs(10),
+            now,
+            none.clone(),
+        );
         assert!(lease.is_valid());
         assert_eq!(lease.epoch(), 3);
         let frozen = Lease::new(

@@ -71,7 +71,7 @@ pub(super) async fn publish_leader(
     let row = client
         .query_one(
             "WITH previous AS (
-                SELECT epoch, extract(epoch FROM lease_until - now())::float8 AS left_secs
+                SELECT epoch, url, extract(epoch FROM lease_until - now())::float8 AS left_secs
                   FROM deskbroker_leader
              )
              INSERT INTO deskbroker_leader (pid, url, since, epoch, lease_until, renewed_at)
@@ -79,7 +79,8 @@ pub(super) async fn publish_leader(
              ON CONFLICT (one) DO UPDATE SET pid = excluded.pid, url = excluded.url,
                  since = excluded.since, epoch = deskbroker_leader.epoch + 1,
                  lease_until = excluded.lease_until, renewed_at = excluded.renewed_at
-             RETURNING epoch, (SELECT epoch FROM previous), (SELECT left_secs FROM previous)",
+             RETURNING epoch, (SELECT epoch FROM previous), (SELECT url FROM previous),
+                       (SELECT left_secs FROM previous)",
             &[&advertise_url, &lease.as_secs_f64()],
         )
         .await
@@ -87,7 +88,8 @@ pub(super) async fn publish_leader(
     Ok(Succession {
         epoch: row.get(0),
         previous_epoch: row.get(1),
-        previous_left: row.get::<_, Option<f64>>(2).map_or(Duration::ZERO, |s| {
+        previous_url: row.get(2),
+        previous_left: row.get::<_, Option<f64>>(3).map_or(Duration::ZERO, |s| {
             Duration::from_secs_f64(s.clamp(0.0, 86_400.0))
         }),
     })
@@ -97,6 +99,7 @@ pub(super) async fn publish_leader(
 pub(super) struct Succession {
     pub(super) epoch: i64,
     pub(super) previous_epoch: Option<i64>,
+    pub(super) previous_url: Option<String>,
     pub(super) previous_left: Duration,
 }
 

@@ -235,6 +235,7 @@ impl PostgresStore {
         let epoch = succession.epoch;
         let predecessor = Predecessor {
             epoch: succession.previous_epoch,
+            url: succession.previous_url,
             until: std::time::Instant::now() + succession.previous_left,
         };
         let statements = Statements::prepare(&client, true).await?;

@@ -37,19 +37,26 @@
 //!   harmless.
 //! - The database goes away: the leader's writer fails on its next write or
 //!   idle ping ([`crate::writer::PING_INTERVAL`]). From then on it changes
-//!   nothing and answers users who have a durable session from memory
-//!   (see `Broker::connect`); every other request gets 503 at once.
-//!   Followers keep forwarding to it. Meanwhile every replica keeps
-//!   campaigning; when the database is back one of them wins, loads what
-//!   is durable and leads, and the others follow it.
+//!   nothing, stops renewing its lease, and answers users who have a
+//!   durable session from memory (see `Broker::connect`) until the lease
+//!   runs out; every other request gets 503 at once. Meanwhile every
+//!   replica keeps campaigning; when the database is back one of them
+//!   wins, loads what is durable and leads, and the others follow it.
+//!
+//! One decider at a time: a leader may lose its database session without
+//! knowing it yet (a database restart, a cut connection) and answer from
+//! memory for as long as its lease runs. So the winner of an election
+//! does not decide until the previous lease has run out — unless it sees
+//! the previous leader is gone (nothing listens at its address) or says it
+//! no longer leads ([`Replica::stopped_leading`]). A leader stopped
+//! cleanly gives its lease up ([`store::Lease::release`]).
+mod forward;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use store::{Campaign, Leader, Lease, PostgresStore, Store};
@@ -57,10 +64,10 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 
 use crate::api::ApiError;
-use crate::api::MAX_BODY_BYTES;
 use crate::state::Broker;
 use crate::sync::RwLockExt;
 use api::ErrorCode;
+use forward::{dispatch, healthz, metrics, refused};
 
 /// How long one campaign waits on the owner lock before it looks up the
 /// leader again: how stale a follower's idea of the leader can get.
@@ -77,6 +84,13 @@ pub const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// `serve --leader-lease`: how long a leader that renews nothing keeps the
 /// lead. Renewed five times a lease, over a connection of its own.
 pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(10);
+/// A new leader asks its predecessor whether it still leads this often,
+/// while the predecessor's lease runs (see `Replica::stopped_leading`),
+/// waiting this long for each answer.
+pub const PREDECESSOR_PROBE_INTERVAL: Duration = Duration::from_millis(200);
+pub const PREDECESSOR_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a leader that stops cleanly tries to give its lease up.
+pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long to wait for the leader to answer a forwarded request.
 pub const FORWARD_TIMEOUT: Duration = crate::api::REQUEST_TIMEOUT;
 /// Idle connections kept to the leader.
@@ -151,10 +165,31 @@ struct Leading {
 
 impl Leading {
     /// Whether this replica may answer as the leader now: while its lease
-    /// holds, or — its store lost and nobody known to lead instead — to
-    /// answer reconnects from memory.
+    /// holds, by its own clock. Its store lost, it answers reconnects from
+    /// memory until then, and no longer: another replica may lead once the
+    /// lease has run out, and a reconnect answered from memory after that
+    /// could send a user who was logged off meanwhile to a second host.
     fn may_answer(&self) -> bool {
-        self.lease.is_valid() || (self.broker.writer.failure().is_some() && !self.lease.replaced())
+        self.lease.is_valid()
+    }
+
+    /// Answers `req` with this replica's own engine, unless the lease ran
+    /// out while it was being answered (the process froze half-way, say):
+    /// the answer may then be stale, and another replica may have decided
+    /// otherwise meanwhile, so it is not given. A write it made was
+    /// committed under this replica's epoch or not at all: the outcome is
+    /// unknown to the client, as after any lost connection.
+    async fn answer(&self, req: Request) -> Response {
+        let answer = self.handle(req).await;
+        if self.lease.is_valid() {
+            return answer;
+        }
+        ApiError::new(
+            ErrorCode::LeaderLost,
+            "this replica's lease ran out while it answered; another replica may lead now \
+             and the outcome is unknown: check before retrying",
+        )
+        .into_response()
     }
 
     /// Answers `req` with this replica's own engine.
@@ -266,7 +301,16 @@ impl Replica {
                 if leading.broker.writer.failure().is_none() {
                     tokio::select! {
                         reason = leading.broker.writer.failed() => {
-                            tracing::warn!(error = %reason, "lost the store: answering reconnects from memory and campaigning again");
+                            // The lease must not outlive the store: renewed
+                            // over a connection of its own, it would keep a
+                            // leader that can write nothing in place for
+                            // ever. Left to run out, it hands the lead over.
+                            leading.lease_keeper.abort();
+                            tracing::warn!(
+                                error = %reason,
+                                lease_left_ms = leading.lease.left().as_millis(),
+                                "lost the store: answering reconnects from memory until the lease runs out, and campaigning again"
+                            );
                         }
                         _ = leading.lease.lost() => {}
                     }
@@ -379,6 +423,36 @@ impl Replica {
             lease_keeper.abort();
             format!("cannot load the store: {e}")
         })?;
+        // The previous leader may answer from memory until its lease runs
+        // out (see `Lease::predecessor_gone`); loading overlapped with it.
+        // Unless it is this very process, whose old engine the new one
+        // replaces at once below: it could write nothing meanwhile, so the
+        // two agree on every session.
+        let predecessor_left = lease.predecessor_left();
+        let ours = self
+            .leading()
+            .is_some_and(|l| Some(l.lease.epoch()) == lease.predecessor_epoch());
+        if !predecessor_left.is_zero() && !ours {
+            tracing::info!(
+                wait_ms = predecessor_left.as_millis(),
+                epoch = lease.epoch(),
+                previous = lease.predecessor_url().unwrap_or_default(),
+                "elected: the previous leader's lease still runs; deciding once it has run out or that leader says it no longer leads"
+            );
+            tokio::select! {
+                () = lease.predecessor_gone() => {}
+                () = self.stopped_leading(&lease) => {
+                    tracing::info!(
+                        previous = lease.predecessor_url().unwrap_or_default(),
+                        "the previous leader no longer leads: deciding now"
+                    );
+                }
+                lost = lease.lost() => {
+                    lease_keeper.abort();
+                    return Err(format!("lost the lease while waiting for the previous one: {lost:?}"));
+                }
+            }
+        }
         let broker = Arc::new(Broker::new(
             store,
             snapshot,
@@ -420,6 +494,37 @@ impl Replica {
         Ok(())
     }
 
+    /// Resolves once the previous leader of `lease` can be seen not to lead
+    /// any more: nothing listens at its address (its process is gone, and
+    /// with it its memory), or its `/healthz` says it does not lead under
+    /// that epoch (it stepped down, or another process answers there). A
+    /// leader that does not answer at all (frozen, or cut off from here)
+    /// may still answer its clients: this never resolves for it.
+    async fn stopped_leading(&self, lease: &Lease) {
+        let (Some(url), Some(epoch)) = (lease.predecessor_url(), lease.predecessor_epoch()) else {
+            return std::future::pending().await;
+        };
+        loop {
+            let probe = self
+                .http
+                .get(format!("{url}/healthz"))
+                .timeout(PREDECESSOR_PROBE_TIMEOUT)
+                .send()
+                .await;
+            let stopped = match probe {
+                Err(e) => refused(&e),
+                Ok(answer) => match answer.json::<api::types::Health>().await {
+                    Ok(h) => h.role != "leader" || h.epoch != Some(epoch),
+                    Err(_) => false,
+                },
+            };
+            if stopped {
+                return;
+            }
+            tokio::time::sleep(PREDECESSOR_PROBE_INTERVAL).await;
+        }
+    }
+
     fn follow(&self, leader: Leader) {
         let mut was_leading = false;
         let changed = self.role.send_if_modified(|role| match role {
@@ -447,343 +552,6 @@ impl Replica {
             .fallback(dispatch)
             .with_state(self.clone())
     }
-
-    /// Sends a buffered request to `leader`, until it answers or this
-    /// replica stops following it (its lease ran out and another replica
-    /// took over: a frozen leader never answers).
-    async fn forward(
-        &self,
-        leader: &Leader,
-        method: &Method,
-        path_and_query: &str,
-        headers: &HeaderMap,
-        body: Bytes,
-    ) -> Forwarded {
-        let replaced = no_longer_following(self.role.subscribe(), leader);
-        tokio::select! {
-            forwarded = self.send(&leader.url, method, path_and_query, headers, body) => forwarded,
-            () = replaced => {
-                if repeatable(method, path_and_query) {
-                    return Forwarded::Retry;
-                }
-                Forwarded::Answer(
-                    ApiError::new(
-                        ErrorCode::LeaderLost,
-                        "the leading replica stopped answering and another one leads now; \
-                         the outcome is unknown: check before retrying",
-                    )
-                    .into_response(),
-                )
-            }
-        }
-    }
-
-    async fn send(
-        &self,
-        leader: &str,
-        method: &Method,
-        path_and_query: &str,
-        headers: &HeaderMap,
-        body: Bytes,
-    ) -> Forwarded {
-        let mut request = self
-            .http
-            .request(method.clone(), format!("{leader}{path_and_query}"))
-            .body(body);
-        for (name, value) in headers {
-            if !is_hop_by_hop(name) {
-                request = request.header(name, value);
-            }
-        }
-        request = request.header(FORWARDED_HEADER, &self.config.advertise_url);
-        let answer = match request.send().await {
-            Ok(answer) => answer,
-            Err(e) if e.is_connect() => {
-                // A leader whose certificate this replica does not trust
-                // (--ca-cert, --tls-fingerprint) looks unreachable: say why.
-                if let Some(why) = api::tls::tls_failure(&e) {
-                    tracing::warn!(%leader, error = %why, "TLS with the leader failed");
-                }
-                return Forwarded::Retry;
-            }
-            Err(e) => return self.lost(method, path_and_query, &e),
-        };
-        let status = answer.status();
-        if status == StatusCode::SERVICE_UNAVAILABLE
-            && answer.headers().contains_key(NOT_LEADER_HEADER)
-        {
-            return Forwarded::Retry;
-        }
-        let mut out = Response::builder().status(status);
-        for (name, value) in answer.headers() {
-            if !is_hop_by_hop(name) && name != header::CONTENT_LENGTH {
-                out = out.header(name, value);
-            }
-        }
-        match answer.bytes().await {
-            Ok(bytes) => Forwarded::Answer(
-                out.body(Body::from(bytes))
-                    .unwrap_or_else(|e| internal(format!("cannot relay the answer: {e}"))),
-            ),
-            Err(e) => self.lost(method, path_and_query, &e),
-        }
-    }
-
-    /// The leader went away while handling a request: retried when doing
-    /// it twice is harmless, otherwise the outcome is unknown.
-    fn lost(&self, method: &Method, path_and_query: &str, e: &reqwest::Error) -> Forwarded {
-        if e.is_timeout() && repeatable(method, path_and_query) {
-            return Forwarded::Answer(leader_unavailable(&format!(
-                "the leading replica did not answer within {} s",
-                FORWARD_TIMEOUT.as_secs()
-            )));
-        }
-        if e.is_timeout() {
-            return Forwarded::Answer(
-                ApiError::new(
-                    ErrorCode::LeaderTimeout,
-                    format!(
-                        "the leading replica did not answer within {} s; the outcome is unknown",
-                        FORWARD_TIMEOUT.as_secs()
-                    ),
-                )
-                .into_response(),
-            );
-        }
-        if repeatable(method, path_and_query) {
-            return Forwarded::Retry;
-        }
-        Forwarded::Answer(
-            ApiError::new(
-                ErrorCode::LeaderLost,
-                format!(
-                    "the leading replica went away while handling the request ({e}); its \
-                     outcome is unknown: check before retrying"
-                ),
-            )
-            .into_response(),
-        )
-    }
-}
-
-enum Forwarded {
-    Answer(Response),
-    /// Not delivered, or safe to repeat: ask the leader (perhaps a new
-    /// one) again.
-    Retry,
-}
-
-/// Requests that may be sent twice with the same result: reads, replaces
-/// and partial updates (which set, never add),
-/// and connects (rule S1 sends a repeated connect to the session the first
-/// one made).
-fn repeatable(method: &Method, path_and_query: &str) -> bool {
-    let path = path_and_query.split('?').next().unwrap_or("");
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::PUT | Method::PATCH
-    ) || (*method == Method::POST && path.ends_with("/connect"))
-}
-
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-    )
-}
-
-fn internal(message: String) -> Response {
-    ApiError::new(ErrorCode::InternalError, message).into_response()
-}
-
-/// Resolves once this replica no longer follows `leader`.
-async fn no_longer_following(mut rx: watch::Receiver<Role>, leader: &Leader) {
-    loop {
-        if !matches!(&*rx.borrow_and_update(), Role::Follower(l) if **l == *leader) {
-            return;
-        }
-        if rx.changed().await.is_err() {
-            return std::future::pending().await;
-        }
-    }
-}
-
-/// 503 `LeaderUnavailable` with `Retry-After` (rule L2).
-fn leader_unavailable(why: &str) -> Response {
-    let mut r = ApiError::new(
-        ErrorCode::LeaderUnavailable,
-        format!("no broker replica can decide right now ({why}); retry shortly"),
-    )
-    .into_response();
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    r
-}
-
-/// Every API request: decided here when this replica leads, otherwise
-/// forwarded to the leader, waiting up to [`LEADER_WAIT`] for one.
-async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
-    let role = r.role.borrow().clone();
-    if let Role::Leader(l) = &role
-        && l.may_answer()
-    {
-        return l.handle(req).await;
-    }
-    let forwarded_to_us = req.headers().contains_key(FORWARDED_HEADER);
-    let (parts, body) = req.into_parts();
-    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(b) => b,
-        Err(_) => {
-            return ApiError::new(
-                ErrorCode::PayloadTooLarge,
-                format!("request body: larger than {MAX_BODY_BYTES} bytes"),
-            )
-            .into_response();
-        }
-    };
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let deadline = Instant::now() + LEADER_WAIT;
-    // A request abandoned by a leader that was replaced meanwhile goes to
-    // the new one even past the wait, a bounded number of times.
-    let mut late_tries = 2;
-    let mut rx = r.role.subscribe();
-    loop {
-        let role = rx.borrow_and_update().clone();
-        match role {
-            Role::Leader(l) if l.may_answer() => {
-                let mut again = Request::builder()
-                    .method(parts.method.clone())
-                    .uri(parts.uri.clone())
-                    .version(parts.version)
-                    .body(Body::from(body.clone()))
-                    .unwrap_or_default();
-                *again.headers_mut() = parts.headers.clone();
-                return l.handle(again).await;
-            }
-            _ if forwarded_to_us => {
-                // The sender thinks we lead; we do not: it must look again.
-                let mut resp = leader_unavailable("this replica is not the leader");
-                resp.headers_mut()
-                    .insert(NOT_LEADER_HEADER, HeaderValue::from_static("1"));
-                return resp;
-            }
-            Role::Follower(leader) if !leader.stale => {
-                match r
-                    .forward(
-                        &leader,
-                        &parts.method,
-                        &path_and_query,
-                        &parts.headers,
-                        body.clone(),
-                    )
-                    .await
-                {
-                    Forwarded::Answer(resp) => {
-                        metrics::counter!("deskbroker_replica_forwarded_total").increment(1);
-                        return resp;
-                    }
-                    Forwarded::Retry => {
-                        if Instant::now() >= deadline
-                            && late_tries > 0
-                            && rx.has_changed().unwrap_or(false)
-                        {
-                            late_tries -= 1;
-                            continue;
-                        }
-                    }
-                }
-            }
-            // No leader, or one that stopped renewing its lease: wait a
-            // little for the next one.
-            Role::Electing | Role::Leader(_) | Role::Follower(_) => {}
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return leader_unavailable("no leader answered within the wait");
-        }
-        // Until the role changes (a new leader) or a short pause passes.
-        let pause = (deadline - now).min(Duration::from_millis(100));
-        let _ = tokio::time::timeout(pause, rx.changed()).await;
-    }
-}
-
-/// This replica's role and leader as JSON (rule L2): 200 while it can
-/// serve (it leads with a working store and a valid lease, or follows a
-/// known leader), 503 while it has no leader or lost its store.
-async fn healthz(State(r): State<Arc<Replica>>) -> Response {
-    let role = r.role.borrow().clone();
-    let (role, leader, epoch, error) = match role {
-        Role::Leader(l) if l.lease.is_valid() => (
-            "leader",
-            Some(r.config.advertise_url.clone()),
-            Some(l.lease.epoch()),
-            l.broker
-                .writer
-                .failure()
-                .map(|e| format!("leader without its store (reconnects only): {e}")),
-        ),
-        Role::Leader(l) => (
-            "electing",
-            None,
-            Some(l.lease.epoch()),
-            Some("this replica's lease ran out; it is stepping down".into()),
-        ),
-        Role::Follower(leader) => (
-            "follower",
-            Some(leader.url.clone()),
-            Some(leader.epoch),
-            leader
-                .stale
-                .then(|| "the leader has stopped renewing its lease".to_string()),
-        ),
-        Role::Electing => ("electing", None, None, Some("no leader is known".into())),
-    };
-    crate::api::health(api::types::Health {
-        status: String::new(),
-        role: role.into(),
-        leader,
-        epoch,
-        error,
-    })
-}
-
-/// The leader's full metrics (with every host's gauges); a follower's own
-/// counters only (its forwarding), so that each replica can be scraped.
-async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Response {
-    let role = r.role.borrow().clone();
-    if let Role::Leader(l) = role
-        && l.may_answer()
-    {
-        return l.handle(req).await;
-    }
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "));
-    let admin = token.is_some_and(|t| {
-        subtle::ConstantTimeEq::ct_eq(t.as_bytes(), r.config.admin_token.as_bytes()).into()
-    });
-    if !admin {
-        return ApiError::unauthorized("/metrics needs the admin token").into_response();
-    }
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::telemetry::render(),
-    )
-        .into_response()
 }
 
 /// Serves a replica on `listener` until `shutdown` resolves; then finishes
@@ -800,52 +568,24 @@ pub async fn serve(
         .await
         .map_err(|e| format!("server: {e}"));
     elections.abort();
-    if let Some(leading) = replica.leading()
-        && leading.broker.writer.failure().is_none()
-    {
-        leading
-            .broker
-            .writer
-            .flush()
-            .await
-            .map_err(|e| e.to_string())?;
+    if let Some(leading) = replica.leading() {
+        if leading.broker.writer.failure().is_none() {
+            leading
+                .broker
+                .writer
+                .flush()
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        // Nothing more is answered here: give the lease up, so that the
+        // next leader need not wait for it to run out.
+        leading.lease_keeper.abort();
+        match leading.lease.release(LEASE_RELEASE_TIMEOUT).await {
+            Ok(()) => tracing::info!(epoch = leading.lease.epoch(), "gave up the lead"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not give up the lease: the next leader waits for it to run out")
+            }
+        }
     }
     served
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_requests_that_can_be_repeated_are_retried_after_a_lost_leader() {
-        let cases = [
-            (Method::GET, "/api/v1/hostPools/p/userSessions?user=a", true),
-            (Method::PUT, "/api/v1/hostPools/p", true),
-            (Method::PATCH, "/api/v1/hostPools/p/sessionHosts/h1", true),
-            (Method::POST, "/api/v1/hostPools/p/connect", true),
-            (Method::POST, "/api/v1/hostPools/p/connect?x=1", true),
-            (Method::DELETE, "/api/v1/hostPools/p/userSessions/s1", false),
-            (Method::POST, "/api/v1/hostPools/p/registrationToken", false),
-            (Method::POST, "/api/v1/register", false),
-            (
-                Method::POST,
-                "/api/v1/hostPools/connect-pool/sessionHosts/h1/heartbeat",
-                false,
-            ),
-        ];
-        for (method, path, want) in cases {
-            assert_eq!(repeatable(&method, path), want, "{method} {path}");
-        }
-    }
-
-    #[test]
-    fn hop_by_hop_headers_are_not_forwarded() {
-        for name in ["connection", "host", "transfer-encoding", "upgrade"] {
-            assert!(is_hop_by_hop(&HeaderName::from_static(name)), "{name}");
-        }
-        for name in ["authorization", "content-type", "accept"] {
-            assert!(!is_hop_by_hop(&HeaderName::from_static(name)), "{name}");
-        }
-    }
 }
