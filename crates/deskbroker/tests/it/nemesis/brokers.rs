@@ -109,7 +109,7 @@ impl Brokers {
             match spawned {
                 Ok(app) => {
                     let addr = app.listen_addr();
-                    self.slots[slot].adv_relay.set_upstream(&addr);
+                    self.slots[slot].adv_relay.reopen(&addr).await?;
                     let mut e = self.directory[slot]
                         .write()
                         .unwrap_or_else(|e| e.into_inner());
@@ -197,6 +197,8 @@ impl Brokers {
         tokio::task::spawn_blocking(move || app.kill9())
             .await
             .expect("reap the replica");
+        // Nothing listens at its advertised address any more.
+        self.slots[slot].adv_relay.close();
         true
     }
 

@@ -8,6 +8,9 @@
 //! - [`Relay::cut`] closes every relayed connection at once (a network
 //!   blip, a load balancer's reset); new connections pass.
 //! - [`Relay::partition`] closes them and drops new ones until healed.
+//! - [`Relay::close`] stops listening, as a host where nothing listens
+//!   on that port (the replica behind it was killed): connections are
+//!   refused until [`Relay::reopen`].
 //! - [`Mode::Delay`] holds every chunk of bytes for a while before passing
 //!   it on (a slow link); [`Mode::Stall`] accepts connections and passes
 //!   nothing until healed (a link that silently stops: the bytes arrive
@@ -57,12 +60,18 @@ struct Inner {
 pub struct Relay {
     pub addr: SocketAddr,
     inner: Arc<Inner>,
-    task: tokio::task::JoinHandle<()>,
+    /// The task accepting on the relay's port; None while it is closed.
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
+
+/// How often, and how long, [`Relay::reopen`] tries to listen on its port
+/// again (the listener it dropped may take a moment to close).
+const REBIND_PAUSE: Duration = Duration::from_millis(50);
+const REBIND_TRIES: u32 = 200;
 
 impl Relay {
     /// A relay to `upstream` (`host:port`; `None`: not known yet, every
-    /// connection is dropped until [`Relay::set_upstream`]).
+    /// connection is dropped until [`Relay::reopen`]).
     pub async fn start(upstream: Option<String>) -> Relay {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -76,15 +85,52 @@ impl Relay {
             slots: Arc::new(Semaphore::new(MAX_RELAYED_CONNECTIONS)),
         });
         let task = tokio::spawn(accept_loop(listener, inner.clone()));
-        Relay { addr, inner, task }
+        Relay {
+            addr,
+            inner,
+            task: Mutex::new(Some(task)),
+        }
     }
 
-    pub fn set_upstream(&self, upstream: &str) {
+    /// Stops listening (a connection is then refused, as by a host where
+    /// nothing listens on that port: the process behind it is gone) and
+    /// closes every relayed connection.
+    pub fn close(&self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            task.abort();
+        }
+        self.cut();
+    }
+
+    /// Relays to `upstream` from now on, listening again on the relay's
+    /// port if it was closed.
+    pub async fn reopen(&self, upstream: &str) -> Result<(), String> {
         *self
             .inner
             .upstream
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(upstream.to_string());
+        if self
+            .task
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            return Ok(());
+        }
+        let mut last = String::new();
+        for _ in 0..REBIND_TRIES {
+            match TcpListener::bind(self.addr).await {
+                Ok(listener) => {
+                    let task = tokio::spawn(accept_loop(listener, self.inner.clone()));
+                    *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+                    return Ok(());
+                }
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(REBIND_PAUSE).await;
+        }
+        Err(format!("cannot listen on {} again: {last}", self.addr))
     }
 
     /// Closes every relayed connection; new ones pass.
@@ -111,8 +157,7 @@ impl Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        self.task.abort();
-        self.cut();
+        self.close();
     }
 }
 
