@@ -404,6 +404,36 @@ pub fn check_epochs(obs: &Observations) -> Vec<Violation> {
     out
 }
 
+/// That the run tested something: a checker over a history of refusals
+/// would find nothing wrong. Most connects are acknowledged between the
+/// faults, users reconnect and are logged off, and leaders are replaced
+/// (once `faults` dealt the whole deck of kinds, which kills the leader).
+pub fn check_exercised(ops: &[Op], obs: &Observations, faults: usize) -> Vec<Violation> {
+    let load = || ops.iter().filter(|o| o.client != PROBE_CLIENT);
+    let connects = load().filter(|o| o.req.name() == "connect").count();
+    let placed = load().filter(|o| o.placed().is_some()).count();
+    let reconnects = load()
+        .filter(|o| o.placed().is_some_and(|p| p.reconnect))
+        .count();
+    let logoffs = load()
+        .filter(|o| o.req.name() == "logoff" && matches!(o.outcome, Outcome::Ok(_)))
+        .count();
+    let epochs: BTreeSet<i64> = obs.db_epochs.iter().map(|(_, e)| *e).collect();
+    let mut out = Vec::new();
+    let replaced = epochs.len() >= 2 || faults < super::faults::KINDS;
+    if placed * 5 < connects || reconnects == 0 || logoffs == 0 || !replaced {
+        out.push(violation(
+            "exercised",
+            format!(
+                "the run tested too little: {placed} of {connects} connects acknowledged, \
+                 {reconnects} reconnects, {logoffs} logoffs acknowledged, epochs seen {epochs:?}"
+            ),
+            vec![],
+        ));
+    }
+    out
+}
+
 /// One fault step as the unavailability measure needs it.
 pub struct StepSpan {
     pub start: Duration,

@@ -43,7 +43,10 @@ pub enum Kind {
     AdvStall,
 }
 
-const ALL: [Kind; 15] = [
+/// How many kinds of fault there are: a deck.
+pub const KINDS: usize = 15;
+
+const ALL: [Kind; KINDS] = [
     Kind::KillLeader,
     Kind::KillFollower,
     Kind::StopLeaderLong,

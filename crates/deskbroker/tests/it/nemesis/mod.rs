@@ -245,6 +245,7 @@ async fn replicas_under_faults_keep_every_rule() {
     }
     violations.extend(observations.violations.iter().cloned());
     violations.extend(checker::check_epochs(&observations));
+    violations.extend(checker::check_exercised(&ops, &observations, fault_count));
 
     let elections = observations
         .db_epochs
@@ -261,7 +262,11 @@ async fn replicas_under_faults_keep_every_rule() {
         db.epoch,
         db.sessions.len()
     );
-    let _ = writeln!(summary, "violations: {}", violations.len());
+    let mut by_rule: BTreeMap<&str, usize> = BTreeMap::new();
+    for v in &violations {
+        *by_rule.entry(v.rule).or_default() += 1;
+    }
+    let _ = writeln!(summary, "violations: {} {by_rule:?}", violations.len());
     eprintln!("{summary}");
 
     let text = history::render(&ops, &events);
