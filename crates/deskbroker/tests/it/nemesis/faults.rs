@@ -37,14 +37,17 @@ pub enum Kind {
     DbPartition,
     DbDelay,
     DbStall,
+    /// The links open now stall, new ones pass (a half-dead link).
+    DbStallOpen,
     AdvCut,
     AdvPartition,
     AdvDelay,
     AdvStall,
+    AdvStallOpen,
 }
 
 /// How many kinds of fault there are: a deck.
-pub const KINDS: usize = 15;
+pub const KINDS: usize = 17;
 
 const ALL: [Kind; KINDS] = [
     Kind::KillLeader,
@@ -58,10 +61,12 @@ const ALL: [Kind; KINDS] = [
     Kind::DbPartition,
     Kind::DbDelay,
     Kind::DbStall,
+    Kind::DbStallOpen,
     Kind::AdvCut,
     Kind::AdvPartition,
     Kind::AdvDelay,
     Kind::AdvStall,
+    Kind::AdvStallOpen,
 ];
 
 /// What a fault acts on, so that two faults of one step never act on the
@@ -88,10 +93,12 @@ impl Kind {
             Kind::DbPartition => "db relay: partition",
             Kind::DbDelay => "db relay: delay",
             Kind::DbStall => "db relay: stall",
+            Kind::DbStallOpen => "db relay: stall open links",
             Kind::AdvCut => "adv relay: cut",
             Kind::AdvPartition => "adv relay: partition",
             Kind::AdvDelay => "adv relay: delay",
             Kind::AdvStall => "adv relay: stall",
+            Kind::AdvStallOpen => "adv relay: stall open links",
         }
     }
 
@@ -103,8 +110,14 @@ impl Kind {
             | Kind::StopLeaderShort
             | Kind::StopFollower => Class::Process,
             Kind::PgRestartFast | Kind::PgRestartImmediate => Class::Database,
-            Kind::DbCut | Kind::DbPartition | Kind::DbDelay | Kind::DbStall => Class::DbRelay,
-            Kind::AdvCut | Kind::AdvPartition | Kind::AdvDelay | Kind::AdvStall => Class::AdvRelay,
+            Kind::DbCut | Kind::DbPartition | Kind::DbDelay | Kind::DbStall | Kind::DbStallOpen => {
+                Class::DbRelay
+            }
+            Kind::AdvCut
+            | Kind::AdvPartition
+            | Kind::AdvDelay
+            | Kind::AdvStall
+            | Kind::AdvStallOpen => Class::AdvRelay,
         }
     }
 
@@ -190,6 +203,7 @@ impl Plan {
             Kind::DbPartition | Kind::AdvPartition | Kind::DbStall | Kind::AdvStall => {
                 between(0.3, 2.5)
             }
+            Kind::DbStallOpen | Kind::AdvStallOpen => between(1.0, 4.0),
             Kind::DbDelay | Kind::AdvDelay => between(1.0, 3.0),
         };
         let delay = Duration::from_millis(self.rng.random_range(50..1500));
@@ -379,6 +393,10 @@ async fn inject(
         }
         Kind::DbStall | Kind::AdvStall => {
             relay(f.kind.class()).set_mode(Mode::Stall);
+            tokio::time::sleep(f.hold).await;
+        }
+        Kind::DbStallOpen | Kind::AdvStallOpen => {
+            relay(f.kind.class()).stall_open();
             tokio::time::sleep(f.hold).await;
         }
     }

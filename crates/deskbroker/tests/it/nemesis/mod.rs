@@ -8,7 +8,8 @@
 //! time ([`faults`]): `kill -9` and restart of the leader or a follower,
 //! SIGSTOP/SIGCONT of the leader (longer and shorter than the lease) and
 //! of a follower, PostgreSQL stopped (`-m fast`, `-m immediate`) and
-//! started again, and cuts, partitions, delays and stalls of one
+//! started again, and cuts, partitions, delays and stalls (of every
+//! connection, or only of those open, as a half-dead link does) of one
 //! replica's database link or of the link the others forward to it
 //! through. After each it heals everything and gives the cluster a
 //! bounded time to serve again. A checker ([`checker`]) then reads the
@@ -43,7 +44,7 @@
 //! `history.txt`); it is deleted after a passing run and kept after a
 //! failing one, whose message says where.
 //!
-//! Needs a PostgreSQL server installed (initdb, pg_ctl), not running:
+//! Needs a PostgreSQL server's programs installed (initdb, pg_ctl):
 //! `scripts/install-test-deps.sh` installs Debian's `postgresql`.
 
 mod brokers;

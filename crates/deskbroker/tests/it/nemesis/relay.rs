@@ -14,10 +14,14 @@
 //! - [`Mode::Delay`] holds every chunk of bytes for a while before passing
 //!   it on (a slow link); [`Mode::Stall`] accepts connections and passes
 //!   nothing until healed (a link that silently stops: the bytes arrive
-//!   late, all at once, when it is healed).
+//!   late, all at once, when it is healed). [`Relay::stall_open`] stalls
+//!   only the connections open at that moment, and passes new ones: a
+//!   half-dead link (a NAT or firewall that forgot its flows), after which
+//!   a process that reconnects gets through while one that waits on an
+//!   old connection hears nothing.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +56,10 @@ struct Inner {
     mode: watch::Sender<Mode>,
     /// Bumped to close every relayed connection.
     cut: watch::Sender<u64>,
+    /// The next connection's number.
+    next_id: AtomicU64,
+    /// Connections numbered below this pass nothing (0: none).
+    stall_below: watch::Sender<u64>,
     slots: Arc<Semaphore>,
 }
 
@@ -82,6 +90,8 @@ impl Relay {
             accepting: AtomicBool::new(true),
             mode: watch::Sender::new(Mode::Pass),
             cut: watch::Sender::new(0),
+            next_id: AtomicU64::new(1),
+            stall_below: watch::Sender::new(0),
             slots: Arc::new(Semaphore::new(MAX_RELAYED_CONNECTIONS)),
         });
         let task = tokio::spawn(accept_loop(listener, inner.clone()));
@@ -148,10 +158,17 @@ impl Relay {
         self.inner.mode.send_replace(mode);
     }
 
+    /// Stalls the connections open now; new ones pass.
+    pub fn stall_open(&self) {
+        let next = self.inner.next_id.load(Ordering::SeqCst);
+        self.inner.stall_below.send_replace(next);
+    }
+
     /// Back to passing everything at once.
     pub fn heal(&self) {
         self.inner.accepting.store(true, Ordering::SeqCst);
         self.inner.mode.send_replace(Mode::Pass);
+        self.inner.stall_below.send_replace(0);
     }
 }
 
@@ -178,7 +195,12 @@ async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let Some(upstream) = upstream else { continue };
-        let mode = inner.mode.subscribe();
+        let id = inner.next_id.fetch_add(1, Ordering::SeqCst);
+        let gate = Gate {
+            id,
+            mode: inner.mode.subscribe(),
+            stall_below: inner.stall_below.subscribe(),
+        };
         let mut cut = inner.cut.subscribe();
         tokio::spawn(async move {
             let _permit = permit;
@@ -192,20 +214,54 @@ async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
             let (in_read, in_write) = inbound.into_split();
             let (out_read, out_write) = outbound.into_split();
             tokio::select! {
-                _ = pump(in_read, out_write, mode.clone()) => {}
-                _ = pump(out_read, in_write, mode) => {}
+                _ = pump(in_read, out_write, gate.clone()) => {}
+                _ = pump(out_read, in_write, gate) => {}
                 _ = cut.changed() => {}
             }
         });
     }
 }
 
-/// Copies `from` to `to` chunk by chunk, as the relay's mode says, until
-/// either side closes or fails.
+/// What one connection's bytes wait for: the relay's mode, and whether
+/// it is one of the connections stalled by [`Relay::stall_open`].
+#[derive(Clone)]
+struct Gate {
+    id: u64,
+    mode: watch::Receiver<Mode>,
+    stall_below: watch::Receiver<u64>,
+}
+
+impl Gate {
+    /// Waits until a chunk may pass; false once the relay is gone.
+    async fn pass(&mut self) -> bool {
+        loop {
+            let mode = *self.mode.borrow_and_update();
+            let stalled = self.id < *self.stall_below.borrow_and_update();
+            match mode {
+                Mode::Pass if !stalled => return true,
+                Mode::Delay(d) if !stalled => {
+                    tokio::time::sleep(d).await;
+                    return true;
+                }
+                _ => {}
+            }
+            let changed = tokio::select! {
+                r = self.mode.changed() => r.is_ok(),
+                r = self.stall_below.changed() => r.is_ok(),
+            };
+            if !changed {
+                return false;
+            }
+        }
+    }
+}
+
+/// Copies `from` to `to` chunk by chunk, as the connection's gate says,
+/// until either side closes or fails.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
-    mut mode: watch::Receiver<Mode>,
+    mut gate: Gate,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; CHUNK_BYTES];
     loop {
@@ -213,20 +269,8 @@ async fn pump(
         if n == 0 {
             return to.shutdown().await;
         }
-        loop {
-            let now = *mode.borrow_and_update();
-            match now {
-                Mode::Pass => break,
-                Mode::Delay(d) => {
-                    tokio::time::sleep(d).await;
-                    break;
-                }
-                Mode::Stall => {
-                    if mode.changed().await.is_err() {
-                        return Ok(());
-                    }
-                }
-            }
+        if !gate.pass().await {
+            return Ok(());
         }
         to.write_all(&buf[..n]).await?;
     }
