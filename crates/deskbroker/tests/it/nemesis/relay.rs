@@ -266,11 +266,13 @@ async fn pump(
     let mut buf = vec![0u8; CHUNK_BYTES];
     loop {
         let n = from.read(&mut buf).await?;
-        if n == 0 {
-            return to.shutdown().await;
-        }
+        // A close waits like data: over a stalled link the other side
+        // never hears of it (a server keeps the session, and its locks).
         if !gate.pass().await {
             return Ok(());
+        }
+        if n == 0 {
+            return to.shutdown().await;
         }
         to.write_all(&buf[..n]).await?;
     }
