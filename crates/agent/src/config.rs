@@ -175,28 +175,44 @@ impl FileConfig {
         let Some(path) = path else {
             return Ok(FileConfig::default());
         };
-        let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|e| ConfigError::Read {
-                path: p.to_path_buf(),
-                message: e.to_string(),
-            })
-        };
-        let mut file = FileConfig::parse(&read(path)?, path)?;
+        let mut file: FileConfig = read_toml_file(path)?;
         if file.registration_token.is_none()
             && let Some(token_file) = &file.registration_token_file
         {
-            file.registration_token = Some(read(token_file)?.trim().to_string());
+            file.registration_token = Some(read_text(token_file)?.trim().to_string());
         }
         Ok(file)
     }
 
     /// Parses the text of a config file; `path` only names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::File {
-            path: path.to_path_buf(),
-            message: e.message().to_string(),
-        })
+        parse_toml(text, path)
     }
+}
+
+/// Reads and parses a TOML config file into `T`: the one loader of
+/// deskbroker's config files (the agent's, and `serve`'s and `gateway`'s,
+/// which parse into a table and check its keys against their flags).
+pub fn read_toml_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
+    parse_toml(&read_text(path)?, path)
+}
+
+/// Parses the text of a config file; `path` only names it in errors.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &Path,
+) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::File {
+        path: path.to_path_buf(),
+        message: e.message().to_string(),
+    })
+}
+
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
 }
 
 /// The host's own policy (rule H6), sent when registering and with every

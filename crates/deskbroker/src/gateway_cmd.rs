@@ -18,8 +18,29 @@ pub struct GatewayArgs {
     pub broker: api::BrokerUrl,
     /// The broker's admin token (the front door places users, marks their
     /// sessions Active and Disconnected, and ends anonymous ones).
-    #[arg(long, env = "DESKBROKER_TOKEN", hide_env_values = true)]
-    pub token: String,
+    #[arg(
+        long,
+        env = "DESKBROKER_TOKEN",
+        hide_env_values = true,
+        required_unless_present = "token_file"
+    )]
+    pub token: Option<String>,
+    /// Read the broker's admin token from FILE (its first line) instead.
+    /// Only this user may read the file (mode 0600 or 0400), or the
+    /// gateway refuses it.
+    #[arg(
+        long = "token-file",
+        env = "DESKBROKER_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with = "token"
+    )]
+    pub token_file: Option<std::path::PathBuf>,
+    /// A TOML file with any of these settings, named with underscores
+    /// (`rdp_listen = "0.0.0.0:3389"`); flags and DESKBROKER_* variables
+    /// win over it. Default: /etc/deskbroker/deskbroker.toml when it
+    /// exists. Secrets only by file (`token_file`).
+    #[arg(long, env = "DESKBROKER_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Address RDP clients connect to (port 0 picks a free port; printed).
     #[arg(
         long = "rdp-listen",
@@ -183,9 +204,16 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(pool) = &args.rdp_default_pool {
         placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
     }
+    let token = match (&args.token, &args.token_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(file)) => {
+            crate::secret_file::read(file, "--token-file", "the broker's admin token")?
+        }
+        (None, None) => anyhow::bail!("no token: pass --token (DESKBROKER_TOKEN) or --token-file"),
+    };
     let trust = args.tls.trust()?;
     let placer = Arc::new(
-        gateway::Http::with_trust(args.broker.clone(), &args.token, &trust)
+        gateway::Http::with_trust(args.broker.clone(), &token, &trust)
             .map_err(|e| anyhow::anyhow!("broker {}: {e}", args.broker))?,
     );
     let rd_gateway_tls = match args.rd_gateway.gateway_listen {
@@ -216,7 +244,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     // credential (random, made by the broker): never a secret a person chose.
     let config = args.front_door.config(
         args.rdp_default_pool,
-        gateway::redirect::RedirectKeys::of(gateway::redirect::RedirectKey::derive(&args.token)),
+        gateway::redirect::RedirectKeys::of(gateway::redirect::RedirectKey::derive(&token)),
     );
     let front_door = async {
         if let Some(l) = rdp_listener {

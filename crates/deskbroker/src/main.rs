@@ -4,16 +4,20 @@
 //! generator (`bench`). This file parses the command line, sets up logging
 //! and hands over; it is also the one place where errors become an exit code.
 
+mod backup_cmd;
 mod bench;
 mod cli;
+mod config_file;
+mod data_dir_lock;
 mod gateway_cmd;
+mod secret_file;
 mod serve;
 mod sim_cmd;
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 /// The allocator of the whole binary. The engine allocates small strings
@@ -25,12 +29,38 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The version `--version` prints: the package's, and the commit it was
+/// built from (build.rs; "unknown" outside a git checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("DESKBROKER_GIT_COMMIT"),
+    ")"
+);
+
 /// A session broker for remote-desktop farms.
 #[derive(Parser)]
-#[command(name = "deskbroker", version, about, propagate_version = true)]
+#[command(name = "deskbroker", version = VERSION, about, propagate_version = true)]
 struct Args {
     #[command(subcommand)]
     command: Command,
+    /// How logs are written on stderr: `text` for people, `json` (one
+    /// object a line) for log collectors.
+    #[arg(
+        long,
+        global = true,
+        env = "DESKBROKER_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -42,6 +72,11 @@ enum Command {
     Agent(agent::AgentArgs),
     /// Run the RDP front door on its own, placing users through a broker's API.
     Gateway(gateway_cmd::GatewayArgs),
+    /// Copy the SQLite store of a broker, running or not, to a file.
+    Backup(backup_cmd::BackupArgs),
+    /// Put a backup in place as the SQLite store of a data directory no
+    /// broker is using.
+    Restore(backup_cmd::RestoreArgs),
     /// Load-test a running broker.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -76,14 +111,34 @@ impl Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = Args::parse();
-    init_tracing(args.command.default_log_level());
+    // `serve` and `gateway` read their config file first: its settings
+    // become flags, below those of the command line and the environment.
+    let line = match config_file::apply(std::env::args_os().collect(), &Args::command()) {
+        Ok(line) => line,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let args = match Args::try_parse_from(&line.argv) {
+        Ok(args) => args,
+        Err(e) => match line.explain(&e) {
+            Some(said) => {
+                eprintln!("error: {said}");
+                return ExitCode::from(2);
+            }
+            None => e.exit(),
+        },
+    };
+    init_tracing(args.command.default_log_level(), args.log_format);
     api::tls::install_default_provider();
 
     let result = match args.command {
         Command::Serve(serve_args) => serve::run(serve_args).await,
         Command::Agent(agent_args) => agent::run_with_args(agent_args).await.map_err(Into::into),
         Command::Gateway(gateway_args) => gateway_cmd::run(gateway_args).await,
+        Command::Backup(a) => tokio::task::block_in_place(|| backup_cmd::backup(a)),
+        Command::Restore(a) => tokio::task::block_in_place(|| backup_cmd::restore(a)),
         Command::Bench(bench_command) => bench::run(bench_command).await,
         Command::Sim(sim_args) => tokio::task::block_in_place(|| sim_cmd::run(sim_args)),
         Command::Hostpool(hostpool_args) => cli::hostpool::run(hostpool_args).await,
@@ -107,20 +162,21 @@ async fn main() -> ExitCode {
 /// Logs go to stderr, so stdout carries only the data a command prints.
 /// `RUST_LOG` overrides the default level (e.g. `RUST_LOG=debug` shows every
 /// request the CLI makes).
-fn init_tracing(default_level: &str) {
+fn init_tracing(default_level: &str, format: LogFormat) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().init(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn command_line_definition_is_consistent() {

@@ -36,6 +36,22 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub database_url: Option<String>,
+    /// Read `--database-url` from FILE (its first line), e.g. a URL with a
+    /// password kept out of the config file and the environment. Only this
+    /// user may read the file (mode 0600 or 0400), or serve refuses it.
+    #[arg(
+        long = "database-url-file",
+        env = "DESKBROKER_DATABASE_URL_FILE",
+        value_name = "FILE",
+        conflicts_with = "database_url"
+    )]
+    pub database_url_file: Option<PathBuf>,
+    /// A TOML file with any of these settings, named with underscores
+    /// (`data_dir = "/var/lib/deskbroker"`); flags and DESKBROKER_*
+    /// variables win over it. Default: /etc/deskbroker/deskbroker.toml
+    /// when it exists. Secrets only by file (`admin_token_file`, …).
+    #[arg(long, env = "DESKBROKER_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// The admin bearer token (at least 32 characters, no blanks); generated
     /// into DATA_DIR/admin.token when neither this nor `--admin-token-file`
     /// is given.
@@ -47,7 +63,8 @@ pub struct ServeArgs {
     pub admin_token: Option<String>,
     /// Read the admin bearer token from FILE (its first line; at least 32
     /// characters, no blanks), e.g. a mounted secret, instead of passing it
-    /// in the environment or on the command line.
+    /// in the environment or on the command line. Only this user may read
+    /// the file (mode 0600 or 0400), or serve refuses it.
     #[arg(
         long = "admin-token-file",
         env = "DESKBROKER_ADMIN_TOKEN_FILE",
@@ -235,7 +252,8 @@ pub struct PortalFlags {
         requires = "oidc_issuer"
     )]
     pub oidc_client_id: Option<String>,
-    /// File holding the portal's client secret (its first line).
+    /// File holding the portal's client secret (its first line); only
+    /// this user may read it (mode 0600 or 0400), or serve refuses it.
     #[arg(
         long = "oidc-client-secret-file",
         env = "DESKBROKER_OIDC_CLIENT_SECRET_FILE",
@@ -304,14 +322,11 @@ impl PortalFlags {
             .oidc_client_secret_file
             .as_deref()
             .context("--oidc-issuer needs --oidc-client-secret-file")?;
-        let secret = std::fs::read_to_string(secret_file).with_context(|| {
-            format!(
-                "cannot read --oidc-client-secret-file {}",
-                secret_file.display()
-            )
-        })?;
-        warn_if_readable_by_others(secret_file, "the portal's client secret");
-        let secret = secret.lines().next().unwrap_or("").trim().to_string();
+        let secret = crate::secret_file::read(
+            secret_file,
+            "--oidc-client-secret-file",
+            "the portal's client secret",
+        )?;
         let public_url = match &self.public_url {
             Some(u) => u.trim_end_matches('/').to_string(),
             None => {
@@ -444,6 +459,22 @@ pub const MIN_ADMIN_TOKEN_GUESSES_LOG10: f64 = 18.0;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     private_data_dir(&args.data_dir)?;
+    let database_url = match &args.database_url_file {
+        Some(file) => Some(crate::secret_file::read(
+            file,
+            "--database-url-file",
+            "the database URL",
+        )?),
+        None => args.database_url.clone(),
+    }
+    .filter(|u| !u.trim().is_empty());
+    // One broker per SQLite store, and no restore under it: held until
+    // this process ends. (Replicas on PostgreSQL share their database by
+    // design; their data dir holds only the admin token and certificate.)
+    let _data_dir_lock = match &database_url {
+        None => Some(crate::data_dir_lock::lock(&args.data_dir)?),
+        Some(_) => None,
+    };
     broker::power::allow_commands(args.allow_power_commands);
     broker::autoscale::set_interval(args.autoscale_interval);
     if let Some(pool) = &args.rdp_default_pool {
@@ -459,10 +490,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "--admin-token / DESKBROKER_ADMIN_TOKEN".to_string(),
         )),
         (None, Some(file)) => {
-            let t = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read --admin-token-file {}", file.display()))?;
-            warn_if_readable_by_others(file, "the admin token");
-            let first = t.lines().next().unwrap_or("").trim().to_string();
+            let first = crate::secret_file::read(file, "--admin-token-file", "the admin token")?;
             Some((first, format!("--admin-token-file {}", file.display())))
         }
         (None, None) => None,
@@ -475,7 +503,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => admin_token_file(&args.data_dir)?,
     };
-    let database_url = args.database_url.clone().filter(|u| !u.trim().is_empty());
     if let Some(url) = database_url.as_deref() {
         anyhow::ensure!(
             store::postgres::is_postgres_url(url),
@@ -807,7 +834,7 @@ fn check_admin_token(token: &str) -> anyhow::Result<()> {
 
 /// Creates the data directory with mode 0700, or makes an existing one
 /// 0700 (saying so): it holds the admin token and the whole state.
-fn private_data_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn private_data_dir(dir: &Path) -> anyhow::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -857,26 +884,6 @@ fn make_private(path: &Path, mode: u32) -> anyhow::Result<()> {
     #[cfg(not(unix))]
     let _ = (path, mode);
     Ok(())
-}
-
-/// A token file given by the operator is theirs to manage (a mounted
-/// secret may be read-only): say so when others may read it, change nothing.
-fn warn_if_readable_by_others(path: &Path, what: &str) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(path)
-            && meta.permissions().mode() & 0o077 != 0
-        {
-            eprintln!(
-                "warning: {} has mode {:o}: other users may read {what} (chmod 600)",
-                path.display(),
-                meta.permissions().mode() & 0o777
-            );
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (path, what);
 }
 
 /// Reads `DATA_DIR/admin.token` (made 0600 if it was looser), or creates it

@@ -17,8 +17,13 @@
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
+pub mod fixtures;
 pub mod postgres;
+#[cfg(test)]
+mod schema_versions;
 mod sqlite;
+pub mod sqlite_backup;
 
 use std::sync::Arc;
 
@@ -410,6 +415,17 @@ pub enum StoreError {
     Missing(String),
     #[error("store task failed: {0}")]
     Task(String),
+    /// The store was last written by a newer deskbroker, whose schema this
+    /// one does not know; it is left as it was.
+    #[error(
+        "the store has schema version {found}, newer than version {known}, the newest this \
+         deskbroker knows: run the deskbroker that wrote it (or a newer one); nothing was changed"
+    )]
+    NewerSchema { found: i64, known: usize },
+    /// A backup, a restore or a check could not use a file: the message
+    /// names it and says why.
+    #[error("{0}")]
+    File(String),
 }
 
 /// The write path of a store that waits for nothing but its own disk (an

@@ -24,8 +24,14 @@ use crate::{
     StoreError, StoredPlan,
 };
 
+/// The store's file in the data directory.
+pub const DATABASE_FILE: &str = "deskbroker.sqlite3";
+
 /// Migrations, in order; `user_version` is how many have been applied.
-const MIGRATIONS: &[&str] = &[
+/// Never edit one that has shipped: a store made by an earlier deskbroker
+/// has run it as it was (the tests keep the schema of the version before
+/// this one as a fixture, and check it still comes out of these).
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: pools, hosts, sessions. Sessions have no index by host: it would
     // take a random B-tree insert per placement, and only a host's removal
     // (rare) looks sessions up by host.
@@ -117,6 +123,19 @@ const MIGRATIONS: &[&str] = &[
      ) STRICT;",
 ];
 
+/// The store's schema version (`user_version`: how many migrations it has
+/// had), refused when it is newer than [`MIGRATIONS`] knows.
+pub(crate) fn check_not_newer(conn: &Connection) -> Result<usize, StoreError> {
+    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    match usize::try_from(found) {
+        Ok(v) if v <= MIGRATIONS.len() => Ok(v),
+        _ => Err(StoreError::NewerSchema {
+            found,
+            known: MIGRATIONS.len(),
+        }),
+    }
+}
+
 /// SQLite behind a mutex: the broker's writer is the only frequent caller,
 /// and it sends whole batches, so one connection is all that is needed.
 #[derive(Clone)]
@@ -149,7 +168,10 @@ impl SqliteStore {
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::Task(format!("cannot create {}: {e}", dir.display())))?;
-        let mut conn = Connection::open(dir.join("deskbroker.sqlite3"))?;
+        let mut conn = Connection::open(dir.join(DATABASE_FILE))?;
+        // Before anything writes to it: a store from a newer deskbroker is
+        // refused unchanged (even its journal mode).
+        check_not_newer(&conn)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -166,7 +188,7 @@ impl SqliteStore {
         // When the WAL starts over, the file keeps up to this much of its
         // length for the next commits to write into (see `WAL_RESTART_PAGES`).
         conn.pragma_update(None, "journal_size_limit", WAL_KEPT_BYTES)?;
-        let reader = Connection::open(dir.join("deskbroker.sqlite3"))?;
+        let reader = Connection::open(dir.join(DATABASE_FILE))?;
         reader.busy_timeout(std::time::Duration::from_secs(5))?;
         let mut store = SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
@@ -175,21 +197,13 @@ impl SqliteStore {
             audit_bytes: Arc::default(),
         };
         store.migrate()?;
-        spawn_checkpointer(dir.join("deskbroker.sqlite3"), Arc::downgrade(&store.conn))?;
+        spawn_checkpointer(dir.join(DATABASE_FILE), Arc::downgrade(&store.conn))?;
         Ok(store)
     }
 
     fn migrate(&mut self) -> Result<(), StoreError> {
         let mut conn = self.lock();
-        let version: usize =
-            conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))? as usize;
-        if version > MIGRATIONS.len() {
-            return Err(StoreError::Corrupt(format!(
-                "the database has schema version {version}, newer than this deskbroker \
-                 knows ({}): upgrade deskbroker",
-                MIGRATIONS.len()
-            )));
-        }
+        let version = check_not_newer(&conn)?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
             let tx = conn.transaction()?;
             tx.execute_batch(sql)?;

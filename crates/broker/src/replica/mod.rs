@@ -83,7 +83,7 @@ pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
 pub const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// `serve --leader-lease`: how long a leader that renews nothing keeps the
 /// lead. Renewed five times a lease, over a connection of its own.
-pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(10);
+pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(8);
 /// A new leader asks its predecessor whether it still leads this often,
 /// while the predecessor's lease runs (see `Replica::stopped_leading`),
 /// waiting this long for each answer.

@@ -11,7 +11,6 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -19,16 +18,16 @@ use serde_json::{Value, json};
 
 use crate::{App, TOKEN, free_port, pool_with_hosts};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
+pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// How long chromedriver may take to listen.
 const DRIVER_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the page may take to show what the test waits for. The console
 /// polls every 2 s, so a change shows within about 2 s; the rest is slack
 /// for a loaded 2-core CI machine.
-const PAGE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const PAGE_TIMEOUT: Duration = Duration::from_secs(20);
 /// A laptop screen.
-const WINDOW: (u32, u32) = (1366, 900);
+pub(crate) const WINDOW: (u32, u32) = (1366, 900);
 
 /// A headless chromium under its own chromedriver, both killed on drop
 /// (also used by the portal's test, `portal.rs`).
@@ -163,7 +162,7 @@ pub(crate) async fn js(c: &Client, script: &str, args: Vec<Value>) -> Value {
 }
 
 /// Finds the first element matching `arguments[0]`; answers its text, or null.
-const TEXT_OF: &str =
+pub(crate) const TEXT_OF: &str =
     "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;";
 
 /// The text of the first element matching `css`, or None.
@@ -219,7 +218,7 @@ pub(crate) async fn wait_js(c: &Client, script: &str, what: &str) {
 
 /// Whether the first element matching `css` takes up room on the page
 /// (false for `display: none`, which the `hidden` attribute must give).
-async fn is_shown(c: &Client, css: &str) -> bool {
+pub(crate) async fn is_shown(c: &Client, css: &str) -> bool {
     js(
         c,
         "const e = document.querySelector(arguments[0]); \
@@ -262,7 +261,7 @@ pub(crate) async fn type_into(c: &Client, css: &str, value: &str) {
     }
 }
 
-async fn choose(c: &Client, css: &str, value: &str) {
+pub(crate) async fn choose(c: &Client, css: &str, value: &str) {
     c.find(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
@@ -272,7 +271,7 @@ async fn choose(c: &Client, css: &str, value: &str) {
 }
 
 /// Navigates within the console by its hash route (no reload).
-async fn go(c: &Client, hash: &str) {
+pub(crate) async fn go(c: &Client, hash: &str) {
     js(c, "location.hash = arguments[0];", vec![json!(hash)]).await;
 }
 
@@ -283,7 +282,7 @@ async fn go(c: &Client, hash: &str) {
 /// and goes on firing whatever poll timers that arms, for several
 /// intervals' worth of rounds. None of it may make a request, and no poll
 /// may stay armed (an armed one would ask once its time came).
-async fn a_hidden_tab_asks_nothing(c: &Client) {
+pub(crate) async fn a_hidden_tab_asks_nothing(c: &Client) {
     let fired = js(
         c,
         "return (async () => {
@@ -309,7 +308,7 @@ async fn a_hidden_tab_asks_nothing(c: &Client) {
 
 /// Opens the console and signs in with the admin token through the form;
 /// first makes sure a wrong token is refused with the API's own message.
-async fn sign_in(c: &Client, app: &App) {
+pub(crate) async fn sign_in(c: &Client, app: &App) {
     c.goto(&format!("{}/", app.url))
         .await
         .expect("open the console");
@@ -397,7 +396,7 @@ pub(crate) async fn screenshot(c: &Client, dir: &Path, name: &str) {
     std::fs::write(dir.join(name), png).expect("write screenshot");
 }
 
-async fn connect(app: &App, pool: &str, user: &str) -> Value {
+pub(crate) async fn connect(app: &App, pool: &str, user: &str) -> Value {
     app.ok(
         "POST",
         &format!("/api/v1/hostPools/{pool}/connect"),
@@ -408,7 +407,7 @@ async fn connect(app: &App, pool: &str, user: &str) -> Value {
 }
 
 /// The pool's algorithm and limit, as the API answers them, are these.
-async fn assert_pool_settings(app: &App, pool: &str, lb: &str, limit: u32) {
+pub(crate) async fn assert_pool_settings(app: &App, pool: &str, lb: &str, limit: u32) {
     let p = app
         .ok("GET", &format!("/api/v1/hostPools/{pool}"), None, 200)
         .await;
@@ -420,7 +419,7 @@ async fn assert_pool_settings(app: &App, pool: &str, lb: &str, limit: u32) {
 }
 
 /// The API's own one-line refusal ("Code: message") of `body` on `path`.
-async fn api_refusal(app: &App, method: &str, path: &str, body: Value) -> String {
+pub(crate) async fn api_refusal(app: &App, method: &str, path: &str, body: Value) -> String {
     let (status, v) = app.call(method, path, Some(body)).await;
     assert!(status >= 400, "{method} {path} was not refused: {v}");
     format!(
@@ -677,800 +676,4 @@ async fn next_link_carries_an_encoded_filter_as_sent() {
         ["d1", "d2"],
         "the two pages are the user's two sessions"
     );
-}
-
-/// The issue's whole story in the browser: sign in, create a pool, add
-/// hosts through the API, connect users and watch the counts change live,
-/// drain a host from the page and see the next connect avoid it, change the
-/// algorithm and limit, log a session off.
-#[tokio::test]
-async fn console_in_a_real_browser() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = Arc::new(App::spawn(&dir));
-    let (shots, _keep) = screenshot_dir();
-    let b = browser().await;
-    let c = &b.client;
-    sign_in(c, &app).await;
-
-    // Another pool already there, to have more than one row.
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/personal01",
-        Some(json!({"hostPoolType": "Personal", "loadBalancerType": "Persistent"})),
-        201,
-    )
-    .await;
-
-    // Create a pool from the form: first with a limit the API refuses,
-    // which must show the API's own message, then properly.
-    let want = api_refusal(
-        &app,
-        "PUT",
-        "/api/v1/hostPools/contosohp01",
-        json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst", "maxSessionLimit": 1_000_000}),
-    )
-    .await;
-    type_into(c, "#new-pool-name", "contosohp01").await;
-    choose(c, "#new-pool-type", "Pooled").await;
-    choose(c, "#new-pool-lb", "DepthFirst").await;
-    type_into(c, "#new-pool-limit", "1000000").await;
-    click(c, "#new-pool button[type=submit]").await;
-    let shown = wait_text(c, "#new-pool-message", "the API's refusal", |t| {
-        !t.is_empty()
-    })
-    .await;
-    assert_eq!(shown, want, "the form must show the API's own message");
-    // A combination the API refuses (P2), same message as the API's.
-    let want = api_refusal(
-        &app,
-        "PUT",
-        "/api/v1/hostPools/contosohp01",
-        json!({"hostPoolType": "Pooled", "loadBalancerType": "Persistent"}),
-    )
-    .await;
-    choose(c, "#new-pool-lb", "Persistent").await;
-    type_into(c, "#new-pool-limit", "").await;
-    click(c, "#new-pool button[type=submit]").await;
-    wait_text(c, "#new-pool-message", "the P2 refusal", |t| t == want).await;
-    choose(c, "#new-pool-lb", "DepthFirst").await;
-    type_into(c, "#new-pool-limit", "10").await;
-    click(c, "#new-pool button[type=submit]").await;
-    wait_text(c, "#new-pool-message", "the creation", |t| {
-        t.starts_with("Created host pool contosohp01")
-    })
-    .await;
-    assert_pool_settings(&app, "contosohp01", "DepthFirst", 10).await;
-    // Creating it again from the form does not replace it.
-    type_into(c, "#new-pool-name", "contosohp01").await;
-    click(c, "#new-pool button[type=submit]").await;
-    wait_text(c, "#new-pool-message", "the conflict", |t| {
-        t.starts_with("Conflict: host pool contosohp01 already exists")
-    })
-    .await;
-    let row = "#pools-table tr[data-pool='contosohp01']";
-    wait_text(c, &format!("{row} .lb"), "the new pool's row", |t| {
-        t == "DepthFirst"
-    })
-    .await;
-
-    // Hosts through the API; the list follows without a reload.
-    js(c, "window.__noReload = 42;", vec![]).await;
-    for i in 1..=12 {
-        app.ok(
-            "PUT",
-            &format!("/api/v1/hostPools/contosohp01/sessionHosts/sh{i:02}"),
-            Some(json!({"address": format!("10.0.0.{i}:3389")})),
-            201,
-        )
-        .await;
-    }
-    wait_text(c, &format!("{row} .hosts"), "12 hosts", |t| t == "12").await;
-
-    // A logon storm: 25 users at once. The count and its rate show it.
-    let mut storm = tokio::task::JoinSet::new();
-    for i in 1..=25 {
-        let app = app.clone();
-        storm.spawn(async move {
-            connect(&app, "contosohp01", &format!("user{i:02}@contoso.com")).await;
-        });
-    }
-    while let Some(r) = storm.join_next().await {
-        r.expect("connect task");
-    }
-    wait_text(c, &format!("{row} .sessions"), "25 sessions", |t| t == "25").await;
-    wait_text(c, &format!("{row} .rate"), "a rising session rate", |t| {
-        t.starts_with('+')
-    })
-    .await;
-    assert_eq!(
-        js(c, "return window.__noReload;", vec![]).await,
-        json!(42),
-        "the page must follow changes without a reload"
-    );
-    screenshot(c, &shots, "pools.png").await;
-
-    // The pool's page: DepthFirst filled sh01 and sh02 (10 each) and put 5
-    // on sh03.
-    click(c, &format!("{row} a")).await;
-    let hrow = |h: &str| format!("#hosts-table tr[data-host='{h}']");
-    wait_text(
-        c,
-        &format!("{} .sessions", hrow("sh01")),
-        "sh01 full",
-        |t| t == "10 / 10",
-    )
-    .await;
-    wait_text(c, &format!("{} .sessions", hrow("sh03")), "sh03", |t| {
-        t == "5 / 10"
-    })
-    .await;
-    wait_text(c, "#heat [data-host='sh01']", "the heat cell", |t| {
-        t.contains("10/10") && t.contains("full")
-    })
-    .await;
-    wait_text(c, "#pool-summary [data-stat='sessions']", "25", |t| {
-        t == "25"
-    })
-    .await;
-    assert_eq!(count(c, "#hosts-table tbody tr").await, 12);
-
-    // Load: metrics from heartbeats make the load index vary per host.
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/contosohp01",
-        Some(json!({"loadIndexSettings": {"cpuThreshold": 90, "memoryThreshold": 95}})),
-        200,
-    )
-    .await;
-    for i in 1..=12u32 {
-        let cpu = f64::from((i * 37) % 80 + 5);
-        app.ok(
-            "POST",
-            &format!("/api/v1/hostPools/contosohp01/sessionHosts/sh{i:02}/heartbeat"),
-            Some(json!({"cpuPercent": cpu, "memoryPercent": 40.0})),
-            200,
-        )
-        .await;
-    }
-    let li = app
-        .ok(
-            "GET",
-            "/api/v1/hostPools/contosohp01/sessionHosts/sh04",
-            None,
-            200,
-        )
-        .await["loadIndex"]
-        .to_string();
-    wait_text(
-        c,
-        &format!("{} .load .bar-text", hrow("sh04")),
-        "sh04's load index",
-        |t| t == li,
-    )
-    .await;
-    wait_text(
-        c,
-        &format!("{} .heartbeat", hrow("sh04")),
-        "a heartbeat",
-        |t| t.ends_with("s ago"),
-    )
-    .await;
-
-    // Drain sh03 from its toggle; the next connect avoids it.
-    click(c, &format!("{} input.drain", hrow("sh03"))).await;
-    wait_text(
-        c,
-        &format!("{} .switch-text", hrow("sh03")),
-        "Draining",
-        |t| t == "Draining",
-    )
-    .await;
-    let h = app
-        .ok(
-            "GET",
-            "/api/v1/hostPools/contosohp01/sessionHosts/sh03",
-            None,
-            200,
-        )
-        .await;
-    assert_eq!(h["allowNewSession"], false, "{h}");
-    let placed = connect(&app, "contosohp01", "late@contoso.com").await;
-    // DepthFirst would have taken sh03 (5 sessions, the most below 10).
-    assert_eq!(placed["sessionHost"], "sh04", "{placed}");
-    wait_text(
-        c,
-        &format!("{} .sessions", hrow("sh04")),
-        "sh04's session",
-        |t| t == "1 / 10",
-    )
-    .await;
-    wait_text(c, "#heat [data-host='sh03']", "sh03 draining", |t| {
-        t.contains("draining")
-    })
-    .await;
-    screenshot(c, &shots, "hosts.png").await;
-
-    // Change the algorithm and the limit from the pool's form: a refused
-    // limit shows the API's message, then a good change is applied.
-    let want = api_refusal(
-        &app,
-        "PATCH",
-        "/api/v1/hostPools/contosohp01",
-        json!({"maxSessionLimit": "ten"}),
-    )
-    .await;
-    type_into(c, "#pool-limit", "ten").await;
-    click(c, "#pool-settings button[type=submit]").await;
-    wait_text(c, "#pool-settings-message", "the API's refusal", |t| {
-        t == want
-    })
-    .await;
-    choose(c, "#pool-lb", "BreadthFirst").await;
-    type_into(c, "#pool-limit", "20").await;
-    click(c, "#pool-settings button[type=submit]").await;
-    wait_text(c, "#pool-settings-message", "the saved settings", |t| {
-        t.starts_with("Saved: BreadthFirst, limit 20")
-    })
-    .await;
-    assert_pool_settings(&app, "contosohp01", "BreadthFirst", 20).await;
-    wait_text(c, "#pool-summary [data-stat='lb']", "BreadthFirst", |t| {
-        t == "BreadthFirst"
-    })
-    .await;
-
-    // Undrain from the toggle.
-    click(c, &format!("{} input.drain", hrow("sh03"))).await;
-    wait_text(
-        c,
-        &format!("{} .switch-text", hrow("sh03")),
-        "Accepting",
-        |t| t == "Accepting",
-    )
-    .await;
-    assert!(
-        crate::eventually(PAGE_TIMEOUT, || async {
-            app.ok(
-                "GET",
-                "/api/v1/hostPools/contosohp01/sessionHosts/sh03",
-                None,
-                200,
-            )
-            .await["allowNewSession"]
-                == true
-        })
-        .await
-    );
-
-    // Sessions: filter by user, see the user's host, log the session off.
-    // contosohp01 is the first pool by name, so the page opens on it.
-    click(c, "#nav a[data-nav='sessions']").await;
-    wait_text(c, "#sessions-pager .pager-text", "26 sessions", |t| {
-        t == "Sessions 1–26 of 26"
-    })
-    .await;
-    screenshot(c, &shots, "sessions.png").await;
-    type_into(c, "#s-user", "LATE@contoso.com").await;
-    click(c, "#sessions-filter button[type=submit]").await;
-    wait_text(c, "#sessions-pager .pager-text", "one session", |t| {
-        t.starts_with("Sessions 1–1 (user LATE@contoso.com)")
-    })
-    .await;
-    let srow = "#sessions-table tr[data-user='late@contoso.com']";
-    assert_eq!(
-        text(c, &format!("{srow} .host")).await.as_deref(),
-        Some("sh04")
-    );
-    click(c, &format!("{srow} button.logoff")).await;
-    wait_text(
-        c,
-        &format!("{srow} button.logoff"),
-        "the confirmation",
-        |t| t == "Confirm log off",
-    )
-    .await;
-    click(c, &format!("{srow} button.logoff")).await;
-    wait_text(c, "#sessions-error", "the logoff", |t| {
-        t.starts_with("Logged off late@contoso.com")
-    })
-    .await;
-    let left = app
-        .ok(
-            "GET",
-            "/api/v1/hostPools/contosohp01/userSessions?user=late@contoso.com",
-            None,
-            200,
-        )
-        .await;
-    assert_eq!(left["value"], json!([]), "{left}");
-    wait_js(
-        c,
-        "return document.querySelectorAll('#sessions-table tbody tr').length === 0;",
-        "the row gone",
-    )
-    .await;
-    wait_text(c, "#sessions-empty", "no match", |t| {
-        t == "No session matches."
-    })
-    .await;
-
-    // A hidden tab asks nothing until it is shown again. (Headless
-    // chromium never hides a tab, so the page is told it is hidden the way
-    // the browser would tell it: document.hidden and a visibilitychange.)
-    js(
-        c,
-        "Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});
-         document.dispatchEvent(new Event('visibilitychange'));",
-        vec![],
-    )
-    .await;
-    wait_text(c, "#live", "the paused indicator", |t| {
-        t.starts_with("❚❚ Paused")
-    })
-    .await;
-    let before = js(c, "return window.__calls.length;", vec![]).await;
-    a_hidden_tab_asks_nothing(c).await;
-    js(
-        c,
-        "delete document.hidden; document.dispatchEvent(new Event('visibilitychange'));",
-        vec![],
-    )
-    .await;
-    wait_js(
-        c,
-        &format!("return window.__calls.length > {before};"),
-        "polling again once visible",
-    )
-    .await;
-    wait_text(c, "#live", "the live indicator", |t| {
-        t.starts_with("● Live")
-    })
-    .await;
-
-    only_the_public_api_was_called(c, &app).await;
-
-    // Signing out forgets the token: the next page is the sign-in form.
-    click(c, "#signout").await;
-    wait_js(
-        c,
-        "return !!document.querySelector('#signin') \
-         && sessionStorage.getItem('deskbroker.adminToken') === null;",
-        "the sign-in form, without the token",
-    )
-    .await;
-    assert!(
-        !is_shown(c, "#signout").await,
-        "Sign out still shown after signing out"
-    );
-    b.client.clone().close().await.expect("close the browser");
-}
-
-/// Every request the page made went to the public API with the bearer
-/// token in a header (or fetched one of the console's own files), none
-/// carried the token in its URL, and each GET it made answers a script
-/// with the token the same.
-async fn only_the_public_api_was_called(c: &Client, app: &App) {
-    let calls = js(c, "return window.__calls;", vec![]).await;
-    let calls = calls.as_array().expect("calls");
-    assert!(calls.len() > 20, "too few calls recorded: {calls:?}");
-    let mut gets = std::collections::BTreeSet::new();
-    for call in calls {
-        let url = call["url"].as_str().unwrap();
-        assert!(url.starts_with("/api/v1/"), "the console called {url}");
-        assert!(call["bearer"] == true, "{url} without the bearer token");
-        assert!(!url.contains(TOKEN), "the token is in a URL: {url}");
-        if call["method"] == "GET" {
-            gets.insert(url.to_string());
-        }
-    }
-    let resources = js(
-        c,
-        "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href]);",
-        vec![],
-    )
-    .await;
-    for r in resources.as_array().unwrap() {
-        let r = r.as_str().unwrap();
-        assert!(!r.contains(TOKEN), "the token is in a URL: {r}");
-        let path = r
-            .strip_prefix(&app.url)
-            .unwrap_or_else(|| panic!("{r} is not the broker"));
-        assert!(
-            path.starts_with("/api/v1/")
-                || path.starts_with("/console/")
-                || path.starts_with("/#")
-                || path == "/",
-            "the page loaded {r}"
-        );
-    }
-    for url in gets {
-        let (status, v) = app.call("GET", &url, None).await;
-        assert!(
-            status == 200 || status == 404,
-            "GET {url} answers a script {status}: {v}"
-        );
-    }
-}
-
-/// A pool of 10,000 hosts: the console shows it a page at a time (the
-/// first page, the last, a page of 1,000, a link straight to a page), and
-/// its sessions too. How fast is not asserted: on a loaded machine running
-/// the suite in parallel any bound would be a guess (tests assert
-/// behaviour; timings belong in benchmarks).
-#[tokio::test]
-async fn console_shows_a_10000_host_pool() {
-    const HOSTS: usize = 10_000;
-    /// Parallel registrations (the store commits them in groups).
-    const CONCURRENCY: usize = 32;
-    let dir = tempfile::tempdir().unwrap();
-    let app = Arc::new(App::spawn(&dir));
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/big",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst", "maxSessionLimit": 20})),
-        201,
-    )
-    .await;
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..HOSTS {
-        if tasks.len() >= CONCURRENCY {
-            tasks.join_next().await.unwrap().unwrap();
-        }
-        let app = app.clone();
-        tasks.spawn(async move {
-            let address = format!("10.{}.{}.{}:3389", i / 65536, (i / 256) % 256, i % 256);
-            app.ok(
-                "PUT",
-                &format!("/api/v1/hostPools/big/sessionHosts/h{:05}", i + 1),
-                Some(json!({ "address": address })),
-                201,
-            )
-            .await;
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r.unwrap();
-    }
-    for i in 0..200 {
-        connect(&app, "big", &format!("u{i}@x")).await;
-    }
-    let whole = app
-        .ok("GET", "/api/v1/hostPools/big/sessionHosts", None, 200)
-        .await;
-    assert_eq!(whole["value"].as_array().map_or(0, Vec::len), HOSTS);
-
-    // Registered in parallel, so query order is not name order: the last
-    // host is the API's.
-    let last = app
-        .ok(
-            "GET",
-            "/api/v1/hostPools/big/sessionHosts?pageSize=1&initialSkip=9999",
-            None,
-            200,
-        )
-        .await;
-    let last_host = format!(
-        "{}{}",
-        last["value"][0]["name"].as_str().unwrap(),
-        last["value"][0]["address"].as_str().unwrap()
-    );
-
-    let b = browser().await;
-    let c = &b.client;
-    sign_in(c, &app).await;
-    go(c, "#/pools/big").await;
-    wait_text(c, "#hosts-pager .pager-text", "the first page", |t| {
-        t == "Hosts 1–100 of 10,000"
-    })
-    .await;
-    wait_js(
-        c,
-        "return document.querySelectorAll('#hosts-table tbody tr').length === 100 \
-         && document.querySelectorAll('#heat .cell').length === 100;",
-        "100 rows and 100 heat cells",
-    )
-    .await;
-    click(c, "#hosts-pager a[data-rel='last']").await;
-    wait_text(c, "#hosts-pager .pager-text", "the last page", |t| {
-        t == "Hosts 9,901–10,000 of 10,000"
-    })
-    .await;
-    wait_text(
-        c,
-        "#hosts-table tbody tr:last-child th",
-        "the last host in query order",
-        |t| t.starts_with(&last_host),
-    )
-    .await;
-    choose(c, "#hosts-pager-size", "1000").await;
-    wait_js(
-        c,
-        "return document.querySelectorAll('#hosts-table tbody tr').length === 1000;",
-        "a page of 1,000",
-    )
-    .await;
-    // A link straight to the third page of 1,000.
-    go(c, "#/pools/big?page=3&size=1000").await;
-    wait_text(
-        c,
-        "#hosts-pager .pager-text",
-        "the third page of 1,000",
-        |t| t == "Hosts 2,001–3,000 of 10,000",
-    )
-    .await;
-    wait_js(
-        c,
-        "return document.querySelectorAll('#hosts-table tbody tr').length === 1000;",
-        "the third page's 1,000 rows",
-    )
-    .await;
-
-    // Sessions page by page too: 200 of them, 100 a page.
-    go(c, "#/sessions?pool=big").await;
-    wait_text(
-        c,
-        "#sessions-pager .pager-text",
-        "the first 100 sessions",
-        |t| t == "Sessions 1–100 of 200",
-    )
-    .await;
-    click(c, "#sessions-pager a[data-rel='next']").await;
-    wait_text(
-        c,
-        "#sessions-pager .pager-text",
-        "the next 100 sessions",
-        |t| t == "Sessions 101–200 of 200",
-    )
-    .await;
-    assert_eq!(count(c, "#sessions-table tbody tr").await, 100);
-    b.client.clone().close().await.expect("close the browser");
-}
-
-/// Signs in through the form with `token` (any credential), and waits for
-/// the pools page.
-async fn sign_in_as(c: &Client, app: &App, token: &str) {
-    c.goto(&format!("{}/", app.url))
-        .await
-        .expect("open the console");
-    type_into(c, "#token", token).await;
-    click(c, "#signin button[type=submit]").await;
-    wait_js(
-        c,
-        "return !!document.querySelector('#pools-table');",
-        "the pools page after sign-in",
-    )
-    .await;
-}
-
-/// Rules T1 and T5 in the console: a reader signs in with its own
-/// credential and sees no change buttons; an operator drains a host, and
-/// the audit page shows that entry with the operator as its actor.
-#[tokio::test]
-async fn each_role_sees_its_actions_and_the_audit_page_shows_a_drain() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
-    pool_with_hosts(&app, "p", "BreadthFirst", 5, 2).await;
-    connect(&app, "p", "alice").await;
-    let token = |v: Value| v["token"].as_str().expect("token").to_string();
-    let reader = token(
-        app.ok(
-            "POST",
-            "/api/v1/credentials",
-            Some(json!({"name": "watcher", "role": "reader"})),
-            201,
-        )
-        .await,
-    );
-    let operator = token(
-        app.ok(
-            "POST",
-            "/api/v1/credentials",
-            Some(json!({"name": "ops", "role": "operator"})),
-            201,
-        )
-        .await,
-    );
-    let b = browser().await;
-    let c = &b.client;
-
-    sign_in_as(c, &app, &reader).await;
-    wait_text(c, "#whoami", "who is signed in", |t| {
-        t == "watcher (reader)"
-    })
-    .await;
-    assert_eq!(count(c, "#new-pool").await, 0, "a reader creates no pool");
-    go(c, "#/pools/p").await;
-    wait_js(
-        c,
-        "return document.querySelectorAll('#hosts-table tbody tr').length === 2;",
-        "the hosts of p",
-    )
-    .await;
-    assert_eq!(
-        count(c, "input.drain").await,
-        0,
-        "a reader has no drain switch"
-    );
-    assert_eq!(
-        count(c, "#pool-settings").await,
-        0,
-        "nor the pool's settings"
-    );
-    go(c, "#/sessions?pool=p").await;
-    wait_js(
-        c,
-        "return !!document.querySelector('tr[data-user=\"alice\"]');",
-        "alice's session",
-    )
-    .await;
-    assert_eq!(
-        count(c, "button.logoff").await,
-        0,
-        "a reader logs nobody off"
-    );
-    click(c, "#signout").await;
-
-    sign_in_as(c, &app, &operator).await;
-    assert_eq!(
-        count(c, "#new-pool").await,
-        0,
-        "an operator creates no pool"
-    );
-    go(c, "#/pools/p").await;
-    wait_js(
-        c,
-        "return document.querySelectorAll('input.drain').length === 2;",
-        "the operator's drain switches",
-    )
-    .await;
-    assert_eq!(
-        count(c, "#pool-settings").await,
-        0,
-        "an operator edits no pool"
-    );
-    click(c, "input.drain[data-host=\"h1\"]").await;
-    let drained = crate::eventually(std::time::Duration::from_secs(10), || async {
-        app.ok("GET", "/api/v1/hostPools/p/sessionHosts/h1", None, 200)
-            .await["allowNewSession"]
-            == false
-    })
-    .await;
-    assert!(drained, "the operator's switch drained h1");
-    go(c, "#/sessions?pool=p").await;
-    wait_js(
-        c,
-        "return !!document.querySelector('button.logoff');",
-        "the operator's log off button",
-    )
-    .await;
-    go(c, "#/audit").await;
-    let action = wait_text(
-        c,
-        "#audit-table tr[data-actor=\"credential:ops\"] .action",
-        "the operator's drain in the audit log",
-        |t| t == "PATCH /api/v1/hostPools/p/sessionHosts/h1",
-    )
-    .await;
-    assert!(!action.is_empty());
-    let change = text(c, "#audit-table tr[data-actor=\"credential:ops\"] .change")
-        .await
-        .unwrap_or_default();
-    assert!(change.contains("allowNewSession: true → false"), "{change}");
-}
-
-/// `POST …/heartbeat` of `host` in `pool` with its credential.
-async fn heartbeat(app: &App, pool: &str, host: &str, credential: &str, body: Value) {
-    let (status, v) = app
-        .call_with(
-            "POST",
-            &format!("/api/v1/hostPools/{pool}/sessionHosts/{host}/heartbeat"),
-            Some(body),
-            Some(credential),
-        )
-        .await;
-    assert_eq!(status, 200, "{v}");
-}
-
-/// The host table says how the broker hears of each host and what the
-/// watching agent's last scrape found wrong. That error is written by
-/// whoever controls the host's side (a compromised host, or its
-/// exporter's answer quoted): the console shows it as text, so markup in
-/// it makes no element and runs nothing.
-#[tokio::test]
-async fn the_host_table_shows_each_hosts_source_and_scrape_error_as_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/win",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
-        201,
-    )
-    .await;
-    let linux = crate::enroll(&app, "win", "xrdp01", "10.0.0.10:3389").await;
-    let watched = crate::enroll(&app, "win", "rdsh01", "10.0.0.11:3389").await;
-    crate::enroll(&app, "win", "manual01", "10.0.0.12:3389").await;
-    heartbeat(&app, "win", "xrdp01", &linux, json!({"source": "agent"})).await;
-    let hostile = r#"<img src=x onerror="window.__owned=1"><script>window.__owned=2</script> collector <b>failed</b> &amp; "quoted""#;
-    heartbeat(
-        &app,
-        "win",
-        "rdsh01",
-        &watched,
-        json!({"source": "windowsExporter", "scrapeError": hostile}),
-    )
-    .await;
-
-    let b = browser().await;
-    let c = &b.client;
-    sign_in(c, &app).await;
-    go(c, "#/pools/win").await;
-    let row = |h: &str| format!("#hosts-table tr[data-host='{h}']");
-    let shown = wait_text(
-        c,
-        &format!("{} .scrape-error", row("rdsh01")),
-        "rdsh01's scrape error",
-        |t| !t.is_empty(),
-    )
-    .await;
-    assert_eq!(shown, hostile, "the error, character for character");
-    assert!(
-        is_shown(c, &format!("{} .scrape-error", row("rdsh01"))).await,
-        "the error is not visible"
-    );
-    assert_eq!(
-        text(c, &format!("{} .source", row("rdsh01")))
-            .await
-            .as_deref(),
-        Some("windows_exporter")
-    );
-    // Its markup made no element and ran nothing.
-    let made = js(
-        c,
-        "const t = document.querySelector('#hosts-table'); \
-         return [t.querySelectorAll('img, script, b').length, window.__owned === undefined];",
-        vec![],
-    )
-    .await;
-    assert_eq!(made, json!([0, true]));
-
-    // The Linux agent's host, and one that never sent a heartbeat: no
-    // error shown.
-    assert_eq!(
-        text(c, &format!("{} .source", row("xrdp01")))
-            .await
-            .as_deref(),
-        Some("agent")
-    );
-    assert_eq!(
-        text(c, &format!("{} .source", row("manual01")))
-            .await
-            .as_deref(),
-        Some("—")
-    );
-    for h in ["xrdp01", "manual01"] {
-        assert!(
-            !is_shown(c, &format!("{} .scrape-error", row(h))).await,
-            "{h} shows a scrape error"
-        );
-    }
-
-    // A whole scrape clears the error on the next poll.
-    heartbeat(
-        &app,
-        "win",
-        "rdsh01",
-        &watched,
-        json!({"source": "windowsExporter"}),
-    )
-    .await;
-    wait_js(
-        c,
-        &format!(
-            "const e = document.querySelector(\"{} .scrape-error\"); \
-             return !!e && e.hidden && e.textContent === '';",
-            row("rdsh01")
-        ),
-        "rdsh01's error cleared",
-    )
-    .await;
 }

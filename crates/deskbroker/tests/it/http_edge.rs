@@ -484,7 +484,7 @@ async fn the_admin_token_and_the_data_directory_are_kept_private() {
     );
     assert!(err.contains("at least 32 characters"), "{err}");
     let file = dir.path().join("token");
-    std::fs::write(&file, "short-token\n").unwrap();
+    crate::write_secret(&file, "short-token\n");
     let err = refused_start(&data, &["--admin-token-file", file.to_str().unwrap()], &[]);
     assert!(
         err.contains("at least 32 characters") && err.contains("--admin-token-file"),

@@ -8,10 +8,14 @@ mod agent;
 mod api;
 mod audit;
 mod audit_abuse;
+mod backup;
 mod bench;
 mod cli;
+mod config;
 mod console;
+mod console_browser;
 mod console_power;
+mod console_views;
 mod durability;
 mod entitlements;
 mod front_door_trust;
@@ -31,6 +35,7 @@ mod rdp;
 mod registration;
 mod replicas;
 mod scaling_plans;
+mod schema_versions;
 mod sim;
 mod start_on_connect;
 mod takeover;
@@ -87,6 +92,17 @@ pub async fn signing_secret(data_dir: &Path) -> String {
     keys.expect("the broker made a signing key").keys[0]
         .secret
         .clone()
+}
+
+/// Writes a secret file (a token, a client secret) readable by its owner
+/// only (0600): the broker refuses one that others may read.
+pub fn write_secret(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write the secret file");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
+    }
 }
 
 /// How long `deskbroker serve` may take to print that it listens: it opens

@@ -120,7 +120,7 @@ fn give_up(mut child: Child, log: &tempfile::NamedTempFile, what: &str) -> ! {
 /// door (the `.rdp` files need one).
 fn spawn_broker(dir: &tempfile::TempDir, port: u16, issuer: &str, extra: &[&str]) -> App {
     let secret = dir.path().join("client-secret");
-    std::fs::write(&secret, format!("{CLIENT_SECRET}\n")).unwrap();
+    crate::write_secret(&secret, &format!("{CLIENT_SECRET}\n"));
     let secret = secret.display().to_string();
     let mut args = vec![
         "--rdp-listen",
@@ -650,7 +650,7 @@ async fn a_portal_not_configured_or_a_provider_down_says_so() {
     // A provider over plain HTTP beyond loopback is refused at start.
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
-    std::fs::write(&secret, CLIENT_SECRET).unwrap();
+    crate::write_secret(&secret, CLIENT_SECRET);
     let out = Command::new(crate::exe())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data"))
@@ -678,7 +678,7 @@ async fn replicas_serve_the_portal_through_the_leader() {
     let public = "http://desktops.contoso.test";
     let provider = start_provider(public, "127.0.0.1", json!({}));
     let secret = dir.path().join("client-secret");
-    std::fs::write(&secret, CLIENT_SECRET).unwrap();
+    crate::write_secret(&secret, CLIENT_SECRET);
     let secret = secret.display().to_string();
     let args = [
         "--database-url",

@@ -60,7 +60,7 @@ mod error;
 mod lease;
 mod load;
 mod lock;
-mod schema;
+pub(crate) mod schema;
 #[cfg(feature = "testing")]
 mod scratch;
 
@@ -80,7 +80,10 @@ pub use error::PostgresError;
 use lease::Predecessor;
 pub use lease::{Lease, LeaseLost, RENEWALS_PER_LEASE};
 #[cfg(feature = "testing")]
-pub use scratch::{ScratchDatabase, TEST_SERVER_URL_DEFAULT, TEST_SERVER_URL_ENV, test_server_url};
+pub use scratch::{
+    ScratchDatabase, TEST_SERVER_URL_DEFAULT, TEST_SERVER_URL_ENV, execute_for_tests,
+    test_server_url,
+};
 
 /// Connections a store opens to the server: one, behind a mutex. The
 /// broker's writer applies one batch at a time, so a second connection

@@ -11,7 +11,7 @@ use crate::StoreError;
 /// Migrations, in order; `schema_version.version` is how many have been
 /// applied. Numbered as the SQLite store's, so a version means the same
 /// tables in both.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: pools, hosts, sessions. Unlike SQLite, sessions are indexed by
     // host: PostgreSQL's foreign-key cascade looks up the sessions of each
     // deleted host with a query of its own, and without this index every
@@ -164,10 +164,10 @@ pub(super) async fn migrate(client: &Client) -> Result<(), StoreError> {
     let known = MIGRATIONS.len();
     if version < 0 || version as usize > known {
         let _ = client.batch_execute("ROLLBACK").await;
-        return Err(StoreError::Corrupt(format!(
-            "the database has schema version {version}, newer than this deskbroker \
-             knows ({known}): upgrade deskbroker"
-        )));
+        return Err(StoreError::NewerSchema {
+            found: version.into(),
+            known,
+        });
     }
     let apply = async {
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {

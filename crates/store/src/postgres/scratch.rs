@@ -19,6 +19,17 @@ pub fn test_server_url() -> String {
     std::env::var(TEST_SERVER_URL_ENV).unwrap_or_else(|_| TEST_SERVER_URL_DEFAULT.into())
 }
 
+/// Runs `sql` (any number of statements) on the database of `url`: for
+/// tests that build a database by hand, such as the fixtures of an earlier
+/// schema version.
+pub async fn execute_for_tests(url: &str, sql: &str) -> Result<(), StoreError> {
+    let (client, _) = open_connection(url).await?;
+    client
+        .batch_execute(sql)
+        .await
+        .map_err(|e| PostgresError::query("a test's statements failed", e).into())
+}
+
 /// A fresh database for one test (of this crate or of the binary), created
 /// through the server URL's database and dropped (`WITH (FORCE)`, ending
 /// any session still on it) when this value is dropped, even when the

@@ -77,25 +77,25 @@
 //!   refused to connections without one before the broker is asked to
 //!   place. The front door holds no key that mints tickets.
 
+mod relay;
+
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use placement::SessionState;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::hold::{self, Hold, WaitEnd, Waited};
+use crate::door::{Client, Door, NoHost, Report, dial, logon_evidence, release};
+use crate::hold::{Hold, WaitEnd};
 use crate::pdu::{self, HANDSHAKE_TIMEOUT, Routing};
 use crate::placer::{ConnectInput, Placer};
 use crate::redirect::{RedirectKeys, RedirectRefusal};
 use crate::sources::{self, Limits, SourceGuard, Sources};
+
+use relay::relay;
 
 /// Connections open at once (in handshake or relayed). At the limit the
 /// front door stops accepting; the kernel's backlog holds the next ones.
@@ -367,43 +367,6 @@ impl Live {
     }
 }
 
-/// What happened to one connection: its log line and metrics. Shared
-/// with the RD Gateway (`rd_gateway.rs`), whose tunnels log the same line.
-#[derive(Default)]
-pub(crate) struct Report {
-    pub user: Option<String>,
-    pub pool: Option<String>,
-    pub host: Option<String>,
-    pub session_id: Option<String>,
-    pub reconnect: bool,
-    pub client_to_host_bytes: u64,
-    pub host_to_client_bytes: u64,
-    pub detail: Option<String>,
-    /// The first PDU's refusal reason, for the refusal counter.
-    pub handshake_reason: Option<&'static str>,
-}
-
-impl Report {
-    /// The connection's log line: `what` ("rdp connection", "rd gateway
-    /// connection"), its outcome and how long it lasted.
-    pub(crate) fn log(&self, what: &str, peer: SocketAddr, outcome: &str, duration: Duration) {
-        tracing::info!(
-            %peer,
-            user = self.user.as_deref().unwrap_or("-"),
-            pool = self.pool.as_deref().unwrap_or("-"),
-            host = self.host.as_deref().unwrap_or("-"),
-            session = self.session_id.as_deref().unwrap_or("-"),
-            reconnect = self.reconnect,
-            outcome,
-            duration_ms = duration.as_millis() as u64,
-            client_to_host_bytes = self.client_to_host_bytes,
-            host_to_client_bytes = self.host_to_client_bytes,
-            detail = self.detail.as_deref().unwrap_or(""),
-            "{what}"
-        );
-    }
-}
-
 /// How a connection ended, as the `outcome` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Outcome {
@@ -619,131 +582,103 @@ async fn connection<P: Placer>(
     let user = user.unwrap_or_else(|| format!("{ANONYMOUS_USER_PREFIX}{}", uuid::Uuid::new_v4()));
     report.user = Some(user.clone());
 
-    let mut request = ConnectInput {
+    let request = ConnectInput {
         user,
         ticket,
         ..ConnectInput::default()
     };
-    let hold = Hold {
-        wait: config.host_start_wait,
-        retry_interval: config.host_start_retry_interval,
-        max_waiting: config.max_waiting_connections,
-        waiting: &shared.waiting,
-        gauge: "deskbroker_rdp_waiting_connections",
-        door: "rdp",
+    let door = Door {
+        placer,
+        pool: &pool,
+        hold: Hold {
+            wait: config.host_start_wait,
+            retry_interval: config.host_start_retry_interval,
+            max_waiting: config.max_waiting_connections,
+            waiting: &shared.waiting,
+            gauge: "deskbroker_rdp_waiting_connections",
+            door: "rdp",
+        },
+        source,
+        attempts: config.max_placement_attempts,
+        dial_timeout: config.host_connect_timeout,
     };
-    let mut counted = false;
-    for _ in 0..config.max_placement_attempts {
-        let placed =
-            match hold::connect_or_wait(placer, &pool, &request, &hold, source, closed(&client))
-                .await
-            {
-                Ok(p) => p,
-                Err(Waited::Gave(end, detail)) => {
-                    report.detail = Some(detail);
-                    return match end {
-                        WaitEnd::Limit(reason) => Outcome::WaitingLimit(reason),
-                        WaitEnd::Timeout => Outcome::HostStartTimeout,
-                        WaitEnd::ClientLeft => Outcome::ClientLeft,
-                    };
-                }
-                Err(Waited::Refused(e)) => {
-                    report.detail = Some(e.to_string());
-                    return match e {
-                        crate::PlacerError::Refused {
-                            code: api::ErrorCode::InvalidConnectionTicket,
-                            ..
-                        } => Outcome::TicketRefused,
-                        crate::PlacerError::Refused { .. } => Outcome::Refused,
-                        crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
-                    };
-                }
-            };
-        report.host = Some(placed.host.clone());
-        report.session_id = Some(placed.session_id.clone());
-        report.reconnect = placed.reconnect;
-        if !placed.reconnect && !counted {
-            // A new session counts against its source's share per minute
-            // (one per connection, whatever R5's retries place).
-            if let Err(refusal) = source.new_session() {
-                release(placer, &pool, &placed.session_id).await;
-                report.session_id = None;
-                report.detail = Some(format!("{}: too many new sessions", refusal.reason()));
-                return Outcome::SourceLimit;
-            }
-            counted = true;
+    let (host, placed) = match door
+        .place_and_dial(request, &mut Peer(&client), report)
+        .await
+    {
+        Ok(dialled) => dialled,
+        Err(NoHost::Waited(WaitEnd::Limit(reason))) => return Outcome::WaitingLimit(reason),
+        Err(NoHost::Waited(WaitEnd::Timeout)) => return Outcome::HostStartTimeout,
+        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Outcome::ClientLeft,
+        Err(NoHost::Refused(crate::PlacerError::Refused {
+            code: api::ErrorCode::InvalidConnectionTicket,
+            ..
+        })) => return Outcome::TicketRefused,
+        Err(NoHost::Refused(crate::PlacerError::Refused { .. })) => return Outcome::Refused,
+        Err(NoHost::Refused(crate::PlacerError::Unreachable(_))) => {
+            return Outcome::BrokerUnreachable;
         }
-        match dial(&placed.address, config.host_connect_timeout).await {
-            Ok(host) => {
-                // Ownership (see the module's documentation): a claimed
-                // name never changes an existing session (R4).
-                let owned = (!placed.reconnect || ticketed)
-                    && shared.live.join(
-                        &pool,
-                        &placed.session_id,
-                        !placed.reconnect || placed.state == SessionState::Disconnected,
-                        !placed.reconnect,
-                    );
-                if !owned {
-                    report.detail = Some(if ticketed {
-                        "reconnect to a session live elsewhere: its state is left alone".into()
-                    } else {
-                        "reconnect without a ticket: the session's state is left alone".into()
-                    });
+        Err(NoHost::SourceLimit) => return Outcome::SourceLimit,
+        Err(NoHost::Unreachable) => return Outcome::HostUnreachable,
+    };
+    // Ownership (see the module's documentation): a claimed name never
+    // changes an existing session (R4).
+    let owned = (!placed.reconnect || ticketed)
+        && shared.live.join(
+            &pool,
+            &placed.session_id,
+            !placed.reconnect || placed.state == SessionState::Disconnected,
+            !placed.reconnect,
+        );
+    if !owned {
+        report.detail = Some(if ticketed {
+            "reconnect to a session live elsewhere: its state is left alone".into()
+        } else {
+            "reconnect without a ticket: the session's state is left alone".into()
+        });
+    }
+    let outcome = relay(
+        client,
+        host,
+        &first_pdu,
+        owned.then_some((pool.as_str(), placed.session_id.as_str())),
+        placer,
+        config,
+        source,
+        report,
+    )
+    .await;
+    if owned {
+        let logon_seen = logon_evidence(report, first_pdu.len());
+        match shared.live.leave(&pool, &placed.session_id, logon_seen) {
+            None => {}
+            Some(end) if end || anonymous => {
+                if end {
+                    metrics::counter!("deskbroker_rdp_sessions_without_logon_total").increment(1);
                 }
-                let outcome = relay(
-                    client,
-                    host,
-                    &first_pdu,
-                    owned.then_some((pool.as_str(), placed.session_id.as_str())),
-                    placer,
-                    config,
-                    source,
-                    report,
-                )
-                .await;
-                if owned {
-                    let logon_seen = logon_evidence(report, first_pdu.len());
-                    match shared.live.leave(&pool, &placed.session_id, logon_seen) {
-                        None => {}
-                        Some(end) if end || anonymous => {
-                            if end {
-                                metrics::counter!("deskbroker_rdp_sessions_without_logon_total")
-                                    .increment(1);
-                            }
-                            release(placer, &pool, &placed.session_id).await
-                        }
-                        Some(_) => {
-                            if let Err(e) = placer
-                                .set_session_state(
-                                    &pool,
-                                    &placed.session_id,
-                                    SessionState::Disconnected,
-                                )
-                                .await
-                            {
-                                tracing::warn!(pool, session = placed.session_id, error = %e,
-                                    "rdp: could not mark the session Disconnected");
-                            }
-                        }
-                    }
-                }
-                return outcome;
+                release(placer, "rdp", &pool, &placed.session_id).await
             }
-            Err(e) => {
-                report.detail = Some(format!("{} ({}): {e}", placed.host, placed.address));
-                if placed.reconnect {
-                    // Rule R5: a user's existing session is never replaced
-                    // by a new one elsewhere.
-                    return Outcome::HostUnreachable;
+            Some(_) => {
+                if let Err(e) = placer
+                    .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
+                    .await
+                {
+                    tracing::warn!(pool, session = placed.session_id, error = %e,
+                        "rdp: could not mark the session Disconnected");
                 }
-                release(placer, &pool, &placed.session_id).await;
-                report.session_id = None;
-                request.exclude.push(placed.host);
             }
         }
     }
-    Outcome::HostUnreachable
+    outcome
+}
+
+/// The front door's client while it is held: gone once it closes.
+struct Peer<'a>(&'a TcpStream);
+
+impl Client for Peer<'_> {
+    fn gone(&mut self) -> impl Future<Output = bool> + Send + '_ {
+        closed(self.0)
+    }
 }
 
 /// Resolves when the client has closed (true) or sent bytes (false),
@@ -751,17 +686,6 @@ async fn connection<P: Placer>(
 async fn closed(client: &TcpStream) -> bool {
     let mut byte = [0u8; 1];
     !matches!(client.peek(&mut byte).await, Ok(n) if n > 0)
-}
-
-/// Rule S9's evidence that a logon can have taken place on a connection
-/// (`first_pdu_bytes` of the client's are not counted: the front door's
-/// Connection Request).
-pub(crate) fn logon_evidence(report: &Report, first_pdu_bytes: usize) -> bool {
-    report.host_to_client_bytes >= LOGON_EVIDENCE_HOST_BYTES
-        && report
-            .client_to_host_bytes
-            .saturating_sub(first_pdu_bytes as u64)
-            >= LOGON_EVIDENCE_CLIENT_BYTES
 }
 
 /// Seconds since the Unix epoch (the redirection tokens' clock).
@@ -809,291 +733,5 @@ async fn redirect<P: Placer>(
             report.detail = Some(format!("{address}: {e}"));
             Outcome::HostUnreachable
         }
-    }
-}
-
-/// Ends a session the front door made, logging (not failing) if the broker refuses.
-async fn release<P: Placer>(placer: &P, pool: &str, session_id: &str) {
-    if let Err(e) = placer.logoff(pool, session_id).await {
-        tracing::warn!(pool, session = session_id, error = %e, "rdp: could not log off the session");
-    }
-}
-
-/// Connects to a session host within `timeout`, without Nagle's delay.
-/// Shared with the RD Gateway.
-pub(crate) async fn dial(address: &str, timeout: Duration) -> io::Result<TcpStream> {
-    match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
-        Ok(Ok(stream)) => {
-            let _ = stream.set_nodelay(true);
-            Ok(stream)
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("no connection within {timeout:?}"),
-        )),
-    }
-}
-
-/// Rule R4: forwards the first PDU byte for byte, marks the session Active,
-/// and copies both ways until either side closes (or fails): RDP has no
-/// use for a half-open connection, and the session is Disconnected as soon
-/// as one side is gone.
-///
-/// The copying starts while the session is being marked Active, so the
-/// host's first answer does not wait for that commit (one durable write
-/// fewer before the client's first byte: `deskbroker bench rdp`, see
-/// `docs/benchmarks.md`). Both are done before this returns, so the
-/// caller's Disconnected (or logoff) always comes after Active.
-#[allow(clippy::too_many_arguments)]
-async fn relay<P: Placer>(
-    client: TcpStream,
-    mut host: TcpStream,
-    first_pdu: &[u8],
-    session: Option<(&str, &str)>,
-    placer: &P,
-    config: &Config,
-    source: &SourceGuard,
-    report: &mut Report,
-) -> Outcome {
-    if let Err(e) = host.write_all(first_pdu).await {
-        report.detail = Some(format!("forwarding the first PDU: {e}"));
-        return Outcome::HostUnreachable;
-    }
-    report.client_to_host_bytes = first_pdu.len() as u64;
-    metrics::counter!("deskbroker_rdp_bytes_total", "direction" => "client_to_host")
-        .increment(first_pdu.len() as u64);
-    let mark_active = async {
-        if let Some((pool, id)) = session
-            && let Err(e) = placer
-                .set_session_state(pool, id, SessionState::Active)
-                .await
-        {
-            tracing::warn!(pool, session = id, error = %e, "rdp: could not mark the session Active");
-        }
-    };
-    let (client_read, mut client_write) = client.into_split();
-    let (host_read, mut host_write) = host.into_split();
-    let activity = Arc::new(Activity::new());
-    let mut from_client = Counted::new(client_read, "client_to_host");
-    from_client.activity = Some((activity.clone(), Side::Client));
-    let mut from_host = Counted::new(host_read, "host_to_client");
-    from_host.activity = Some((activity.clone(), Side::Host));
-    let (answered_tx, answered_rx) = tokio::sync::oneshot::channel();
-    let hook = source.answer_hook();
-    from_host.first_read = Some(Box::new(move || {
-        hook();
-        let _ = answered_tx.send(());
-    }));
-    // Until the host answers, the connection is a handshake of its source's
-    // (bounded, released by the hook the moment the host's first byte is
-    // read), and it is given up after `host_answer_timeout`.
-    let host_answer = async {
-        match tokio::time::timeout(config.host_answer_timeout, answered_rx).await {
-            Ok(Ok(())) => std::future::pending::<io::Result<()>>().await,
-            // The host closed without a byte: its pump ends the relay.
-            Ok(Err(_)) => std::future::pending::<io::Result<()>>().await,
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "the host did not answer within {:?}",
-                    config.host_answer_timeout
-                ),
-            )),
-        }
-    };
-    let idle = activity.idle(config.relay_idle_timeout, config.idle_timeout_without_logon);
-    let copy = async {
-        tokio::select! {
-            r = pump(&mut from_client, &mut host_write) => r,
-            r = pump(&mut from_host, &mut client_write) => r,
-            r = host_answer => r,
-            r = idle => r,
-        }
-    };
-    let ((), ended) = tokio::join!(mark_active, copy);
-    let unanswered = matches!(&ended, Err(e) if e.kind() == io::ErrorKind::TimedOut);
-    if let Err(e) = ended {
-        report.detail = Some(format!("relay ended: {e}"));
-    }
-    let _ = host_write.shutdown().await;
-    let _ = client_write.shutdown().await;
-    report.client_to_host_bytes += from_client.read_bytes;
-    report.host_to_client_bytes = from_host.read_bytes;
-    if unanswered {
-        return Outcome::HostUnreachable;
-    }
-    Outcome::Relayed
-}
-
-/// Copies `from` to `to` until `from` ends, through one buffer of
-/// [`RELAY_BUFFER_BYTES`] that is allocated but never zeroed (reads fill its
-/// spare capacity), so a connection that only handshakes costs no memset.
-async fn pump<R, W>(from: &mut R, to: &mut W) -> io::Result<()>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buffer = Vec::with_capacity(RELAY_BUFFER_BYTES);
-    loop {
-        // Empty, so the read fills the spare capacity and never grows it.
-        buffer.clear();
-        if from.read_buf(&mut buffer).await? == 0 {
-            return Ok(());
-        }
-        to.write_all(&buffer).await?;
-    }
-}
-
-/// Which side of a relayed connection bytes came from.
-#[derive(Clone, Copy, Debug)]
-enum Side {
-    Client,
-    Host,
-}
-
-/// What a relayed connection has carried, and when last, shared by its two
-/// directions and its idle watch (R4).
-struct Activity {
-    started: Instant,
-    /// Milliseconds from `started` to the last byte read either way.
-    last_ms: AtomicU64,
-    /// Bytes from the client past its first PDU.
-    client_bytes: AtomicU64,
-    host_bytes: AtomicU64,
-}
-
-impl Activity {
-    fn new() -> Activity {
-        Activity {
-            started: Instant::now(),
-            last_ms: AtomicU64::new(0),
-            client_bytes: AtomicU64::new(0),
-            host_bytes: AtomicU64::new(0),
-        }
-    }
-
-    fn saw(&self, side: Side, n: u64) {
-        let bytes = match side {
-            Side::Client => &self.client_bytes,
-            Side::Host => &self.host_bytes,
-        };
-        bytes.fetch_add(n, Ordering::Relaxed);
-        let ms = self.started.elapsed().as_millis() as u64;
-        self.last_ms.fetch_max(ms, Ordering::Relaxed);
-    }
-
-    /// Rule S9's evidence of a logon so far (as [`logon_evidence`]).
-    fn logon_seen(&self) -> bool {
-        self.host_bytes.load(Ordering::Relaxed) >= LOGON_EVIDENCE_HOST_BYTES
-            && self.client_bytes.load(Ordering::Relaxed) >= LOGON_EVIDENCE_CLIENT_BYTES
-    }
-
-    /// Resolves, with an error that ends the relay, once the connection has
-    /// carried no byte either way for `idle` (or `idle_without_logon`,
-    /// until it shows evidence of a logon); never otherwise.
-    async fn idle(&self, idle: Duration, idle_without_logon: Duration) -> io::Result<()> {
-        loop {
-            let limit = if self.logon_seen() {
-                idle
-            } else {
-                idle_without_logon
-            };
-            let last = self.started + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-            let deadline = last + limit;
-            if Instant::now() >= deadline {
-                let what = if self.logon_seen() {
-                    ""
-                } else {
-                    " without evidence of a logon"
-                };
-                return Err(io::Error::other(format!(
-                    "no byte either way for {limit:?}{what}"
-                )));
-            }
-            tokio::time::sleep_until(deadline.into()).await;
-        }
-    }
-}
-
-/// A stream that counts what is read from it, live in metrics and in total
-/// for the connection's log line (copy_bidirectional's own counts are lost
-/// when a side resets).
-struct Counted<S> {
-    inner: S,
-    read_bytes: u64,
-    counter: metrics::Counter,
-    /// Called when the first byte is read (the host has answered).
-    first_read: Option<Box<dyn FnOnce() + Send>>,
-    /// Where reads are told, for the relay's idle watch.
-    activity: Option<(Arc<Activity>, Side)>,
-}
-
-impl<S> Counted<S> {
-    fn new(inner: S, direction: &'static str) -> Counted<S> {
-        Counted {
-            inner,
-            read_bytes: 0,
-            counter: metrics::counter!("deskbroker_rdp_bytes_total", "direction" => direction),
-            first_read: None,
-            activity: None,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            let n = (buf.filled().len() - before) as u64;
-            self.read_bytes += n;
-            self.counter.increment(n);
-            if n > 0
-                && let Some((activity, side)) = &self.activity
-            {
-                activity.saw(*side, n);
-            }
-            if n > 0
-                && let Some(hook) = self.first_read.take()
-            {
-                hook();
-            }
-        }
-        polled
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
     }
 }

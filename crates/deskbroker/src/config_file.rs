@@ -1,0 +1,267 @@
+//! The configuration file of `serve` and `gateway`: TOML whose keys are
+//! the command's flags, named with underscores (`data_dir = "/var/lib/
+//! deskbroker"`), read with the agent's loader
+//! ([`agent::config::read_toml_file`]). The file is named by `--config
+//! FILE` or `DESKBROKER_CONFIG`, else [`DEFAULT_CONFIG`] is read when it
+//! exists.
+//!
+//! Precedence is flags, then `DESKBROKER_*` variables, then the file, then
+//! defaults. The file's settings become flags appended to the command line
+//! for those not given on it nor in the environment, so that clap parses
+//! and validates every source alike; each value is first checked with its
+//! flag's own parser, so that a bad one is reported with the file and key.
+//!
+//! Unknown keys are refused, naming the key and the file (a typo must not
+//! pass silently). Secrets never sit in the file, which is often readable
+//! by more people than a secret should be: the file names a file holding
+//! each (`admin_token_file`, `token_file`, `database_url_file` for a URL
+//! with a password, `oidc_client_secret_file`).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use agent::ConfigError;
+
+/// Read when neither `--config` nor `DESKBROKER_CONFIG` names a file, if
+/// it exists.
+pub const DEFAULT_CONFIG: &str = "/etc/deskbroker/deskbroker.toml";
+/// The variable naming the config file.
+pub const CONFIG_ENV: &str = "DESKBROKER_CONFIG";
+/// The commands that read a config file.
+const COMMANDS: [&str; 2] = ["serve", "gateway"];
+
+/// Settings that are secrets, and the key that names a file holding each.
+const INLINE_SECRETS: [(&str, &str); 2] =
+    [("admin_token", "admin_token_file"), ("token", "token_file")];
+
+/// A command line with the config file's settings appended as flags.
+pub struct WithFile {
+    pub argv: Vec<OsString>,
+    /// The file read, and the flags (long names) that came from it.
+    pub from_file: Option<(PathBuf, Vec<String>)>,
+}
+
+impl WithFile {
+    /// Says which file and key a clap error is about, when the flag it
+    /// names came from the config file; None otherwise.
+    pub fn explain(&self, e: &clap::Error) -> Option<String> {
+        let (path, longs) = self.from_file.as_ref()?;
+        let Some(clap::error::ContextValue::String(arg)) =
+            e.get(clap::error::ContextKind::InvalidArg)
+        else {
+            return None;
+        };
+        let long = arg.strip_prefix("--")?.split([' ', '=']).next()?;
+        longs.iter().any(|l| l == long).then(|| {
+            let said = e.to_string();
+            let said = said.lines().next().unwrap_or_default();
+            format!(
+                "config file {}: `{}`: {}",
+                path.display(),
+                long.replace('-', "_"),
+                said.strip_prefix("error: ").unwrap_or(said)
+            )
+        })
+    }
+}
+
+/// `argv` with the settings of the config file (if any) appended as flags,
+/// for `serve` and `gateway`; any other command line is answered as it is.
+pub fn apply(argv: Vec<OsString>, root: &clap::Command) -> Result<WithFile, ConfigError> {
+    let unchanged = |argv| {
+        Ok(WithFile {
+            argv,
+            from_file: None,
+        })
+    };
+    let Some(name) = argv.get(1).and_then(|a| a.to_str()) else {
+        return unchanged(argv);
+    };
+    if !COMMANDS.contains(&name) {
+        return unchanged(argv);
+    }
+    let name = name.to_string();
+    let given: Vec<OsString> = argv[2..]
+        .iter()
+        .take_while(|a| *a != "--")
+        .cloned()
+        .collect();
+    let given: Vec<&OsStr> = given.iter().map(OsString::as_os_str).collect();
+    if given
+        .iter()
+        .any(|a| ["-h", "--help", "-V", "--version"].contains(&a.to_str().unwrap_or_default()))
+    {
+        return unchanged(argv);
+    }
+    let Some(path) = config_path(&given) else {
+        return unchanged(argv);
+    };
+    let table: toml::Table = agent::config::read_toml_file(&path)?;
+    let mut root = root.clone();
+    root.build();
+    let command = root
+        .find_subcommand(&name)
+        .expect("serve and gateway are subcommands");
+    let mut flags = argv.clone();
+    let mut longs = Vec::new();
+    for (key, value) in &table {
+        let more = flag_of(command, &root, &path, key, value, &given)?;
+        if !more.is_empty() {
+            longs.push(key.replace('_', "-"));
+        }
+        flags.extend(more);
+    }
+    Ok(WithFile {
+        argv: flags,
+        from_file: Some((path, longs)),
+    })
+}
+
+/// `--config FILE` or `--config=FILE`, else `DESKBROKER_CONFIG`, else the
+/// default file when it exists.
+fn config_path(given: &[&OsStr]) -> Option<PathBuf> {
+    let mut args = given.iter();
+    while let Some(a) = args.next() {
+        if *a == "--config" {
+            return args.next().map(PathBuf::from);
+        }
+        if let Some(p) = a.to_str().and_then(|a| a.strip_prefix("--config=")) {
+            return Some(PathBuf::from(p));
+        }
+    }
+    if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    Some(PathBuf::from(DEFAULT_CONFIG)).filter(|p| p.exists())
+}
+
+/// The flag(s) standing for `key = value` of the file `path`: none when
+/// the flag is given on the command line or its variable is set.
+fn flag_of(
+    command: &clap::Command,
+    root: &clap::Command,
+    path: &Path,
+    key: &str,
+    value: &toml::Value,
+    given: &[&OsStr],
+) -> Result<Vec<OsString>, ConfigError> {
+    let refuse = |message: String| ConfigError::File {
+        path: path.to_path_buf(),
+        message,
+    };
+    if let Some((_, file_key)) = INLINE_SECRETS.iter().find(|(k, _)| *k == key) {
+        return Err(refuse(format!(
+            "`{key}` is a secret, never kept in the config file: put it in a file only the \
+             broker's user may read (chmod 600) and set `{file_key}` to that file"
+        )));
+    }
+    if key == "database_url" && value.as_str().is_some_and(url_has_password) {
+        return Err(refuse(
+            "`database_url` holds a password, a secret never kept in the config file: put \
+             the URL in a file only the broker's user may read (chmod 600) and set \
+             `database_url_file` to that file"
+                .into(),
+        ));
+    }
+    let long = key.replace('_', "-");
+    let arg = (key != "config" && !key.contains('-'))
+        .then(|| {
+            command
+                .get_arguments()
+                .chain(root.get_arguments().filter(|a| a.is_global_set()))
+                .find(|a| a.get_long() == Some(long.as_str()) && !a.is_hide_set())
+        })
+        .flatten()
+        .filter(|a| {
+            !matches!(
+                a.get_action(),
+                clap::ArgAction::Help | clap::ArgAction::Version
+            )
+        });
+    let Some(arg) = arg else {
+        return Err(refuse(format!(
+            "unknown key `{key}` (the keys are the flags of `{}`, named with underscores)",
+            command.get_name()
+        )));
+    };
+    let flag = format!("--{long}");
+    // Given on the command line or in the environment, it wins; and so
+    // does a setting there that excludes this one (DESKBROKER_ADMIN_TOKEN
+    // over the file's admin_token_file).
+    if given_elsewhere(arg, given)
+        || command
+            .get_arg_conflicts_with(arg)
+            .iter()
+            .any(|other| given_elsewhere(other, given))
+    {
+        return Ok(Vec::new());
+    }
+    let takes_no_value = matches!(
+        arg.get_action(),
+        clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
+    );
+    let text = match value {
+        toml::Value::Boolean(b) if takes_no_value => {
+            return Ok(if *b { vec![flag.into()] } else { Vec::new() });
+        }
+        _ if takes_no_value => {
+            return Err(refuse(format!("`{key}` must be true or false")));
+        }
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(n) => n.to_string(),
+        toml::Value::Float(x) => x.to_string(),
+        toml::Value::Boolean(b) => b.to_string(),
+        _ => {
+            return Err(refuse(format!(
+                "`{key}` must be a string, a number or true/false"
+            )));
+        }
+    };
+    Ok(vec![format!("{flag}={text}").into()])
+}
+
+/// Whether `arg` is given on the command line or by its variable.
+fn given_elsewhere(arg: &clap::Arg, given: &[&OsStr]) -> bool {
+    let on_command_line = arg.get_long().is_some_and(|long| {
+        let flag = format!("--{long}");
+        given.iter().any(|a| {
+            a.to_str()
+                .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
+        })
+    });
+    let in_environment = arg
+        .get_env()
+        .and_then(std::env::var_os)
+        .is_some_and(|v| !v.is_empty());
+    on_command_line || in_environment
+}
+
+/// Whether a `postgres://user:password@…` URL holds a password.
+fn url_has_password(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(user_info, _)| user_info.contains(':'))
+        || url.contains("password=")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_in_database_urls_are_seen() {
+        for (url, has) in [
+            ("postgres://u:p@h/db", true),
+            ("postgres://u@h/db", false),
+            ("postgres://h:5432/db", false),
+            ("postgresql://u@h/db?password=x", true),
+            ("postgres://u:p%40x@h:5432/db?sslmode=require", true),
+        ] {
+            assert_eq!(url_has_password(url), has, "{url}");
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! The configuration file of `serve` and `gateway` (`--config FILE`,
+//! `DESKBROKER_CONFIG`), secrets by file only, `--log-format json` and
+//! `--version`, through the real binary.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{App, TOKEN, exe, first_lines, write_secret};
+
+/// `deskbroker ARGS` with `env` (and without the variables the tests'
+/// environment might carry); answers (success, stderr) once it exits.
+fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = command(args, env).output().expect("run deskbroker");
+    assert!(!out.status.success(), "{args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(exe());
+    c.args(args)
+        .env_remove("DESKBROKER_ADMIN_TOKEN")
+        .env_remove("DESKBROKER_DATA_DIR")
+        .env_remove("DESKBROKER_LISTEN")
+        .env_remove("DESKBROKER_CONFIG")
+        .env_remove("DESKBROKER_LOG_FORMAT")
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied());
+    c
+}
+
+/// Starts `deskbroker ARGS`, waits for its first stdout line; answers the
+/// child and that line.
+fn started(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+    let mut child = command(args, env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start deskbroker");
+    match first_lines(&mut child, 1, Duration::from_secs(120)) {
+        Ok(mut lines) => (child, lines.remove(0)),
+        Err(e) => {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("{args:?} {e}: {}", String::from_utf8_lossy(&out.stderr))
+        }
+    }
+}
+
+/// An App for a broker started by hand (for its API and its cleanup).
+fn app(child: Child, line: &str, data_dir: &Path) -> App {
+    ::api::tls::install_default_provider();
+    App {
+        url: line.strip_prefix("listening on ").expect(line).to_string(),
+        http: reqwest::Client::new(),
+        child,
+        data_dir: data_dir.to_path_buf(),
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Everything from the file: listener, data dir, admin token by file,
+/// a front door, a bound, JSON logs; a stand-alone gateway from its own
+/// file, its token by file too.
+#[tokio::test]
+async fn serve_and_gateway_run_from_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("admin.token");
+    write_secret(&token, &format!("{TOKEN}\n"));
+    let data = dir.path().join("data");
+    let config = dir.path().join("deskbroker.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nadmin_token_file = \"{}\"\n\
+             audit_retention_days = 30\nrdp_max_connections_per_source = 7\n\
+             insecure_http = false\nlog_format = \"json\"\n",
+            s(&data),
+            s(&token)
+        ),
+    )
+    .unwrap();
+    let (mut child, line) = started(&["serve", "--config", s(&config)], &[]);
+    // The log is JSON, one object a line.
+    let stderr = child.stderr.take().unwrap();
+    let mut logs = BufReader::new(stderr).lines();
+    let first = logs.next().expect("a log line").unwrap();
+    let parsed: serde_json::Value =
+        serde_json::from_str(&first).unwrap_or_else(|e| panic!("{first}: {e}"));
+    assert!(
+        parsed["level"].is_string() && parsed["fields"]["message"].is_string(),
+        "{first}"
+    );
+    std::thread::spawn(move || logs.for_each(drop));
+    let broker = app(child, &line, &data);
+    broker.ok("GET", "/api/v1/hostPools", None, 200).await;
+    assert!(
+        data.join("deskbroker.sqlite3").exists(),
+        "the file's data dir is used"
+    );
+
+    // The gateway, from DESKBROKER_CONFIG.
+    let gateway_config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &gateway_config,
+        format!(
+            "broker = \"{}\"\ntoken_file = \"{}\"\nrdp_listen = \"127.0.0.1:0\"\n",
+            broker.url,
+            s(&token)
+        ),
+    )
+    .unwrap();
+    let (mut gateway, line) = started(&["gateway"], &[("DESKBROKER_CONFIG", s(&gateway_config))]);
+    assert!(
+        line.starts_with("rdp front door listening on 127.0.0.1:"),
+        "{line}"
+    );
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+}
+
+/// Flags and DESKBROKER_* variables win over the file; a setting the
+/// file gets wrong is never read when a flag gives it.
+#[tokio::test]
+async fn flags_and_environment_win_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("admin.token");
+    write_secret(&token, &format!("{TOKEN}\n"));
+    let config = dir.path().join("deskbroker.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"not an address\"\ndata_dir = \"{}\"\nadmin_token_file = \"{}\"\n",
+            s(&dir.path().join("from-file")),
+            s(&token)
+        ),
+    )
+    .unwrap();
+    let flag_dir = dir.path().join("from-flag");
+    let (child, line) = started(
+        &[
+            "serve",
+            "--config",
+            s(&config),
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            s(&flag_dir),
+        ],
+        &[],
+    );
+    let a = app(child, &line, &flag_dir);
+    a.ok("GET", "/api/v1/hostPools", None, 200).await;
+    assert!(flag_dir.join("deskbroker.sqlite3").exists());
+    drop(a);
+
+    let env_dir = dir.path().join("from-env");
+    let (child, line) = started(
+        &["serve", "--config", s(&config)],
+        &[
+            ("DESKBROKER_LISTEN", "127.0.0.1:0"),
+            ("DESKBROKER_DATA_DIR", s(&env_dir)),
+        ],
+    );
+    let a = app(child, &line, &env_dir);
+    a.ok("GET", "/api/v1/hostPools", None, 200).await;
+    assert!(env_dir.join("deskbroker.sqlite3").exists());
+    assert!(
+        !dir.path().join("from-file").exists(),
+        "the file's data dir was used"
+    );
+
+    // A variable wins over a file's setting it excludes: the admin token
+    // in the environment over the file's admin_token_file (which names a
+    // file that does not exist here).
+    let excluded = dir.path().join("excluded.toml");
+    std::fs::write(
+        &excluded,
+        format!(
+            "listen = \"127.0.0.1:0\"\nadmin_token_file = \"{}\"\n",
+            s(&dir.path().join("no-such-token"))
+        ),
+    )
+    .unwrap();
+    let env_token_dir = dir.path().join("env-token");
+    let (child, line) = started(
+        &[
+            "serve",
+            "--config",
+            s(&excluded),
+            "--data-dir",
+            s(&env_token_dir),
+        ],
+        &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
+    );
+    let a = app(child, &line, &env_token_dir);
+    a.ok("GET", "/api/v1/hostPools", None, 200).await;
+    drop(a);
+
+    // Without them, the file's bad listen address is refused, naming the
+    // file and the key.
+    let err = refused(&["serve", "--config", s(&config)], &[]);
+    assert!(
+        err.contains(s(&config)) && err.contains("`listen`"),
+        "{err}"
+    );
+}
+
+/// A file that cannot be used stops the command with one line naming the
+/// file and the key: unknown keys (also with dashes), secrets written
+/// inline, a database URL with a password, values of the wrong type, a
+/// file that does not exist.
+#[test]
+fn bad_config_files_are_refused_naming_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str]); 8] = [
+        ("listn = \"127.0.0.1:0\"\n", &["unknown key `listn`"]),
+        ("data-dir = \"/tmp/x\"\n", &["unknown key `data-dir`"]),
+        ("config = \"other.toml\"\n", &["unknown key `config`"]),
+        (
+            "admin_token = \"0123456789abcdef0123456789abcdef\"\n",
+            &["`admin_token` is a secret", "admin_token_file"],
+        ),
+        (
+            "database_url = \"postgres://u:secret@db/deskbroker\"\n",
+            &["`database_url` holds a password", "database_url_file"],
+        ),
+        (
+            "insecure_http = \"yes\"\n",
+            &["`insecure_http` must be true or false"],
+        ),
+        (
+            "audit_retention_days = \"many\"\n",
+            &["`audit_retention_days`", "many"],
+        ),
+        ("listen = [1, 2]\n", &["`listen` must be a string"]),
+    ];
+    for (i, (text, says)) in cases.iter().enumerate() {
+        let config = dir.path().join(format!("c{i}.toml"));
+        std::fs::write(&config, text).unwrap();
+        let err = refused(
+            &[
+                "serve",
+                "--config",
+                s(&config),
+                "--data-dir",
+                s(&dir.path().join("d")),
+            ],
+            &[],
+        );
+        assert!(err.contains(s(&config)), "{text}: {err}");
+        for said in *says {
+            assert!(err.contains(said), "{text}: {err}");
+        }
+        assert_eq!(err.trim().lines().count(), 1, "{text}: {err}");
+    }
+    let err = refused(
+        &["gateway", "--config", s(&dir.path().join("c0.toml"))],
+        &[],
+    );
+    assert!(err.contains("unknown key `listn`"), "{err}");
+    let err = refused(
+        &["serve", "--config", s(&dir.path().join("missing.toml"))],
+        &[],
+    );
+    assert!(
+        err.contains("cannot read the config file") && err.contains("missing.toml"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("d").exists(),
+        "a refused start touched the data dir"
+    );
+}
+
+/// Secret files that the group or others may read are refused, whichever
+/// way they are named (flag, variable, config file).
+#[cfg(unix)]
+#[test]
+fn secret_files_readable_by_others_are_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    write_secret(&secret, &format!("{TOKEN}\n"));
+    let data = dir.path().join("data");
+    for mode in [0o644, 0o640, 0o604] {
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(mode)).unwrap();
+        let said = format!("has mode {mode:o}");
+        let err = refused(
+            &[
+                "serve",
+                "--data-dir",
+                s(&data),
+                "--admin-token-file",
+                s(&secret),
+            ],
+            &[],
+        );
+        assert!(err.contains(&said) && err.contains("chmod 600"), "{err}");
+        let config = dir.path().join("c.toml");
+        std::fs::write(&config, format!("admin_token_file = \"{}\"\n", s(&secret))).unwrap();
+        let err = refused(
+            &["serve", "--data-dir", s(&data), "--config", s(&config)],
+            &[],
+        );
+        assert!(err.contains(&said), "{err}");
+        let err = refused(
+            &[
+                "serve",
+                "--data-dir",
+                s(&data),
+                "--database-url-file",
+                s(&secret),
+            ],
+            &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
+        );
+        assert!(
+            err.contains(&said) && err.contains("--database-url-file"),
+            "{err}"
+        );
+        let err = refused(
+            &["gateway", "--rdp-listen", "127.0.0.1:0"],
+            &[("DESKBROKER_TOKEN_FILE", s(&secret))],
+        );
+        assert!(err.contains(&said) && err.contains("--token-file"), "{err}");
+    }
+}
+
+/// The example config of deploy/ is one the broker takes (its paths
+/// pointed at a temporary directory by flags, which win over the file).
+#[tokio::test]
+async fn the_example_config_is_accepted() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/deskbroker.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("admin.token");
+    write_secret(&token, &format!("{TOKEN}\n"));
+    let data = dir.path().join("data");
+    let (child, line) = started(
+        &[
+            "serve",
+            "--config",
+            s(&example),
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            s(&data),
+            "--admin-token-file",
+            s(&token),
+        ],
+        &[],
+    );
+    let a = app(child, &line, &data);
+    a.ok("GET", "/api/v1/hostPools", None, 200).await;
+}
+
+/// `--version` names the commit the binary was built from.
+#[test]
+fn version_names_the_commit() {
+    let out = Command::new(exe()).arg("--version").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.starts_with("deskbroker "),
+        "{said}"
+    );
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let commit = head.unwrap_or_else(|| "unknown".into());
+    assert!(said.contains(&format!("(commit {commit})")), "{said}");
+}

@@ -1,0 +1,248 @@
+//! The HTTP side of an RD Gateway connection: its request head, and the
+//! chunked body of a legacy `RDG_IN_DATA` channel, both strictly bounded.
+
+use std::time::Duration;
+
+use super::{GATEWAY_PATH, MAX_HEAD_BYTES};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// What an RD Gateway request head asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `RDG_OUT_DATA` with `Upgrade: websocket`: the whole tunnel on this
+    /// connection. The key is taken as sent (FreeRDP 2's is 15 characters
+    /// and not base64: it is only ever hashed).
+    WebSocket { key: String },
+    /// Legacy `RDG_OUT_DATA`: the gateway's half of a tunnel (answered 200,
+    /// a 10-byte seed, then the gateway's packets with no framing).
+    Out { connection_id: String },
+    /// Legacy `RDG_IN_DATA`: the client's half, its packets in the body.
+    In { connection_id: String, body: InBody },
+}
+
+/// How an `RDG_IN_DATA` request's body is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InBody {
+    /// `Transfer-Encoding: chunked`: the packets, in chunks.
+    Chunked,
+    /// `Content-Length`: that many bytes of packets. FreeRDP 2 first sends
+    /// an empty one (answered 200), then the chunked request on the same
+    /// connection.
+    Length(u64),
+}
+
+/// Why a request head is not an RD Gateway request.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeadError {
+    #[error("the request head is longer than {MAX_HEAD_BYTES} bytes")]
+    TooLong,
+    #[error("not an HTTP request head: {0}")]
+    Malformed(String),
+    #[error("{0} {1} is not an RD Gateway request")]
+    NotGateway(String, String),
+    #[error("a legacy request without a usable RDG-Connection-Id")]
+    NoConnectionId,
+    #[error("no byte of the request head for {} s", .0.as_secs_f32())]
+    Idle(Duration),
+}
+
+/// The longest `RDG-Connection-Id` taken (a GUID in braces is 38).
+pub const MAX_CONNECTION_ID_BYTES: usize = 64;
+
+/// Reads an HTTP request head from `bytes`: `Ok(None)` while incomplete,
+/// else the request and how many bytes the head took.
+pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut request = httparse::Request::new(&mut headers);
+    let taken = match request.parse(bytes) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if bytes.len() >= MAX_HEAD_BYTES => {
+            return Err(HeadError::TooLong);
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(HeadError::Malformed(e.to_string())),
+    };
+    if taken > MAX_HEAD_BYTES {
+        return Err(HeadError::TooLong);
+    }
+    let method = request.method.unwrap_or_default();
+    let path = request.path.unwrap_or_default();
+    let not_gateway = || HeadError::NotGateway(method.to_string(), path.to_string());
+    if !path.eq_ignore_ascii_case(GATEWAY_PATH) {
+        return Err(not_gateway());
+    }
+    let header = |name: &str| {
+        request
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .and_then(|h| std::str::from_utf8(h.value).ok())
+            .map(str::trim)
+    };
+    let connection_id = || {
+        header("RDG-Connection-Id")
+            .filter(|id| {
+                !id.is_empty()
+                    && id.len() <= MAX_CONNECTION_ID_BYTES
+                    && id.bytes().all(|b| b.is_ascii_graphic())
+            })
+            .map(str::to_string)
+            .ok_or(HeadError::NoConnectionId)
+    };
+    let request = match method {
+        "RDG_OUT_DATA" => {
+            let upgrade = header("Upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+            match header("Sec-WebSocket-Key").filter(|k| !k.is_empty() && k.len() <= 64) {
+                Some(key) if upgrade => Request::WebSocket {
+                    key: key.to_string(),
+                },
+                _ => Request::Out {
+                    connection_id: connection_id()?,
+                },
+            }
+        }
+        "RDG_IN_DATA" => {
+            let chunked =
+                header("Transfer-Encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
+            let body = if chunked {
+                InBody::Chunked
+            } else {
+                let length = header("Content-Length").unwrap_or("0");
+                InBody::Length(
+                    length
+                        .parse()
+                        .map_err(|_| HeadError::Malformed(format!("Content-Length {length}")))?,
+                )
+            };
+            Request::In {
+                connection_id: connection_id()?,
+                body,
+            }
+        }
+        _ => return Err(not_gateway()),
+    };
+    Ok(Some((request, taken)))
+}
+
+/// Reads a request head off `stream`, after the bytes already read
+/// (`buf`), within [`MAX_HEAD_BYTES`], each read within `idle`. Returns the
+/// request and whatever bytes came after the head.
+pub(super) async fn read_head<S: AsyncRead + Unpin + ?Sized>(
+    stream: &mut S,
+    mut buf: Vec<u8>,
+    idle: Duration,
+) -> Result<(Request, Vec<u8>), HeadError> {
+    loop {
+        if let Some((request, taken)) = parse_head(&buf)? {
+            return Ok((request, buf.split_off(taken)));
+        }
+        if buf.len() >= MAX_HEAD_BYTES {
+            return Err(HeadError::TooLong);
+        }
+        let n = tokio::time::timeout(idle, stream.read_buf(&mut buf))
+            .await
+            .map_err(|_| HeadError::Idle(idle))?
+            .map_err(|e| HeadError::Malformed(e.to_string()))?;
+        if n == 0 {
+            return Err(HeadError::Malformed("closed before the head ended".into()));
+        }
+    }
+}
+
+/// Reads an `RDG_IN_DATA` body: HTTP/1.1 chunks (RFC 9112 §7.1; sizes of
+/// at most 8 hex digits, lines of at most 64 bytes, extensions ignored,
+/// trailers not read: the last chunk ends the tunnel), or a length.
+#[derive(Debug)]
+pub struct BodyReader {
+    state: BodyState,
+    line: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyState {
+    Size,
+    Data(u64),
+    DataEnd(u8),
+    Identity(u64),
+    Done,
+}
+
+impl BodyReader {
+    pub fn new(body: InBody) -> BodyReader {
+        BodyReader {
+            state: match body {
+                InBody::Chunked => BodyState::Size,
+                InBody::Length(0) => BodyState::Done,
+                InBody::Length(n) => BodyState::Identity(n),
+            },
+            line: Vec::new(),
+        }
+    }
+
+    /// Whether the body has ended.
+    pub fn done(&self) -> bool {
+        self.state == BodyState::Done
+    }
+
+    /// Takes the body's next bytes; appends the payload to `out`. Bytes
+    /// after the end are refused.
+    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        while !input.is_empty() {
+            match self.state {
+                BodyState::Done => return Err("bytes after the end of the body".into()),
+                BodyState::Identity(n) | BodyState::Data(n) => {
+                    let take = (n.min(input.len() as u64)) as usize;
+                    out.extend_from_slice(&input[..take]);
+                    input = &input[take..];
+                    let left = n - take as u64;
+                    self.state = match (self.state, left) {
+                        (BodyState::Identity(_), 0) => BodyState::Done,
+                        (BodyState::Identity(_), n) => BodyState::Identity(n),
+                        (_, 0) => BodyState::DataEnd(0),
+                        (_, n) => BodyState::Data(n),
+                    };
+                }
+                BodyState::DataEnd(seen) => {
+                    let want = if seen == 0 { b'\r' } else { b'\n' };
+                    if input[0] != want {
+                        return Err("a chunk not followed by CR LF".into());
+                    }
+                    input = &input[1..];
+                    self.state = if seen == 0 {
+                        BodyState::DataEnd(1)
+                    } else {
+                        BodyState::Size
+                    };
+                }
+                BodyState::Size => {
+                    let b = input[0];
+                    input = &input[1..];
+                    self.line.push(b);
+                    if self.line.len() > 64 {
+                        return Err("a chunk size line longer than 64 bytes".into());
+                    }
+                    if !self.line.ends_with(b"\r\n") {
+                        continue;
+                    }
+                    let line = &self.line[..self.line.len() - 2];
+                    let hex = line.split(|&c| c == b';').next().unwrap_or_default();
+                    let size = std::str::from_utf8(hex)
+                        .ok()
+                        .map(str::trim)
+                        .filter(|h| !h.is_empty() && h.len() <= 8)
+                        .and_then(|h| u64::from_str_radix(h, 16).ok())
+                        .ok_or_else(|| {
+                            format!("a bad chunk size {:?}", String::from_utf8_lossy(line))
+                        })?;
+                    self.line.clear();
+                    self.state = if size == 0 {
+                        BodyState::Done
+                    } else {
+                        BodyState::Data(size)
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+}

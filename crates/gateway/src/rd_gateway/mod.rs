@@ -1,0 +1,510 @@
+//! The RD Gateway (MS-TSGU over HTTPS): RDP clients outside the
+//! farm reach it through one HTTPS port, and the broker places each one at
+//! the moment it opens its channel.
+//!
+//! One connection, start to end:
+//!
+//! ```text
+//! accept (≤ max_connections) ─► TLS ─► HTTP request head (httparse, ≤ 8 KiB)
+//!   ─► RDG_OUT_DATA + Upgrade: websocket ─► 101, WebSocket frames carry MS-TSGU packets
+//!      (or RDG_OUT_DATA ─► 200 + seed, paired with RDG_IN_DATA's chunked body)
+//!   ─► handshake (PAA) ─► tunnel create: the access token, a ticket (T3), read (not verified)
+//!   ─► tunnel auth ─► channel create: the resource must be the ticket's pool
+//!   ─► Placer::connect (the broker verifies the ticket, places or reconnects: S1;
+//!      503 SessionHostStarting: held and asked again while the host boots, A8)
+//!   ─► dial (≤ 3 s; R5: a new session on an unreachable host is ended, the next host tried)
+//!   ─► channel response ─► Active ─► DATA relayed both ways, untouched ─► Disconnected
+//! ```
+//!
+//! Everything up to the channel request is bounded by
+//! [`GatewayConfig::setup_timeout`], and each step of it (the TLS
+//! handshake, each read of a request head, the WebSocket upgrade, an OUT
+//! channel's wait for its IN channel, each packet) by
+//! [`GatewayConfig::setup_idle_timeout`], so idle connections cannot hold
+//! the gateway's slots (T4); the placement is bounded by the hold and the
+//! dials. Every refusal is answered with the protocol's HRESULT in the
+//! packet the client awaits (a tampered, expired or foreign token, and a
+//! pool that is unknown or does not allow the front door, alike:
+//! E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED, so a client without a
+//! ticket cannot tell which pools exist; a resource other than the
+//! ticket's pool: E_PROXY_RAP_ACCESSDENIED; no host:
+//! E_PROXY_TS_CONNECTFAILED), and no refused connection ever reaches a host.
+//!
+//! Both HTTP transports: WebSocket (one connection), and the legacy pair,
+//! `RDG_OUT_DATA` (answered 200 and a 10-byte seed, then the gateway's
+//! packets unframed) and `RDG_IN_DATA` (the client's packets in a chunked
+//! body; FreeRDP 2 first sends an empty request on the same connection),
+//! matched by their `RDG-Connection-Id`: at most
+//! [`GatewayConfig::max_waiting_out_channels`] OUT channels wait for theirs,
+//! [`GatewayConfig::max_waiting_out_channels_per_source`] of one source
+//! (so that a few sources cannot fill the table), each for at most the idle
+//! timeout; one over either bound is answered 503.
+//!
+//! Sources are bounded as at the front door (`sources.rs`, the same
+//! flags, the same keys: an IPv4 address, also IPv4-mapped, or an IPv6
+//! /64): a connection over its source's bounds is closed before TLS, and
+//! a new session over its share per minute is refused at channel create
+//! with E_PROXY_MAXCONNECTIONSREACHED.
+//!
+//! When the broker answers 503 `SessionHostStarting` (rule A8: the pool
+//! starts a host for this user), the channel request is held, as the front
+//! door holds a connection (`hold.rs`, the same bounds: per source and
+//! [`crate::front_door::MAX_WAITING_CONNECTIONS`] in total, asked again
+//! every [`crate::HOST_START_RETRY_INTERVAL`] for up to
+//! [`crate::HOST_START_WAIT`]), then answered: the channel opens on the
+//! started host, or is refused with E_PROXY_TS_CONNECTFAILED. The setup
+//! timeout stops at the channel request; placing it is bounded by the hold
+//! and by each dial. The client's tunnel is read while it is held, so a
+//! client that leaves (or whose link breaks) ends the hold at once and
+//! frees its waiting slot (outcome `client_left`); a packet it sends
+//! meanwhile is kept and judged once the channel is answered.
+//!
+//! Not yet:
+//! sharing the front door's table of live sessions (a reconnect to a
+//! session Active elsewhere is relayed, its state left alone, as there).
+//!
+//! The modules, one job each: `head` (the request head and the legacy
+//! chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
+//! (MS-TSGU setup, placement through the door path shared with the front
+//! door, the session's states), `relay` (the channel's data).
+
+mod head;
+mod link;
+mod relay;
+mod tunnel;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, oneshot};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::Role;
+
+use crate::door::Report;
+use crate::placer::Placer;
+use crate::sources::{self, Limits, SourceGuard, Sources};
+use crate::tsgu::ServerConfig;
+
+use head::read_head;
+pub use head::{BodyReader, HeadError, InBody, MAX_CONNECTION_ID_BYTES, Request, parse_head};
+pub use link::Pairing;
+use link::{BoxIo, Link, in_channel, websocket_config};
+use tunnel::tunnel;
+
+/// Tunnels open at once; at the limit the gateway stops accepting.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// From accept to the channel response: TLS, the request head, the
+/// tunnel's setup and the placement (the client waits for each answer).
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the client may leave each step before its tunnel is up
+/// without a word: the TLS handshake, each read of a request head, the
+/// WebSocket upgrade, an OUT channel's wait for its IN channel, and each
+/// packet up to the channel request. A genuine client answers each step at
+/// once (mstsc and FreeRDP send the next request as soon as the answer
+/// comes); a connection that says nothing is closed after this, well
+/// within [`SETUP_TIMEOUT`], so an idle connection holds one of the
+/// gateway's slots for seconds, and a source that keeps opening new ones
+/// is held by its handshakes at once and per minute (`sources.rs`, T4).
+pub const SETUP_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Legacy OUT channels waiting at once for their IN channel, over all
+/// sources. Each is one of the gateway's connections as well.
+pub const MAX_WAITING_OUT_CHANNELS: usize = 256;
+/// Legacy OUT channels of one source waiting at once for their IN channel.
+/// A genuine client's IN channel follows its OUT channel at once, so a
+/// source rarely has more than one waiting; with 4, it takes 64 sources to
+/// fill [`MAX_WAITING_OUT_CHANNELS`] (and each waits at most
+/// [`SETUP_IDLE_TIMEOUT`]).
+pub const MAX_WAITING_OUT_CHANNELS_PER_SOURCE: usize = 4;
+/// The longest HTTP request head read (FreeRDP's is about 350 bytes).
+pub const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// The path every client asks for (MS-TSGU 2.2.3.1).
+pub const GATEWAY_PATH: &str = "/remoteDesktopGateway/";
+
+/// The gateway's settings; [`GatewayConfig::default`] gives the named defaults.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    pub max_connections: usize,
+    /// See [`SETUP_TIMEOUT`].
+    pub setup_timeout: Duration,
+    /// See [`SETUP_IDLE_TIMEOUT`].
+    pub setup_idle_timeout: Duration,
+    /// See [`MAX_WAITING_OUT_CHANNELS`].
+    pub max_waiting_out_channels: usize,
+    /// See [`MAX_WAITING_OUT_CHANNELS_PER_SOURCE`].
+    pub max_waiting_out_channels_per_source: usize,
+    pub host_connect_timeout: Duration,
+    pub max_placement_attempts: usize,
+    /// What the protocol tells every client (idle timeout, redirection).
+    pub tsgu: ServerConfig,
+    /// Per-source bounds, as at the front door (`sources.rs`): connections
+    /// (a legacy tunnel is two), tunnels not yet open, connections and new
+    /// sessions per minute.
+    pub source_limits: Limits,
+    /// Rule A8's hold, as at the front door: see [`crate::HOST_START_WAIT`].
+    pub host_start_wait: Duration,
+    /// See [`crate::HOST_START_RETRY_INTERVAL`].
+    pub host_start_retry_interval: Duration,
+    /// See [`crate::front_door::MAX_WAITING_CONNECTIONS`].
+    pub max_waiting_connections: usize,
+    /// An open channel carrying no data either way this long is closed,
+    /// as at the front door: [`crate::front_door::RELAY_IDLE_TIMEOUT`].
+    pub relay_idle_timeout: Duration,
+    /// The same until the channel shows evidence of a logon:
+    /// [`crate::front_door::IDLE_TIMEOUT_WITHOUT_LOGON`].
+    pub idle_timeout_without_logon: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> GatewayConfig {
+        GatewayConfig {
+            max_connections: MAX_CONNECTIONS,
+            setup_timeout: SETUP_TIMEOUT,
+            setup_idle_timeout: SETUP_IDLE_TIMEOUT,
+            max_waiting_out_channels: MAX_WAITING_OUT_CHANNELS,
+            max_waiting_out_channels_per_source: MAX_WAITING_OUT_CHANNELS_PER_SOURCE,
+            host_connect_timeout: crate::front_door::HOST_CONNECT_TIMEOUT,
+            max_placement_attempts: crate::front_door::MAX_PLACEMENT_ATTEMPTS,
+            tsgu: ServerConfig::default(),
+            source_limits: Limits::default(),
+            host_start_wait: crate::front_door::HOST_START_WAIT,
+            host_start_retry_interval: crate::front_door::HOST_START_RETRY_INTERVAL,
+            max_waiting_connections: crate::front_door::MAX_WAITING_CONNECTIONS,
+            relay_idle_timeout: crate::front_door::RELAY_IDLE_TIMEOUT,
+            idle_timeout_without_logon: crate::front_door::IDLE_TIMEOUT_WITHOUT_LOGON,
+        }
+    }
+}
+
+/// Describes the gateway's metrics to the installed recorder.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        "deskbroker_rdg_tunnels_total",
+        "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
+         resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
+         source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left."
+    );
+    metrics::describe_gauge!(
+        "deskbroker_rdg_waiting_channels",
+        "RD Gateway channel requests held while a session host starts (rule A8)."
+    );
+    metrics::describe_counter!(
+        "deskbroker_rdg_bytes_total",
+        "Bytes relayed by the RD Gateway, by direction: client_to_host or host_to_client."
+    );
+}
+
+/// Serves RD Gateway clients on `listener` until `shutdown` resolves,
+/// each connection on its own task. `tls`: the HTTPS certificate (clients
+/// require one; `None` serves plain HTTP, for tests behind a TLS proxy).
+pub async fn serve<P: Placer>(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    placer: Arc<P>,
+    config: GatewayConfig,
+    shutdown: impl Future<Output = ()>,
+) {
+    describe_metrics();
+    let sources = Sources::new(config.source_limits);
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let shared = Arc::new(Shared {
+        placer,
+        waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
+        pairing: Pairing::default(),
+        config,
+    });
+    tokio::pin!(shutdown);
+    // A connection over its source's bounds is closed at once, before TLS:
+    // no task, no placement.
+    while let Some(sources::Admitted {
+        stream,
+        peer,
+        permit,
+        source,
+    }) = sources::accept(
+        &listener,
+        &slots,
+        &sources,
+        shutdown.as_mut(),
+        "deskbroker_rdg_tunnels_total",
+        "rd gateway",
+    )
+    .await
+    {
+        let shared = shared.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = stream.set_nodelay(true);
+            let started = Instant::now();
+            let mut report = Report::default();
+            // TLS first, bounded by the setup timeout (without an acceptor,
+            // as the tests and the benchmark run it, plain TCP).
+            let stream: Result<BoxIo, Outcome> = match tls {
+                Some(tls) => {
+                    let deadline = started + shared.config.setup_timeout;
+                    let idle = shared.config.setup_idle_timeout;
+                    match within(
+                        idle,
+                        deadline,
+                        "the TLS handshake",
+                        &mut report,
+                        tls.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(stream)) => Ok(Box::new(stream)),
+                        Ok(Err(e)) => {
+                            report.detail = Some(format!("TLS: {e}"));
+                            Err(Outcome::BadRequest)
+                        }
+                        Err(outcome) => Err(outcome),
+                    }
+                }
+                None => Ok(Box::new(stream)),
+            };
+            let outcome = match stream {
+                Ok(stream) => connection(stream, started, &shared, source, &mut report).await,
+                Err(outcome) => outcome,
+            };
+            metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => outcome.as_str())
+                .increment(1);
+            report.log(
+                "rd gateway connection",
+                peer,
+                outcome.as_str(),
+                started.elapsed(),
+            );
+        });
+    }
+    tracing::info!("rd gateway stopped accepting");
+}
+
+/// What every connection of one [`serve`] shares.
+struct Shared<P> {
+    placer: Arc<P>,
+    config: GatewayConfig,
+    /// Legacy OUT channels waiting for their IN channel.
+    pairing: Pairing,
+    /// Rule A8: the channels held while a host starts, gateway-wide.
+    waiting: Arc<Semaphore>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Relayed,
+    /// A legacy IN channel, handed to its OUT channel (whose connection
+    /// reports the tunnel).
+    Paired,
+    /// Not an RD Gateway request (or TLS failed).
+    BadRequest,
+    /// A packet out of order, or bytes that are no packet.
+    Protocol,
+    TokenRefused,
+    /// The channel asked for another resource than its ticket's pool.
+    ResourceRefused,
+    /// The ticket's pool does not allow the front door (answered as a
+    /// refused ticket).
+    PoolNotAllowed,
+    /// The ticket's pool does not exist (answered as a refused ticket).
+    UnknownPool,
+    /// The broker refused the placement.
+    Refused,
+    HostUnreachable,
+    BrokerUnreachable,
+    Timeout,
+    /// The client left a step before its tunnel was up idle for
+    /// [`GatewayConfig::setup_idle_timeout`].
+    Idle,
+    /// A legacy OUT channel over [`GatewayConfig::max_waiting_out_channels`]
+    /// (or its source's share) waiting for its IN channel: answered 503.
+    OutChannelLimit,
+    /// A per-source bound (new sessions per minute).
+    SourceLimit,
+    /// Rule A8: the host started for the user did not come within the hold.
+    HostStartTimeout,
+    /// Rule A8: too many channels held already (per source or in total).
+    WaitingLimit(&'static str),
+    /// Rule A8: the client left while its channel was held.
+    ClientLeft,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Relayed => "relayed",
+            Outcome::Paired => "paired",
+            Outcome::BadRequest => "bad_request",
+            Outcome::Protocol => "protocol",
+            Outcome::TokenRefused => "token_refused",
+            Outcome::ResourceRefused => "resource_refused",
+            Outcome::PoolNotAllowed => "pool_not_allowed",
+            Outcome::UnknownPool => "unknown_pool",
+            Outcome::Refused => "refused",
+            Outcome::HostUnreachable => "host_unreachable",
+            Outcome::BrokerUnreachable => "broker_unreachable",
+            Outcome::Timeout => "timeout",
+            Outcome::Idle => "idle",
+            Outcome::OutChannelLimit => "out_channel_limit",
+            Outcome::SourceLimit => "source_limit",
+            Outcome::HostStartTimeout => "host_start_timeout",
+            Outcome::WaitingLimit(_) => "waiting_limit",
+            Outcome::ClientLeft => "client_left",
+        }
+    }
+}
+
+/// One step of a connection before its tunnel is up: `step`'s result,
+/// unless the client leaves it for `idle` ([`Outcome::Idle`]) or the
+/// setup's `deadline` passes first ([`Outcome::Timeout`]).
+async fn within<T>(
+    idle: Duration,
+    deadline: Instant,
+    what: &str,
+    report: &mut Report,
+    step: impl Future<Output = T>,
+) -> Result<T, Outcome> {
+    let idle_at = Instant::now() + idle;
+    let (at, outcome) = if idle_at < deadline {
+        (idle_at, Outcome::Idle)
+    } else {
+        (deadline, Outcome::Timeout)
+    };
+    tokio::time::timeout_at(at.into(), step).await.map_err(|_| {
+        report.detail = Some(format!(
+            "{what}: no progress within {} s",
+            idle.as_secs_f32()
+        ));
+        outcome
+    })
+}
+
+/// Answers a request that is not served, and closes.
+async fn answer_status(stream: &mut BoxIo, status: &str) {
+    let _ = stream
+        .write_all(
+            format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await;
+    let _ = stream.shutdown().await;
+}
+
+async fn connection<P: Placer>(
+    mut stream: BoxIo,
+    started: Instant,
+    shared: &Shared<P>,
+    source: SourceGuard,
+    report: &mut Report,
+) -> Outcome {
+    let pairing = &shared.pairing;
+    let deadline = started + shared.config.setup_timeout;
+    let idle = shared.config.setup_idle_timeout;
+    let head =
+        tokio::time::timeout_at(deadline.into(), read_head(&mut stream, Vec::new(), idle)).await;
+    let (request, rest) = match head {
+        Ok(Ok(h)) => h,
+        Ok(Err(e @ HeadError::Idle(_))) => {
+            report.detail = Some(e.to_string());
+            return Outcome::Idle;
+        }
+        Ok(Err(e)) => {
+            answer_status(&mut stream, "400 Bad Request").await;
+            report.detail = Some(e.to_string());
+            return Outcome::BadRequest;
+        }
+        Err(_) => return Outcome::Timeout,
+    };
+    let link = match request {
+        Request::WebSocket { key } => {
+            let accept =
+                tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+            let response = format!(
+                "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+                 Sec-WebSocket-Accept: {accept}\r\n\r\n"
+            );
+            let upgrade = within(
+                idle,
+                deadline,
+                "the WebSocket upgrade",
+                report,
+                stream.write_all(response.as_bytes()),
+            );
+            match upgrade.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    report.detail = Some(e.to_string());
+                    return Outcome::BadRequest;
+                }
+                Err(outcome) => return outcome,
+            }
+            Link::Ws(Box::new(
+                WebSocketStream::from_partially_read(
+                    stream,
+                    rest,
+                    Role::Server,
+                    Some(websocket_config()),
+                )
+                .await,
+            ))
+        }
+        Request::In {
+            connection_id,
+            body,
+        } => {
+            return in_channel(
+                stream,
+                rest,
+                connection_id,
+                body,
+                (deadline, idle),
+                pairing,
+                source,
+                report,
+            )
+            .await;
+        }
+        Request::Out { connection_id } => {
+            let (tx, rx) = oneshot::channel();
+            let number = match pairing.register(&connection_id, source.key(), tx, &shared.config) {
+                Ok(number) => number,
+                Err(why) => {
+                    answer_status(&mut stream, "503 Service Unavailable").await;
+                    report.detail = Some(why.into());
+                    return Outcome::OutChannelLimit;
+                }
+            };
+            // 200 and a seed of 10 random bytes, no length (MS-TSGU
+            // 3.3.5.1; what FreeRDP 2 reads), then packets unframed.
+            let seed = uuid::Uuid::new_v4();
+            let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+            answer.extend_from_slice(&seed.as_bytes()[..10]);
+            let paired = async {
+                stream.write_all(&answer).await.map_err(|e| e.to_string())?;
+                rx.await
+                    .map_err(|_| "the IN channel never came".to_string())
+            };
+            let step = "waiting for the RDG_IN_DATA of this RDG_OUT_DATA";
+            let paired = within(idle, deadline, step, report, paired).await;
+            pairing.cancel(&connection_id, number);
+            let half = match paired {
+                Ok(Ok(half)) => half,
+                Ok(Err(e)) => {
+                    report.detail = Some(e);
+                    return Outcome::BadRequest;
+                }
+                Err(outcome) => return outcome,
+            };
+            Link::Legacy {
+                out: stream,
+                input: half.stream,
+                body: BodyReader::new(half.body),
+                buf: half.rest,
+                _in_source: half.source,
+            }
+        }
+    };
+    tunnel(link, deadline, shared, &source, report).await
+}

@@ -1,0 +1,368 @@
+//! One tunnel from the handshake to its channel: MS-TSGU's setup, the
+//! placement and dial through the door path shared with the front door,
+//! the channel answered, and the session's states around the relay.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use placement::SessionState;
+use tokio::net::TcpStream;
+
+use super::link::Link;
+use super::relay::relay;
+use super::{Outcome, Shared};
+use crate::door::{Client, Door, NoHost, Report, logon_evidence, release};
+use crate::hold::{Hold, WaitEnd};
+use crate::placer::{ConnectInput, Placer, PlacerError};
+use crate::sources::SourceGuard;
+use crate::tsgu::hresult::{
+    E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED, E_PROXY_INTERNALERROR,
+    E_PROXY_MAXCONNECTIONSREACHED, E_PROXY_RAP_ACCESSDENIED, E_PROXY_TS_CONNECTFAILED,
+};
+use crate::tsgu::{Action, Decoder, Packet, Server};
+
+/// The tunnel on its link: setup to the channel response, then the relay.
+pub(super) async fn tunnel<P: Placer>(
+    mut link: Link,
+    deadline: Instant,
+    shared: &Shared<P>,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Outcome {
+    let placer = shared.placer.as_ref();
+    let mut tunnel = Tunnel {
+        server: Server::new(shared.config.tsgu.clone()),
+        decoder: Decoder::new(),
+        pending: VecDeque::new(),
+    };
+    let idle = shared.config.setup_idle_timeout;
+    let setup =
+        tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, idle, report)).await;
+    let asked = match setup {
+        Ok(Ok(asked)) => asked,
+        Ok(Err(outcome)) => {
+            link.close().await;
+            return outcome;
+        }
+        Err(_) => return Outcome::Timeout,
+    };
+    // Past the setup timeout: a channel may be held while its host starts
+    // (A8, bounded by the hold); every dial has its own timeout.
+    let opened = open_channel(&mut link, &mut tunnel, asked, shared, source, report).await;
+    let (host, placed, pool) = match opened {
+        Ok(opened) => opened,
+        Err(outcome) => {
+            link.close().await;
+            return outcome;
+        }
+    };
+    // The channel is open: no longer a handshake of its source's.
+    source.answered();
+    // Rule R4, as at the front door: Active while relayed, then
+    // Disconnected, or ended when no logon can have begun (S9).
+    let owned = !placed.reconnect || placed.state == SessionState::Disconnected;
+    if owned
+        && let Err(e) = placer
+            .set_session_state(&pool, &placed.session_id, SessionState::Active)
+            .await
+    {
+        tracing::warn!(pool, session = placed.session_id, error = %e,
+            "rd gateway: could not mark the session Active");
+    }
+    let idle = (
+        shared.config.relay_idle_timeout,
+        shared.config.idle_timeout_without_logon,
+    );
+    let outcome = relay(link, host, &mut tunnel, idle, report).await;
+    if owned {
+        let logon_seen = logon_evidence(report, 0);
+        let ended = if !placed.reconnect && !logon_seen {
+            placer.logoff(&pool, &placed.session_id).await
+        } else {
+            placer
+                .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
+                .await
+        };
+        if let Err(e) = ended {
+            tracing::warn!(pool, session = placed.session_id, error = %e,
+                "rd gateway: could not record the end of the session");
+        }
+    }
+    outcome
+}
+
+/// One tunnel's protocol state and undelivered packets.
+pub(super) struct Tunnel {
+    pub(super) server: Server,
+    pub(super) decoder: Decoder,
+    /// Packets decoded but not yet handled (a message may hold several).
+    pub(super) pending: VecDeque<Packet>,
+}
+
+impl Tunnel {
+    /// The client's next packet, reading as needed; `None` when the client
+    /// has gone.
+    pub(super) async fn next(&mut self, link: &mut Link) -> Result<Option<Packet>, String> {
+        loop {
+            if let Some(p) = self.pending.pop_front() {
+                return Ok(Some(p));
+            }
+            let Some(bytes) = link.recv().await? else {
+                return Ok(None);
+            };
+            let mut input = &bytes[..];
+            while let Some(p) = self.decoder.decode(&mut input).map_err(|e| e.to_string())? {
+                self.pending.push_back(p);
+            }
+        }
+    }
+}
+
+pub(super) async fn send(link: &mut Link, packet: &Packet) -> Result<(), String> {
+    let bytes = packet.to_bytes().map_err(|e| e.to_string())?;
+    link.send(bytes).await
+}
+
+/// A channel request, with the ticket of its tunnel.
+struct ChannelAsked {
+    resource: String,
+    ticket: api::ticket::Ticket,
+    raw: String,
+}
+
+/// From the handshake to the channel request, or the outcome of a refusal
+/// (answered).
+/// Each packet must come within `idle` of the previous answer.
+async fn setup(
+    ws: &mut Link,
+    tunnel: &mut Tunnel,
+    idle: Duration,
+    report: &mut Report,
+) -> Result<ChannelAsked, Outcome> {
+    let mut ticket: Option<(api::ticket::Ticket, String)> = None;
+    loop {
+        let packet = match tokio::time::timeout(idle, tunnel.next(ws)).await {
+            Ok(Ok(Some(p))) => p,
+            Ok(Ok(None)) => {
+                report.detail = Some("the client left during setup".into());
+                return Err(Outcome::Protocol);
+            }
+            Ok(Err(e)) => {
+                report.detail = Some(e);
+                return Err(Outcome::Protocol);
+            }
+            Err(_) => {
+                report.detail = Some(format!(
+                    "no packet for {} s during the tunnel's setup ({:?})",
+                    idle.as_secs_f32(),
+                    tunnel.server.state()
+                ));
+                return Err(Outcome::Idle);
+            }
+        };
+        let action = match tunnel.server.receive(packet) {
+            Ok(a) => a,
+            Err(refusal) => {
+                if let Some(reply) = &refusal.reply {
+                    let _ = send(ws, reply).await;
+                }
+                report.detail = Some(refusal.to_string());
+                return Err(Outcome::Protocol);
+            }
+        };
+        match action {
+            Action::Send(p) => send(ws, &p).await.map_err(|e| fail(report, e))?,
+            Action::Nothing => {}
+            Action::Relay(_) | Action::Close { .. } => {
+                report.detail = Some("closed during setup".into());
+                return Err(Outcome::Protocol);
+            }
+            Action::CheckToken { token } => match api::ticket::Ticket::parse(&token) {
+                // Read here, verified by the broker at placement (T3): the
+                // gateway holds no key that mints tickets.
+                Ok(t) => {
+                    report.user = Some(t.user.clone());
+                    report.pool = Some(t.pool.clone());
+                    ticket = Some((t, token));
+                    let answer = tunnel
+                        .server
+                        .accept_token(1)
+                        .map_err(|e| fail(report, e.to_string()))?;
+                    send(ws, &answer).await.map_err(|e| fail(report, e))?;
+                }
+                Err(e) => {
+                    let answer = tunnel
+                        .server
+                        .refuse_token(E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED)
+                        .map_err(|e| fail(report, e.to_string()))?;
+                    let _ = send(ws, &answer).await;
+                    report.detail = Some(format!("access token: {e}"));
+                    return Err(Outcome::TokenRefused);
+                }
+            },
+            Action::OpenChannel { resource, .. } => {
+                let Some((t, raw)) = ticket.take() else {
+                    return Err(fail(report, "channel without a token".into()));
+                };
+                return Ok(ChannelAsked {
+                    resource,
+                    ticket: t,
+                    raw,
+                });
+            }
+        }
+    }
+}
+
+fn fail(report: &mut Report, detail: String) -> Outcome {
+    report.detail = Some(detail);
+    Outcome::Protocol
+}
+
+/// Channel create: places the ticket's user in the ticket's pool (the
+/// resource must name it) and dials the host, trying the next one when a
+/// new session's host cannot be reached (R5); answers the client either way.
+async fn open_channel<P>(
+    ws: &mut Link,
+    tunnel: &mut Tunnel,
+    asked: ChannelAsked,
+    shared: &Shared<P>,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Result<(TcpStream, placement::Placement, String), Outcome>
+where
+    P: Placer,
+{
+    let (placer, config) = (shared.placer.as_ref(), &shared.config);
+    let ChannelAsked {
+        resource,
+        ticket,
+        raw,
+    } = asked;
+    let pool = ticket.pool;
+    let refuse = async |ws: &mut Link, tunnel: &mut Tunnel, code: u32| {
+        if let Ok(answer) = tunnel.server.refuse_channel(code) {
+            let _ = send(ws, &answer).await;
+        }
+    };
+    if !resource.eq_ignore_ascii_case(&pool) {
+        report.detail = Some(format!(
+            "resource {resource:?} is not the ticket's pool {pool}"
+        ));
+        refuse(ws, tunnel, E_PROXY_RAP_ACCESSDENIED).await;
+        return Err(Outcome::ResourceRefused);
+    }
+    // A pool that does not allow the front door is refused as an unknown
+    // pool is, and both as a ticket the broker refuses: the gateway cannot
+    // tell a genuine ticket from a forged one, so a client without one
+    // must not learn which pools exist (the log and the outcome say which).
+    match placer.front_door_policy(&pool).await {
+        Ok(policy) if policy.allowed => {}
+        Ok(_) => {
+            report.detail = Some(format!("host pool {pool} does not allow the front door"));
+            refuse(ws, tunnel, E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED).await;
+            return Err(Outcome::PoolNotAllowed);
+        }
+        Err(e) => {
+            report.detail = Some(e.to_string());
+            let (code, outcome) = placer_refusal(&e);
+            refuse(ws, tunnel, code).await;
+            return Err(outcome);
+        }
+    }
+    let request = ConnectInput {
+        user: ticket.user,
+        ticket: Some(raw),
+        ..ConnectInput::default()
+    };
+    let door = Door {
+        placer,
+        pool: &pool,
+        hold: Hold {
+            wait: config.host_start_wait,
+            retry_interval: config.host_start_retry_interval,
+            max_waiting: config.max_waiting_connections,
+            waiting: &shared.waiting,
+            gauge: "deskbroker_rdg_waiting_channels",
+            door: "rd gateway",
+        },
+        source,
+        attempts: config.max_placement_attempts,
+        dial_timeout: config.host_connect_timeout,
+    };
+    let client = &mut Held {
+        link: &mut *ws,
+        tunnel: &mut *tunnel,
+    };
+    let (code, outcome) = match door.place_and_dial(request, client, report).await {
+        Ok((host, placed)) => {
+            let answer = tunnel
+                .server
+                .accept_channel(1)
+                .map_err(|e| fail(report, e.to_string()))?;
+            if let Err(e) = send(ws, &answer).await {
+                report.detail = Some(e);
+                if !placed.reconnect {
+                    release(placer, "rd gateway", &pool, &placed.session_id).await;
+                }
+                return Err(Outcome::Protocol);
+            }
+            return Ok((host, placed, pool));
+        }
+        Err(NoHost::Waited(WaitEnd::Limit(reason))) => {
+            (E_PROXY_MAXCONNECTIONSREACHED, Outcome::WaitingLimit(reason))
+        }
+        Err(NoHost::Waited(WaitEnd::Timeout)) => {
+            (E_PROXY_TS_CONNECTFAILED, Outcome::HostStartTimeout)
+        }
+        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Err(Outcome::ClientLeft),
+        Err(NoHost::Refused(e)) => placer_refusal(&e),
+        Err(NoHost::SourceLimit) => (E_PROXY_MAXCONNECTIONSREACHED, Outcome::SourceLimit),
+        Err(NoHost::Unreachable) => (E_PROXY_TS_CONNECTFAILED, Outcome::HostUnreachable),
+    };
+    refuse(ws, tunnel, code).await;
+    Err(outcome)
+}
+
+/// A tunnel's client while its channel is held: its next packet is read
+/// (and kept, to be judged once the channel is answered); the tunnel's end
+/// or a broken link means it has gone.
+struct Held<'a> {
+    link: &'a mut Link,
+    tunnel: &'a mut Tunnel,
+}
+
+impl Client for Held<'_> {
+    async fn gone(&mut self) -> bool {
+        match self.tunnel.next(self.link).await {
+            Ok(Some(packet)) => {
+                self.tunnel.pending.push_front(packet);
+                false
+            }
+            Ok(None) | Err(_) => true,
+        }
+    }
+}
+
+/// The HRESULT and outcome of a placer's refusal.
+fn placer_refusal(e: &PlacerError) -> (u32, Outcome) {
+    match e {
+        PlacerError::Refused {
+            code: api::ErrorCode::InvalidConnectionTicket,
+            ..
+        } => (
+            E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED,
+            Outcome::TokenRefused,
+        ),
+        // Answered as a refused ticket (see `open_channel`).
+        PlacerError::Refused {
+            code: api::ErrorCode::HostPoolNotFound,
+            ..
+        } => (
+            E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED,
+            Outcome::UnknownPool,
+        ),
+        PlacerError::Refused { .. } => (E_PROXY_TS_CONNECTFAILED, Outcome::Refused),
+        PlacerError::Unreachable(_) => (E_PROXY_INTERNALERROR, Outcome::BrokerUnreachable),
+    }
+}
