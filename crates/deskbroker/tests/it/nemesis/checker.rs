@@ -28,6 +28,10 @@
 //! - **S6** (database, at checkpoints and at the end): at most one session
 //!   per user and pool, no host over its pool's limit, personal sessions
 //!   only on their owner's desktop, one desktop per owner;
+//! - **L1**: when a fault keeps the leader from deciding while it runs
+//!   (frozen, its database link partitioned, stalled or half-dead) for
+//!   longer than the bound, a write is acknowledged within the bound:
+//!   another replica took over;
 //! - **epochs** (observations): the leadership row's epoch never goes
 //!   down, nor the epoch any one start of a replica reports, and no two
 //!   replicas ever claim to lead under the same epoch.
@@ -35,6 +39,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
+use super::faults::LeaderOutage;
 use super::history::{Op, Outcome, PROBE_CLIENT, Req};
 use super::load::{Kind, POOLS};
 use super::observe::{DbState, Observations};
@@ -399,6 +404,57 @@ pub fn check_epochs(obs: &Observations) -> Vec<Violation> {
             "epochs",
             format!("several replicas claimed to lead under epoch {epoch}: {who:?}"),
             vec![],
+        ));
+    }
+    out
+}
+
+/// Rule L1: while a leader that runs but cannot decide (frozen, or its
+/// database link partitioned, stalled or half-dead) stays so for longer
+/// than `bound`, another replica decides: some write (a new placement or
+/// a logoff) sent after the fault took effect is acknowledged within
+/// `bound` of it. The stopped leader can acknowledge none, so one proves a
+/// new leader serving; a run of the load without any is a leader not
+/// replaced (or replaced too late).
+pub fn check_replaced(ops: &[Op], outages: &[LeaderOutage], bound: Duration) -> Vec<Violation> {
+    let writes: Vec<&Op> = ops
+        .iter()
+        .filter(|o| {
+            o.placed().is_some_and(|p| !p.reconnect)
+                || (o.req.name() == "logoff" && matches!(o.outcome, Outcome::Ok(_)))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for outage in outages {
+        if outage.healed - outage.injected < bound {
+            continue;
+        }
+        let deadline = outage.injected + bound;
+        let served = writes
+            .iter()
+            .any(|o| o.start >= outage.injected && o.end <= deadline);
+        if served {
+            continue;
+        }
+        let before = writes.iter().rev().find(|o| o.end < outage.injected);
+        let after = writes.iter().find(|o| o.start >= outage.injected);
+        out.push(violation(
+            "L1",
+            format!(
+                "step {}: {} from {:.3}s for {:.3}s, and no write was acknowledged within {:?} \
+                 of it (the first one after it: {})",
+                outage.step,
+                outage.what,
+                outage.injected.as_secs_f64(),
+                (outage.healed - outage.injected).as_secs_f64(),
+                bound,
+                after.map_or("none".into(), |o| format!(
+                    "#{} at {:.3}s",
+                    o.index,
+                    o.end.as_secs_f64()
+                ))
+            ),
+            before.iter().chain(after.iter()).map(|o| o.index).collect(),
         ));
     }
     out

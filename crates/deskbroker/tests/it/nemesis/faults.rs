@@ -195,15 +195,15 @@ impl Plan {
         let mut between = |lo: f64, hi: f64| lease.mul_f64(self.rng.random_range(lo..hi));
         let hold = match kind {
             Kind::KillLeader | Kind::KillFollower => between(0.1, 1.5),
-            Kind::StopLeaderLong => between(1.5, 3.0),
+            Kind::StopLeaderLong => between(1.5, 5.0),
             Kind::StopLeaderShort => between(0.1, 0.6),
             Kind::StopFollower => between(0.2, 3.0),
             Kind::PgRestartFast | Kind::PgRestartImmediate => between(0.0, 2.0),
             Kind::DbCut | Kind::AdvCut => Duration::ZERO,
-            Kind::DbPartition | Kind::AdvPartition | Kind::DbStall | Kind::AdvStall => {
-                between(0.3, 2.5)
-            }
-            Kind::DbStallOpen | Kind::AdvStallOpen => between(1.0, 4.0),
+            Kind::DbPartition | Kind::DbStall => between(0.3, 4.0),
+            Kind::AdvPartition | Kind::AdvStall => between(0.3, 2.5),
+            Kind::DbStallOpen => between(1.0, 6.0),
+            Kind::AdvStallOpen => between(1.0, 4.0),
             Kind::DbDelay | Kind::AdvDelay => between(1.0, 3.0),
         };
         let delay = Duration::from_millis(self.rng.random_range(50..1500));
@@ -234,6 +234,19 @@ pub struct Nemesis {
     pub recovery: Duration,
     /// Count of the probes' users, so each probe places a new one.
     pub probes: u64,
+    /// The steps that stopped the leader alone (rule L1's cases).
+    pub leader_outages: Vec<LeaderOutage>,
+}
+
+/// A step whose only fault kept the leader from making progress while it
+/// still ran: frozen, or its database link partitioned, stalled or
+/// half-dead. Rule L1: another replica decides within a bound.
+#[derive(Clone, Debug)]
+pub struct LeaderOutage {
+    pub step: usize,
+    pub what: String,
+    pub injected: Duration,
+    pub healed: Duration,
 }
 
 impl Nemesis {
@@ -267,9 +280,19 @@ impl Nemesis {
             }));
         }
         let mut failures = Vec::new();
-        for run in runs {
-            if let Err(e) = run.await.map_err(|e| e.to_string()).and_then(|r| r) {
-                failures.push(e);
+        for (run, f) in runs.into_iter().zip(faults) {
+            match run.await.map_err(|e| e.to_string()).and_then(|r| r) {
+                Err(e) => failures.push(e),
+                Ok((injected, healed)) => {
+                    if faults.len() == 1 && f.stops_the_leader() {
+                        self.leader_outages.push(LeaderOutage {
+                            step,
+                            what: format!("{} on r{leader}", f.kind.name()),
+                            injected,
+                            healed,
+                        });
+                    }
+                }
             }
         }
         if !failures.is_empty() {
@@ -318,7 +341,19 @@ impl Nemesis {
     }
 }
 
-/// One fault: inject, hold, heal. Errors only when it cannot heal.
+impl Fault {
+    /// Whether it keeps the leader from deciding without killing it.
+    fn stops_the_leader(&self) -> bool {
+        self.on_leader
+            && matches!(
+                self.kind,
+                Kind::StopLeaderLong | Kind::DbPartition | Kind::DbStall | Kind::DbStallOpen
+            )
+    }
+}
+
+/// One fault: inject, hold, heal. Answers when the fault took effect and
+/// when it was healed; errors only when it cannot heal.
 async fn inject(
     f: &Fault,
     slot: usize,
@@ -327,7 +362,7 @@ async fn inject(
     cluster: &Arc<Cluster>,
     history: &History,
     recovery: Duration,
-) -> Result<(), String> {
+) -> Result<(Duration, Duration), String> {
     let target = match f.kind.class() {
         Class::Database => "the database".to_string(),
         _ => format!(
@@ -348,9 +383,12 @@ async fn inject(
         ),
     );
     let relay = |class: Class| relay_of(brokers, slot, class);
+    // When the fault took effect.
+    let injected;
     match f.kind {
         Kind::KillLeader | Kind::KillFollower => {
             brokers.kill(slot).await;
+            injected = history.now();
             tokio::time::sleep(f.hold).await;
             history.event(step, format!("restart r{slot}"));
             brokers
@@ -360,6 +398,7 @@ async fn inject(
         }
         Kind::StopLeaderLong | Kind::StopLeaderShort | Kind::StopFollower => {
             brokers.signal(slot, Signal::SIGSTOP).await;
+            injected = history.now();
             tokio::time::sleep(f.hold).await;
             brokers.signal(slot, Signal::SIGCONT).await;
         }
@@ -375,6 +414,7 @@ async fn inject(
                 .map_err(|e| e.to_string())?
                 .map_err(|e| format!("pg_ctl stop: {e}"))?;
             history.event(step, "postgres stopped");
+            injected = history.now();
             tokio::time::sleep(f.hold).await;
             let c = cluster.clone();
             tokio::task::spawn_blocking(move || c.start_server())
@@ -382,29 +422,37 @@ async fn inject(
                 .map_err(|e| e.to_string())?
                 .map_err(|e| format!("pg_ctl start: {e}"))?;
         }
-        Kind::DbCut | Kind::AdvCut => relay(f.kind.class()).cut(),
+        Kind::DbCut | Kind::AdvCut => {
+            relay(f.kind.class()).cut();
+            injected = history.now();
+        }
         Kind::DbPartition | Kind::AdvPartition => {
             relay(f.kind.class()).partition();
+            injected = history.now();
             tokio::time::sleep(f.hold).await;
         }
         Kind::DbDelay | Kind::AdvDelay => {
             relay(f.kind.class()).set_mode(Mode::Delay(f.delay));
+            injected = history.now();
             tokio::time::sleep(f.hold).await;
         }
         Kind::DbStall | Kind::AdvStall => {
             relay(f.kind.class()).set_mode(Mode::Stall);
+            injected = history.now();
             tokio::time::sleep(f.hold).await;
         }
         Kind::DbStallOpen | Kind::AdvStallOpen => {
             relay(f.kind.class()).stall_open();
+            injected = history.now();
             tokio::time::sleep(f.hold).await;
         }
     }
     if matches!(f.kind.class(), Class::DbRelay | Class::AdvRelay) {
         relay(f.kind.class()).heal();
     }
+    let healed = history.now();
     history.event(step, format!("healed {} on {target}", f.kind.name()));
-    Ok(())
+    Ok((injected, healed))
 }
 
 fn relay_of(brokers: &Brokers, slot: usize, class: Class) -> &Relay {

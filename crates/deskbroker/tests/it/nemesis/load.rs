@@ -1,8 +1,9 @@
 //! The mixed load: a few clients at once, each sending connects (two
 //! pooled pools with session limits, a personal `Persistent` pool),
 //! logoffs of sessions it was told of, heartbeats and drains, each to a
-//! replica picked at random, every request bounded by [`OP_TIMEOUT`], and
-//! every one recorded in the history. Users come from a small fixed set,
+//! replica picked at random, at a steady pace whatever the answers take
+//! (a frozen replica holds only the requests sent to it), every request
+//! bounded by [`OP_TIMEOUT`], and every one recorded in the history. Users come from a small fixed set,
 //! so the same user reconnects often (rule S1 is exercised all the time),
 //! sometimes spelled in upper case (users compare without case).
 //!
@@ -19,6 +20,7 @@ use std::time::Duration;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use super::brokers::{Directory, REPLICAS, endpoint, send};
 use super::history::{History, Op, Outcome, Req};
@@ -27,6 +29,8 @@ use crate::App;
 /// Every load request is answered or given up within this (longer than
 /// a replica's wait for a leader, 5 s, so that its 503 is seen).
 pub const OP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests under way at once, of all clients together.
+pub const MAX_IN_FLIGHT: usize = 256;
 /// The pool of the nemesis's probes (no limit, never loaded otherwise).
 pub const PROBE_POOL: &str = "probe";
 
@@ -145,6 +149,7 @@ pub async fn setup(app: &App) {
 pub struct Load {
     stop: Arc<AtomicBool>,
     done: Arc<AtomicUsize>,
+    in_flight: Arc<Semaphore>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -154,18 +159,19 @@ type Known = Arc<Mutex<HashMap<(usize, usize), String>>>;
 
 impl Load {
     /// Starts `clients` clients; client `c` draws its operations from a
-    /// generator seeded with `seed` and `c`, and pauses about `think`
-    /// between two of them.
+    /// generator seeded with `seed` and `c`, and sends one about every
+    /// `gap` (see [`Client::run`]).
     pub fn start(
         seed: u64,
         clients: usize,
-        think: Duration,
+        gap: Duration,
         directory: Directory,
         history: Arc<History>,
     ) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicUsize::new(0));
         let known: Known = Arc::default();
+        let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let http = reqwest::Client::builder()
             .timeout(OP_TIMEOUT)
             .connect_timeout(Duration::from_secs(2))
@@ -183,12 +189,19 @@ impl Load {
                     directory: directory.clone(),
                     history: history.clone(),
                     known: known.clone(),
-                    think,
+                    gap,
+                    in_flight: in_flight.clone(),
+                    done: done.clone(),
                 };
-                tokio::spawn(client.run(stop.clone(), done.clone()))
+                tokio::spawn(client.run(stop.clone()))
             })
             .collect();
-        Load { stop, done, tasks }
+        Load {
+            stop,
+            done,
+            in_flight,
+            tasks,
+        }
     }
 
     /// Operations answered (or given up) so far.
@@ -203,6 +216,8 @@ impl Load {
         for t in self.tasks {
             t.await.expect("a load client panicked");
         }
+        let all = u32::try_from(MAX_IN_FLIGHT).expect("a small bound");
+        let _ = self.in_flight.acquire_many(all).await;
     }
 }
 
@@ -213,39 +228,57 @@ struct Client {
     directory: Directory,
     history: Arc<History>,
     known: Known,
-    think: Duration,
+    gap: Duration,
+    in_flight: Arc<Semaphore>,
+    done: Arc<AtomicUsize>,
 }
 
 impl Client {
-    async fn run(mut self, stop: Arc<AtomicBool>, done: Arc<AtomicUsize>) {
+    /// Sends a request about every `gap` (between none and twice that),
+    /// without waiting for the answers: a request to a replica that does
+    /// not answer (frozen, or behind a stalled link) holds only itself, as
+    /// it would for one user among many, and the others go on. At most
+    /// [`MAX_IN_FLIGHT`] of all clients' requests are under way at once;
+    /// beyond it a request is not sent.
+    async fn run(mut self, stop: Arc<AtomicBool>) {
         while !stop.load(Ordering::SeqCst) {
+            let pause = self.gap.mul_f64(self.rng.random_range(0.0..2.0));
+            tokio::time::sleep(pause).await;
             let slot = self.rng.random_range(0..REPLICAS);
             let (req, key) = self.next_request();
             let e = endpoint(&self.directory, slot);
-            let Some(url) = &e.url else {
-                // Killed: a client would be refused at once; ask another.
-                tokio::time::sleep(self.think).await;
+            // Killed: a client would be refused at once; it asks another.
+            let Some(url) = e.url.clone() else { continue };
+            let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
                 continue;
             };
-            let start = self.history.now();
-            let outcome = tokio::time::timeout(OP_TIMEOUT, send(&self.http, url, &req))
-                .await
-                .unwrap_or_else(|_| Outcome::Unknown("no answer in time".into()));
-            let end = self.history.now();
-            self.learn(&req, key, &outcome);
-            self.history.record(Op {
-                index: 0,
-                client: self.id,
-                replica: slot,
-                incarnation: e.incarnation,
-                start,
-                end,
-                req,
-                outcome,
+            let (id, http, history, known, done) = (
+                self.id,
+                self.http.clone(),
+                self.history.clone(),
+                self.known.clone(),
+                self.done.clone(),
+            );
+            tokio::spawn(async move {
+                let _permit = permit;
+                let start = history.now();
+                let outcome = tokio::time::timeout(OP_TIMEOUT, send(&http, &url, &req))
+                    .await
+                    .unwrap_or_else(|_| Outcome::Unknown("no answer in time".into()));
+                let end = history.now();
+                learn(&known, &req, key, &outcome);
+                history.record(Op {
+                    index: 0,
+                    client: id,
+                    replica: slot,
+                    incarnation: e.incarnation,
+                    start,
+                    end,
+                    req,
+                    outcome,
+                });
+                done.fetch_add(1, Ordering::SeqCst);
             });
-            done.fetch_add(1, Ordering::SeqCst);
-            let pause = self.think.mul_f64(self.rng.random_range(0.0..2.0));
-            tokio::time::sleep(pause).await;
         }
     }
 
@@ -302,21 +335,21 @@ impl Client {
         }
         (Req::Connect { pool, user }, (p, u))
     }
+}
 
-    /// Remembers the sessions placed and forgets those logged off.
-    fn learn(&self, req: &Req, key: (usize, usize), outcome: &Outcome) {
-        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        match (req, outcome) {
-            (Req::Connect { .. }, Outcome::Ok(Some(placed))) => {
-                known.insert(key, placed.session.clone());
-            }
-            (Req::Logoff { session, .. }, Outcome::Ok(_))
-            | (Req::Logoff { session, .. }, Outcome::Failed { status: 404, .. })
-                if known.get(&key) == Some(session) =>
-            {
-                known.remove(&key);
-            }
-            _ => {}
+/// Remembers the sessions placed and forgets those logged off.
+fn learn(known: &Known, req: &Req, key: (usize, usize), outcome: &Outcome) {
+    let mut known = known.lock().unwrap_or_else(|e| e.into_inner());
+    match (req, outcome) {
+        (Req::Connect { .. }, Outcome::Ok(Some(placed))) => {
+            known.insert(key, placed.session.clone());
         }
+        (Req::Logoff { session, .. }, Outcome::Ok(_))
+        | (Req::Logoff { session, .. }, Outcome::Failed { status: 404, .. })
+            if known.get(&key) == Some(session) =>
+        {
+            known.remove(&key);
+        }
+        _ => {}
     }
 }
