@@ -417,13 +417,7 @@ pub fn check_epochs(obs: &Observations) -> Vec<Violation> {
 /// new leader serving; a run of the load without any is a leader not
 /// replaced (or replaced too late).
 pub fn check_replaced(ops: &[Op], outages: &[LeaderOutage], bound: Duration) -> Vec<Violation> {
-    let writes: Vec<&Op> = ops
-        .iter()
-        .filter(|o| {
-            o.placed().is_some_and(|p| !p.reconnect)
-                || (o.req.name() == "logoff" && matches!(o.outcome, Outcome::Ok(_)))
-        })
-        .collect();
+    let writes = writes(ops);
     let mut out = Vec::new();
     for outage in outages {
         if outage.healed - outage.injected < bound {
@@ -458,6 +452,33 @@ pub fn check_replaced(ops: &[Op], outages: &[LeaderOutage], bound: Duration) -> 
         ));
     }
     out
+}
+
+/// The acknowledged writes a stopped leader cannot make: new placements
+/// and logoffs.
+fn writes(ops: &[Op]) -> Vec<&Op> {
+    ops.iter()
+        .filter(|o| {
+            o.placed().is_some_and(|p| !p.reconnect)
+                || (o.req.name() == "logoff" && matches!(o.outcome, Outcome::Ok(_)))
+        })
+        .collect()
+}
+
+/// For each leader outage, how long after it took effect the first write
+/// sent after it was acknowledged (None: none was).
+pub fn time_to_write(ops: &[Op], outages: &[LeaderOutage]) -> Vec<Option<Duration>> {
+    let writes = writes(ops);
+    outages
+        .iter()
+        .map(|outage| {
+            writes
+                .iter()
+                .filter(|o| o.start >= outage.injected)
+                .map(|o| o.end - outage.injected)
+                .min()
+        })
+        .collect()
 }
 
 /// That the run tested something: a checker over a history of refusals

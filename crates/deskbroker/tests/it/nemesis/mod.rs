@@ -277,6 +277,32 @@ async fn replicas_under_faults_keep_every_rule() {
         db.epoch,
         db.sessions.len()
     );
+    let bound = replaced_within(knobs.lease);
+    let waits = checker::time_to_write(&ops, &nemesis.leader_outages);
+    let _ = write!(
+        summary,
+        "rule L1: {} steps stopped the leader alone ({} for longer than {bound:?}); \
+         from each to the first write acknowledged after it:",
+        waits.len(),
+        nemesis
+            .leader_outages
+            .iter()
+            .filter(|o| o.healed - o.injected >= bound)
+            .count()
+    );
+    for (outage, wait) in nemesis.leader_outages.iter().zip(&waits) {
+        let _ = write!(
+            summary,
+            " {}{}",
+            wait.map_or("none".into(), |w| format!("{:.2}s", w.as_secs_f64())),
+            if outage.healed - outage.injected >= bound {
+                "*"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(summary, " (* held longer than the bound)");
     let mut by_rule: BTreeMap<&str, usize> = BTreeMap::new();
     for v in &violations {
         *by_rule.entry(v.rule).or_default() += 1;
