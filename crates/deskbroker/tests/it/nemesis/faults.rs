@@ -172,20 +172,19 @@ impl Plan {
     }
 
     /// The next step: one fault, sometimes two at once (of different
-    /// classes), and the quiet pause after it.
+    /// classes), and the quiet pause after it. A fault that stops the
+    /// leader while it runs comes alone, so that rule L1's bound applies
+    /// to it.
     pub fn next_step(&mut self) -> (Vec<Fault>, Duration) {
         let first = self.deal();
-        let mut kinds = vec![first];
-        if self.rng.random_bool(0.3)
+        let mut faults = vec![self.fault(first, false)];
+        if !faults[0].stops_the_leader()
+            && self.rng.random_bool(0.3)
             && let Some(i) = self.deck.iter().rposition(|k| k.class() != first.class())
         {
-            kinds.push(self.deck.remove(i));
+            let second = self.deck.remove(i);
+            faults.push(self.fault(second, true));
         }
-        let faults = kinds
-            .into_iter()
-            .enumerate()
-            .map(|(i, kind)| self.fault(kind, i > 0))
-            .collect();
         let quiet = Duration::from_millis(self.rng.random_range(300..1500));
         (faults, quiet)
     }
@@ -195,14 +194,14 @@ impl Plan {
         let mut between = |lo: f64, hi: f64| lease.mul_f64(self.rng.random_range(lo..hi));
         let hold = match kind {
             Kind::KillLeader | Kind::KillFollower => between(0.1, 1.5),
-            Kind::StopLeaderLong => between(1.5, 5.0),
+            Kind::StopLeaderLong => between(2.0, 5.0),
             Kind::StopLeaderShort => between(0.1, 0.6),
             Kind::StopFollower => between(0.2, 3.0),
             Kind::PgRestartFast | Kind::PgRestartImmediate => between(0.0, 2.0),
             Kind::DbCut | Kind::AdvCut => Duration::ZERO,
             Kind::DbPartition | Kind::DbStall => between(0.3, 4.0),
             Kind::AdvPartition | Kind::AdvStall => between(0.3, 2.5),
-            Kind::DbStallOpen => between(1.0, 6.0),
+            Kind::DbStallOpen => between(2.0, 6.0),
             Kind::AdvStallOpen => between(1.0, 4.0),
             Kind::DbDelay | Kind::AdvDelay => between(1.0, 3.0),
         };
