@@ -180,10 +180,18 @@ impl Plan {
         let mut faults = vec![self.fault(first, false)];
         if !faults[0].stops_the_leader()
             && self.rng.random_bool(0.3)
-            && let Some(i) = self.deck.iter().rposition(|k| k.class() != first.class())
+            && let Some(i) = self
+                .deck
+                .iter()
+                .rposition(|k| k.class() != first.class() && *k != Kind::StopLeaderLong)
         {
             let second = self.deck.remove(i);
-            faults.push(self.fault(second, true));
+            let mut second = self.fault(second, true);
+            // Nor does one come second: it hits a follower instead.
+            if second.stops_the_leader() {
+                second.on_leader = false;
+            }
+            faults.push(second);
         }
         let quiet = Duration::from_millis(self.rng.random_range(300..1500));
         (faults, quiet)
