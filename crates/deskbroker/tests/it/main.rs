@@ -43,6 +43,7 @@ mod throttle;
 mod tickets;
 mod tls;
 mod windows;
+mod windows_clients;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

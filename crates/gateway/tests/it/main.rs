@@ -6,10 +6,12 @@
 //! on bytes captured from a real client and on random ones.
 
 mod front_door;
+mod front_door_bounds;
 mod fuzz;
 mod pdu;
 mod placer;
 mod rd_gateway;
+mod rd_gateway_bounds;
 mod tsgu;
 mod tsgu_props;
 

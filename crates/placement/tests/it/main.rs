@@ -28,6 +28,7 @@ mod quiet;
 mod random;
 mod reconcile;
 mod reconnect;
+mod reference;
 mod refusal;
 mod requires;
 mod restore;
