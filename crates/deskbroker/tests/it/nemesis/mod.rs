@@ -17,7 +17,8 @@
 //! the database during the run ([`observe`]), and the database at the end:
 //! nothing acknowledged lost, S1 never split or answered from a session
 //! already logged off, at most one session per user, no limit exceeded,
-//! epochs only going up. It prints a summary (operations, faults by kind,
+//! epochs only going up, and a leader stopped while it runs (frozen, or
+//! its database link broken) replaced within a bound (rule L1). It prints a summary (operations, faults by kind,
 //! violations, the longest time without a successful connect per fault
 //! kind) and fails listing every violation with the seed that reproduces
 //! the run.
