@@ -50,6 +50,7 @@
 //! the previous leader is gone (nothing listens at its address) or says it
 //! no longer leads ([`Replica::stopped_leading`]). A leader stopped
 //! cleanly gives its lease up ([`store::Lease::release`]).
+
 mod forward;
 
 use std::sync::Arc;
@@ -148,7 +149,7 @@ enum Role {
     /// No leader known yet: requests wait for one.
     Electing,
     /// This replica decides (its store may have failed meanwhile: then it
-    /// answers reconnects from memory until a new election).
+    /// answers reconnects from memory until its lease runs out).
     Leader(Arc<Leading>),
     /// Another replica decides.
     Follower(Arc<Leader>),
