@@ -520,7 +520,7 @@ pub struct StepSpan {
 /// Per fault kind: how many steps had it, and the longest and the mean of
 /// each step's longest window in which no load client's connect
 /// succeeded on any replica (from a success's answer to the next one's),
-/// counting the windows that overlap the step (from its start to the next
+/// the part of each window within the step (from its start to the next
 /// step's). A step of two faults counts for both kinds.
 pub fn unavailability(
     ops: &[Op],
@@ -545,7 +545,8 @@ pub fn unavailability(
             successes[first - 1]
         };
         for &t in successes[first..].iter().chain([&end]) {
-            worst = worst.max(t.saturating_sub(prev));
+            // The part of the window within the step.
+            worst = worst.max(t.min(until).saturating_sub(prev.max(step.start)));
             if t >= until {
                 break;
             }
