@@ -12,11 +12,13 @@
 #   later; an older Debian's nodejs may be too old: then install Node 20+
 #   by hand);
 # - for the smoke run of scripts/bench-http.sh (tests/it/bench.rs): wrk;
-# - for the PostgreSQL store's tests, when DESKBROKER_TEST_DATABASE_URL
-#   does not name a server and no initdb/pg_ctl is found (in
+# - for the PostgreSQL store's tests and the replicas' nemesis test
+#   (tests/it/nemesis), when no initdb/pg_ctl is found (in
 #   /usr/lib/postgresql/*/bin or on PATH): postgresql, Debian's server
-#   package (scripts/test makes a throwaway cluster with its initdb; note
-#   that Debian's package also creates and starts its own "main" cluster).
+#   package. scripts/test makes a throwaway cluster with its initdb unless
+#   DESKBROKER_TEST_DATABASE_URL names a server; the nemesis always makes
+#   a cluster of its own, since it stops and restarts it. (Debian's
+#   package also creates and starts its own "main" cluster.)
 # Installs only what is missing, so it is quick on a machine that has them,
 # and says what it installs. Debian/Ubuntu (apt-get); as root, or with sudo.
 set -euo pipefail
@@ -55,9 +57,9 @@ command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # The smoke run of scripts/bench-http.sh loads the broker with wrk.
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
-if [ -z "${DESKBROKER_TEST_DATABASE_URL:-}" ] && ! have_postgres_server; then
-  need+=(postgresql)
-fi
+# Even with DESKBROKER_TEST_DATABASE_URL: the nemesis restarts a server of
+# its own.
+have_postgres_server || need+=(postgresql)
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium, chromedriver, node, npm and a PostgreSQL server are installed"

@@ -26,6 +26,7 @@ mod leases;
 mod load_index;
 mod logoffs;
 mod messages;
+mod nemesis;
 mod portal;
 mod postgres;
 mod power;
