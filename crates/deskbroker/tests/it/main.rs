@@ -27,6 +27,7 @@ mod load_index;
 mod logoffs;
 mod messages;
 mod nemesis;
+mod observability;
 mod portal;
 mod postgres;
 mod power;
