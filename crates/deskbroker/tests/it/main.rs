@@ -363,6 +363,28 @@ impl Drop for App {
     }
 }
 
+/// Connects `user` to `pool` through `app` and asserts rule S1's answer: a
+/// reconnect to the session `id` on `host`.
+pub async fn assert_reconnects(app: &App, pool: &str, user: &str, id: &str, host: &str) {
+    let v = app
+        .ok(
+            "POST",
+            &format!("/api/v1/hostPools/{pool}/connect"),
+            Some(serde_json::json!({ "user": user })),
+            200,
+        )
+        .await;
+    assert_eq!(
+        (
+            &v["reconnect"],
+            v["sessionId"].as_str(),
+            v["sessionHost"].as_str()
+        ),
+        (&Value::Bool(true), Some(id), Some(host)),
+        "{user}"
+    );
+}
+
 /// Creates a pooled pool with `hosts` hosts h1..hN.
 pub async fn pool_with_hosts(app: &App, pool: &str, lb: &str, limit: u32, hosts: usize) {
     app.ok(

@@ -24,19 +24,7 @@ async fn serves_the_previous_versions_data(app: &App) {
         .iter()
         .zip(SESSION_IDS)
     {
-        let v = app
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({ "user": user })),
-                200,
-            )
-            .await;
-        assert_eq!(
-            (&v["reconnect"], &v["sessionId"], &v["sessionHost"]),
-            (&json!(true), &json!(id), &json!("h1")),
-            "{user}"
-        );
+        crate::assert_reconnects(app, "p", user, id, "h1").await;
     }
     // The API credential the old broker made still works, with its role.
     let (status, _) = app
