@@ -22,7 +22,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use placement::autoscale::{
@@ -33,7 +32,7 @@ use store::{Mutation, ScalingAction, Snapshot};
 
 use crate::error::BrokerError;
 use crate::power;
-use crate::state::{Broker, now_ms};
+use crate::state::Broker;
 use crate::sync::MutexExt;
 
 /// `serve --autoscale-interval` when not given.
@@ -62,18 +61,6 @@ pub const NOTICE_TITLE: &str = "Your session host is shutting down";
 /// The longest message a Notify's record keeps.
 const MAX_NOTICE_RECORD_BYTES: usize = 4096;
 
-static INTERVAL_MS: AtomicU64 = AtomicU64::new(DEFAULT_AUTOSCALE_INTERVAL.as_millis() as u64);
-
-/// Sets how often plans are evaluated (`serve --autoscale-interval`).
-pub fn set_interval(every: Duration) {
-    let ms = every.max(MIN_AUTOSCALE_INTERVAL).as_millis() as u64;
-    INTERVAL_MS.store(ms, Ordering::Relaxed);
-}
-
-fn interval() -> Duration {
-    Duration::from_millis(INTERVAL_MS.load(Ordering::Relaxed))
-}
-
 /// A host held back after failed power actions.
 #[derive(Clone, Copy, Debug)]
 struct Backoff {
@@ -81,11 +68,12 @@ struct Backoff {
     until_ms: TimestampMs,
 }
 
-/// The plans, each pool's memory, and the evaluator's wake-up.
+/// The plans, each pool's memory, and the evaluator's wake-up on plan
+/// changes (session changes come from the core's channel).
 #[derive(Default)]
 pub struct Autoscale {
     plans: Mutex<Plans>,
-    wake: tokio::sync::Notify,
+    plan_changed: tokio::sync::Notify,
     backoff: Mutex<HashMap<(String, String), Backoff>>,
 }
 
@@ -124,11 +112,6 @@ impl Autoscale {
 
     fn plans(&self) -> std::sync::MutexGuard<'_, Plans> {
         self.plans.lock_or_recover()
-    }
-
-    /// A session changed: evaluate soon (debounced).
-    pub fn session_changed(&self) {
-        self.wake.notify_one();
     }
 }
 
@@ -177,7 +160,7 @@ impl Broker {
         placement::validate_name("name", name)?;
         plan.validate()?;
         for (i, pool) in plan.host_pools.iter().enumerate() {
-            let kind = self.peek(pool, |p| Ok(p.config().host_pool_type));
+            let kind = self.core().peek(pool, |p| Ok(p.config().host_pool_type));
             match kind {
                 Ok(HostPoolType::Pooled) => {}
                 Ok(HostPoolType::Personal) => {
@@ -193,71 +176,67 @@ impl Broker {
                 }
             }
         }
-        let reserved = self.writer.reserve().await?;
-        let (created, released, ticket) = {
-            let mut plans = self.autoscale.plans();
-            for pool in &plan.host_pools {
-                if let Some(other) = plans.plan_of(pool)
-                    && other != name
-                {
-                    return Err(placement::Error::Conflict(format!(
+        let (created, released) = self
+            .core()
+            .commit(|| {
+                let mut plans = self.autoscale.plans();
+                for pool in &plan.host_pools {
+                    if let Some(other) = plans.plan_of(pool)
+                        && other != name
+                    {
+                        return Err(placement::Error::Conflict(format!(
                         "host pool {pool} is served by scaling plan {other}; a pool has at most \
                          one plan: remove it from {other} first"
                     ))
                     .into());
+                    }
                 }
-            }
-            if !plans.by_name.contains_key(name) && plans.by_name.len() >= MAX_SCALING_PLANS {
-                return Err(placement::Error::Conflict(format!(
-                    "this broker keeps at most {MAX_SCALING_PLANS} scaling plans"
-                ))
-                .into());
-            }
-            let released: Vec<String> = plans
-                .by_name
-                .get(name)
-                .map(|old| {
-                    old.host_pools
-                        .iter()
-                        .filter(|p| !plan.host_pools.contains(p))
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default();
-            let created = plans
-                .by_name
-                .insert(name.to_string(), plan.clone())
-                .is_none();
-            let ticket = self.writer.send(
-                Some(reserved),
-                vec![Mutation::PutScalingPlan {
+                if !plans.by_name.contains_key(name) && plans.by_name.len() >= MAX_SCALING_PLANS {
+                    return Err(placement::Error::Conflict(format!(
+                        "this broker keeps at most {MAX_SCALING_PLANS} scaling plans"
+                    ))
+                    .into());
+                }
+                let released: Vec<String> = plans
+                    .by_name
+                    .get(name)
+                    .map(|old| {
+                        old.host_pools
+                            .iter()
+                            .filter(|p| !plan.host_pools.contains(p))
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let created = plans
+                    .by_name
+                    .insert(name.to_string(), plan.clone())
+                    .is_none();
+                let put = Mutation::PutScalingPlan {
                     name: name.to_string(),
                     plan,
-                }],
-            );
-            (created, released, ticket)
-        };
-        self.writer.wait(ticket).await?;
+                };
+                Ok(((created, released), vec![put]))
+            })
+            .await?;
         self.release_pools(&released).await;
-        self.autoscale.wake.notify_one();
+        self.autoscale.plan_changed.notify_one();
         Ok(created)
     }
 
     /// Removes a plan; its pools return to their own algorithm.
     pub async fn delete_scaling_plan(&self, name: &str) -> Result<(), BrokerError> {
-        let reserved = self.writer.reserve().await?;
-        let (pools, ticket) = {
-            let mut plans = self.autoscale.plans();
-            let plan = plans.by_name.remove(name).ok_or_else(|| not_found(name))?;
-            let ticket = self.writer.send(
-                Some(reserved),
-                vec![Mutation::DeleteScalingPlan {
+        let pools = self
+            .core()
+            .commit(|| {
+                let mut plans = self.autoscale.plans();
+                let plan = plans.by_name.remove(name).ok_or_else(|| not_found(name))?;
+                let delete = Mutation::DeleteScalingPlan {
                     name: name.to_string(),
-                }],
-            );
-            (plan.host_pools, ticket)
-        };
-        self.writer.wait(ticket).await?;
+                };
+                Ok((plan.host_pools, vec![delete]))
+            })
+            .await?;
         self.release_pools(&pools).await;
         Ok(())
     }
@@ -268,23 +247,17 @@ impl Broker {
         let Some(name) = self.scaling_plan_of(pool) else {
             return;
         };
-        let Ok(reserved) = self.writer.reserve().await else {
-            return;
-        };
-        let ticket = {
+        let removed = self.core().commit(|| {
             let mut plans = self.autoscale.plans();
             plans.memory.remove(pool);
             let Some(plan) = plans.by_name.get_mut(&name) else {
-                return;
+                return Ok(((), Vec::new()));
             };
             plan.host_pools.retain(|p| p != pool);
             let plan = plan.clone();
-            self.writer.send(
-                Some(reserved),
-                vec![Mutation::PutScalingPlan { name, plan }],
-            )
-        };
-        if let Err(e) = self.writer.wait(ticket).await {
+            Ok(((), vec![Mutation::PutScalingPlan { name, plan }]))
+        });
+        if let Err(e) = removed.await {
             tracing::warn!(%pool, error = %e, "cannot remove a deleted pool from its plan");
         }
     }
@@ -296,6 +269,7 @@ impl Broker {
         for pool in pools {
             self.autoscale.plans().memory.remove(pool);
             let _ = self
+                .core()
                 .write_with(pool, |p, _| {
                     p.set_plan_algorithm(None);
                     Ok((
@@ -314,12 +288,13 @@ impl Broker {
     /// the plan waits for (an evaluation that applies nothing).
     pub fn scaling_plan_status(&self, name: &str) -> Result<Vec<PoolStatus>, BrokerError> {
         let plan = self.scaling_plan(name)?;
-        let now = now_ms();
+        let now = self.now_ms();
         let phase = phase_in_force(&plan, now).map_err(BrokerError::Engine)?;
         let mut out = Vec::new();
         for pool in &plan.host_pools {
             let memory = self.pool_memory(pool);
             let evaluation = self
+                .core()
                 .peek(pool, |p| {
                     let view = p.scaling_view(host_power);
                     Ok(evaluate(&view, &phase, &memory, now))
@@ -343,17 +318,29 @@ impl Broker {
             .unwrap_or_default()
     }
 
-    /// The evaluator: every interval, and soon after session changes, until
-    /// aborted with the ticker.
+    /// The evaluator: every `serve --autoscale-interval`, soon after a
+    /// plan changes, and [`SESSION_CHANGE_DEBOUNCE`] after sessions change
+    /// (the core says when), until aborted with the ticker.
     pub async fn run_autoscale(self: Arc<Self>) {
+        let interval = self
+            .settings()
+            .autoscale_interval
+            .max(MIN_AUTOSCALE_INTERVAL);
+        let mut sessions = self.core().session_changes();
         loop {
             tokio::select! {
-                () = tokio::time::sleep(interval()) => {}
-                () = self.autoscale.wake.notified() => {
-                    tokio::time::sleep(SESSION_CHANGE_DEBOUNCE.min(interval())).await;
+                () = tokio::time::sleep(interval) => {}
+                () = self.autoscale.plan_changed.notified() => {}
+                changed = sessions.changed() => {
+                    if changed.is_err() {
+                        // The core is gone: so is this broker.
+                        return;
+                    }
+                    tokio::time::sleep(SESSION_CHANGE_DEBOUNCE.min(interval)).await;
+                    sessions.mark_unchanged();
                 }
             }
-            if self.writer.failure().is_some() {
+            if self.core().writer().failure().is_some() {
                 continue;
             }
             self.evaluate_plans().await;
@@ -363,7 +350,7 @@ impl Broker {
     /// One evaluation of every plan over every pool it serves.
     pub async fn evaluate_plans(self: &Arc<Self>) {
         for (name, plan) in self.scaling_plans() {
-            let phase = match phase_in_force(&plan, now_ms()) {
+            let phase = match phase_in_force(&plan, self.now_ms()) {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(plan = %name, error = %e, "cannot resolve the plan's phase");
@@ -391,7 +378,7 @@ impl Broker {
         phase: &ResolvedPhase,
     ) -> Result<(), BrokerError> {
         let memory = self.pool_memory(pool);
-        let now = now_ms();
+        let now = self.now_ms();
         let held: Vec<String> = {
             let b = self.autoscale.backoff.lock_or_recover();
             b.iter()
@@ -401,6 +388,7 @@ impl Broker {
         };
         let phase_name = format!("{:?}", phase.phase);
         let (next_memory, begun, notices) = self
+            .core()
             .write_with(pool, |p, now| {
                 if p.config().host_pool_type != HostPoolType::Pooled {
                     return Ok(((memory.clone(), Vec::new(), Vec::new()), Vec::new()));
@@ -575,6 +563,7 @@ impl Broker {
         }
         let pool = record.pool.clone();
         let result = self
+            .core()
             .write_with(&pool, move |_, now| {
                 record.finished_ms = Some(now);
                 Ok(((), vec![Mutation::PutScalingAction { action: record }]))
@@ -605,7 +594,7 @@ impl Broker {
         let pause = POWER_FAILURE_BACKOFF_BASE
             .saturating_mul(1u32 << e.failures.saturating_sub(1).min(16))
             .min(POWER_FAILURE_BACKOFF_MAX);
-        e.until_ms = now_ms() + pause.as_millis() as TimestampMs;
+        e.until_ms = self.now_ms() + pause.as_millis() as TimestampMs;
     }
 }
 

@@ -17,7 +17,6 @@ use placement::{
 
 use crate::error::BrokerError;
 use crate::state::Broker;
-use crate::sync::RwLockExt;
 
 /// Rule A8's decision for a connect the engine refused with `e`: only a
 /// refusal for want of a host (for a personal pool, also the user's own
@@ -116,7 +115,7 @@ impl Broker {
         c: &ConnectInput,
     ) -> Result<Placement, BrokerError> {
         let started = Instant::now();
-        let from_memory = self.writer.failure().is_some();
+        let from_memory = self.core().writer().failure().is_some();
         let result = if let Err(e) = self.check_ticket(pool, c) {
             Err(e)
         } else if from_memory {
@@ -149,6 +148,7 @@ impl Broker {
         let session_id = uuid::Uuid::now_v7().to_string();
         let mut start = None;
         let placed = self
+            .core()
             .write(pool, |p, now| {
                 let req = ConnectRequest {
                     user: &c.user,
@@ -243,49 +243,51 @@ impl Broker {
 
     /// Whether `host` of `pool` is `Starting` now.
     fn host_is_starting(&self, pool: &str, host: &str) -> bool {
-        self.peek(pool, |p| {
-            Ok(p.host(host)
-                .is_some_and(|h| h.power_state == PowerState::Starting))
-        })
-        .unwrap_or(false)
+        self.core()
+            .peek(pool, |p| {
+                Ok(p.host(host)
+                    .is_some_and(|h| h.power_state == PowerState::Starting))
+            })
+            .unwrap_or(false)
     }
 
     /// Puts back into service a host the scaling plan drained, for a
     /// connect that needs it (A8, A10: recorded as an `Undrain`). An
     /// operator's drain is never undone (A6): such a host was not chosen.
     async fn undrain_for_connect(&self, pool: &str, host: &str) -> Result<(), BrokerError> {
-        self.write_with(pool, |p, now| {
-            let mut spec = p.find_host(host)?.spec.clone();
-            if spec.drained_by != Some(DrainedBy::ScalingPlan) {
-                return Ok(((), Vec::new()));
-            }
-            spec.allow_new_session = true;
-            spec.drained_by = None;
-            p.upsert_host(spec, now)?;
-            let record = store::ScalingAction {
-                id: uuid::Uuid::now_v7().to_string(),
-                pool: p.name().to_string(),
-                time_ms: now,
-                phase: None,
-                action: ScalingActionKind::Undrain,
-                session_host: host.to_string(),
-                reason: format!("undrained by {START_ON_CONNECT_ACTOR}"),
-                used_capacity_pct: None,
-                threshold_pct: None,
-                running_hosts: None,
-                minimum_hosts: None,
-                outcome: placement::ActionOutcome::Succeeded,
-                message: String::new(),
-                actor: Some(START_ON_CONNECT_ACTOR.to_string()),
-                finished_ms: Some(now),
-                attempts: 1,
-            };
-            Ok((
-                (),
-                vec![store::Mutation::PutScalingAction { action: record }],
-            ))
-        })
-        .await
+        self.core()
+            .write_with(pool, |p, now| {
+                let mut spec = p.find_host(host)?.spec.clone();
+                if spec.drained_by != Some(DrainedBy::ScalingPlan) {
+                    return Ok(((), Vec::new()));
+                }
+                spec.allow_new_session = true;
+                spec.drained_by = None;
+                p.upsert_host(spec, now)?;
+                let record = store::ScalingAction {
+                    id: uuid::Uuid::now_v7().to_string(),
+                    pool: p.name().to_string(),
+                    time_ms: now,
+                    phase: None,
+                    action: ScalingActionKind::Undrain,
+                    session_host: host.to_string(),
+                    reason: format!("undrained by {START_ON_CONNECT_ACTOR}"),
+                    used_capacity_pct: None,
+                    threshold_pct: None,
+                    running_hosts: None,
+                    minimum_hosts: None,
+                    outcome: placement::ActionOutcome::Succeeded,
+                    message: String::new(),
+                    actor: Some(START_ON_CONNECT_ACTOR.to_string()),
+                    finished_ms: Some(now),
+                    attempts: 1,
+                };
+                Ok((
+                    (),
+                    vec![store::Mutation::PutScalingAction { action: record }],
+                ))
+            })
+            .await
     }
 
     /// Rule T3: a request that carries a connection ticket is placed only if
@@ -303,8 +305,8 @@ impl Broker {
         };
         let ticket = api::ticket::Ticket::parse(raw).map_err(refused)?;
         let user = self
-            .keys
-            .verify_ticket(&ticket, pool, crate::state::now_ms().max(0) as u64 / 1000)
+            .keys()
+            .verify_ticket(&ticket, pool, self.core().clock().now_secs())
             .map_err(refused)?;
         if user != c.user {
             return Err(refused(api::ticket::TicketRefusal::OtherUser));
@@ -343,6 +345,7 @@ impl Broker {
         // One look at the pool: its name, and for a ticket the entitlement
         // and the lifetime.
         let (name, lifetime) = self
+            .core()
             .read(pool, |p| {
                 if let Some((user, groups)) = user {
                     p.check_entitled(user, groups, None)?;
@@ -351,24 +354,20 @@ impl Broker {
             })
             .await?;
         let front_door = || {
-            self.rdp_front_door
-                .read_or_recover()
-                .clone()
-                .ok_or_else(|| {
-                    BrokerError::NotFound(
-                        "this broker runs no RDP front door: start it with serve --rdp-listen"
-                            .into(),
-                    )
-                })
+            self.settings().rdp_front_door.clone().ok_or_else(|| {
+                BrokerError::NotFound(
+                    "this broker runs no RDP front door: start it with serve --rdp-listen".into(),
+                )
+            })
         };
         let mut ticket_expires_s = None;
         let body = match user {
             None => api::rdp_file::rdp_file(&front_door()?, &name),
             Some((user, _)) => {
-                let expires = (crate::state::now_ms().max(0) as u64 / 1000) + u64::from(lifetime);
+                let expires = (self.core().clock().now_secs()) + u64::from(lifetime);
                 ticket_expires_s = Some(expires);
                 let ticket = self
-                    .keys
+                    .keys()
                     .ticket_signer()
                     .issue(&name, user, expires)
                     .map_err(|e| BrokerError::Invalid(e.to_string()))?;
@@ -389,7 +388,7 @@ impl Broker {
     /// `InvalidParameter` when this broker knows of none (`serve
     /// --gateway-listen` or `--gateway-public-address`).
     pub fn rd_gateway_address(&self) -> Result<String, BrokerError> {
-        self.rd_gateway.read_or_recover().clone().ok_or_else(|| {
+        self.settings().rd_gateway.clone().ok_or_else(|| {
             BrokerError::Invalid(
                 "gateway=true: this broker knows of no RD Gateway (start it with serve \
                      --gateway-listen, or name a stand-alone one with --gateway-public-address)"
@@ -410,14 +409,14 @@ impl Broker {
             BrokerError::store_unavailable(format!(
                 "the store is unreachable ({}); only users with a session can reconnect \
                  until it is back",
-                self.writer.failure().unwrap_or_default()
+                self.core().writer().failure().unwrap_or_default()
             ))
         };
-        let found = self.peek(pool, |p| {
+        let found = self.core().peek(pool, |p| {
             Ok(p.existing_placement(&c.user, c.session_host.as_deref())?)
         })?;
         match found {
-            Some(placed) if self.writer.is_saved(pool, &placed.session_id) => Ok(placed),
+            Some(placed) if self.core().writer().is_saved(pool, &placed.session_id) => Ok(placed),
             _ => Err(unavailable()),
         }
     }
@@ -429,13 +428,14 @@ impl Broker {
         id: &str,
         state: SessionState,
     ) -> Result<(), BrokerError> {
-        self.write(pool, |p, now| Ok(p.set_session_state(id, state, now)?))
+        self.core()
+            .write(pool, |p, now| Ok(p.set_session_state(id, state, now)?))
             .await
     }
 
     /// Ends a session.
     pub async fn logoff(&self, pool: &str, id: &str) -> Result<(), BrokerError> {
-        self.write(pool, |p, _| Ok(p.logoff(id)?)).await
+        self.core().write(pool, |p, _| Ok(p.logoff(id)?)).await
     }
 
     /// The RDP front door's mark of a session it relays: `Some(state)`
@@ -449,23 +449,25 @@ impl Broker {
         id: &str,
         state: Option<SessionState>,
     ) -> Result<(), BrokerError> {
-        self.write_relaxed(pool, |p, now| {
-            match state {
-                Some(state) => p.mark_relayed_session(id, state, now)?,
-                // Not a logoff of a logged-on user: nothing for the host.
-                None => p.release(id)?,
-            }
-            Ok(())
-        })
-        .await
+        self.core()
+            .write_relaxed(pool, |p, now| {
+                match state {
+                    Some(state) => p.mark_relayed_session(id, state, now)?,
+                    // Not a logoff of a logged-on user: nothing for the host.
+                    None => p.release(id)?,
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// The name of the host of `pool` registered with `address` (an RDP
     /// redirection cookie names a host by address, rule R3).
     pub async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, BrokerError> {
-        self.read(pool, |p| {
-            Ok(p.host_at(address).map(|h| h.spec.name.clone()))
-        })
-        .await
+        self.core()
+            .read(pool, |p| {
+                Ok(p.host_at(address).map(|h| h.spec.name.clone()))
+            })
+            .await
     }
 }

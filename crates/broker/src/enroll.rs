@@ -22,7 +22,7 @@ use store::{HostCredential, Mutation, RegistrationToken};
 use subtle::ConstantTimeEq;
 
 use crate::error::BrokerError;
-use crate::state::{Broker, new_secret, now_ms, secret_hash};
+use crate::state::{Broker, new_secret, secret_hash};
 use crate::sync::RwLockExt;
 
 /// Longest life of a registration token: 30 days.
@@ -304,7 +304,11 @@ impl Broker {
     /// and API credentials by their hash. `Err` is why it is not valid
     /// (unknown, revoked or expired: 401).
     pub fn caller(&self, token: &str) -> Result<Caller, String> {
-        if bool::from(token.as_bytes().ct_eq(self.admin_token.as_bytes())) {
+        if bool::from(
+            token
+                .as_bytes()
+                .ct_eq(self.settings().admin_token.as_bytes()),
+        ) {
             return Ok(Caller::Admin);
         }
         let hash = secret_hash(token);
@@ -319,7 +323,7 @@ impl Broker {
             return Err("the bearer token is not valid".into());
         };
         if let Some(at) = c.expires_ms
-            && now_ms() >= at
+            && self.now_ms() >= at
         {
             return Err(format!(
                 "the credential {} expired at {}; an admin creates a new one",
@@ -359,40 +363,41 @@ impl Broker {
         }
         let token = new_secret("dbr_");
         let hash = secret_hash(&token);
-        let now = now_ms();
+        let now = self.now_ms();
         let expires_ms = now + (seconds as i64) * 1000;
-        self.write_with(pool, |p, _| {
-            let pool = p.name().to_string();
-            let grant = TokenGrant {
-                pool: pool.clone(),
-                expires_ms,
-                max_hosts,
-                used_hosts: 0,
-            };
-            let stored = grant.stored(&hash);
-            let mut secrets = self.secrets.write_or_recover();
-            // The pool's expired tokens are forgotten with each new one, so
-            // they never pile up in memory or in the store.
-            let mut changes: Vec<Mutation> = secrets
-                .tokens
-                .iter()
-                .filter(|(_, t)| t.pool == pool && t.expires_ms <= now)
-                .map(|(h, _)| Mutation::DeleteRegistrationToken {
+        self.core()
+            .write_with(pool, |p, _| {
+                let pool = p.name().to_string();
+                let grant = TokenGrant {
                     pool: pool.clone(),
-                    hash: h.clone(),
-                })
-                .collect();
-            secrets
-                .tokens
-                .retain(|_, t| !(t.pool == pool && t.expires_ms <= now));
-            secrets.tokens.insert(hash.clone(), grant);
-            changes.push(Mutation::PutRegistrationToken {
-                pool,
-                token: stored,
-            });
-            Ok(((), changes))
-        })
-        .await?;
+                    expires_ms,
+                    max_hosts,
+                    used_hosts: 0,
+                };
+                let stored = grant.stored(&hash);
+                let mut secrets = self.secrets.write_or_recover();
+                // The pool's expired tokens are forgotten with each new one, so
+                // they never pile up in memory or in the store.
+                let mut changes: Vec<Mutation> = secrets
+                    .tokens
+                    .iter()
+                    .filter(|(_, t)| t.pool == pool && t.expires_ms <= now)
+                    .map(|(h, _)| Mutation::DeleteRegistrationToken {
+                        pool: pool.clone(),
+                        hash: h.clone(),
+                    })
+                    .collect();
+                secrets
+                    .tokens
+                    .retain(|_, t| !(t.pool == pool && t.expires_ms <= now));
+                secrets.tokens.insert(hash.clone(), grant);
+                changes.push(Mutation::PutRegistrationToken {
+                    pool,
+                    token: stored,
+                });
+                Ok(((), changes))
+            })
+            .await?;
         Ok(RegistrationTokenOutput {
             token,
             expiration_time: rfc3339(expires_ms),
@@ -403,15 +408,16 @@ impl Broker {
     /// Revokes every registration token of `pool`. Hosts already
     /// registered keep their credentials.
     pub async fn revoke_registration_tokens(&self, pool: &str) -> Result<(), BrokerError> {
-        self.write_with(pool, |p, _| {
-            let pool = p.name().to_string();
-            self.secrets
-                .write_or_recover()
-                .tokens
-                .retain(|_, t| t.pool != pool);
-            Ok(((), vec![Mutation::DeleteRegistrationTokens { pool }]))
-        })
-        .await
+        self.core()
+            .write_with(pool, |p, _| {
+                let pool = p.name().to_string();
+                self.secrets
+                    .write_or_recover()
+                    .tokens
+                    .retain(|_, t| t.pool != pool);
+                Ok(((), vec![Mutation::DeleteRegistrationTokens { pool }]))
+            })
+            .await
     }
 
     /// The grant of a registration token, if it is known and unexpired.
@@ -424,7 +430,7 @@ impl Broker {
                     .into(),
             ));
         };
-        if now_ms() >= grant.expires_ms {
+        if self.now_ms() >= grant.expires_ms {
             return Err(BrokerError::Unauthorized(format!(
                 "the registration token expired at {}; create a new one",
                 rfc3339(grant.expires_ms)
@@ -460,6 +466,7 @@ impl Broker {
         let hash = secret_hash(&credential);
         let name = input.name.clone();
         let (upsert, host) = self
+            .core()
             .write_with(&pool, |p, now| {
                 // Again under the pool's lock: the token may have been
                 // revoked or used up by a registration that ran meanwhile.
@@ -587,12 +594,13 @@ impl Broker {
         host: &str,
         force: bool,
     ) -> Result<(), BrokerError> {
-        self.write(pool, |p, _| {
-            p.remove_host(host, force)?;
-            self.secrets.write_or_recover().forget(p.name(), Some(host));
-            Ok(())
-        })
-        .await
+        self.core()
+            .write(pool, |p, _| {
+                p.remove_host(host, force)?;
+                self.secrets.write_or_recover().forget(p.name(), Some(host));
+                Ok(())
+            })
+            .await
     }
 }
 

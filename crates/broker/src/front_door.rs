@@ -46,7 +46,7 @@ impl Placer for InProcess {
     async fn connect(&self, pool: &str, request: &ConnectInput) -> Result<Placement, PlacerError> {
         let scope = crate::audit::Scope {
             entry: store::AuditEntry {
-                time_ms: crate::state::now_ms(),
+                time_ms: self.broker.now_ms(),
                 actor: FRONT_DOOR_ACTOR.to_string(),
                 action: format!("RDP connect {pool}"),
                 target: format!("hostPools/{pool}"),
@@ -91,6 +91,7 @@ impl Placer for InProcess {
     /// for it, or refuse one.
     async fn front_door_policy(&self, pool: &str) -> Result<FrontDoorPolicy, PlacerError> {
         self.broker
+            .core()
             .peek(pool, |p| Ok(FrontDoorPolicy::of(p.config())))
             .map_err(refused)
     }

@@ -183,6 +183,7 @@ impl Broker {
                 .collect()
         });
         let (out, reconciled, logoffs) = self
+            .core()
             .write(pool, |p, now| {
                 // Refused whole: nothing changes before the metrics pass.
                 input.metrics.validate()?;
@@ -202,7 +203,7 @@ impl Broker {
                 // not adopted again; read under the pool's lock, where
                 // orders are made.
                 let at = Instant::now();
-                let logging_off = self.logoffs.users(pool, host, at);
+                let logging_off = self.core().logoffs().users(pool, host, at);
                 let reconciled = match &reported {
                     Some(reported) => p.reconcile_logging_off(
                         host,
@@ -217,9 +218,10 @@ impl Broker {
                     .into_iter()
                     .filter(|key| p.has_session_on(host, key))
                     .collect();
-                let logoffs = self
-                    .logoffs
-                    .settle(pool, host, listed.as_ref(), &superseded, at);
+                let logoffs =
+                    self.core()
+                        .logoffs()
+                        .settle(pool, host, listed.as_ref(), &superseded, at);
                 Ok((
                     SessionHostOutput::from(p.find_host(host)?),
                     reconciled,
@@ -257,6 +259,7 @@ impl Broker {
         input: HeartbeatInput,
     ) -> Result<HeartbeatOutput, HeartbeatError> {
         let out = self
+            .core()
             .write(pool, |p, _| {
                 p.note_report(host, input.source, input.scrape_error)?;
                 Ok(SessionHostOutput::from(p.find_host(host)?))

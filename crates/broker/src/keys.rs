@@ -182,6 +182,20 @@ impl Derived {
     }
 }
 
+impl crate::Broker {
+    /// Rotates the signing keys: the new set is made durable, then put in
+    /// force. One rotation at a time, so each starts from the last.
+    pub async fn rotate_signing_keys(&self) -> Result<(), crate::BrokerError> {
+        let _one_at_a_time = self.keys().rotation.lock().await;
+        let keys = self.keys().rotated(self.now_ms());
+        let put = store::Mutation::PutSigningKeys { keys: keys.clone() };
+        self.core().commit(|| Ok(((), vec![put]))).await?;
+        self.keys().install(keys);
+        tracing::info!("rotated the signing keys");
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,11 @@
 //! The deskbroker service: the HTTP API over the placement engine, with
 //! every acknowledged change durable in a [`store::Store`].
 //!
-//! Shape: [`state::Broker`] holds each pool's engine behind its own lock;
-//! handlers in [`api`] call [`state::Broker::write`] or
-//! [`state::Broker::read`]; the [`writer`] group-commits changes and
+//! Shape: the [`core::Core`] holds each pool's engine behind its own lock,
+//! the [`writer`] and the [`clock::Clock`]; [`state::Broker`] is the core
+//! with the [`state::Settings`] it was built with and the services that
+//! keep what the engines do not. Handlers in [`api`] call the core's
+//! `write` or `read`, or a service; the writer group-commits changes and
 //! releases answers once they are durable. A ticker applies the passing of
 //! time (Pending expiry, heartbeat loss) every [`TICK_INTERVAL`].
 
@@ -11,7 +13,10 @@ pub mod access;
 pub mod api;
 pub mod audit;
 pub mod autoscale;
+pub mod clock;
 pub mod connect;
+pub mod core;
+pub mod credentials;
 pub mod enroll;
 pub mod error;
 pub mod front_door;
@@ -36,7 +41,7 @@ use std::time::Duration;
 
 pub use api::ApiError;
 pub use error::BrokerError;
-pub use state::Broker;
+pub use state::{Broker, Settings};
 
 /// How often Pending sessions are expired and silent hosts marked
 /// unavailable, besides the check at the start of every connect.
@@ -45,11 +50,11 @@ pub const TICK_INTERVAL: Duration = Duration::from_millis(500);
 /// Loads the store and builds the broker (nothing is served yet).
 pub async fn open(
     store: Arc<dyn store::Store>,
-    admin_token: String,
+    settings: Settings,
 ) -> Result<Arc<Broker>, store::StoreError> {
     telemetry::init();
     let snapshot = store.load().await?;
-    let broker = Arc::new(Broker::new(store, snapshot, admin_token));
+    let broker = Arc::new(Broker::new(store, snapshot, settings));
     broker
         .save_new_signing_key()
         .await
@@ -69,7 +74,7 @@ pub async fn serve(
     let ticker = spawn_ticker(broker.clone());
     let failed = {
         let b = broker.clone();
-        async move { b.writer.failed().await }
+        async move { b.core().writer().failed().await }
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<Option<String>>();
     tokio::spawn(async move {
@@ -95,7 +100,12 @@ pub async fn serve(
     if let Some(e) = reason {
         return Err(format!("the store failed, so the broker stopped: {e}"));
     }
-    broker.writer.flush().await.map_err(|e| e.to_string())?;
+    broker
+        .core()
+        .writer()
+        .flush()
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -114,11 +124,11 @@ pub fn spawn_ticker(broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
-                if broker.writer.failure().is_some() {
+                if broker.core().writer().failure().is_some() {
                     // Nothing can be saved; the replica re-elects or stops.
                     continue;
                 }
-                if let Err(e) = broker.tick_all().await {
+                if let Err(e) = broker.core().tick_all().await {
                     tracing::warn!(error = %e, "tick failed");
                 }
             }

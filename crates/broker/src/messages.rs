@@ -208,6 +208,7 @@ impl Broker {
         check_text("title", title, MAX_TITLE_CHARS, false)?;
         check_text("message", message, MAX_MESSAGE_CHARS, true)?;
         let (host, user) = self
+            .core()
             .read(pool, |p| {
                 let s = p.find_session(session_id)?;
                 Ok((s.host.clone(), s.user.clone()))
@@ -242,6 +243,7 @@ impl Broker {
             return waiting;
         }
         let kept: Vec<HostMessage> = self
+            .core()
             .peek(pool, |p| {
                 Ok(waiting
                     .into_iter()

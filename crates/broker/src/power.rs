@@ -318,6 +318,7 @@ impl Broker {
         let verb = verb_of(kind)?;
         let reason = format!("{} by {actor}", verb_past(verb));
         let begun = self
+            .core()
             .write_with(pool, |p, now| {
                 let begun = begin(p, host, verb, force, &actor, reason, now)?;
                 let m = vec![Mutation::PutScalingAction {
@@ -374,6 +375,7 @@ impl Broker {
         record.attempts = attempts;
         let host = target.host.clone();
         let result = self
+            .core()
             .write_with(&target.pool, move |p, now| {
                 record.finished_ms = Some(now);
                 // The host may have been removed meanwhile: the record is
@@ -398,7 +400,7 @@ impl Broker {
     /// A pool with a `powerStateCommand` then asks it for the truth.
     pub async fn resolve_interrupted_power_actions(self: &Arc<Self>) {
         let pending = match self
-            .store
+            .store()
             .scaling_actions(ScalingActionQuery {
                 pending_only: true,
                 limit: store::MAX_SCALING_ACTION_PAGE_ROWS,
@@ -416,12 +418,13 @@ impl Broker {
         // running.
         // Only power actions: a plan's Notify stays Pending until delivered.
         for mut record in pending.into_iter().filter(|r| {
-            r.time_ms < self.started_ms
+            r.time_ms < self.core().started_ms()
                 && matches!(r.action, ScalingActionKind::Start | ScalingActionKind::Stop)
         }) {
             let pool = record.pool.clone();
             let host = record.session_host.clone();
             let result = self
+                .core()
                 .write_with(&pool, |p, now| {
                     record.outcome = ActionOutcome::Failed;
                     record.finished_ms = Some(now);
@@ -490,6 +493,7 @@ impl Broker {
         tracing::info!(pool = %target.pool, host = %target.host, ?state, "power state read");
         let host = target.host.clone();
         let _ = self
+            .core()
             .write(&target.pool, move |p, now| {
                 if p.host(&host)
                     .is_some_and(|h| h.power_state == PowerState::Unknown)

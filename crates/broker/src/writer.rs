@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use store::{ApplyBlocking, Flush, Mutation, Store};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::clock::Clock;
 use crate::error::BrokerError;
 use crate::sync::MutexExt;
 
@@ -127,8 +128,6 @@ pub struct WriteQueue {
     /// they are never answered from memory. Filled before `failed` is set,
     /// and only then.
     unsaved: Arc<Mutex<HashSet<(String, String)>>>,
-    /// Read by the writer at each prune.
-    retention: Arc<Mutex<AuditRetention>>,
     /// Since when the store has been working on a call (a batch or a
     /// ping) that has not returned; None while the writer waits for work.
     busy_since: Arc<Mutex<Option<Instant>>>,
@@ -150,12 +149,15 @@ impl WriteQueue {
     /// Starts the writer on `store`: on a thread of its own when the store
     /// can write synchronously ([`Store::blocking`], SQLite), else as a
     /// task; and the ticker that reminds an idle writer to check the store.
-    pub fn start(store: Arc<dyn Store>) -> Arc<WriteQueue> {
+    pub fn start(
+        store: Arc<dyn Store>,
+        clock: Clock,
+        retention: AuditRetention,
+    ) -> Arc<WriteQueue> {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let (durable_tx, durable) = watch::channel(0);
         let (failed_tx, failed) = watch::channel(None);
         let unsaved = Arc::new(Mutex::new(HashSet::new()));
-        let retention = Arc::new(Mutex::new(AuditRetention::DEFAULT));
         let busy_since = Arc::new(Mutex::new(None));
         let writer = Writer {
             blocking: store.blocking(),
@@ -163,7 +165,8 @@ impl WriteQueue {
             durable: durable_tx,
             failed: failed_tx,
             unsaved: unsaved.clone(),
-            retention: retention.clone(),
+            retention,
+            clock,
             busy_since: busy_since.clone(),
         };
         tokio::spawn(tick(tx.downgrade()));
@@ -185,7 +188,6 @@ impl WriteQueue {
             durable,
             failed,
             unsaved,
-            retention,
             busy_since,
         })
     }
@@ -198,12 +200,6 @@ impl WriteQueue {
         self.busy_since
             .lock_or_recover()
             .map_or(Duration::ZERO, |since| since.elapsed())
-    }
-
-    /// Sets how long and how many audit entries are kept; the next prune
-    /// applies it.
-    pub fn set_audit_retention(&self, retention: AuditRetention) {
-        *self.retention.lock_or_recover() = retention;
     }
 
     /// Whether the session `id` of `pool` is known to be durable as memory
@@ -362,7 +358,10 @@ struct Writer {
     durable: watch::Sender<u64>,
     failed: watch::Sender<Option<String>>,
     unsaved: Arc<Mutex<HashSet<(String, String)>>>,
-    retention: Arc<Mutex<AuditRetention>>,
+    /// How long and how many audit entries are kept.
+    retention: AuditRetention,
+    /// Dates the audit log's prunes.
+    clock: Clock,
     busy_since: Arc<Mutex<Option<Instant>>>,
 }
 
@@ -401,8 +400,7 @@ impl Writer {
         let now = tokio::time::Instant::now();
         (now >= *next_prune).then(|| {
             *next_prune = now + AUDIT_PRUNE_INTERVAL;
-            let r = *self.retention.lock_or_recover();
-            r.prune(crate::state::now_ms())
+            self.retention.prune(self.clock.now_ms())
         })
     }
 
@@ -522,6 +520,10 @@ mod tests {
 
     use super::*;
 
+    fn start_queue(store: Arc<dyn Store>) -> Arc<WriteQueue> {
+        WriteQueue::start(store, Clock::system(), AuditRetention::DEFAULT)
+    }
+
     /// A store that commits its first `ok_batches` batches and then fails
     /// every write and ping, as a database that went away does (or, with
     /// `panics`, panics in its writes, as a bug would).
@@ -627,7 +629,7 @@ mod tests {
     #[tokio::test]
     async fn after_a_failed_write_only_what_was_committed_counts_as_saved() {
         for on_thread in [false, true] {
-            let queue = WriteQueue::start(goes_away(1, true, on_thread));
+            let queue = start_queue(goes_away(1, true, on_thread));
             write(&queue, vec![put_session("s1")])
                 .await
                 .expect("committed");
@@ -661,7 +663,7 @@ mod tests {
     #[tokio::test]
     async fn a_store_that_writes_synchronously_has_a_writer_thread_that_ends_with_its_queue() {
         let store = goes_away(usize::MAX, true, true);
-        let queue = WriteQueue::start(store.clone());
+        let queue = start_queue(store.clone());
         for id in ["s1", "s2", "s3"] {
             write(&queue, vec![put_session(id)])
                 .await
@@ -736,7 +738,7 @@ mod tests {
             entered: tokio::sync::Notify::new(),
             committed: Mutex::new(Vec::new()),
         });
-        let queue = WriteQueue::start(store.clone());
+        let queue = start_queue(store.clone());
         // A relaxed mark, held by the store: a read behind it answers at once.
         let slot = queue.reserve().await.expect("slot");
         queue.send_relaxed(slot, vec![put_session("mark")]);
@@ -804,7 +806,7 @@ mod tests {
             entered: tokio::sync::Notify::new(),
             committed: Mutex::new(Vec::new()),
         });
-        let queue = WriteQueue::start(store.clone());
+        let queue = start_queue(store.clone());
         let first = {
             let queue = queue.clone();
             tokio::spawn(async move { write(&queue, vec![put_session("a")]).await })
@@ -844,7 +846,7 @@ mod tests {
     /// waits for a writer that is gone.
     #[tokio::test]
     async fn a_write_that_panics_on_the_writer_thread_fails_like_a_lost_store() {
-        let queue = WriteQueue::start(store_that(usize::MAX, true, true, true));
+        let queue = start_queue(store_that(usize::MAX, true, true, true));
         let refused = write(&queue, vec![put_session("s1")]).await;
         assert!(matches!(
             refused.expect_err("refused"),
@@ -861,7 +863,7 @@ mod tests {
     /// cannot be paused for another thread).
     #[tokio::test]
     async fn an_idle_writer_thread_notices_a_lost_store_by_its_ping() {
-        let queue = WriteQueue::start(goes_away(usize::MAX, false, true));
+        let queue = start_queue(goes_away(usize::MAX, false, true));
         assert!(queue.failure().is_none());
         assert!(eventually(|| queue.failure().is_some()).await);
         assert!(queue.failure().is_some_and(|e| e.contains("no answer")));
@@ -869,7 +871,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_idle_writer_notices_a_lost_store_by_its_ping() {
-        let queue = WriteQueue::start(goes_away(usize::MAX, false, false));
+        let queue = start_queue(goes_away(usize::MAX, false, false));
         assert!(queue.failure().is_none());
         let noticed = tokio::time::timeout(PING_INTERVAL * 2, queue.failed()).await;
         assert!(

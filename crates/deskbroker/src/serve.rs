@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use broker::sync::RwLockExt;
 
 /// Flags of `deskbroker serve` (see the README).
 #[derive(clap::Args, Debug, Clone)]
@@ -476,7 +475,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(_) => None,
     };
     broker::power::allow_commands(args.allow_power_commands);
-    broker::autoscale::set_interval(args.autoscale_interval);
     if let Some(pool) = &args.rdp_default_pool {
         anyhow::ensure!(
             args.rdp_listen.is_some(),
@@ -515,31 +513,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
     private_database_files(&args.data_dir)?;
     let store_name = format!("sqlite {}", args.data_dir.display());
-    let broker = broker::open(Arc::new(store), token)
-        .await
-        .context("cannot load the store")?;
-    let front_door_config = args
-        .front_door
-        .config(args.rdp_default_pool.clone(), broker.keys.redirect_keys());
-    broker
-        .api_rate_limit_per_second
-        .store(args.api_rate_limit, std::sync::atomic::Ordering::Relaxed);
-    broker.audited_rate_limit_per_second.store(
-        args.audited_rate_limit,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    broker.writer.set_audit_retention(args.audit_retention());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let tls = listener_tls(&args, addr)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    if let Some(portal) = args.portal.portal(scheme, addr)? {
-        let _ = broker.portal.set(portal);
-    }
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
     let rd_gateway = bind_rd_gateway(&args, tls.as_ref(), addr).await?;
+    let settings = broker::Settings {
+        rdp_front_door: rdp_public_address(&args, rdp_listener.as_ref())?,
+        rd_gateway: gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?,
+        portal: args.portal.portal(scheme, addr)?,
+        ..broker_settings(&args, token)
+    };
+    let broker = broker::open(Arc::new(store), settings)
+        .await
+        .context("cannot load the store")?;
+    let front_door_config = args
+        .front_door
+        .config(args.rdp_default_pool.clone(), broker.keys().redirect_keys());
     tracing::info!(%addr, store = %store_name, scheme, "deskbroker listening");
     // Tests and scripts read these lines to find port-0 listeners.
     println!("listening on {scheme}://{addr}");
@@ -548,9 +541,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         crate::gateway_cmd::announce_rd_gateway(l)?;
     }
     announce_tls(tls.as_ref());
-    *broker.rdp_front_door.write_or_recover() = rdp_public_address(&args, rdp_listener.as_ref())?;
-    *broker.rd_gateway.write_or_recover() =
-        gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?;
     std::io::stdout().flush()?;
 
     // One signal stops both: the HTTP API finishes in-flight requests, the
@@ -598,6 +588,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the broker is built with, from the flags (its doors' addresses
+/// and its portal are known once their listeners are bound).
+fn broker_settings(args: &ServeArgs, admin_token: String) -> broker::Settings {
+    broker::Settings {
+        api_rate_limit_per_second: args.api_rate_limit,
+        audited_rate_limit_per_second: args.audited_rate_limit,
+        audit_retention: args.audit_retention(),
+        autoscale_interval: args.autoscale_interval,
+        ..broker::Settings::new(admin_token)
+    }
+}
+
 /// `serve --database-url`: one replica among any number sharing the
 /// database (see `broker::replica`). The RDP front door, if any, places
 /// through this replica's own API, so that it follows the leader too.
@@ -640,13 +642,12 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         database_url: database_url.to_string(),
         advertise_url: advertise_url.clone(),
         leader_trust,
-        admin_token: token.clone(),
-        rdp_front_door: rdp_public,
-        rd_gateway: gateway_public,
-        api_rate_limit_per_second: args.api_rate_limit,
-        audited_rate_limit_per_second: args.audited_rate_limit,
-        audit_retention: args.audit_retention(),
-        portal,
+        settings: broker::Settings {
+            rdp_front_door: rdp_public,
+            rd_gateway: gateway_public,
+            portal,
+            ..broker_settings(&args, token.clone())
+        },
         redirect_keys: redirect_keys.clone(),
         leader_lease: std::time::Duration::from_secs(args.leader_lease),
     })

@@ -132,11 +132,11 @@ struct Setup {
 async fn setup() -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store::SqliteStore::open(dir.path()).expect("store");
-    let broker = broker::open(Arc::new(store), TOKEN.into())
+    let broker = broker::open(Arc::new(store), broker::Settings::new(TOKEN))
         .await
         .expect("broker");
     // Tickets are signed with the broker's own key, made in its store.
-    let ticket_key = broker.keys.ticket_signer();
+    let ticket_key = broker.keys().ticket_signer();
     let api = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", api.local_addr().expect("addr"));
     tokio::spawn(broker::serve(

@@ -32,7 +32,7 @@ use super::error::ApiError;
 use super::{MAX_BODY_BYTES, Query};
 use crate::audit::{Resource, Scope};
 use crate::enroll::Caller;
-use crate::state::{Broker, now_ms};
+use crate::state::Broker;
 use crate::sync::RwLockExt;
 
 /// Entries a page holds when `pageSize` is not given.
@@ -183,7 +183,7 @@ pub async fn record(
     let method = method_name(req.method());
     let scope = Scope {
         entry: AuditEntry {
-            time_ms: now_ms(),
+            time_ms: broker.now_ms(),
             actor: crate::audit::actor(&caller),
             action: format!("{method} {path}"),
             target,
@@ -230,6 +230,7 @@ fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
     match resource {
         Resource::Pool(p) | Resource::Host { pool: p, .. } | Resource::Session { pool: p, .. } => {
             broker
+                .core()
                 .peek(p, |pool| Ok(resource.render_in(pool)))
                 .ok()
                 .flatten()
@@ -240,7 +241,7 @@ fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
                 .credentials
                 .values()
                 .find(|c| &c.name == name)
-                .and_then(|c| Rendered::of(&super::credentials::output(c, None)))
+                .and_then(|c| Rendered::of(&crate::credentials::output(c, None)))
         }
         _ => None,
     }
@@ -251,13 +252,9 @@ fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
 /// (already decided) goes out as it is.
 pub(crate) async fn append(broker: &Broker, mut entry: AuditEntry) {
     crate::audit::bound(&mut entry);
-    let queued = async {
-        let slot = broker.writer.reserve().await?;
-        let ticket = broker
-            .writer
-            .send(Some(slot), vec![Mutation::AppendAudit { entry }]);
-        broker.writer.wait(ticket).await
-    };
+    let queued = broker
+        .core()
+        .commit(|| Ok(((), vec![Mutation::AppendAudit { entry }])));
     if let Err(e) = queued.await {
         tracing::error!(error = %e, "an audit entry could not be stored");
     }
@@ -319,7 +316,7 @@ pub async fn list(
         _ => None,
     };
     let rows = b
-        .store
+        .store()
         .audit(AuditQuery {
             since_ms,
             actor: q.actor.clone(),

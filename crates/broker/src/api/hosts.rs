@@ -37,6 +37,7 @@ pub async fn list(
 ) -> Result<axum::Json<Page<SessionHostOutput>>, ApiError> {
     q.validate()?;
     let out = b
+        .core()
         .read(&pool, |p| {
             Ok(paging::page(p.hosts(), q, SessionHostOutput::from, &uri))
         })
@@ -50,7 +51,9 @@ pub async fn show(
     State(b): State<Arc<Broker>>,
     Path((pool, host)): Path<(String, String)>,
 ) -> Result<axum::Json<SessionHostOutput>, ApiError> {
-    Ok(axum::Json(b.read(&pool, |p| host_output(p, &host)).await?))
+    Ok(axum::Json(
+        b.core().read(&pool, |p| host_output(p, &host)).await?,
+    ))
 }
 
 /// Register (201) or replace (200); a replaced host keeps its place in
@@ -84,6 +87,7 @@ pub async fn put(
         ..defaults
     };
     let (upsert, out) = b
+        .core()
         .write(&pool, |p, now| {
             if p.host(&host).is_none_or(|h| h.spec.address != spec.address) {
                 crate::enroll::check_address(p.config(), &spec.address)?;
@@ -121,6 +125,7 @@ pub async fn patch(
         crate::access::operator_may_patch_host(&input).map_err(ApiError::forbidden)?;
     }
     let out = b
+        .core()
         .write(&pool, |p, now| {
             let current = p.find_host(&host)?;
             let mut spec = current.spec.clone();

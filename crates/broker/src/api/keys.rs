@@ -9,7 +9,7 @@ use api::ErrorBody;
 use api::types::SigningKeysOutput;
 
 use super::error::ApiError;
-use crate::state::{Broker, now_ms};
+use crate::state::Broker;
 
 /// Makes a new signing key. Tickets issued from now on are signed with
 /// it; those signed with the keys it replaces keep working until they
@@ -22,28 +22,10 @@ pub async fn rotate(
     State(b): State<Arc<Broker>>,
 ) -> Result<axum::Json<SigningKeysOutput>, ApiError> {
     b.rotate_signing_keys().await?;
-    let (verifying_keys, created_ms) = b.keys.summary();
+    let (verifying_keys, created_ms) = b.keys().summary();
     Ok(axum::Json(SigningKeysOutput {
         signing_key_created: api::types::rfc3339_ms(created_ms),
         verifying_keys,
         retired_keys_verify_seconds: (crate::keys::RETIRED_KEY_KEPT_MS / 1000) as u64,
     }))
-}
-
-impl Broker {
-    /// Rotates the signing keys: the new set is made durable, then put in
-    /// force. One rotation at a time, so each starts from the last.
-    pub async fn rotate_signing_keys(&self) -> Result<(), crate::BrokerError> {
-        let _one_at_a_time = self.keys.rotation.lock().await;
-        let keys = self.keys.rotated(now_ms());
-        let slot = self.writer.reserve().await?;
-        let ticket = self.writer.send(
-            Some(slot),
-            vec![store::Mutation::PutSigningKeys { keys: keys.clone() }],
-        );
-        self.writer.wait(ticket).await?;
-        self.keys.install(keys);
-        tracing::info!("rotated the signing keys");
-        Ok(())
-    }
 }

@@ -58,9 +58,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
     let gate = Gate {
         broker: broker.clone(),
         audited: Arc::new(throttle::Audited::new(
-            broker
-                .audited_rate_limit_per_second
-                .load(std::sync::atomic::Ordering::Relaxed),
+            broker.settings().audited_rate_limit_per_second,
         )),
     };
     let api = Router::new()

@@ -23,12 +23,12 @@ pub async fn list(
     // A credential limited to some pools sees only those (rule T1).
     let who = caller.map(|c| crate::access::Principal::of(&c.0));
     let mut value = Vec::new();
-    b.for_each_pool(|p| {
+    b.core().for_each_pool(|p| {
         if who.as_ref().is_none_or(|w| w.may_see_pool(p.name())) {
             value.push(output(&b, p, Vec::new()))
         }
     });
-    b.writer.flush().await?;
+    b.core().writer().flush().await?;
     Ok(axum::Json(List { value }))
 }
 
@@ -39,6 +39,7 @@ pub async fn show(
     Path(pool): Path<String>,
 ) -> Result<axum::Json<HostPoolOutput>, ApiError> {
     let out = b
+        .core()
         .read(&pool, |p| {
             Ok(output(&b, p, p.config().validate().unwrap_or_default()))
         })
@@ -73,7 +74,10 @@ pub async fn put(
     let config = apply_pool_input(input, PoolConfig::new(&pool, t, lb))?;
     personal_with_plan(&b, &config)?;
     let (created, warnings) = b.put_pool(config, create_only).await?;
-    let out = b.read(&pool, |p| Ok(output(&b, p, warnings))).await?;
+    let out = b
+        .core()
+        .read(&pool, |p| Ok(output(&b, p, warnings)))
+        .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -131,6 +135,7 @@ pub async fn patch(
 ) -> Result<axum::Json<HostPoolOutput>, ApiError> {
     may_set_power_commands(caller.as_ref().map(|c| &c.0), &input)?;
     let out = b
+        .core()
         .write(&pool, |p, _| {
             let config = apply_pool_input(input, p.config().clone())?;
             personal_with_plan(&b, &config)?;
@@ -268,7 +273,7 @@ pub(crate) async fn rdp_file_for(
     let file = b.connection_file(pool, user, gateway).await?;
     if let (Some((user, _)), Some(expires_s)) = (user, file.ticket_expires_s) {
         let entry = store::AuditEntry {
-            time_ms: crate::state::now_ms(),
+            time_ms: b.now_ms(),
             actor: issuer.actor.clone(),
             action: format!("GET {}/{}/rdpFile", issuer.action_prefix, file.pool),
             target: format!("hostPools/{}/rdpFile", file.pool),

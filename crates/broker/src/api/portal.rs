@@ -108,7 +108,7 @@ async fn with_security_headers(mut answer: Response) -> Response {
 
 /// The portal, or 404 saying it is not configured.
 fn configured(b: &Broker) -> Result<&Arc<Portal>, ApiError> {
-    b.portal.get().ok_or_else(|| {
+    b.settings().portal.as_ref().ok_or_else(|| {
         ApiError::new(
             ErrorCode::NotFound,
             "the user portal is not configured on this broker: start serve with --oidc-issuer, \
@@ -178,7 +178,7 @@ struct Offered {
 /// refused there), sorted by name.
 async fn entitled_pools(b: &Broker, session: &UserSession) -> Result<Vec<Offered>, ApiError> {
     let mut offered = Vec::new();
-    b.for_each_pool(|p| {
+    b.core().for_each_pool(|p| {
         if p.config().allow_front_door
             && p.check_entitled(&session.user, &session.groups, None)
                 .is_ok()
@@ -190,7 +190,7 @@ async fn entitled_pools(b: &Broker, session: &UserSession) -> Result<Vec<Offered
         }
     });
     // Nothing is shown that a crash could take back.
-    b.writer.flush().await?;
+    b.core().writer().flush().await?;
     offered.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(offered)
 }
@@ -284,7 +284,7 @@ async fn rdp_file(
     let session = signed_in(portal, &headers).ok_or_else(|| {
         ApiError::unauthorized("not signed in to the portal (or the session ended): open /portal")
     })?;
-    b.read(&pool, |p| {
+    b.core().read(&pool, |p| {
         if !p.config().allow_front_door {
             return Err(crate::BrokerError::Forbidden(format!(
                 "host pool {} is not reached through the RDP front door (allowFrontDoor is false)",

@@ -120,9 +120,9 @@ pub async fn list(
         )));
     }
     // The pool must exist (404 otherwise), and what it shows be durable.
-    b.read(&pool, |_| Ok(())).await?;
+    b.core().read(&pool, |_| Ok(())).await?;
     let rows = b
-        .store
+        .store()
         .scaling_actions(ScalingActionQuery {
             pool: Some(pool),
             pending_only: false,

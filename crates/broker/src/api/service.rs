@@ -242,7 +242,11 @@ pub async fn openapi() -> impl IntoResponse {
 
 /// 200 while the broker can serve; 503 once its store has failed.
 pub async fn healthz(State(b): State<Arc<Broker>>) -> Response {
-    let error = b.writer.failure().map(|e| format!("store failed: {e}"));
+    let error = b
+        .core()
+        .writer()
+        .failure()
+        .map(|e| format!("store failed: {e}"));
     health(types::Health {
         status: String::new(),
         role: "standalone".into(),
@@ -287,7 +291,7 @@ pub async fn metrics(State(b): State<Arc<Broker>>) -> impl IntoResponse {
         "# HELP deskbroker_host_available 1 when the session host is Available and allows new sessions.\n\
          # TYPE deskbroker_host_available gauge\n",
     );
-    b.for_each_pool(|p| {
+    b.core().for_each_pool(|p| {
         let pool = p.name();
         for h in p.hosts() {
             let host = &h.spec.name;

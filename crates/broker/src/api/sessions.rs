@@ -63,7 +63,9 @@ pub async fn connect(
     // from a front door or a portal cannot place users the broker issued
     // no ticket for.
     if input.ticket.is_none() && !is_admin {
-        let required = b.peek(&pool, |p| Ok(p.config().require_connection_ticket))?;
+        let required = b
+            .core()
+            .peek(&pool, |p| Ok(p.config().require_connection_ticket))?;
         if required {
             metrics::counter!("deskbroker_ticket_refusals_total", "reason" => "missing_ticket")
                 .increment(1);
@@ -94,6 +96,7 @@ pub async fn list(
     let paged = PageQuery::from(&q);
     paged.validate()?;
     let value = b
+        .core()
         .read(&pool, |p| {
             let on_host =
                 |s: &&placement::Session| q.session_host.as_ref().is_none_or(|h| &s.host == h);
@@ -126,7 +129,7 @@ pub async fn show(
     State(b): State<Arc<Broker>>,
     Path((pool, id)): Path<(String, String)>,
 ) -> Result<axum::Json<SessionOutput>, ApiError> {
-    Ok(axum::Json(b.read(&pool, |p| find(p, &id)).await?))
+    Ok(axum::Json(b.core().read(&pool, |p| find(p, &id)).await?))
 }
 
 /// `{"sessionState": "Active"}` or `"Disconnected"` (rule S4). From an
@@ -145,6 +148,7 @@ pub async fn patch(
     let relayed =
         caller.is_some_and(|axum::Extension(c)| c.role() == Some(crate::access::Role::Gateway));
     let out = b
+        .core()
         .write(&pool, |p, now| {
             if relayed {
                 p.mark_relayed_session(&id, input.session_state, now)?;
@@ -164,7 +168,7 @@ pub async fn logoff(
     State(b): State<Arc<Broker>>,
     Path((pool, id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    b.write(&pool, |p, _| Ok(p.logoff(&id)?)).await?;
+    b.core().write(&pool, |p, _| Ok(p.logoff(&id)?)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -134,9 +134,7 @@ impl Throttle {
     pub fn new(broker: Arc<Broker>) -> Throttle {
         let per_second = NonZeroU32::new(UNAUTHENTICATED_PER_SECOND).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(UNAUTHENTICATED_BURST).unwrap_or(NonZeroU32::MIN);
-        let limit = broker
-            .api_rate_limit_per_second
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let limit = broker.settings().api_rate_limit_per_second;
         let authenticated = NonZeroU32::new(limit).map(|n| {
             let quota = Quota::per_second(n).allow_burst(n.saturating_mul(BURST_FACTOR));
             Authenticated {

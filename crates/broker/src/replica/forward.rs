@@ -317,7 +317,8 @@ pub(super) async fn healthz(State(r): State<Arc<Replica>>) -> Response {
             Some(r.config.advertise_url.clone()),
             Some(l.lease.epoch()),
             l.broker
-                .writer
+                .core()
+                .writer()
                 .failure()
                 .map(|e| format!("leader without its store (reconnects only): {e}")),
         ),
@@ -361,7 +362,7 @@ pub(super) async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Resp
         .and_then(|v| v.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "));
     let admin = token.is_some_and(|t| {
-        subtle::ConstantTimeEq::ct_eq(t.as_bytes(), r.config.admin_token.as_bytes()).into()
+        subtle::ConstantTimeEq::ct_eq(t.as_bytes(), r.config.settings.admin_token.as_bytes()).into()
     });
     if !admin {
         return ApiError::unauthorized("/metrics needs the admin token").into_response();

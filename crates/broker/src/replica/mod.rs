@@ -66,7 +66,6 @@ use tower::ServiceExt;
 
 use crate::api::ApiError;
 use crate::state::Broker;
-use crate::sync::RwLockExt;
 use api::ErrorCode;
 use forward::{dispatch, healthz, metrics, refused};
 
@@ -121,21 +120,11 @@ pub struct ReplicaConfig {
     /// Which certificates this replica accepts from the leader when it
     /// forwards over `https://` (the leader's advertised URL says which).
     pub leader_trust: api::Trust,
-    pub admin_token: String,
-    /// Where RDP clients reach this process's front door, for `.rdp` files.
-    pub rdp_front_door: Option<String>,
-    /// Where RDP clients reach the RD Gateway, for its connection files.
-    pub rd_gateway: Option<String>,
-    /// `serve --api-rate-limit` (rule T4; 0 = none).
-    pub api_rate_limit_per_second: u32,
-    /// `serve --audited-rate-limit` (rule T4; 0 = none).
-    pub audited_rate_limit_per_second: u32,
-    /// `serve --audit-retention-days`, `--audit-max-entries` (rule T5).
-    pub audit_retention: crate::writer::AuditRetention,
-    /// The user portal (`serve --oidc-issuer`), served by whichever replica
-    /// leads (followers forward `/portal` like the API); its sessions are in
-    /// the leader's memory, so a new leader signs everyone out.
-    pub portal: Option<Arc<crate::portal::Portal>>,
+    /// What the broker is built with whenever this replica leads. Its
+    /// portal (`serve --oidc-issuer`) is served by whichever replica leads
+    /// (followers forward `/portal` like the API); its sessions are in the
+    /// leader's memory, so a new leader signs everyone out.
+    pub settings: crate::Settings,
     /// The redirection keys of this process's front door (rule R3), filled
     /// with the signing keys whenever this replica leads.
     pub redirect_keys: gateway::redirect::RedirectKeys,
@@ -299,9 +288,9 @@ impl Replica {
             // A working leader stays one until its store fails or it loses
             // its lease.
             if let Some(leading) = self.leading() {
-                if leading.broker.writer.failure().is_none() {
+                if leading.broker.core().writer().failure().is_none() {
                     tokio::select! {
-                        reason = leading.broker.writer.failed() => {
+                        reason = leading.broker.core().writer().failed() => {
                             // The lease must not outlive the store: renewed
                             // over a connection of its own, it would keep a
                             // leader that can write nothing in place for
@@ -461,33 +450,15 @@ impl Replica {
                 }
             }
         }
-        let broker = Arc::new(Broker::new(
-            store,
-            snapshot,
-            self.config.admin_token.clone(),
-        ));
+        let broker = Arc::new(Broker::new(store, snapshot, self.config.settings.clone()));
         let _ = engine.set(broker.clone());
         if let Err(e) = broker.save_new_signing_key().await {
             lease_keeper.abort();
             return Err(format!("cannot keep the signing key: {e}"));
         }
-        broker.keys.share_redirect_keys(&self.config.redirect_keys);
-        *broker.rdp_front_door.write_or_recover() = self.config.rdp_front_door.clone();
-        *broker.rd_gateway.write_or_recover() = self.config.rd_gateway.clone();
-        broker.api_rate_limit_per_second.store(
-            self.config.api_rate_limit_per_second,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        broker.audited_rate_limit_per_second.store(
-            self.config.audited_rate_limit_per_second,
-            std::sync::atomic::Ordering::Relaxed,
-        );
         broker
-            .writer
-            .set_audit_retention(self.config.audit_retention);
-        if let Some(portal) = &self.config.portal {
-            let _ = broker.portal.set(portal.clone());
-        }
+            .keys()
+            .share_redirect_keys(&self.config.redirect_keys);
         let router = crate::api::router(broker.clone());
         let ticker = crate::spawn_ticker(broker.clone()).abort_handle();
         let epoch = lease.epoch();
@@ -569,7 +540,7 @@ impl Replica {
 /// the lease, while the lease keeper's own fresh connection may work; a
 /// leader that cannot write must hand over all the same.
 fn stuck_writer(broker: &Broker, bound: Duration) -> Option<String> {
-    let stuck = broker.writer.stuck_for();
+    let stuck = broker.core().writer().stuck_for();
     (stuck >= bound).then(|| {
         format!(
             "the store has not answered a write for {} ms",
@@ -593,10 +564,11 @@ pub async fn serve(
         .map_err(|e| format!("server: {e}"));
     elections.abort();
     if let Some(leading) = replica.leading() {
-        if leading.broker.writer.failure().is_none() {
+        if leading.broker.core().writer().failure().is_none() {
             leading
                 .broker
-                .writer
+                .core()
+                .writer()
                 .flush()
                 .await
                 .map_err(|e| e.to_string())?;

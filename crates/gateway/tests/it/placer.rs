@@ -25,7 +25,7 @@ struct Running {
 async fn running() -> Running {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store::SqliteStore::open(dir.path()).expect("store");
-    let broker = broker::open(Arc::new(store), TOKEN.into())
+    let broker = broker::open(Arc::new(store), broker::Settings::new(TOKEN))
         .await
         .expect("broker");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -237,6 +237,7 @@ async fn a8_both_placers_say_a_host_is_starting() {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while r
         .broker
+        .core()
         .read("cold", |p| Ok(p.host("h1").map(|h| h.power_state)))
         .await
         .expect("read")

@@ -99,11 +99,11 @@ pub(crate) async fn farm(hosts: Vec<Option<Host>>) -> Farm {
 pub(crate) async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -> Farm {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store::SqliteStore::open(dir.path()).expect("store");
-    let broker = broker::open(Arc::new(store), TOKEN.into())
+    let broker = broker::open(Arc::new(store), broker::Settings::new(TOKEN))
         .await
         .expect("broker");
     // Tickets are signed with the broker's own key, made in its store.
-    let ticket_key = broker.keys.ticket_signer();
+    let ticket_key = broker.keys().ticket_signer();
     let api = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", api.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -192,6 +192,7 @@ impl Farm {
     /// (user, host, state) of every session of `pool`.
     pub(crate) async fn sessions(&self, pool: &str) -> Vec<(String, String, SessionState)> {
         self.broker
+            .core()
             .read(pool, |p| {
                 Ok(p.sessions()
                     .map(|s| (s.user.clone(), s.host.clone(), s.state))
