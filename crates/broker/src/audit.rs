@@ -5,7 +5,7 @@
 //! but GET and HEAD; heartbeats aside) from an authenticated caller, in
 //! `api::audit`. Before the handler runs it opens a [`Scope`] for the
 //! request (a task-local: the handler runs in the request's task). When
-//! the change goes through [`crate::Broker::write_with`], that step renders
+//! the change goes through [`crate::core::Core::write_with`], that step renders
 //! the resource before and after under the pool's lock and queues the entry
 //! in the same write request as the change, so both commit in one
 //! transaction (and on a storm an entry costs one more row in a batch, not
@@ -188,7 +188,7 @@ pub struct Scope {
     pub entry: AuditEntry,
     pub method: String,
     pub resource: Resource,
-    /// Set when [`crate::Broker::write_with`] queued the entry with the
+    /// Set when [`crate::core::Core::write_with`] queued the entry with the
     /// change, to the outcome it recorded.
     pub recorded: Option<u16>,
 }

@@ -92,7 +92,7 @@ fn method_name(method: &Method) -> &'static str {
 }
 
 /// Runs the rest of the request (the handler when `authorized`, else the
-/// 403) and records it: in the change's own batch when `Broker::write_with`
+/// 403) and records it: in the change's own batch when `Core::write_with`
 /// could (see `crate::audit`), else here, before the answer leaves.
 ///
 /// Only bounded, validated text is recorded (rule T5): the method, the
