@@ -364,7 +364,7 @@ impl Broker {
         let body = match user {
             None => api::rdp_file::rdp_file(&front_door()?, &name),
             Some((user, _)) => {
-                let expires = (self.core().clock().now_secs()) + u64::from(lifetime);
+                let expires = self.core().clock().now_secs() + u64::from(lifetime);
                 ticket_expires_s = Some(expires);
                 let ticket = self
                     .keys()

@@ -232,29 +232,18 @@ async fn wake_on_lan(settings: &PowerSettings, mac: Option<&str>) -> Attempt {
     }
 }
 
-/// Whether this process runs power commands at all (`serve
-/// --allow-power-commands`; off by default). A power command is shell on
-/// the broker's machine: with it off, even the admin token cannot make the
-/// broker run one, so a leaked admin token is not a shell on the broker.
-/// One setting per process, made once at start by `serve`.
-static COMMANDS_ALLOWED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Lets this process run power commands (`serve --allow-power-commands`).
-pub fn allow_commands(allowed: bool) {
-    COMMANDS_ALLOWED.store(allowed, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether power commands may run here.
-pub fn commands_allowed() -> bool {
-    COMMANDS_ALLOWED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 /// Why a command was not run or set: this broker does not run them.
 pub const COMMANDS_NOT_ALLOWED: &str = "this broker does not run power commands: its operator \
      starts it with --allow-power-commands to let it";
 
-/// One attempt of `verb` with the pool's driver.
-async fn attempt(settings: &PowerSettings, verb: Verb, t: &Target) -> Attempt {
+/// One attempt of `verb` with the pool's driver; a command only if this
+/// broker runs them (`commands_allowed`, `Settings::allow_power_commands`).
+async fn attempt(
+    settings: &PowerSettings,
+    verb: Verb,
+    t: &Target,
+    commands_allowed: bool,
+) -> Attempt {
     let timeout = Duration::from_secs(u64::from(settings.timeout_seconds));
     let command = match verb {
         Verb::Start if settings.driver == PowerDriver::WakeOnLan => {
@@ -265,7 +254,7 @@ async fn attempt(settings: &PowerSettings, verb: Verb, t: &Target) -> Attempt {
         Verb::State => settings.power_state_command.as_deref(),
     };
     match command {
-        Some(_) if !commands_allowed() => Attempt {
+        Some(_) if !commands_allowed => Attempt {
             ok: false,
             message: COMMANDS_NOT_ALLOWED.to_string(),
         },
@@ -280,12 +269,17 @@ async fn attempt(settings: &PowerSettings, verb: Verb, t: &Target) -> Attempt {
 /// Runs `verb` until it succeeds or [`MAX_POWER_ATTEMPTS`] have failed,
 /// pausing [`POWER_RETRY_BASE`], then twice as long, between attempts
 /// (never a tight loop). Answers the last attempt and how many ran.
-async fn with_retries(settings: &PowerSettings, verb: Verb, t: &Target) -> (Attempt, u32) {
+async fn with_retries(
+    settings: &PowerSettings,
+    verb: Verb,
+    t: &Target,
+    commands_allowed: bool,
+) -> (Attempt, u32) {
     let mut pause = POWER_RETRY_BASE;
     let mut n = 0;
     loop {
         n += 1;
-        let a = attempt(settings, verb, t).await;
+        let a = attempt(settings, verb, t, commands_allowed).await;
         if a.ok || n >= MAX_POWER_ATTEMPTS {
             return (a, n);
         }
@@ -353,7 +347,8 @@ impl Broker {
     ) -> bool {
         let (attempt, attempts) = {
             let _permit = self.power.permits.acquire().await;
-            with_retries(&settings, verb, &target).await
+            let allowed = self.settings().allow_power_commands;
+            with_retries(&settings, verb, &target, allowed).await
         };
         let outcome = if attempt.ok {
             ActionOutcome::Succeeded
@@ -478,7 +473,8 @@ impl Broker {
     async fn read_power_state(self: Arc<Self>, settings: PowerSettings, target: Target) {
         let a = {
             let _permit = self.power.permits.acquire().await;
-            attempt(&settings, Verb::State, &target).await
+            let allowed = self.settings().allow_power_commands;
+            attempt(&settings, Verb::State, &target, allowed).await
         };
         let word = a.message.split_whitespace().next().unwrap_or("");
         let state = match (a.ok, word.to_ascii_lowercase().as_str()) {

@@ -81,6 +81,11 @@ pub struct Settings {
     /// `serve --autoscale-interval`: how often scaling plans are evaluated
     /// (at least [`crate::autoscale::MIN_AUTOSCALE_INTERVAL`]).
     pub autoscale_interval: std::time::Duration,
+    /// `serve --allow-power-commands` (off by default). A power command is
+    /// shell on the broker's machine: with it off, even the admin token
+    /// cannot make the broker run one, so a leaked admin token is not a
+    /// shell on the broker.
+    pub allow_power_commands: bool,
     /// The user portal's sign-in (`serve --oidc-issuer`); None: `/portal`
     /// answers that it is not configured.
     pub portal: Option<Arc<crate::portal::Portal>>,
@@ -100,6 +105,7 @@ impl Settings {
             audited_rate_limit_per_second: crate::api::throttle::AUDITED_PER_SECOND,
             audit_retention: crate::writer::AuditRetention::DEFAULT,
             autoscale_interval: crate::autoscale::DEFAULT_AUTOSCALE_INTERVAL,
+            allow_power_commands: false,
             portal: None,
             clock: Clock::system(),
         }
@@ -120,6 +126,7 @@ impl std::fmt::Debug for Settings {
             )
             .field("audit_retention", &self.audit_retention)
             .field("autoscale_interval", &self.autoscale_interval)
+            .field("allow_power_commands", &self.allow_power_commands)
             .field("portal", &self.portal.is_some())
             .field("clock", &self.clock)
             .finish()

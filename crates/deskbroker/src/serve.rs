@@ -474,7 +474,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => Some(crate::data_dir_lock::lock(&args.data_dir)?),
         Some(_) => None,
     };
-    broker::power::allow_commands(args.allow_power_commands);
     if let Some(pool) = &args.rdp_default_pool {
         anyhow::ensure!(
             args.rdp_listen.is_some(),
@@ -596,6 +595,7 @@ fn broker_settings(args: &ServeArgs, admin_token: String) -> broker::Settings {
         audited_rate_limit_per_second: args.audited_rate_limit,
         audit_retention: args.audit_retention(),
         autoscale_interval: args.autoscale_interval,
+        allow_power_commands: args.allow_power_commands,
         ..broker::Settings::new(admin_token)
     }
 }

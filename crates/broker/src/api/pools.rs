@@ -61,7 +61,7 @@ pub async fn put(
     Json(input): Json<HostPoolInput>,
 ) -> Result<(StatusCode, axum::Json<HostPoolOutput>), ApiError> {
     validate_name("name", &pool)?;
-    may_set_power_commands(caller.as_ref().map(|c| &c.0), &input)?;
+    may_set_power_commands(&b, caller.as_ref().map(|c| &c.0), &input)?;
     let create_only = headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
@@ -91,6 +91,7 @@ pub async fn put(
 /// of every pool (the admin token, or an admin credential not limited to
 /// some pools) may set one. Removing one is any administrator's.
 fn may_set_power_commands(
+    b: &Broker,
     caller: Option<&crate::enroll::Caller>,
     input: &HostPoolInput,
 ) -> Result<(), ApiError> {
@@ -107,7 +108,7 @@ fn may_set_power_commands(
         }) => host_pools.is_empty(),
         _ => false,
     };
-    if sets && !crate::power::commands_allowed() {
+    if sets && !b.settings().allow_power_commands {
         return Err(ApiError::forbidden(format!(
             "powerSettings: {}",
             crate::power::COMMANDS_NOT_ALLOWED
@@ -133,7 +134,7 @@ pub async fn patch(
     Path(pool): Path<String>,
     Json(input): Json<HostPoolInput>,
 ) -> Result<axum::Json<HostPoolOutput>, ApiError> {
-    may_set_power_commands(caller.as_ref().map(|c| &c.0), &input)?;
+    may_set_power_commands(&b, caller.as_ref().map(|c| &c.0), &input)?;
     let out = b
         .core()
         .write(&pool, |p, _| {

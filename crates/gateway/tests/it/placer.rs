@@ -25,7 +25,11 @@ struct Running {
 async fn running() -> Running {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store::SqliteStore::open(dir.path()).expect("store");
-    let broker = broker::open(Arc::new(store), broker::Settings::new(TOKEN))
+    let settings = broker::Settings {
+        allow_power_commands: true,
+        ..broker::Settings::new(TOKEN)
+    };
+    let broker = broker::open(Arc::new(store), settings)
         .await
         .expect("broker");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -183,7 +187,6 @@ async fn over_http_a_missing_broker_is_unreachable() {
 #[tokio::test]
 async fn a8_both_placers_say_a_host_is_starting() {
     let r = running().await;
-    broker::power::allow_commands(true);
     let http = reqwest::Client::new();
     let put = |path: &str, body: serde_json::Value| {
         http.put(format!("{}/api/v1{path}", r.url))
