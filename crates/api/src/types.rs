@@ -683,6 +683,61 @@ mod tests {
         );
     }
 
+    /// Every optional field of an input is left out when unset, nested ones
+    /// too, while an output writes its unset fields as `null` unless they
+    /// are documented as absent (`nextLink`, a credential's `token`).
+    #[test]
+    fn unset_optional_fields_are_left_out_or_null_as_documented() {
+        let empty = json!({});
+        let pool = HostPoolInput {
+            load_index_settings: Some(LoadIndexSettingsInput::default()),
+            logon_storm_settings: Some(LogonStormSettingsInput::default()),
+            power_settings: Some(PowerSettingsInput::default()),
+            ..HostPoolInput::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&pool).unwrap(),
+            json!({"loadIndexSettings": {}, "logonStormSettings": {}, "powerSettings": {}})
+        );
+        assert_eq!(
+            serde_json::to_value(RegistrationTokenInput::default()).unwrap(),
+            empty
+        );
+        // A heartbeat's metrics (placement's type, flattened) are written as
+        // null; its own optional fields are left out.
+        let heartbeat = serde_json::to_value(HeartbeatInput::default()).unwrap();
+        let mut keys: Vec<&String> = heartbeat.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "cpuPercent",
+                "customLoadIndex",
+                "diskQueueLength",
+                "diskReadLatencyMs",
+                "diskWriteLatencyMs",
+                "memoryPercent"
+            ]
+        );
+        let page = Page::<u32> {
+            value: vec![],
+            next_link: None,
+        };
+        assert_eq!(serde_json::to_value(&page).unwrap(), json!({"value": []}));
+        let credential = CredentialOutput {
+            name: "c".into(),
+            role: "reader".into(),
+            host_pools: vec![],
+            expiration_time: None,
+            rate_limit_per_second: None,
+            token: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&credential).unwrap(),
+            json!({"name": "c", "role": "reader", "hostPools": [], "expirationTime": null})
+        );
+    }
+
     /// An agent reads heartbeat answers with fields it does not know (a
     /// newer broker's), and an answer without `messages` (an older one's).
     #[test]
