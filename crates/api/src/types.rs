@@ -7,7 +7,11 @@
 //! heartbeats, which newer agents may extend. Outputs accept unknown fields,
 //! so an older client keeps working with a newer broker. Optional input
 //! fields that are not set are left out when serialized, so a `PATCH`
-//! changes only what its caller gave.
+//! changes only what its caller gave: such a struct says so once, with
+//! `#[serde_with::skip_serializing_none]` before its derives, which leaves
+//! out every `Option` field that is `None`. So do `Page` and `Health`; the
+//! other outputs write an unset field as `null` unless the field says
+//! otherwise.
 
 use placement::{
     DrainedBy, HeartbeatSource, Host, HostMetrics, HostPolicy, HostPoolType, HostStatus,
@@ -43,6 +47,7 @@ pub struct List<T> {
 
 /// `{"value": [...], "nextLink": "..."}`: a list, and where its next page
 /// is while there is one (absent on the last page and on unpaged lists).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -50,7 +55,7 @@ pub struct Page<T> {
     pub value: Vec<T>,
     /// Path and query of the next page, e.g.
     /// `/api/v1/hostPools/p/sessionHosts?pageSize=100&initialSkip=200`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub next_link: Option<String>,
 }
 
@@ -58,6 +63,7 @@ pub struct Page<T> {
 /// who decides (rule L2), so that a load balancer can route around a
 /// replica that has no leader. Answered 200 when `status` is `ok`, 503
 /// otherwise.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Health {
@@ -68,121 +74,85 @@ pub struct Health {
     /// answered 503 `LeaderUnavailable`).
     pub role: String,
     /// The leader's address (`--advertise-url`), on replicas that know it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub leader: Option<String>,
     /// The leadership's epoch, one more at every election won.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub epoch: Option<i64>,
     /// Why this process cannot serve, when it cannot.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub error: Option<String>,
 }
 
 /// Body of `PUT` and `PATCH` on a host pool. On `PUT` only `hostPoolType`
 /// and `loadBalancerType` are required; on `PATCH` every field is optional.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HostPoolInput {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_pool_type: Option<HostPoolType>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub load_balancer_type: Option<LoadBalancerType>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_session_limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub breadth_first_randomized: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub personal_desktop_assignment_type: Option<PersonalDesktopAssignmentType>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_timeout_seconds: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub heartbeat_timeout_seconds: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub standard_capabilities: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub load_index_settings: Option<LoadIndexSettingsInput>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub logon_storm_settings: Option<LogonStormSettingsInput>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub friendly_name: Option<String>,
     /// CIDR ranges a host's address must lie in (`["10.0.0.0/8"]`); empty:
     /// any routable address. Loopback, link-local, unspecified and
     /// multicast addresses are refused unless a range names them.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_address_ranges: Option<Vec<String>>,
     /// Rule S9: seconds after which a Disconnected session ends (0 = never,
     /// otherwise 60..=31536000; a new pool's default is 28800, 8 hours).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub disconnected_timeout_seconds: Option<u32>,
     /// Rule S9: seconds after which any session ends (0 = never, otherwise
     /// 60..=31536000).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_session_lifetime_seconds: Option<u32>,
     /// Rule R3: whether RDP clients may name this pool with a `tsv://`
     /// routing token at the front door (default true).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_front_door: Option<bool>,
     /// Rule T2: users who may get a new session (empty with
     /// `entitledGroups`: everyone).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub entitled_users: Option<Vec<String>>,
     /// Rule T2: groups whose members may get a new session.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub entitled_groups: Option<Vec<String>>,
     /// Rule T3: whether the RDP front door places users only on a signed
     /// connection ticket (default false).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub require_connection_ticket: Option<bool>,
     /// Rule T3: seconds a connection ticket of this pool is honoured
     /// (30..=86400, default 300).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ticket_lifetime_seconds: Option<u32>,
     /// Accepted for symmetry with the output; must match the path.
     /// Rule A8 (stored; see docs/rules.md).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub start_vm_on_connect: Option<bool>,
     /// Rule A9. Setting a command needs an administrator of every pool.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub power_settings: Option<PowerSettingsInput>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 
 /// `powerSettings` of a pool's input: on `PATCH` only the fields given
 /// change; a command set to `null` is removed.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PowerSettingsInput {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<placement::PowerDriver>,
-    #[serde(
-        default,
-        with = "double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "double_option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub power_on_command: Option<Option<String>>,
-    #[serde(
-        default,
-        with = "double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "double_option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub power_off_command: Option<Option<String>>,
-    #[serde(
-        default,
-        with = "double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "double_option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub power_state_command: Option<Option<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub broadcast_address: Option<String>,
 }
 
@@ -200,44 +170,33 @@ impl PowerSettingsInput {
 }
 
 /// `loadIndexSettings` of a pool's input; fields not given are unchanged.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadIndexSettingsInput {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub include_session_count: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_queue_length_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_read_latency_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_write_latency_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub use_custom_script: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub load_index_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub connecting_session_threshold: Option<u32>,
 }
 
 /// `logonStormSettings` of a pool's input; fields not given are unchanged.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LogonStormSettingsInput {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub load_index_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub connecting_session_threshold: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_hosts_in_queue: Option<u32>,
     /// Rule H7: index points each logon placed since a host's last
     /// heartbeat adds to its metric factors (0: off).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub logon_cost: Option<u32>,
 }
 
@@ -278,61 +237,43 @@ impl HostPoolOutput {
 }
 
 /// Body of `PUT` on a session host.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionHostInput {
     pub address: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_new_session: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<HostPolicy>,
     /// Owner of a host of a Personal pool.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub assigned_user: Option<String>,
     /// Labels, e.g. a scaling plan's `exclusionTag` (rule A6).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
     /// `aa:bb:cc:dd:ee:ff`, for Wake-on-LAN (rule A9).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub mac_address: Option<String>,
     /// Accepted for symmetry with the output; must match the path.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 
 /// Body of `PATCH` on a session host; `assignedUser: null` unassigns.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionHostPatch {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_new_session: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<HostPolicy>,
     /// Absent: unchanged; `null`: unassigned; a user: assigned.
-    #[serde(
-        default,
-        with = "double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "double_option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub assigned_user: Option<Option<String>>,
     /// Replaces the host's tags (rule A6's `exclusionTag`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
     /// Absent: unchanged; `null`: none; `aa:bb:cc:dd:ee:ff`: set.
-    #[serde(
-        default,
-        with = "double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "double_option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub mac_address: Option<Option<String>>,
 }
@@ -355,7 +296,8 @@ mod double_option {
         S: Serializer,
         T: Serialize,
     {
-        // `None` is skipped by the field's `skip_serializing_if`.
+        // `None` is never serialized: `skip_serializing_none` on the
+        // struct gives the field `skip_serializing_if = "Option::is_none"`.
         v.as_ref().and_then(Option::as_ref).serialize(s)
     }
 }
@@ -437,6 +379,7 @@ impl From<&Host> for SessionHostOutput {
 
 /// Body of a heartbeat. Unknown fields are ignored so that newer agents
 /// keep working with this broker.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -445,10 +388,10 @@ pub struct HeartbeatInput {
     pub metrics: HostMetrics,
     /// The host's full list of user sessions, reconciled with the broker's.
     /// Absent: the host does not know (its sessions are left alone).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub sessions: Option<Vec<ReportedSession>>,
     /// The host's own thresholds (H6), from its agent's configuration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub policy: Option<HostPolicy>,
     /// Who sends it: `agent` (the Linux agent, on the host itself) or
     /// `windowsExporter` (the watching agent, from the host's
@@ -456,11 +399,7 @@ pub struct HeartbeatInput {
     /// unknown. A value this broker does not know (a newer agent's) is
     /// read as absent, as unknown fields are ignored, so that agent's
     /// heartbeats keep working.
-    #[serde(
-        default,
-        deserialize_with = "lenient_source",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "lenient_source")]
     pub source: Option<HeartbeatSource>,
     /// From the watching agent only: what its last scrape of the host's
     /// exporter found wrong (a failed or timed-out collector, too old a
@@ -468,7 +407,7 @@ pub struct HeartbeatInput {
     /// line of at most 512 bytes (`placement::MAX_SCRAPE_ERROR_BYTES`),
     /// longer is refused. Absent: the scrape was whole. Kept as the host's
     /// `scrapeError`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub scrape_error: Option<String>,
     /// From the watching agent only: the scrape failed whole (the exporter
     /// did not answer, or answered garbage), so this says nothing about the
@@ -576,16 +515,15 @@ pub struct RefusedSession {
 }
 
 /// Body of `POST …/registrationToken`.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegistrationTokenInput {
     /// Life of the token, 1..=2592000 seconds (default 86400).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_in_seconds: Option<u64>,
     /// How many new session hosts the token may register, 1..=10000
     /// (default 1); re-registering an existing host does not count.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_hosts: Option<u32>,
 }
 
@@ -603,19 +541,17 @@ pub struct RegistrationTokenOutput {
 }
 
 /// Body of `POST /api/v1/register`, from an agent.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegisterInput {
     pub token: String,
     /// The pool the agent expects; refused if the token is for another.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_pool: Option<String>,
     pub name: String,
     pub address: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<HostPolicy>,
 }
 
@@ -630,6 +566,7 @@ pub struct RegisterOutput {
 }
 
 /// Body of `connect`.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -638,7 +575,7 @@ pub struct ConnectInput {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
     /// MultiplePersistent: which of the user's hosts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub session_host: Option<String>,
     /// Hosts to pass over for a new session: a front door that could not
     /// reach them (rule R5). Never moves an existing session.
@@ -652,7 +589,7 @@ pub struct ConnectInput {
     /// `loadbalanceinfo`, as an RDP client sent it). The broker verifies it
     /// and places the ticket's user, who must be `user`; the pool's
     /// entitlements were checked when it was issued.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub ticket: Option<String>,
 }
 
@@ -743,6 +680,61 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&connect).unwrap(),
             json!({"user": "alice"})
+        );
+    }
+
+    /// Every optional field of an input is left out when unset, nested ones
+    /// too, while an output writes its unset fields as `null` unless they
+    /// are documented as absent (`nextLink`, a credential's `token`).
+    #[test]
+    fn unset_optional_fields_are_left_out_or_null_as_documented() {
+        let empty = json!({});
+        let pool = HostPoolInput {
+            load_index_settings: Some(LoadIndexSettingsInput::default()),
+            logon_storm_settings: Some(LogonStormSettingsInput::default()),
+            power_settings: Some(PowerSettingsInput::default()),
+            ..HostPoolInput::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&pool).unwrap(),
+            json!({"loadIndexSettings": {}, "logonStormSettings": {}, "powerSettings": {}})
+        );
+        assert_eq!(
+            serde_json::to_value(RegistrationTokenInput::default()).unwrap(),
+            empty
+        );
+        // A heartbeat's metrics (placement's type, flattened) are written as
+        // null; its own optional fields are left out.
+        let heartbeat = serde_json::to_value(HeartbeatInput::default()).unwrap();
+        let mut keys: Vec<&String> = heartbeat.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "cpuPercent",
+                "customLoadIndex",
+                "diskQueueLength",
+                "diskReadLatencyMs",
+                "diskWriteLatencyMs",
+                "memoryPercent"
+            ]
+        );
+        let page = Page::<u32> {
+            value: vec![],
+            next_link: None,
+        };
+        assert_eq!(serde_json::to_value(&page).unwrap(), json!({"value": []}));
+        let credential = CredentialOutput {
+            name: "c".into(),
+            role: "reader".into(),
+            host_pools: vec![],
+            expiration_time: None,
+            rate_limit_per_second: None,
+            token: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&credential).unwrap(),
+            json!({"name": "c", "role": "reader", "hostPools": [], "expirationTime": null})
         );
     }
 
@@ -845,6 +837,7 @@ mod tests {
 }
 
 /// Body of `POST /api/v1/credentials` (rule T1).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -858,12 +851,10 @@ pub struct CredentialInput {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_pools: Vec<String>,
     /// Its life in seconds; absent: it does not expire.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_in_seconds: Option<u64>,
     /// Rule T4: requests a second it may make (bursts of twice as many),
     /// 1..=100000, whatever `serve --api-rate-limit` says; absent: the
     /// broker's limit.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit_per_second: Option<u32>,
 }
 
