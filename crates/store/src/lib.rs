@@ -218,6 +218,31 @@ pub struct ScalingAction {
     pub attempts: u32,
 }
 
+/// The record as the API shows it: the same action, its times in RFC 3339
+/// instead of the milliseconds the store indexes, and without its pool
+/// (the API asks for one pool's records).
+impl From<ScalingAction> for api::types::ScalingActionOutput {
+    fn from(a: ScalingAction) -> Self {
+        api::types::ScalingActionOutput {
+            id: a.id,
+            time: api::types::rfc3339_ms(a.time_ms),
+            phase: a.phase,
+            action: a.action,
+            session_host: a.session_host,
+            reason: a.reason,
+            used_capacity_pct: a.used_capacity_pct,
+            threshold_pct: a.threshold_pct,
+            running_hosts: a.running_hosts,
+            minimum_hosts: a.minimum_hosts,
+            outcome: a.outcome,
+            message: a.message,
+            actor: a.actor,
+            finished_time: a.finished_ms.map(api::types::rfc3339_ms),
+            attempts: a.attempts,
+        }
+    }
+}
+
 /// Which records a [`Store::scaling_actions`] query answers: newest first,
 /// of one pool (or of every pool), only Pending ones if asked, below
 /// `before_id`, at most `limit` (capped at

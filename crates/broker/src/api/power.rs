@@ -12,7 +12,7 @@ use serde::Deserialize;
 use api::ErrorBody;
 use api::types::{Page, ScalingActionOutput};
 use placement::ScalingActionKind;
-use store::{ScalingAction, ScalingActionQuery};
+use store::ScalingActionQuery;
 
 use super::Query;
 use super::error::ApiError;
@@ -22,26 +22,6 @@ use crate::state::Broker;
 
 /// Records a page holds when `pageSize` is not given.
 pub const DEFAULT_ACTION_PAGE_SIZE: u32 = 100;
-
-fn output(a: ScalingAction) -> ScalingActionOutput {
-    ScalingActionOutput {
-        id: a.id,
-        time: api::types::rfc3339_ms(a.time_ms),
-        phase: a.phase,
-        action: a.action,
-        session_host: a.session_host,
-        reason: a.reason,
-        used_capacity_pct: a.used_capacity_pct,
-        threshold_pct: a.threshold_pct,
-        running_hosts: a.running_hosts,
-        minimum_hosts: a.minimum_hosts,
-        outcome: a.outcome,
-        message: a.message,
-        actor: a.actor,
-        finished_time: a.finished_ms.map(api::types::rfc3339_ms),
-        attempts: a.attempts,
-    }
-}
 
 async fn power(
     b: Arc<Broker>,
@@ -55,7 +35,7 @@ async fn power(
         .map(|axum::Extension(c)| crate::audit::actor(&c))
         .unwrap_or_else(|| "unknown".into());
     let record = b.power_host(&pool, &host, kind, force, actor).await?;
-    Ok((StatusCode::ACCEPTED, axum::Json(output(record))))
+    Ok((StatusCode::ACCEPTED, axum::Json(record.into())))
 }
 
 /// Power the host on through the pool's driver (202: the record is
@@ -132,8 +112,11 @@ pub async fn list(
         .await
         .map_err(|e| ApiError::from(crate::BrokerError::store_unavailable(e.to_string())))?;
     let more = rows.len() > size as usize;
-    let value: Vec<ScalingActionOutput> =
-        rows.into_iter().take(size as usize).map(output).collect();
+    let value: Vec<ScalingActionOutput> = rows
+        .into_iter()
+        .take(size as usize)
+        .map(ScalingActionOutput::from)
+        .collect();
     let next_link = match (more, value.last()) {
         (true, Some(last)) => Some(super::paging::next_link_with(&uri, "beforeId", &last.id)),
         _ => None,
