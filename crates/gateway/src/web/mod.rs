@@ -28,8 +28,9 @@
 //! What is checked, and what is refused (an RDCleanPath error carrying an
 //! HTTP status, then the socket closed; nothing reaches a host):
 //!
-//! - The request: binary, whole within [`WebConfig::handshake_timeout`],
-//!   at most [`WebConfig::max_request_bytes`] (413 beyond), version 3390,
+//! - The request: one binary message within
+//!   [`WebConfig::handshake_timeout`], at most
+//!   [`WebConfig::max_request_bytes`] (413 beyond), version 3390,
 //!   an X.224 Connection Request the front door's parser accepts (rule R6)
 //!   that asks for a TLS-based protocol, no preconnection blob (400).
 //!   A client that sends nothing is closed at the timeout, unanswered.

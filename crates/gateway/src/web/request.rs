@@ -49,9 +49,8 @@ impl Refused {
     }
 }
 
-/// Reads the request: one binary message (a request split over several is
-/// taken too, as a byte stream would be) of at most `max_bytes`, all of it
-/// within `timeout`.
+/// Reads the request: one binary message (IronRDP's web client sends it
+/// whole, in one) of at most `max_bytes`, within `timeout`.
 pub(super) async fn read<S>(
     ws: &mut WebSocketStream<S>,
     timeout: Duration,
@@ -60,7 +59,7 @@ pub(super) async fn read<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let bytes = match tokio::time::timeout(timeout, whole(ws, max_bytes)).await {
+    let bytes = match tokio::time::timeout(timeout, message(ws)).await {
         Ok(read) => read?,
         Err(_) => {
             return Err(Refused {
@@ -70,17 +69,30 @@ where
             });
         }
     };
-    check(&bytes)
+    if bytes.len() > max_bytes {
+        return Err(Refused::new(
+            413,
+            Outcome::TooLarge,
+            format!("a request of {} bytes (at most {max_bytes})", bytes.len()),
+        ));
+    }
+    match RDCleanPathPdu::detect(&bytes) {
+        DetectionResult::Detected { total_length, .. } if bytes.len() == total_length => {
+            check(&bytes)
+        }
+        _ => Err(Refused::bad(
+            "not one whole RDCleanPath request of a version this server speaks",
+        )),
+    }
 }
 
-/// The request's bytes: messages until the DER header says it is whole.
-async fn whole<S>(ws: &mut WebSocketStream<S>, max_bytes: usize) -> Result<Vec<u8>, Refused>
+/// The client's first data message.
+async fn message<S>(ws: &mut WebSocketStream<S>) -> Result<Vec<u8>, Refused>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut bytes = Vec::new();
     loop {
-        let message = match ws.next().await {
+        match ws.next().await {
             None | Some(Ok(Message::Close(_))) => {
                 return Err(Refused {
                     status: None,
@@ -95,34 +107,12 @@ where
                     detail: format!("websocket: {e}"),
                 });
             }
-            Some(Ok(m)) => m,
-        };
-        match message {
-            Message::Binary(b) => bytes.extend_from_slice(&b),
-            Message::Text(_) => return Err(Refused::bad("a text message; RDCleanPath is binary")),
+            Some(Ok(Message::Binary(b))) => return Ok(b.to_vec()),
+            Some(Ok(Message::Text(_))) => {
+                return Err(Refused::bad("a text message; RDCleanPath is binary"));
+            }
             // Pings are answered by the library; pongs carry nothing.
-            _ => continue,
-        }
-        if bytes.len() > max_bytes {
-            return Err(Refused::new(
-                413,
-                Outcome::TooLarge,
-                format!("a request of more than {max_bytes} bytes"),
-            ));
-        }
-        match RDCleanPathPdu::detect(&bytes) {
-            DetectionResult::Detected { total_length, .. } if bytes.len() == total_length => {
-                return Ok(bytes);
-            }
-            DetectionResult::Detected { total_length, .. } if bytes.len() > total_length => {
-                return Err(Refused::bad("bytes after the RDCleanPath request"));
-            }
-            DetectionResult::Detected { .. } | DetectionResult::NotEnoughBytes => {}
-            DetectionResult::Failed => {
-                return Err(Refused::bad(
-                    "not an RDCleanPath request of a version this server speaks",
-                ));
-            }
+            Some(Ok(_)) => {}
         }
     }
 }
