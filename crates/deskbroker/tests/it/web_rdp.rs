@@ -706,3 +706,84 @@ async fn bad_requests_silent_clients_and_crowds_never_reach_a_host() {
     let ended = eventually(PATIENCE, || async { session_count(&app, "strict").await == 0 }).await;
     assert!(ended, "the session of a refused negotiation was kept");
 }
+
+/// `deskbroker gateway --gateway-listen` serves `/web/rdp` too, placing
+/// through the broker's HTTP API with a `gateway` credential.
+#[tokio::test]
+async fn a_standalone_gateway_serves_the_browser_too() {
+    use std::io::BufRead;
+    let xrdp = require("xrdp", "xrdp");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let xrdp_dir = dir.path().join("xrdp");
+    let h1 = Xrdp::start(&xrdp, &openssl, &xrdp_dir);
+    // The broker hands out connection files naming the stand-alone gateway.
+    let (app, _) = App::spawn_with(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--gateway-public-address", "gateway.example"],
+    );
+    pool(&app, "farm", true).await;
+    host(&app, "farm", "h1", &h1.address).await;
+    let credential = app
+        .ok(
+            "POST",
+            "/api/v1/credentials",
+            Some(json!({"name": "edge-1", "role": "gateway"})),
+            201,
+        )
+        .await;
+    let token = credential["token"].as_str().expect("token").to_string();
+    let tls_dir = dir.path().join("gateway-tls");
+    std::fs::create_dir_all(&tls_dir).expect("tls dir");
+    let tls = crate::rdp::TlsFiles::make(&openssl, &tls_dir);
+    let mut child = std::process::Command::new(crate::exe())
+        .args(["gateway", "--broker", &app.url, "--token", &token])
+        .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
+        .arg(&tls.certificate)
+        .arg("--gateway-tls-key")
+        .arg(&tls.key)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start deskbroker gateway");
+    let stdout = child.stdout.take().expect("stdout");
+    let _gateway_process = crate::rdp::Killed(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the listening line");
+    let gateway = line
+        .trim()
+        .strip_prefix("rd gateway listening on ")
+        .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
+        .to_string();
+
+    let first = ticket(&app, "farm", "alice").await;
+    let (mut connector, mut ws, answer) = start(&gateway, "alice", "h1", &first).await;
+    let RDCleanPathMessage::Response {
+        x224_connection_response,
+        server_cert_chain,
+        ..
+    } = answer
+    else {
+        panic!("not a response: {answer:?}");
+    };
+    assert_eq!(
+        server_cert_chain[0].as_bytes(),
+        xrdp_certificate(&xrdp_dir).as_slice()
+    );
+    connect_through(&mut connector, &mut ws, x224_connection_response.as_bytes()).await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    let _ = ws.close(None).await;
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // A forged ticket is refused there too, with the broker's status.
+    let mut ws = open(&gateway).await.expect("the socket opens");
+    let forged = first.replace(":alice", ":mallory");
+    let answer = ask(&mut ws, &request(Some(&forged), "h1")).await;
+    assert_eq!(refused_status(&answer), 403, "{answer:?}");
+    assert_eq!(session_count(&app, "farm").await, 1);
+}
