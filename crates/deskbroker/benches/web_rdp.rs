@@ -42,8 +42,8 @@ const OPEN_SESSIONS: usize = 200;
 const MIB: u64 = 1024 * 1024;
 /// The Connection Confirm of a host that selects PROTOCOL_SSL.
 const CONFIRM_SSL: [u8; 19] = [
-    0x03, 0x00, 0x00, 0x13, 0x0e, 0xd0, 0x00, 0x00, 0x12, 0x34, 0x00, 0x02, 0x00, 0x08, 0x00,
-    0x01, 0x00, 0x00, 0x00,
+    0x03, 0x00, 0x00, 0x13, 0x0e, 0xd0, 0x00, 0x00, 0x12, 0x34, 0x00, 0x02, 0x00, 0x08, 0x00, 0x01,
+    0x00, 0x00, 0x00,
 ];
 
 /// `deskbroker serve` with both doors, per-source bounds lifted (every
@@ -107,7 +107,12 @@ impl Broker {
         }
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<serde_json::Value>) -> String {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> String {
         let mut request = self
             .http
             .request(method, format!("{}{path}", self.url))
@@ -138,7 +143,8 @@ impl Broker {
 
     /// utime + stime, in milliseconds (USER_HZ is 100).
     fn cpu_ms(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).expect("stat");
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).expect("stat");
         let rest = stat.rsplit_once(')').expect("stat").1;
         let f: Vec<&str> = rest.split_whitespace().collect();
         (f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime")) * 10
@@ -199,7 +205,9 @@ async fn host() -> String {
                 }
                 let length = usize::from(u16::from_be_bytes([header[2], header[3]]));
                 let mut rest = vec![0u8; length.saturating_sub(4)];
-                if s.read_exact(&mut rest).await.is_err() || s.write_all(&CONFIRM_SSL).await.is_err() {
+                if s.read_exact(&mut rest).await.is_err()
+                    || s.write_all(&CONFIRM_SSL).await.is_err()
+                {
                     return;
                 }
                 let Ok(mut tls) = acceptor.accept(s).await else {
@@ -242,7 +250,9 @@ fn connection_request(user: &str) -> Vec<u8> {
 async fn through_front_door(broker: &Broker, user: &str) -> impl AsyncRead + AsyncWrite + Unpin {
     let mut tcp = TcpStream::connect(&broker.rdp).await.expect("front door");
     let _ = tcp.set_nodelay(true);
-    tcp.write_all(&connection_request(user)).await.expect("request");
+    tcp.write_all(&connection_request(user))
+        .await
+        .expect("request");
     let mut confirm = [0u8; CONFIRM_SSL.len()];
     tcp.read_exact(&mut confirm).await.expect("confirm");
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
@@ -265,9 +275,10 @@ async fn through_web(broker: &Broker, user: &str) -> Socket {
         .connect(name, tcp)
         .await
         .expect("TLS with the gateway");
-    let (mut ws, _) = tokio_tungstenite::client_async(format!("wss://{}/web/rdp", broker.gateway), tls)
-        .await
-        .expect("websocket");
+    let (mut ws, _) =
+        tokio_tungstenite::client_async(format!("wss://{}/web/rdp", broker.gateway), tls)
+            .await
+            .expect("websocket");
     let request = RDCleanPathPdu::new_request(connection_request(user), "h".into(), ticket, None)
         .expect("request");
     ws.send(Message::Binary(Bytes::from(request.to_der().expect("der"))))
@@ -280,7 +291,10 @@ async fn through_web(broker: &Broker, user: &str) -> Socket {
         .expect("der")
         .into_message()
         .expect("message");
-    assert!(matches!(answer, RDCleanPathMessage::Response { .. }), "{answer:?}");
+    assert!(
+        matches!(answer, RDCleanPathMessage::Response { .. }),
+        "{answer:?}"
+    );
     ws
 }
 
@@ -299,9 +313,11 @@ async fn pull_front_door(s: &mut (impl AsyncRead + AsyncWrite + Unpin), bytes: u
 
 /// Pulls `bytes` through the browser's socket.
 async fn pull_web(ws: &mut Socket, bytes: u64) {
-    ws.send(Message::Binary(Bytes::copy_from_slice(&bytes.to_be_bytes())))
-        .await
-        .expect("ask");
+    ws.send(Message::Binary(Bytes::copy_from_slice(
+        &bytes.to_be_bytes(),
+    )))
+    .await
+    .expect("ask");
     let mut left = bytes;
     while left > 0 {
         match ws.next().await {
@@ -326,9 +342,11 @@ async fn farm() -> (Broker, tempfile::TempDir) {
         .call(
             reqwest::Method::PUT,
             "/api/v1/hostPools/farm",
-            Some(serde_json::json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+            Some(
+                serde_json::json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
                 "maxSessionLimit": 100000, "allowFrontDoor": true,
-                "allowedAddressRanges": ["127.0.0.0/8"]})),
+                "allowedAddressRanges": ["127.0.0.0/8"]}),
+            ),
         )
         .await;
     broker
@@ -376,11 +394,16 @@ async fn run() {
         v[v.len() / 2]
     };
     let (f, w) = (median(&mut front), median(&mut web));
-    println!("  median: front door {f:.2} ms/MiB, /web/rdp {w:.2} ms/MiB: {:.1}x", w / f);
+    println!(
+        "  median: front door {f:.2} ms/MiB, /web/rdp {w:.2} ms/MiB: {:.1}x",
+        w / f
+    );
 
     // Each door in a broker of its own, so that neither inherits the
     // other's memory.
-    println!("Broker memory per open session, {OPEN_SESSIONS} held idle (each door its own broker):");
+    println!(
+        "Broker memory per open session, {OPEN_SESSIONS} held idle (each door its own broker):"
+    );
     let (broker, _dir) = farm().await;
     let before = broker.rss_kib();
     let mut held = Vec::new();

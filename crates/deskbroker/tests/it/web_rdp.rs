@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::{SinkExt, StreamExt};
-use ironrdp_connector::{ClientConnector, ClientConnectorState, Credentials, DesktopSize, Sequence};
+use ironrdp_connector::{
+    ClientConnector, ClientConnectorState, Credentials, DesktopSize, Sequence,
+};
 use ironrdp_pdu::WriteBuf;
 use ironrdp_rdcleanpath::{RDCleanPathMessage, RDCleanPathPdu};
 use serde_json::json;
@@ -43,9 +45,11 @@ async fn pool(app: &App, name: &str, allow_front_door: bool) {
     app.ok(
         "PUT",
         &format!("/api/v1/hostPools/{name}"),
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
                     "maxSessionLimit": 2, "allowFrontDoor": allow_front_door,
-                    "allowedAddressRanges": ["127.0.0.0/8"]})),
+                    "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
         201,
     )
     .await;
@@ -275,7 +279,9 @@ async fn start(
 /// the connector is connected (the host has answered every step).
 async fn connect_through(connector: &mut ClientConnector, ws: &mut Socket, confirm: &[u8]) {
     let mut buf = WriteBuf::new();
-    let written = connector.step(confirm, None, &mut buf).expect("the confirm");
+    let written = connector
+        .step(confirm, None, &mut buf)
+        .expect("the confirm");
     assert!(written.is_nothing());
     assert!(
         connector.should_perform_security_upgrade(),
@@ -346,7 +352,10 @@ async fn session_id(app: &App, pool: &str, user: &str) -> (String, String) {
     assert_eq!(sessions.len(), 1, "{v}");
     (
         sessions[0]["id"].as_str().expect("id").to_string(),
-        sessions[0]["sessionHost"].as_str().expect("host").to_string(),
+        sessions[0]["sessionHost"]
+            .as_str()
+            .expect("host")
+            .to_string(),
     )
 }
 
@@ -511,7 +520,11 @@ async fn refused_tickets_get_the_brokers_status_and_reach_no_host() {
     let cases: Vec<(&str, Option<String>, u16)> = vec![
         ("no ticket", None, 401),
         ("not a ticket", Some("Bearer abc".into()), 403),
-        ("a changed MAC", Some(String::from_utf8(flipped).unwrap()), 403),
+        (
+            "a changed MAC",
+            Some(String::from_utf8(flipped).unwrap()),
+            403,
+        ),
         (
             "another user",
             Some(good.replace(":alice", ":mallory")),
@@ -564,8 +577,8 @@ async fn refused_tickets_get_the_brokers_status_and_reach_no_host() {
 /// A Connection Confirm refusing the negotiation: RDP_NEG_FAILURE,
 /// HYBRID_REQUIRED_BY_SERVER.
 const NEGOTIATION_FAILURE: [u8; 19] = [
-    0x03, 0x00, 0x00, 0x13, 0x0e, 0xd0, 0x00, 0x00, 0x12, 0x34, 0x00, 0x03, 0x00, 0x08, 0x00,
-    0x05, 0x00, 0x00, 0x00,
+    0x03, 0x00, 0x00, 0x13, 0x0e, 0xd0, 0x00, 0x00, 0x12, 0x34, 0x00, 0x03, 0x00, 0x08, 0x00, 0x05,
+    0x00, 0x00, 0x00,
 ];
 
 /// A host that answers every Connection Request with [`NEGOTIATION_FAILURE`].
@@ -636,7 +649,11 @@ async fn bad_requests_silent_clients_and_crowds_never_reach_a_host() {
     let der = |pdu: &RDCleanPathPdu| Message::Binary(Bytes::from(pdu.to_der().expect("der")));
     let cases: Vec<(&str, Message, u16)> = vec![
         ("a request over 8 KiB", der(&oversized), 413),
-        ("not DER", Message::Binary(Bytes::from_static(b"GET / HTTP/1.1\r\n")), 400),
+        (
+            "not DER",
+            Message::Binary(Bytes::from_static(b"GET / HTTP/1.1\r\n")),
+            400,
+        ),
         ("text", Message::Text("hello".into()), 400),
         ("no TLS asked for", der(&no_tls), 400),
         ("junk for X.224", der(&junk_x224), 400),
@@ -686,7 +703,10 @@ async fn bad_requests_silent_clients_and_crowds_never_reach_a_host() {
     let answer = ask(&mut ws, &request(Some(&good), "h")).await;
     assert_eq!(refused_status(&answer), 502, "{answer:?}");
     assert_eq!(target.accepted(), 1);
-    let ended = eventually(PATIENCE, || async { session_count(&app, "farm").await == 0 }).await;
+    let ended = eventually(PATIENCE, || async {
+        session_count(&app, "farm").await == 0
+    })
+    .await;
     assert!(ended, "the session of an unanswered connection was kept");
 
     // A host that refuses the negotiation: RDCleanPath's negotiation error
@@ -703,7 +723,10 @@ async fn bad_requests_silent_clients_and_crowds_never_reach_a_host() {
             x224_connection_response: NEGOTIATION_FAILURE.to_vec()
         }
     );
-    let ended = eventually(PATIENCE, || async { session_count(&app, "strict").await == 0 }).await;
+    let ended = eventually(PATIENCE, || async {
+        session_count(&app, "strict").await == 0
+    })
+    .await;
     assert!(ended, "the session of a refused negotiation was kept");
 }
 

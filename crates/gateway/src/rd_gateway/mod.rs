@@ -433,18 +433,13 @@ async fn connection<P: Placer>(
     };
     let link = match request {
         Request::WebRdp { key } => {
-            crate::web::serve_upgrade(
-                stream,
-                rest,
-                &key,
-                idle,
-                &shared.web,
-                shared.placer.as_ref(),
-                &shared.waiting,
-                &source,
-                peer,
-            )
-            .await;
+            let cx = crate::web::Context {
+                web: &shared.web,
+                placer: shared.placer.as_ref(),
+                waiting: &shared.waiting,
+                source: &source,
+            };
+            crate::web::serve_upgrade(stream, rest, &key, idle, peer, cx).await;
             return Outcome::Web;
         }
         Request::WebSocket { key } => {

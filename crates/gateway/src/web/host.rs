@@ -131,7 +131,10 @@ pub(super) async fn upgrade(
         .map(|c| c.to_vec())
         .collect();
     if chain.is_empty() {
-        return Err(HostError::Tls("the host showed no certificate".into(), None));
+        return Err(HostError::Tls(
+            "the host showed no certificate".into(),
+            None,
+        ));
     }
     Ok(Upgraded {
         tls,

@@ -241,17 +241,14 @@ fn websocket_config(config: &WebConfig) -> WebSocketConfig {
 /// Answers a WebSocket upgrade of `stream` (whose request head has been
 /// read, `rest` the bytes after it; `key` its `Sec-WebSocket-Key`) within
 /// `idle`, then serves the connection to its end, logging and counting
-/// it. `waiting` bounds the connections held while hosts start (A8).
+/// it.
 pub(crate) async fn serve_upgrade<S, P>(
     mut stream: S,
     rest: Vec<u8>,
     key: &str,
     idle: Duration,
-    web: &Web,
-    placer: &P,
-    waiting: &Arc<Semaphore>,
-    source: &SourceGuard,
     peer: std::net::SocketAddr,
+    cx: Context<'_, P>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send,
     P: Placer,
@@ -269,16 +266,10 @@ pub(crate) async fn serve_upgrade<S, P>(
                 stream,
                 rest,
                 Role::Server,
-                Some(websocket_config(&web.config)),
+                Some(websocket_config(&cx.web.config)),
             )
             .await;
-            let context = Context {
-                web,
-                placer,
-                waiting,
-                source,
-            };
-            connection(ws, &context, &mut report).await
+            connection(ws, &cx, &mut report).await
         }
         Ok(Err(e)) => {
             report.detail = Some(format!("the upgrade: {e}"));
@@ -291,15 +282,22 @@ pub(crate) async fn serve_upgrade<S, P>(
     };
     metrics::counter!("deskbroker_web_connections_total", "outcome" => outcome.as_str())
         .increment(1);
-    report.log("web rdp connection", peer, outcome.as_str(), started.elapsed());
+    report.log(
+        "web rdp connection",
+        peer,
+        outcome.as_str(),
+        started.elapsed(),
+    );
 }
 
-/// What one connection works with.
-struct Context<'a, P> {
-    web: &'a Web,
-    placer: &'a P,
-    waiting: &'a Arc<Semaphore>,
-    source: &'a SourceGuard,
+/// What one connection works with: the endpoint, the broker, the bound on
+/// connections held while hosts start (A8), and its count against its
+/// source (T4).
+pub(crate) struct Context<'a, P> {
+    pub web: &'a Web,
+    pub placer: &'a P,
+    pub waiting: &'a Arc<Semaphore>,
+    pub source: &'a SourceGuard,
 }
 
 /// One connection from its request to its end.
@@ -329,7 +327,11 @@ where
     report.pool = Some(pool.clone());
     report.user = Some(asked.ticket.user.clone());
     let named: String = asked.destination.chars().take(100).collect();
-    tracing::debug!(pool, destination = named, "web rdp: the destination named is ignored");
+    tracing::debug!(
+        pool,
+        destination = named,
+        "web rdp: the destination named is ignored"
+    );
 
     // A pool that does not allow the front door, or does not exist, is
     // answered as a refused ticket (see the module's documentation).
@@ -437,18 +439,15 @@ where
             return outcome;
         }
     };
-    let response = match RDCleanPathPdu::new_response(
-        placed.host.clone(),
-        upgraded.confirm,
-        upgraded.chain,
-    ) {
-        Ok(r) => r,
-        Err(e) => {
-            report.detail = Some(format!("the response: {e}"));
-            release_new().await;
-            return refuse(ws, 502, Outcome::HostTlsFailed).await;
-        }
-    };
+    let response =
+        match RDCleanPathPdu::new_response(placed.host.clone(), upgraded.confirm, upgraded.chain) {
+            Ok(r) => r,
+            Err(e) => {
+                report.detail = Some(format!("the response: {e}"));
+                release_new().await;
+                return refuse(ws, 502, Outcome::HostTlsFailed).await;
+            }
+        };
     if !answer(&mut ws, response).await {
         report.detail = Some("the client left before the response".into());
         release_new().await;

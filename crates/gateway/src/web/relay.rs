@@ -16,7 +16,9 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use crate::door::Report;
-use crate::front_door::{LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES};
+use crate::front_door::{
+    LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES,
+};
 
 /// Relays until either side closes (or fails, or idles past its bound):
 /// `idle` once the session has shown evidence of a logon (S9),

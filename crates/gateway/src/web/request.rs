@@ -152,7 +152,9 @@ fn check(bytes: &[u8]) -> Result<Asked, Refused> {
         ));
     };
     if preconnection_blob.is_some() {
-        return Err(Refused::bad("a preconnection blob (session hosts take none)"));
+        return Err(Refused::bad(
+            "a preconnection blob (session hosts take none)",
+        ));
     }
     let x224 = x224_connection_request.as_bytes().to_vec();
     let request = pdu::parse(&x224)

@@ -733,7 +733,8 @@ fn the_in_channels_chunked_body_reads_as_the_stream_split_anywhere() {
 fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
     use rd_gateway::{HeadError, Request};
     let upgrade = |method: &str, path: &str, upgrade: bool| {
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: gw\r\nSec-WebSocket-Key: abc==\r\n");
+        let mut head =
+            format!("{method} {path} HTTP/1.1\r\nHost: gw\r\nSec-WebSocket-Key: abc==\r\n");
         if upgrade {
             head.push_str("Connection: Upgrade\r\nUpgrade: websocket\r\n");
         }
@@ -744,7 +745,12 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
         let head = upgrade("GET", path, true);
         assert_eq!(
             rd_gateway::parse_head(&head),
-            Ok(Some((Request::WebRdp { key: "abc==".into() }, head.len()))),
+            Ok(Some((
+                Request::WebRdp {
+                    key: "abc==".into()
+                },
+                head.len()
+            ))),
             "{path}"
         );
     }
@@ -777,7 +783,10 @@ fn a_hosts_connection_confirm_is_judged_by_its_negotiation() {
     };
     // RDP_NEG_RSP selecting SSL, HYBRID; then Standard RDP Security.
     assert_eq!(selects_tls(&confirm(&[2, 0, 8, 0, 1, 0, 0, 0])), Ok(true));
-    assert_eq!(selects_tls(&confirm(&[2, 0x1f, 8, 0, 2, 0, 0, 0])), Ok(true));
+    assert_eq!(
+        selects_tls(&confirm(&[2, 0x1f, 8, 0, 2, 0, 0, 0])),
+        Ok(true)
+    );
     assert_eq!(selects_tls(&confirm(&[2, 0, 8, 0, 0, 0, 0, 0])), Ok(false));
     // RDP_NEG_FAILURE, and no negotiation at all (an RDP 4 host).
     assert_eq!(selects_tls(&confirm(&[3, 0, 8, 0, 5, 0, 0, 0])), Ok(false));
