@@ -134,7 +134,6 @@ impl Broker {
                 None,
             )
             .await;
-        let file: String = serde_json::from_str(&file).expect("a JSON string");
         file.split("\r\n")
             .find_map(|l| l.strip_prefix("gatewayaccesstoken:s:"))
             .expect("a ticket")
@@ -247,7 +246,10 @@ fn connection_request(user: &str) -> Vec<u8> {
 
 /// A connection through the front door: its Connection Request, the
 /// host's Confirm, then TLS with the host end to end.
-async fn through_front_door(broker: &Broker, user: &str) -> impl AsyncRead + AsyncWrite + Unpin {
+async fn through_front_door(
+    broker: &Broker,
+    user: &str,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
     let mut tcp = TcpStream::connect(&broker.rdp).await.expect("front door");
     let _ = tcp.set_nodelay(true);
     tcp.write_all(&connection_request(user))

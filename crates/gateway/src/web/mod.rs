@@ -378,6 +378,8 @@ where
         Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Outcome::ClientLeft,
         Err(no_host) => {
             let (status, outcome) = match no_host {
+                // The listener's own bound is full: not this source's doing.
+                NoHost::Waited(WaitEnd::Limit("waiting_full")) => (503, Outcome::WaitingLimit),
                 NoHost::Waited(WaitEnd::Limit(_)) => (429, Outcome::WaitingLimit),
                 NoHost::Waited(_) => (503, Outcome::HostStartTimeout),
                 NoHost::Refused(e) => placer_refusal(&e),
