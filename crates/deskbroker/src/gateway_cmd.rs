@@ -1,7 +1,8 @@
 //! `deskbroker gateway`: the RDP front door, the RD Gateway (MS-TSGU over
-//! HTTPS), or both, on a machine of their own, placing users through a
-//! broker's HTTP API (`serve --rdp-listen` and `serve --gateway-listen` run
-//! the same inside the broker instead).
+//! HTTPS, and on the same listener the browser's `/web/rdp`), or both, on
+//! a machine of their own, placing users through a broker's HTTP API
+//! (`serve --rdp-listen` and `serve --gateway-listen` run the same inside
+//! the broker instead).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -66,8 +67,9 @@ pub struct GatewayArgs {
 #[command(next_help_heading = "RD Gateway (RDP over HTTPS)")]
 pub struct RdGatewayFlags {
     /// Address the RD Gateway listens on, HTTPS only (clients name it with
-    /// `/g:` or `gatewayhostname`); none when unset. Port 0 picks a free
-    /// port; the address is printed.
+    /// `/g:` or `gatewayhostname`); none when unset. The same listener
+    /// serves browsers' RDCleanPath WebSockets at `/web/rdp`. Port 0 picks
+    /// a free port; the address is printed.
     #[arg(long = "gateway-listen", env = "DESKBROKER_GATEWAY_LISTEN")]
     pub gateway_listen: Option<SocketAddr>,
     /// PEM certificate chain (leaf first) of the RD Gateway. `serve`

@@ -1,7 +1,8 @@
 //! `deskbroker serve`: runs the broker (HTTP API) on the embedded SQLite
 //! store in `--data-dir`, or on PostgreSQL with `--database-url`, and with
 //! `--rdp-listen` the RDP front door and with `--gateway-listen` the RD
-//! Gateway (MS-TSGU over HTTPS; both crate `gateway`) in the same process,
+//! Gateway (MS-TSGU over HTTPS, and the browser's `/web/rdp`; both crate
+//! `gateway`) in the same process,
 //! stopped by the same signal. HTTPS with `--tls-cert`/`--tls-key`, or
 //! with a self-signed certificate generated into the data directory when it
 //! listens beyond loopback without them (`--insecure-http` to refuse TLS).

@@ -14,6 +14,10 @@
 //! - [`rd_gateway`]: the RD Gateway: MS-TSGU over HTTPS (WebSocket), the
 //!   access token a ticket, placement at channel create through the same
 //!   [`Placer`], the data relayed untouched.
+//! - [`web`]: the browser's door, `GET /web/rdp` on the RD Gateway's
+//!   listener: RDCleanPath over a WebSocket (IronRDP's web client), the
+//!   ticket placed through the same [`Placer`], TLS with the host done
+//!   here, the session's plaintext relayed.
 //! - [`tsgu`]: MS-TSGU, the RD Gateway protocol (RDP tunnelled in HTTPS):
 //!   its packets, a strict bounded decoder and the gateway's state machine,
 //!   without IO.
@@ -31,6 +35,7 @@ pub mod rd_gateway;
 pub mod redirect;
 pub mod sources;
 pub mod tsgu;
+pub mod web;
 
 pub use api::rdp_file::{rdp_file, routing_token};
 pub use front_door::{

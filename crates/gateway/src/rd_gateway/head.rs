@@ -18,6 +18,9 @@ pub enum Request {
     Out { connection_id: String },
     /// Legacy `RDG_IN_DATA`: the client's half, its packets in the body.
     In { connection_id: String, body: InBody },
+    /// `GET /web/rdp` with `Upgrade: websocket`: a browser's RDCleanPath
+    /// connection (`crate::web`), served on the same listener.
+    WebRdp { key: String },
 }
 
 /// How an `RDG_IN_DATA` request's body is framed.
@@ -68,9 +71,6 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
     let method = request.method.unwrap_or_default();
     let path = request.path.unwrap_or_default();
     let not_gateway = || HeadError::NotGateway(method.to_string(), path.to_string());
-    if !path.eq_ignore_ascii_case(GATEWAY_PATH) {
-        return Err(not_gateway());
-    }
     let header = |name: &str| {
         request
             .headers
@@ -79,6 +79,21 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
             .and_then(|h| std::str::from_utf8(h.value).ok())
             .map(str::trim)
     };
+    let websocket_key = || {
+        header("Sec-WebSocket-Key")
+            .filter(|k| !k.is_empty() && k.len() <= 64)
+            .filter(|_| header("Upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket")))
+            .map(str::to_string)
+    };
+    // The browser's door: its path, with or without a query.
+    let bare_path = path.split_once('?').map_or(path, |(p, _)| p);
+    if method == "GET" && bare_path == crate::web::PATH {
+        let key = websocket_key().ok_or_else(not_gateway)?;
+        return Ok(Some((Request::WebRdp { key }, taken)));
+    }
+    if !path.eq_ignore_ascii_case(GATEWAY_PATH) {
+        return Err(not_gateway());
+    }
     let connection_id = || {
         header("RDG-Connection-Id")
             .filter(|id| {
@@ -90,17 +105,12 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
             .ok_or(HeadError::NoConnectionId)
     };
     let request = match method {
-        "RDG_OUT_DATA" => {
-            let upgrade = header("Upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
-            match header("Sec-WebSocket-Key").filter(|k| !k.is_empty() && k.len() <= 64) {
-                Some(key) if upgrade => Request::WebSocket {
-                    key: key.to_string(),
-                },
-                _ => Request::Out {
-                    connection_id: connection_id()?,
-                },
-            }
-        }
+        "RDG_OUT_DATA" => match websocket_key() {
+            Some(key) => Request::WebSocket { key },
+            None => Request::Out {
+                connection_id: connection_id()?,
+            },
+        },
         "RDG_IN_DATA" => {
             let chunked =
                 header("Transfer-Encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked"));

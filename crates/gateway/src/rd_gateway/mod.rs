@@ -184,7 +184,8 @@ pub fn describe_metrics() {
         "deskbroker_rdg_tunnels_total",
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
          resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
-         source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left."
+         source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left, \
+         web (a browser's /web/rdp connection: see deskbroker_web_connections_total)."
     );
     metrics::describe_gauge!(
         "deskbroker_rdg_waiting_channels",
@@ -213,6 +214,7 @@ pub async fn serve<P: Placer>(
         placer,
         waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
         pairing: Pairing::default(),
+        web: crate::web::Web::new(crate::web::WebConfig::of(&config)),
         config,
     });
     tokio::pin!(shutdown);
@@ -266,11 +268,15 @@ pub async fn serve<P: Placer>(
                 None => Ok(Box::new(stream)),
             };
             let outcome = match stream {
-                Ok(stream) => connection(stream, started, &shared, source, &mut report).await,
+                Ok(stream) => connection(stream, peer, started, &shared, source, &mut report).await,
                 Err(outcome) => outcome,
             };
             metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => outcome.as_str())
                 .increment(1);
+            if outcome == Outcome::Web {
+                // Logged and counted by the browser's door itself.
+                return;
+            }
             report.log(
                 "rd gateway connection",
                 peer,
@@ -288,8 +294,11 @@ struct Shared<P> {
     config: GatewayConfig,
     /// Legacy OUT channels waiting for their IN channel.
     pairing: Pairing,
-    /// Rule A8: the channels held while a host starts, gateway-wide.
+    /// Rule A8: the channels held while a host starts, gateway-wide (the
+    /// browsers' connections held count here too).
     waiting: Arc<Semaphore>,
+    /// The browser's door on this listener (`GET /web/rdp`).
+    web: crate::web::Web,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -329,6 +338,9 @@ enum Outcome {
     WaitingLimit(&'static str),
     /// Rule A8: the client left while its channel was held.
     ClientLeft,
+    /// A browser's connection (`GET /web/rdp`), served by `crate::web`,
+    /// which counts it by its own outcome.
+    Web,
 }
 
 impl Outcome {
@@ -352,6 +364,7 @@ impl Outcome {
             Outcome::HostStartTimeout => "host_start_timeout",
             Outcome::WaitingLimit(_) => "waiting_limit",
             Outcome::ClientLeft => "client_left",
+            Outcome::Web => "web",
         }
     }
 }
@@ -394,6 +407,7 @@ async fn answer_status(stream: &mut BoxIo, status: &str) {
 
 async fn connection<P: Placer>(
     mut stream: BoxIo,
+    peer: std::net::SocketAddr,
     started: Instant,
     shared: &Shared<P>,
     source: SourceGuard,
@@ -418,6 +432,16 @@ async fn connection<P: Placer>(
         Err(_) => return Outcome::Timeout,
     };
     let link = match request {
+        Request::WebRdp { key } => {
+            let cx = crate::web::Context {
+                web: &shared.web,
+                placer: shared.placer.as_ref(),
+                waiting: &shared.waiting,
+                source: &source,
+            };
+            crate::web::serve_upgrade(stream, rest, &key, idle, peer, cx).await;
+            return Outcome::Web;
+        }
         Request::WebSocket { key } => {
             let accept =
                 tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());

@@ -729,3 +729,78 @@ fn the_in_channels_chunked_body_reads_as_the_stream_split_anywhere() {
     assert!(reader.done());
     assert!(reader.feed(b"d", &mut out).is_err());
 }
+
+#[test]
+fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
+    use rd_gateway::{HeadError, Request};
+    let upgrade = |method: &str, path: &str, upgrade: bool| {
+        let mut head =
+            format!("{method} {path} HTTP/1.1\r\nHost: gw\r\nSec-WebSocket-Key: abc==\r\n");
+        if upgrade {
+            head.push_str("Connection: Upgrade\r\nUpgrade: websocket\r\n");
+        }
+        head.push_str("\r\n");
+        head.into_bytes()
+    };
+    for path in ["/web/rdp", "/web/rdp?session=1"] {
+        let head = upgrade("GET", path, true);
+        assert_eq!(
+            rd_gateway::parse_head(&head),
+            Ok(Some((
+                Request::WebRdp {
+                    key: "abc==".into()
+                },
+                head.len()
+            ))),
+            "{path}"
+        );
+    }
+    for (method, path, up) in [
+        ("GET", "/web/rdp", false),
+        ("POST", "/web/rdp", true),
+        ("GET", "/web/rdp/", true),
+        ("GET", "/WEB/RDP", true),
+        ("GET", "/web", true),
+    ] {
+        assert!(
+            matches!(
+                rd_gateway::parse_head(&upgrade(method, path, up)),
+                Err(HeadError::NotGateway(..))
+            ),
+            "{method} {path} upgrade={up}"
+        );
+    }
+}
+
+#[test]
+fn a_hosts_connection_confirm_is_judged_by_its_negotiation() {
+    use gateway::web::selects_tls;
+    let confirm = |tail: &[u8]| {
+        let mut c = vec![0x03, 0x00, 0x00, (11 + tail.len()) as u8];
+        c.push((6 + tail.len()) as u8);
+        c.extend_from_slice(&[0xd0, 0x00, 0x00, 0x12, 0x34, 0x00]);
+        c.extend_from_slice(tail);
+        c
+    };
+    // RDP_NEG_RSP selecting SSL, HYBRID; then Standard RDP Security.
+    assert_eq!(selects_tls(&confirm(&[2, 0, 8, 0, 1, 0, 0, 0])), Ok(true));
+    assert_eq!(
+        selects_tls(&confirm(&[2, 0x1f, 8, 0, 2, 0, 0, 0])),
+        Ok(true)
+    );
+    assert_eq!(selects_tls(&confirm(&[2, 0, 8, 0, 0, 0, 0, 0])), Ok(false));
+    // RDP_NEG_FAILURE, and no negotiation at all (an RDP 4 host).
+    assert_eq!(selects_tls(&confirm(&[3, 0, 8, 0, 5, 0, 0, 0])), Ok(false));
+    assert_eq!(selects_tls(&confirm(&[])), Ok(false));
+    // Junk: a Connection Request, a length indicator that lies, a short
+    // negotiation, an unknown negotiation type.
+    let mut request = confirm(&[2, 0, 8, 0, 1, 0, 0, 0]);
+    request[5] = 0xe0;
+    assert!(selects_tls(&request).is_err());
+    let mut lying = confirm(&[]);
+    lying[4] = 9;
+    assert!(selects_tls(&lying).is_err());
+    assert!(selects_tls(&confirm(&[2, 0, 8])).is_err());
+    assert!(selects_tls(&confirm(&[9, 0, 8, 0, 1, 0, 0, 0])).is_err());
+    assert!(selects_tls(&[0x03, 0x00]).is_err());
+}

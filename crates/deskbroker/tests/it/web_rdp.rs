@@ -1,0 +1,812 @@
+//! The browser's door (rule WEB2) end to end: `deskbroker serve
+//! --gateway-listen` serves `GET /web/rdp`, and the test is the browser — a
+//! WebSocket client over HTTPS that speaks RDCleanPath as IronRDP's web
+//! client does, with IronRDP's own connection sequence
+//! (`ironrdp-connector`, the code the browser's wasm runs) driven through
+//! the tunnel against a real xrdp until the connection is up. Refused
+//! requests are sent at a session "host" that only counts connections, to
+//! show that none reaches it. The rig (xrdp, openssl) is the front door's,
+//! in `rdp.rs`; like it, this fails when those programs are missing.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_util::{SinkExt, StreamExt};
+use ironrdp_connector::{
+    ClientConnector, ClientConnectorState, Credentials, DesktopSize, Sequence,
+};
+use ironrdp_pdu::WriteBuf;
+use ironrdp_rdcleanpath::{RDCleanPathMessage, RDCleanPathPdu};
+use serde_json::json;
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+
+use crate::rd_gateway::gateway_address;
+use crate::rdp::{PATIENCE, Xrdp, require, wait_session};
+use crate::{App, eventually};
+
+type Socket = WebSocketStream<TlsStream<TcpStream>>;
+
+/// `deskbroker serve` with the RD Gateway's listener, where `/web/rdp` is
+/// served, and `extra` flags; answers the app and the listener's address.
+fn spawn(data_dir: &std::path::Path, extra: &[&str]) -> (App, String) {
+    let mut flags = vec!["--gateway-listen", "127.0.0.1:0"];
+    flags.extend_from_slice(extra);
+    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &flags);
+    let gateway = gateway_address(&lines);
+    (app, gateway)
+}
+
+/// A pool reachable through the doors, DepthFirst, two sessions a host.
+async fn pool(app: &App, name: &str, allow_front_door: bool) {
+    app.ok(
+        "PUT",
+        &format!("/api/v1/hostPools/{name}"),
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
+                    "maxSessionLimit": 2, "allowFrontDoor": allow_front_door,
+                    "allowedAddressRanges": ["127.0.0.0/8"]}),
+        ),
+        201,
+    )
+    .await;
+}
+
+async fn host(app: &App, pool: &str, name: &str, address: &str) {
+    app.ok(
+        "PUT",
+        &format!("/api/v1/hostPools/{pool}/sessionHosts/{name}"),
+        Some(json!({ "address": address })),
+        201,
+    )
+    .await;
+}
+
+/// The ticket of `user`'s RD Gateway connection file for `pool`, as the
+/// portal hands it out.
+async fn ticket(app: &App, pool: &str, user: &str) -> String {
+    let file = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/{pool}/rdpFile?user={user}&gateway=true"),
+            None,
+            200,
+        )
+        .await;
+    let file = file.as_str().expect("an .rdp file").to_string();
+    file.split("\r\n")
+        .find_map(|l| l.strip_prefix("gatewayaccesstoken:s:"))
+        .unwrap_or_else(|| panic!("no access token in {file:?}"))
+        .to_string()
+}
+
+/// A session "host" that accepts connections and counts them, and says
+/// nothing: where refused requests must never arrive.
+struct CountingHost {
+    address: String,
+    accepted: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CountingHost {
+    async fn start() -> CountingHost {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("addr").to_string();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        CountingHost {
+            address,
+            accepted,
+            task,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for CountingHost {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Opens `wss://gateway/web/rdp` (the gateway's certificate is the data
+/// dir's self-signed one: any is taken, as a browser told to trust it).
+async fn open(gateway: &str) -> Result<Socket, String> {
+    let tcp = TcpStream::connect(gateway)
+        .await
+        .map_err(|e| e.to_string())?;
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let verifier = api::tls::SignatureChecked::new(provider.clone(), |_, _, _, _, _| {
+        Ok(tokio_rustls::rustls::client::danger::ServerCertVerified::assertion())
+    });
+    let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    let (ws, _) = tokio_tungstenite::client_async(format!("wss://{gateway}/web/rdp"), tls)
+        .await
+        .map_err(|e| format!("websocket: {e}"))?;
+    Ok(ws)
+}
+
+/// The next binary message, or `None` once the socket has closed.
+async fn next_binary(ws: &mut Socket) -> Option<Vec<u8>> {
+    loop {
+        match tokio::time::timeout(PATIENCE, ws.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => return Some(b.to_vec()),
+            Ok(Some(Ok(Message::Close(_)))) | Ok(Some(Err(_))) | Ok(None) => return None,
+            Ok(Some(Ok(_))) => {}
+            Err(_) => panic!("nothing from the gateway within {PATIENCE:?}"),
+        }
+    }
+}
+
+/// Whether the socket closes with no further binary message.
+async fn closes(ws: &mut Socket) -> bool {
+    next_binary(ws).await.is_none()
+}
+
+/// The RDCleanPath answer to `request`.
+async fn ask(ws: &mut Socket, request: &RDCleanPathPdu) -> RDCleanPathMessage {
+    let der = request.to_der().expect("encode");
+    ws.send(Message::Binary(Bytes::from(der)))
+        .await
+        .expect("send the request");
+    let answer = next_binary(ws).await.expect("an RDCleanPath answer");
+    RDCleanPathPdu::from_der(&answer)
+        .expect("DER")
+        .into_message()
+        .expect("an RDCleanPath message")
+}
+
+/// The HTTP status of an RDCleanPath general error (panics on anything else).
+fn refused_status(answer: &RDCleanPathMessage) -> u16 {
+    match answer {
+        RDCleanPathMessage::GeneralErr(e) => e.http_status_code.expect("an HTTP status"),
+        other => panic!("not a refusal: {other:?}"),
+    }
+}
+
+/// IronRDP's connector as the browser's wasm sets it up: TLS, no NLA
+/// (xrdp has none), `user` in the X.224 cookie.
+fn connector(user: &str) -> ClientConnector {
+    use ironrdp_pdu::gcc::{ConnectionType, KeyboardType};
+    use ironrdp_pdu::rdp::capability_sets::{MajorPlatformType, RailSupportLevel};
+    use ironrdp_pdu::rdp::client_info::{PerformanceFlags, TimezoneInfo};
+    let config = ironrdp_connector::Config {
+        desktop_size: DesktopSize {
+            width: 1024,
+            height: 768,
+        },
+        monitor_layout: None,
+        desktop_scale_factor: 0,
+        desktop_physical_size: None,
+        desktop_orientation: None,
+        device_scale_factor: None,
+        monitor_extended_layout: None,
+        relative_mouse_input: false,
+        enable_tls: true,
+        enable_credssp: false,
+        enable_standard_rdp_security: false,
+        credentials: Credentials::UsernamePassword {
+            username: user.to_string(),
+            password: "not-used".to_string(),
+        },
+        domain: None,
+        client_build: 0,
+        client_name: "deskbroker-test".to_string(),
+        keyboard_type: KeyboardType::IBM_ENHANCED,
+        keyboard_subtype: 0,
+        keyboard_functional_keys_count: 12,
+        keyboard_layout: 0,
+        connection_type: ConnectionType::Lan,
+        ime_file_name: String::new(),
+        bitmap: None,
+        dig_product_id: String::new(),
+        client_dir: "C:\\Windows\\System32\\mstscax.dll".to_string(),
+        alternate_shell: String::new(),
+        work_dir: String::new(),
+        remote_application_mode: false,
+        rail_support_level: RailSupportLevel::empty(),
+        platform: MajorPlatformType::UNIX,
+        hardware_id: None,
+        request_data: None,
+        autologon: false,
+        enable_audio_playback: false,
+        enable_audio_capture: false,
+        performance_flags: PerformanceFlags::default(),
+        license_cache: None,
+        timezone_info: TimezoneInfo::default(),
+        compression_type: None,
+        enable_server_pointer: false,
+        pointer_software_rendering: true,
+        multitransport_flags: None,
+        support_dyn_vc_gfx_protocol: false,
+    };
+    let browser: SocketAddr = "127.0.0.1:33899".parse().expect("addr");
+    ClientConnector::new(config, browser)
+}
+
+/// The X.224 Connection Request the connector starts with.
+fn x224_request(connector: &mut ClientConnector) -> Vec<u8> {
+    let mut buf = WriteBuf::new();
+    let written = connector.step_no_input(&mut buf).expect("X.224 request");
+    buf.filled()[..written.size().expect("bytes")].to_vec()
+}
+
+/// A browser's connection up to the RDCleanPath response: the connector,
+/// the socket, and the answer.
+async fn start(
+    gateway: &str,
+    user: &str,
+    destination: &str,
+    ticket: &str,
+) -> (ClientConnector, Socket, RDCleanPathMessage) {
+    let mut connector = connector(user);
+    let x224 = x224_request(&mut connector);
+    let mut ws = open(gateway).await.expect("the socket opens");
+    let request =
+        RDCleanPathPdu::new_request(x224, destination.to_string(), ticket.to_string(), None)
+            .expect("request");
+    let answer = ask(&mut ws, &request).await;
+    (connector, ws, answer)
+}
+
+/// Runs the connection sequence after a successful RDCleanPath response,
+/// reading and writing the session's plaintext through the socket, until
+/// the connector is connected (the host has answered every step).
+async fn connect_through(connector: &mut ClientConnector, ws: &mut Socket, confirm: &[u8]) {
+    let mut buf = WriteBuf::new();
+    let written = connector
+        .step(confirm, None, &mut buf)
+        .expect("the confirm");
+    assert!(written.is_nothing());
+    assert!(
+        connector.should_perform_security_upgrade(),
+        "{:?}",
+        connector.state
+    );
+    // The TLS with the host is the gateway's.
+    connector.mark_security_upgrade_as_done();
+    let mut pending: Vec<u8> = Vec::new();
+    let steps = async {
+        loop {
+            if matches!(connector.state, ClientConnectorState::Connected { .. }) {
+                return;
+            }
+            buf.clear();
+            let written = match connector.next_pdu_hint() {
+                None => connector.step_no_input(&mut buf),
+                Some(hint) => {
+                    let pdu = loop {
+                        let size = hint.find_size(&pending).expect("a PDU from the host");
+                        match size {
+                            Some((_, n)) if pending.len() >= n => {
+                                break pending.drain(..n).collect::<Vec<u8>>();
+                            }
+                            _ => {
+                                let more = next_binary(ws).await.unwrap_or_else(|| {
+                                    panic!("the socket closed in {:?}", connector.state)
+                                });
+                                pending.extend_from_slice(&more);
+                            }
+                        }
+                    };
+                    connector.step(&pdu, None, &mut buf)
+                }
+            };
+            let written = written.unwrap_or_else(|e| panic!("connector: {e:?}"));
+            if let Some(n) = written.size() {
+                ws.send(Message::Binary(Bytes::copy_from_slice(&buf.filled()[..n])))
+                    .await
+                    .expect("send to the host");
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, steps)
+        .await
+        .expect("the connection sequence finishes");
+}
+
+/// xrdp's certificate (DER), as made for it in its directory.
+fn xrdp_certificate(dir: &std::path::Path) -> Vec<u8> {
+    use rustls_pki_types::pem::PemObject;
+    rustls_pki_types::CertificateDer::from_pem_file(dir.join("cert.pem"))
+        .expect("xrdp's certificate")
+        .to_vec()
+}
+
+/// One session of `user` in `pool`: its id and host.
+async fn session_id(app: &App, pool: &str, user: &str) -> (String, String) {
+    let v = app
+        .ok(
+            "GET",
+            &format!("/api/v1/hostPools/{pool}/userSessions?user={user}"),
+            None,
+            200,
+        )
+        .await;
+    let sessions = v["value"].as_array().cloned().unwrap_or_default();
+    assert_eq!(sessions.len(), 1, "{v}");
+    (
+        sessions[0]["id"].as_str().expect("id").to_string(),
+        sessions[0]["sessionHost"]
+            .as_str()
+            .expect("host")
+            .to_string(),
+    )
+}
+
+async fn session_count(app: &App, pool: &str) -> usize {
+    app.ok(
+        "GET",
+        &format!("/api/v1/hostPools/{pool}/userSessions"),
+        None,
+        200,
+    )
+    .await["value"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+#[tokio::test]
+async fn a_browser_reaches_the_host_the_broker_places_it_on_and_comes_back_to_it() {
+    let xrdp = require("xrdp", "xrdp");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let xrdp_dir = dir.path().join("xrdp");
+    let h1 = Xrdp::start(&xrdp, &openssl, &xrdp_dir);
+    let elsewhere = CountingHost::start().await;
+    // A port bound and never listening: refused at once, and no other
+    // socket can take it meanwhile.
+    let dead = tokio::net::TcpSocket::new_v4().expect("socket");
+    dead.bind(([127, 0, 0, 1], 0).into()).expect("bind");
+    let dead_address = dead.local_addr().expect("addr").to_string();
+    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    pool(&app, "farm", true).await;
+    // h0 cannot be reached; bob's session there makes it DepthFirst's
+    // first choice for alice, so her connection must pass over it (R5).
+    host(&app, "farm", "h0", &dead_address).await;
+    host(&app, "farm", "h1", &h1.address).await;
+    let bob = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(json!({"user": "bob"})),
+            200,
+        )
+        .await;
+    assert_eq!(bob["sessionHost"], "h0");
+
+    // The destination names another machine: it is ignored.
+    let first = ticket(&app, "farm", "alice").await;
+    let (mut connector, mut ws, answer) =
+        start(&gateway, "alice", &elsewhere.address, &first).await;
+    let RDCleanPathMessage::Response {
+        x224_connection_response,
+        server_cert_chain,
+        server_addr,
+    } = answer
+    else {
+        panic!("not a response: {answer:?}");
+    };
+    assert_eq!(server_addr, "h1");
+    assert_eq!(
+        server_cert_chain
+            .first()
+            .map(|c| c.as_bytes().to_vec())
+            .expect("a chain"),
+        xrdp_certificate(&xrdp_dir),
+        "the chain's leaf is xrdp's certificate"
+    );
+    // The host's own Connection Confirm: it chose TLS.
+    let confirm: ironrdp_pdu::x224::X224<ironrdp_pdu::nego::ConnectionConfirm> =
+        ironrdp_pdu::decode(x224_connection_response.as_bytes()).expect("an X.224 confirm");
+    assert!(
+        matches!(
+            confirm.0,
+            ironrdp_pdu::nego::ConnectionConfirm::Response { protocol, .. }
+                if protocol.contains(ironrdp_pdu::nego::SecurityProtocol::SSL)
+        ),
+        "{confirm:?}"
+    );
+    // IronRDP's connection sequence through the tunnel: xrdp answers every
+    // step, over the TLS the gateway holds with it.
+    connect_through(&mut connector, &mut ws, x224_connection_response.as_bytes()).await;
+    assert!(h1.tls_connections() >= 1, "{}", h1.log());
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    assert_eq!(elsewhere.accepted(), 0, "the named destination was dialled");
+    let (id, _) = session_id(&app, "farm", "alice").await;
+
+    // The socket closes: Disconnected, and kept (a logon could have begun).
+    let _ = ws.close(None).await;
+    drop(ws);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // S1: her next connection goes back to her session on h1.
+    let again = ticket(&app, "farm", "alice").await;
+    let (mut connector, mut ws, answer) = start(&gateway, "alice", "anything", &again).await;
+    let RDCleanPathMessage::Response {
+        x224_connection_response,
+        server_addr,
+        ..
+    } = answer
+    else {
+        panic!("not a response: {answer:?}");
+    };
+    assert_eq!(server_addr, "h1");
+    connect_through(&mut connector, &mut ws, x224_connection_response.as_bytes()).await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    assert_eq!(session_id(&app, "farm", "alice").await, (id, "h1".into()));
+    drop(ws);
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+    assert_eq!(elsewhere.accepted(), 0);
+}
+
+/// Seconds since the Unix epoch.
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+/// An RDCleanPath request with the connector's X.224 request for `user`.
+fn request(ticket: Option<&str>, destination: &str) -> RDCleanPathPdu {
+    let x224 = x224_request(&mut connector("alice"));
+    let mut pdu = RDCleanPathPdu::new_request(
+        x224,
+        destination.to_string(),
+        ticket.unwrap_or_default().to_string(),
+        None,
+    )
+    .expect("request");
+    if ticket.is_none() {
+        pdu.proxy_auth = None;
+    }
+    pdu
+}
+
+/// Rule T3 at the browser's door: whatever is wrong with the ticket, the
+/// answer is an RDCleanPath error with the broker's status, the socket
+/// closes, and no host is dialled nor session made.
+#[tokio::test]
+async fn refused_tickets_get_the_brokers_status_and_reach_no_host() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let hosts = [
+        CountingHost::start().await,
+        CountingHost::start().await,
+        CountingHost::start().await,
+    ];
+    for (pool_name, allowed, host_name, h) in [
+        ("farm", true, "f1", &hosts[0]),
+        ("other", true, "o1", &hosts[1]),
+        ("closed", false, "c1", &hosts[2]),
+    ] {
+        pool(&app, pool_name, allowed).await;
+        host(&app, pool_name, host_name, &h.address).await;
+    }
+    let good = ticket(&app, "farm", "alice").await;
+    let key = api::ticket::TicketKey::derive(&crate::signing_secret(&app.data_dir).await);
+    let soon = now() + 300;
+    let mut flipped = good.clone().into_bytes();
+    // The MAC is the fourth field; change one of its characters.
+    let mac_at = good.match_indices(':').nth(2).expect("fields").0 + 1;
+    flipped[mac_at] = if flipped[mac_at] == b'A' { b'B' } else { b'A' };
+    let other = ticket(&app, "other", "alice").await;
+    let cases: Vec<(&str, Option<String>, u16)> = vec![
+        ("no ticket", None, 401),
+        ("not a ticket", Some("Bearer abc".into()), 403),
+        (
+            "a changed MAC",
+            Some(String::from_utf8(flipped).unwrap()),
+            403,
+        ),
+        (
+            "another user",
+            Some(good.replace(":alice", ":mallory")),
+            403,
+        ),
+        (
+            "expired",
+            Some(key.issue("farm", "alice", now() - 60).expect("fits")),
+            403,
+        ),
+        (
+            "another pool's ticket, renamed",
+            Some(other.replace("dbt1:other:", "dbt1:farm:")),
+            403,
+        ),
+        (
+            "another broker's",
+            Some(
+                api::ticket::TicketKey::derive("another broker's signing secret")
+                    .issue("farm", "alice", soon)
+                    .expect("fits"),
+            ),
+            403,
+        ),
+        (
+            "a pool closed to the doors",
+            Some(key.issue("closed", "alice", soon).expect("fits")),
+            403,
+        ),
+        (
+            "a pool that does not exist",
+            Some(key.issue("nowhere", "alice", soon).expect("fits")),
+            403,
+        ),
+    ];
+    for (what, ticket, status) in cases {
+        let mut ws = open(&gateway).await.expect("the socket opens");
+        let answer = ask(&mut ws, &request(ticket.as_deref(), &hosts[0].address)).await;
+        assert_eq!(refused_status(&answer), status, "{what}: {answer:?}");
+        assert!(closes(&mut ws).await, "{what}: the socket stays open");
+    }
+    for h in &hosts {
+        assert_eq!(h.accepted(), 0, "a refused ticket reached {}", h.address);
+    }
+    for pool_name in ["farm", "other", "closed"] {
+        assert_eq!(session_count(&app, pool_name).await, 0, "{pool_name}");
+    }
+}
+
+/// A Connection Confirm refusing the negotiation: RDP_NEG_FAILURE,
+/// HYBRID_REQUIRED_BY_SERVER.
+const NEGOTIATION_FAILURE: [u8; 19] = [
+    0x03, 0x00, 0x00, 0x13, 0x0e, 0xd0, 0x00, 0x00, 0x12, 0x34, 0x00, 0x03, 0x00, 0x08, 0x00, 0x05,
+    0x00, 0x00, 0x00,
+];
+
+/// A host that answers every Connection Request with [`NEGOTIATION_FAILURE`].
+async fn refusing_host() -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("addr").to_string();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut header = [0u8; 4];
+                if stream.read_exact(&mut header).await.is_err() {
+                    return;
+                }
+                let length = usize::from(u16::from_be_bytes([header[2], header[3]]));
+                let mut rest = vec![0u8; length.saturating_sub(4)];
+                if stream.read_exact(&mut rest).await.is_ok() {
+                    let _ = stream.write_all(&NEGOTIATION_FAILURE).await;
+                }
+            });
+        }
+    });
+    (address, task)
+}
+
+/// Requests that are junk, too big, incomplete or never sent are refused
+/// (or cut) before any host is dialled; a source over its bound is closed
+/// before TLS; a host that does not answer, or refuses the negotiation,
+/// gets its new session ended and the browser the protocol's error.
+#[tokio::test]
+async fn bad_requests_silent_clients_and_crowds_never_reach_a_host() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, gateway) = spawn(
+        &dir.path().join("data"),
+        &["--rdp-max-handshakes-per-source", "3"],
+    );
+    let target = CountingHost::start().await;
+    pool(&app, "farm", true).await;
+    host(&app, "farm", "f1", &target.address).await;
+    let good = ticket(&app, "farm", "alice").await;
+
+    let oversized = request(Some(&good), &"x".repeat(20_000));
+    let no_tls = {
+        // A Connection Request without RDP_NEG_REQ: Standard RDP Security.
+        let mut pdu = request(Some(&good), "h");
+        pdu.x224_connection_pdu = Some(
+            ironrdp_rdcleanpath::der::asn1::OctetString::new(vec![
+                0x03, 0x00, 0x00, 0x0b, 0x06, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00,
+            ])
+            .expect("octets"),
+        );
+        pdu
+    };
+    let junk_x224 = {
+        let mut pdu = request(Some(&good), "h");
+        pdu.x224_connection_pdu = Some(
+            ironrdp_rdcleanpath::der::asn1::OctetString::new(b"junk".to_vec()).expect("octets"),
+        );
+        pdu
+    };
+    let with_blob = {
+        let mut pdu = request(Some(&good), "h");
+        pdu.preconnection_blob = Some("vm".into());
+        pdu
+    };
+    let der = |pdu: &RDCleanPathPdu| Message::Binary(Bytes::from(pdu.to_der().expect("der")));
+    let cases: Vec<(&str, Message, u16)> = vec![
+        ("a request over 8 KiB", der(&oversized), 413),
+        (
+            "not DER",
+            Message::Binary(Bytes::from_static(b"GET / HTTP/1.1\r\n")),
+            400,
+        ),
+        ("text", Message::Text("hello".into()), 400),
+        ("no TLS asked for", der(&no_tls), 400),
+        ("junk for X.224", der(&junk_x224), 400),
+        ("a preconnection blob", der(&with_blob), 400),
+    ];
+    for (what, message, status) in cases {
+        let mut ws = open(&gateway).await.expect("the socket opens");
+        ws.send(message).await.expect("send");
+        let answer = next_binary(&mut ws).await.expect("an answer");
+        let answer = RDCleanPathPdu::from_der(&answer)
+            .expect("DER")
+            .into_message()
+            .expect("RDCleanPath");
+        assert_eq!(refused_status(&answer), status, "{what}: {answer:?}");
+        assert!(closes(&mut ws).await, "{what}");
+    }
+    // A message over the WebSocket's own bound is not even read whole.
+    let mut ws = open(&gateway).await.expect("the socket opens");
+    let _ = ws
+        .send(Message::Binary(Bytes::from(vec![0x30u8; 200 * 1024])))
+        .await;
+    assert!(closes(&mut ws).await, "a 200 KiB message was taken");
+
+    // Three sockets that say nothing hold the source's three handshakes: a
+    // fourth is closed before TLS. The three are cut at the handshake
+    // timeout, unanswered, and the source may connect again.
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        silent.push(open(&gateway).await.expect("the socket opens"));
+    }
+    assert!(
+        open(&gateway).await.is_err(),
+        "a fourth connection in handshake was let in"
+    );
+    for ws in &mut silent {
+        assert!(closes(ws).await, "a silent client was answered");
+    }
+    let back = eventually(PATIENCE, || async { open(&gateway).await.is_ok() }).await;
+    assert!(back, "the source stayed locked out");
+    assert_eq!(target.accepted(), 0, "a refused request reached the host");
+    assert_eq!(session_count(&app, "farm").await, 0);
+
+    // The counting host is reached by a good request — and, as it never
+    // answers, the browser is told the host is unreachable and the new
+    // session is ended.
+    let mut ws = open(&gateway).await.expect("the socket opens");
+    let answer = ask(&mut ws, &request(Some(&good), "h")).await;
+    assert_eq!(refused_status(&answer), 502, "{answer:?}");
+    assert_eq!(target.accepted(), 1);
+    let ended = eventually(PATIENCE, || async {
+        session_count(&app, "farm").await == 0
+    })
+    .await;
+    assert!(ended, "the session of an unanswered connection was kept");
+
+    // A host that refuses the negotiation: RDCleanPath's negotiation error
+    // with the host's own Connection Confirm.
+    let (refusing, _task) = refusing_host().await;
+    pool(&app, "strict", true).await;
+    host(&app, "strict", "s1", &refusing).await;
+    let strict = ticket(&app, "strict", "alice").await;
+    let mut ws = open(&gateway).await.expect("the socket opens");
+    let answer = ask(&mut ws, &request(Some(&strict), "h")).await;
+    assert_eq!(
+        answer,
+        RDCleanPathMessage::NegotiationErr {
+            x224_connection_response: NEGOTIATION_FAILURE.to_vec()
+        }
+    );
+    let ended = eventually(PATIENCE, || async {
+        session_count(&app, "strict").await == 0
+    })
+    .await;
+    assert!(ended, "the session of a refused negotiation was kept");
+}
+
+/// `deskbroker gateway --gateway-listen` serves `/web/rdp` too, placing
+/// through the broker's HTTP API with a `gateway` credential.
+#[tokio::test]
+async fn a_standalone_gateway_serves_the_browser_too() {
+    use std::io::BufRead;
+    let xrdp = require("xrdp", "xrdp");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let xrdp_dir = dir.path().join("xrdp");
+    let h1 = Xrdp::start(&xrdp, &openssl, &xrdp_dir);
+    // The broker hands out connection files naming the stand-alone gateway.
+    let (app, _) = App::spawn_with(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--gateway-public-address", "gateway.example"],
+    );
+    pool(&app, "farm", true).await;
+    host(&app, "farm", "h1", &h1.address).await;
+    let credential = app
+        .ok(
+            "POST",
+            "/api/v1/credentials",
+            Some(json!({"name": "edge-1", "role": "gateway"})),
+            201,
+        )
+        .await;
+    let token = credential["token"].as_str().expect("token").to_string();
+    let tls_dir = dir.path().join("gateway-tls");
+    std::fs::create_dir_all(&tls_dir).expect("tls dir");
+    let tls = crate::rdp::TlsFiles::make(&openssl, &tls_dir);
+    let mut child = std::process::Command::new(crate::exe())
+        .args(["gateway", "--broker", &app.url, "--token", &token])
+        .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
+        .arg(&tls.certificate)
+        .arg("--gateway-tls-key")
+        .arg(&tls.key)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start deskbroker gateway");
+    let stdout = child.stdout.take().expect("stdout");
+    let _gateway_process = crate::rdp::Killed(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the listening line");
+    let gateway = line
+        .trim()
+        .strip_prefix("rd gateway listening on ")
+        .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
+        .to_string();
+
+    let first = ticket(&app, "farm", "alice").await;
+    let (mut connector, mut ws, answer) = start(&gateway, "alice", "h1", &first).await;
+    let RDCleanPathMessage::Response {
+        x224_connection_response,
+        server_cert_chain,
+        ..
+    } = answer
+    else {
+        panic!("not a response: {answer:?}");
+    };
+    assert_eq!(
+        server_cert_chain[0].as_bytes(),
+        xrdp_certificate(&xrdp_dir).as_slice()
+    );
+    connect_through(&mut connector, &mut ws, x224_connection_response.as_bytes()).await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    let _ = ws.close(None).await;
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // A forged ticket is refused there too, with the broker's status.
+    let mut ws = open(&gateway).await.expect("the socket opens");
+    let forged = first.replace(":alice", ":mallory");
+    let answer = ask(&mut ws, &request(Some(&forged), "h1")).await;
+    assert_eq!(refused_status(&answer), 403, "{answer:?}");
+    assert_eq!(session_count(&app, "farm").await, 1);
+}

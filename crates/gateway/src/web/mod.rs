@@ -1,0 +1,577 @@
+//! The browser's door (rule WEB2): `GET /web/rdp`, a WebSocket that speaks
+//! IronRDP's RDCleanPath, the protocol of IronRDP's web client.
+//!
+//! One connection, start to end:
+//!
+//! ```text
+//! WebSocket upgrade ─► one binary message (≤ 8 KiB, within the handshake timeout):
+//!   RDCleanPath request: [2] destination (ignored), [3] a connection ticket (T3),
+//!   [6] the client's X.224 Connection Request
+//!   ─► ticket read; its pool must allow the front door
+//!   ─► Placer::connect (the broker verifies the ticket and places: S1, A8's hold, R5's retries)
+//!   ─► the X.224 request to the host, its Connection Confirm back ─► TLS with the host
+//!   ─► RDCleanPath response: [6] the host's Connection Confirm, [7] its certificate chain,
+//!      [9] the host's name
+//!   ─► Active ─► plaintext RDP relayed, WebSocket binary messages ⇄ the host's TLS ─► Disconnected
+//! ```
+//!
+//! Why the broker does the TLS with the host: a browser cannot open a TCP
+//! connection, nor run TLS inside a WebSocket with the page's own code at
+//! the speed a desktop needs. RDCleanPath therefore has the proxy
+//! terminate the host's TLS and hand the browser the host's certificate
+//! chain, from which the browser's RDP client takes the host's public key
+//! for CredSSP (NLA): the user's credentials are still bound to the host's
+//! key, and travel encrypted browser to broker (HTTPS) and broker to host
+//! (TLS). The broker sees the session's plaintext, as any RDCleanPath proxy
+//! does.
+//!
+//! What is checked, and what is refused (an RDCleanPath error carrying an
+//! HTTP status, then the socket closed; nothing reaches a host):
+//!
+//! - The request: one binary message within
+//!   [`WebConfig::handshake_timeout`], at most
+//!   [`WebConfig::max_request_bytes`] (413 beyond), version 3390,
+//!   an X.224 Connection Request the front door's parser accepts (rule R6)
+//!   that asks for a TLS-based protocol, no preconnection blob (400).
+//!   A client that sends nothing is closed at the timeout, unanswered.
+//! - The ticket (T3), as at the front door: the broker checks its
+//!   signature, expiry and pool when asked to place (403); none is 401. A
+//!   pool that does not allow the front door, or does not exist, is
+//!   answered as a refused ticket, so a client cannot learn which pools
+//!   exist.
+//! - The destination the client names is ignored: the broker places the
+//!   ticket's user in the ticket's pool under every rule, as it does for
+//!   the other doors. The X.224 request is passed on as the client sent it
+//!   (any routing token in it is ignored too).
+//! - The broker's refusals carry the status of its answer
+//!   (`NoSessionHostAvailable` 503, …); too many new sessions from one
+//!   source 429; a host that cannot be reached after R5's retries 502.
+//! - A host that refuses the negotiation, or chooses Standard RDP
+//!   Security: RDCleanPath's negotiation error, with the host's Connection
+//!   Confirm. A TLS handshake with the host that fails: RDCleanPath's TLS
+//!   error (the host's alert, when it sent one). The new session placed
+//!   for that connection is ended.
+//!
+//! Sessions are marked as at the RD Gateway (R4, S9): a new session, or a
+//! reconnect to a Disconnected one, is Active while the socket is open and
+//! Disconnected when it closes, or ended when the connection never showed
+//! evidence of a logon; a reconnect to a session live elsewhere is relayed
+//! and its state left alone. The relay is closed after
+//! [`WebConfig::relay_idle_timeout`] without a byte either way
+//! ([`WebConfig::idle_timeout_without_logon`] before that evidence).
+//!
+//! The endpoint is served on the RD Gateway's HTTPS listener
+//! (`--gateway-listen`, `deskbroker serve` and `deskbroker gateway`), whose
+//! accept loop bounds connections per source (T4) before TLS; its hold
+//! (A8) and its bound on held connections are the gateway's. Authority is
+//! the ticket alone: no cookie is read, so a page of another origin that
+//! opens this socket gains nothing.
+
+mod host;
+mod relay;
+mod request;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::SinkExt;
+use ironrdp_rdcleanpath::{RDCleanPathErr, RDCleanPathPdu};
+use placement::SessionState;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Semaphore;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+
+use crate::door::{Client, Door, NoHost, Report, logon_evidence, release};
+use crate::hold::{Hold, WaitEnd};
+use crate::placer::{ConnectInput, Placer, PlacerError};
+use crate::sources::SourceGuard;
+
+pub use host::{MAX_CONFIRM_BYTES, selects_tls};
+
+/// The path of the endpoint.
+pub const PATH: &str = "/web/rdp";
+/// The longest RDCleanPath request taken. IronRDP's is a few hundred
+/// bytes: a ticket (at most [`api::ticket::MAX_TICKET_BYTES`]), a
+/// destination, and an X.224 request of at most 259 bytes.
+pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
+/// The longest WebSocket message or frame taken during the relay. A
+/// browser's RDP client sends one PDU per message (input events, channel
+/// chunks of at most 1,600 bytes); the largest a client sends is far
+/// below this.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// How long the host may take to send its Connection Confirm, and then to
+/// finish the TLS handshake (each).
+pub const HOST_ANSWER_TIMEOUT: Duration = crate::front_door::HOST_ANSWER_TIMEOUT;
+/// How much tungstenite reads at once (one TLS record; see the RD
+/// Gateway's reasons in `rd_gateway/link.rs`).
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+
+/// The endpoint's settings.
+#[derive(Clone, Debug)]
+pub struct WebConfig {
+    /// From the upgrade to the whole request.
+    pub handshake_timeout: Duration,
+    /// See [`MAX_REQUEST_BYTES`].
+    pub max_request_bytes: usize,
+    /// See [`MAX_MESSAGE_BYTES`].
+    pub max_message_bytes: usize,
+    pub host_connect_timeout: Duration,
+    /// See [`HOST_ANSWER_TIMEOUT`].
+    pub host_answer_timeout: Duration,
+    pub max_placement_attempts: usize,
+    pub host_start_wait: Duration,
+    pub host_start_retry_interval: Duration,
+    pub max_waiting_connections: usize,
+    pub relay_idle_timeout: Duration,
+    pub idle_timeout_without_logon: Duration,
+}
+
+impl WebConfig {
+    /// The endpoint as the RD Gateway `config` serves it: its bounds.
+    pub fn of(config: &crate::rd_gateway::GatewayConfig) -> WebConfig {
+        WebConfig {
+            handshake_timeout: config.setup_idle_timeout,
+            max_request_bytes: MAX_REQUEST_BYTES,
+            max_message_bytes: MAX_MESSAGE_BYTES,
+            host_connect_timeout: config.host_connect_timeout,
+            host_answer_timeout: HOST_ANSWER_TIMEOUT,
+            max_placement_attempts: config.max_placement_attempts,
+            host_start_wait: config.host_start_wait,
+            host_start_retry_interval: config.host_start_retry_interval,
+            max_waiting_connections: config.max_waiting_connections,
+            relay_idle_timeout: config.relay_idle_timeout,
+            idle_timeout_without_logon: config.idle_timeout_without_logon,
+        }
+    }
+}
+
+/// Describes the endpoint's metrics to the installed recorder.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        "deskbroker_web_connections_total",
+        "Browser (/web/rdp) connections by outcome: relayed, bad_request, too_large, timeout, \
+         client_left, ticket_refused, pool_not_allowed, unknown_pool, refused, source_limit, \
+         waiting_limit, host_start_timeout, broker_unreachable, host_unreachable, \
+         negotiation_failed, host_tls_failed."
+    );
+    metrics::describe_counter!(
+        "deskbroker_web_bytes_total",
+        "Plaintext bytes relayed for browsers, by direction: client_to_host or host_to_client."
+    );
+    metrics::describe_gauge!(
+        "deskbroker_web_waiting_connections",
+        "Browser connections held now while a session host starts for them (rule A8)."
+    );
+}
+
+/// What the endpoint keeps across connections: its settings and the host
+/// leg's TLS client.
+pub(crate) struct Web {
+    pub config: WebConfig,
+    tls: tokio_rustls::TlsConnector,
+}
+
+impl Web {
+    pub(crate) fn new(config: WebConfig) -> Web {
+        describe_metrics();
+        Web {
+            config,
+            tls: host::connector(),
+        }
+    }
+}
+
+/// How a connection ended, as the `outcome` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Relayed,
+    /// Not a WebSocket, not RDCleanPath, or a request that is refused as it
+    /// stands.
+    BadRequest,
+    TooLarge,
+    /// No whole request within the handshake timeout.
+    Timeout,
+    ClientLeft,
+    TicketRefused,
+    PoolNotAllowed,
+    UnknownPool,
+    Refused,
+    SourceLimit,
+    WaitingLimit,
+    HostStartTimeout,
+    BrokerUnreachable,
+    HostUnreachable,
+    NegotiationFailed,
+    HostTlsFailed,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Relayed => "relayed",
+            Outcome::BadRequest => "bad_request",
+            Outcome::TooLarge => "too_large",
+            Outcome::Timeout => "timeout",
+            Outcome::ClientLeft => "client_left",
+            Outcome::TicketRefused => "ticket_refused",
+            Outcome::PoolNotAllowed => "pool_not_allowed",
+            Outcome::UnknownPool => "unknown_pool",
+            Outcome::Refused => "refused",
+            Outcome::SourceLimit => "source_limit",
+            Outcome::WaitingLimit => "waiting_limit",
+            Outcome::HostStartTimeout => "host_start_timeout",
+            Outcome::BrokerUnreachable => "broker_unreachable",
+            Outcome::HostUnreachable => "host_unreachable",
+            Outcome::NegotiationFailed => "negotiation_failed",
+            Outcome::HostTlsFailed => "host_tls_failed",
+        }
+    }
+}
+
+/// The WebSocket's frame and message bounds.
+fn websocket_config(config: &WebConfig) -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .max_message_size(Some(config.max_message_bytes))
+        .max_frame_size(Some(config.max_message_bytes))
+}
+
+/// Answers a WebSocket upgrade of `stream` (whose request head has been
+/// read, `rest` the bytes after it; `key` its `Sec-WebSocket-Key`) within
+/// `idle`, then serves the connection to its end, logging and counting
+/// it.
+pub(crate) async fn serve_upgrade<S, P>(
+    mut stream: S,
+    rest: Vec<u8>,
+    key: &str,
+    idle: Duration,
+    peer: std::net::SocketAddr,
+    cx: Context<'_, P>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+    P: Placer,
+{
+    let started = Instant::now();
+    let mut report = Report::default();
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let response = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Accept: {accept}\r\n\r\n"
+    );
+    let outcome = match tokio::time::timeout(idle, stream.write_all(response.as_bytes())).await {
+        Ok(Ok(())) => {
+            let ws = WebSocketStream::from_partially_read(
+                stream,
+                rest,
+                Role::Server,
+                Some(websocket_config(&cx.web.config)),
+            )
+            .await;
+            connection(ws, &cx, &mut report).await
+        }
+        Ok(Err(e)) => {
+            report.detail = Some(format!("the upgrade: {e}"));
+            Outcome::ClientLeft
+        }
+        Err(_) => {
+            report.detail = Some("the upgrade could not be written".into());
+            Outcome::Timeout
+        }
+    };
+    metrics::counter!("deskbroker_web_connections_total", "outcome" => outcome.as_str())
+        .increment(1);
+    report.log(
+        "web rdp connection",
+        peer,
+        outcome.as_str(),
+        started.elapsed(),
+    );
+}
+
+/// What one connection works with: the endpoint, the broker, the bound on
+/// connections held while hosts start (A8), and its count against its
+/// source (T4).
+pub(crate) struct Context<'a, P> {
+    pub web: &'a Web,
+    pub placer: &'a P,
+    pub waiting: &'a Arc<Semaphore>,
+    pub source: &'a SourceGuard,
+}
+
+/// One connection from its request to its end.
+async fn connection<S, P>(
+    mut ws: WebSocketStream<S>,
+    cx: &Context<'_, P>,
+    report: &mut Report,
+) -> Outcome
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+    P: Placer,
+{
+    let config = &cx.web.config;
+    let asked = request::read(&mut ws, config.handshake_timeout, config.max_request_bytes).await;
+    let asked = match asked {
+        Ok(a) => a,
+        Err(refused) => {
+            report.detail = Some(refused.detail);
+            if let Some(status) = refused.status {
+                answer(&mut ws, RDCleanPathPdu::new_http_error(status)).await;
+            }
+            let _ = ws.close(None).await;
+            return refused.outcome;
+        }
+    };
+    let pool = asked.ticket.pool.clone();
+    report.pool = Some(pool.clone());
+    report.user = Some(asked.ticket.user.clone());
+    let named: String = asked.destination.chars().take(100).collect();
+    tracing::debug!(
+        pool,
+        destination = named,
+        "web rdp: the destination named is ignored"
+    );
+
+    // A pool that does not allow the front door, or does not exist, is
+    // answered as a refused ticket (see the module's documentation).
+    match cx.placer.front_door_policy(&pool).await {
+        Ok(policy) if policy.allowed => {}
+        Ok(_) => {
+            report.detail = Some(format!("host pool {pool} does not allow the front door"));
+            return refuse(ws, 403, Outcome::PoolNotAllowed).await;
+        }
+        Err(e) => {
+            report.detail = Some(e.to_string());
+            let (status, outcome) = placer_refusal(&e);
+            return refuse(ws, status, outcome).await;
+        }
+    }
+    let request = ConnectInput {
+        user: asked.ticket.user.clone(),
+        ticket: Some(asked.raw_ticket.clone()),
+        ..ConnectInput::default()
+    };
+    let door = Door {
+        placer: cx.placer,
+        pool: &pool,
+        hold: Hold {
+            wait: config.host_start_wait,
+            retry_interval: config.host_start_retry_interval,
+            max_waiting: config.max_waiting_connections,
+            waiting: cx.waiting,
+            gauge: "deskbroker_web_waiting_connections",
+            door: "web rdp",
+        },
+        source: cx.source,
+        attempts: config.max_placement_attempts,
+        dial_timeout: config.host_connect_timeout,
+    };
+    let mut held = Held {
+        ws: &mut ws,
+        early: false,
+    };
+    let placed = door.place_and_dial(request, &mut held, report).await;
+    let early = held.early;
+    let (host, placed) = match placed {
+        Ok(p) => p,
+        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Outcome::ClientLeft,
+        Err(no_host) => {
+            let (status, outcome) = match no_host {
+                // The listener's own bound is full: not this source's doing.
+                NoHost::Waited(WaitEnd::Limit("waiting_full")) => (503, Outcome::WaitingLimit),
+                NoHost::Waited(WaitEnd::Limit(_)) => (429, Outcome::WaitingLimit),
+                NoHost::Waited(_) => (503, Outcome::HostStartTimeout),
+                NoHost::Refused(e) => placer_refusal(&e),
+                NoHost::SourceLimit => (429, Outcome::SourceLimit),
+                NoHost::Unreachable => (502, Outcome::HostUnreachable),
+            };
+            return refuse(ws, status, outcome).await;
+        }
+    };
+    // What follows failed: a new session made for this connection is ended.
+    let release_new = async || {
+        if !placed.reconnect {
+            release(cx.placer, "web rdp", &pool, &placed.session_id).await;
+        }
+    };
+    if early {
+        report.detail = Some("the client sent data before the RDCleanPath response".into());
+        release_new().await;
+        return refuse(ws, 400, Outcome::BadRequest).await;
+    }
+    let upgraded = host::upgrade(
+        host,
+        &asked.x224,
+        config.host_answer_timeout,
+        &cx.web.tls,
+        || cx.source.answered(),
+    )
+    .await;
+    let upgraded = match upgraded {
+        Ok(u) => u,
+        Err(e) => {
+            report.detail = Some(format!("{}: {e}", placed.host));
+            release_new().await;
+            let (response, outcome) = match e {
+                host::HostError::Negotiation(confirm) => (
+                    RDCleanPathPdu::new_negotiation_error(confirm)
+                        .unwrap_or_else(|_| RDCleanPathPdu::new_http_error(502)),
+                    Outcome::NegotiationFailed,
+                ),
+                host::HostError::Tls(_, alert) => (
+                    error_pdu(
+                        ironrdp_rdcleanpath::TLS_HANDSHAKE_FAILED_ERROR_CODE,
+                        502,
+                        alert,
+                    ),
+                    Outcome::HostTlsFailed,
+                ),
+                host::HostError::Silent(_) => (
+                    error_pdu(
+                        ironrdp_rdcleanpath::TARGET_UNREACHABLE_ERROR_CODE,
+                        502,
+                        None,
+                    ),
+                    Outcome::HostUnreachable,
+                ),
+            };
+            answer(&mut ws, response).await;
+            let _ = ws.close(None).await;
+            return outcome;
+        }
+    };
+    let response =
+        match RDCleanPathPdu::new_response(placed.host.clone(), upgraded.confirm, upgraded.chain) {
+            Ok(r) => r,
+            Err(e) => {
+                report.detail = Some(format!("the response: {e}"));
+                release_new().await;
+                return refuse(ws, 502, Outcome::HostTlsFailed).await;
+            }
+        };
+    if !answer(&mut ws, response).await {
+        report.detail = Some("the client left before the response".into());
+        release_new().await;
+        return Outcome::ClientLeft;
+    }
+    // Rule R4, as at the RD Gateway: the connection owns a new session, or
+    // a reconnect to a Disconnected one; a session live elsewhere is left
+    // alone.
+    let owned = !placed.reconnect || placed.state == SessionState::Disconnected;
+    let mark_active = async {
+        if owned
+            && let Err(e) = cx
+                .placer
+                .set_session_state(&pool, &placed.session_id, SessionState::Active)
+                .await
+        {
+            tracing::warn!(pool, session = placed.session_id, error = %e,
+                "web rdp: could not mark the session Active");
+        }
+    };
+    let idle = (config.relay_idle_timeout, config.idle_timeout_without_logon);
+    let mut carried = Report::default();
+    tokio::join!(
+        mark_active,
+        relay::relay(ws, upgraded.tls, idle, &mut carried)
+    );
+    report.client_to_host_bytes = carried.client_to_host_bytes;
+    report.host_to_client_bytes = carried.host_to_client_bytes;
+    if carried.detail.is_some() {
+        report.detail = carried.detail;
+    }
+    if owned {
+        let ended = if !placed.reconnect && !logon_evidence(report, 0) {
+            cx.placer.logoff(&pool, &placed.session_id).await
+        } else {
+            cx.placer
+                .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
+                .await
+        };
+        if let Err(e) = ended {
+            tracing::warn!(pool, session = placed.session_id, error = %e,
+                "web rdp: could not record the end of the session");
+        }
+    }
+    Outcome::Relayed
+}
+
+/// An RDCleanPath error with one of its codes and an HTTP status.
+fn error_pdu(code: u16, status: u16, alert: Option<u8>) -> RDCleanPathPdu {
+    RDCleanPathPdu {
+        error: Some(RDCleanPathErr {
+            error_code: code,
+            http_status_code: Some(status),
+            wsa_last_error: None,
+            tls_alert_code: alert,
+        }),
+        ..RDCleanPathPdu::default()
+    }
+}
+
+/// Sends one RDCleanPath PDU as a binary message; false when it could not.
+async fn answer<S>(ws: &mut WebSocketStream<S>, pdu: RDCleanPathPdu) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let Ok(der) = pdu.to_der() else {
+        return false;
+    };
+    ws.send(Message::Binary(Bytes::from(der))).await.is_ok()
+}
+
+/// Answers an RDCleanPath error with `status`, closes, and says `outcome`.
+async fn refuse<S>(mut ws: WebSocketStream<S>, status: u16, outcome: Outcome) -> Outcome
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    answer(&mut ws, RDCleanPathPdu::new_http_error(status)).await;
+    let _ = ws.close(None).await;
+    outcome
+}
+
+/// The HTTP status and outcome of a placer's refusal: the status of the
+/// broker's answer, except that an unknown pool is answered as a refused
+/// ticket (see the module's documentation).
+fn placer_refusal(e: &PlacerError) -> (u16, Outcome) {
+    match e {
+        PlacerError::Refused {
+            code: api::ErrorCode::InvalidConnectionTicket,
+            ..
+        } => (403, Outcome::TicketRefused),
+        PlacerError::Refused {
+            code: api::ErrorCode::HostPoolNotFound,
+            ..
+        } => (403, Outcome::UnknownPool),
+        PlacerError::Refused { code, .. } => (code.status(), Outcome::Refused),
+        PlacerError::Unreachable(_) => (503, Outcome::BrokerUnreachable),
+    }
+}
+
+/// The browser while it is held for a starting host (A8): gone once it
+/// closes; anything it sends meanwhile breaks the protocol, and is noted.
+struct Held<'a, S> {
+    ws: &'a mut WebSocketStream<S>,
+    early: bool,
+}
+
+impl<S> Client for Held<'_, S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    async fn gone(&mut self) -> bool {
+        use futures_util::StreamExt;
+        loop {
+            match self.ws.next().await {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return true,
+                Some(Ok(Message::Binary(_) | Message::Text(_))) => {
+                    self.early = true;
+                    return false;
+                }
+                // Pings are answered by the library; pongs carry nothing.
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+}
