@@ -25,7 +25,7 @@ use reqwest::Method;
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a private broker may take to stop after SIGTERM before it is
 /// killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The broker's HTTP API as the benchmarks use it.
 pub struct Broker {
