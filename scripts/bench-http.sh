@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Durable connects over HTTP against the HTTP stack's own ceiling, loaded by
 # the same tool in the same run (issue 16, target 2). Each round starts:
-#   ceiling  `deskbroker bench ceiling-server`: a trivial axum JSON handler
+#   ceiling  `deskbroker-devbench ceiling-server`: a trivial axum JSON handler
 #            on the connect route, same runtime, no state, no writes;
 #   broker   `deskbroker serve` on a fresh durable SQLite store
 #            (synchronous=FULL) in a temporary directory on disk, with a
@@ -19,9 +19,11 @@
 # loopback.
 #
 # Environment: BIN (default target/release/deskbroker, built when it is the
-# default), BASELINE_BIN, HOSTS (1000), THREADS (2), CONNECTIONS (64),
-# DURATION (seconds, 10), ROUNDS (3), DATA_PARENT (directory for the stores, default
-# the system's temporary directory: use a disk, not tmpfs).
+# default), DEVBENCH (default target/release/deskbroker-devbench, the
+# development benchmarks, built when it is the default), BASELINE_BIN,
+# HOSTS (1000), THREADS (2), CONNECTIONS (64), DURATION (seconds, 10),
+# ROUNDS (3), DATA_PARENT (directory for the stores, default the system's
+# temporary directory: use a disk, not tmpfs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,10 @@ DURATION=${DURATION:-10} ROUNDS=${ROUNDS:-3}
 if [ -z "${BIN:-}" ]; then
   cargo build --release -p deskbroker
   BIN=target/release/deskbroker
+fi
+if [ -z "${DEVBENCH:-}" ]; then
+  cargo build --release -p devbench
+  DEVBENCH=target/release/deskbroker-devbench
 fi
 if ! command -v wrk >/dev/null; then
   sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
@@ -93,7 +99,7 @@ broker_run() { # label round bin
 echo "wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s; $HOSTS hosts; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-9s %5s %9s %8s %8s %8s %8s %7s %9s %9s\n" run round "req/s" p50ms p99ms p999ms maxms errors cpu_us wr_bytes
 for round in $(seq "$ROUNDS"); do
-  start "$BIN" bench ceiling-server --listen 127.0.0.1:0
+  start "$DEVBENCH" ceiling-server --listen 127.0.0.1:0
   load ceiling "$round" /api/v1/hostPools/bench-storm/connect
   stop
   c=$(awk '{print $3}' "$work/last")

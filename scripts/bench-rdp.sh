@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Reproduces "RDP front door vs HAProxy 2.6" in docs/benchmarks.md: builds
-# the release binary, installs HAProxy (Debian package haproxy, 2.6 on
-# Debian 12) if it is missing, and runs `deskbroker bench rdp` with the
+# the release binaries (`deskbroker` and the development benchmarks,
+# `deskbroker-devbench`), installs HAProxy (Debian package haproxy, 2.6 on
+# Debian 12) if it is missing, and runs `deskbroker-devbench rdp` with the
 # parameters used for the figures. Everything runs on loopback; HAProxy and
 # the private broker are started by the benchmark and stopped at its end.
 #
-# Extra arguments go to `deskbroker bench rdp`, after the documented ones,
+# Extra arguments go to `deskbroker-devbench rdp`, after the documented ones,
 # e.g. `scripts/bench-rdp.sh -o json` (or `-o tsv`) or `scripts/bench-rdp.sh --rounds 3`.
 set -euo pipefail
 
@@ -32,13 +33,14 @@ if ! haproxy=$(find_haproxy); then
 fi
 echo "bench-rdp: $("$haproxy" -v | head -n 1)" >&2
 
-cargo build --release -p deskbroker
+cargo build --release -p deskbroker -p devbench
 
 # 8 loopback session hosts; 64 clients for 5 s per connection-rate run;
 # 1,000 returning users; 2,000 one-at-a-time connections for the latency;
 # 4 GiB over 4 connections for the throughput (1 GiB runs last under half a
 # second here: too short to be steady); 5 interleaved rounds, median.
-exec ./target/release/deskbroker bench rdp \
+exec ./target/release/deskbroker-devbench rdp \
+  --deskbroker ./target/release/deskbroker \
   --haproxy "$haproxy" \
   --backends 8 \
   --concurrency 64 \

@@ -11,7 +11,8 @@
 #   and npm, when no `node` is found (the package asks for Node 20 or
 #   later; an older Debian's nodejs may be too old: then install Node 20+
 #   by hand);
-# - for the smoke run of scripts/bench-http.sh (tests/it/bench.rs): wrk;
+# - for the smoke run of scripts/bench-http.sh
+#   (crates/devbench/tests/it/http_script.rs): wrk;
 # - for the PostgreSQL store's tests and the replicas' nemesis test
 #   (tests/it/nemesis), when no initdb/pg_ctl is found (in
 #   /usr/lib/postgresql/*/bin or on PATH): postgresql, Debian's server

@@ -15,9 +15,9 @@ use anyhow::Context as _;
 use placement::LoadBalancerType;
 use serde_json::{Map, Value, json};
 
-use super::broker::{Broker, PrivateBroker, new_token};
-use super::round3;
 use crate::cli::output::{self, Columns, OutputFormat};
+use deskbroker::benchkit::broker::{Broker, PrivateBroker, new_token};
+use deskbroker::benchkit::round3;
 
 /// Most private replicas `bench storm` starts.
 const MAX_REPLICAS: u32 = 16;
@@ -138,12 +138,13 @@ pub async fn run(args: StormArgs) -> anyhow::Result<()> {
     let mut private = Vec::new();
     let clients = if args.broker.is_empty() {
         let token = new_token();
+        let program = std::env::current_exe().context("cannot find the deskbroker binary")?;
         let store: Vec<&str> = match &args.database_url {
             Some(url) => vec!["--database-url", url],
             None => Vec::new(),
         };
         for _ in 0..args.replicas {
-            private.push(PrivateBroker::start_with_token(None, &store, &token).await?);
+            private.push(PrivateBroker::start_with_token(&program, None, &store, &token).await?);
         }
         private.iter().map(PrivateBroker::client).collect()
     } else {

@@ -2,10 +2,9 @@
 //! prints one report as json, tsv or an az-style table, finds the admin
 //! token of `--broker` as every CLI command does (flag, `DESKBROKER_TOKEN`,
 //! else the token file of `DESKBROKER_DATA_DIR`), and starts and stops a
-//! private broker without `--broker`; `bench rdp` (without HAProxy) prints
-//! its comparison as tsv, with the broker's own count of the sessions its
-//! connections left. The figures are timings and are not checked; the
-//! counts are.
+//! private broker without `--broker`. The figures are timings and are not
+//! checked; the counts are. (The development benchmarks, `deskbroker-devbench`,
+//! are tested in `crates/devbench/tests`.)
 
 use std::path::Path;
 use std::process::Command;
@@ -163,6 +162,23 @@ fn storm_flags_are_the_api_names_and_the_cli_formats() {
     assert!(err.contains("BreadthFirst, DepthFirst, LoadIndex"), "{err}");
 }
 
+/// The development benchmarks are `deskbroker-devbench`'s
+/// (crates/devbench), not the shipped binary's.
+#[test]
+fn the_development_benchmarks_are_not_in_the_shipped_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in [
+        "rdp",
+        "windows-agent",
+        "ceiling-server",
+        "rdp-ceiling-server",
+    ] {
+        let (ok, out, err) = bench(dir.path(), &[command]);
+        assert!(!ok, "{out}{err}");
+        assert!(err.contains("unrecognized subcommand"), "{command}: {err}");
+    }
+}
+
 #[test]
 fn storm_starts_and_stops_a_private_broker() {
     let dir = tempfile::tempdir().unwrap();
@@ -188,107 +204,4 @@ fn storm_starts_and_stops_a_private_broker() {
     assert_eq!(report["loadBalancerType"], "LoadIndex", "{report}");
     assert_eq!(report["placed"], 5, "{report}");
     assert_eq!(report["sessionsInPool"], 5, "{report}");
-}
-
-#[test]
-fn rdp_prints_its_comparison_as_tsv_with_the_brokers_session_count() {
-    let dir = tempfile::tempdir().unwrap();
-    // No HAProxy: straight to the hosts, through the front door's ceiling
-    // (no broker behind it) and through deskbroker's front door.
-    let (ok, out, err) = bench(
-        dir.path(),
-        &[
-            "rdp",
-            "--targets",
-            "direct,ceiling,deskbroker",
-            "--backends",
-            "2",
-            "--rate-seconds",
-            "1",
-            "--concurrency",
-            "2",
-            "--reconnect-users",
-            "3",
-            "--latency-connections",
-            "5",
-            "--stream-mib",
-            "1",
-            "--streams",
-            "1",
-            "--rounds",
-            "1",
-            "--quiet",
-            "--output",
-            "tsv",
-        ],
-    );
-    assert!(ok, "{out}{err}");
-    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
-    // Every row: the measure, then direct, ceiling and deskbroker, then
-    // deskbroker ÷ ceiling.
-    assert!(rows.iter().all(|r| r.len() == 5), "{out}");
-    let row = |measure: &str| {
-        rows.iter()
-            .find(|r| r[0] == measure)
-            .unwrap_or_else(|| panic!("no row {measure:?} in {out}"))
-    };
-    assert_eq!(row("errors (all runs)")[1..], ["0", "0", "0", ""], "{out}");
-    // The 3 returning users log on and keep their sessions between
-    // connections (R4), so each of their connections after the first is
-    // a reconnect (S1); the new users' connections, the 5 latency ones and
-    // the stream never log on and leave nothing behind (S9).
-    assert_eq!(
-        row("deskbroker pool after the run: sessions")[1..],
-        ["", "", "3 (3 expected)", ""],
-        "{out}"
-    );
-    // Direct has no proxy and so no added latency; the proxies add some.
-    assert_eq!(row("  added to direct, p50 ms")[1], "", "{out}");
-    // Both front doors were measured, so their ratio is printed.
-    let reconnects = row("new connections/s, reconnects (2 clients)");
-    assert!(reconnects[4].ends_with('x'), "{out}");
-    let cpu = row("proxy CPU ms per 1,000 new users");
-    assert!(
-        cpu[2].parse::<f64>().is_ok_and(|ms| ms > 0.0),
-        "the ceiling's CPU is its own process's: {out}"
-    );
-}
-
-/// `scripts/bench-http.sh`, the durable connects against the HTTP stack's
-/// ceiling with wrk, as a smoke run (tiny, one round): both servers start,
-/// wrk loads each, every connect is answered 2xx, and the ratio is
-/// printed. Its figures are timings and are not checked.
-#[test]
-fn http_script_loads_the_broker_and_the_ceiling_and_prints_their_ratio() {
-    let out = Command::new("bash")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../scripts/bench-http.sh"
-        ))
-        .env("BIN", exe())
-        .env("HOSTS", "10")
-        .env("THREADS", "1")
-        .env("CONNECTIONS", "4")
-        .env("DURATION", "1")
-        .env("ROUNDS", "1")
-        .output()
-        .expect("run scripts/bench-http.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for run in ["ceiling", "broker"] {
-        let row: Vec<&str> = stdout
-            .lines()
-            .find(|l| l.starts_with(run))
-            .unwrap_or_else(|| panic!("no {run} row in:\n{stdout}"))
-            .split_whitespace()
-            .collect();
-        let requests: f64 = row[2].parse().expect("req/s");
-        assert!(requests > 0.0, "{run} answered nothing:\n{stdout}");
-        assert_eq!(row[7], "0", "{run} had errors:\n{stdout}");
-    }
-    assert!(stdout.contains("round 1: broker/ceiling = "), "{stdout}");
 }

@@ -1,4 +1,4 @@
-//! The client side of `deskbroker bench rdp`: the connections it opens to a
+//! The client side of `deskbroker-devbench rdp`: the connections it opens to a
 //! target (connect, the first PDU with `Cookie: mstshash=<user>`, the
 //! host's Connection Confirm) and the runs made of them, each answering one
 //! JSON object of figures: [`rate_run`] (connections per second, or the
@@ -21,7 +21,7 @@ use super::hosts::{
     STREAM_COMMAND, with_timeout,
 };
 use super::{Endpoints, Target};
-use crate::bench::round3;
+use deskbroker::benchkit::round3;
 
 /// How long one benchmark connection may take from connect to the
 /// host's whole Connection Confirm; past it, it counts as an error.

@@ -1,4 +1,4 @@
-//! `deskbroker bench ceiling-server`: the HTTP stack's own ceiling, the
+//! `deskbroker-devbench ceiling-server`: the HTTP stack's own ceiling, the
 //! baseline of `scripts/bench-http.sh`. It answers the connect route with a
 //! trivial handler — the body parsed as JSON, a JSON object of the size of a
 //! connect's answer written back — on the same axum, hyper and tokio runtime
@@ -10,7 +10,7 @@ use axum::Json;
 use axum::routing::post;
 use serde_json::{Value, json};
 
-/// Flags of `deskbroker bench ceiling-server`.
+/// Flags of `deskbroker-devbench ceiling-server`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CeilingArgs {
     /// Address to listen on (port 0 picks a free port; the address is printed).

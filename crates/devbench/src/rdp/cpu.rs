@@ -1,4 +1,4 @@
-//! CPU accounting of the proxies under test in `deskbroker bench rdp`: the
+//! CPU accounting of the proxies under test in `deskbroker-devbench rdp`: the
 //! user and system time a whole process (every thread) has used, from
 //! `/proc/PID/stat` through `procfs`, so a run can report the proxy's CPU
 //! per connection and per GB relayed.

@@ -1,4 +1,4 @@
-//! `deskbroker bench windows-agent`: one watching agent (`deskbroker agent
+//! `deskbroker-devbench windows-agent`: one watching agent (`deskbroker agent
 //! --config`, a child process) over N fake windows_exporters on loopback,
 //! against a private broker, at the production interval (15 s).
 //!
@@ -19,6 +19,7 @@
 //! move at every scrape.
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,9 +27,11 @@ use anyhow::Context as _;
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::broker::{Broker, PrivateBroker, deskbroker_command};
+use crate::Deskbroker;
+use deskbroker::benchkit::broker::{Broker, PrivateBroker, spawn_child};
+use deskbroker::benchkit::round3;
 
-/// Flags of `deskbroker bench windows-agent`.
+/// Flags of `deskbroker-devbench windows-agent`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct WindowsAgentArgs {
     /// Fake exporters (watched hosts).
@@ -214,6 +217,7 @@ fn memory_mb(pid: u32) -> anyhow::Result<(f64, f64)> {
 
 /// One measured run: `n` exporters watched by one agent.
 async fn measure(
+    program: &Path,
     broker: &PrivateBroker,
     client: &Broker,
     pool: &str,
@@ -249,9 +253,9 @@ async fn measure(
     }
     let path = dir.path().join("agent.toml");
     std::fs::write(&path, config)?;
-    let mut command = deskbroker_command()?;
+    let mut command = tokio::process::Command::new(program);
     command.args(["agent", "--config"]).arg(&path);
-    let (mut agent, _lines) = super::broker::spawn_child(command, "the watching agent")?;
+    let (mut agent, _lines) = spawn_child(command, "the watching agent")?;
     let pid = agent.id().context("the agent exited at once")?;
 
     // Warm up: every host scraped twice (registered, CPU window started).
@@ -318,22 +322,23 @@ async fn measure(
     Ok(Figures {
         hosts: n,
         // USER_HZ is 100 on Linux.
-        cpu_percent: super::round3(100.0 * (c1 - c0) as f64 / 100.0 / wall),
-        rss_mb: super::round3(rss_mb),
-        peak_rss_mb: super::round3(peak_rss_mb),
-        round_seconds: super::round3(round_seconds),
+        cpu_percent: round3(100.0 * (c1 - c0) as f64 / 100.0 / wall),
+        rss_mb: round3(rss_mb),
+        peak_rss_mb: round3(peak_rss_mb),
+        round_seconds: round3(round_seconds),
         reporting,
     })
 }
 
-pub async fn run(args: WindowsAgentArgs) -> anyhow::Result<()> {
+pub async fn run(deskbroker: &Deskbroker, args: WindowsAgentArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.hosts >= 1, "--hosts must be at least 1");
     anyhow::ensure!(args.interval >= 5, "--interval must be at least 5");
     anyhow::ensure!(args.rounds >= 1, "--rounds must be at least 1");
-    let broker = PrivateBroker::start(None, &[]).await?;
+    let program = deskbroker.path()?;
+    let broker = PrivateBroker::start(&program, None, &[]).await?;
     let client = broker.client()?;
-    let baseline = measure(&broker, &client, "bench-win-one", 1, &args).await?;
-    let full = measure(&broker, &client, "bench-win", args.hosts, &args).await?;
+    let baseline = measure(&program, &broker, &client, "bench-win-one", 1, &args).await?;
+    let full = measure(&program, &broker, &client, "bench-win", args.hosts, &args).await?;
     broker.stop().await;
     let ratio = |a: f64, b: f64| {
         if b > 0.0 {

@@ -1,5 +1,5 @@
-//! `deskbroker bench rdp-ceiling-server` (hidden): the RDP front door's
-//! own ceiling, the `ceiling` target of `bench rdp`. It is the product's
+//! `deskbroker-devbench rdp-ceiling-server`: the RDP front door's
+//! own ceiling, the `ceiling` target of `rdp`. It is the product's
 //! front door — the same `gateway::serve`, accept loop, first-PDU parsing,
 //! dial, relay and metrics recorder as `serve --rdp-listen` — behind a
 //! placer that keeps what HAProxy keeps: a table in memory of which host
@@ -19,8 +19,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::bench::broker::{START_TIMEOUT, deskbroker_command, spawn_child, unbounded_sources};
 use anyhow::Context as _;
+use deskbroker::benchkit::broker::{START_TIMEOUT, spawn_child};
 use gateway::{ConnectInput, FrontDoorPolicy, Placer, PlacerError};
 use placement::{Placement, SessionState};
 
@@ -28,7 +28,7 @@ use placement::{Placement, SessionState};
 /// long run cannot grow the process without bound.
 const MAX_USERS: usize = 1_000_000;
 
-/// Flags of `deskbroker bench rdp-ceiling-server`.
+/// Flags of `deskbroker-devbench rdp-ceiling-server`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RdpCeilingArgs {
     /// Address of the front door (port 0 picks a free port; the address is
@@ -38,28 +38,41 @@ pub struct RdpCeilingArgs {
     /// A session host's address (repeat for each).
     #[arg(long = "host", value_name = "ADDR", required = true)]
     pub hosts: Vec<SocketAddr>,
-    /// The per-source bounds, as `serve --rdp-listen` takes them.
-    #[command(flatten)]
-    pub front_door: crate::gateway_cmd::FrontDoorFlags,
 }
 
 pub async fn run(args: RdpCeilingArgs) -> anyhow::Result<()> {
     broker::telemetry::init();
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     println!("rdp front door listening on {}", listener.local_addr()?);
-    // The front door's settings as `serve` makes them. Its redirection
-    // key is random: the ceiling signs no redirection token.
-    let key = format!("{:032x}", rand::random::<u128>());
-    let config = args.front_door.config(
-        Some(POOL.to_string()),
-        gateway::redirect::RedirectKeys::of(gateway::redirect::RedirectKey::derive(&key)),
-    );
     let placer = Arc::new(Sticky::new(args.hosts));
-    gateway::serve(listener, placer, config, crate::serve::shutdown_signal()).await;
+    gateway::serve(listener, placer, config(), async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
     Ok(())
 }
 
-/// The ceiling started for `bench rdp` in a process of its own (so that
+/// The front door's settings as `serve` makes them by default, with the
+/// per-source bounds lifted as `rdp` lifts the private broker's (the load
+/// comes from one address, and the bounds would measure themselves, not
+/// the relay). Its redirection key is random: the ceiling signs no
+/// redirection token.
+fn config() -> gateway::Config {
+    let mut config = gateway::Config::new(Some(POOL.to_string()));
+    config.source_limits = gateway::sources::Limits {
+        max_connections: u32::MAX as usize,
+        max_handshakes: u32::MAX as usize,
+        handshakes_per_minute: u32::MAX,
+        new_sessions_per_minute: u32::MAX,
+        ..gateway::sources::Limits::default()
+    };
+    let key = format!("{:032x}", rand::random::<u128>());
+    config.redirect_keys =
+        gateway::redirect::RedirectKeys::of(gateway::redirect::RedirectKey::derive(&key));
+    config
+}
+
+/// The ceiling started for `rdp` in a process of its own (so that
 /// its CPU time is its own), killed at the end: it keeps nothing.
 pub struct Ceiling {
     child: tokio::process::Child,
@@ -68,9 +81,8 @@ pub struct Ceiling {
 
 impl Ceiling {
     pub async fn start(hosts: &[SocketAddr]) -> anyhow::Result<Ceiling> {
-        let mut command = deskbroker_command()?;
-        command.args(["bench", "rdp-ceiling-server"]);
-        unbounded_sources(&mut command);
+        let mut command = crate::devbench_command()?;
+        command.arg("rdp-ceiling-server");
         for h in hosts {
             command.arg("--host").arg(h.to_string());
         }

@@ -1,12 +1,14 @@
-//! The broker side of `deskbroker bench`: the private brokers the
-//! benchmarks start (this same binary's `serve` on a temporary data
-//! directory, stopped at the end), and every API call the benchmarks make.
+//! The broker side of the benchmarks (`deskbroker bench storm` and
+//! `deskbroker-devbench`): the private brokers they start (`deskbroker
+//! serve` on a temporary data directory, stopped at the end), and every API
+//! call they make.
 //!
 //! The calls go through the contract's client (`api::Client`: typed
 //! `connect` and `heartbeat`, JSON for the rest) and are gathered here, in
 //! [`Broker`]; the benchmarks see typed methods, not paths.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -23,7 +25,7 @@ use reqwest::Method;
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a private broker may take to stop after SIGTERM before it is
 /// killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The broker's HTTP API as the benchmarks use it.
 pub struct Broker {
@@ -33,7 +35,7 @@ pub struct Broker {
 impl Broker {
     /// A client of the broker at `url`. The token is `token` (the flag or
     /// `DESKBROKER_TOKEN`), else the admin token file, found as every
-    /// other CLI command finds it ([`crate::cli::admin_token`]). An
+    /// other CLI command finds it ([`crate::token::admin_token`]). An
     /// `https://` broker's certificate is checked as `trust` says.
     pub fn new(url: &str, token: Option<&str>, trust: &api::Trust) -> anyhow::Result<Broker> {
         let base = BrokerUrl::parse(url).map_err(|e| anyhow::anyhow!("{e} (--broker)"))?;
@@ -43,7 +45,7 @@ impl Broker {
             trust,
         )?;
         Ok(Broker {
-            client: match crate::cli::admin_token(token)? {
+            client: match crate::token::admin_token(token)? {
                 Some(token) => client.with_token(token),
                 None => client,
             },
@@ -177,26 +179,29 @@ pub struct PrivateBroker {
 }
 
 impl PrivateBroker {
-    /// Starts `serve` with `extra` flags and a fresh random admin token;
-    /// with `rdp_default_pool`, also its RDP front door (`--rdp-listen
+    /// Starts `deskbroker serve` (`program` is the `deskbroker` binary)
+    /// with `extra` flags and a fresh random admin token; with
+    /// `rdp_default_pool`, also its RDP front door (`--rdp-listen
     /// 127.0.0.1:0 --rdp-default-pool POOL`).
     pub async fn start(
+        program: &Path,
         rdp_default_pool: Option<&str>,
         extra: &[&str],
     ) -> anyhow::Result<PrivateBroker> {
-        PrivateBroker::start_with_token(rdp_default_pool, extra, &new_token()).await
+        PrivateBroker::start_with_token(program, rdp_default_pool, extra, &new_token()).await
     }
 
     /// Like [`PrivateBroker::start`], with admin `token` (replicas of one
     /// broker share theirs).
     pub async fn start_with_token(
+        program: &Path,
         rdp_default_pool: Option<&str>,
         extra: &[&str],
         token: &str,
     ) -> anyhow::Result<PrivateBroker> {
         let dir = tempfile::tempdir().context("cannot create a temporary data dir")?;
         let token = token.to_string();
-        let mut command = deskbroker_command()?;
+        let mut command = tokio::process::Command::new(program);
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path())
@@ -270,16 +275,10 @@ impl PrivateBroker {
     }
 }
 
-/// This `deskbroker` binary, as a command to start a benchmark's child.
-pub fn deskbroker_command() -> anyhow::Result<tokio::process::Command> {
-    let exe = std::env::current_exe().context("cannot find the deskbroker binary")?;
-    Ok(tokio::process::Command::new(exe))
-}
-
 /// Lifts an RDP front door's per-source bounds (its `FrontDoorFlags`):
 /// a benchmark's load comes from one address, and the bounds of a real
 /// front door would measure themselves, not the relay.
-pub fn unbounded_sources(command: &mut tokio::process::Command) {
+fn unbounded_sources(command: &mut tokio::process::Command) {
     let unbounded = u32::MAX.to_string();
     for flag in [
         "--rdp-max-connections-per-source",

@@ -1,4 +1,4 @@
-//! The report of `deskbroker bench rdp`: the medians over rounds of every
+//! The report of `deskbroker-devbench rdp`: the medians over rounds of every
 //! run's figures (the JSON keeps every run as well), and the comparison
 //! table of those medians, printed with the CLI's output formats: one row
 //! per measure, one column per target, and deskbroker over HAProxy when
@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::Target;
-use crate::bench::round3;
-use crate::cli::output::{self, OutputFormat};
+use deskbroker::benchkit::round3;
+use deskbroker::output::{self, OutputFormat};
 
 /// Today's date (UTC), for the report: `YYYY-MM-DD`.
 pub fn today() -> String {
@@ -261,7 +261,7 @@ pub fn print(r: &Value, targets: &[Target], format: OutputFormat) {
     let table = format == OutputFormat::Table;
     if table {
         println!(
-            "bench rdp, {}: {} loopback session hosts, {} CPUs shared by clients, hosts and proxies; \
+            "devbench rdp, {}: {} loopback session hosts, {} CPUs shared by clients, hosts and proxies; \
              median of {} rounds",
             r["date"].as_str().unwrap_or(""),
             r["backends"],

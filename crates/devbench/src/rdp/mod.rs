@@ -1,4 +1,4 @@
-//! `deskbroker bench rdp`: the RDP front door side by side with HAProxy
+//! `deskbroker-devbench rdp`: the RDP front door side by side with HAProxy
 //! 2.6 configured the way RDP farms run it (`balance leastconn`,
 //! `stick on req.rdp_cookie(mstshash)`), both in front of the same
 //! loopback session hosts, and both compared with no proxy at all
@@ -56,8 +56,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use super::broker::{Broker, PrivateBroker};
-use crate::cli::output::OutputFormat;
+use crate::Deskbroker;
+use deskbroker::benchkit::broker::{Broker, PrivateBroker};
+use deskbroker::output::OutputFormat;
 use haproxy::Haproxy;
 use hosts::Hosts;
 use load::{RunLimit, Users, rate_run, throughput_run};
@@ -87,7 +88,7 @@ impl Target {
     }
 }
 
-/// Flags of `deskbroker bench rdp`.
+/// Flags of `deskbroker-devbench rdp`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RdpArgs {
     /// Session hosts (loopback listeners in this process).
@@ -190,7 +191,7 @@ impl Endpoints {
     }
 }
 
-pub async fn run(mut args: RdpArgs) -> anyhow::Result<()> {
+pub async fn run(deskbroker: &Deskbroker, mut args: RdpArgs) -> anyhow::Result<()> {
     if args.backends == 0 || args.concurrency == 0 || args.rounds == 0 {
         anyhow::bail!("--backends, --concurrency and --rounds must be at least 1");
     }
@@ -238,7 +239,7 @@ pub async fn run(mut args: RdpArgs) -> anyhow::Result<()> {
         let (url, token, rdp) = match (&args.broker, args.rdp) {
             (Some(url), Some(rdp)) => (url.clone(), args.token.clone(), rdp),
             _ => {
-                let b = PrivateBroker::start(Some(&args.pool), &[]).await?;
+                let b = PrivateBroker::start(&deskbroker.path()?, Some(&args.pool), &[]).await?;
                 let rdp = b.rdp.context("the private broker started no front door")?;
                 endpoints.deskbroker_pid = b.pid();
                 let r = (b.url.clone(), Some(b.token.clone()), rdp);
@@ -396,7 +397,7 @@ async fn measure(args: &RdpArgs, endpoints: &Endpoints) -> anyhow::Result<Vec<Va
 
 fn progress(args: &RdpArgs, what: std::fmt::Arguments<'_>) {
     if !args.quiet {
-        eprintln!("bench rdp: {what}");
+        eprintln!("devbench rdp: {what}");
     }
 }
 

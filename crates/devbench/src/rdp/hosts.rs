@@ -1,4 +1,4 @@
-//! The fake session hosts of `deskbroker bench rdp`: loopback listeners,
+//! The fake session hosts of `deskbroker-devbench rdp`: loopback listeners,
 //! tasks of the benchmark process. Each connection reads the client's first
 //! PDU (TPKT, length-delimited), answers an X.224 Connection Confirm, then
 //! waits for the client to close, or for a 9-byte command (a command byte
