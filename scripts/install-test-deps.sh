@@ -20,9 +20,23 @@
 #   DESKBROKER_TEST_DATABASE_URL names a server; the nemesis always makes
 #   a cluster of its own, since it stops and restarts it. (Debian's
 #   package also creates and starts its own "main" cluster.)
+# - for the Debian package's check (scripts/package-check): lintian,
+#   systemd-analyze (systemd), dpkg-shlibdeps (dpkg-dev, which cargo-deb
+#   runs for the binary's library dependencies) and python3. With
+#   `--package`, only these.
 # Installs only what is missing, so it is quick on a machine that has them,
 # and says what it installs. Debian/Ubuntu (apt-get); as root, or with sudo.
 set -euo pipefail
+
+only_package=false
+case "${1:-}" in
+  --package) only_package=true ;;
+  "") ;;
+  *)
+    echo "usage: $0 [--package]" >&2
+    exit 2
+    ;;
+esac
 
 # Whether `program` is on PATH or in an sbin directory (where xrdp lives,
 # often off a non-root user's PATH).
@@ -45,26 +59,37 @@ have_postgres_server() {
 }
 
 need=()
-have xrdp || need+=(xrdp)
-have xfreerdp || need+=(freerdp2-x11)
-have Xvfb || need+=(xvfb)
-# The console test runs /usr/bin/chromium under /usr/bin/chromedriver.
-[ -x /usr/bin/chromium ] || need+=(chromium)
-[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
-# The portal test's OpenID provider runs on Node.
-command -v node >/dev/null 2>&1 || need+=(nodejs)
-command -v npm >/dev/null 2>&1 || need+=(npm)
-# The RDP test gives each xrdp a certificate of its own with `openssl req`.
-command -v openssl >/dev/null 2>&1 || need+=(openssl)
-# The smoke run of scripts/bench-http.sh loads the broker with wrk.
-command -v wrk >/dev/null 2>&1 || need+=(wrk)
-# Even with DESKBROKER_TEST_DATABASE_URL: the nemesis restarts a server of
-# its own.
-have_postgres_server || need+=(postgresql)
-
-if [ ${#need[@]} -eq 0 ]; then
-  echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium, chromedriver, node, npm and a PostgreSQL server are installed"
-  exit 0
+# The package check (scripts/package-check).
+command -v lintian >/dev/null 2>&1 || need+=(lintian)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v dpkg-shlibdeps >/dev/null 2>&1 || need+=(dpkg-dev)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+if $only_package; then
+  if [ ${#need[@]} -eq 0 ]; then
+    echo "install-test-deps: lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
+    exit 0
+  fi
+else
+  have xrdp || need+=(xrdp)
+  have xfreerdp || need+=(freerdp2-x11)
+  have Xvfb || need+=(xvfb)
+  # The console test runs /usr/bin/chromium under /usr/bin/chromedriver.
+  [ -x /usr/bin/chromium ] || need+=(chromium)
+  [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+  # The portal test's OpenID provider runs on Node.
+  command -v node >/dev/null 2>&1 || need+=(nodejs)
+  command -v npm >/dev/null 2>&1 || need+=(npm)
+  # The RDP test gives each xrdp a certificate of its own with `openssl req`.
+  command -v openssl >/dev/null 2>&1 || need+=(openssl)
+  # The smoke run of scripts/bench-http.sh loads the broker with wrk.
+  command -v wrk >/dev/null 2>&1 || need+=(wrk)
+  # Even with DESKBROKER_TEST_DATABASE_URL: the nemesis restarts a server of
+  # its own.
+  have_postgres_server || need+=(postgresql)
+  if [ ${#need[@]} -eq 0 ]; then
+    echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium, chromedriver, node, npm, a PostgreSQL server, lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
+    exit 0
+  fi
 fi
 
 sudo=()

@@ -10,6 +10,7 @@ mod cli;
 mod config_file;
 mod data_dir_lock;
 mod gateway_cmd;
+mod generate;
 mod secret_file;
 mod serve;
 mod sim_cmd;
@@ -111,6 +112,15 @@ impl Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // `deskbroker generate` writes completions and manual pages for
+    // packages: parsed on its own, so that it stays out of `--help` and out
+    // of the completions and pages it writes.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == generate::COMMAND)
+    {
+        return generate::main(Args::command());
+    }
     // `serve` and `gateway` read their config file first: its settings
     // become flags, below those of the command line and the environment.
     let line = match config_file::apply(std::env::args_os().collect(), &Args::command()) {
