@@ -108,7 +108,7 @@ pub const MAX_PLACEMENT_ATTEMPTS: usize = 3;
 /// so the loop does not spin.
 pub const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// Bytes one relayed direction reads at once. Measured against 8 KiB
-/// (`tokio::io::copy`), 16 and 64 KiB with `deskbroker bench rdp`: 32 KiB
+/// (`tokio::io::copy`), 16 and 64 KiB with `deskbroker-devbench rdp`: 32 KiB
 /// relays the most per CPU second (`docs/benchmarks.md`). Two buffers per
 /// connection: at most 2 × 32 KiB × `MAX_CONNECTIONS` = 256 MiB.
 pub const RELAY_BUFFER_BYTES: usize = 32 * 1024;

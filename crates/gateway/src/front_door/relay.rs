@@ -27,7 +27,7 @@ use crate::sources::SourceGuard;
 ///
 /// The copying starts while the session is being marked Active, so the
 /// host's first answer does not wait for that commit (one durable write
-/// fewer before the client's first byte: `deskbroker bench rdp`, see
+/// fewer before the client's first byte: `deskbroker-devbench rdp`, see
 /// `docs/benchmarks.md`). Both are done before this returns, so the
 /// caller's Disconnected (or logoff) always comes after Active.
 #[allow(clippy::too_many_arguments)]
