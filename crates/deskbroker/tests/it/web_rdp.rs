@@ -810,3 +810,32 @@ async fn a_standalone_gateway_serves_the_browser_too() {
     assert_eq!(refused_status(&answer), 403, "{answer:?}");
     assert_eq!(session_count(&app, "farm").await, 1);
 }
+
+/// A connection that gets its response and then says nothing is closed at
+/// the idle bound without a logon, and its session, which never showed a
+/// logon, is ended (S9); the host's TLS is closed.
+#[tokio::test]
+async fn a_silent_session_is_closed_at_the_idle_bound_and_ended() {
+    let xrdp = require("xrdp", "xrdp");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h1 = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp"));
+    let (app, gateway) = spawn(
+        &dir.path().join("data"),
+        &["--rdp-idle-timeout-without-logon-seconds", "1"],
+    );
+    pool(&app, "farm", true).await;
+    host(&app, "farm", "h1", &h1.address).await;
+    let first = ticket(&app, "farm", "alice").await;
+    let (_connector, mut ws, answer) = start(&gateway, "alice", "h1", &first).await;
+    assert!(
+        matches!(answer, RDCleanPathMessage::Response { .. }),
+        "{answer:?}"
+    );
+    assert!(closes(&mut ws).await, "the idle socket was not closed");
+    let ended = eventually(PATIENCE, || async {
+        session_count(&app, "farm").await == 0
+    })
+    .await;
+    assert!(ended, "a session without a logon was kept");
+}
