@@ -65,22 +65,14 @@ impl Drop for Broker {
 
 impl Broker {
     fn start(data: &std::path::Path) -> Broker {
-        let unbounded = u32::MAX.to_string();
         let mut command = Command::new(env!("CARGO_BIN_EXE_deskbroker"));
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data)
             .args(["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", "farm"])
             .args(["--gateway-listen", "127.0.0.1:0"])
-            .args(["--api-rate-limit", "100000"]);
-        for flag in [
-            "--rdp-max-connections-per-source",
-            "--rdp-max-handshakes-per-source",
-            "--rdp-handshakes-per-source-per-minute",
-            "--rdp-new-sessions-per-source-per-minute",
-        ] {
-            command.args([flag, unbounded.as_str()]);
-        }
+            .args(["--api-rate-limit", "100000"])
+            .args(deskbroker::benchkit::broker::unbounded_source_args());
         let mut child = command
             .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
             .env("RUST_LOG", "error")

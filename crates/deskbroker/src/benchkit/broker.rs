@@ -208,7 +208,7 @@ impl PrivateBroker {
             .args(extra);
         if let Some(pool) = rdp_default_pool {
             command.args(["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", pool]);
-            unbounded_sources(&mut command);
+            command.args(unbounded_source_args());
         }
         command.env("DESKBROKER_ADMIN_TOKEN", &token);
         let (child, mut lines) = spawn_child(command, "a private broker")?;
@@ -275,19 +275,20 @@ impl PrivateBroker {
     }
 }
 
-/// Lifts an RDP front door's per-source bounds (its `FrontDoorFlags`):
-/// a benchmark's load comes from one address, and the bounds of a real
-/// front door would measure themselves, not the relay.
-fn unbounded_sources(command: &mut tokio::process::Command) {
+/// The `serve` flags that lift an RDP front door's per-source bounds (its
+/// `FrontDoorFlags`): a benchmark's load comes from one address, and the
+/// bounds of a real front door would measure themselves, not the relay.
+pub fn unbounded_source_args() -> Vec<String> {
     let unbounded = u32::MAX.to_string();
-    for flag in [
+    [
         "--rdp-max-connections-per-source",
         "--rdp-max-handshakes-per-source",
         "--rdp-handshakes-per-source-per-minute",
         "--rdp-new-sessions-per-source-per-minute",
-    ] {
-        command.args([flag, unbounded.as_str()]);
-    }
+    ]
+    .into_iter()
+    .flat_map(|flag| [flag.to_string(), unbounded.clone()])
+    .collect()
 }
 
 /// Lines read from a child's standard output.
