@@ -162,3 +162,37 @@ async fn what_a_broker_is_built_with_is_what_it_serves() {
         "the settings' debug form shows the admin token"
     );
 }
+
+/// The scaling plans' evaluator wakes on the core's session-change
+/// channel: a session that starts or ends moves it, a heartbeat that
+/// changes no session does not (a busy farm's heartbeats must not wake
+/// the plans).
+#[tokio::test]
+async fn a_session_that_starts_or_ends_wakes_the_plans_and_a_heartbeat_does_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Clock::manual(T0);
+    let b = broker_at(&clock, &dir).await;
+    pool_with_a_host(&b).await;
+    let mut changes = b.core().session_changes();
+    changes.mark_unchanged();
+
+    clock.advance(Duration::from_secs(10));
+    heartbeat(&b).await;
+    assert!(
+        !changes.has_changed().expect("the core is alive"),
+        "a heartbeat that changed no session woke the plans"
+    );
+
+    let placed = b.connect("farm", &connect("dave")).await.expect("placed");
+    assert!(
+        changes.has_changed().expect("the core is alive"),
+        "a new session did not wake the plans"
+    );
+    changes.mark_unchanged();
+
+    b.logoff("farm", &placed.session_id).await.expect("logoff");
+    assert!(
+        changes.has_changed().expect("the core is alive"),
+        "an ended session did not wake the plans"
+    );
+}
