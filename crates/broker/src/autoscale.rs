@@ -533,7 +533,8 @@ impl Broker {
         let mut failures = Vec::new();
         for id in sessions {
             match self
-                .send_message(&record.pool, id, NOTICE_TITLE, message)
+                .messages()
+                .send(&record.pool, id, NOTICE_TITLE, message)
                 .await
             {
                 Ok(()) => queued += 1,

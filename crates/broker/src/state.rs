@@ -14,6 +14,8 @@ use store::{Mutation, Snapshot, Store};
 use crate::clock::Clock;
 use crate::core::Core;
 use crate::error::BrokerError;
+use crate::heartbeat::Heartbeats;
+use crate::messages::Messages;
 use crate::sync::{MutexExt, RwLockExt};
 
 /// Registration tokens and host credentials, by the SHA-256 (hex) of the
@@ -136,7 +138,7 @@ impl std::fmt::Debug for Settings {
 /// The running broker: its [`Core`] and the services that keep what the
 /// engines do not, shared by every request.
 pub struct Broker {
-    core: Core,
+    core: Arc<Core>,
     settings: Settings,
     /// The store, read directly only for what memory does not keep (the
     /// audit log, rule T5); every write goes through the core.
@@ -150,12 +152,13 @@ pub struct Broker {
     /// A signing key made at start, until it is durable
     /// ([`Broker::save_new_signing_key`]).
     unsaved_key: Mutex<Option<Mutation>>,
-    /// Per-host heartbeat budgets (rule S8: one host cannot starve others).
-    pub(crate) heartbeats: crate::heartbeat::HeartbeatLimiter,
+    /// Heartbeats, with their per-host budgets (rule S8: one host cannot
+    /// starve others).
+    heartbeats: Arc<Heartbeats>,
     /// The bound on power actions running at once (rule A9).
     pub(crate) power: crate::power::PowerActions,
     /// Messages waiting for their session hosts' heartbeats (not durable).
-    pub(crate) messages: crate::messages::MessageQueues,
+    messages: Arc<Messages>,
     /// Scaling plans, their memory and their evaluator (A1–A7).
     pub(crate) autoscale: crate::autoscale::Autoscale,
 }
@@ -181,12 +184,14 @@ impl Broker {
         for c in std::mem::take(&mut snapshot.credentials) {
             secrets.credentials.insert(c.hash.clone(), c);
         }
-        let core = Core::new(
+        let core = Arc::new(Core::new(
             store.clone(),
             snapshot.pools,
             settings.clock.clone(),
             settings.audit_retention,
-        );
+        ));
+        let messages = Arc::new(Messages::new(core.clone()));
+        let heartbeats = Arc::new(Heartbeats::new(core.clone(), messages.clone()));
         let (keys, unsaved_key) =
             crate::keys::SigningKeys::load(snapshot.signing_keys.take(), core.started_ms());
         Broker {
@@ -195,17 +200,27 @@ impl Broker {
             store,
             keys,
             unsaved_key: Mutex::new(unsaved_key),
-            heartbeats: Default::default(),
+            heartbeats,
             power: Default::default(),
-            messages: Default::default(),
+            messages,
             autoscale,
             settings,
         }
     }
 
     /// The pools, the writer and the clock.
-    pub fn core(&self) -> &Core {
+    pub fn core(&self) -> &Arc<Core> {
         &self.core
+    }
+
+    /// Messages to the users of sessions, waiting for their hosts.
+    pub fn messages(&self) -> &Arc<Messages> {
+        &self.messages
+    }
+
+    /// Session hosts' heartbeats.
+    pub fn heartbeats(&self) -> &Arc<Heartbeats> {
+        &self.heartbeats
     }
 
     /// What this broker was built with.

@@ -56,7 +56,11 @@ async fn heartbeat(b: &Arc<Broker>) {
     let input: HeartbeatInput =
         serde_json::from_value(serde_json::json!({"metrics": {"cpuPercent": 10.0}}))
             .expect("a heartbeat");
-    if b.heartbeat("farm", "sh1", input).await.is_err() {
+    if b.heartbeats()
+        .heartbeat("farm", "sh1", input)
+        .await
+        .is_err()
+    {
         panic!("the heartbeat was refused");
     }
 }

@@ -13,7 +13,7 @@ use super::paging::{self, Page, PageQuery};
 use super::types::ForceQuery;
 use super::{Json, Query};
 use crate::error::BrokerError;
-use crate::heartbeat::{HEARTBEAT_BURST, HEARTBEAT_REFILL, HeartbeatError};
+use crate::heartbeat::{HEARTBEAT_BURST, HEARTBEAT_REFILL, HeartbeatError, Heartbeats};
 use crate::state::Broker;
 use api::types::{
     HeartbeatInput, HeartbeatOutput, SessionHostInput, SessionHostOutput, SessionHostPatch,
@@ -186,11 +186,11 @@ pub async fn delete(
     responses((status = 200, body = HeartbeatOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
               (status = 429, body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until the host may send its next heartbeat")))))]
 pub async fn heartbeat(
-    State(b): State<Arc<Broker>>,
+    State(heartbeats): State<Arc<Heartbeats>>,
     Path((pool, host)): Path<(String, String)>,
     Json(input): Json<HeartbeatInput>,
 ) -> Result<axum::Json<HeartbeatOutput>, Response> {
-    match b.heartbeat(&pool, &host, input).await {
+    match heartbeats.heartbeat(&pool, &host, input).await {
         Ok(out) => Ok(axum::Json(out)),
         Err(HeartbeatError::Broker(e)) => Err(ApiError::from(e).into_response()),
         Err(HeartbeatError::TooSoon {

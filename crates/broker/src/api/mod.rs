@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use api::ErrorCode;
 use axum::Router;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -34,8 +34,11 @@ use axum::routing::{delete, get, post};
 use serde::de::DeserializeOwned;
 use tower_http::timeout::TimeoutLayer;
 
+use crate::core::Core;
 use crate::enroll::Caller;
-use crate::state::Broker;
+use crate::heartbeat::Heartbeats;
+use crate::messages::Messages;
+use crate::state::{Broker, Settings};
 pub use error::ApiError;
 
 /// Largest request body accepted.
@@ -47,6 +50,45 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 
 pub use service::ApiDoc;
+
+/// The router's state: the broker, from which each handler extracts only
+/// the piece it needs (`State<Arc<Messages>>`, `State<Arc<Core>>`, …), so
+/// its signature says what it may touch. Handlers of what is not a
+/// service of its own yet take the whole broker.
+#[derive(Clone)]
+pub struct ApiState {
+    broker: Arc<Broker>,
+}
+
+impl FromRef<ApiState> for Arc<Broker> {
+    fn from_ref(state: &ApiState) -> Arc<Broker> {
+        state.broker.clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Core> {
+    fn from_ref(state: &ApiState) -> Arc<Core> {
+        state.broker.core().clone()
+    }
+}
+
+impl FromRef<ApiState> for Settings {
+    fn from_ref(state: &ApiState) -> Settings {
+        state.broker.settings().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Messages> {
+    fn from_ref(state: &ApiState) -> Arc<Messages> {
+        state.broker.messages().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Heartbeats> {
+    fn from_ref(state: &ApiState) -> Arc<Heartbeats> {
+        state.broker.heartbeats().clone()
+    }
+}
 
 /// Every route of the broker.
 pub fn router(broker: Arc<Broker>) -> Router {
@@ -155,7 +197,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             throttle::limit_unauthenticated,
         ))
         .layer(middleware::from_fn(edge))
-        .with_state(broker)
+        .with_state(ApiState { broker })
 }
 
 /// What every request passes first and every answer last: a path and query

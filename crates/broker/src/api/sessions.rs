@@ -15,6 +15,7 @@ use super::error::ApiError;
 use super::types::SessionQuery;
 use super::{Json, Query};
 use crate::error::BrokerError;
+use crate::messages::Messages;
 use crate::state::Broker;
 
 /// Places a user (rules S1–S4, B, D, P7): the user's existing session if
@@ -180,12 +181,12 @@ pub async fn logoff(
     responses((status = 202, body = HostMessage), (status = 400, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub async fn send_message(
-    State(b): State<Arc<Broker>>,
+    State(messages): State<Arc<Messages>>,
     Path((pool, id)): Path<(String, String)>,
     Json(input): Json<SendMessageInput>,
 ) -> Result<(StatusCode, axum::Json<HostMessage>), ApiError> {
-    let (queued, _host) = b
-        .queue_message(&pool, &id, &input.title, &input.message)
+    let (queued, _host) = messages
+        .queue(&pool, &id, &input.title, &input.message)
         .await?;
     Ok((StatusCode::ACCEPTED, axum::Json(queued)))
 }
