@@ -319,26 +319,28 @@ impl Broker {
                 host: host.clone(),
             });
         }
-        let Some(c) = secrets.credentials.get(&hash) else {
-            return Err("the bearer token is not valid".into());
-        };
-        if let Some(at) = c.expires_ms
-            && self.now_ms() >= at
-        {
-            return Err(format!(
-                "the credential {} expired at {}; an admin creates a new one",
-                c.name,
-                rfc3339(at)
-            ));
-        }
-        let role = crate::access::Role::parse(&c.role)
-            .ok_or_else(|| format!("the credential {} has no known role", c.name))?;
-        Ok(Caller::Credential {
-            name: c.name.clone(),
-            role,
-            host_pools: c.host_pools.clone(),
-            rate_limit_per_second: c.rate_limit_per_second,
-        })
+        drop(secrets);
+        let now = self.now_ms();
+        let found = self.credentials().with_hash(&hash, |c| {
+            if let Some(at) = c.expires_ms
+                && now >= at
+            {
+                return Err(format!(
+                    "the credential {} expired at {}; an admin creates a new one",
+                    c.name,
+                    rfc3339(at)
+                ));
+            }
+            let role = crate::access::Role::parse(&c.role)
+                .ok_or_else(|| format!("the credential {} has no known role", c.name))?;
+            Ok(Caller::Credential {
+                name: c.name.clone(),
+                role,
+                host_pools: c.host_pools.clone(),
+                rate_limit_per_second: c.rate_limit_per_second,
+            })
+        });
+        found.unwrap_or_else(|| Err("the bearer token is not valid".into()))
     }
 
     /// Creates a registration token for `pool`, valid for `seconds`

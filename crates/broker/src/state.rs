@@ -13,6 +13,7 @@ use store::{Mutation, Snapshot, Store};
 
 use crate::clock::Clock;
 use crate::core::Core;
+use crate::credentials::Credentials;
 use crate::error::BrokerError;
 use crate::heartbeat::Heartbeats;
 use crate::messages::Messages;
@@ -27,9 +28,6 @@ pub struct Secrets {
     pub tokens: HashMap<String, crate::enroll::TokenGrant>,
     /// Host credential hash → (pool, host).
     pub hosts: HashMap<String, (String, String)>,
-    /// API credential hash → the credential (rule T1). Changed under this
-    /// registry's write lock, in the same step that queues the change.
-    pub credentials: HashMap<String, store::ApiCredential>,
 }
 
 impl Secrets {
@@ -143,8 +141,10 @@ pub struct Broker {
     /// The store, read directly only for what memory does not keep (the
     /// audit log, rule T5); every write goes through the core.
     store: Arc<dyn Store>,
-    /// Registration tokens, host credentials and API credentials.
+    /// Registration tokens and host credentials.
     pub(crate) secrets: RwLock<Secrets>,
+    /// API credentials with roles (rule T1).
+    credentials: Arc<Credentials>,
     /// Sign and check connection tickets (rule T3) and redirection tokens
     /// (R3): random, kept in the store, so every replica shares them
     /// (`keys.rs`).
@@ -181,9 +181,6 @@ impl Broker {
                     .insert(c.hash.clone(), (r.config.name.clone(), c.host.clone()));
             }
         }
-        for c in std::mem::take(&mut snapshot.credentials) {
-            secrets.credentials.insert(c.hash.clone(), c);
-        }
         let core = Arc::new(Core::new(
             store.clone(),
             snapshot.pools,
@@ -191,6 +188,10 @@ impl Broker {
             settings.audit_retention,
         ));
         let messages = Arc::new(Messages::new(core.clone()));
+        let credentials = Arc::new(Credentials::new(
+            core.clone(),
+            std::mem::take(&mut snapshot.credentials),
+        ));
         let heartbeats = Arc::new(Heartbeats::new(core.clone(), messages.clone()));
         let (keys, unsaved_key) =
             crate::keys::SigningKeys::load(snapshot.signing_keys.take(), core.started_ms());
@@ -201,6 +202,7 @@ impl Broker {
             keys,
             unsaved_key: Mutex::new(unsaved_key),
             heartbeats,
+            credentials,
             power: Default::default(),
             messages,
             autoscale,
@@ -216,6 +218,11 @@ impl Broker {
     /// Messages to the users of sessions, waiting for their hosts.
     pub fn messages(&self) -> &Arc<Messages> {
         &self.messages
+    }
+
+    /// API credentials with roles (rule T1).
+    pub fn credentials(&self) -> &Arc<Credentials> {
+        &self.credentials
     }
 
     /// Session hosts' heartbeats.

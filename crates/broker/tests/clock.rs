@@ -130,7 +130,8 @@ async fn an_api_credential_stops_working_when_it_expires() {
     }))
     .expect("a credential");
     let token = b
-        .create_credential(input)
+        .credentials()
+        .create(input)
         .await
         .expect("create the credential")
         .token

@@ -33,7 +33,6 @@ use super::{MAX_BODY_BYTES, Query};
 use crate::audit::{Resource, Scope};
 use crate::enroll::Caller;
 use crate::state::Broker;
-use crate::sync::RwLockExt;
 
 /// Entries a page holds when `pageSize` is not given.
 pub const DEFAULT_AUDIT_PAGE_SIZE: u32 = 100;
@@ -235,14 +234,10 @@ fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
                 .ok()
                 .flatten()
         }
-        Resource::Credential(name) => {
-            let secrets = broker.secrets.read_or_recover();
-            secrets
-                .credentials
-                .values()
-                .find(|c| &c.name == name)
-                .and_then(|c| Rendered::of(&crate::credentials::output(c, None)))
-        }
+        Resource::Credential(name) => broker
+            .credentials()
+            .shown(name)
+            .and_then(|c| Rendered::of(&c)),
         _ => None,
     }
 }

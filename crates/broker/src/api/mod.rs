@@ -35,6 +35,7 @@ use serde::de::DeserializeOwned;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::core::Core;
+use crate::credentials::Credentials;
 use crate::enroll::Caller;
 use crate::heartbeat::Heartbeats;
 use crate::messages::Messages;
@@ -81,6 +82,12 @@ impl FromRef<ApiState> for Settings {
 impl FromRef<ApiState> for Arc<Messages> {
     fn from_ref(state: &ApiState) -> Arc<Messages> {
         state.broker.messages().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Credentials> {
+    fn from_ref(state: &ApiState) -> Arc<Credentials> {
+        state.broker.credentials().clone()
     }
 }
 
