@@ -5,8 +5,7 @@
 //! through the core's `write` or `commit`, so the store's order is the
 //! order of changes.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use placement::{PoolConfig, TimestampMs};
 use store::{Mutation, Snapshot, Store};
@@ -14,33 +13,11 @@ use store::{Mutation, Snapshot, Store};
 use crate::clock::Clock;
 use crate::core::Core;
 use crate::credentials::Credentials;
+use crate::enroll::{Enrollment, Secrets};
 use crate::error::BrokerError;
 use crate::heartbeat::Heartbeats;
 use crate::messages::Messages;
-use crate::sync::{MutexExt, RwLockExt};
-
-/// Registration tokens and host credentials, by the SHA-256 (hex) of the
-/// secret. Changed only under the lock of the pool they belong to, in the
-/// same step that queues the change for the store.
-#[derive(Default)]
-pub struct Secrets {
-    /// Registration token hash → its pool, expiry and host bound.
-    pub tokens: HashMap<String, crate::enroll::TokenGrant>,
-    /// Host credential hash → (pool, host).
-    pub hosts: HashMap<String, (String, String)>,
-}
-
-impl Secrets {
-    /// Forgets the credential of `host` in `pool` (all of the pool's when
-    /// `host` is None), and with a pool its registration tokens.
-    pub fn forget(&mut self, pool: &str, host: Option<&str>) {
-        self.hosts
-            .retain(|_, (p, h)| !(p == pool && host.is_none_or(|host| host == h)));
-        if host.is_none() {
-            self.tokens.retain(|_, t| t.pool != pool);
-        }
-    }
-}
+use crate::sync::MutexExt;
 
 /// SHA-256 of a secret, in hex: what is stored and compared.
 pub fn secret_hash(secret: &str) -> String {
@@ -141,8 +118,8 @@ pub struct Broker {
     /// The store, read directly only for what memory does not keep (the
     /// audit log, rule T5); every write goes through the core.
     store: Arc<dyn Store>,
-    /// Registration tokens and host credentials.
-    pub(crate) secrets: RwLock<Secrets>,
+    /// Registration tokens, host credentials, and who a bearer token is.
+    enrollment: Arc<Enrollment>,
     /// API credentials with roles (rule T1).
     credentials: Arc<Credentials>,
     /// Sign and check connection tickets (rule T3) and redirection tokens
@@ -167,23 +144,11 @@ impl Broker {
     /// Rebuilds every pool from the store's snapshot and starts the writer.
     pub fn new(store: Arc<dyn Store>, mut snapshot: Snapshot, settings: Settings) -> Broker {
         let autoscale = crate::autoscale::Autoscale::from_snapshot(&mut snapshot);
-        let mut secrets = Secrets::default();
-        for r in &snapshot.pools {
-            for t in &r.registration_tokens {
-                secrets.tokens.insert(
-                    t.hash.clone(),
-                    crate::enroll::TokenGrant::from_stored(&r.config.name, t),
-                );
-            }
-            for c in &r.host_credentials {
-                secrets
-                    .hosts
-                    .insert(c.hash.clone(), (r.config.name.clone(), c.host.clone()));
-            }
-        }
+        let pools = std::mem::take(&mut snapshot.pools);
+        let secrets = Secrets::of_pools(&pools);
         let core = Arc::new(Core::new(
             store.clone(),
-            snapshot.pools,
+            pools,
             settings.clock.clone(),
             settings.audit_retention,
         ));
@@ -192,12 +157,18 @@ impl Broker {
             core.clone(),
             std::mem::take(&mut snapshot.credentials),
         ));
+        let enrollment = Arc::new(Enrollment::new(
+            core.clone(),
+            settings.admin_token.clone(),
+            credentials.clone(),
+            secrets,
+        ));
         let heartbeats = Arc::new(Heartbeats::new(core.clone(), messages.clone()));
         let (keys, unsaved_key) =
             crate::keys::SigningKeys::load(snapshot.signing_keys.take(), core.started_ms());
         Broker {
             core,
-            secrets: RwLock::new(secrets),
+            enrollment,
             store,
             keys,
             unsaved_key: Mutex::new(unsaved_key),
@@ -218,6 +189,12 @@ impl Broker {
     /// Messages to the users of sessions, waiting for their hosts.
     pub fn messages(&self) -> &Arc<Messages> {
         &self.messages
+    }
+
+    /// Registration tokens and host credentials, and who a bearer token
+    /// is.
+    pub fn enrollment(&self) -> &Arc<Enrollment> {
+        &self.enrollment
     }
 
     /// API credentials with roles (rule T1).
@@ -276,9 +253,7 @@ impl Broker {
     /// and its place in a scaling plan.
     pub async fn delete_pool(&self, name: &str, force: bool) -> Result<(), BrokerError> {
         self.core
-            .delete_pool(name, force, || {
-                self.secrets.write_or_recover().forget(name, None)
-            })
+            .delete_pool(name, force, || self.enrollment.forget_pool(name))
             .await?;
         self.forget_pool_in_plans(name).await;
         Ok(())

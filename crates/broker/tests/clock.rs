@@ -32,23 +32,25 @@ async fn pool_with_a_host(b: &Arc<Broker>) {
     config.heartbeat_timeout_seconds = 90;
     b.put_pool(config, true).await.expect("create the pool");
     let token = b
-        .create_registration_token("farm", 600, 1)
+        .enrollment()
+        .create_token("farm", 600, 1)
         .await
         .expect("registration token")
         .token;
-    b.register(
-        RegisterInput {
-            token,
-            host_pool: None,
-            name: "sh1".into(),
-            address: "10.0.0.1:3389".into(),
-            capabilities: None,
-            policy: None,
-        },
-        None,
-    )
-    .await
-    .expect("register the host");
+    b.enrollment()
+        .register(
+            RegisterInput {
+                token,
+                host_pool: None,
+                name: "sh1".into(),
+                address: "10.0.0.1:3389".into(),
+                capabilities: None,
+                policy: None,
+            },
+            None,
+        )
+        .await
+        .expect("register the host");
     heartbeat(b).await;
 }
 
@@ -138,9 +140,15 @@ async fn an_api_credential_stops_working_when_it_expires() {
         .expect("its token");
 
     clock.advance(Duration::from_millis(59_999));
-    assert!(b.caller(&token).is_ok(), "refused before it expired");
+    assert!(
+        b.enrollment().caller(&token).is_ok(),
+        "refused before it expired"
+    );
     clock.advance(Duration::from_millis(1));
-    assert!(b.caller(&token).is_err(), "accepted once expired");
+    assert!(
+        b.enrollment().caller(&token).is_err(),
+        "accepted once expired"
+    );
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ use super::error::ApiError;
 use super::paging::{self, Page, PageQuery};
 use super::types::ForceQuery;
 use super::{Json, Query};
+use crate::enroll::Enrollment;
 use crate::error::BrokerError;
 use crate::heartbeat::{HEARTBEAT_BURST, HEARTBEAT_REFILL, HeartbeatError, Heartbeats};
 use crate::state::Broker;
@@ -168,11 +169,11 @@ pub async fn patch(
     params(("force" = Option<bool>, Query, description = "remove with its sessions")),
     responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn delete(
-    State(b): State<Arc<Broker>>,
+    State(enrollment): State<Arc<Enrollment>>,
     Path((pool, host)): Path<(String, String)>,
     Query(q): Query<ForceQuery>,
 ) -> Result<StatusCode, ApiError> {
-    b.remove_host(&pool, &host, q.force).await?;
+    enrollment.remove_host(&pool, &host, q.force).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

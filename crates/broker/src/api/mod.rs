@@ -36,7 +36,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::core::Core;
 use crate::credentials::Credentials;
-use crate::enroll::Caller;
+use crate::enroll::{Caller, Enrollment};
 use crate::heartbeat::Heartbeats;
 use crate::messages::Messages;
 use crate::state::{Broker, Settings};
@@ -88,6 +88,12 @@ impl FromRef<ApiState> for Arc<Messages> {
 impl FromRef<ApiState> for Arc<Credentials> {
     fn from_ref(state: &ApiState) -> Arc<Credentials> {
         state.broker.credentials().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Enrollment> {
+    fn from_ref(state: &ApiState) -> Arc<Enrollment> {
+        state.broker.enrollment().clone()
     }
 }
 
@@ -307,7 +313,11 @@ async fn authenticate(
     };
     let caller = match resolved {
         Some(throttle::Resolved(caller)) => caller,
-        None => gate.broker.caller(token).map_err(ApiError::unauthorized)?,
+        None => gate
+            .broker
+            .enrollment()
+            .caller(token)
+            .map_err(ApiError::unauthorized)?,
     };
     let route = req
         .extensions()
