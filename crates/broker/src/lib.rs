@@ -115,10 +115,10 @@ pub fn spawn_ticker(broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         // Rule A10: whoever decides now resolves the power actions a crash
         // (or a lost leader) left Pending, before anything else runs.
-        broker.resolve_interrupted_power_actions().await;
+        broker.power().resolve_interrupted().await;
         // Rules A1–A7: the scaling plans' evaluator runs with the ticker,
         // so only where the engines are (the leader), and stops with it.
-        let evaluator = broker.clone().run_autoscale();
+        let evaluator = broker.autoscale().clone().run();
         let ticks = async move {
             let mut every = tokio::time::interval(TICK_INTERVAL);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

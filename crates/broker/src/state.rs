@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use placement::{PoolConfig, TimestampMs};
 use store::{Mutation, Snapshot, Store};
 
+use crate::autoscale::Autoscale;
 use crate::clock::Clock;
 use crate::core::Core;
 use crate::credentials::Credentials;
@@ -17,6 +18,7 @@ use crate::enroll::{Enrollment, Secrets};
 use crate::error::BrokerError;
 use crate::heartbeat::Heartbeats;
 use crate::messages::Messages;
+use crate::power::Power;
 use crate::sync::MutexExt;
 
 /// SHA-256 of a secret, in hex: what is stored and compared.
@@ -132,18 +134,18 @@ pub struct Broker {
     /// Heartbeats, with their per-host budgets (rule S8: one host cannot
     /// starve others).
     heartbeats: Arc<Heartbeats>,
-    /// The bound on power actions running at once (rule A9).
-    pub(crate) power: crate::power::PowerActions,
+    /// Power actions (rules A9, A10), with the bound on those running at
+    /// once.
+    power: Arc<Power>,
     /// Messages waiting for their session hosts' heartbeats (not durable).
     messages: Arc<Messages>,
     /// Scaling plans, their memory and their evaluator (A1–A7).
-    pub(crate) autoscale: crate::autoscale::Autoscale,
+    autoscale: Arc<Autoscale>,
 }
 
 impl Broker {
     /// Rebuilds every pool from the store's snapshot and starts the writer.
     pub fn new(store: Arc<dyn Store>, mut snapshot: Snapshot, settings: Settings) -> Broker {
-        let autoscale = crate::autoscale::Autoscale::from_snapshot(&mut snapshot);
         let pools = std::mem::take(&mut snapshot.pools);
         let secrets = Secrets::of_pools(&pools);
         let core = Arc::new(Core::new(
@@ -164,6 +166,18 @@ impl Broker {
             secrets,
         ));
         let heartbeats = Arc::new(Heartbeats::new(core.clone(), messages.clone()));
+        let power = Arc::new(Power::new(
+            core.clone(),
+            store.clone(),
+            settings.allow_power_commands,
+        ));
+        let autoscale = Arc::new(Autoscale::new(
+            core.clone(),
+            power.clone(),
+            messages.clone(),
+            settings.autoscale_interval,
+            &mut snapshot,
+        ));
         let (keys, unsaved_key) =
             crate::keys::SigningKeys::load(snapshot.signing_keys.take(), core.started_ms());
         Broker {
@@ -174,7 +188,7 @@ impl Broker {
             unsaved_key: Mutex::new(unsaved_key),
             heartbeats,
             credentials,
-            power: Default::default(),
+            power,
             messages,
             autoscale,
             settings,
@@ -200,6 +214,16 @@ impl Broker {
     /// API credentials with roles (rule T1).
     pub fn credentials(&self) -> &Arc<Credentials> {
         &self.credentials
+    }
+
+    /// Power actions: manual starts and stops, and their record.
+    pub fn power(&self) -> &Arc<Power> {
+        &self.power
+    }
+
+    /// Scaling plans and their evaluator.
+    pub fn autoscale(&self) -> &Arc<Autoscale> {
+        &self.autoscale
     }
 
     /// Session hosts' heartbeats.
@@ -255,7 +279,7 @@ impl Broker {
         self.core
             .delete_pool(name, force, || self.enrollment.forget_pool(name))
             .await?;
-        self.forget_pool_in_plans(name).await;
+        self.autoscale.forget_pool(name).await;
         Ok(())
     }
 }

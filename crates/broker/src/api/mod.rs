@@ -34,11 +34,13 @@ use axum::routing::{delete, get, post};
 use serde::de::DeserializeOwned;
 use tower_http::timeout::TimeoutLayer;
 
+use crate::autoscale::Autoscale;
 use crate::core::Core;
 use crate::credentials::Credentials;
 use crate::enroll::{Caller, Enrollment};
 use crate::heartbeat::Heartbeats;
 use crate::messages::Messages;
+use crate::power::Power;
 use crate::state::{Broker, Settings};
 pub use error::ApiError;
 
@@ -94,6 +96,18 @@ impl FromRef<ApiState> for Arc<Credentials> {
 impl FromRef<ApiState> for Arc<Enrollment> {
     fn from_ref(state: &ApiState) -> Arc<Enrollment> {
         state.broker.enrollment().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Power> {
+    fn from_ref(state: &ApiState) -> Arc<Power> {
+        state.broker.power().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Autoscale> {
+    fn from_ref(state: &ApiState) -> Arc<Autoscale> {
+        state.broker.autoscale().clone()
     }
 }
 
