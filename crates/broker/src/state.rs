@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use placement::{PoolConfig, TimestampMs};
 use store::{Mutation, Snapshot, Store};
 
+use crate::audit::Audit;
 use crate::autoscale::Autoscale;
 use crate::clock::Clock;
 use crate::core::Core;
@@ -117,9 +118,6 @@ impl std::fmt::Debug for Settings {
 pub struct Broker {
     core: Arc<Core>,
     settings: Settings,
-    /// The store, read directly only for what memory does not keep (the
-    /// audit log, rule T5); every write goes through the core.
-    store: Arc<dyn Store>,
     /// Registration tokens, host credentials, and who a bearer token is.
     enrollment: Arc<Enrollment>,
     /// API credentials with roles (rule T1).
@@ -131,6 +129,8 @@ pub struct Broker {
     /// A signing key made at start, until it is durable
     /// ([`Broker::save_new_signing_key`]).
     unsaved_key: Mutex<Option<Mutation>>,
+    /// The audit log (rule T5): entries on their own, and the log's reads.
+    audit: Arc<Audit>,
     /// Heartbeats, with their per-host budgets (rule S8: one host cannot
     /// starve others).
     heartbeats: Arc<Heartbeats>,
@@ -166,6 +166,7 @@ impl Broker {
             secrets,
         ));
         let heartbeats = Arc::new(Heartbeats::new(core.clone(), messages.clone()));
+        let audit = Arc::new(Audit::new(core.clone(), store.clone(), credentials.clone()));
         let power = Arc::new(Power::new(
             core.clone(),
             store.clone(),
@@ -183,10 +184,10 @@ impl Broker {
         Broker {
             core,
             enrollment,
-            store,
             keys,
             unsaved_key: Mutex::new(unsaved_key),
             heartbeats,
+            audit,
             credentials,
             power,
             messages,
@@ -226,6 +227,11 @@ impl Broker {
         &self.autoscale
     }
 
+    /// The audit log (rule T5).
+    pub fn audit(&self) -> &Arc<Audit> {
+        &self.audit
+    }
+
     /// Session hosts' heartbeats.
     pub fn heartbeats(&self) -> &Arc<Heartbeats> {
         &self.heartbeats
@@ -234,11 +240,6 @@ impl Broker {
     /// What this broker was built with.
     pub fn settings(&self) -> &Settings {
         &self.settings
-    }
-
-    /// The store, for reads of what memory does not keep.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
     }
 
     /// The ticket and redirection-token keys.

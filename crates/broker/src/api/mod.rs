@@ -34,6 +34,7 @@ use axum::routing::{delete, get, post};
 use serde::de::DeserializeOwned;
 use tower_http::timeout::TimeoutLayer;
 
+use crate::audit::Audit;
 use crate::autoscale::Autoscale;
 use crate::core::Core;
 use crate::credentials::Credentials;
@@ -111,6 +112,12 @@ impl FromRef<ApiState> for Arc<Autoscale> {
     }
 }
 
+impl FromRef<ApiState> for Arc<Audit> {
+    fn from_ref(state: &ApiState) -> Arc<Audit> {
+        state.broker.audit().clone()
+    }
+}
+
 impl FromRef<ApiState> for Arc<Heartbeats> {
     fn from_ref(state: &ApiState) -> Arc<Heartbeats> {
         state.broker.heartbeats().clone()
@@ -125,7 +132,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
     // load). Handlers read the path they were called with through
     // `OriginalUri`, and the route through `MatchedPath`, either way.
     let gate = Gate {
-        broker: broker.clone(),
+        enrollment: broker.enrollment().clone(),
+        audit: broker.audit().clone(),
         audited: Arc::new(throttle::Audited::new(
             broker.settings().audited_rate_limit_per_second,
         )),
@@ -294,11 +302,12 @@ async fn not_found() -> ApiError {
     )
 }
 
-/// What [`authenticate`] needs: the broker, and the limits of audited
-/// requests (rule T4), one set for the whole router.
+/// What [`authenticate`] needs: who a bearer token is, the audit log, and
+/// the limits of audited requests (rule T4), one set for the whole router.
 #[derive(Clone)]
 struct Gate {
-    broker: Arc<Broker>,
+    enrollment: Arc<Enrollment>,
+    audit: Arc<Audit>,
     audited: Arc<throttle::Audited>,
 }
 
@@ -328,8 +337,7 @@ async fn authenticate(
     let caller = match resolved {
         Some(throttle::Resolved(caller)) => caller,
         None => gate
-            .broker
-            .enrollment()
+            .enrollment
             .caller(token)
             .map_err(ApiError::unauthorized)?,
     };
@@ -386,7 +394,7 @@ async fn authenticate(
             // end even if the client goes away and this request is
             // dropped (an answered change is always recorded).
             let task = tokio::spawn(audit::record(
-                gate.broker.clone(),
+                gate.audit.clone(),
                 caller,
                 r,
                 params,

@@ -290,7 +290,7 @@ pub(crate) async fn rdp_file_for(
             outcome: 200,
             source: issuer.source.clone(),
         };
-        super::audit::append(b, entry).await;
+        b.audit().append(entry).await;
     }
     Ok(file)
 }
