@@ -2,7 +2,7 @@
 //! registration token; an agent presents it once to register its host and
 //! receives a host credential that only lets it act as that host (its
 //! heartbeats are `heartbeat.rs`). Secrets are random, shown once, and
-//! kept only as SHA-256 hashes ([`Secrets`]), changed under the pool's
+//! kept only as SHA-256 hashes (`Secrets`), changed under the pool's
 //! lock in the same step that queues them for the store.
 //!
 //! [`Enrollment`] is the service: it owns the registration tokens and host

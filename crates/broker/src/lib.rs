@@ -4,10 +4,12 @@
 //! Shape: the [`core::Core`] holds each pool's engine behind its own lock,
 //! the [`writer`] and the [`clock::Clock`]; [`state::Broker`] is the core
 //! with the [`state::Settings`] it was built with and the services that
-//! keep what the engines do not. Handlers in [`api`] call the core's
-//! `write` or `read`, or a service; the writer group-commits changes and
-//! releases answers once they are durable. A ticker applies the passing of
-//! time (Pending expiry, heartbeat loss) every [`TICK_INTERVAL`].
+//! keep what the engines do not, each owning its state and holding the
+//! core. Handlers in [`api`] extract the core or the one service they use
+//! and call the core's `write` or `read`, or the service; the writer
+//! group-commits changes and releases answers once they are durable. A
+//! ticker applies the passing of time (Pending expiry, heartbeat loss)
+//! every [`TICK_INTERVAL`].
 
 pub mod access;
 pub mod api;

@@ -1,9 +1,29 @@
-//! The running broker: its [`Core`] (the pools, the writer, the clock), the
-//! [`Settings`] it was built with, complete, and the services that keep
-//! what the engines do not (secrets, signing keys, heartbeat budgets, power
-//! actions, messages, scaling plans). Each service changes its state only
-//! through the core's `write` or `commit`, so the store's order is the
-//! order of changes.
+//! The running broker: the composition of its [`Core`] (the pools, the
+//! writer, the clock), the [`Settings`] it was built with, complete, the
+//! signing keys, and the services that keep what the engines do not.
+//!
+//! Each service is a struct that owns its state and holds the core (and
+//! the other services it needs, given at construction), so its fields say
+//! what it may touch:
+//!
+//! - [`Messages`] (`messages.rs`): messages waiting for their hosts;
+//! - [`Heartbeats`] (`heartbeat.rs`): hearing hosts, with their budgets;
+//!   takes messages for the answer;
+//! - [`Credentials`] (`credentials.rs`): API credentials;
+//! - [`Enrollment`] (`enroll.rs`): registration tokens, host credentials,
+//!   and who a bearer token is (with the credentials);
+//! - [`Power`] (`power.rs`): power actions and their record;
+//! - [`Autoscale`] (`autoscale.rs`): scaling plans and their evaluator;
+//!   acts through power and messages;
+//! - [`Audit`] (`audit.rs`): the audit log's entries on their own, and
+//!   its reads.
+//!
+//! Callers reach a service through its accessor (`broker.messages()`),
+//! and the API's handlers extract just the service they use. Each service
+//! changes its state only through the core's `write` or `commit`, so the
+//! store's order is the order of changes. What is left on `Broker` itself
+//! (connecting users and their connection files, creating and deleting
+//! pools, signing keys) spans several of them.
 
 use std::sync::{Arc, Mutex};
 
@@ -113,8 +133,8 @@ impl std::fmt::Debug for Settings {
     }
 }
 
-/// The running broker: its [`Core`] and the services that keep what the
-/// engines do not, shared by every request.
+/// The running broker: its [`Core`], its settings and the services that
+/// keep what the engines do not, shared by every request.
 pub struct Broker {
     core: Arc<Core>,
     settings: Settings,
