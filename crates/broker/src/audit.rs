@@ -14,6 +14,11 @@
 //! by `api::audit` once the handler answered, and the answer waits until
 //! the entry is durable.
 //!
+//! [`Audit`] is the service the API records and reads the log through: it
+//! renders a resource as memory holds it, queues an entry on its own
+//! through the core's `commit`, and reads the log from the store (what
+//! memory does not keep).
+//!
 //! **Never a secret**: resources are rendered with the API's output types
 //! minus anything secret (a credential without token or hash; registration
 //! tokens and host credentials not at all).
@@ -21,10 +26,83 @@
 use std::sync::{Arc, Mutex};
 
 use placement::Pool;
-use store::{AuditEntry, Mutation, Rendered};
+use store::{AuditEntry, AuditQuery, AuditRow, Mutation, Rendered};
 
+use crate::core::Core;
+use crate::credentials::Credentials;
 use crate::enroll::Caller;
+use crate::error::BrokerError;
 use crate::sync::MutexExt;
+
+/// The audit log service: the core it renders pools from and commits
+/// through, the store it reads the log from, and the credentials it
+/// renders (without their secrets).
+pub struct Audit {
+    core: Arc<Core>,
+    /// Read for the log (what memory does not keep); every write goes
+    /// through the core.
+    store: Arc<dyn store::Store>,
+    credentials: Arc<Credentials>,
+}
+
+impl Audit {
+    /// The service over `core`, reading the log from `store`.
+    pub fn new(
+        core: Arc<Core>,
+        store: Arc<dyn store::Store>,
+        credentials: Arc<Credentials>,
+    ) -> Audit {
+        Audit {
+            core,
+            store,
+            credentials,
+        }
+    }
+
+    /// Now, by the core's clock: an entry's time.
+    pub fn now_ms(&self) -> placement::TimestampMs {
+        self.core.now_ms()
+    }
+
+    /// The resource as memory holds it now (without waiting for the
+    /// store); None for what is never rendered.
+    pub fn render(&self, resource: &Resource) -> Option<Rendered> {
+        match resource {
+            Resource::Pool(p)
+            | Resource::Host { pool: p, .. }
+            | Resource::Session { pool: p, .. } => self
+                .core
+                .peek(p, |pool| Ok(resource.render_in(pool)))
+                .ok()
+                .flatten(),
+            Resource::Credential(name) => {
+                self.credentials.shown(name).and_then(|c| Rendered::of(&c))
+            }
+            _ => None,
+        }
+    }
+
+    /// Queues `entry` on its own and waits until it is durable. If the
+    /// store has failed, the entry cannot be kept: that is logged, and the
+    /// answer (already decided) goes out as it is.
+    pub async fn append(&self, mut entry: AuditEntry) {
+        bound(&mut entry);
+        let queued = self
+            .core
+            .commit(|| Ok(((), vec![Mutation::AppendAudit { entry }])));
+        if let Err(e) = queued.await {
+            tracing::error!(error = %e, "an audit entry could not be stored");
+        }
+    }
+
+    /// The entries `query` selects, newest first, from the store.
+    pub async fn entries(&self, query: AuditQuery) -> Result<Vec<AuditRow>, BrokerError> {
+        self.store
+            .audit(query)
+            .await
+            .map_err(|e| BrokerError::store_unavailable(e.to_string()))
+    }
+}
 
 tokio::task_local! {
     static SCOPE: Arc<Mutex<Scope>>;

@@ -18,6 +18,12 @@
 //! with the records, a restart evaluates again and continues: nothing
 //! completed is repeated, and a power action a crash interrupted is
 //! resolved by `power` (its host `Unknown`), not run again.
+//!
+//! [`Autoscale`] is the service: it owns the plans, their memory and the
+//! hosts held back after failed power actions; it changes pools only
+//! through the core's `write_with` and its own state through `commit`,
+//! starts and stops hosts through [`Power`], and sends notices through
+//! [`Messages`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -30,9 +36,10 @@ use placement::autoscale::{
 use placement::{DrainedBy, HostPoolType, HostPower, ScalingActionKind, TimestampMs};
 use store::{Mutation, ScalingAction, Snapshot};
 
+use crate::core::Core;
 use crate::error::BrokerError;
-use crate::power;
-use crate::state::Broker;
+use crate::messages::Messages;
+use crate::power::{self, Power};
 use crate::sync::MutexExt;
 
 /// `serve --autoscale-interval` when not given.
@@ -68,10 +75,17 @@ struct Backoff {
     until_ms: TimestampMs,
 }
 
-/// The plans, each pool's memory, and the evaluator's wake-up on plan
-/// changes (session changes come from the core's channel).
-#[derive(Default)]
+/// The scaling plans service: the plans, each pool's memory, the hosts
+/// held back, and the evaluator's wake-up on plan changes (session changes
+/// come from the core's channel).
 pub struct Autoscale {
+    core: Arc<Core>,
+    /// Starts and stops hosts (the path of manual actions).
+    power: Arc<Power>,
+    /// Carries a ramp-down's notice to the sessions' hosts.
+    messages: Arc<Messages>,
+    /// `serve --autoscale-interval`.
+    interval: Duration,
     plans: Mutex<Plans>,
     plan_changed: tokio::sync::Notify,
     backoff: Mutex<HashMap<(String, String), Backoff>>,
@@ -92,9 +106,24 @@ impl Plans {
     }
 }
 
+/// What the status shows of one pool.
+pub struct PoolStatus {
+    pub pool: String,
+    pub phase: Option<ResolvedPhase>,
+    pub evaluation: Result<Evaluation, String>,
+}
+
 impl Autoscale {
-    /// From what the store kept.
-    pub fn from_snapshot(snapshot: &mut Snapshot) -> Autoscale {
+    /// The service over `core`, with the plans and memories the store kept
+    /// (taken from `snapshot`), evaluating every `interval` (at least
+    /// [`MIN_AUTOSCALE_INTERVAL`]).
+    pub fn new(
+        core: Arc<Core>,
+        power: Arc<Power>,
+        messages: Arc<Messages>,
+        interval: Duration,
+        snapshot: &mut Snapshot,
+    ) -> Autoscale {
         let plans = Plans {
             by_name: std::mem::take(&mut snapshot.scaling_plans)
                 .into_iter()
@@ -105,32 +134,28 @@ impl Autoscale {
                 .collect(),
         };
         Autoscale {
+            core,
+            power,
+            messages,
+            interval,
             plans: Mutex::new(plans),
-            ..Autoscale::default()
+            plan_changed: tokio::sync::Notify::new(),
+            backoff: Mutex::new(HashMap::new()),
         }
     }
 
     fn plans(&self) -> std::sync::MutexGuard<'_, Plans> {
         self.plans.lock_or_recover()
     }
-}
 
-/// What the status shows of one pool.
-pub struct PoolStatus {
-    pub pool: String,
-    pub phase: Option<ResolvedPhase>,
-    pub evaluation: Result<Evaluation, String>,
-}
-
-impl Broker {
     /// The plan serving `pool`, if any.
-    pub fn scaling_plan_of(&self, pool: &str) -> Option<String> {
-        self.autoscale.plans().plan_of(pool).map(str::to_string)
+    pub fn plan_of(&self, pool: &str) -> Option<String> {
+        self.plans().plan_of(pool).map(str::to_string)
     }
 
     /// Every plan, by name.
-    pub fn scaling_plans(&self) -> Vec<(String, ScalingPlan)> {
-        let plans = self.autoscale.plans();
+    pub fn all(&self) -> Vec<(String, ScalingPlan)> {
+        let plans = self.plans();
         plans
             .by_name
             .iter()
@@ -139,9 +164,8 @@ impl Broker {
     }
 
     /// One plan.
-    pub fn scaling_plan(&self, name: &str) -> Result<ScalingPlan, BrokerError> {
-        self.autoscale
-            .plans()
+    pub fn plan(&self, name: &str) -> Result<ScalingPlan, BrokerError> {
+        self.plans()
             .by_name
             .get(name)
             .cloned()
@@ -152,15 +176,11 @@ impl Broker {
     /// its pools existing, pooled (400 otherwise) and served by no other
     /// plan (409). Answers whether it was created. Pools it no longer
     /// serves return to their own algorithm and lose their memory.
-    pub async fn put_scaling_plan(
-        &self,
-        name: &str,
-        plan: ScalingPlan,
-    ) -> Result<bool, BrokerError> {
+    pub async fn put(&self, name: &str, plan: ScalingPlan) -> Result<bool, BrokerError> {
         placement::validate_name("name", name)?;
         plan.validate()?;
         for (i, pool) in plan.host_pools.iter().enumerate() {
-            let kind = self.core().peek(pool, |p| Ok(p.config().host_pool_type));
+            let kind = self.core.peek(pool, |p| Ok(p.config().host_pool_type));
             match kind {
                 Ok(HostPoolType::Pooled) => {}
                 Ok(HostPoolType::Personal) => {
@@ -177,9 +197,9 @@ impl Broker {
             }
         }
         let (created, released) = self
-            .core()
+            .core
             .commit(|| {
-                let mut plans = self.autoscale.plans();
+                let mut plans = self.plans();
                 for pool in &plan.host_pools {
                     if let Some(other) = plans.plan_of(pool)
                         && other != name
@@ -220,16 +240,16 @@ impl Broker {
             })
             .await?;
         self.release_pools(&released).await;
-        self.autoscale.plan_changed.notify_one();
+        self.plan_changed.notify_one();
         Ok(created)
     }
 
     /// Removes a plan; its pools return to their own algorithm.
-    pub async fn delete_scaling_plan(&self, name: &str) -> Result<(), BrokerError> {
+    pub async fn delete(&self, name: &str) -> Result<(), BrokerError> {
         let pools = self
-            .core()
+            .core
             .commit(|| {
-                let mut plans = self.autoscale.plans();
+                let mut plans = self.plans();
                 let plan = plans.by_name.remove(name).ok_or_else(|| not_found(name))?;
                 let delete = Mutation::DeleteScalingPlan {
                     name: name.to_string(),
@@ -243,12 +263,12 @@ impl Broker {
 
     /// A pool was deleted: its plan no longer names it (A1 keeps plans
     /// naming existing pools).
-    pub async fn forget_pool_in_plans(&self, pool: &str) {
-        let Some(name) = self.scaling_plan_of(pool) else {
+    pub async fn forget_pool(&self, pool: &str) {
+        let Some(name) = self.plan_of(pool) else {
             return;
         };
-        let removed = self.core().commit(|| {
-            let mut plans = self.autoscale.plans();
+        let removed = self.core.commit(|| {
+            let mut plans = self.plans();
             plans.memory.remove(pool);
             let Some(plan) = plans.by_name.get_mut(&name) else {
                 return Ok(((), Vec::new()));
@@ -267,9 +287,9 @@ impl Broker {
     /// or a new plan decides (A6: nothing an operator set changes).
     async fn release_pools(&self, pools: &[String]) {
         for pool in pools {
-            self.autoscale.plans().memory.remove(pool);
+            self.plans().memory.remove(pool);
             let _ = self
-                .core()
+                .core
                 .write_with(pool, |p, _| {
                     p.set_plan_algorithm(None);
                     Ok((
@@ -286,15 +306,15 @@ impl Broker {
 
     /// What each pool of a plan shows now: the phase, the figures and what
     /// the plan waits for (an evaluation that applies nothing).
-    pub fn scaling_plan_status(&self, name: &str) -> Result<Vec<PoolStatus>, BrokerError> {
-        let plan = self.scaling_plan(name)?;
-        let now = self.now_ms();
+    pub fn status(&self, name: &str) -> Result<Vec<PoolStatus>, BrokerError> {
+        let plan = self.plan(name)?;
+        let now = self.core.now_ms();
         let phase = phase_in_force(&plan, now).map_err(BrokerError::Engine)?;
         let mut out = Vec::new();
         for pool in &plan.host_pools {
             let memory = self.pool_memory(pool);
             let evaluation = self
-                .core()
+                .core
                 .peek(pool, |p| {
                     let view = p.scaling_view(host_power);
                     Ok(evaluate(&view, &phase, &memory, now))
@@ -310,27 +330,19 @@ impl Broker {
     }
 
     fn pool_memory(&self, pool: &str) -> PlanMemory {
-        self.autoscale
-            .plans()
-            .memory
-            .get(pool)
-            .cloned()
-            .unwrap_or_default()
+        self.plans().memory.get(pool).cloned().unwrap_or_default()
     }
 
     /// The evaluator: every `serve --autoscale-interval`, soon after a
     /// plan changes, and [`SESSION_CHANGE_DEBOUNCE`] after sessions change
     /// (the core says when), until aborted with the ticker.
-    pub async fn run_autoscale(self: Arc<Self>) {
-        let interval = self
-            .settings()
-            .autoscale_interval
-            .max(MIN_AUTOSCALE_INTERVAL);
-        let mut sessions = self.core().session_changes();
+    pub async fn run(self: Arc<Self>) {
+        let interval = self.interval.max(MIN_AUTOSCALE_INTERVAL);
+        let mut sessions = self.core.session_changes();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(interval) => {}
-                () = self.autoscale.plan_changed.notified() => {}
+                () = self.plan_changed.notified() => {}
                 changed = sessions.changed() => {
                     if changed.is_err() {
                         // The core is gone: so is this broker.
@@ -340,7 +352,7 @@ impl Broker {
                     sessions.mark_unchanged();
                 }
             }
-            if self.core().writer().failure().is_some() {
+            if self.core.writer().failure().is_some() {
                 continue;
             }
             self.evaluate_plans().await;
@@ -349,8 +361,8 @@ impl Broker {
 
     /// One evaluation of every plan over every pool it serves.
     pub async fn evaluate_plans(self: &Arc<Self>) {
-        for (name, plan) in self.scaling_plans() {
-            let phase = match phase_in_force(&plan, self.now_ms()) {
+        for (name, plan) in self.all() {
+            let phase = match phase_in_force(&plan, self.core.now_ms()) {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(plan = %name, error = %e, "cannot resolve the plan's phase");
@@ -378,9 +390,9 @@ impl Broker {
         phase: &ResolvedPhase,
     ) -> Result<(), BrokerError> {
         let memory = self.pool_memory(pool);
-        let now = self.now_ms();
+        let now = self.core.now_ms();
         let held: Vec<String> = {
-            let b = self.autoscale.backoff.lock_or_recover();
+            let b = self.backoff.lock_or_recover();
             b.iter()
                 .filter(|((p, _), v)| p == pool && v.until_ms > now)
                 .map(|((_, h), _)| h.clone())
@@ -388,7 +400,7 @@ impl Broker {
         };
         let phase_name = format!("{:?}", phase.phase);
         let (next_memory, begun, notices) = self
-            .core()
+            .core
             .write_with(pool, |p, now| {
                 if p.config().host_pool_type != HostPoolType::Pooled {
                     return Ok(((memory.clone(), Vec::new(), Vec::new()), Vec::new()));
@@ -503,21 +515,18 @@ impl Broker {
                 Ok(((eval.memory, begun, notices), mutations))
             })
             .await?;
-        self.autoscale
-            .plans()
-            .memory
-            .insert(pool.to_string(), next_memory);
+        self.plans().memory.insert(pool.to_string(), next_memory);
         for (record, sessions, message) in notices {
             self.deliver_notice(record, &sessions, message.as_deref().unwrap_or_default())
                 .await;
         }
         for b in begun {
             let key = (pool.to_string(), b.record.session_host.clone());
-            let handle = self.clone().spawn_finish(b);
-            let broker = self.clone();
+            let handle = self.power.clone().spawn_finish(b);
+            let autoscale = self.clone();
             tokio::spawn(async move {
                 let ok = handle.await.unwrap_or(false);
-                broker.power_outcome(key, ok);
+                autoscale.power_outcome(key, ok);
             });
         }
         Ok(())
@@ -533,7 +542,8 @@ impl Broker {
         let mut failures = Vec::new();
         for id in sessions {
             match self
-                .send_message(&record.pool, id, NOTICE_TITLE, message)
+                .messages
+                .send(&record.pool, id, NOTICE_TITLE, message)
                 .await
             {
                 Ok(()) => queued += 1,
@@ -563,7 +573,7 @@ impl Broker {
         }
         let pool = record.pool.clone();
         let result = self
-            .core()
+            .core
             .write_with(&pool, move |_, now| {
                 record.finished_ms = Some(now);
                 Ok(((), vec![Mutation::PutScalingAction { action: record }]))
@@ -577,7 +587,7 @@ impl Broker {
     /// Holds a host back after a failed power action, doubling the pause
     /// with each failure; forgets it after a success.
     fn power_outcome(&self, key: (String, String), ok: bool) {
-        let mut b = self.autoscale.backoff.lock_or_recover();
+        let mut b = self.backoff.lock_or_recover();
         if ok {
             b.remove(&key);
             return;
@@ -594,7 +604,7 @@ impl Broker {
         let pause = POWER_FAILURE_BACKOFF_BASE
             .saturating_mul(1u32 << e.failures.saturating_sub(1).min(16))
             .min(POWER_FAILURE_BACKOFF_MAX);
-        e.until_ms = self.now_ms() + pause.as_millis() as TimestampMs;
+        e.until_ms = self.core.now_ms() + pause.as_millis() as TimestampMs;
     }
 }
 

@@ -213,7 +213,8 @@ impl Broker {
             self.undrain_for_connect(pool, host).await?;
         }
         match self
-            .power_host(
+            .power()
+            .act(
                 pool,
                 host,
                 ScalingActionKind::Start,

@@ -1,15 +1,23 @@
 //! API credentials with roles (rule T1): created with a token shown once
 //! and kept as its SHA-256 like the other secrets, listed without secrets,
-//! revoked at once. Each change is made in the registry in the same step
+//! revoked at once.
+//!
+//! [`Credentials`] is the service: it owns the registry and takes the core
+//! only to commit. Each change is made in the registry in the same step
 //! that queues it for the store ([`crate::core::Core::commit`]), and
-//! answered once durable.
+//! answered once durable. Who a bearer token is (`crate::enroll`) looks
+//! credentials up here.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use api::types::{CredentialInput, CredentialOutput, rfc3339};
 use store::{ApiCredential, Mutation};
 
 use crate::access::Role;
+use crate::core::Core;
 use crate::error::BrokerError;
-use crate::state::{Broker, new_secret, secret_hash};
+use crate::state::{new_secret, secret_hash};
 use crate::sync::RwLockExt;
 
 /// Longest life of a credential that expires: ten years.
@@ -32,12 +40,48 @@ pub(crate) fn output(c: &ApiCredential, token: Option<String>) -> CredentialOutp
     }
 }
 
-impl Broker {
-    /// Creates an API credential; 409 when the name is taken.
-    pub async fn create_credential(
+/// The API credentials service: the registry, by the SHA-256 (hex) of each
+/// credential's token, and the core it commits through.
+pub struct Credentials {
+    core: Arc<Core>,
+    /// Credential hash → the credential. Changed under this lock's write
+    /// side, inside a [`Core::commit`], in the same step that queues the
+    /// change.
+    by_hash: RwLock<HashMap<String, ApiCredential>>,
+}
+
+impl Credentials {
+    /// The service over `core`, with the credentials the store kept.
+    pub fn new(core: Arc<Core>, stored: Vec<ApiCredential>) -> Credentials {
+        let by_hash = stored.into_iter().map(|c| (c.hash.clone(), c)).collect();
+        Credentials {
+            core,
+            by_hash: RwLock::new(by_hash),
+        }
+    }
+
+    /// Runs `f` on the credential whose token hashes to `hash`, if any (the
+    /// bearer token's look-up, on every request).
+    pub(crate) fn with_hash<R>(
         &self,
-        input: CredentialInput,
-    ) -> Result<CredentialOutput, BrokerError> {
+        hash: &str,
+        f: impl FnOnce(&ApiCredential) -> R,
+    ) -> Option<R> {
+        self.by_hash.read_or_recover().get(hash).map(f)
+    }
+
+    /// The credential `name` as the API shows it (without its token), if
+    /// there is one; as memory holds it now.
+    pub(crate) fn shown(&self, name: &str) -> Option<CredentialOutput> {
+        self.by_hash
+            .read_or_recover()
+            .values()
+            .find(|c| c.name == name)
+            .map(|c| output(c, None))
+    }
+
+    /// Creates an API credential; 409 when the name is taken.
+    pub async fn create(&self, input: CredentialInput) -> Result<CredentialOutput, BrokerError> {
         placement::validate_name("name", &input.name)?;
         if Role::parse(&input.role).is_none() {
             return Err(BrokerError::Invalid(format!(
@@ -65,7 +109,7 @@ impl Broker {
         let expires_ms = match input.expires_in_seconds {
             None => None,
             Some(s) if (1..=MAX_CREDENTIAL_SECONDS).contains(&s) => {
-                Some(self.now_ms() + (s as i64) * 1000)
+                Some(self.core.now_ms() + (s as i64) * 1000)
             }
             Some(s) => {
                 return Err(BrokerError::Invalid(format!(
@@ -86,23 +130,17 @@ impl Broker {
             hash: secret_hash(&token),
             rate_limit_per_second: input.rate_limit_per_second,
         };
-        self.core()
+        self.core
             .commit(|| {
-                let mut secrets = self.secrets.write_or_recover();
-                if secrets
-                    .credentials
-                    .values()
-                    .any(|c| c.name == credential.name)
-                {
+                let mut by_hash = self.by_hash.write_or_recover();
+                if by_hash.values().any(|c| c.name == credential.name) {
                     return Err(placement::Error::Conflict(format!(
                         "a credential named {} exists; revoke it first or choose another name",
                         credential.name
                     ))
                     .into());
                 }
-                secrets
-                    .credentials
-                    .insert(credential.hash.clone(), credential.clone());
+                by_hash.insert(credential.hash.clone(), credential.clone());
                 let put = Mutation::PutApiCredential {
                     credential: credential.clone(),
                 };
@@ -113,28 +151,27 @@ impl Broker {
     }
 
     /// Every API credential, by name, without secrets.
-    pub async fn list_credentials(&self) -> Result<Vec<CredentialOutput>, BrokerError> {
+    pub async fn list(&self) -> Result<Vec<CredentialOutput>, BrokerError> {
         let mut out: Vec<CredentialOutput> = self
-            .secrets
+            .by_hash
             .read_or_recover()
-            .credentials
             .values()
             .map(|c| output(c, None))
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
-        self.core().writer().flush().await?;
+        self.core.writer().flush().await?;
         Ok(out)
     }
 
     /// Revokes the credential `name` at once (the next call with it is
     /// 401); false when there is none.
-    pub async fn revoke_credential(&self, name: &str) -> Result<bool, BrokerError> {
-        self.core()
+    pub async fn revoke(&self, name: &str) -> Result<bool, BrokerError> {
+        self.core
             .commit(|| {
-                let mut secrets = self.secrets.write_or_recover();
-                let before = secrets.credentials.len();
-                secrets.credentials.retain(|_, c| c.name != name);
-                if secrets.credentials.len() == before {
+                let mut by_hash = self.by_hash.write_or_recover();
+                let before = by_hash.len();
+                by_hash.retain(|_, c| c.name != name);
+                if by_hash.len() == before {
                     return Ok((false, Vec::new()));
                 }
                 let delete = Mutation::DeleteApiCredential {

@@ -2,8 +2,13 @@
 //! registration token; an agent presents it once to register its host and
 //! receives a host credential that only lets it act as that host (its
 //! heartbeats are `heartbeat.rs`). Secrets are random, shown once, and
-//! kept only as SHA-256 hashes ([`crate::state::Secrets`]), changed under
-//! the pool's lock in the same step that queues them for the store.
+//! kept only as SHA-256 hashes (`Secrets`), changed under the pool's
+//! lock in the same step that queues them for the store.
+//!
+//! [`Enrollment`] is the service: it owns the registration tokens and host
+//! credentials, changes pools only through the core's `write`, and says
+//! who a bearer token is ([`Enrollment::caller`]: the admin token, a host
+//! credential, or an API credential of [`crate::credentials`]).
 //!
 //! Registration cannot take a host over (docs/rules.md, E1–E5): a token is
 //! bound to a number of new hosts (`maxHosts`), a name that exists is
@@ -11,7 +16,9 @@
 //! admin, only the admin changes a registered host's address, and every
 //! address must pass the pool's address policy ([`check_address`]).
 
+use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
 
 use api::types::{
     RegisterInput, RegisterOutput, RegistrationTokenOutput, SessionHostOutput, rfc3339,
@@ -21,8 +28,10 @@ use placement::{HostSpec, PoolConfig, TimestampMs, Upsert};
 use store::{HostCredential, Mutation, RegistrationToken};
 use subtle::ConstantTimeEq;
 
+use crate::core::Core;
+use crate::credentials::Credentials;
 use crate::error::BrokerError;
-use crate::state::{Broker, new_secret, secret_hash};
+use crate::state::{new_secret, secret_hash};
 use crate::sync::RwLockExt;
 
 /// Longest life of a registration token: 30 days.
@@ -299,16 +308,86 @@ pub fn check_wake_on_lan_target(config: &PoolConfig) -> Result<(), placement::Er
     )))
 }
 
-impl Broker {
+/// Registration tokens and host credentials, by the SHA-256 (hex) of the
+/// secret. Changed only under the lock of the pool they belong to, in the
+/// same step that queues the change for the store.
+#[derive(Default)]
+pub(crate) struct Secrets {
+    /// Registration token hash → its pool, expiry and host bound.
+    tokens: HashMap<String, TokenGrant>,
+    /// Host credential hash → (pool, host).
+    hosts: HashMap<String, (String, String)>,
+}
+
+impl Secrets {
+    /// The tokens and host credentials the store kept for `pools`.
+    pub(crate) fn of_pools(pools: &[store::PoolRecord]) -> Secrets {
+        let mut secrets = Secrets::default();
+        for r in pools {
+            for t in &r.registration_tokens {
+                secrets
+                    .tokens
+                    .insert(t.hash.clone(), TokenGrant::from_stored(&r.config.name, t));
+            }
+            for c in &r.host_credentials {
+                secrets
+                    .hosts
+                    .insert(c.hash.clone(), (r.config.name.clone(), c.host.clone()));
+            }
+        }
+        secrets
+    }
+
+    /// Forgets the credential of `host` in `pool` (all of the pool's when
+    /// `host` is None), and with a pool its registration tokens.
+    fn forget(&mut self, pool: &str, host: Option<&str>) {
+        self.hosts
+            .retain(|_, (p, h)| !(p == pool && host.is_none_or(|host| host == h)));
+        if host.is_none() {
+            self.tokens.retain(|_, t| t.pool != pool);
+        }
+    }
+}
+
+/// The enrollment service: registration tokens and host credentials, the
+/// core whose pools registration changes, and who a bearer token is.
+pub struct Enrollment {
+    core: Arc<Core>,
+    /// The administrator's bearer token (rule T1), as the settings give it.
+    admin_token: String,
+    /// Where API credentials are looked up for [`Enrollment::caller`].
+    credentials: Arc<Credentials>,
+    secrets: RwLock<Secrets>,
+}
+
+impl Enrollment {
+    /// The service over `core`, with the tokens and host credentials the
+    /// store kept ([`Secrets::of_pools`]).
+    pub(crate) fn new(
+        core: Arc<Core>,
+        admin_token: String,
+        credentials: Arc<Credentials>,
+        secrets: Secrets,
+    ) -> Enrollment {
+        Enrollment {
+            core,
+            admin_token,
+            credentials,
+            secrets: RwLock::new(secrets),
+        }
+    }
+
+    /// Forgets every secret of `pool`: for the pool's removal, under the
+    /// lock that removes it ([`Core::delete_pool`]).
+    pub(crate) fn forget_pool(&self, pool: &str) {
+        self.secrets.write_or_recover().forget(pool, None);
+    }
+
     /// Who `token` is: the admin token is compared in constant time; host
     /// and API credentials by their hash. `Err` is why it is not valid
     /// (unknown, revoked or expired: 401).
     pub fn caller(&self, token: &str) -> Result<Caller, String> {
-        if bool::from(
-            token
-                .as_bytes()
-                .ct_eq(self.settings().admin_token.as_bytes()),
-        ) {
+        if bool::from(token.as_bytes().ct_eq(self.admin_token.as_bytes())) {
             return Ok(Caller::Admin);
         }
         let hash = secret_hash(token);
@@ -319,32 +398,34 @@ impl Broker {
                 host: host.clone(),
             });
         }
-        let Some(c) = secrets.credentials.get(&hash) else {
-            return Err("the bearer token is not valid".into());
-        };
-        if let Some(at) = c.expires_ms
-            && self.now_ms() >= at
-        {
-            return Err(format!(
-                "the credential {} expired at {}; an admin creates a new one",
-                c.name,
-                rfc3339(at)
-            ));
-        }
-        let role = crate::access::Role::parse(&c.role)
-            .ok_or_else(|| format!("the credential {} has no known role", c.name))?;
-        Ok(Caller::Credential {
-            name: c.name.clone(),
-            role,
-            host_pools: c.host_pools.clone(),
-            rate_limit_per_second: c.rate_limit_per_second,
-        })
+        drop(secrets);
+        let now = self.core.now_ms();
+        let found = self.credentials.with_hash(&hash, |c| {
+            if let Some(at) = c.expires_ms
+                && now >= at
+            {
+                return Err(format!(
+                    "the credential {} expired at {}; an admin creates a new one",
+                    c.name,
+                    rfc3339(at)
+                ));
+            }
+            let role = crate::access::Role::parse(&c.role)
+                .ok_or_else(|| format!("the credential {} has no known role", c.name))?;
+            Ok(Caller::Credential {
+                name: c.name.clone(),
+                role,
+                host_pools: c.host_pools.clone(),
+                rate_limit_per_second: c.rate_limit_per_second,
+            })
+        });
+        found.unwrap_or_else(|| Err("the bearer token is not valid".into()))
     }
 
     /// Creates a registration token for `pool`, valid for `seconds`
     /// (1..=[`MAX_TOKEN_SECONDS`]), that registers at most `max_hosts` new
     /// hosts (1..=[`MAX_TOKEN_HOSTS`]).
-    pub async fn create_registration_token(
+    pub async fn create_token(
         &self,
         pool: &str,
         seconds: u64,
@@ -363,9 +444,9 @@ impl Broker {
         }
         let token = new_secret("dbr_");
         let hash = secret_hash(&token);
-        let now = self.now_ms();
+        let now = self.core.now_ms();
         let expires_ms = now + (seconds as i64) * 1000;
-        self.core()
+        self.core
             .write_with(pool, |p, _| {
                 let pool = p.name().to_string();
                 let grant = TokenGrant {
@@ -407,8 +488,8 @@ impl Broker {
 
     /// Revokes every registration token of `pool`. Hosts already
     /// registered keep their credentials.
-    pub async fn revoke_registration_tokens(&self, pool: &str) -> Result<(), BrokerError> {
-        self.core()
+    pub async fn revoke_tokens(&self, pool: &str) -> Result<(), BrokerError> {
+        self.core
             .write_with(pool, |p, _| {
                 let pool = p.name().to_string();
                 self.secrets
@@ -430,7 +511,7 @@ impl Broker {
                     .into(),
             ));
         };
-        if self.now_ms() >= grant.expires_ms {
+        if self.core.now_ms() >= grant.expires_ms {
             return Err(BrokerError::Unauthorized(format!(
                 "the registration token expired at {}; create a new one",
                 rfc3339(grant.expires_ms)
@@ -466,7 +547,7 @@ impl Broker {
         let hash = secret_hash(&credential);
         let name = input.name.clone();
         let (upsert, host) = self
-            .core()
+            .core
             .write_with(&pool, |p, now| {
                 // Again under the pool's lock: the token may have been
                 // revoked or used up by a registration that ran meanwhile.
@@ -594,7 +675,7 @@ impl Broker {
         host: &str,
         force: bool,
     ) -> Result<(), BrokerError> {
-        self.core()
+        self.core
             .write(pool, |p, _| {
                 p.remove_host(host, force)?;
                 self.secrets.write_or_recover().forget(p.name(), Some(host));

@@ -9,6 +9,10 @@
 //! watching agent's report of a scrape that failed whole keeps only that,
 //! and is no heartbeat (W1).
 //!
+//! [`Heartbeats`] is the service: it owns the hosts' budgets, changes a
+//! pool only through the core's `write`, and takes the host's waiting
+//! messages from [`Messages`] for the answer.
+//!
 //! One host's heartbeats cannot starve others: each host has a budget of
 //! [`HEARTBEAT_BURST`] heartbeats, refilled by one every
 //! [`HEARTBEAT_REFILL`] (an agent sends one every 5 s or more, so it never
@@ -21,7 +25,7 @@
 //! that every pool's writes share.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api::types::{HeartbeatInput, HeartbeatOutput, RefusedSession, SessionHostOutput};
@@ -30,8 +34,9 @@ use placement::{
     validate_scrape_error,
 };
 
+use crate::core::Core;
 use crate::error::BrokerError;
-use crate::state::Broker;
+use crate::messages::Messages;
 use crate::sync::MutexExt;
 
 /// Heartbeats a host may send at once before the refill rate applies.
@@ -143,7 +148,25 @@ fn refill(b: &mut Budget, now: Instant) -> f64 {
     b.tokens
 }
 
-impl Broker {
+/// The heartbeats service: the hosts' budgets, the core whose pools a
+/// heartbeat changes, and the messages its answer carries.
+pub struct Heartbeats {
+    core: Arc<Core>,
+    /// Where the host's waiting messages are taken from for the answer.
+    messages: Arc<Messages>,
+    limiter: HeartbeatLimiter,
+}
+
+impl Heartbeats {
+    /// The service over `core`, with every host at its full budget.
+    pub fn new(core: Arc<Core>, messages: Arc<Messages>) -> Heartbeats {
+        Heartbeats {
+            core,
+            messages,
+            limiter: HeartbeatLimiter::default(),
+        }
+    }
+
     /// A heartbeat of `host`: the host is alive (rule S7), its metrics and
     /// own thresholds (H6) replace the last ones, and its list of sessions,
     /// when it sends one, is reconciled with the broker's (S8); the answer
@@ -154,7 +177,7 @@ impl Broker {
         host: &str,
         input: HeartbeatInput,
     ) -> Result<HeartbeatOutput, HeartbeatError> {
-        if let Err(retry_after_seconds) = self.heartbeats.admit(pool, host, Instant::now()) {
+        if let Err(retry_after_seconds) = self.limiter.admit(pool, host, Instant::now()) {
             metrics::counter!("deskbroker_heartbeats_throttled_total").increment(1);
             return Err(HeartbeatError::TooSoon {
                 retry_after_seconds,
@@ -183,7 +206,7 @@ impl Broker {
                 .collect()
         });
         let (out, reconciled, logoffs) = self
-            .core()
+            .core
             .write(pool, |p, now| {
                 // Refused whole: nothing changes before the metrics pass.
                 input.metrics.validate()?;
@@ -203,7 +226,7 @@ impl Broker {
                 // not adopted again; read under the pool's lock, where
                 // orders are made.
                 let at = Instant::now();
-                let logging_off = self.core().logoffs().users(pool, host, at);
+                let logging_off = self.core.logoffs().users(pool, host, at);
                 let reconciled = match &reported {
                     Some(reported) => p.reconcile_logging_off(
                         host,
@@ -219,7 +242,7 @@ impl Broker {
                     .filter(|key| p.has_session_on(host, key))
                     .collect();
                 let logoffs =
-                    self.core()
+                    self.core
                         .logoffs()
                         .settle(pool, host, listed.as_ref(), &superseded, at);
                 Ok((
@@ -230,7 +253,7 @@ impl Broker {
             })
             .await?;
         self.account(pool, host, &reconciled);
-        let messages = self.messages_for(pool, host);
+        let messages = self.messages.take_for(pool, host);
         Ok(HeartbeatOutput {
             host: out,
             refused_sessions: reconciled
@@ -259,7 +282,7 @@ impl Broker {
         input: HeartbeatInput,
     ) -> Result<HeartbeatOutput, HeartbeatError> {
         let out = self
-            .core()
+            .core
             .write(pool, |p, _| {
                 p.note_report(host, input.source, input.scrape_error)?;
                 Ok(SessionHostOutput::from(p.find_host(host)?))
@@ -294,9 +317,9 @@ impl Broker {
             metrics::counter!("deskbroker_heartbeat_refused_sessions_total", "reason" => reason.as_str())
                 .increment(*n);
         }
-        let Some(told) =
-            self.heartbeats
-                .refused(pool, host, r.refused.len() as u64, Instant::now())
+        let Some(told) = self
+            .limiter
+            .refused(pool, host, r.refused.len() as u64, Instant::now())
         else {
             return;
         };

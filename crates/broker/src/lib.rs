@@ -4,10 +4,12 @@
 //! Shape: the [`core::Core`] holds each pool's engine behind its own lock,
 //! the [`writer`] and the [`clock::Clock`]; [`state::Broker`] is the core
 //! with the [`state::Settings`] it was built with and the services that
-//! keep what the engines do not. Handlers in [`api`] call the core's
-//! `write` or `read`, or a service; the writer group-commits changes and
-//! releases answers once they are durable. A ticker applies the passing of
-//! time (Pending expiry, heartbeat loss) every [`TICK_INTERVAL`].
+//! keep what the engines do not, each owning its state and holding the
+//! core. Handlers in [`api`] extract the core or the one service they use
+//! and call the core's `write` or `read`, or the service; the writer
+//! group-commits changes and releases answers once they are durable. A
+//! ticker applies the passing of time (Pending expiry, heartbeat loss)
+//! every [`TICK_INTERVAL`].
 
 pub mod access;
 pub mod api;
@@ -115,10 +117,10 @@ pub fn spawn_ticker(broker: Arc<Broker>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         // Rule A10: whoever decides now resolves the power actions a crash
         // (or a lost leader) left Pending, before anything else runs.
-        broker.resolve_interrupted_power_actions().await;
+        broker.power().resolve_interrupted().await;
         // Rules A1–A7: the scaling plans' evaluator runs with the ticker,
         // so only where the engines are (the leader), and stops with it.
-        let evaluator = broker.clone().run_autoscale();
+        let evaluator = broker.autoscale().clone().run();
         let ticks = async move {
             let mut every = tokio::time::interval(TICK_INTERVAL);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -4,6 +4,10 @@
 //! handed to that host's agent in the answer to its next heartbeat, which
 //! shows it to the user (`deskbroker agent --message-command`).
 //!
+//! [`Messages`] is the service: it owns the queues and takes the core only
+//! to read where a session is (it changes nothing durable, so it never
+//! writes or commits).
+//!
 //! A message is a courtesy, not a record: the queue is **not durable**. A
 //! message not yet fetched is lost when the leading broker stops (a new
 //! leader starts with empty queues), when it waits longer than
@@ -27,13 +31,13 @@
 //! terminal or a log line on the host.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api::types::HostMessage;
 
+use crate::core::Core;
 use crate::error::BrokerError;
-use crate::state::Broker;
 use crate::sync::MutexExt;
 
 /// Longest title, in characters.
@@ -178,27 +182,42 @@ fn check_text(what: &str, value: &str, max: usize, newlines: bool) -> Result<(),
     Ok(())
 }
 
-impl Broker {
+/// The messages service: the queues, and the core it reads sessions from.
+pub struct Messages {
+    /// Read only, to find the host a session is on.
+    core: Arc<Core>,
+    queues: MessageQueues,
+}
+
+impl Messages {
+    /// The service over `core`, with empty queues (they are not durable).
+    pub fn new(core: Arc<Core>) -> Messages {
+        Messages {
+            core,
+            queues: MessageQueues::default(),
+        }
+    }
+
     /// Queues a message for the user of session `session_id` of `pool`, for
     /// the host the session is on; its agent shows it after its next
     /// heartbeat. Refused when the title or text is out of bounds (400), the
     /// pool or session does not exist (404), or the queues are full (429).
     /// Not durable: see the module's documentation.
-    pub async fn send_message(
+    pub async fn send(
         &self,
         pool: &str,
         session_id: &str,
         title: &str,
         message: &str,
     ) -> Result<(), BrokerError> {
-        self.queue_message(pool, session_id, title, message)
+        self.queue(pool, session_id, title, message)
             .await
             .map(|_| ())
     }
 
-    /// [`Broker::send_message`], answering the message as queued and the
-    /// host it waits for.
-    pub async fn queue_message(
+    /// [`Messages::send`], answering the message as queued and the host it
+    /// waits for.
+    pub async fn queue(
         &self,
         pool: &str,
         session_id: &str,
@@ -208,7 +227,7 @@ impl Broker {
         check_text("title", title, MAX_TITLE_CHARS, false)?;
         check_text("message", message, MAX_MESSAGE_CHARS, true)?;
         let (host, user) = self
-            .core()
+            .core
             .read(pool, |p| {
                 let s = p.find_session(session_id)?;
                 Ok((s.host.clone(), s.user.clone()))
@@ -221,7 +240,7 @@ impl Broker {
             title: title.to_string(),
             message: message.to_string(),
         };
-        self.messages
+        self.queues
             .push(pool, &host, queued.clone(), Instant::now())?;
         metrics::counter!("deskbroker_messages_queued_total").increment(1);
         tracing::info!(
@@ -237,13 +256,13 @@ impl Broker {
     /// The messages waiting for `host` whose sessions are still on it, for
     /// its heartbeat's answer. Messages of sessions that ended or moved are
     /// dropped.
-    pub(crate) fn messages_for(&self, pool: &str, host: &str) -> Vec<HostMessage> {
-        let waiting = self.messages.take(pool, host, Instant::now());
+    pub(crate) fn take_for(&self, pool: &str, host: &str) -> Vec<HostMessage> {
+        let waiting = self.queues.take(pool, host, Instant::now());
         if waiting.is_empty() {
             return waiting;
         }
         let kept: Vec<HostMessage> = self
-            .core()
+            .core
             .peek(pool, |p| {
                 Ok(waiting
                     .into_iter()

@@ -12,6 +12,11 @@
 //! the record, again in one batch. So the store never holds a host in
 //! `Starting`/`Stopping` without a `Pending` record, nor a finished record
 //! for a host still in between.
+//!
+//! [`Power`] is the service: it owns the bound on actions running at once
+//! and whether this broker runs commands, changes pools only through the
+//! core's `write_with` (host state and record in one batch), and reads the
+//! record of past actions from the store.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -21,8 +26,8 @@ use placement::{ActionOutcome, PowerDriver, PowerSettings, PowerState, ScalingAc
 use store::{Mutation, ScalingAction, ScalingActionQuery};
 use tokio::io::AsyncReadExt;
 
+use crate::core::Core;
 use crate::error::BrokerError;
-use crate::state::Broker;
 
 /// How many power actions (driver runs) the broker runs at once; more wait
 /// their turn. A farm's morning start must not fork a thousand shells.
@@ -57,17 +62,17 @@ pub const INHERITED_ENV: &[&str] = &[
     "AZURE_CONFIG_DIR",
 ];
 
-/// The bound on power actions running at once.
-pub struct PowerActions {
+/// The power service: the core whose hosts it moves, the store that
+/// keeps the record of actions, and the bound on actions running at once.
+pub struct Power {
+    core: Arc<Core>,
+    /// Read for the record of actions (what memory does not keep); every
+    /// write goes through the core.
+    store: Arc<dyn store::Store>,
+    /// `Settings::allow_power_commands`: whether this broker runs commands.
+    commands_allowed: bool,
+    /// At most [`MAX_CONCURRENT_POWER_ACTIONS`] driver runs at once.
     permits: tokio::sync::Semaphore,
-}
-
-impl Default for PowerActions {
-    fn default() -> Self {
-        PowerActions {
-            permits: tokio::sync::Semaphore::new(MAX_CONCURRENT_POWER_ACTIONS),
-        }
-    }
 }
 
 /// What a driver is asked to do.
@@ -295,13 +300,24 @@ fn conflict(msg: String) -> BrokerError {
     BrokerError::Engine(placement::Error::Conflict(msg))
 }
 
-impl Broker {
+impl Power {
+    /// The service over `core` and `store`; it runs power commands only
+    /// when `commands_allowed` (`serve --allow-power-commands`).
+    pub fn new(core: Arc<Core>, store: Arc<dyn store::Store>, commands_allowed: bool) -> Power {
+        Power {
+            core,
+            store,
+            commands_allowed,
+            permits: tokio::sync::Semaphore::new(MAX_CONCURRENT_POWER_ACTIONS),
+        }
+    }
+
     /// Starts (`Start`) or stops (`Stop`) a host by hand (rule A9): checks
     /// the pool's driver and the host's state, moves the host to
     /// `Starting`/`Stopping` and records the action `Pending` in one batch,
     /// then runs the driver in the background. Answers the Pending record.
     /// `force` lets a stop go ahead although the host has sessions.
-    pub async fn power_host(
+    pub async fn act(
         self: &Arc<Self>,
         pool: &str,
         host: &str,
@@ -312,7 +328,7 @@ impl Broker {
         let verb = verb_of(kind)?;
         let reason = format!("{} by {actor}", verb_past(verb));
         let begun = self
-            .core()
+            .core
             .write_with(pool, |p, now| {
                 let begun = begin(p, host, verb, force, &actor, reason, now)?;
                 let m = vec![Mutation::PutScalingAction {
@@ -346,9 +362,8 @@ impl Broker {
         before: PowerState,
     ) -> bool {
         let (attempt, attempts) = {
-            let _permit = self.power.permits.acquire().await;
-            let allowed = self.settings().allow_power_commands;
-            with_retries(&settings, verb, &target, allowed).await
+            let _permit = self.permits.acquire().await;
+            with_retries(&settings, verb, &target, self.commands_allowed).await
         };
         let outcome = if attempt.ok {
             ActionOutcome::Succeeded
@@ -370,7 +385,7 @@ impl Broker {
         record.attempts = attempts;
         let host = target.host.clone();
         let result = self
-            .core()
+            .core
             .write_with(&target.pool, move |p, now| {
                 record.finished_ms = Some(now);
                 // The host may have been removed meanwhile: the record is
@@ -393,9 +408,9 @@ impl Broker {
     /// Failed, and its host, if still `Starting` or `Stopping`, becomes
     /// `Unknown` (`Unavailable` until its next heartbeat proves it runs).
     /// A pool with a `powerStateCommand` then asks it for the truth.
-    pub async fn resolve_interrupted_power_actions(self: &Arc<Self>) {
+    pub async fn resolve_interrupted(self: &Arc<Self>) {
         let pending = match self
-            .store()
+            .store
             .scaling_actions(ScalingActionQuery {
                 pending_only: true,
                 limit: store::MAX_SCALING_ACTION_PAGE_ROWS,
@@ -413,13 +428,13 @@ impl Broker {
         // running.
         // Only power actions: a plan's Notify stays Pending until delivered.
         for mut record in pending.into_iter().filter(|r| {
-            r.time_ms < self.core().started_ms()
+            r.time_ms < self.core.started_ms()
                 && matches!(r.action, ScalingActionKind::Start | ScalingActionKind::Stop)
         }) {
             let pool = record.pool.clone();
             let host = record.session_host.clone();
             let result = self
-                .core()
+                .core
                 .write_with(&pool, |p, now| {
                     record.outcome = ActionOutcome::Failed;
                     record.finished_ms = Some(now);
@@ -454,8 +469,8 @@ impl Broker {
                 .await;
             match result {
                 Ok(Some((settings, target))) => {
-                    let broker = self.clone();
-                    tokio::spawn(async move { broker.read_power_state(settings, target).await });
+                    let power = self.clone();
+                    tokio::spawn(async move { power.read_power_state(settings, target).await });
                 }
                 Ok(None) => {}
                 // The pool is gone: its records went with it.
@@ -468,13 +483,33 @@ impl Broker {
         }
     }
 
+    /// The record of `pool`'s power and scaling actions, newest first: at
+    /// most `limit`, older than `before_id` when given. 404 when the pool
+    /// does not exist; what it shows is durable.
+    pub async fn actions(
+        &self,
+        pool: &str,
+        before_id: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<ScalingAction>, BrokerError> {
+        self.core.read(pool, |_| Ok(())).await?;
+        self.store
+            .scaling_actions(ScalingActionQuery {
+                pool: Some(pool.to_string()),
+                pending_only: false,
+                before_id,
+                limit,
+            })
+            .await
+            .map_err(|e| BrokerError::store_unavailable(e.to_string()))
+    }
+
     /// Asks `powerStateCommand` for a host whose power state is `Unknown`;
     /// its output's first word `Running` or `Stopped` (any case) is taken.
     async fn read_power_state(self: Arc<Self>, settings: PowerSettings, target: Target) {
         let a = {
-            let _permit = self.power.permits.acquire().await;
-            let allowed = self.settings().allow_power_commands;
-            attempt(&settings, Verb::State, &target, allowed).await
+            let _permit = self.permits.acquire().await;
+            attempt(&settings, Verb::State, &target, self.commands_allowed).await
         };
         let word = a.message.split_whitespace().next().unwrap_or("");
         let state = match (a.ok, word.to_ascii_lowercase().as_str()) {
@@ -489,7 +524,7 @@ impl Broker {
         tracing::info!(pool = %target.pool, host = %target.host, ?state, "power state read");
         let host = target.host.clone();
         let _ = self
-            .core()
+            .core
             .write(&target.pool, move |p, now| {
                 if p.host(&host)
                     .is_some_and(|h| h.power_state == PowerState::Unknown)

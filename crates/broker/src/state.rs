@@ -1,46 +1,46 @@
-//! The running broker: its [`Core`] (the pools, the writer, the clock), the
-//! [`Settings`] it was built with, complete, and the services that keep
-//! what the engines do not (secrets, signing keys, heartbeat budgets, power
-//! actions, messages, scaling plans). Each service changes its state only
-//! through the core's `write` or `commit`, so the store's order is the
-//! order of changes.
+//! The running broker: the composition of its [`Core`] (the pools, the
+//! writer, the clock), the [`Settings`] it was built with, complete, the
+//! signing keys, and the services that keep what the engines do not.
+//!
+//! Each service is a struct that owns its state and holds the core (and
+//! the other services it needs, given at construction), so its fields say
+//! what it may touch:
+//!
+//! - [`Messages`] (`messages.rs`): messages waiting for their hosts;
+//! - [`Heartbeats`] (`heartbeat.rs`): hearing hosts, with their budgets;
+//!   takes messages for the answer;
+//! - [`Credentials`] (`credentials.rs`): API credentials;
+//! - [`Enrollment`] (`enroll.rs`): registration tokens, host credentials,
+//!   and who a bearer token is (with the credentials);
+//! - [`Power`] (`power.rs`): power actions and their record;
+//! - [`Autoscale`] (`autoscale.rs`): scaling plans and their evaluator;
+//!   acts through power and messages;
+//! - [`Audit`] (`audit.rs`): the audit log's entries on their own, and
+//!   its reads.
+//!
+//! Callers reach a service through its accessor (`broker.messages()`),
+//! and the API's handlers extract just the service they use. Each service
+//! changes its state only through the core's `write` or `commit`, so the
+//! store's order is the order of changes. What is left on `Broker` itself
+//! (connecting users and their connection files, creating and deleting
+//! pools, signing keys) spans several of them.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use placement::{PoolConfig, TimestampMs};
 use store::{Mutation, Snapshot, Store};
 
+use crate::audit::Audit;
+use crate::autoscale::Autoscale;
 use crate::clock::Clock;
 use crate::core::Core;
+use crate::credentials::Credentials;
+use crate::enroll::{Enrollment, Secrets};
 use crate::error::BrokerError;
-use crate::sync::{MutexExt, RwLockExt};
-
-/// Registration tokens and host credentials, by the SHA-256 (hex) of the
-/// secret. Changed only under the lock of the pool they belong to, in the
-/// same step that queues the change for the store.
-#[derive(Default)]
-pub struct Secrets {
-    /// Registration token hash → its pool, expiry and host bound.
-    pub tokens: HashMap<String, crate::enroll::TokenGrant>,
-    /// Host credential hash → (pool, host).
-    pub hosts: HashMap<String, (String, String)>,
-    /// API credential hash → the credential (rule T1). Changed under this
-    /// registry's write lock, in the same step that queues the change.
-    pub credentials: HashMap<String, store::ApiCredential>,
-}
-
-impl Secrets {
-    /// Forgets the credential of `host` in `pool` (all of the pool's when
-    /// `host` is None), and with a pool its registration tokens.
-    pub fn forget(&mut self, pool: &str, host: Option<&str>) {
-        self.hosts
-            .retain(|_, (p, h)| !(p == pool && host.is_none_or(|host| host == h)));
-        if host.is_none() {
-            self.tokens.retain(|_, t| t.pool != pool);
-        }
-    }
-}
+use crate::heartbeat::Heartbeats;
+use crate::messages::Messages;
+use crate::power::Power;
+use crate::sync::MutexExt;
 
 /// SHA-256 of a secret, in hex: what is stored and compared.
 pub fn secret_hash(secret: &str) -> String {
@@ -133,16 +133,15 @@ impl std::fmt::Debug for Settings {
     }
 }
 
-/// The running broker: its [`Core`] and the services that keep what the
-/// engines do not, shared by every request.
+/// The running broker: its [`Core`], its settings and the services that
+/// keep what the engines do not, shared by every request.
 pub struct Broker {
-    core: Core,
+    core: Arc<Core>,
     settings: Settings,
-    /// The store, read directly only for what memory does not keep (the
-    /// audit log, rule T5); every write goes through the core.
-    store: Arc<dyn Store>,
-    /// Registration tokens, host credentials and API credentials.
-    pub(crate) secrets: RwLock<Secrets>,
+    /// Registration tokens, host credentials, and who a bearer token is.
+    enrollment: Arc<Enrollment>,
+    /// API credentials with roles (rule T1).
+    credentials: Arc<Credentials>,
     /// Sign and check connection tickets (rule T3) and redirection tokens
     /// (R3): random, kept in the store, so every replica shares them
     /// (`keys.rs`).
@@ -150,72 +149,117 @@ pub struct Broker {
     /// A signing key made at start, until it is durable
     /// ([`Broker::save_new_signing_key`]).
     unsaved_key: Mutex<Option<Mutation>>,
-    /// Per-host heartbeat budgets (rule S8: one host cannot starve others).
-    pub(crate) heartbeats: crate::heartbeat::HeartbeatLimiter,
-    /// The bound on power actions running at once (rule A9).
-    pub(crate) power: crate::power::PowerActions,
+    /// The audit log (rule T5): entries on their own, and the log's reads.
+    audit: Arc<Audit>,
+    /// Heartbeats, with their per-host budgets (rule S8: one host cannot
+    /// starve others).
+    heartbeats: Arc<Heartbeats>,
+    /// Power actions (rules A9, A10), with the bound on those running at
+    /// once.
+    power: Arc<Power>,
     /// Messages waiting for their session hosts' heartbeats (not durable).
-    pub(crate) messages: crate::messages::MessageQueues,
+    messages: Arc<Messages>,
     /// Scaling plans, their memory and their evaluator (A1–A7).
-    pub(crate) autoscale: crate::autoscale::Autoscale,
+    autoscale: Arc<Autoscale>,
 }
 
 impl Broker {
     /// Rebuilds every pool from the store's snapshot and starts the writer.
     pub fn new(store: Arc<dyn Store>, mut snapshot: Snapshot, settings: Settings) -> Broker {
-        let autoscale = crate::autoscale::Autoscale::from_snapshot(&mut snapshot);
-        let mut secrets = Secrets::default();
-        for r in &snapshot.pools {
-            for t in &r.registration_tokens {
-                secrets.tokens.insert(
-                    t.hash.clone(),
-                    crate::enroll::TokenGrant::from_stored(&r.config.name, t),
-                );
-            }
-            for c in &r.host_credentials {
-                secrets
-                    .hosts
-                    .insert(c.hash.clone(), (r.config.name.clone(), c.host.clone()));
-            }
-        }
-        for c in std::mem::take(&mut snapshot.credentials) {
-            secrets.credentials.insert(c.hash.clone(), c);
-        }
-        let core = Core::new(
+        let pools = std::mem::take(&mut snapshot.pools);
+        let secrets = Secrets::of_pools(&pools);
+        let core = Arc::new(Core::new(
             store.clone(),
-            snapshot.pools,
+            pools,
             settings.clock.clone(),
             settings.audit_retention,
-        );
+        ));
+        let messages = Arc::new(Messages::new(core.clone()));
+        let credentials = Arc::new(Credentials::new(
+            core.clone(),
+            std::mem::take(&mut snapshot.credentials),
+        ));
+        let enrollment = Arc::new(Enrollment::new(
+            core.clone(),
+            settings.admin_token.clone(),
+            credentials.clone(),
+            secrets,
+        ));
+        let heartbeats = Arc::new(Heartbeats::new(core.clone(), messages.clone()));
+        let audit = Arc::new(Audit::new(core.clone(), store.clone(), credentials.clone()));
+        let power = Arc::new(Power::new(
+            core.clone(),
+            store.clone(),
+            settings.allow_power_commands,
+        ));
+        let autoscale = Arc::new(Autoscale::new(
+            core.clone(),
+            power.clone(),
+            messages.clone(),
+            settings.autoscale_interval,
+            &mut snapshot,
+        ));
         let (keys, unsaved_key) =
             crate::keys::SigningKeys::load(snapshot.signing_keys.take(), core.started_ms());
         Broker {
             core,
-            secrets: RwLock::new(secrets),
-            store,
+            enrollment,
             keys,
             unsaved_key: Mutex::new(unsaved_key),
-            heartbeats: Default::default(),
-            power: Default::default(),
-            messages: Default::default(),
+            heartbeats,
+            audit,
+            credentials,
+            power,
+            messages,
             autoscale,
             settings,
         }
     }
 
     /// The pools, the writer and the clock.
-    pub fn core(&self) -> &Core {
+    pub fn core(&self) -> &Arc<Core> {
         &self.core
+    }
+
+    /// Messages to the users of sessions, waiting for their hosts.
+    pub fn messages(&self) -> &Arc<Messages> {
+        &self.messages
+    }
+
+    /// Registration tokens and host credentials, and who a bearer token
+    /// is.
+    pub fn enrollment(&self) -> &Arc<Enrollment> {
+        &self.enrollment
+    }
+
+    /// API credentials with roles (rule T1).
+    pub fn credentials(&self) -> &Arc<Credentials> {
+        &self.credentials
+    }
+
+    /// Power actions: manual starts and stops, and their record.
+    pub fn power(&self) -> &Arc<Power> {
+        &self.power
+    }
+
+    /// Scaling plans and their evaluator.
+    pub fn autoscale(&self) -> &Arc<Autoscale> {
+        &self.autoscale
+    }
+
+    /// The audit log (rule T5).
+    pub fn audit(&self) -> &Arc<Audit> {
+        &self.audit
+    }
+
+    /// Session hosts' heartbeats.
+    pub fn heartbeats(&self) -> &Arc<Heartbeats> {
+        &self.heartbeats
     }
 
     /// What this broker was built with.
     pub fn settings(&self) -> &Settings {
         &self.settings
-    }
-
-    /// The store, for reads of what memory does not keep.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
     }
 
     /// The ticket and redirection-token keys.
@@ -254,11 +298,9 @@ impl Broker {
     /// and its place in a scaling plan.
     pub async fn delete_pool(&self, name: &str, force: bool) -> Result<(), BrokerError> {
         self.core
-            .delete_pool(name, force, || {
-                self.secrets.write_or_recover().forget(name, None)
-            })
+            .delete_pool(name, force, || self.enrollment.forget_pool(name))
             .await?;
-        self.forget_pool_in_plans(name).await;
+        self.autoscale.forget_pool(name).await;
         Ok(())
     }
 }

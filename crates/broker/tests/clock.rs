@@ -32,23 +32,25 @@ async fn pool_with_a_host(b: &Arc<Broker>) {
     config.heartbeat_timeout_seconds = 90;
     b.put_pool(config, true).await.expect("create the pool");
     let token = b
-        .create_registration_token("farm", 600, 1)
+        .enrollment()
+        .create_token("farm", 600, 1)
         .await
         .expect("registration token")
         .token;
-    b.register(
-        RegisterInput {
-            token,
-            host_pool: None,
-            name: "sh1".into(),
-            address: "10.0.0.1:3389".into(),
-            capabilities: None,
-            policy: None,
-        },
-        None,
-    )
-    .await
-    .expect("register the host");
+    b.enrollment()
+        .register(
+            RegisterInput {
+                token,
+                host_pool: None,
+                name: "sh1".into(),
+                address: "10.0.0.1:3389".into(),
+                capabilities: None,
+                policy: None,
+            },
+            None,
+        )
+        .await
+        .expect("register the host");
     heartbeat(b).await;
 }
 
@@ -56,7 +58,11 @@ async fn heartbeat(b: &Arc<Broker>) {
     let input: HeartbeatInput =
         serde_json::from_value(serde_json::json!({"metrics": {"cpuPercent": 10.0}}))
             .expect("a heartbeat");
-    if b.heartbeat("farm", "sh1", input).await.is_err() {
+    if b.heartbeats()
+        .heartbeat("farm", "sh1", input)
+        .await
+        .is_err()
+    {
         panic!("the heartbeat was refused");
     }
 }
@@ -126,16 +132,23 @@ async fn an_api_credential_stops_working_when_it_expires() {
     }))
     .expect("a credential");
     let token = b
-        .create_credential(input)
+        .credentials()
+        .create(input)
         .await
         .expect("create the credential")
         .token
         .expect("its token");
 
     clock.advance(Duration::from_millis(59_999));
-    assert!(b.caller(&token).is_ok(), "refused before it expired");
+    assert!(
+        b.enrollment().caller(&token).is_ok(),
+        "refused before it expired"
+    );
     clock.advance(Duration::from_millis(1));
-    assert!(b.caller(&token).is_err(), "accepted once expired");
+    assert!(
+        b.enrollment().caller(&token).is_err(),
+        "accepted once expired"
+    );
 }
 
 #[tokio::test]

@@ -11,9 +11,9 @@
 //! without a valid credential (401) are not recorded: they change nothing,
 //! anybody can send them, and they are throttled per source already
 //! (`throttle.rs`), so recording them would let anyone fill the log.
-//! Registrations are recorded by `Broker::register` (their token is in the
-//! body, not a bearer token). See `crate::audit` for how an entry commits
-//! with its change.
+//! Registrations are recorded by `Enrollment::register` (their token is in
+//! the body, not a bearer token). See `crate::audit` for how an entry
+//! commits with its change, and for the [`Audit`] service these use.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,14 +26,12 @@ use serde::Deserialize;
 
 use api::ErrorBody;
 use api::types::{AuditEntryOutput, Page, WhoAmIOutput};
-use store::{AuditEntry, AuditQuery, Mutation, Rendered};
+use store::{AuditEntry, AuditQuery};
 
 use super::error::ApiError;
 use super::{MAX_BODY_BYTES, Query};
-use crate::audit::{Resource, Scope};
+use crate::audit::{Audit, Resource, Scope};
 use crate::enroll::Caller;
-use crate::state::Broker;
-use crate::sync::RwLockExt;
 
 /// Entries a page holds when `pageSize` is not given.
 pub const DEFAULT_AUDIT_PAGE_SIZE: u32 = 100;
@@ -105,7 +103,7 @@ fn method_name(method: &Method) -> &'static str {
 /// change and its entry run to completion even when the client goes away
 /// and its request is dropped.
 pub async fn record(
-    broker: Arc<Broker>,
+    audit: Arc<Audit>,
     caller: Caller,
     route: String,
     params: [Option<String>; 4],
@@ -178,12 +176,12 @@ pub async fn record(
     let before = if refused {
         None
     } else {
-        render(&broker, &resource)
+        audit.render(&resource)
     };
     let method = method_name(req.method());
     let scope = Scope {
         entry: AuditEntry {
-            time_ms: broker.now_ms(),
+            time_ms: audit.now_ms(),
             actor: crate::audit::actor(&caller),
             action: format!("{method} {path}"),
             target,
@@ -216,48 +214,13 @@ pub async fn record(
             }
             let mut entry = scope.entry;
             if !refused {
-                entry.after = render(&broker, &scope.resource);
+                entry.after = audit.render(&scope.resource);
             }
             entry.outcome = status;
-            append(&broker, entry).await;
+            audit.append(entry).await;
         }
     }
     response
-}
-
-/// The resource as memory holds it now (without waiting for the store).
-fn render(broker: &Broker, resource: &Resource) -> Option<Rendered> {
-    match resource {
-        Resource::Pool(p) | Resource::Host { pool: p, .. } | Resource::Session { pool: p, .. } => {
-            broker
-                .core()
-                .peek(p, |pool| Ok(resource.render_in(pool)))
-                .ok()
-                .flatten()
-        }
-        Resource::Credential(name) => {
-            let secrets = broker.secrets.read_or_recover();
-            secrets
-                .credentials
-                .values()
-                .find(|c| &c.name == name)
-                .and_then(|c| Rendered::of(&crate::credentials::output(c, None)))
-        }
-        _ => None,
-    }
-}
-
-/// Queues `entry` on its own and waits until it is durable. If the store
-/// has failed, the entry cannot be kept: that is logged, and the answer
-/// (already decided) goes out as it is.
-pub(crate) async fn append(broker: &Broker, mut entry: AuditEntry) {
-    crate::audit::bound(&mut entry);
-    let queued = broker
-        .core()
-        .commit(|| Ok(((), vec![Mutation::AppendAudit { entry }])));
-    if let Err(e) = queued.await {
-        tracing::error!(error = %e, "an audit entry could not be stored");
-    }
 }
 
 /// `?since=&actor=&hostPool=&pageSize=&beforeId=` of the audit log.
@@ -281,7 +244,7 @@ pub struct AuditLogQuery {
            ("beforeId" = Option<i64>, Query, description = "only entries older than this id (what nextLink carries)")),
     responses((status = 200, body = Page<AuditEntryOutput>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub async fn list(
-    State(b): State<Arc<Broker>>,
+    State(audit): State<Arc<Audit>>,
     caller: Option<axum::Extension<Caller>>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<AuditLogQuery>,
@@ -315,9 +278,8 @@ pub async fn list(
         }
         _ => None,
     };
-    let rows = b
-        .store()
-        .audit(AuditQuery {
+    let rows = audit
+        .entries(AuditQuery {
             since_ms,
             actor: q.actor.clone(),
             host_pool: q.host_pool.clone(),
@@ -325,8 +287,7 @@ pub async fn list(
             before_id: q.before_id,
             limit: size as usize + 1,
         })
-        .await
-        .map_err(|e| ApiError::from(crate::BrokerError::store_unavailable(e.to_string())))?;
+        .await?;
     let more = rows.len() > size as usize;
     let value: Vec<AuditEntryOutput> = rows
         .into_iter()

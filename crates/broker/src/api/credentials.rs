@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 
 use super::Json;
 use super::error::ApiError;
-use crate::state::Broker;
+use crate::credentials::Credentials;
 
 /// Creates an API credential with a role (admin only). The token is in
 /// this answer and nowhere else.
@@ -21,12 +21,12 @@ use crate::state::Broker;
     responses((status = 201, body = CredentialOutput), (status = 400, body = ErrorBody),
               (status = 409, body = ErrorBody)))]
 pub async fn create(
-    State(b): State<Arc<Broker>>,
+    State(credentials): State<Arc<Credentials>>,
     Json(input): Json<CredentialInput>,
 ) -> Result<(StatusCode, axum::Json<CredentialOutput>), ApiError> {
     Ok((
         StatusCode::CREATED,
-        axum::Json(b.create_credential(input).await?),
+        axum::Json(credentials.create(input).await?),
     ))
 }
 
@@ -34,10 +34,10 @@ pub async fn create(
 #[utoipa::path(get, path = "/api/v1/credentials", tag = "credentials",
     responses((status = 200, body = List<CredentialOutput>)))]
 pub async fn list(
-    State(b): State<Arc<Broker>>,
+    State(credentials): State<Arc<Credentials>>,
 ) -> Result<axum::Json<List<CredentialOutput>>, ApiError> {
     Ok(axum::Json(List {
-        value: b.list_credentials().await?,
+        value: credentials.list().await?,
     }))
 }
 
@@ -45,10 +45,10 @@ pub async fn list(
 #[utoipa::path(delete, path = "/api/v1/credentials/{name}", tag = "credentials",
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn revoke(
-    State(b): State<Arc<Broker>>,
+    State(credentials): State<Arc<Credentials>>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if b.revoke_credential(&name).await? {
+    if credentials.revoke(&name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::new(

@@ -12,9 +12,10 @@ use super::error::ApiError;
 use super::paging::{self, Page, PageQuery};
 use super::types::ForceQuery;
 use super::{Json, Query};
+use crate::core::Core;
+use crate::enroll::Enrollment;
 use crate::error::BrokerError;
-use crate::heartbeat::{HEARTBEAT_BURST, HEARTBEAT_REFILL, HeartbeatError};
-use crate::state::Broker;
+use crate::heartbeat::{HEARTBEAT_BURST, HEARTBEAT_REFILL, HeartbeatError, Heartbeats};
 use api::types::{
     HeartbeatInput, HeartbeatOutput, SessionHostInput, SessionHostOutput, SessionHostPatch,
 };
@@ -30,14 +31,13 @@ fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, Bro
            ("initialSkip" = Option<usize>, Query, description = "skip this many hosts first (in query order)")),
     responses((status = 200, body = Page<SessionHostOutput>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
     Path(pool): Path<String>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<PageQuery>,
 ) -> Result<axum::Json<Page<SessionHostOutput>>, ApiError> {
     q.validate()?;
-    let out = b
-        .core()
+    let out = core
         .read(&pool, |p| {
             Ok(paging::page(p.hosts(), q, SessionHostOutput::from, &uri))
         })
@@ -48,11 +48,11 @@ pub async fn list(
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}", tag = "sessionHosts",
     responses((status = 200, body = SessionHostOutput), (status = 404, body = ErrorBody)))]
 pub async fn show(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
     Path((pool, host)): Path<(String, String)>,
 ) -> Result<axum::Json<SessionHostOutput>, ApiError> {
     Ok(axum::Json(
-        b.core().read(&pool, |p| host_output(p, &host)).await?,
+        core.read(&pool, |p| host_output(p, &host)).await?,
     ))
 }
 
@@ -63,7 +63,7 @@ pub async fn show(
     responses((status = 201, body = SessionHostOutput), (status = 200, body = SessionHostOutput),
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn put(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
     Path((pool, host)): Path<(String, String)>,
     Json(input): Json<SessionHostInput>,
 ) -> Result<(StatusCode, axum::Json<SessionHostOutput>), ApiError> {
@@ -86,8 +86,7 @@ pub async fn put(
         drained_by: (input.allow_new_session == Some(false)).then_some(DrainedBy::Operator),
         ..defaults
     };
-    let (upsert, out) = b
-        .core()
+    let (upsert, out) = core
         .write(&pool, |p, now| {
             if p.host(&host).is_none_or(|h| h.spec.address != spec.address) {
                 crate::enroll::check_address(p.config(), &spec.address)?;
@@ -111,7 +110,7 @@ pub async fn put(
     responses((status = 200, body = SessionHostOutput), (status = 400, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn patch(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
     caller: Option<axum::Extension<crate::enroll::Caller>>,
     Path((pool, host)): Path<(String, String)>,
     Json(input): Json<SessionHostPatch>,
@@ -124,8 +123,7 @@ pub async fn patch(
     {
         crate::access::operator_may_patch_host(&input).map_err(ApiError::forbidden)?;
     }
-    let out = b
-        .core()
+    let out = core
         .write(&pool, |p, now| {
             let current = p.find_host(&host)?;
             let mut spec = current.spec.clone();
@@ -168,11 +166,11 @@ pub async fn patch(
     params(("force" = Option<bool>, Query, description = "remove with its sessions")),
     responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn delete(
-    State(b): State<Arc<Broker>>,
+    State(enrollment): State<Arc<Enrollment>>,
     Path((pool, host)): Path<(String, String)>,
     Query(q): Query<ForceQuery>,
 ) -> Result<StatusCode, ApiError> {
-    b.remove_host(&pool, &host, q.force).await?;
+    enrollment.remove_host(&pool, &host, q.force).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -186,11 +184,11 @@ pub async fn delete(
     responses((status = 200, body = HeartbeatOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
               (status = 429, body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until the host may send its next heartbeat")))))]
 pub async fn heartbeat(
-    State(b): State<Arc<Broker>>,
+    State(heartbeats): State<Arc<Heartbeats>>,
     Path((pool, host)): Path<(String, String)>,
     Json(input): Json<HeartbeatInput>,
 ) -> Result<axum::Json<HeartbeatOutput>, Response> {
-    match b.heartbeat(&pool, &host, input).await {
+    match heartbeats.heartbeat(&pool, &host, input).await {
         Ok(out) => Ok(axum::Json(out)),
         Err(HeartbeatError::Broker(e)) => Err(ApiError::from(e).into_response()),
         Err(HeartbeatError::TooSoon {

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use api::ErrorCode;
 use axum::Router;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -34,8 +34,15 @@ use axum::routing::{delete, get, post};
 use serde::de::DeserializeOwned;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::enroll::Caller;
-use crate::state::Broker;
+use crate::audit::Audit;
+use crate::autoscale::Autoscale;
+use crate::core::Core;
+use crate::credentials::Credentials;
+use crate::enroll::{Caller, Enrollment};
+use crate::heartbeat::Heartbeats;
+use crate::messages::Messages;
+use crate::power::Power;
+use crate::state::{Broker, Settings};
 pub use error::ApiError;
 
 /// Largest request body accepted.
@@ -48,6 +55,75 @@ pub const MAX_URI_BYTES: usize = 8 * 1024;
 
 pub use service::ApiDoc;
 
+/// The router's state: the broker, from which each handler extracts only
+/// the piece it needs (`State<Arc<Messages>>`, `State<Arc<Core>>`, …), so
+/// its signature says what it may touch. Handlers of what is not a
+/// service of its own yet take the whole broker.
+#[derive(Clone)]
+pub struct ApiState {
+    broker: Arc<Broker>,
+}
+
+impl FromRef<ApiState> for Arc<Broker> {
+    fn from_ref(state: &ApiState) -> Arc<Broker> {
+        state.broker.clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Core> {
+    fn from_ref(state: &ApiState) -> Arc<Core> {
+        state.broker.core().clone()
+    }
+}
+
+impl FromRef<ApiState> for Settings {
+    fn from_ref(state: &ApiState) -> Settings {
+        state.broker.settings().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Messages> {
+    fn from_ref(state: &ApiState) -> Arc<Messages> {
+        state.broker.messages().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Credentials> {
+    fn from_ref(state: &ApiState) -> Arc<Credentials> {
+        state.broker.credentials().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Enrollment> {
+    fn from_ref(state: &ApiState) -> Arc<Enrollment> {
+        state.broker.enrollment().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Power> {
+    fn from_ref(state: &ApiState) -> Arc<Power> {
+        state.broker.power().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Autoscale> {
+    fn from_ref(state: &ApiState) -> Arc<Autoscale> {
+        state.broker.autoscale().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Audit> {
+    fn from_ref(state: &ApiState) -> Arc<Audit> {
+        state.broker.audit().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Heartbeats> {
+    fn from_ref(state: &ApiState) -> Arc<Heartbeats> {
+        state.broker.heartbeats().clone()
+    }
+}
+
 /// Every route of the broker.
 pub fn router(broker: Arc<Broker>) -> Router {
     // Whole paths, not a router nested at `/api/v1`: a nested router makes
@@ -56,7 +132,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
     // load). Handlers read the path they were called with through
     // `OriginalUri`, and the route through `MatchedPath`, either way.
     let gate = Gate {
-        broker: broker.clone(),
+        enrollment: broker.enrollment().clone(),
+        audit: broker.audit().clone(),
         audited: Arc::new(throttle::Audited::new(
             broker.settings().audited_rate_limit_per_second,
         )),
@@ -155,7 +232,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             throttle::limit_unauthenticated,
         ))
         .layer(middleware::from_fn(edge))
-        .with_state(broker)
+        .with_state(ApiState { broker })
 }
 
 /// What every request passes first and every answer last: a path and query
@@ -225,11 +302,12 @@ async fn not_found() -> ApiError {
     )
 }
 
-/// What [`authenticate`] needs: the broker, and the limits of audited
-/// requests (rule T4), one set for the whole router.
+/// What [`authenticate`] needs: who a bearer token is, the audit log, and
+/// the limits of audited requests (rule T4), one set for the whole router.
 #[derive(Clone)]
 struct Gate {
-    broker: Arc<Broker>,
+    enrollment: Arc<Enrollment>,
+    audit: Arc<Audit>,
     audited: Arc<throttle::Audited>,
 }
 
@@ -258,7 +336,10 @@ async fn authenticate(
     };
     let caller = match resolved {
         Some(throttle::Resolved(caller)) => caller,
-        None => gate.broker.caller(token).map_err(ApiError::unauthorized)?,
+        None => gate
+            .enrollment
+            .caller(token)
+            .map_err(ApiError::unauthorized)?,
     };
     let route = req
         .extensions()
@@ -313,7 +394,7 @@ async fn authenticate(
             // end even if the client goes away and this request is
             // dropped (an answered change is always recorded).
             let task = tokio::spawn(audit::record(
-                gate.broker.clone(),
+                gate.audit.clone(),
                 caller,
                 r,
                 params,

@@ -17,7 +17,7 @@ use placement::autoscale::{Action, Figures, ResolvedPhase, ScalingPlan};
 
 use super::Json;
 use super::error::ApiError;
-use crate::state::Broker;
+use crate::autoscale::Autoscale;
 
 /// A plan as shown: its name and its body.
 #[derive(Serialize, ToSchema)]
@@ -63,13 +63,9 @@ fn output(name: String, plan: ScalingPlan) -> ScalingPlanOutput {
 #[utoipa::path(get, path = "/api/v1/scalingPlans", tag = "scalingPlans",
     responses((status = 200, body = List<ScalingPlanOutput>)))]
 pub async fn list(
-    State(b): State<Arc<Broker>>,
+    State(plans): State<Arc<Autoscale>>,
 ) -> Result<axum::Json<List<ScalingPlanOutput>>, ApiError> {
-    let value = b
-        .scaling_plans()
-        .into_iter()
-        .map(|(n, p)| output(n, p))
-        .collect();
+    let value = plans.all().into_iter().map(|(n, p)| output(n, p)).collect();
     Ok(axum::Json(List { value }))
 }
 
@@ -77,10 +73,10 @@ pub async fn list(
 #[utoipa::path(get, path = "/api/v1/scalingPlans/{plan}", tag = "scalingPlans",
     responses((status = 200, body = ScalingPlanOutput), (status = 404, body = ErrorBody)))]
 pub async fn show(
-    State(b): State<Arc<Broker>>,
+    State(plans): State<Arc<Autoscale>>,
     Path(name): Path<String>,
 ) -> Result<axum::Json<ScalingPlanOutput>, ApiError> {
-    let plan = b.scaling_plan(&name)?;
+    let plan = plans.plan(&name)?;
     Ok(axum::Json(output(name, plan)))
 }
 
@@ -92,11 +88,11 @@ pub async fn show(
     responses((status = 201, body = ScalingPlanOutput), (status = 200, body = ScalingPlanOutput),
               (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn put(
-    State(b): State<Arc<Broker>>,
+    State(plans): State<Arc<Autoscale>>,
     Path(name): Path<String>,
     Json(plan): Json<ScalingPlan>,
 ) -> Result<(StatusCode, axum::Json<ScalingPlanOutput>), ApiError> {
-    let created = b.put_scaling_plan(&name, plan.clone()).await?;
+    let created = plans.put(&name, plan.clone()).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -112,11 +108,11 @@ pub async fn put(
     responses((status = 200, body = ScalingPlanOutput), (status = 400, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn patch(
-    State(b): State<Arc<Broker>>,
+    State(plans): State<Arc<Autoscale>>,
     Path(name): Path<String>,
     Json(input): Json<serde_json::Value>,
 ) -> Result<axum::Json<ScalingPlanOutput>, ApiError> {
-    let current = b.scaling_plan(&name)?;
+    let current = plans.plan(&name)?;
     let serde_json::Value::Object(changes) = input else {
         return Err(ApiError::invalid("the body must be a JSON object"));
     };
@@ -133,7 +129,7 @@ pub async fn patch(
     }
     let plan: ScalingPlan =
         serde_json::from_value(merged).map_err(|e| ApiError::invalid(e.to_string()))?;
-    b.put_scaling_plan(&name, plan.clone()).await?;
+    plans.put(&name, plan.clone()).await?;
     Ok(axum::Json(output(name, plan)))
 }
 
@@ -141,10 +137,10 @@ pub async fn patch(
 #[utoipa::path(delete, path = "/api/v1/scalingPlans/{plan}", tag = "scalingPlans",
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn delete(
-    State(b): State<Arc<Broker>>,
+    State(plans): State<Arc<Autoscale>>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    b.delete_scaling_plan(&name).await?;
+    plans.delete(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -152,10 +148,10 @@ pub async fn delete(
 #[utoipa::path(get, path = "/api/v1/scalingPlans/{plan}/status", tag = "scalingPlans",
     responses((status = 200, body = ScalingPlanStatus), (status = 404, body = ErrorBody)))]
 pub async fn status(
-    State(b): State<Arc<Broker>>,
+    State(plans): State<Arc<Autoscale>>,
     Path(name): Path<String>,
 ) -> Result<axum::Json<ScalingPlanStatus>, ApiError> {
-    let pools = b.scaling_plan_status(&name)?;
+    let pools = plans.status(&name)?;
     let host_pools = pools
         .into_iter()
         .map(|s| match s.evaluation {

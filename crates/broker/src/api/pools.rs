@@ -290,7 +290,7 @@ pub(crate) async fn rdp_file_for(
             outcome: 200,
             source: issuer.source.clone(),
         };
-        super::audit::append(b, entry).await;
+        b.audit().append(entry).await;
     }
     Ok(file)
 }
@@ -315,14 +315,14 @@ pub(crate) fn rdp_answer(file: crate::connect::ConnectionFile) -> axum::response
 /// The pool as shown, with its scaling plan (rules A1, A2).
 fn output(b: &Broker, p: &placement::Pool, warnings: Vec<String>) -> HostPoolOutput {
     let mut out = HostPoolOutput::of(p, warnings);
-    out.scaling_plan = b.scaling_plan_of(p.name());
+    out.scaling_plan = b.autoscale().plan_of(p.name());
     out
 }
 
 /// A pool a scaling plan serves stays pooled (plans serve pooled pools).
 fn personal_with_plan(b: &Broker, config: &PoolConfig) -> Result<(), crate::BrokerError> {
     if config.host_pool_type == placement::HostPoolType::Personal
-        && let Some(plan) = b.scaling_plan_of(&config.name)
+        && let Some(plan) = b.autoscale().plan_of(&config.name)
     {
         return Err(crate::BrokerError::Invalid(format!(
             "hostPoolType: host pool {} is served by scaling plan {plan}, which serves only \

@@ -89,7 +89,7 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// `/portal` and what is under it.
-pub fn routes() -> Router<Arc<Broker>> {
+pub fn routes() -> Router<super::ApiState> {
     Router::new()
         .route("/portal", get(page))
         .route("/portal/callback", get(callback))

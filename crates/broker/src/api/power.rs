@@ -12,19 +12,18 @@ use serde::Deserialize;
 use api::ErrorBody;
 use api::types::{Page, ScalingActionOutput};
 use placement::ScalingActionKind;
-use store::ScalingActionQuery;
 
 use super::Query;
 use super::error::ApiError;
 use super::types::ForceQuery;
 use crate::enroll::Caller;
-use crate::state::Broker;
+use crate::power::Power;
 
 /// Records a page holds when `pageSize` is not given.
 pub const DEFAULT_ACTION_PAGE_SIZE: u32 = 100;
 
 async fn power(
-    b: Arc<Broker>,
+    power: Arc<Power>,
     caller: Option<axum::Extension<Caller>>,
     pool: String,
     host: String,
@@ -34,7 +33,7 @@ async fn power(
     let actor = caller
         .map(|axum::Extension(c)| crate::audit::actor(&c))
         .unwrap_or_else(|| "unknown".into());
-    let record = b.power_host(&pool, &host, kind, force, actor).await?;
+    let record = power.act(&pool, &host, kind, force, actor).await?;
     Ok((StatusCode::ACCEPTED, axum::Json(record.into())))
 }
 
@@ -44,11 +43,19 @@ async fn power(
 #[utoipa::path(post, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}/start", tag = "sessionHosts",
     responses((status = 202, body = ScalingActionOutput), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn start(
-    State(b): State<Arc<Broker>>,
+    State(power_actions): State<Arc<Power>>,
     caller: Option<axum::Extension<Caller>>,
     Path((pool, host)): Path<(String, String)>,
 ) -> Result<(StatusCode, axum::Json<ScalingActionOutput>), ApiError> {
-    power(b, caller, pool, host, ScalingActionKind::Start, false).await
+    power(
+        power_actions,
+        caller,
+        pool,
+        host,
+        ScalingActionKind::Start,
+        false,
+    )
+    .await
 }
 
 /// Power the host off through the pool's driver (202, as start). 409
@@ -57,12 +64,20 @@ pub async fn start(
     params(("force" = Option<bool>, Query, description = "stop it although it has sessions")),
     responses((status = 202, body = ScalingActionOutput), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn stop(
-    State(b): State<Arc<Broker>>,
+    State(power_actions): State<Arc<Power>>,
     caller: Option<axum::Extension<Caller>>,
     Path((pool, host)): Path<(String, String)>,
     Query(q): Query<ForceQuery>,
 ) -> Result<(StatusCode, axum::Json<ScalingActionOutput>), ApiError> {
-    power(b, caller, pool, host, ScalingActionKind::Stop, q.force).await
+    power(
+        power_actions,
+        caller,
+        pool,
+        host,
+        ScalingActionKind::Stop,
+        q.force,
+    )
+    .await
 }
 
 /// Query of the action list.
@@ -80,7 +95,7 @@ pub struct ActionQuery {
            ("beforeId" = Option<String>, Query, description = "only records older than this id (the nextLink's continuation)")),
     responses((status = 200, body = Page<ScalingActionOutput>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
-    State(b): State<Arc<Broker>>,
+    State(power): State<Arc<Power>>,
     Path(pool): Path<String>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<ActionQuery>,
@@ -100,17 +115,9 @@ pub async fn list(
         )));
     }
     // The pool must exist (404 otherwise), and what it shows be durable.
-    b.core().read(&pool, |_| Ok(())).await?;
-    let rows = b
-        .store()
-        .scaling_actions(ScalingActionQuery {
-            pool: Some(pool),
-            pending_only: false,
-            before_id: q.before_id.clone(),
-            limit: size as usize + 1,
-        })
-        .await
-        .map_err(|e| ApiError::from(crate::BrokerError::store_unavailable(e.to_string())))?;
+    let rows = power
+        .actions(&pool, q.before_id.clone(), size as usize + 1)
+        .await?;
     let more = rows.len() > size as usize;
     let value: Vec<ScalingActionOutput> = rows
         .into_iter()

@@ -10,8 +10,8 @@ use placement::Upsert;
 
 use super::Json;
 use super::error::ApiError;
+use crate::enroll::Enrollment;
 use crate::enroll::{DEFAULT_TOKEN_HOSTS, DEFAULT_TOKEN_SECONDS};
-use crate::state::Broker;
 use api::ErrorBody;
 
 /// Creates a registration token for the pool (shown once; only its hash is
@@ -20,15 +20,14 @@ use api::ErrorBody;
     request_body = RegistrationTokenInput,
     responses((status = 200, body = RegistrationTokenOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn create_token(
-    State(b): State<Arc<Broker>>,
+    State(enrollment): State<Arc<Enrollment>>,
     Path(pool): Path<String>,
     Json(input): Json<RegistrationTokenInput>,
 ) -> Result<axum::Json<RegistrationTokenOutput>, ApiError> {
     let seconds = input.expires_in_seconds.unwrap_or(DEFAULT_TOKEN_SECONDS);
     let max_hosts = input.max_hosts.unwrap_or(DEFAULT_TOKEN_HOSTS);
     Ok(axum::Json(
-        b.create_registration_token(&pool, seconds, max_hosts)
-            .await?,
+        enrollment.create_token(&pool, seconds, max_hosts).await?,
     ))
 }
 
@@ -37,10 +36,10 @@ pub async fn create_token(
 #[utoipa::path(delete, path = "/api/v1/hostPools/{pool}/registrationToken", tag = "registration",
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn revoke_tokens(
-    State(b): State<Arc<Broker>>,
+    State(enrollment): State<Arc<Enrollment>>,
     Path(pool): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    b.revoke_registration_tokens(&pool).await?;
+    enrollment.revoke_tokens(&pool).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -57,15 +56,15 @@ pub async fn revoke_tokens(
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn register(
-    State(b): State<Arc<Broker>>,
+    State(enrollment): State<Arc<Enrollment>>,
     headers: HeaderMap,
     Json(input): Json<RegisterInput>,
 ) -> Result<(StatusCode, axum::Json<RegisterOutput>), ApiError> {
     let caller = match bearer(&headers)? {
-        Some(token) => Some(b.caller(token).map_err(ApiError::unauthorized)?),
+        Some(token) => Some(enrollment.caller(token).map_err(ApiError::unauthorized)?),
         None => None,
     };
-    let (upsert, out) = b.register(input, caller).await?;
+    let (upsert, out) = enrollment.register(input, caller).await?;
     let status = if upsert == Upsert::Created {
         StatusCode::CREATED
     } else {

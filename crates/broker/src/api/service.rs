@@ -12,7 +12,7 @@ use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
 use super::{audit, credentials, hosts, keys, plans, pools, power, registration, sessions};
-use crate::state::Broker;
+use crate::core::Core;
 
 /// The OpenAPI document, generated from the handlers and types.
 #[derive(OpenApi)]
@@ -241,9 +241,8 @@ pub async fn openapi() -> impl IntoResponse {
 }
 
 /// 200 while the broker can serve; 503 once its store has failed.
-pub async fn healthz(State(b): State<Arc<Broker>>) -> Response {
-    let error = b
-        .core()
+pub async fn healthz(State(core): State<Arc<Core>>) -> Response {
+    let error = core
         .writer()
         .failure()
         .map(|e| format!("store failed: {e}"));
@@ -273,7 +272,7 @@ pub fn health(mut health: types::Health) -> Response {
 
 /// Prometheus text: the recorded counters and histograms, then gauges of
 /// every host computed now (so the placement path pays nothing for them).
-pub async fn metrics(State(b): State<Arc<Broker>>) -> impl IntoResponse {
+pub async fn metrics(State(core): State<Arc<Core>>) -> impl IntoResponse {
     let mut out = crate::telemetry::render();
     out.push_str(
         "# HELP deskbroker_host_sessions Sessions (Pending, Active, Disconnected) per session host.\n\
@@ -291,7 +290,7 @@ pub async fn metrics(State(b): State<Arc<Broker>>) -> impl IntoResponse {
         "# HELP deskbroker_host_available 1 when the session host is Available and allows new sessions.\n\
          # TYPE deskbroker_host_available gauge\n",
     );
-    b.core().for_each_pool(|p| {
+    core.for_each_pool(|p| {
         let pool = p.name();
         for h in p.hosts() {
             let host = &h.spec.name;

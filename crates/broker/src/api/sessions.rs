@@ -14,7 +14,9 @@ use api::types::{
 use super::error::ApiError;
 use super::types::SessionQuery;
 use super::{Json, Query};
+use crate::core::Core;
 use crate::error::BrokerError;
+use crate::messages::Messages;
 use crate::state::Broker;
 
 /// Places a user (rules S1–S4, B, D, P7): the user's existing session if
@@ -88,15 +90,14 @@ pub async fn connect(
            ("initialSkip" = Option<usize>, Query, description = "skip this many sessions first")),
     responses((status = 200, body = Page<SessionOutput>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
     Path(pool): Path<String>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<SessionQuery>,
 ) -> Result<axum::Json<Page<SessionOutput>>, ApiError> {
     let paged = PageQuery::from(&q);
     paged.validate()?;
-    let value = b
-        .core()
+    let value = core
         .read(&pool, |p| {
             let on_host =
                 |s: &&placement::Session| q.session_host.as_ref().is_none_or(|h| &s.host == h);
@@ -126,10 +127,10 @@ fn find(p: &placement::Pool, id: &str) -> Result<SessionOutput, BrokerError> {
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/userSessions/{id}", tag = "sessions",
     responses((status = 200, body = SessionOutput), (status = 404, body = ErrorBody)))]
 pub async fn show(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
     Path((pool, id)): Path<(String, String)>,
 ) -> Result<axum::Json<SessionOutput>, ApiError> {
-    Ok(axum::Json(b.core().read(&pool, |p| find(p, &id)).await?))
+    Ok(axum::Json(core.read(&pool, |p| find(p, &id)).await?))
 }
 
 /// `{"sessionState": "Active"}` or `"Disconnected"` (rule S4). From an
@@ -140,15 +141,14 @@ pub async fn show(
     request_body = SessionPatch,
     responses((status = 200, body = SessionOutput), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn patch(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
     Path((pool, id)): Path<(String, String)>,
     caller: Option<axum::Extension<crate::enroll::Caller>>,
     Json(input): Json<SessionPatch>,
 ) -> Result<axum::Json<SessionOutput>, ApiError> {
     let relayed =
         caller.is_some_and(|axum::Extension(c)| c.role() == Some(crate::access::Role::Gateway));
-    let out = b
-        .core()
+    let out = core
         .write(&pool, |p, now| {
             if relayed {
                 p.mark_relayed_session(&id, input.session_state, now)?;
@@ -165,10 +165,10 @@ pub async fn patch(
 #[utoipa::path(delete, path = "/api/v1/hostPools/{pool}/userSessions/{id}", tag = "sessions",
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn logoff(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
     Path((pool, id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    b.core().write(&pool, |p, _| Ok(p.logoff(&id)?)).await?;
+    core.write(&pool, |p, _| Ok(p.logoff(&id)?)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -180,12 +180,12 @@ pub async fn logoff(
     responses((status = 202, body = HostMessage), (status = 400, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub async fn send_message(
-    State(b): State<Arc<Broker>>,
+    State(messages): State<Arc<Messages>>,
     Path((pool, id)): Path<(String, String)>,
     Json(input): Json<SendMessageInput>,
 ) -> Result<(StatusCode, axum::Json<HostMessage>), ApiError> {
-    let (queued, _host) = b
-        .queue_message(&pool, &id, &input.title, &input.message)
+    let (queued, _host) = messages
+        .queue(&pool, &id, &input.title, &input.message)
         .await?;
     Ok((StatusCode::ACCEPTED, axum::Json(queued)))
 }

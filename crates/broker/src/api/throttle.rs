@@ -187,7 +187,7 @@ impl Throttle {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(super::bearer_token)
-            .and_then(|token| self.broker.caller(token).ok())
+            .and_then(|token| self.broker.enrollment().caller(token).ok())
     }
 }
 

@@ -228,7 +228,8 @@ async fn a8_both_placers_say_a_host_is_starting() {
         .status();
     assert!(s.is_success(), "{s}");
     r.broker
-        .power_host(
+        .power()
+        .act(
             "cold",
             "h1",
             placement::ScalingActionKind::Stop,
