@@ -269,6 +269,25 @@ async fn logout(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Resp
     Ok(answer)
 }
 
+/// The signed-in user of a request for a ticket, and who they are to the
+/// audit log; 401 without a live session, 404 without a portal.
+fn requester(
+    b: &Broker,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Result<(UserSession, super::pools::Issuer), ApiError> {
+    let portal = configured(b)?;
+    let session = signed_in(portal, headers).ok_or_else(|| {
+        ApiError::unauthorized("not signed in to the portal (or the session ended): open /portal")
+    })?;
+    let issuer = super::pools::Issuer {
+        actor: format!("portal:{}", session.user),
+        action_prefix: "/portal/pools",
+        source: super::pools::source_of(extensions),
+    };
+    Ok((session, issuer))
+}
+
 /// `GET /portal/pools/{pool}/rdpFile`: the pool's `.rdp` file for the
 /// signed-in user; 401 without a session, 403 `NotEntitled` for a pool
 /// rule T2 keeps them out of, 403 `Forbidden` for a pool the front door
@@ -281,10 +300,7 @@ async fn rdp_file(
     extensions: axum::http::Extensions,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let portal = configured(&b)?;
-    let session = signed_in(portal, &headers).ok_or_else(|| {
-        ApiError::unauthorized("not signed in to the portal (or the session ended): open /portal")
-    })?;
+    let (session, issuer) = requester(&b, &headers, &extensions)?;
     b.core().read(&pool, |p| {
         if !p.config().allow_front_door {
             return Err(crate::BrokerError::Forbidden(format!(
@@ -300,11 +316,7 @@ async fn rdp_file(
         &pool,
         Some((session.user.as_str(), session.groups.as_slice())),
         q.gateway,
-        &super::pools::Issuer {
-            actor: format!("portal:{}", session.user),
-            action_prefix: "/portal/pools",
-            source: super::pools::source_of(&extensions),
-        },
+        &issuer,
     )
     .await?;
     Ok(super::pools::rdp_answer(file))
@@ -322,16 +334,8 @@ async fn web(
     extensions: axum::http::Extensions,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let portal = configured(&b)?;
-    let session = signed_in(portal, &headers).ok_or_else(|| {
-        ApiError::unauthorized("not signed in to the portal (or the session ended): open /portal")
-    })?;
+    let (session, issuer) = requester(&b, &headers, &extensions)?;
     let web = b.web_url(&pool, &session.user, &session.groups).await?;
-    let issuer = super::pools::Issuer {
-        actor: format!("portal:{}", session.user),
-        action_prefix: "/portal/pools",
-        source: super::pools::source_of(&extensions),
-    };
     super::pools::audit_ticket(
         &b,
         &issuer,
