@@ -164,6 +164,15 @@ pub const TABLE: &[Rule] = &[
         false,
         Scope::Pool,
     ),
+    // Always a ticket: the admin and portals only (the handler checks that
+    // an admin credential limited to some pools has this one).
+    rule(
+        "GET",
+        "/api/v1/hostPools/{pool}/webUrl",
+        &[Admin, Portal],
+        false,
+        Scope::Pool,
+    ),
     // Registration tokens are secrets.
     rule(
         "POST",

@@ -80,6 +80,24 @@ pub struct ConnectionFile {
     pub ticket_expires_s: Option<u64>,
 }
 
+/// A connection ticket just signed, and the pool it names.
+struct IssuedTicket {
+    pool: String,
+    ticket: String,
+    /// When it expires, in Unix seconds.
+    expires_s: u64,
+}
+
+/// The browser's address of a pool's desktop for one user, with a fresh
+/// ticket in its fragment ([`Broker::web_url`]).
+#[derive(Clone, Debug)]
+pub struct WebUrl {
+    pub pool: String,
+    pub url: String,
+    /// When its ticket expires (Unix seconds): what the audit log records.
+    pub expires_s: u64,
+}
+
 /// The `Retry-After` of a 503 `SessionHostStarting` (rule A8), in seconds:
 /// a machine takes tens of seconds to a few minutes to boot and its agent
 /// to send a heartbeat; a client retrying every 30 s waits at most that
@@ -315,11 +333,50 @@ impl Broker {
         Ok(())
     }
 
+    /// A connection ticket for `user` of `pool` (rule T3), with the groups
+    /// the caller vouches for: issued only when the pool entitles the user
+    /// (T2), living the pool's `ticketLifetimeSeconds`. With `door_only`,
+    /// only for a pool the doors may reach (`allowFrontDoor`), since the
+    /// ticket is good for nothing else.
+    async fn issue_ticket(
+        &self,
+        pool: &str,
+        user: &str,
+        groups: &[String],
+        door_only: bool,
+    ) -> Result<IssuedTicket, BrokerError> {
+        placement::validate_user("user", user)?;
+        // One look at the pool: its name, the entitlement, the lifetime.
+        let (name, lifetime) = self
+            .core()
+            .read(pool, |p| {
+                if door_only && !p.config().allow_front_door {
+                    return Err(BrokerError::Forbidden(format!(
+                        "host pool {} is not reached through the doors (allowFrontDoor is false)",
+                        p.name()
+                    )));
+                }
+                p.check_entitled(user, groups, None)?;
+                Ok((p.name().to_string(), p.config().ticket_lifetime_seconds))
+            })
+            .await?;
+        let expires_s = self.core().clock().now_secs() + u64::from(lifetime);
+        let ticket = self
+            .keys()
+            .ticket_signer()
+            .issue(&name, user, expires_s)
+            .map_err(|e| BrokerError::Invalid(e.to_string()))?;
+        Ok(IssuedTicket {
+            pool: name,
+            ticket,
+            expires_s,
+        })
+    }
+
     /// The `.rdp` file of `pool` through this broker's RDP front door: with
     /// a user (and the groups the caller vouches for), carrying that user's
-    /// connection ticket (rule T3), issued only when the pool entitles the
-    /// user (T2) and living the pool's `ticketLifetimeSeconds`; without, the
-    /// pool's routing token (R1). With `gateway`, through this broker's RD
+    /// connection ticket ([`Broker::issue_ticket`]); without, the pool's
+    /// routing token (R1). With `gateway`, through this broker's RD
     /// Gateway instead, the ticket as its access token (a user is needed).
     /// The API's `rdpFile` and the user portal both serve this.
     pub async fn connection_file(
@@ -343,17 +400,6 @@ impl Broker {
         } else {
             None
         };
-        // One look at the pool: its name, and for a ticket the entitlement
-        // and the lifetime.
-        let (name, lifetime) = self
-            .core()
-            .read(pool, |p| {
-                if let Some((user, groups)) = user {
-                    p.check_entitled(user, groups, None)?;
-                }
-                Ok((p.name().to_string(), p.config().ticket_lifetime_seconds))
-            })
-            .await?;
         let front_door = || {
             self.settings().rdp_front_door.clone().ok_or_else(|| {
                 BrokerError::NotFound(
@@ -361,27 +407,61 @@ impl Broker {
                 )
             })
         };
-        let mut ticket_expires_s = None;
-        let body = match user {
-            None => api::rdp_file::rdp_file(&front_door()?, &name),
-            Some((user, _)) => {
-                let expires = self.core().clock().now_secs() + u64::from(lifetime);
-                ticket_expires_s = Some(expires);
-                let ticket = self
-                    .keys()
-                    .ticket_signer()
-                    .issue(&name, user, expires)
-                    .map_err(|e| BrokerError::Invalid(e.to_string()))?;
-                match &gateway {
-                    Some(gateway) => api::rdp_file::gateway_rdp_file(gateway, &name, &ticket),
-                    None => api::rdp_file::rdp_file_with_ticket(&front_door()?, &ticket),
-                }
-            }
+        let Some((user, groups)) = user else {
+            let name = self.core().read(pool, |p| Ok(p.name().to_string())).await?;
+            return Ok(ConnectionFile {
+                body: api::rdp_file::rdp_file(&front_door()?, &name),
+                pool: name,
+                ticket_expires_s: None,
+            });
+        };
+        let issued = self.issue_ticket(pool, user, groups, false).await?;
+        let body = match &gateway {
+            Some(gateway) => api::rdp_file::gateway_rdp_file(gateway, &issued.pool, &issued.ticket),
+            None => api::rdp_file::rdp_file_with_ticket(&front_door()?, &issued.ticket),
         };
         Ok(ConnectionFile {
-            pool: name,
+            pool: issued.pool,
             body,
-            ticket_expires_s,
+            ticket_expires_s: Some(issued.expires_s),
+        })
+    }
+
+    /// The address that opens `pool`'s desktop for `user` in a browser tab
+    /// (rule WEB3): the RD Gateway's `/web` page with a fresh connection
+    /// ticket in the URL's fragment, which a browser never sends to a
+    /// server, so the ticket stays out of every access log on its way.
+    /// Refused like a ticket ([`Broker::issue_ticket`]), for a pool the
+    /// doors may not reach, and with 400 `InvalidParameter` when this
+    /// broker knows of no RD Gateway (the page and its WebSocket are served
+    /// on the gateway's listener).
+    pub async fn web_url(
+        &self,
+        pool: &str,
+        user: &str,
+        groups: &[String],
+    ) -> Result<WebUrl, BrokerError> {
+        let gateway = self.settings().rd_gateway.clone().ok_or_else(|| {
+            BrokerError::Invalid(
+                "the browser's page is served on the RD Gateway's listener, and this broker \
+                 knows of none (start it with serve --gateway-listen, or name a stand-alone one \
+                 with --gateway-public-address)"
+                    .into(),
+            )
+        })?;
+        let issued = self.issue_ticket(pool, user, groups, true).await?;
+        Ok(WebUrl {
+            // Encoded as a form value: the page reads its fragment with
+            // `URLSearchParams`, which decodes it back to the ticket.
+            url: format!(
+                "https://{gateway}/web#ticket={}",
+                percent_encoding::utf8_percent_encode(
+                    &issued.ticket,
+                    percent_encoding::NON_ALPHANUMERIC
+                )
+            ),
+            pool: issued.pool,
+            expires_s: issued.expires_s,
         })
     }
 

@@ -20,6 +20,7 @@ pub(crate) use service::health;
 mod sessions;
 pub mod throttle;
 pub mod types;
+mod web;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -190,6 +191,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             post(sessions::send_message),
         )
         .route("/api/v1/hostPools/{pool}/rdpFile", get(pools::rdp_file))
+        .route("/api/v1/hostPools/{pool}/webUrl", get(web::web_url))
         .route(
             "/api/v1/hostPools/{pool}/registrationToken",
             post(registration::create_token).delete(registration::revoke_tokens),

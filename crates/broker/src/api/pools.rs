@@ -192,39 +192,14 @@ pub async fn rdp_file(
     extensions: axum::http::Extensions,
     Query(q): Query<RdpFileQuery>,
 ) -> Result<axum::response::Response, ApiError> {
-    let issuer = Issuer {
-        actor: caller
-            .as_ref()
-            .map_or_else(|| "anonymous".to_string(), |c| crate::audit::actor(&c.0)),
-        action_prefix: "/api/v1/hostPools",
-        source: source_of(&extensions),
-    };
-    let user = match q.user {
-        None => None,
-        Some(user) => {
-            // A ticket places its user: only whoever may connect users may
-            // have one made (rule T1: admin and portal).
-            let may = caller.is_some_and(|axum::Extension(c)| {
-                c.is_admin_of(&pool) || c.role() == Some(crate::access::Role::Portal)
-            });
-            if !may {
-                return Err(ApiError::forbidden(
-                    "rdpFile?user= issues a connection ticket and needs the admin or portal role",
-                ));
-            }
-            let groups: Vec<String> = q
-                .groups
-                .as_deref()
-                .map(|g| {
-                    g.split(',')
-                        .map(|s| s.trim().to_string())
-                        .filter(|s| !s.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default();
-            Some((user, groups))
-        }
-    };
+    let issuer = Issuer::api(caller.as_ref().map(|c| &c.0), &extensions);
+    let user = q
+        .user
+        .map(|user| {
+            let caller = caller.as_ref().map(|c| &c.0);
+            ticket_user(caller, &pool, user, q.groups.as_deref(), "rdpFile?user=")
+        })
+        .transpose()?;
     let file = rdp_file_for(
         &b,
         &pool,
@@ -247,11 +222,91 @@ pub(crate) struct Issuer {
     pub source: Option<String>,
 }
 
+impl Issuer {
+    /// The caller of an `/api/v1/hostPools/…` request.
+    pub(crate) fn api(
+        caller: Option<&crate::enroll::Caller>,
+        extensions: &axum::http::Extensions,
+    ) -> Issuer {
+        Issuer {
+            actor: caller.map_or_else(|| "anonymous".to_string(), crate::audit::actor),
+            action_prefix: "/api/v1/hostPools",
+            source: source_of(extensions),
+        }
+    }
+}
+
 /// The caller's address of a request, from its extensions.
 pub(crate) fn source_of(extensions: &axum::http::Extensions) -> Option<String> {
     extensions
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.ip().to_string())
+}
+
+/// The user a request asks a connection ticket for, with the groups the
+/// caller vouches for (`groups`, comma-separated). A ticket places its user, so only whoever may connect
+/// users may have one made (rule T1: the admin of the pool and portals);
+/// anyone else is refused 403, naming `what` they asked for.
+pub(crate) fn ticket_user(
+    caller: Option<&crate::enroll::Caller>,
+    pool: &str,
+    user: String,
+    groups: Option<&str>,
+    what: &str,
+) -> Result<(String, Vec<String>), ApiError> {
+    let may = caller
+        .is_some_and(|c| c.is_admin_of(pool) || c.role() == Some(crate::access::Role::Portal));
+    if !may {
+        return Err(ApiError::forbidden(format!(
+            "{what} issues a connection ticket and needs the admin or portal role"
+        )));
+    }
+    let groups = groups
+        .map(|g| {
+            g.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((user, groups))
+}
+
+/// Records that a connection ticket was handed out (rule T5: a ticket is a
+/// credential for its user), and waits until the entry is durable: who
+/// asked, the pool, the user and when the ticket expires, never the ticket.
+/// `what` is the route's last segment (`rdpFile`, `webUrl`, `web`);
+/// `gateway`, for a file, whether it goes through the RD Gateway.
+pub(crate) async fn audit_ticket(
+    b: &Broker,
+    issuer: &Issuer,
+    what: &str,
+    pool: &str,
+    user: &str,
+    expires_s: u64,
+    gateway: Option<bool>,
+) {
+    let mut after = serde_json::json!({
+        "ticketFor": user,
+        "expirationTime": api::types::rfc3339(
+            i64::try_from(expires_s).unwrap_or(i64::MAX / 1000) * 1000
+        ),
+    });
+    if let Some(gateway) = gateway {
+        after["gateway"] = gateway.into();
+    }
+    let entry = store::AuditEntry {
+        time_ms: b.now_ms(),
+        actor: issuer.actor.clone(),
+        action: format!("GET {}/{pool}/{what}", issuer.action_prefix),
+        target: format!("hostPools/{pool}/{what}"),
+        host_pool: Some(pool.to_string()),
+        before: None,
+        after: store::Rendered::of(&after),
+        outcome: 200,
+        source: issuer.source.clone(),
+    };
+    b.audit().append(entry).await;
 }
 
 /// The `.rdp` file of `pool`, for a user (with the groups the caller
@@ -273,24 +328,16 @@ pub(crate) async fn rdp_file_for(
 ) -> Result<crate::connect::ConnectionFile, ApiError> {
     let file = b.connection_file(pool, user, gateway).await?;
     if let (Some((user, _)), Some(expires_s)) = (user, file.ticket_expires_s) {
-        let entry = store::AuditEntry {
-            time_ms: b.now_ms(),
-            actor: issuer.actor.clone(),
-            action: format!("GET {}/{}/rdpFile", issuer.action_prefix, file.pool),
-            target: format!("hostPools/{}/rdpFile", file.pool),
-            host_pool: Some(file.pool.clone()),
-            before: None,
-            after: store::Rendered::of(&serde_json::json!({
-                "ticketFor": user,
-                "expirationTime": api::types::rfc3339(
-                    i64::try_from(expires_s).unwrap_or(i64::MAX / 1000) * 1000
-                ),
-                "gateway": gateway,
-            })),
-            outcome: 200,
-            source: issuer.source.clone(),
-        };
-        b.audit().append(entry).await;
+        audit_ticket(
+            b,
+            issuer,
+            "rdpFile",
+            &file.pool,
+            user,
+            expires_s,
+            Some(gateway),
+        )
+        .await;
     }
     Ok(file)
 }

@@ -95,6 +95,7 @@ pub fn routes() -> Router<super::ApiState> {
         .route("/portal/callback", get(callback))
         .route("/portal/logout", post(logout))
         .route("/portal/pools/{pool}/rdpFile", get(rdp_file))
+        .route("/portal/pools/{pool}/web", get(web))
         .route("/portal/portal.css", get(stylesheet))
         .layer(axum::middleware::map_response(with_security_headers))
 }
@@ -268,6 +269,25 @@ async fn logout(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Resp
     Ok(answer)
 }
 
+/// The signed-in user of a request for a ticket, and who they are to the
+/// audit log; 401 without a live session, 404 without a portal.
+fn requester(
+    b: &Broker,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Result<(UserSession, super::pools::Issuer), ApiError> {
+    let portal = configured(b)?;
+    let session = signed_in(portal, headers).ok_or_else(|| {
+        ApiError::unauthorized("not signed in to the portal (or the session ended): open /portal")
+    })?;
+    let issuer = super::pools::Issuer {
+        actor: format!("portal:{}", session.user),
+        action_prefix: "/portal/pools",
+        source: super::pools::source_of(extensions),
+    };
+    Ok((session, issuer))
+}
+
 /// `GET /portal/pools/{pool}/rdpFile`: the pool's `.rdp` file for the
 /// signed-in user; 401 without a session, 403 `NotEntitled` for a pool
 /// rule T2 keeps them out of, 403 `Forbidden` for a pool the front door
@@ -280,10 +300,7 @@ async fn rdp_file(
     extensions: axum::http::Extensions,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let portal = configured(&b)?;
-    let session = signed_in(portal, &headers).ok_or_else(|| {
-        ApiError::unauthorized("not signed in to the portal (or the session ended): open /portal")
-    })?;
+    let (session, issuer) = requester(&b, &headers, &extensions)?;
     b.core().read(&pool, |p| {
         if !p.config().allow_front_door {
             return Err(crate::BrokerError::Forbidden(format!(
@@ -299,14 +316,44 @@ async fn rdp_file(
         &pool,
         Some((session.user.as_str(), session.groups.as_slice())),
         q.gateway,
-        &super::pools::Issuer {
-            actor: format!("portal:{}", session.user),
-            action_prefix: "/portal/pools",
-            source: super::pools::source_of(&extensions),
-        },
+        &issuer,
     )
     .await?;
     Ok(super::pools::rdp_answer(file))
+}
+
+/// `GET /portal/pools/{pool}/web`: "Open in the browser" (rule WEB3). Sends
+/// the signed-in user on to the RD Gateway's `/web` page with a fresh
+/// connection ticket in the fragment (`Broker::web_url`): every click makes
+/// a new one, and the answer is never cached. Refused as the file is (401
+/// without a session, 403 for a pool the user may not use or the doors may
+/// not reach, 400 when the broker knows of no RD Gateway).
+async fn web(
+    State(b): State<Arc<Broker>>,
+    Path(pool): Path<String>,
+    extensions: axum::http::Extensions,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (session, issuer) = requester(&b, &headers, &extensions)?;
+    let web = b.web_url(&pool, &session.user, &session.groups).await?;
+    super::pools::audit_ticket(
+        &b,
+        &issuer,
+        "web",
+        &web.pool,
+        &session.user,
+        web.expires_s,
+        None,
+    )
+    .await;
+    Ok((
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, web.url),
+            (header::CACHE_CONTROL, "no-store".to_string()),
+        ],
+    )
+        .into_response())
 }
 
 /// `?gateway=true` of the portal's file.
@@ -386,7 +433,8 @@ fn document(title: &str, body: &str) -> String {
 
 /// The signed-in user's pools, each with its `.rdp` file, and with
 /// `gateway` (the broker knows of an RD Gateway) its file through the
-/// gateway too, for use outside the office.
+/// gateway too, for use outside the office, and a link that opens the
+/// desktop in a new browser tab (the page is the gateway's).
 fn pools_page(session: &UserSession, pools: &[Offered], gateway: bool) -> String {
     let mut body = format!(
         "<header>\n<h1>Your desktops</h1>\n<p>Signed in as <strong id=\"user\">{}</strong></p>\n\
@@ -418,7 +466,9 @@ fn pools_page(session: &UserSession, pools: &[Offered], gateway: bool) -> String
                 via = if gateway {
                     format!(
                         " <a class=\"download-gateway\" href=\"/portal/pools/{path}/rdpFile?gateway=true\" \
-                         download=\"{name}-gateway.rdp\">Download .rdp through the gateway</a>",
+                         download=\"{name}-gateway.rdp\">Download .rdp through the gateway</a> \
+                         <a class=\"browser\" href=\"/portal/pools/{path}/web\" target=\"_blank\" \
+                         rel=\"noopener noreferrer\">Open in the browser</a>",
                         name = escape(&p.name),
                         path = escape(&path_segment(&p.name)),
                     )
@@ -427,7 +477,12 @@ fn pools_page(session: &UserSession, pools: &[Offered], gateway: bool) -> String
                 },
             ));
         }
-        body.push_str("</ul>\n<p>Open the downloaded file with Remote Desktop Connection (mstsc) or another RDP client.</p>\n");
+        body.push_str("</ul>\n<p>Open the downloaded file with Remote Desktop Connection (mstsc) or another RDP client");
+        body.push_str(if gateway {
+            ", or open the desktop in this browser.</p>\n"
+        } else {
+            ".</p>\n"
+        });
     }
     body.push_str("</main>\n");
     document("Your desktops", &body)
@@ -465,16 +520,19 @@ mod tests {
     }
 
     #[test]
-    fn the_gateway_file_is_offered_only_with_a_gateway() {
+    fn the_gateway_file_and_the_browser_are_offered_only_with_a_gateway() {
         let session = UserSession::for_test("alice", &[]);
         let pools = [Offered {
             name: "p1".into(),
             friendly_name: String::new(),
         }];
         let link = "href=\"/portal/pools/p1/rdpFile?gateway=true\"";
-        assert!(pools_page(&session, &pools, true).contains(link));
+        let with = pools_page(&session, &pools, true);
+        assert!(with.contains(link), "{with}");
+        assert!(with.contains("href=\"/portal/pools/p1/web\""), "{with}");
         let without = pools_page(&session, &pools, false);
         assert!(!without.contains("gateway"), "{without}");
+        assert!(!without.contains("/web"), "{without}");
         assert!(without.contains("href=\"/portal/pools/p1/rdpFile\""));
     }
 

@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
-use super::{audit, credentials, hosts, keys, plans, pools, power, registration, sessions};
+use super::{audit, credentials, hosts, keys, plans, pools, power, registration, sessions, web};
 use crate::core::Core;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -19,7 +19,7 @@ use crate::core::Core;
 #[openapi(
     info(title = "deskbroker", description = "Session broker for remote-desktop farms"),
     paths(
-        pools::list, pools::show, pools::put, pools::patch, pools::delete, pools::rdp_file,
+        pools::list, pools::show, pools::put, pools::patch, pools::delete, pools::rdp_file, web::web_url,
         hosts::list, hosts::show, hosts::put, hosts::patch, hosts::delete, hosts::heartbeat,
                 sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
         registration::create_token, registration::revoke_tokens, registration::register,
@@ -35,7 +35,7 @@ use crate::core::Core;
         types::ConnectInput, types::ConnectOutput,
         types::SessionOutput, types::SessionPatch,
         types::CredentialInput, types::CredentialOutput, types::SigningKeysOutput,
-        types::AuditEntryOutput, types::WhoAmIOutput,
+        types::AuditEntryOutput, types::WhoAmIOutput, types::WebUrlOutput,
         types::PowerSettingsInput, types::ScalingActionOutput,
         types::HostMessage, types::LogoffOrder, types::SendMessageInput,
         plans::ScalingPlanOutput, plans::ScalingPlanStatus, plans::PoolScalingStatus)),

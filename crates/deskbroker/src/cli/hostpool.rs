@@ -48,6 +48,10 @@ enum HostpoolCommand {
     /// xfreerdp at the broker's RDP front door for this pool (with
     /// --gateway, at its RD Gateway).
     RdpFile(RdpFileArgs),
+    /// Print the address that opens the pool's desktop for a user in a
+    /// browser tab: the RD Gateway's /web page with a fresh connection
+    /// ticket (admin or portal credentials; the broker needs an RD Gateway).
+    WebUrl(WebUrlArgs),
     /// The pool's power and scaling actions, newest first (rule A10).
     ScalingActions(ActionsArgs),
 }
@@ -82,6 +86,20 @@ struct RdpFileArgs {
     /// ticket as its access token (needs --user).
     #[arg(long, requires = "user")]
     gateway: bool,
+}
+
+#[derive(clap::Args)]
+struct WebUrlArgs {
+    /// Name of the host pool.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// The user the ticket admits (rule T3), valid for the pool's
+    /// ticketLifetimeSeconds.
+    #[arg(long, value_name = "USER")]
+    user: String,
+    /// The user's groups, comma-separated, for the pool's entitledGroups (T2).
+    #[arg(long, value_name = "GROUP,…", value_delimiter = ',')]
+    groups: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -541,6 +559,17 @@ async fn execute(ctx: &Context, command: HostpoolCommand) -> anyhow::Result<()> 
                     Ok(())
                 }
             }
+        }
+        HostpoolCommand::WebUrl(w) => {
+            let groups = w.groups.join(",");
+            let mut query = vec![("user", w.user.as_str())];
+            if !groups.is_empty() {
+                query.push(("groups", groups.as_str()));
+            }
+            let answer = client
+                .get(&["hostPools", &w.name, "webUrl"], &query)
+                .await?;
+            ctx.print(&answer, &["url", "expirationTime"])
         }
         HostpoolCommand::RegistrationToken(t) => {
             let path = ["hostPools", t.name.as_str(), "registrationToken"];

@@ -44,6 +44,7 @@ mod throttle;
 mod tickets;
 mod tls;
 mod web_rdp;
+mod web_url;
 mod windows;
 mod windows_clients;
 

@@ -119,6 +119,16 @@ fn give_up(mut child: Child, log: &tempfile::NamedTempFile, what: &str) -> ! {
 /// A broker on `port` with the portal pointed at `issuer`, and a front
 /// door (the `.rdp` files need one).
 fn spawn_broker(dir: &tempfile::TempDir, port: u16, issuer: &str, extra: &[&str]) -> App {
+    spawn_broker_with_lines(dir, port, issuer, extra).0
+}
+
+/// [`spawn_broker`], with what `serve` printed about its listeners.
+fn spawn_broker_with_lines(
+    dir: &tempfile::TempDir,
+    port: u16,
+    issuer: &str,
+    extra: &[&str],
+) -> (App, Vec<String>) {
     let secret = dir.path().join("client-secret");
     crate::write_secret(&secret, &format!("{CLIENT_SECRET}\n"));
     let secret = secret.display().to_string();
@@ -140,7 +150,6 @@ fn spawn_broker(dir: &tempfile::TempDir, port: u16, issuer: &str, extra: &[&str]
         &format!("127.0.0.1:{port}"),
         &args,
     )
-    .0
 }
 
 /// A pool with one host and the given settings.
@@ -728,4 +737,99 @@ async fn replicas_serve_the_portal_through_the_leader() {
     )
     .await;
     assert_eq!((got, code(&body).as_str()), (401, "Unauthorized"), "{body}");
+}
+
+/// Rule WEB3: with an RD Gateway, each pool the user may use has "Open in
+/// the browser", which sends the browser on to the gateway's `/web` page
+/// with a fresh connection ticket for that user in the fragment, never
+/// cached; that ticket opens the browser's door. Other pools and other
+/// browsers are refused as the files are.
+#[tokio::test]
+async fn the_portal_opens_a_desktop_in_the_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let broker_url = format!("http://127.0.0.1:{port}");
+    let provider = start_provider(
+        &broker_url,
+        "127.0.0.2",
+        json!({"alice": {"preferred_username": "alice@contoso.com", "groups": ["Staff"]}}),
+    );
+    let (app, lines) = spawn_broker_with_lines(
+        &dir,
+        port,
+        &provider.issuer,
+        &["--gateway-listen", "127.0.0.1:0"],
+    );
+    let gateway = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("rd gateway listening on "))
+        .unwrap_or_else(|| panic!("no RD Gateway in {lines:?}"))
+        .to_string();
+    let farm = crate::web_rdp::CountingHost::start().await;
+    crate::web_rdp::pool(&app, "farm", true).await;
+    crate::web_rdp::host(&app, "farm", "f1", &farm.address).await;
+    pool(
+        &app,
+        "others",
+        json!({"entitledUsers": ["carol@contoso.com"]}),
+    )
+    .await;
+
+    let b = browser().await;
+    let c = &b.client;
+    sign_in(c, &app, "alice").await;
+    let links: Vec<(String, String)> = serde_json::from_value(
+        js(
+            c,
+            "return [...document.querySelectorAll('li.pool a.browser')].map(a => [a.href, a.target]);",
+            vec![],
+        )
+        .await,
+    )
+    .unwrap();
+    let href = format!("{broker_url}/portal/pools/farm/web");
+    assert_eq!(links, [(href.clone(), "_blank".to_string())]);
+    let cookie = session_cookie(c).await.expect("the session cookie");
+
+    let (status, headers, body) = get(&href, Some(&cookie)).await;
+    assert_eq!(status, 303, "{body}");
+    assert_eq!(headers["cache-control"], "no-store");
+    let location = headers["location"].to_str().unwrap();
+    let (page, ticket) = crate::web_url::split(location);
+    assert_eq!(page, format!("https://{gateway}/web"));
+    assert!(
+        ticket.starts_with("dbt1:farm:") && ticket.ends_with(":alice@contoso.com"),
+        "{ticket}"
+    );
+    let _ws = crate::web_url::knock(&gateway, &ticket).await;
+    assert!(
+        crate::eventually(crate::rdp::PATIENCE, || async { farm.accepted() == 1 }).await,
+        "the portal's ticket did not reach the host"
+    );
+    let log = app
+        .ok("GET", "/api/v1/auditLog?hostPool=farm", None, 200)
+        .await;
+    assert!(
+        log["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "GET /portal/pools/farm/web"
+                && e["actor"] == "portal:alice@contoso.com"
+                && e["after"]["ticketFor"] == "alice@contoso.com"),
+        "{log}"
+    );
+
+    for (path, cookie, status, want) in [
+        ("others", Some(cookie.as_str()), 403, "NotEntitled"),
+        ("nowhere", Some(cookie.as_str()), 404, "HostPoolNotFound"),
+        ("farm", None, 401, "Unauthorized"),
+    ] {
+        let (got, _, body) = get(&format!("{broker_url}/portal/pools/{path}/web"), cookie).await;
+        assert_eq!(
+            (got, code(&body)),
+            (status, want.to_string()),
+            "{path}: {body}"
+        );
+    }
 }
