@@ -25,6 +25,8 @@ pub(crate) struct Hot {
     pub commit_now: Histogram,
     pub commit_soon: Histogram,
     pub batch_requests: Histogram,
+    /// `deskbroker_audit_entries_total`: entries made durable.
+    pub audit_entries: Counter,
 }
 
 /// The hot handles, registered (after [`init`]) on first use.
@@ -47,6 +49,7 @@ pub(crate) fn hot() -> &'static Hot {
             commit_now: commit("now"),
             commit_soon: commit("soon"),
             batch_requests: metrics::histogram!("deskbroker_store_batch_requests"),
+            audit_entries: metrics::counter!("deskbroker_audit_entries_total"),
         }
     })
 }
@@ -136,6 +139,23 @@ fn describe() {
     metrics::describe_counter!(
         "deskbroker_replica_forwarded_total",
         "API requests this replica forwarded to the leading replica and relayed the answer of."
+    );
+    metrics::describe_counter!(
+        "deskbroker_audit_entries_total",
+        "Audit log entries written (rule T5). Its rate is how fast the log grows; the log is \
+         kept within serve --audit-retention-days, --audit-max-entries and --audit-max-bytes, \
+         so a rate far above the usual one means a caller hammering the API."
+    );
+    metrics::describe_gauge!(
+        "deskbroker_leader",
+        "1 when this process decides placements (a lone broker, or the replica that leads \
+         with a valid lease), 0 while it follows or no leader is known. Summed over the \
+         replicas sharing a database it is 1; 0 means nobody places users."
+    );
+    metrics::describe_gauge!(
+        "deskbroker_tls_certificate_expiry_timestamp_seconds",
+        "When the certificate a listener serves stops being valid (Unix seconds), by file; \
+         set at start and whenever SIGHUP reloads it."
     );
     metrics::describe_counter!(
         "deskbroker_replica_elections_won_total",

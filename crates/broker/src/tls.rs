@@ -68,6 +68,12 @@ pub enum TlsError {
         key: PathBuf,
         detail: String,
     },
+    #[error(
+        "{path} has mode {mode:o}: every user of this machine may read the TLS private key. \
+         Make it readable by this user only (chmod 600), or by a group of the service's \
+         (chmod 640 with the group, as Debian's ssl-cert), and start again"
+    )]
+    KeyReadable { path: PathBuf, mode: u32 },
     #[error("cannot write {path}: {detail}")]
     Write { path: PathBuf, detail: String },
     #[error("cannot generate a self-signed certificate: {0}")]
@@ -111,6 +117,7 @@ impl Tls {
     pub fn from_files(cert_path: &Path, key_path: &Path) -> Result<Tls, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let key = load(&provider, cert_path, key_path)?;
+        record_expiry(cert_path, &key);
         let resolver = Arc::new(Resolver(RwLock::new(Arc::new(key))));
         let mut config = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -188,6 +195,7 @@ impl Tls {
     /// certificate in use stays, and the error says why.
     pub fn reload(&self) -> Result<Fingerprint, TlsError> {
         let key = load(&self.provider, &self.cert_path, &self.key_path)?;
+        record_expiry(&self.cert_path, &key);
         *self.resolver.0.write_or_recover() = Arc::new(key);
         Ok(self.fingerprint())
     }
@@ -215,6 +223,50 @@ impl Tls {
     }
 }
 
+/// Sets `deskbroker_tls_certificate_expiry_timestamp_seconds` for the
+/// certificate read from `path`: when its leaf stops being valid, in Unix
+/// seconds, so that an alert fires weeks before clients start refusing it.
+fn record_expiry(path: &Path, key: &CertifiedKey) {
+    use x509_cert::der::Decode;
+    let not_after = key
+        .end_entity_cert()
+        .ok()
+        .and_then(|leaf| x509_cert::Certificate::from_der(leaf.as_ref()).ok())
+        .map(|c| c.tbs_certificate.validity.not_after.to_unix_duration());
+    // The listeners' certificates are read before anything else is
+    // measured: the recorder must be there to keep this.
+    crate::telemetry::init();
+    match not_after {
+        Some(end) => metrics::gauge!(
+            "deskbroker_tls_certificate_expiry_timestamp_seconds",
+            "certificate" => path.display().to_string()
+        )
+        .set(end.as_secs_f64()),
+        // rustls took the certificate; a validity it cannot show is only
+        // a gauge missing.
+        None => tracing::warn!(cert = %path.display(), "cannot read the certificate's validity"),
+    }
+}
+
+/// A private key file every user may read is refused: whoever can read it
+/// can pose as this server. Readable by a group is allowed (Debian gives
+/// services their keys through the `ssl-cert` group).
+fn check_key_mode(key_path: &Path) -> Result<(), TlsError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(key_path).map_err(|e| TlsError::Read {
+        path: key_path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o004 != 0 {
+        return Err(TlsError::KeyReadable {
+            path: key_path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
 /// Reads a certificate chain and its key, and checks they go together.
 fn load(
     provider: &CryptoProvider,
@@ -234,6 +286,7 @@ fn load(
             path: cert_path.to_path_buf(),
         });
     }
+    check_key_mode(key_path)?;
     let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| read(key_path, &e))?;
     CertifiedKey::from_der(certs, key, provider).map_err(|e| TlsError::Key {
         cert: cert_path.to_path_buf(),
@@ -515,5 +568,62 @@ mod tests {
         let e = tls.reload().expect_err("mismatched key").to_string();
         assert!(e.contains("does not go with"), "{e}");
         assert_eq!(tls.fingerprint(), before);
+    }
+
+    #[test]
+    fn a_key_every_user_may_read_is_refused_at_start_and_on_reload() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (tls, _) = Tls::self_signed(dir.path(), &["localhost".into()]).expect("generate");
+        let cert = dir.path().join(SELF_SIGNED_CERT);
+        let key = dir.path().join(SELF_SIGNED_KEY);
+        let chmod = |mode| {
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        };
+        // A group of the service's may read it (Debian's ssl-cert).
+        chmod(0o640);
+        Tls::from_files(&cert, &key).expect("0640 is taken");
+        chmod(0o644);
+        let e = Tls::from_files(&cert, &key)
+            .expect_err("0644 is refused")
+            .to_string();
+        assert!(e.contains(SELF_SIGNED_KEY) && e.contains("644"), "{e}");
+        let before = tls.fingerprint();
+        let e = tls
+            .reload()
+            .expect_err("0644 is refused on reload")
+            .to_string();
+        assert!(e.contains("every user"), "{e}");
+        assert_eq!(tls.fingerprint(), before);
+    }
+
+    #[test]
+    fn the_expiry_gauge_shows_the_leafs_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _ = Tls::self_signed(dir.path(), &["localhost".into()]).expect("generate");
+        let cert = dir.path().join(SELF_SIGNED_CERT).display().to_string();
+        let metrics = crate::telemetry::render();
+        let line = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("deskbroker_tls_certificate_expiry_timestamp_seconds")
+                    && l.contains(&cert)
+            })
+            .unwrap_or_else(|| panic!("no expiry for {cert} in {metrics}"));
+        let end: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a value");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs_f64();
+        let validity = SELF_SIGNED_VALIDITY.as_secs_f64();
+        // Made now for SELF_SIGNED_VALIDITY (give or take the test's run).
+        assert!(
+            (end - now - validity).abs() < 3600.0,
+            "ends {end}, now {now}: {line}"
+        );
     }
 }

@@ -458,6 +458,13 @@ impl Writer {
             match result {
                 Ok(()) => {
                     self.durable.send_replace(last_lsn);
+                    let audited = mutations
+                        .iter()
+                        .filter(|m| matches!(m, Mutation::AppendAudit { .. }))
+                        .count();
+                    if audited > 0 {
+                        hot.audit_entries.increment(audited as u64);
+                    }
                     for r in batch.drain(..) {
                         if let Some(done) = r.done {
                             let _ = done.send(Ok(()));

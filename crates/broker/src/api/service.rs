@@ -273,6 +273,9 @@ pub fn health(mut health: types::Health) -> Response {
 /// Prometheus text: the recorded counters and histograms, then gauges of
 /// every host computed now (so the placement path pays nothing for them).
 pub async fn metrics(State(core): State<Arc<Core>>) -> impl IntoResponse {
+    // This broker answers, so it decides (a lone one, or the leader: a
+    // follower answers `/metrics` itself, `replica/forward.rs`).
+    metrics::gauge!("deskbroker_leader").set(1.0);
     let mut out = crate::telemetry::render();
     out.push_str(
         "# HELP deskbroker_host_sessions Sessions (Pending, Active, Disconnected) per session host.\n\

@@ -367,6 +367,8 @@ pub(super) async fn metrics(State(r): State<Arc<Replica>>, req: Request) -> Resp
     if !admin {
         return ApiError::unauthorized("/metrics needs the admin token").into_response();
     }
+    // Not leading (following, electing, or a leader whose lease ran out).
+    metrics::gauge!("deskbroker_leader").set(0.0);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::telemetry::render(),

@@ -27,7 +27,12 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 #[tokio::test]
 async fn the_dashboard_and_the_alert_rules_name_only_metrics_the_broker_exports() {
     let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
+    // With the RD Gateway's listener, for its certificate's expiry.
+    let (app, _) = App::spawn_with(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--gateway-listen", "127.0.0.1:0"],
+    );
     pool_with_hosts(&app, "p", "BreadthFirst", 10, 2).await;
     app.ok(
         "POST",
@@ -44,6 +49,16 @@ async fn the_dashboard_and_the_alert_rules_name_only_metrics_the_broker_exports(
         .filter_map(|l| l.split(['{', ' ']).next())
         .map(str::to_string)
         .collect();
+    for name in [
+        "deskbroker_leader",
+        "deskbroker_audit_entries_total",
+        "deskbroker_tls_certificate_expiry_timestamp_seconds",
+    ] {
+        assert!(
+            exported.contains(name),
+            "{name} is not exported: {exported:?}"
+        );
+    }
 
     let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
     let panels = dashboard["panels"].as_array().expect("panels");

@@ -146,6 +146,12 @@ impl TlsFiles {
             "openssl could not make a certificate: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // A key only its owner reads, as the broker's doors require.
+        std::fs::set_permissions(
+            &files.key,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("chmod 600 the key");
         files
     }
 }

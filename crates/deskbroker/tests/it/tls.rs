@@ -56,7 +56,7 @@ impl Ca {
             dir.join(format!("{name}-key.pem")),
         );
         std::fs::write(&cert_path, cert.pem()).expect("write the leaf");
-        std::fs::write(&key_path, key.serialize_pem()).expect("write the key");
+        crate::write_secret(&key_path, &key.serialize_pem());
         (cert_path, key_path, fingerprint(cert.der()))
     }
 }
