@@ -2,8 +2,10 @@
 //! the command's flags, named with underscores (`data_dir = "/var/lib/
 //! deskbroker"`), read with the agent's loader
 //! ([`agent::config::read_toml_file`]). The file is named by `--config
-//! FILE` or `DESKBROKER_CONFIG`, else [`DEFAULT_CONFIG`] is read when it
-//! exists.
+//! FILE` or `DESKBROKER_CONFIG`, else the command's own file in
+//! `/etc/deskbroker` is read when it exists ([`default_config`]:
+//! `deskbroker.toml` for `serve`, `gateway.toml` for `gateway`, as the
+//! package installs them).
 //!
 //! Precedence is flags, then `DESKBROKER_*` variables, then the file, then
 //! defaults. The file's settings become flags appended to the command line
@@ -22,9 +24,15 @@ use std::path::{Path, PathBuf};
 
 use agent::ConfigError;
 
-/// Read when neither `--config` nor `DESKBROKER_CONFIG` names a file, if
-/// it exists.
-pub const DEFAULT_CONFIG: &str = "/etc/deskbroker/deskbroker.toml";
+/// The file `command` reads when neither `--config` nor `DESKBROKER_CONFIG`
+/// names one, if it exists: each command its own, since a file's unknown
+/// keys are refused and the broker's settings are not the gateway's.
+pub fn default_config(command: &str) -> &'static str {
+    match command {
+        "gateway" => "/etc/deskbroker/gateway.toml",
+        _ => "/etc/deskbroker/deskbroker.toml",
+    }
+}
 /// The variable naming the config file.
 pub const CONFIG_ENV: &str = "DESKBROKER_CONFIG";
 /// The commands that read a config file.
@@ -93,7 +101,7 @@ pub fn apply(argv: Vec<OsString>, root: &clap::Command) -> Result<WithFile, Conf
     {
         return unchanged(argv);
     }
-    let Some(path) = config_path(&given) else {
+    let Some(path) = config_path(&given, &name) else {
         return unchanged(argv);
     };
     let table: toml::Table = agent::config::read_toml_file(&path)?;
@@ -118,8 +126,8 @@ pub fn apply(argv: Vec<OsString>, root: &clap::Command) -> Result<WithFile, Conf
 }
 
 /// `--config FILE` or `--config=FILE`, else `DESKBROKER_CONFIG`, else the
-/// default file when it exists.
-fn config_path(given: &[&OsStr]) -> Option<PathBuf> {
+/// command's default file when it exists.
+fn config_path(given: &[&OsStr], command: &str) -> Option<PathBuf> {
     let mut args = given.iter();
     while let Some(a) = args.next() {
         if *a == "--config" {
@@ -132,7 +140,7 @@ fn config_path(given: &[&OsStr]) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    Some(PathBuf::from(DEFAULT_CONFIG)).filter(|p| p.exists())
+    Some(PathBuf::from(default_config(command))).filter(|p| p.exists())
 }
 
 /// The flag(s) standing for `key = value` of the file `path`: none when
@@ -263,5 +271,21 @@ mod tests {
         ] {
             assert_eq!(url_has_password(url), has, "{url}");
         }
+    }
+
+    /// Each command reads its own file, and the package installs an
+    /// example at each (so an installed gateway never reads the broker's).
+    #[test]
+    fn each_command_reads_the_file_the_package_installs_for_it() {
+        let manifest = include_str!("../Cargo.toml");
+        for (command, example) in [("serve", "deskbroker.toml"), ("gateway", "gateway.toml")] {
+            let path = default_config(command);
+            let asset = format!(
+                "[\"../../deploy/{example}\", \"{}\"",
+                path.trim_start_matches('/')
+            );
+            assert!(manifest.contains(&asset), "{command}: no asset {asset}");
+        }
+        assert_ne!(default_config("serve"), default_config("gateway"));
     }
 }
