@@ -1,7 +1,7 @@
 //! The broker's one reading of the time of day. Every rule that depends on
 //! the date (Pending expiry, heartbeat loss, ticket and token lifetimes,
 //! scaling plans' phases, the audit log's retention) reads it from the
-//! [`Clock`] the [`crate::Core`] was built with, so a test can hold time
+//! [`Clock`] the [`crate::core::Core`] was built with, so a test can hold time
 //! still and move it on instead of sleeping through it.
 //!
 //! Durations the broker waits out on its own (timeouts, retry pauses, the

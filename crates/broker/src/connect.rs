@@ -375,7 +375,7 @@ impl Broker {
 
     /// The `.rdp` file of `pool` through this broker's RDP front door: with
     /// a user (and the groups the caller vouches for), carrying that user's
-    /// connection ticket ([`Broker::issue_ticket`]); without, the pool's
+    /// connection ticket (`Broker::issue_ticket`); without, the pool's
     /// routing token (R1). With `gateway`, through this broker's RD
     /// Gateway instead, the ticket as its access token (a user is needed).
     /// The API's `rdpFile` and the user portal both serve this.
@@ -431,7 +431,7 @@ impl Broker {
     /// (rule WEB3): the RD Gateway's `/web` page with a fresh connection
     /// ticket in the URL's fragment, which a browser never sends to a
     /// server, so the ticket stays out of every access log on its way.
-    /// Refused like a ticket ([`Broker::issue_ticket`]), for a pool the
+    /// Refused like a ticket (`Broker::issue_ticket`), for a pool the
     /// doors may not reach, and with 400 `InvalidParameter` when this
     /// broker knows of no RD Gateway (the page and its WebSocket are served
     /// on the gateway's listener).

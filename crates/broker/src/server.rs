@@ -14,7 +14,7 @@
 //! - The request's own time is `api::REQUEST_TIMEOUT` (a layer of the router).
 //! - A request head hyper itself refuses (a request line over its 64 KiB
 //!   URI limit: 414; a head over [`MAX_HEAD_BYTES`]: 431) is answered in
-//!   the contract's error shape too ([`Shaped`]), not with hyper's empty body.
+//!   the contract's error shape too (`Shaped`), not with hyper's empty body.
 //!
 //! HTTP/1.1 only: every client of the API (`api::Client`, the agent, the
 //! replicas' forwarding) speaks it, and serving HTTP/2 too would mean

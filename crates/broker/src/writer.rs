@@ -22,7 +22,7 @@
 //! queued in order like every change and committed within a batch or two,
 //! but nobody waits for them: not the connection they describe, and not
 //! the reads behind them, which wait only for the last ordinary change
-//! ([`Lsns::strict`]). A batch made only of them is committed without
+//! (`Lsns::strict`). A batch made only of them is committed without
 //! waiting for its flush to disk ([`store::Flush::Soon`]): the store
 //! flushes it with a later commit, within [`store::RELAXED_FLUSH_WITHIN`].
 //! A crash of the process may therefore lose the marks not yet committed,
@@ -51,7 +51,7 @@ pub const QUEUE_CAPACITY: usize = 16_384;
 pub const MAX_BATCH_REQUESTS: usize = 4_096;
 /// How long a request waits for a queue slot before it is refused (503).
 pub const RESERVE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the writer is reminded that time passed ([`Queued::Tick`]):
+/// How often the writer is reminded that time passed (`Queued::Tick`):
 /// when it wrote nothing since the last reminder, it checks that the store
 /// still answers ([`Store::ping`]), so that a lost database is noticed
 /// within about this long even when nothing is written.

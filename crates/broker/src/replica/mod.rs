@@ -48,7 +48,7 @@
 //! memory for as long as its lease runs. So the winner of an election
 //! does not decide until the previous lease has run out — unless it sees
 //! the previous leader is gone (nothing listens at its address) or says it
-//! no longer leads ([`Replica::stopped_leading`]). A leader stopped
+//! no longer leads (`Replica::stopped_leading`). A leader stopped
 //! cleanly gives its lease up ([`store::Lease::release`]).
 
 mod forward;
