@@ -32,7 +32,7 @@ type Socket = WebSocketStream<TlsStream<TcpStream>>;
 
 /// `deskbroker serve` with the RD Gateway's listener, where `/web/rdp` is
 /// served, and `extra` flags; answers the app and the listener's address.
-fn spawn(data_dir: &std::path::Path, extra: &[&str]) -> (App, String) {
+pub(crate) fn spawn(data_dir: &std::path::Path, extra: &[&str]) -> (App, String) {
     let mut flags = vec!["--gateway-listen", "127.0.0.1:0"];
     flags.extend_from_slice(extra);
     let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &flags);
@@ -41,7 +41,7 @@ fn spawn(data_dir: &std::path::Path, extra: &[&str]) -> (App, String) {
 }
 
 /// A pool reachable through the doors, DepthFirst, two sessions a host.
-async fn pool(app: &App, name: &str, allow_front_door: bool) {
+pub(crate) async fn pool(app: &App, name: &str, allow_front_door: bool) {
     app.ok(
         "PUT",
         &format!("/api/v1/hostPools/{name}"),
@@ -55,7 +55,7 @@ async fn pool(app: &App, name: &str, allow_front_door: bool) {
     .await;
 }
 
-async fn host(app: &App, pool: &str, name: &str, address: &str) {
+pub(crate) async fn host(app: &App, pool: &str, name: &str, address: &str) {
     app.ok(
         "PUT",
         &format!("/api/v1/hostPools/{pool}/sessionHosts/{name}"),
@@ -67,7 +67,7 @@ async fn host(app: &App, pool: &str, name: &str, address: &str) {
 
 /// The ticket of `user`'s RD Gateway connection file for `pool`, as the
 /// portal hands it out.
-async fn ticket(app: &App, pool: &str, user: &str) -> String {
+pub(crate) async fn ticket(app: &App, pool: &str, user: &str) -> String {
     let file = app
         .ok(
             "GET",
@@ -85,14 +85,14 @@ async fn ticket(app: &App, pool: &str, user: &str) -> String {
 
 /// A session "host" that accepts connections and counts them, and says
 /// nothing: where refused requests must never arrive.
-struct CountingHost {
+pub(crate) struct CountingHost {
     address: String,
     accepted: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl CountingHost {
-    async fn start() -> CountingHost {
+    pub(crate) async fn start() -> CountingHost {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -113,7 +113,7 @@ impl CountingHost {
         }
     }
 
-    fn accepted(&self) -> usize {
+    pub(crate) fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
     }
 }
@@ -339,7 +339,7 @@ fn xrdp_certificate(dir: &std::path::Path) -> Vec<u8> {
 }
 
 /// One session of `user` in `pool`: its id and host.
-async fn session_id(app: &App, pool: &str, user: &str) -> (String, String) {
+pub(crate) async fn session_id(app: &App, pool: &str, user: &str) -> (String, String) {
     let v = app
         .ok(
             "GET",
