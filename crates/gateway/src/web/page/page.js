@@ -76,6 +76,9 @@ async function connect() {
 }
 
 reconnect.addEventListener("click", () => { connect(); });
+// Leaving the page ends the connection at once (the session is then
+// Disconnected, and can be taken up again from another tab).
+window.addEventListener("pagehide", () => { if (ui) ui.shutdown(); });
 
 await init({ module_or_path: "/web/webclient_bg.wasm" });
 const element = document.createElement("iron-remote-desktop");
