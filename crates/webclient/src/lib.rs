@@ -107,7 +107,7 @@ impl ClipboardData {
 
 /// What a session is built from; every setter answers the builder again,
 /// as the component chains them.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Settings {
     pub(crate) username: String,
     pub(crate) password: String,

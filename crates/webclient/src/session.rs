@@ -225,7 +225,8 @@ fn clamp_size(size: Option<DesktopSize>) -> DesktopSize {
 }
 
 pub(crate) async fn connect(settings: &Rc<RefCell<Settings>>) -> Result<Session, IronError> {
-    let settings = settings.borrow();
+    // A copy: the builder stays free while the connection is made.
+    let settings = settings.borrow().clone();
     let canvas = settings
         .canvas
         .clone()
@@ -350,10 +351,8 @@ impl Shared {
     fn send_all(&mut self, outputs: Vec<ActiveStageOutput>) -> Result<Option<String>, IronError> {
         for output in outputs {
             match output {
-                ActiveStageOutput::ResponseFrame(frame) => {
-                    if !frame.is_empty() {
-                        self.sender.send(&frame)?;
-                    }
+                ActiveStageOutput::ResponseFrame(frame) if !frame.is_empty() => {
+                    self.sender.send(&frame)?;
                 }
                 ActiveStageOutput::GraphicsUpdate(region) => self.draw(&region)?,
                 ActiveStageOutput::Terminate(reason) => return Ok(Some(reason.description())),
@@ -388,23 +387,26 @@ impl Session {
                     return Ok(SessionTerminationInfo(e.backtrace()));
                 }
             };
-            let mut guard = self.shared.borrow_mut();
-            let shared = &mut *guard;
-            let outputs = shared
-                .stage
-                .process(&mut shared.image, action, &frame, None)
-                .map_err(|e| IronError::general(format!("the host's data: {e:?}")))?;
-            let deactivated = outputs
-                .iter()
-                .any(|o| matches!(o, ActiveStageOutput::DeactivateAll));
-            if let Some(reason) = shared.send_all(outputs)? {
-                shared.ended = true;
-                shared.sender.close();
-                return Ok(SessionTerminationInfo(reason));
-            }
-            if deactivated {
-                let sender = shared.sender.clone();
-                drop(guard);
+            // The session's state is borrowed for one frame, never across
+            // a wait: input arrives between frames.
+            let reactivate = {
+                let mut guard = self.shared.borrow_mut();
+                let shared = &mut *guard;
+                let outputs = shared
+                    .stage
+                    .process(&mut shared.image, action, &frame, None)
+                    .map_err(|e| IronError::general(format!("the host's data: {e:?}")))?;
+                let deactivated = outputs
+                    .iter()
+                    .any(|o| matches!(o, ActiveStageOutput::DeactivateAll));
+                if let Some(reason) = shared.send_all(outputs)? {
+                    shared.ended = true;
+                    shared.sender.close();
+                    return Ok(SessionTerminationInfo(reason));
+                }
+                deactivated.then(|| shared.sender.clone())
+            };
+            if let Some(sender) = reactivate {
                 self.reactivate(&factory, &sender, &mut receiver).await?;
             }
         }
