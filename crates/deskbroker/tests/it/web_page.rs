@@ -55,6 +55,17 @@ function tick() {
 tick();
 "#;
 
+/// How many pixels of the canvas are black (xrdp's text is).
+const BLACK_PIXELS: &str = r#"
+const el = document.querySelector("iron-remote-desktop");
+const cv = el && el.shadowRoot && el.shadowRoot.querySelector("canvas");
+if (!cv) return -1;
+const d = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
+let n = 0;
+for (let i = 0; i < d.length; i += 4) if (d[i] === 0 && d[i + 1] === 0 && d[i + 2] === 0) n++;
+return n;
+"#;
+
 /// What the probe shows of xrdp's login screen.
 #[derive(Debug)]
 struct Screen {
@@ -215,6 +226,43 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
         |_| true,
     )
     .await;
+
+    // Keys reach the host: typed into xrdp's user name field, they are
+    // drawn back in black.
+    let black = |c: Client| async move {
+        c.execute(BLACK_PIXELS, vec![])
+            .await
+            .expect("count")
+            .as_i64()
+            .unwrap_or(-1)
+    };
+    let before = black(c.clone()).await;
+    c.execute(
+        "document.querySelector('iron-remote-desktop').shadowRoot.querySelector('canvas').focus();",
+        vec![],
+    )
+    .await
+    .expect("focus the desktop");
+    c.active_element()
+        .await
+        .expect("the focused element")
+        .send_keys("alicealice")
+        .await
+        .expect("type");
+    let typed = crate::eventually(PATIENCE, || {
+        let c = c.clone();
+        async move { black(c).await > before + 60 }
+    })
+    .await;
+    assert!(
+        typed,
+        "the typed name is not drawn: {before} black pixels before, {} after",
+        black(c.clone()).await
+    );
+    eprintln!(
+        "web page: black pixels {before} before typing, {} after",
+        black(c.clone()).await
+    );
     wait_session(&app, "farm", "alice", "h1", "Active").await;
 
     // Leaving the page closes the socket: the session is Disconnected.
@@ -244,6 +292,49 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
         before,
         "the changed ticket reached the host"
     );
+
+    // A pool whose only host cannot be reached: no desktop can be had
+    // there (the broker answers 503); the page says so and offers to
+    // reconnect, which tries again.
+    let dead = tokio::net::TcpSocket::new_v4().expect("socket");
+    dead.bind(([127, 0, 0, 1], 0).into()).expect("bind");
+    pool(&app, "dead", true).await;
+    host(
+        &app,
+        "dead",
+        "d1",
+        &dead.local_addr().expect("addr").to_string(),
+    )
+    .await;
+    let lost = ticket(&app, "dead", "alice").await;
+    c.goto(&format!("https://{gateway}/web#ticket={}", fragment(&lost)))
+        .await
+        .expect("open the page");
+    let said = wait_text(c, "#status", "a failure", |t| {
+        !t.starts_with("Loading") && !t.starts_with("Connecting")
+    })
+    .await;
+    assert!(said.starts_with("No desktop is available"), "{said}");
+    let button = c
+        .find(fantoccini::Locator::Css("#reconnect"))
+        .await
+        .expect("the reconnect button");
+    assert!(button.is_displayed().await.expect("shown"));
+    // Marked, so that only the retry's own answer can replace the mark.
+    c.execute(
+        "document.getElementById('status').dataset.state = 'before-retry';",
+        vec![],
+    )
+    .await
+    .expect("mark");
+    button.click().await.expect("reconnect");
+    wait_text(
+        c,
+        "#status[data-state=unavailable]",
+        "the retry's answer",
+        |t| t.starts_with("No desktop is available"),
+    )
+    .await;
 
     // No ticket at all: the page says so and opens no socket.
     c.goto(&format!("https://{gateway}/web"))

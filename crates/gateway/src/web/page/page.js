@@ -16,6 +16,10 @@ function show(state, text, canRetry) {
   panel.hidden = false;
 }
 
+// A new link opened in this tab (only its fragment differs): start over
+// with its ticket.
+window.addEventListener("hashchange", () => { location.reload(); });
+
 // The ticket leaves the address bar (and the history) at once.
 const ticket = new URLSearchParams(location.hash.slice(1)).get("ticket");
 history.replaceState(null, "", location.pathname);
