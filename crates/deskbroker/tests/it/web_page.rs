@@ -265,6 +265,41 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
     );
     wait_session(&app, "farm", "alice", "h1", "Active").await;
 
+    // The page's policy, as the browser received it.
+    let csp = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];\
+             fetch('/web').then(r => done(r.headers.get('content-security-policy')));",
+            vec![],
+        )
+        .await
+        .expect("fetch the page");
+    let csp = csp.as_str().unwrap_or_default();
+    assert!(
+        csp.contains("script-src 'self' 'wasm-unsafe-eval'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+
+    // A smaller tab: the desktop is scaled to fit it.
+    c.set_window_size(900, 600).await.expect("resize");
+    let fits = crate::eventually(PATIENCE, || {
+        let c = c.clone();
+        async move {
+            let v = c
+                .execute(
+                    "const cv = document.querySelector('iron-remote-desktop').shadowRoot.querySelector('canvas');\
+                     const r = cv.getBoundingClientRect();\
+                     return r.width > 0 && r.right <= window.innerWidth + 1 && r.bottom <= window.innerHeight + 1 && cv.width > r.width;",
+                    vec![],
+                )
+                .await
+                .expect("measure");
+            v.as_bool() == Some(true)
+        }
+    })
+    .await;
+    assert!(fits, "the desktop is not scaled to the smaller tab");
+
     // Leaving the page closes the socket: the session is Disconnected.
     c.goto("about:blank").await.expect("leave the page");
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
