@@ -94,7 +94,10 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
         let key = websocket_key().ok_or_else(not_gateway)?;
         return Ok(Some((Request::WebRdp { key }, taken)));
     }
-    if (method == "GET" || method == "HEAD") && crate::web::page::is_page(bare_path) {
+    if (method == "GET" || method == "HEAD")
+        && crate::web::page::is_page(bare_path)
+        && header("Upgrade").is_none()
+    {
         let request = Request::WebPage {
             path: bare_path.to_string(),
             head: method == "HEAD",
