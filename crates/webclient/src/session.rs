@@ -224,6 +224,18 @@ fn clamp_size(size: Option<DesktopSize>) -> DesktopSize {
     }
 }
 
+/// The host names the desktop's size; one beyond what a screen can be is
+/// refused rather than allocated (8192² pixels are 256 MiB already).
+fn check_size(size: ironrdp_connector::DesktopSize) -> Result<(), IronError> {
+    if size.width == 0 || size.height == 0 || size.width > MAX_SIDE || size.height > MAX_SIDE {
+        return Err(IronError::general(format!(
+            "the host asked for a {}x{} desktop",
+            size.width, size.height
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) async fn connect(settings: &Rc<RefCell<Settings>>) -> Result<Session, IronError> {
     // A copy: the builder stays free while the connection is made.
     let settings = settings.borrow().clone();
@@ -275,6 +287,7 @@ fn start(
     sender: Sender,
     receiver: Receiver,
 ) -> Result<Session, IronError> {
+    check_size(result.desktop_size)?;
     let image = DecodedImage::new(
         PixelFormat::RgbA32,
         result.desktop_size.width,
@@ -438,6 +451,7 @@ impl Session {
         else {
             return Err(connector_err("the reactivation did not finish"));
         };
+        check_size(desktop_size)?;
         let mut shared = self.shared.borrow_mut();
         if !shared.stage.reactivate(
             sequence.io_channel_id(),
