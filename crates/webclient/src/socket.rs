@@ -82,6 +82,9 @@ pub(crate) async fn open(url: &str) -> Result<(Sender, Receiver), IronError> {
         )
     })?;
     ws.set_binary_type(BinaryType::Arraybuffer);
+    // Unbounded: a browser's WebSocket cannot be paused, so a bound here
+    // could only drop the session's bytes. The gateway bounds each message
+    // (64 KiB), and the session reads them as fast as they are drawn.
     let (tx, events) = mpsc::unbounded();
     let on_open = {
         let tx = tx.clone();
