@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::console::{browser_with, wait_text};
 use crate::rdp::{PATIENCE, Xrdp, require, wait_session};
-use crate::web_rdp::{host, pool, spawn, ticket};
+use crate::web_rdp::{host, pool, session_id, spawn, ticket};
 
 /// Reads the component's canvas: its size, its four corners, and for every
 /// row the first and last pixel that differs from the top-left corner's
@@ -301,6 +301,32 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
     assert!(fits, "the desktop is not scaled to the smaller tab");
 
     // Leaving the page closes the socket: the session is Disconnected.
+    c.goto("about:blank").await.expect("leave the page");
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // The user's next tab, with a fresh link, goes back to that session
+    // (S1), and leaving it disconnects it again.
+    let (id, _) = session_id(&app, "farm", "alice").await;
+    let again = ticket(&app, "farm", "alice").await;
+    c.goto(&format!(
+        "https://{gateway}/web#ticket={}",
+        fragment(&again)
+    ))
+    .await
+    .expect("open the page again");
+    wait_text(
+        c,
+        "#status[data-state=connected]",
+        "connected again",
+        |_| true,
+    )
+    .await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    assert_eq!(
+        session_id(&app, "farm", "alice").await.0,
+        id,
+        "a new session"
+    );
     c.goto("about:blank").await.expect("leave the page");
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 
