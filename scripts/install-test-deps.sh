@@ -20,6 +20,10 @@
 #   DESKBROKER_TEST_DATABASE_URL names a server; the nemesis always makes
 #   a cluster of its own, since it stops and restarts it. (Debian's
 #   package also creates and starts its own "main" cluster.)
+# - for the browser page's check (scripts/build-web --check, run by
+#   scripts/test): rustup's wasm32-unknown-unknown target (added with
+#   rustup when rustup is there; build-web installs wasm-bindgen-cli
+#   itself, under target/) and npm (above);
 # - for the Debian package's check (scripts/package-check): lintian,
 #   systemd-analyze (systemd), dpkg-shlibdeps (dpkg-dev, which cargo-deb
 #   runs for the binary's library dependencies) and python3. With
@@ -86,6 +90,12 @@ else
   # Even with DESKBROKER_TEST_DATABASE_URL: the nemesis restarts a server of
   # its own.
   have_postgres_server || need+=(postgresql)
+  # The browser page's WebAssembly (scripts/build-web --check).
+  if command -v rustup >/dev/null 2>&1 &&
+    ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    echo "install-test-deps: adding rustup's wasm32-unknown-unknown target"
+    rustup target add wasm32-unknown-unknown
+  fi
   if [ ${#need[@]} -eq 0 ]; then
     echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium, chromedriver, node, npm, a PostgreSQL server, lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
     exit 0

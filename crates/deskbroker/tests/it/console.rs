@@ -87,6 +87,11 @@ fn kill_group(pgid: u32) {
 }
 
 pub(crate) async fn browser() -> Browser {
+    browser_with(&[]).await
+}
+
+/// A browser started with `extra` command-line flags as well.
+pub(crate) async fn browser_with(extra: &[&str]) -> Browser {
     for bin in [CHROMIUM, CHROMEDRIVER] {
         assert!(
             Path::new(bin).exists(),
@@ -124,6 +129,10 @@ pub(crate) async fn browser() -> Browser {
         format!("--window-size={},{}", WINDOW.0, WINDOW.1),
         format!("--user-data-dir={}", profile.path().display()),
     ];
+    let args: Vec<String> = args
+        .into_iter()
+        .chain(extra.iter().map(|a| a.to_string()))
+        .collect();
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),

@@ -43,6 +43,7 @@ mod takeover;
 mod throttle;
 mod tickets;
 mod tls;
+mod web_page;
 mod web_rdp;
 mod web_url;
 mod windows;

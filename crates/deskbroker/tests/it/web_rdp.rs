@@ -67,7 +67,7 @@ pub(crate) async fn host(app: &App, pool: &str, name: &str, address: &str) {
 
 /// The ticket of `user`'s RD Gateway connection file for `pool`, as the
 /// portal hands it out.
-async fn ticket(app: &App, pool: &str, user: &str) -> String {
+pub(crate) async fn ticket(app: &App, pool: &str, user: &str) -> String {
     let file = app
         .ok(
             "GET",
@@ -339,7 +339,7 @@ fn xrdp_certificate(dir: &std::path::Path) -> Vec<u8> {
 }
 
 /// One session of `user` in `pool`: its id and host.
-async fn session_id(app: &App, pool: &str, user: &str) -> (String, String) {
+pub(crate) async fn session_id(app: &App, pool: &str, user: &str) -> (String, String) {
     let v = app
         .ok(
             "GET",

@@ -21,6 +21,9 @@ pub enum Request {
     /// `GET /web/rdp` with `Upgrade: websocket`: a browser's RDCleanPath
     /// connection (`crate::web`), served on the same listener.
     WebRdp { key: String },
+    /// `GET` or `HEAD` of the browser's page or one of its files
+    /// (`crate::web::page`).
+    WebPage { path: String, head: bool },
 }
 
 /// How an `RDG_IN_DATA` request's body is framed.
@@ -90,6 +93,16 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
     if method == "GET" && bare_path == crate::web::PATH {
         let key = websocket_key().ok_or_else(not_gateway)?;
         return Ok(Some((Request::WebRdp { key }, taken)));
+    }
+    if (method == "GET" || method == "HEAD")
+        && crate::web::page::is_page(bare_path)
+        && header("Upgrade").is_none()
+    {
+        let request = Request::WebPage {
+            path: bare_path.to_string(),
+            head: method == "HEAD",
+        };
+        return Ok(Some((request, taken)));
     }
     if !path.eq_ignore_ascii_case(GATEWAY_PATH) {
         return Err(not_gateway());

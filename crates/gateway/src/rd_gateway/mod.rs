@@ -341,6 +341,8 @@ enum Outcome {
     /// A browser's connection (`GET /web/rdp`), served by `crate::web`,
     /// which counts it by its own outcome.
     Web,
+    /// The browser's page or one of its files, served.
+    WebPage,
 }
 
 impl Outcome {
@@ -365,6 +367,7 @@ impl Outcome {
             Outcome::WaitingLimit(_) => "waiting_limit",
             Outcome::ClientLeft => "client_left",
             Outcome::Web => "web",
+            Outcome::WebPage => "web_page",
         }
     }
 }
@@ -432,6 +435,10 @@ async fn connection<P: Placer>(
         Err(_) => return Outcome::Timeout,
     };
     let link = match request {
+        Request::WebPage { path, head } => {
+            crate::web::page::serve(&mut stream, &path, head).await;
+            return Outcome::WebPage;
+        }
         Request::WebRdp { key } => {
             let cx = crate::web::Context {
                 web: &shared.web,

@@ -68,6 +68,7 @@
 //! opens this socket gains nothing.
 
 mod host;
+pub mod page;
 mod relay;
 mod request;
 

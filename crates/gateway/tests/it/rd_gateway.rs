@@ -761,6 +761,10 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
         ("GET", "/web/rdp/", true),
         ("GET", "/WEB/RDP", true),
         ("GET", "/web", true),
+        ("GET", "/web/", false),
+        ("GET", "/web/../web", false),
+        ("POST", "/web", false),
+        ("GET", "/web/page.js/x", false),
     ] {
         assert!(
             matches!(
@@ -768,6 +772,29 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
                 Err(HeadError::NotGateway(..))
             ),
             "{method} {path} upgrade={up}"
+        );
+    }
+    // The browser's page and its files, without an upgrade.
+    for (method, path, bare) in [
+        ("GET", "/web", "/web"),
+        ("HEAD", "/web", "/web"),
+        (
+            "GET",
+            "/web/webclient_bg.wasm?v=1",
+            "/web/webclient_bg.wasm",
+        ),
+    ] {
+        let head = upgrade(method, path, false);
+        assert_eq!(
+            rd_gateway::parse_head(&head),
+            Ok(Some((
+                Request::WebPage {
+                    path: bare.into(),
+                    head: method == "HEAD",
+                },
+                head.len()
+            ))),
+            "{method} {path}"
         );
     }
 }

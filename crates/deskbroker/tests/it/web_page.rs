@@ -1,0 +1,409 @@
+//! The browser's page (rule WEB1) end to end: headless Chromium opens
+//! `https://gateway/web#ticket=…` served by the real `deskbroker serve`,
+//! the page's WebAssembly RDP client connects through `/web/rdp` to a real
+//! xrdp, and the test reads the canvas back to see xrdp's login screen
+//! drawn square (a client that ignores the bitmaps' row stride draws it
+//! sheared). A changed ticket reaches no host, and the page says why.
+
+use fantoccini::Client;
+use serde_json::Value;
+
+use crate::console::{browser_with, wait_text};
+use crate::rdp::{PATIENCE, Xrdp, require, wait_session};
+use crate::web_rdp::{host, pool, session_id, spawn, ticket};
+
+/// Reads the component's canvas: its size, its four corners, and for every
+/// row the first and last pixel that differs from the top-left corner's
+/// colour (-1 when none does).
+const PROBE: &str = r#"
+const el = document.querySelector("iron-remote-desktop");
+const cv = el && el.shadowRoot && el.shadowRoot.querySelector("canvas");
+if (!cv || cv.width === 0 || cv.height === 0) return null;
+const w = cv.width, h = cv.height;
+const d = cv.getContext("2d").getImageData(0, 0, w, h).data;
+const px = (x, y) => { const i = (y * w + x) * 4; return [d[i], d[i + 1], d[i + 2], d[i + 3]]; };
+const rows = [];
+for (let y = 0; y < h; y++) {
+  let l = -1, r = -1;
+  for (let x = 0; x < w; x++) {
+    const i = (y * w + x) * 4;
+    if (d[i] !== d[0] || d[i + 1] !== d[1] || d[i + 2] !== d[2] || d[i + 3] !== d[3]) {
+      if (l < 0) l = x;
+      r = x;
+    }
+  }
+  rows.push([l, r]);
+}
+return { w, h, corners: [px(0, 0), px(w - 1, 0), px(0, h - 1), px(w - 1, h - 1)], rows };
+"#;
+
+/// Waits (in the page) until the canvas holds a drawn pixel; answers the
+/// page's clock then (milliseconds since the page's navigation began).
+const FIRST_FRAME: &str = r#"
+const done = arguments[arguments.length - 1];
+function tick() {
+  const el = document.querySelector("iron-remote-desktop");
+  const cv = el && el.shadowRoot && el.shadowRoot.querySelector("canvas");
+  if (cv && cv.width > 0 && cv.height > 0) {
+    const d = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
+    for (let i = 3; i < d.length; i += 4) {
+      if (d[i] !== 0) { done(performance.now()); return; }
+    }
+  }
+  setTimeout(tick, 5);
+}
+tick();
+"#;
+
+/// How many pixels of the canvas are black (xrdp's text is).
+const BLACK_PIXELS: &str = r#"
+const el = document.querySelector("iron-remote-desktop");
+const cv = el && el.shadowRoot && el.shadowRoot.querySelector("canvas");
+if (!cv) return -1;
+const d = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
+let n = 0;
+for (let i = 0; i < d.length; i += 4) if (d[i] === 0 && d[i + 1] === 0 && d[i + 2] === 0) n++;
+return n;
+"#;
+
+/// What the probe shows of xrdp's login screen.
+#[derive(Debug)]
+struct Screen {
+    width: i64,
+    height: i64,
+    /// The background, the same in all four corners.
+    background: Option<Vec<i64>>,
+    /// The rows where something else is drawn: the first and the last.
+    band: Option<(usize, usize)>,
+    /// Over those rows, the distinct left and right edges of the drawing.
+    lefts: Vec<i64>,
+    rights: Vec<i64>,
+}
+
+fn screen(probe: &Value) -> Option<Screen> {
+    let width = probe["w"].as_i64()?;
+    let height = probe["h"].as_i64()?;
+    let corners: Vec<Vec<i64>> = probe["corners"]
+        .as_array()?
+        .iter()
+        .map(|c| {
+            c.as_array()
+                .map(|v| v.iter().filter_map(Value::as_i64).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    let background = corners
+        .windows(2)
+        .all(|w| w[0] == w[1])
+        .then(|| corners[0].clone());
+    let rows: Vec<(i64, i64)> = probe["rows"]
+        .as_array()?
+        .iter()
+        .map(|r| (r[0].as_i64().unwrap_or(-1), r[1].as_i64().unwrap_or(-1)))
+        .collect();
+    let drawn: Vec<usize> = (0..rows.len()).filter(|&y| rows[y].0 >= 0).collect();
+    let band = drawn.first().copied().zip(drawn.last().copied());
+    let mut lefts = Vec::new();
+    let mut rights = Vec::new();
+    if let Some((top, bottom)) = band {
+        for &(l, r) in &rows[top..=bottom] {
+            if !lefts.contains(&l) {
+                lefts.push(l);
+            }
+            if !rights.contains(&r) {
+                rights.push(r);
+            }
+        }
+    }
+    Some(Screen {
+        width,
+        height,
+        background,
+        band,
+        lefts,
+        rights,
+    })
+}
+
+/// xrdp's login screen as it must look: one background colour around a
+/// single dialog that is a rectangle (every row of it starts and ends at
+/// the same columns: sheared rows would drift), centred, of a dialog's size.
+fn is_login_screen(s: &Screen) -> bool {
+    let Some((top, bottom)) = s.band else {
+        return false;
+    };
+    let (Some(bg), [left], [right]) = (&s.background, s.lefts.as_slice(), s.rights.as_slice())
+    else {
+        return false;
+    };
+    let dialog_w = right - left + 1;
+    let dialog_h = (bottom - top + 1) as i64;
+    let centre = (left + right) / 2;
+    bg.get(3) == Some(&255)
+        && (150..s.width).contains(&dialog_w)
+        && (100..s.height).contains(&dialog_h)
+        && (centre - s.width / 2).abs() <= 2
+}
+
+async fn probe(c: &Client) -> Option<Screen> {
+    let v = c
+        .execute(PROBE, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("probe failed: {e}"));
+    screen(&v)
+}
+
+/// `ticket` as a fragment parameter's value (percent-encoded).
+fn fragment(ticket: &str) -> String {
+    ticket
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_ticket_is_refused() {
+    let xrdp = require("xrdp", "xrdp");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h1 = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp"));
+    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    pool(&app, "farm", true).await;
+    host(&app, "farm", "h1", &h1.address).await;
+    let good = ticket(&app, "farm", "alice").await;
+
+    // The gateway's certificate is the data dir's self-signed one.
+    let b = browser_with(&["--ignore-certificate-errors"]).await;
+    let c = &b.client;
+    c.goto(&format!("https://{gateway}/web#ticket={}", fragment(&good)))
+        .await
+        .expect("open the page");
+    let first_frame = c
+        .execute_async(FIRST_FRAME, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("no frame drawn: {e}; xrdp's log:\n{}", h1.log()));
+    eprintln!(
+        "web page: first frame {:.0} ms after the page's navigation began",
+        first_frame.as_f64().unwrap_or(f64::NAN)
+    );
+    // The ticket left the address bar.
+    let url = c.current_url().await.expect("url");
+    assert_eq!(url.fragment(), None, "{url}");
+
+    // The login screen, drawn whole and square.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let (drawn, last) = loop {
+        let s = probe(c).await;
+        if s.as_ref().is_some_and(is_login_screen) {
+            break (true, s);
+        }
+        if std::time::Instant::now() > deadline {
+            break (false, s);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        drawn,
+        "xrdp's login screen is not drawn square; the canvas: {:?}; xrdp's log:\n{}",
+        last.map(|s| (s.width, s.height, s.background, s.band, s.lefts, s.rights)),
+        h1.log()
+    );
+    let s = last.expect("a screen");
+    eprintln!(
+        "web page: {}x{} desktop, background {:?}, dialog rows {:?}, columns {:?}..{:?}",
+        s.width, s.height, s.background, s.band, s.lefts, s.rights
+    );
+    wait_text(
+        c,
+        "#status[data-state=connected]",
+        "the connected state",
+        |_| true,
+    )
+    .await;
+
+    // Keys reach the host: typed into xrdp's user name field, they are
+    // drawn back in black.
+    let black = |c: Client| async move {
+        c.execute(BLACK_PIXELS, vec![])
+            .await
+            .expect("count")
+            .as_i64()
+            .unwrap_or(-1)
+    };
+    let before = black(c.clone()).await;
+    c.execute(
+        "document.querySelector('iron-remote-desktop').shadowRoot.querySelector('canvas').focus();",
+        vec![],
+    )
+    .await
+    .expect("focus the desktop");
+    c.active_element()
+        .await
+        .expect("the focused element")
+        .send_keys("alicealice")
+        .await
+        .expect("type");
+    let typed = crate::eventually(PATIENCE, || {
+        let c = c.clone();
+        async move { black(c).await > before + 60 }
+    })
+    .await;
+    assert!(
+        typed,
+        "the typed name is not drawn: {before} black pixels before, {} after",
+        black(c.clone()).await
+    );
+    eprintln!(
+        "web page: black pixels {before} before typing, {} after",
+        black(c.clone()).await
+    );
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+
+    // The page's policy, as the browser received it.
+    let csp = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];\
+             fetch('/web').then(r => done(r.headers.get('content-security-policy')));",
+            vec![],
+        )
+        .await
+        .expect("fetch the page");
+    let csp = csp.as_str().unwrap_or_default();
+    assert!(
+        csp.contains("script-src 'self' 'wasm-unsafe-eval'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+
+    // A smaller tab: the desktop is scaled to fit it.
+    c.set_window_size(900, 600).await.expect("resize");
+    let fits = crate::eventually(PATIENCE, || {
+        let c = c.clone();
+        async move {
+            let v = c
+                .execute(
+                    "const cv = document.querySelector('iron-remote-desktop').shadowRoot.querySelector('canvas');\
+                     const r = cv.getBoundingClientRect();\
+                     return r.width > 0 && r.right <= window.innerWidth + 1 && r.bottom <= window.innerHeight + 1 && cv.width > r.width;",
+                    vec![],
+                )
+                .await
+                .expect("measure");
+            v.as_bool() == Some(true)
+        }
+    })
+    .await;
+    assert!(fits, "the desktop is not scaled to the smaller tab");
+
+    // Leaving the page closes the socket: the session is Disconnected.
+    c.goto("about:blank").await.expect("leave the page");
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // The user's next tab, with a fresh link, goes back to that session
+    // (S1), and leaving it disconnects it again.
+    let (id, _) = session_id(&app, "farm", "alice").await;
+    let again = ticket(&app, "farm", "alice").await;
+    c.goto(&format!(
+        "https://{gateway}/web#ticket={}",
+        fragment(&again)
+    ))
+    .await
+    .expect("open the page again");
+    wait_text(
+        c,
+        "#status[data-state=connected]",
+        "connected again",
+        |_| true,
+    )
+    .await;
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+    assert_eq!(
+        session_id(&app, "farm", "alice").await.0,
+        id,
+        "a new session"
+    );
+    c.goto("about:blank").await.expect("leave the page");
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+
+    // A changed ticket: refused, no new connection reaches the host, and
+    // the page says why.
+    let before = h1.tls_connections();
+    let mut changed = good.clone().into_bytes();
+    let mac_at = good.match_indices(':').nth(2).expect("fields").0 + 1;
+    changed[mac_at] = if changed[mac_at] == b'A' { b'B' } else { b'A' };
+    let changed = String::from_utf8(changed).expect("utf-8");
+    c.goto(&format!(
+        "https://{gateway}/web#ticket={}",
+        fragment(&changed)
+    ))
+    .await
+    .expect("open the page");
+    let said = wait_text(c, "#status[data-state=refused]", "the refusal", |t| {
+        !t.is_empty()
+    })
+    .await;
+    assert!(said.contains("refused"), "{said}");
+    assert_eq!(
+        h1.tls_connections(),
+        before,
+        "the changed ticket reached the host"
+    );
+
+    // A pool whose only host cannot be reached: no desktop can be had
+    // there (the broker answers 503); the page says so and offers to
+    // reconnect, which tries again.
+    let dead = tokio::net::TcpSocket::new_v4().expect("socket");
+    dead.bind(([127, 0, 0, 1], 0).into()).expect("bind");
+    pool(&app, "dead", true).await;
+    host(
+        &app,
+        "dead",
+        "d1",
+        &dead.local_addr().expect("addr").to_string(),
+    )
+    .await;
+    let lost = ticket(&app, "dead", "alice").await;
+    c.goto(&format!("https://{gateway}/web#ticket={}", fragment(&lost)))
+        .await
+        .expect("open the page");
+    let said = wait_text(c, "#status", "a failure", |t| {
+        !t.starts_with("Loading") && !t.starts_with("Connecting")
+    })
+    .await;
+    assert!(said.starts_with("No desktop is available"), "{said}");
+    let button = c
+        .find(fantoccini::Locator::Css("#reconnect"))
+        .await
+        .expect("the reconnect button");
+    assert!(button.is_displayed().await.expect("shown"));
+    // Marked, so that only the retry's own answer can replace the mark.
+    c.execute(
+        "document.getElementById('status').dataset.state = 'before-retry';",
+        vec![],
+    )
+    .await
+    .expect("mark");
+    button.click().await.expect("reconnect");
+    wait_text(
+        c,
+        "#status[data-state=unavailable]",
+        "the retry's answer",
+        |t| t.starts_with("No desktop is available"),
+    )
+    .await;
+
+    // No ticket at all: the page says so and opens no socket.
+    c.goto(&format!("https://{gateway}/web"))
+        .await
+        .expect("open the page");
+    wait_text(c, "#status[data-state=no-ticket]", "no ticket", |t| {
+        t.contains("no connection ticket")
+    })
+    .await;
+    assert_eq!(h1.tls_connections(), before);
+}

@@ -1,0 +1,97 @@
+// The desktop in a tab: reads the connection ticket from the address's
+// fragment (which browsers never send to the server), hands deskbroker's
+// WebAssembly RDP client to the iron-remote-desktop web component, and
+// connects through this origin's /web/rdp.
+import init, * as backend from "/web/webclient.js";
+import "/web/iron-remote-desktop.js";
+
+const status = document.getElementById("status");
+const panel = document.getElementById("panel");
+const reconnect = document.getElementById("reconnect");
+
+function show(state, text, canRetry) {
+  status.dataset.state = state;
+  status.textContent = text;
+  reconnect.hidden = !canRetry;
+  panel.hidden = false;
+}
+
+// A new link opened in this tab (only its fragment differs): start over
+// with its ticket.
+window.addEventListener("hashchange", () => { location.reload(); });
+
+// The ticket leaves the address bar (and the history) at once.
+const ticket = new URLSearchParams(location.hash.slice(1)).get("ticket");
+history.replaceState(null, "", location.pathname);
+
+// What a refusal means to the user, from the gateway's HTTP status.
+function refusal(error) {
+  let details;
+  try { details = error.rdcleanpathDetails(); } catch { details = undefined; }
+  const http = details ? details.httpStatusCode : undefined;
+  switch (http) {
+    case 401:
+    case 403:
+      return ["refused", "The link was refused: it is changed, expired, or for another desktop. Open the desktop again from the portal."];
+    case 429:
+      return ["busy", "Too many connections from here just now. Wait a minute and reconnect."];
+    case 502:
+      return ["unreachable", "The desktop's host cannot be reached. Reconnect to try again."];
+    case 503:
+      return ["unavailable", "No desktop is available in this pool just now. Reconnect to try again."];
+    default:
+      if (http) return ["refused", `The connection was refused (HTTP ${http}).`];
+      return ["failed", "The connection failed: " + (typeof error.backtrace === "function" ? error.backtrace() : String(error))];
+  }
+}
+
+let ui;
+
+async function connect() {
+  if (!ticket) {
+    show("no-ticket", "This address has no connection ticket. Open the desktop from the portal.", false);
+    return;
+  }
+  show("connecting", "Connecting…", false);
+  const proxy = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/web/rdp";
+  const config = ui.configBuilder()
+    .withDestination("desktop")
+    .withProxyAddress(proxy)
+    .withAuthToken(ticket)
+    .withDesktopSize({ width: window.innerWidth, height: window.innerHeight })
+    .build();
+  let session;
+  try {
+    session = await ui.connect(config);
+  } catch (error) {
+    const [state, text] = refusal(error);
+    show(state, text, state !== "refused");
+    return;
+  }
+  panel.hidden = true;
+  status.dataset.state = "connected";
+  ui.setVisibility(true);
+  try {
+    const end = await session.run();
+    show("ended", "The session ended: " + end.reason(), true);
+  } catch (error) {
+    show("ended", "The session ended: " + (typeof error.backtrace === "function" ? error.backtrace() : String(error)), true);
+  }
+}
+
+reconnect.addEventListener("click", () => { connect(); });
+// Leaving the page ends the connection at once (the session is then
+// Disconnected, and can be taken up again from another tab).
+window.addEventListener("pagehide", () => { if (ui) ui.shutdown(); });
+
+await init({ module_or_path: "/web/webclient_bg.wasm" });
+const element = document.createElement("iron-remote-desktop");
+element.module = backend;
+element.setAttribute("scale", "fit");
+element.setAttribute("flexcenter", "true");
+element.addEventListener("ready", (event) => {
+  ui = event.detail.irgUserInteraction;
+  ui.setEnableClipboard(false);
+  connect();
+});
+document.getElementById("screen").appendChild(element);

@@ -1,0 +1,568 @@
+//! One RDP session: the RDCleanPath exchange, the connection sequence,
+//! then frames drawn and input sent.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use ironrdp_connector::connection_activation::{
+    ConnectionActivationFactory, ConnectionActivationState,
+};
+use ironrdp_connector::{
+    ClientConnector, ClientConnectorState, ConnectionResult, Credentials, Sequence as _,
+};
+use ironrdp_graphics::image_processing::PixelFormat;
+use ironrdp_input::Database;
+use ironrdp_pdu::WriteBuf;
+use ironrdp_pdu::geometry::InclusiveRectangle;
+use ironrdp_rdcleanpath::{RDCleanPathMessage, RDCleanPathPdu};
+use ironrdp_session::image::DecodedImage;
+use ironrdp_session::{ActiveStage, ActiveStageBuilder, ActiveStageOutput};
+use wasm_bindgen::Clamped;
+use wasm_bindgen::JsCast as _;
+use wasm_bindgen::prelude::*;
+use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement, ImageData};
+
+use crate::error::{IronError, IronErrorKind};
+use crate::input::InputTransaction;
+use crate::socket::{self, Receiver, Sender};
+use crate::{DesktopSize, Settings};
+
+/// The desktop asked for when the page names none, and the bounds of any.
+const DEFAULT_SIZE: (u16, u16) = (1024, 768);
+const MIN_SIDE: u16 = 200;
+const MAX_SIDE: u16 = 8192;
+
+/// Why a session ended.
+#[wasm_bindgen]
+pub struct SessionTerminationInfo(String);
+
+#[wasm_bindgen]
+impl SessionTerminationInfo {
+    pub fn reason(&self) -> String {
+        self.0.clone()
+    }
+}
+
+/// What both the frame loop and the input path use.
+struct Shared {
+    stage: ActiveStage,
+    image: DecodedImage,
+    input: Database,
+    sender: Sender,
+    canvas: HtmlCanvasElement,
+    context: CanvasRenderingContext2d,
+    canvas_resized: Option<js_sys::Function>,
+    ended: bool,
+}
+
+#[wasm_bindgen]
+pub struct Session {
+    shared: Rc<RefCell<Shared>>,
+    receiver: RefCell<Option<Receiver>>,
+    activation: RefCell<Option<ConnectionActivationFactory>>,
+}
+
+fn context_of(canvas: &HtmlCanvasElement) -> Result<CanvasRenderingContext2d, IronError> {
+    canvas
+        .get_context("2d")
+        .ok()
+        .flatten()
+        .and_then(|c| c.dyn_into::<CanvasRenderingContext2d>().ok())
+        .ok_or_else(|| IronError::general("the canvas has no 2D context"))
+}
+
+fn connector_config(settings: &Settings, size: DesktopSize) -> ironrdp_connector::Config {
+    use ironrdp_pdu::gcc::{ConnectionType, KeyboardType};
+    use ironrdp_pdu::rdp::capability_sets::{MajorPlatformType, RailSupportLevel};
+    use ironrdp_pdu::rdp::client_info::{PerformanceFlags, TimezoneInfo};
+    ironrdp_connector::Config {
+        desktop_size: ironrdp_connector::DesktopSize {
+            width: size.width,
+            height: size.height,
+        },
+        monitor_layout: None,
+        desktop_scale_factor: 0,
+        desktop_physical_size: None,
+        desktop_orientation: None,
+        device_scale_factor: None,
+        monitor_extended_layout: None,
+        relative_mouse_input: false,
+        // TLS with the host is the gateway's; the host's own logon screen
+        // asks for the password (CredSSP is not done by this client).
+        enable_tls: true,
+        enable_credssp: false,
+        enable_standard_rdp_security: false,
+        credentials: Credentials::UsernamePassword {
+            username: settings.username.clone(),
+            password: settings.password.clone(),
+        },
+        domain: settings.domain.clone(),
+        client_build: 0,
+        client_name: "deskbroker-web".to_string(),
+        keyboard_type: KeyboardType::IBM_ENHANCED,
+        keyboard_subtype: 0,
+        keyboard_functional_keys_count: 12,
+        keyboard_layout: 0,
+        connection_type: ConnectionType::Lan,
+        ime_file_name: String::new(),
+        bitmap: None,
+        dig_product_id: String::new(),
+        client_dir: "C:\\Windows\\System32\\mstscax.dll".to_string(),
+        alternate_shell: String::new(),
+        work_dir: String::new(),
+        remote_application_mode: false,
+        rail_support_level: RailSupportLevel::empty(),
+        platform: MajorPlatformType::UNIX,
+        hardware_id: None,
+        request_data: None,
+        autologon: false,
+        enable_audio_playback: false,
+        enable_audio_capture: false,
+        performance_flags: PerformanceFlags::default(),
+        license_cache: None,
+        timezone_info: TimezoneInfo::default(),
+        compression_type: None,
+        enable_server_pointer: false,
+        pointer_software_rendering: true,
+        multitransport_flags: None,
+        support_dyn_vc_gfx_protocol: false,
+    }
+}
+
+fn connector_err(e: impl std::fmt::Debug) -> IronError {
+    IronError::general(format!("the connection sequence failed: {e:?}"))
+}
+
+/// The RDCleanPath exchange: the ticket and the X.224 request out, the
+/// host's X.224 confirm back (or the gateway's refusal).
+async fn clean_path(
+    settings: &Settings,
+    connector: &mut ClientConnector,
+    sender: &Sender,
+    receiver: &mut Receiver,
+) -> Result<Vec<u8>, IronError> {
+    let mut buf = WriteBuf::new();
+    let written = connector.step_no_input(&mut buf).map_err(connector_err)?;
+    let n = written
+        .size()
+        .ok_or_else(|| connector_err("no X.224 request"))?;
+    let request = RDCleanPathPdu::new_request(
+        buf.filled()[..n].to_vec(),
+        settings.destination.clone(),
+        settings.auth_token.clone(),
+        None,
+    )
+    .map_err(|e| IronError::general(format!("encoding the request: {e}")))?;
+    let der = request
+        .to_der()
+        .map_err(|e| IronError::general(format!("encoding the request: {e}")))?;
+    sender.send(&der)?;
+    let answer = receiver
+        .message()
+        .await
+        .map_err(|e| IronError::new(IronErrorKind::ProxyConnect, e.backtrace()))?;
+    let message = RDCleanPathPdu::from_der(&answer)
+        .ok()
+        .and_then(|p| p.into_message().ok())
+        .ok_or_else(|| IronError::general("the gateway's answer is not RDCleanPath"))?;
+    match message {
+        RDCleanPathMessage::Response {
+            x224_connection_response,
+            ..
+        } => Ok(x224_connection_response.as_bytes().to_vec()),
+        RDCleanPathMessage::GeneralErr(e) => Err(IronError::refused(
+            format!(
+                "the gateway refused the connection (error {})",
+                e.error_code
+            ),
+            e.http_status_code,
+            e.wsa_last_error,
+            e.tls_alert_code,
+        )),
+        RDCleanPathMessage::NegotiationErr { .. } => Err(IronError::new(
+            IronErrorKind::NegotiationFailure,
+            "the host refused the security negotiation",
+        )),
+        _ => Err(IronError::general("an unexpected RDCleanPath message")),
+    }
+}
+
+/// Steps `sequence` until `done`, reading the host's PDUs when it asks for
+/// one and sending what it writes.
+async fn drive(
+    sequence: &mut dyn ironrdp_connector::Sequence,
+    sender: &Sender,
+    receiver: &mut Receiver,
+    done: &dyn Fn(&dyn ironrdp_connector::Sequence) -> bool,
+) -> Result<(), IronError> {
+    let mut buf = WriteBuf::new();
+    while !done(sequence) {
+        buf.clear();
+        let written = match sequence.next_pdu_hint() {
+            None => sequence.step_no_input(&mut buf),
+            Some(hint) => {
+                let pdu = receiver.pdu(hint).await?;
+                sequence.step(&pdu, None, &mut buf)
+            }
+        }
+        .map_err(connector_err)?;
+        if let Some(n) = written.size() {
+            sender.send(&buf.filled()[..n])?;
+        }
+    }
+    Ok(())
+}
+
+fn clamp_size(size: Option<DesktopSize>) -> DesktopSize {
+    let size = size.unwrap_or(DesktopSize {
+        width: DEFAULT_SIZE.0,
+        height: DEFAULT_SIZE.1,
+    });
+    DesktopSize {
+        width: size.width.clamp(MIN_SIDE, MAX_SIDE),
+        height: size.height.clamp(MIN_SIDE, MAX_SIDE),
+    }
+}
+
+/// The host names the desktop's size; one beyond what a screen can be is
+/// refused rather than allocated (8192² pixels are 256 MiB already).
+fn check_size(size: ironrdp_connector::DesktopSize) -> Result<(), IronError> {
+    if size.width == 0 || size.height == 0 || size.width > MAX_SIDE || size.height > MAX_SIDE {
+        return Err(IronError::general(format!(
+            "the host asked for a {}x{} desktop",
+            size.width, size.height
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) async fn connect(settings: &Rc<RefCell<Settings>>) -> Result<Session, IronError> {
+    // A copy: the builder stays free while the connection is made.
+    let settings = settings.borrow().clone();
+    let canvas = settings
+        .canvas
+        .clone()
+        .ok_or_else(|| IronError::general("no canvas to draw in"))?;
+    let context = context_of(&canvas)?;
+    if settings.auth_token.is_empty() {
+        return Err(IronError::general("no connection ticket"));
+    }
+    let size = clamp_size(settings.desktop_size);
+    // The browser's address is unknown to the page, and unused by hosts.
+    let client_addr = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+    let mut connector = ClientConnector::new(connector_config(&settings, size), client_addr);
+    let (sender, mut receiver) = socket::open(&settings.proxy_address).await?;
+    let confirm = clean_path(&settings, &mut connector, &sender, &mut receiver).await?;
+    let mut buf = WriteBuf::new();
+    connector
+        .step(&confirm, None, &mut buf)
+        .map_err(|e| IronError::new(IronErrorKind::NegotiationFailure, format!("{e:?}")))?;
+    if !connector.should_perform_security_upgrade() {
+        return Err(IronError::new(
+            IronErrorKind::NegotiationFailure,
+            "the host did not choose TLS",
+        ));
+    }
+    // The gateway did the TLS with the host.
+    connector.mark_security_upgrade_as_done();
+    drive(&mut connector, &sender, &mut receiver, &|s| {
+        s.next_pdu_hint().is_none() && connected(s)
+    })
+    .await?;
+    let ClientConnectorState::Connected { result } = connector.state else {
+        return Err(connector_err("the sequence ended unconnected"));
+    };
+    start(result, &settings, canvas, context, sender, receiver)
+}
+
+fn connected(sequence: &dyn ironrdp_connector::Sequence) -> bool {
+    sequence.state().name() == "Connected"
+}
+
+fn start(
+    result: ConnectionResult,
+    settings: &Settings,
+    canvas: HtmlCanvasElement,
+    context: CanvasRenderingContext2d,
+    sender: Sender,
+    receiver: Receiver,
+) -> Result<Session, IronError> {
+    check_size(result.desktop_size)?;
+    let image = DecodedImage::new(
+        PixelFormat::RgbA32,
+        result.desktop_size.width,
+        result.desktop_size.height,
+    );
+    canvas.set_width(u32::from(result.desktop_size.width));
+    canvas.set_height(u32::from(result.desktop_size.height));
+    let stage = ActiveStageBuilder {
+        static_channels: result.static_channels,
+        user_channel_id: result.user_channel_id,
+        io_channel_id: result.io_channel_id,
+        message_channel_id: result.message_channel_id,
+        share_id: result.share_id,
+        compression_type: result.compression_type,
+        enable_server_pointer: result.enable_server_pointer,
+        pointer_software_rendering: result.pointer_software_rendering,
+    }
+    .build();
+    if let Some(callback) = &settings.cursor_callback {
+        let _ = callback.call1(&settings.cursor_context, &JsValue::from_str("default"));
+    }
+    Ok(Session {
+        shared: Rc::new(RefCell::new(Shared {
+            stage,
+            image,
+            input: Database::new(),
+            sender,
+            canvas,
+            context,
+            canvas_resized: settings.canvas_resized.clone(),
+            ended: false,
+        })),
+        receiver: RefCell::new(Some(receiver)),
+        activation: RefCell::new(Some(result.activation_factory)),
+    })
+}
+
+impl Shared {
+    /// Copies `region` of the session's image into the canvas.
+    fn draw(&self, region: &InclusiveRectangle) -> Result<(), IronError> {
+        let width = usize::from(self.image.width());
+        let height = usize::from(self.image.height());
+        let left = usize::from(region.left);
+        let top = usize::from(region.top);
+        let right = usize::from(region.right).min(width.saturating_sub(1));
+        let bottom = usize::from(region.bottom).min(height.saturating_sub(1));
+        if left > right || top > bottom {
+            return Ok(());
+        }
+        let w = right - left + 1;
+        let h = bottom - top + 1;
+        let stride = self.image.stride();
+        let data = self.image.data();
+        let mut pixels = Vec::with_capacity(w * h * 4);
+        for row in top..=bottom {
+            let start = row * stride + left * 4;
+            pixels.extend_from_slice(&data[start..start + w * 4]);
+        }
+        // The image's fourth byte is not an opacity: the desktop is opaque.
+        for px in pixels.chunks_exact_mut(4) {
+            px[3] = 0xff;
+        }
+        let image = ImageData::new_with_u8_clamped_array_and_sh(
+            Clamped(&pixels),
+            u32::try_from(w).unwrap_or(0),
+            u32::try_from(h).unwrap_or(0),
+        )
+        .map_err(|e| IronError::general(format!("drawing: {e:?}")))?;
+        self.context
+            .put_image_data(&image, left as f64, top as f64)
+            .map_err(|e| IronError::general(format!("drawing: {e:?}")))
+    }
+
+    fn send_all(&mut self, outputs: Vec<ActiveStageOutput>) -> Result<Option<String>, IronError> {
+        for output in outputs {
+            match output {
+                ActiveStageOutput::ResponseFrame(frame) if !frame.is_empty() => {
+                    self.sender.send(&frame)?;
+                }
+                ActiveStageOutput::GraphicsUpdate(region) => self.draw(&region)?,
+                ActiveStageOutput::Terminate(reason) => return Ok(Some(reason.description())),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[wasm_bindgen]
+impl Session {
+    /// Runs the session until the host or the user ends it.
+    pub async fn run(&self) -> Result<SessionTerminationInfo, IronError> {
+        let mut receiver = self
+            .receiver
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| IronError::general("the session already ran"))?;
+        let factory = self
+            .activation
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| IronError::general("the session already ran"))?;
+        loop {
+            let (action, frame) = match receiver.frame().await {
+                Ok(f) => f,
+                Err(e) => {
+                    if self.shared.borrow().ended {
+                        return Ok(SessionTerminationInfo("the session was closed".into()));
+                    }
+                    return Ok(SessionTerminationInfo(e.backtrace()));
+                }
+            };
+            // The session's state is borrowed for one frame, never across
+            // a wait: input arrives between frames.
+            let reactivate = {
+                let mut guard = self.shared.borrow_mut();
+                let shared = &mut *guard;
+                let outputs = shared
+                    .stage
+                    .process(&mut shared.image, action, &frame, None)
+                    .map_err(|e| IronError::general(format!("the host's data: {e:?}")))?;
+                let deactivated = outputs
+                    .iter()
+                    .any(|o| matches!(o, ActiveStageOutput::DeactivateAll));
+                if let Some(reason) = shared.send_all(outputs)? {
+                    shared.ended = true;
+                    shared.sender.close();
+                    return Ok(SessionTerminationInfo(reason));
+                }
+                deactivated.then(|| shared.sender.clone())
+            };
+            if let Some(sender) = reactivate {
+                self.reactivate(&factory, &sender, &mut receiver).await?;
+            }
+        }
+    }
+
+    /// The Deactivation-Reactivation Sequence: the host starts the
+    /// session's display again, possibly at another size (xrdp does so
+    /// after a logon).
+    async fn reactivate(
+        &self,
+        factory: &ConnectionActivationFactory,
+        sender: &Sender,
+        receiver: &mut Receiver,
+    ) -> Result<(), IronError> {
+        let mut sequence = factory.create();
+        drive(&mut sequence, sender, receiver, &|s| {
+            s.next_pdu_hint().is_none() && s.state().name() == "Finalized"
+        })
+        .await?;
+        let ConnectionActivationState::Finalized {
+            desktop_size,
+            share_id,
+            enable_server_pointer,
+            pointer_software_rendering,
+            static_channel_chunk_size,
+            window_support_level,
+            ..
+        } = sequence.connection_activation_state()
+        else {
+            return Err(connector_err("the reactivation did not finish"));
+        };
+        check_size(desktop_size)?;
+        let mut shared = self.shared.borrow_mut();
+        if !shared.stage.reactivate(
+            sequence.io_channel_id(),
+            sequence.user_channel_id(),
+            share_id,
+            enable_server_pointer,
+            pointer_software_rendering,
+            static_channel_chunk_size,
+        ) {
+            return Err(connector_err("an invalid static channel chunk size"));
+        }
+        shared.stage.set_window_support_level(window_support_level);
+        shared.image =
+            DecodedImage::new(PixelFormat::RgbA32, desktop_size.width, desktop_size.height);
+        shared.canvas.set_width(u32::from(desktop_size.width));
+        shared.canvas.set_height(u32::from(desktop_size.height));
+        let resized = shared.canvas_resized.clone();
+        drop(shared);
+        if let Some(callback) = resized {
+            let _ = callback.call0(&JsValue::NULL);
+        }
+        Ok(())
+    }
+
+    #[wasm_bindgen(js_name = desktopSize)]
+    pub fn desktop_size(&self) -> DesktopSize {
+        let shared = self.shared.borrow();
+        DesktopSize {
+            width: shared.image.width(),
+            height: shared.image.height(),
+        }
+    }
+
+    #[wasm_bindgen(js_name = applyInputs)]
+    pub fn apply_inputs(&self, transaction: InputTransaction) -> Result<(), IronError> {
+        let mut shared = self.shared.borrow_mut();
+        let shared = &mut *shared;
+        let events = shared.input.apply(transaction.0);
+        let outputs = shared
+            .stage
+            .process_fastpath_input(&mut shared.image, &events)
+            .map_err(|e| IronError::general(format!("input: {e:?}")))?;
+        shared.send_all(outputs).map(|_| ())
+    }
+
+    #[wasm_bindgen(js_name = releaseAllInputs)]
+    pub fn release_all_inputs(&self) -> Result<(), IronError> {
+        let mut shared = self.shared.borrow_mut();
+        let shared = &mut *shared;
+        let events = shared.input.release_all();
+        let outputs = shared
+            .stage
+            .process_fastpath_input(&mut shared.image, &events)
+            .map_err(|e| IronError::general(format!("input: {e:?}")))?;
+        shared.send_all(outputs).map(|_| ())
+    }
+
+    #[wasm_bindgen(js_name = synchronizeLockKeys)]
+    pub fn synchronize_lock_keys(
+        &self,
+        scroll_lock: bool,
+        num_lock: bool,
+        caps_lock: bool,
+        kana_lock: bool,
+    ) -> Result<(), IronError> {
+        let event = ironrdp_input::synchronize_event(scroll_lock, num_lock, caps_lock, kana_lock);
+        let mut shared = self.shared.borrow_mut();
+        let shared = &mut *shared;
+        let outputs = shared
+            .stage
+            .process_fastpath_input(&mut shared.image, &[event])
+            .map_err(|e| IronError::general(format!("input: {e:?}")))?;
+        shared.send_all(outputs).map(|_| ())
+    }
+
+    /// Asks the host to end the connection, and closes it.
+    pub fn shutdown(&self) -> Result<(), IronError> {
+        let mut shared = self.shared.borrow_mut();
+        if let Ok(outputs) = shared.stage.graceful_shutdown() {
+            let _ = shared.send_all(outputs);
+        }
+        shared.ended = true;
+        shared.sender.close();
+        Ok(())
+    }
+
+    /// There is no clipboard channel: a paste stays in the browser.
+    #[wasm_bindgen(js_name = onClipboardPaste)]
+    pub async fn on_clipboard_paste(&self, _data: crate::ClipboardData) -> Result<(), IronError> {
+        Err(IronError::general("this client has no clipboard channel"))
+    }
+
+    /// The remote desktop keeps the size it was opened with; the
+    /// component scales it to the tab.
+    pub fn resize(
+        &self,
+        _width: u32,
+        _height: u32,
+        _scale_factor: Option<u32>,
+        _physical_width: Option<u32>,
+        _physical_height: Option<u32>,
+    ) {
+    }
+
+    #[wasm_bindgen(js_name = supportsUnicodeKeyboardShortcuts)]
+    pub fn supports_unicode_keyboard_shortcuts(&self) -> bool {
+        false
+    }
+
+    #[wasm_bindgen(js_name = invokeExtension)]
+    pub fn invoke_extension(&self, _ext: JsValue) -> Result<JsValue, IronError> {
+        Err(IronError::general("this client has no extensions"))
+    }
+}
