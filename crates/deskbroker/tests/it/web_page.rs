@@ -304,16 +304,19 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
     c.goto("about:blank").await.expect("leave the page");
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 
-    // The user's next tab, with a fresh link, goes back to that session
-    // (S1), and leaving it disconnects it again.
+    // The user's next tab, with a fresh link (the API's webUrl, the
+    // address the portal's "Open in the browser" sends a browser to), goes
+    // back to that session (S1), and leaving it disconnects it again.
     let (id, _) = session_id(&app, "farm", "alice").await;
-    let again = ticket(&app, "farm", "alice").await;
-    c.goto(&format!(
-        "https://{gateway}/web#ticket={}",
-        fragment(&again)
-    ))
-    .await
-    .expect("open the page again");
+    let again = app
+        .ok("GET", "/api/v1/hostPools/farm/webUrl?user=alice", None, 200)
+        .await;
+    let again = again["url"].as_str().expect("a url");
+    assert!(
+        again.starts_with(&format!("https://{gateway}/web#ticket=")),
+        "{again}"
+    );
+    c.goto(again).await.expect("open the page again");
     wait_text(
         c,
         "#status[data-state=connected]",
