@@ -1,6 +1,7 @@
 // app.js — the deskbroker web console: sign-in, host pools, a pool's session
-// hosts (with power start/stop), a pool's scaling actions, sessions (with
-// messages to their users). Plain ES modules, no build step, no third-party code.
+// hosts (with power start/stop), sessions (with messages to their users);
+// a pool's scaling actions and the audit log are in records.js. Plain ES
+// modules, no build step, no third-party code.
 //
 // Every number on screen comes from the public API (api.js). The pages
 // follow changes by short polling: one refresh of the page in view every
@@ -9,15 +10,13 @@
 // of 10,000 hosts costs one page per refresh, not the whole pool.
 
 import { api, ApiError, onUnauthorized, query, seg, token } from './api.js';
-import { ago, h, keyedRows, num, replace, setText, sparkline } from './dom.js';
+import { DEFAULT_PAGE_SIZE, PAGE_SIZES, ago, field, h, keyedRows, message, num, replace, say, setText, sparkline, th } from './dom.js';
+import { auditView, scalingView } from './records.js';
 
 /** How often the page in view is refreshed. */
 const POLL_INTERVAL_MS = 2000;
 /** Session counts kept per pool for rates and sparklines (3 min at 2 s). */
 const HISTORY_POINTS = 90;
-/** Page sizes offered for hosts and sessions (the API's bound is 1000). */
-const PAGE_SIZES = [50, 100, 250, 500, 1000];
-const DEFAULT_PAGE_SIZE = 100;
 /** maxSessionLimit's default and highest value: no limit in practice (P4). */
 const UNLIMITED = 999999;
 /** A logon-off button waits this long for its confirming second click. */
@@ -226,13 +225,6 @@ onUnauthorized((e) => {
 
 // ---------------------------------------------------------------- helpers
 
-const th = (text, cls) => h('th', { scope: 'col', class: cls }, text);
-
-/** A form field with its label; `input` gets the id. */
-function field(label, input, hint) {
-  return h('div', { class: 'field' }, h('label', { for: input.id }, label), input, hint ? h('small', { class: 'muted' }, hint) : null);
-}
-
 function select(id, options, value) {
   return h(
     'select',
@@ -271,15 +263,6 @@ const STATUS_MARK = { Available: '● Available', Unavailable: '✕ Unavailable'
 // in the words an operator knows: the agent on the host, or the exporter
 // the watching agent scrapes.
 const SOURCE_TEXT = { agent: 'agent', windowsExporter: 'windows_exporter' };
-
-function message(id) {
-  return h('p', { id, class: 'message', role: 'alert' });
-}
-
-function say(el, text, kind) {
-  el.className = `message ${kind || ''}`;
-  setText(el, text);
-}
 
 // ---------------------------------------------------------------- sign in
 
@@ -797,81 +780,6 @@ function powerButtons(pool, host, errorEl) {
   return h('span', { class: 'power-buttons' }, ' ', start, ' ', stop);
 }
 
-// ---------------------------------------------------------------- scaling actions
-
-/** A pool's power and scaling actions (rule A10), newest first, one page. */
-function scalingView(name, params) {
-  const v = { closed: false };
-  const size = PAGE_SIZES.includes(Number(params.get('size'))) ? Number(params.get('size')) : DEFAULT_PAGE_SIZE;
-  const errorEl = message('scaling-error');
-  const tbody = h('tbody');
-  const table = h(
-    'table',
-    { id: 'scaling-table', class: 'grid' },
-    h(
-      'thead',
-      {},
-      h('tr', {}, th('Time'), th('Phase'), th('Action'), th('Host'), th('Reason'), th('Figures'), th('Outcome'), th('Message'), th('By')),
-    ),
-    tbody,
-  );
-  const empty = h('p', { id: 'scaling-empty', class: 'muted', hidden: true }, 'No power or scaling actions yet.');
-  v.el = h(
-    'section',
-    { class: 'view' },
-    h('p', { class: 'crumbs' }, h('a', { href: '#/pools' }, 'Host pools'), ' › ', h('a', { href: `#/pools/${seg(name)}` }, name), ' › scaling actions'),
-    h('h1', {}, `Scaling actions of ${name}`),
-    errorEl,
-    h('div', { class: 'scroll' }, table),
-    empty,
-  );
-  const figures = (a) =>
-    [
-      a.usedCapacityPct != null ? `used ${a.usedCapacityPct}%` : null,
-      a.thresholdPct != null ? `threshold ${a.thresholdPct}%` : null,
-      a.runningHosts != null ? `running ${a.runningHosts}` : null,
-      a.minimumHosts != null ? `minimum ${a.minimumHosts}` : null,
-    ]
-      .filter(Boolean)
-      .join(', ') || '—';
-  v.refresh = async () => {
-    const r = await api('GET', `/hostPools/${seg(name)}/scalingActions${query({ pageSize: size })}`);
-    if (v.closed) return;
-    say(errorEl, '', '');
-    empty.hidden = r.value.length > 0;
-    keyedRows(
-      tbody,
-      r.value,
-      (a) => a.id,
-      (a) =>
-        h(
-          'tr',
-          { dataset: { id: a.id, host: a.sessionHost, action: a.action } },
-          h('td', { class: 'time' }, a.time),
-          h('td', { class: 'phase' }),
-          h('td', { class: 'action' }, a.action),
-          h('th', { scope: 'row', class: 'host' }, a.sessionHost),
-          h('td', { class: 'reason' }),
-          h('td', { class: 'figures' }),
-          h('td', { class: 'outcome' }),
-          h('td', { class: 'message-text' }),
-          h('td', { class: 'actor' }),
-        ),
-      (tr, a) => {
-        setText(tr.querySelector('.phase'), a.phase || '—');
-        setText(tr.querySelector('.reason'), a.reason);
-        setText(tr.querySelector('.figures'), figures(a));
-        setText(tr.querySelector('.outcome'), a.outcome);
-        tr.dataset.outcome = a.outcome;
-        setText(tr.querySelector('.message-text'), a.message || '—');
-        setText(tr.querySelector('.actor'), a.actor || 'scaling plan');
-      },
-    );
-  };
-  v.failed = (e) => say(errorEl, e.toString(), 'error');
-  return v;
-}
-
 // ---------------------------------------------------------------- sessions
 
 function sessionsView(params) {
@@ -1063,83 +971,6 @@ function messageButton(x, compose) {
   const b = h('button', { type: 'button', class: 'send-message secondary', dataset: { id: x.id } }, 'Send message');
   b.addEventListener('click', () => compose(x));
   return b;
-}
-
-// ---------------------------------------------------------------- audit
-
-/** The audit log (rule T5), newest first, one page, filtered by actor and pool. */
-function auditView(params) {
-  const v = { closed: false };
-  const actor = params.get('actor') || '';
-  const pool = params.get('pool') || '';
-  const actorIn = h('input', { id: 'audit-actor', type: 'text', value: actor, autocomplete: 'off', placeholder: 'credential:helpdesk' });
-  const poolIn = h('input', { id: 'audit-pool', type: 'text', value: pool, autocomplete: 'off' });
-  const filter = h('form', { id: 'audit-filter', class: 'card inline', method: 'get', novalidate: true }, field('Actor', actorIn), field('Host pool', poolIn), h('button', { type: 'submit' }, 'Filter'));
-  filter.addEventListener('submit', (e) => {
-    e.preventDefault();
-    location.hash = `#/audit${query({ actor: actorIn.value.trim(), pool: poolIn.value.trim() })}`;
-  });
-  const errorEl = message('audit-error');
-  const tbody = h('tbody');
-  const table = h(
-    'table',
-    { id: 'audit-table', class: 'grid' },
-    h('thead', {}, h('tr', {}, th('Time'), th('Actor'), th('Action'), th('Outcome', 'num'), th('Change'))),
-    tbody,
-  );
-  const empty = h('p', { class: 'muted', hidden: true }, 'No entries.');
-  v.el = h('section', { class: 'view' }, h('h1', {}, 'Audit log'), filter, errorEl, h('div', { class: 'scroll' }, table), empty);
-  v.refresh = async () => {
-    const r = await api('GET', `/auditLog${query({ actor, hostPool: pool, pageSize: 100 })}`);
-    if (v.closed) return;
-    empty.hidden = r.value.length > 0;
-    keyedRows(
-      tbody,
-      r.value,
-      (e) => String(e.id),
-      (e) =>
-        h(
-          'tr',
-          { dataset: { id: String(e.id), actor: e.actor } },
-          h('td', { class: 'time' }, inert(e.time)),
-          h('th', { scope: 'row', class: 'actor' }, inert(e.actor)),
-          h('td', { class: 'action' }, h('code', {}, inert(e.action))),
-          h('td', { class: `outcome num${e.outcome >= 400 ? ' refused' : ''}` }, String(e.outcome)),
-          h('td', { class: 'change' }, inert(changeText(e.before, e.after))),
-        ),
-      () => {},
-    );
-  };
-  v.failed = (e) => say(errorEl, e.toString(), 'error');
-  return v;
-}
-
-/**
- * `text` with every control character (C0, DEL, C1) and every Unicode
- * bidirectional mark, embedding, override and isolate written as an escape
- * (`\x1b`, `\u{202e}`): an entry may hold text a caller chose, and shown
- * raw a bidi override could make a row read as another.
- */
-function inert(text) {
-  return String(text ?? '').replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
-    const n = c.charCodeAt(0);
-    return n <= 0xff ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u{${n.toString(16)}}`;
-  });
-}
-
-/** What changed between two JSON objects, as `field: old → new`, briefly. */
-function changeText(before, after) {
-  if (before === null && after === null) return '—';
-  if (before === null && after && after.ticketFor !== undefined) return `ticket for ${after.ticketFor}, until ${after.expirationTime}`;
-  if (before === null) return 'created';
-  if (after === null) return 'removed';
-  const diffs = [];
-  for (const k of Object.keys(after)) {
-    const a = JSON.stringify(before[k]);
-    const b = JSON.stringify(after[k]);
-    if (a !== b && !['lastHeartBeat', 'metrics', 'loadIndex'].includes(k)) diffs.push(`${k}: ${a} → ${b}`);
-  }
-  return diffs.length ? diffs.slice(0, 4).join('; ') : 'no change';
 }
 
 // ---------------------------------------------------------------- start

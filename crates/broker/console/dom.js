@@ -90,3 +90,26 @@ export function ago(rfc3339, now = Date.now()) {
 
 /** 10000 → "10,000". */
 export const num = (n) => Number(n).toLocaleString('en-US');
+
+/** Page sizes offered for hosts, sessions and actions (the API's bound is 1000). */
+export const PAGE_SIZES = [50, 100, 250, 500, 1000];
+export const DEFAULT_PAGE_SIZE = 100;
+
+/** A column heading. */
+export const th = (text, cls) => h('th', { scope: 'col', class: cls }, text);
+
+/** A form field with its label; `input` gets the id. */
+export function field(label, input, hint) {
+  return h('div', { class: 'field' }, h('label', { for: input.id }, label), input, hint ? h('small', { class: 'muted' }, hint) : null);
+}
+
+/** An empty line for a view's errors and notices, read out when it changes. */
+export function message(id) {
+  return h('p', { id, class: 'message', role: 'alert' });
+}
+
+/** Shows `text` in a `message` line, as `kind` (`error`, `ok`, or none). */
+export function say(el, text, kind) {
+  el.className = `message ${kind || ''}`;
+  setText(el, text);
+}
