@@ -148,7 +148,7 @@ async fn client(
     let mut n = 0usize;
     while !stop.load(Ordering::SeqCst) {
         n += 1;
-        let again = n % 3 == 0 && !users.is_empty();
+        let again = n.is_multiple_of(3) && !users.is_empty();
         let user = if again {
             users[(n * 7) % users.len()].clone()
         } else {
