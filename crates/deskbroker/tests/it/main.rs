@@ -35,6 +35,7 @@ mod rd_gateway;
 mod rdp;
 mod registration;
 mod replicas;
+mod rolling_upgrade;
 mod scaling_plans;
 mod schema_versions;
 mod sim;
