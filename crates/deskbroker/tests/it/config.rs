@@ -376,3 +376,82 @@ fn version_names_the_commit() {
     let commit = head.unwrap_or_else(|| "unknown".into());
     assert!(said.contains(&format!("(commit {commit})")), "{said}");
 }
+
+/// A TLS private key every user of the machine may read is refused at
+/// start, naming the file, for each listener that takes one: the API's
+/// (`--tls-key`), and the RD Gateway's of `serve` and of the stand-alone
+/// gateway (`--gateway-tls-key`). A key its group may read (Debian's
+/// `ssl-cert`) is taken.
+#[cfg(unix)]
+#[test]
+fn a_tls_key_every_user_may_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let key_pair = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("params")
+        .self_signed(&key_pair)
+        .expect("certificate");
+    let (cert_path, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    write_secret(&key, &key_pair.serialize_pem());
+    let token = dir.path().join("token");
+    write_secret(&token, &format!("{TOKEN}\n"));
+    let data = dir.path().join("data");
+    let (cert_path, key_s) = (s(&cert_path), s(&key));
+    let serve_api = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        s(&data),
+        "--tls-cert",
+        cert_path,
+        "--tls-key",
+        key_s,
+    ];
+    let serve_gateway = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        s(&data),
+        "--gateway-listen",
+        "127.0.0.1:0",
+        "--gateway-tls-cert",
+        cert_path,
+        "--gateway-tls-key",
+        key_s,
+    ];
+    let gateway = [
+        "gateway",
+        "--broker",
+        "http://127.0.0.1:9",
+        "--token-file",
+        s(&token),
+        "--gateway-listen",
+        "127.0.0.1:0",
+        "--gateway-tls-cert",
+        cert_path,
+        "--gateway-tls-key",
+        key_s,
+    ];
+    let env = [("DESKBROKER_ADMIN_TOKEN", TOKEN)];
+    for mode in [0o644, 0o604] {
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        for args in [&serve_api[..], &serve_gateway[..], &gateway[..]] {
+            let err = refused(args, &env);
+            assert!(
+                err.contains(&format!("{key_s} has mode {mode:o}"))
+                    && err.contains("every user of this machine may read"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // Readable by its group: taken.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let (mut child, line) = started(&serve_api, &env);
+    assert!(line.starts_with("listening on https://"), "{line}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
