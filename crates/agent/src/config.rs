@@ -46,7 +46,7 @@ pub const MAX_CONNECTING_SESSION_THRESHOLD: u32 = 150;
 /// [`Config::load`] says what is missing.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct AgentArgs {
-    /// The broker's base URL, e.g. https://broker.contoso.com:8080.
+    /// The broker's base URL, e.g. `https://broker.contoso.com:8080`.
     #[arg(long, env = "DESKBROKER_URL", value_name = "URL")]
     pub broker: Option<String>,
     /// Trust this PEM CA certificate (a private CA) for an `https://`

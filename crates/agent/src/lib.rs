@@ -8,8 +8,8 @@
 //!
 //! Code map:
 //! - [`config`]: flags, environment and the TOML file, validated once;
-//! - [`runner`]: the loop (register, sample, send, back off, stop);
-//! - [`client`]: the two HTTP calls and their error mapping;
+//! - [`runner`]: the loop (register, sample, send, back off, stop), over
+//!   the contract's one client (`api::Client`) and its error mapping;
 //! - [`state`]: the saved host credential;
 //! - [`metrics`] and [`diskstats`]: CPU, memory and disk load from `/proc`;
 //! - [`load_script`], [`sessions`], [`probe`]: the programs the agent runs;

@@ -9,7 +9,7 @@
 //!
 //! Backends: [`SqliteStore`] (embedded, the default) and [`PostgresStore`]
 //! (one writer per database: the holder of its owner lock). Every backend
-//! passes the same conformance suite, [`conformance`], whose
+//! passes the same conformance suite, `conformance`, whose
 //! `conformance_tests!` makes each case a test of its own. It is a test
 //! fixture: it and the PostgreSQL tests' scratch databases are built only
 //! with the `testing` feature, which crates enable from their

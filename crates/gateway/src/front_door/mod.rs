@@ -134,7 +134,7 @@ pub const LOGON_EVIDENCE_CLIENT_BYTES: u64 = 512;
 /// client that was still there reconnects by itself (S1).
 pub const RELAY_IDLE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// How long a relayed connection that has not shown evidence of a logon
-/// (see [`logon_evidence`]) may carry no byte either way before it is
+/// (see `logon_evidence`) may carry no byte either way before it is
 /// closed. A real client sends its TLS handshake at once; the longest
 /// silence before the evidence is a person reading the client's prompt
 /// about the host's certificate, which two minutes allows.

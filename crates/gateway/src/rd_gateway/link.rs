@@ -41,7 +41,7 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 pub(super) type BoxIo = Box<dyn Io>;
 
 /// Legacy OUT channels waiting for their IN channel, by connection id,
-/// bounded in total and per source (see [`MAX_WAITING_OUT_CHANNELS`]).
+/// bounded in total and per source (see [`MAX_WAITING_OUT_CHANNELS`](super::MAX_WAITING_OUT_CHANNELS)).
 #[derive(Default)]
 pub struct Pairing {
     waiting: std::sync::Mutex<PairingTable>,
