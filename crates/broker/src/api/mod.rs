@@ -43,7 +43,7 @@ use crate::enroll::{Caller, Enrollment};
 use crate::heartbeat::Heartbeats;
 use crate::messages::Messages;
 use crate::power::Power;
-use crate::state::{Broker, Settings};
+use crate::state::Broker;
 pub use error::ApiError;
 
 /// Largest request body accepted.
@@ -74,12 +74,6 @@ impl FromRef<ApiState> for Arc<Broker> {
 impl FromRef<ApiState> for Arc<Core> {
     fn from_ref(state: &ApiState) -> Arc<Core> {
         state.broker.core().clone()
-    }
-}
-
-impl FromRef<ApiState> for Settings {
-    fn from_ref(state: &ApiState) -> Settings {
-        state.broker.settings().clone()
     }
 }
 
