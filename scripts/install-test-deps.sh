@@ -4,6 +4,11 @@
 #   (two session hosts), freerdp2-x11 (xfreerdp, the client), xvfb (a
 #   display for xfreerdp) and openssl (the test makes each xrdp a certificate
 #   and key of its own);
+# - for the desktop test (crates/deskbroker/tests/it/desktop.rs), a logon
+#   through the browser's page to a real desktop: xorgxrdp (the X server
+#   xrdp's session manager starts), twm and xfonts-base (a window manager
+#   and its font), x11-xserver-utils (xsetroot), and the local user
+#   deskbroker-web, its password locked (the test sets and locks its own);
 # - for the web console's browser test (tests/it/console.rs): chromium and
 #   chromium-driver;
 # - for the user portal's test (tests/it/portal.rs), which runs a real
@@ -62,6 +67,22 @@ have_postgres_server() {
   command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1
 }
 
+# The desktop test's local user, `deskbroker-web`, made with its password
+# locked: the test sets a fresh random one for its run and locks it again,
+# so the account never has a password anybody knows.
+make_desktop_user() {
+  id deskbroker-web >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
+    echo "install-test-deps: need root or sudo to add the desktop test's user deskbroker-web" >&2
+    return 1
+  fi
+  local sudo=()
+  [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  echo "install-test-deps: adding the desktop test's user deskbroker-web (password locked)"
+  "${sudo[@]}" useradd --create-home --shell /bin/sh deskbroker-web
+  "${sudo[@]}" passwd --lock deskbroker-web >/dev/null
+}
+
 need=()
 # The package check (scripts/package-check).
 command -v lintian >/dev/null 2>&1 || need+=(lintian)
@@ -77,6 +98,13 @@ else
   have xrdp || need+=(xrdp)
   have xfreerdp || need+=(freerdp2-x11)
   have Xvfb || need+=(xvfb)
+  # The desktop test (tests/it/desktop.rs): xrdp's session manager starts
+  # Xorg with xorgxrdp's modules and twm (its font from xfonts-base) for a
+  # local test user, whose desktop xsetroot paints.
+  [ -e /usr/lib/xorg/modules/libxorgxrdp.so ] || need+=(xorgxrdp)
+  have twm || need+=(twm)
+  [ -e /usr/share/fonts/X11/misc/fonts.dir ] || need+=(xfonts-base)
+  have xsetroot || need+=(x11-xserver-utils)
   # The console test runs /usr/bin/chromium under /usr/bin/chromedriver.
   [ -x /usr/bin/chromium ] || need+=(chromium)
   [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
@@ -97,7 +125,8 @@ else
     rustup target add wasm32-unknown-unknown
   fi
   if [ ${#need[@]} -eq 0 ]; then
-    echo "install-test-deps: xrdp, xfreerdp, Xvfb, chromium, chromedriver, node, npm, a PostgreSQL server, lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
+    echo "install-test-deps: xrdp, xorgxrdp, twm, xfreerdp, Xvfb, chromium, chromedriver, node, npm, a PostgreSQL server, lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
+    make_desktop_user
     exit 0
   fi
 fi
@@ -116,3 +145,4 @@ echo "install-test-deps: installing ${need[*]} (Debian packages)"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -q
 "${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}"
+$only_package || make_desktop_user

@@ -10,6 +10,9 @@ use ironrdp_connector::connection_activation::{
 use ironrdp_connector::{
     ClientConnector, ClientConnectorState, ConnectionResult, Credentials, Sequence as _,
 };
+use ironrdp_displaycontrol::client::DisplayControlClient;
+use ironrdp_displaycontrol::pdu::MonitorLayoutEntry;
+use ironrdp_dvc::DrdynvcClient;
 use ironrdp_graphics::image_processing::PixelFormat;
 use ironrdp_input::Database;
 use ironrdp_pdu::WriteBuf;
@@ -52,7 +55,20 @@ struct Shared {
     canvas: HtmlCanvasElement,
     context: CanvasRenderingContext2d,
     canvas_resized: Option<js_sys::Function>,
+    /// The desktop size the tab asked for and the host has not been sent
+    /// yet: the host's display control channel may not be open yet (it
+    /// opens once the host is ready, xrdp's after the logon).
+    wanted: Option<Wanted>,
     ended: bool,
+}
+
+/// A size the tab asked for, in the display control's terms.
+#[derive(Clone, Copy, PartialEq)]
+struct Wanted {
+    width: u32,
+    height: u32,
+    scale_factor: Option<u32>,
+    physical: Option<(u32, u32)>,
 }
 
 #[wasm_bindgen]
@@ -97,7 +113,10 @@ fn connector_config(settings: &Settings, size: DesktopSize) -> ironrdp_connector
             password: settings.password.clone(),
         },
         domain: settings.domain.clone(),
-        client_build: 0,
+        // xrdp takes a build of 419 or older for a client that cannot
+        // follow a resize, and ignores the display control channel then;
+        // FreeRDP's number is used.
+        client_build: 2600,
         client_name: "deskbroker-web".to_string(),
         keyboard_type: KeyboardType::IBM_ENHANCED,
         keyboard_subtype: 0,
@@ -250,7 +269,12 @@ pub(crate) async fn connect(settings: &Rc<RefCell<Settings>>) -> Result<Session,
     let size = clamp_size(settings.desktop_size);
     // The browser's address is unknown to the page, and unused by hosts.
     let client_addr = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
-    let mut connector = ClientConnector::new(connector_config(&settings, size), client_addr);
+    // The dynamic channels' carrier, with the display control channel on
+    // it: how the desktop follows the tab's size.
+    let dynamic =
+        DrdynvcClient::new().with_dynamic_channel(DisplayControlClient::new(|_| Ok(Vec::new())));
+    let mut connector = ClientConnector::new(connector_config(&settings, size), client_addr)
+        .with_static_channel(dynamic);
     let (sender, mut receiver) = socket::open(&settings.proxy_address).await?;
     let confirm = clean_path(&settings, &mut connector, &sender, &mut receiver).await?;
     let mut buf = WriteBuf::new();
@@ -318,11 +342,51 @@ fn start(
             canvas,
             context,
             canvas_resized: settings.canvas_resized.clone(),
+            wanted: None,
             ended: false,
         })),
         receiver: RefCell::new(Some(receiver)),
         activation: RefCell::new(Some(result.activation_factory)),
     })
+}
+
+/// What a frame that arrives during a reactivation is.
+enum Arriving {
+    /// The sequence's own: the host's capabilities, its finalization
+    /// messages (or an error it reports).
+    ForTheSequence,
+    /// Data of another channel than the I/O channel.
+    ForAChannel,
+    /// What has no use mid-sequence: graphics and pointers for the
+    /// display being replaced, sounds, indicators, logon notices.
+    Dropped,
+}
+
+fn during_reactivation(action: ironrdp_pdu::Action, frame: &[u8], io_channel: u16) -> Arriving {
+    use ironrdp_pdu::rdp::headers::ShareDataPdu;
+    if action == ironrdp_pdu::Action::FastPath {
+        return Arriving::Dropped;
+    }
+    let Ok(indication) = ironrdp_pdu::mcs::decode_send_data_indication(frame) else {
+        // Not channel data: the sequence judges it.
+        return Arriving::ForTheSequence;
+    };
+    if indication.channel_id != io_channel {
+        return Arriving::ForAChannel;
+    }
+    match ironrdp_pdu::rdp::headers::decode_share_data(indication).map(|ctx| ctx.pdu) {
+        Ok(
+            ShareDataPdu::Update(_)
+            | ShareDataPdu::Pointer(_)
+            | ShareDataPdu::PlaySound(_)
+            | ShareDataPdu::SetKeyboardIndicators(_)
+            | ShareDataPdu::SetKeyboardImeStatus(_)
+            | ShareDataPdu::SaveSessionInfo(_),
+        ) => Arriving::Dropped,
+        // The Demand Active (not share data), the finalization's PDUs,
+        // and anything the sequence must refuse.
+        _ => Arriving::ForTheSequence,
+    }
 }
 
 impl Shared {
@@ -359,6 +423,36 @@ impl Shared {
         self.context
             .put_image_data(&image, left as f64, top as f64)
             .map_err(|e| IronError::general(format!("drawing: {e:?}")))
+    }
+
+    /// Sends the host the size the tab asked for, once the display control
+    /// channel is ready; until then the request waits.
+    fn ask_for_size(&mut self) -> Result<(), IronError> {
+        let Some(wanted) = self.wanted else {
+            return Ok(());
+        };
+        let current = (
+            u32::from(self.image.width()),
+            u32::from(self.image.height()),
+        );
+        if (wanted.width, wanted.height) == current {
+            self.wanted = None;
+            return Ok(());
+        }
+        match self.stage.encode_resize(
+            wanted.width,
+            wanted.height,
+            wanted.scale_factor,
+            wanted.physical,
+        ) {
+            // Not ready yet: asked again after the next frame.
+            None => Ok(()),
+            Some(frame) => {
+                self.wanted = None;
+                let frame = frame.map_err(|e| IronError::general(format!("resizing: {e:?}")))?;
+                self.sender.send(&frame)
+            }
+        }
     }
 
     fn send_all(&mut self, outputs: Vec<ActiveStageOutput>) -> Result<Option<String>, IronError> {
@@ -417,6 +511,9 @@ impl Session {
                     shared.sender.close();
                     return Ok(SessionTerminationInfo(reason));
                 }
+                if !deactivated {
+                    shared.ask_for_size()?;
+                }
                 deactivated.then(|| shared.sender.clone())
             };
             if let Some(sender) = reactivate {
@@ -427,7 +524,14 @@ impl Session {
 
     /// The Deactivation-Reactivation Sequence: the host starts the
     /// session's display again, possibly at another size (xrdp does so
-    /// after a logon).
+    /// after a logon, and when the tab asks for another size).
+    ///
+    /// The host may send output before it has finished: graphics and
+    /// pointer updates once it has the client's font list (MS-RDPBCGR
+    /// 1.3.1.1), and data on the other channels (the display control's)
+    /// at any time. Channel data goes to its channel; graphics for the old
+    /// display are dropped, and the host is asked to draw the new one
+    /// whole once the sequence is done.
     async fn reactivate(
         &self,
         factory: &ConnectionActivationFactory,
@@ -435,10 +539,38 @@ impl Session {
         receiver: &mut Receiver,
     ) -> Result<(), IronError> {
         let mut sequence = factory.create();
-        drive(&mut sequence, sender, receiver, &|s| {
-            s.next_pdu_hint().is_none() && s.state().name() == "Finalized"
-        })
-        .await?;
+        let io_channel = sequence.io_channel_id();
+        let mut dropped = false;
+        let mut buf = WriteBuf::new();
+        while sequence.state().name() != "Finalized" {
+            buf.clear();
+            let written = if sequence.next_pdu_hint().is_none() {
+                sequence.step_no_input(&mut buf)
+            } else {
+                let (action, frame) = receiver.frame().await?;
+                match during_reactivation(action, &frame, io_channel) {
+                    Arriving::ForTheSequence => sequence.step(&frame, None, &mut buf),
+                    Arriving::Dropped => {
+                        dropped = true;
+                        continue;
+                    }
+                    Arriving::ForAChannel => {
+                        let mut guard = self.shared.borrow_mut();
+                        let shared = &mut *guard;
+                        let outputs = shared
+                            .stage
+                            .process(&mut shared.image, action, &frame, None)
+                            .map_err(|e| IronError::general(format!("the host's data: {e:?}")))?;
+                        shared.send_all(outputs)?;
+                        continue;
+                    }
+                }
+            }
+            .map_err(connector_err)?;
+            if let Some(n) = written.size() {
+                sender.send(&buf.filled()[..n])?;
+            }
+        }
         let ConnectionActivationState::Finalized {
             desktop_size,
             share_id,
@@ -446,6 +578,8 @@ impl Session {
             pointer_software_rendering,
             static_channel_chunk_size,
             window_support_level,
+            refresh_rect_support,
+            suppress_output_support,
             ..
         } = sequence.connection_activation_state()
         else {
@@ -468,6 +602,20 @@ impl Session {
             DecodedImage::new(PixelFormat::RgbA32, desktop_size.width, desktop_size.height);
         shared.canvas.set_width(u32::from(desktop_size.width));
         shared.canvas.set_height(u32::from(desktop_size.height));
+        if dropped {
+            let frames = shared
+                .stage
+                .request_full_redraw(
+                    desktop_size.width,
+                    desktop_size.height,
+                    refresh_rect_support,
+                    suppress_output_support,
+                )
+                .map_err(|e| IronError::general(format!("asking for a redraw: {e:?}")))?;
+            for frame in frames {
+                shared.sender.send(&frame)?;
+            }
+        }
         let resized = shared.canvas_resized.clone();
         drop(shared);
         if let Some(callback) = resized {
@@ -544,16 +692,30 @@ impl Session {
         Err(IronError::general("this client has no clipboard channel"))
     }
 
-    /// The remote desktop keeps the size it was opened with; the
-    /// component scales it to the tab.
+    /// Asks the host for a desktop of the tab's new size, through the
+    /// display control channel (the host then starts the display again at
+    /// that size). A host without the channel keeps the size the session
+    /// opened with, and the component scales it to the tab.
     pub fn resize(
         &self,
-        _width: u32,
-        _height: u32,
-        _scale_factor: Option<u32>,
-        _physical_width: Option<u32>,
-        _physical_height: Option<u32>,
+        width: u32,
+        height: u32,
+        scale_factor: Option<u32>,
+        physical_width: Option<u32>,
+        physical_height: Option<u32>,
     ) {
+        // An even width within 200..=8192, as the channel requires.
+        let (width, height) = MonitorLayoutEntry::adjust_display_size(width, height);
+        let mut shared = self.shared.borrow_mut();
+        shared.wanted = Some(Wanted {
+            width,
+            height,
+            scale_factor,
+            physical: physical_width.zip(physical_height),
+        });
+        if let Err(e) = shared.ask_for_size() {
+            web_sys::console::warn_1(&JsValue::from_str(&e.backtrace()));
+        }
     }
 
     #[wasm_bindgen(js_name = supportsUnicodeKeyboardShortcuts)]

@@ -16,6 +16,7 @@ mod console;
 mod console_browser;
 mod console_power;
 mod console_views;
+mod desktop;
 mod durability;
 mod entitlements;
 mod front_door_trust;

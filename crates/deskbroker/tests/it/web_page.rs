@@ -4,11 +4,14 @@
 //! xrdp, and the test reads the canvas back to see xrdp's login screen
 //! drawn square (a client that ignores the bitmaps' row stride draws it
 //! sheared). A changed ticket reaches no host, and the page says why.
+//! A user then logs on through the page to a real desktop (xrdp's session
+//! manager, xorgxrdp and twm), and the desktop follows the tab's size.
 
 use fantoccini::Client;
 use serde_json::Value;
 
 use crate::console::{browser_with, wait_text};
+use crate::desktop::{DESKTOP_RGB, DesktopUser, Sesman, USER};
 use crate::rdp::{PATIENCE, Xrdp, require, wait_session};
 use crate::web_rdp::{host, pool, session_id, spawn, ticket};
 
@@ -64,6 +67,21 @@ const d = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
 let n = 0;
 for (let i = 0; i < d.length; i += 4) if (d[i] === 0 && d[i + 1] === 0 && d[i + 2] === 0) n++;
 return n;
+"#;
+
+/// The canvas's size, and the share of its pixels that are within 8 of
+/// the colour in `arguments[0..3]` on each channel.
+const COLOUR_SHARE: &str = r#"
+const el = document.querySelector("iron-remote-desktop");
+const cv = el && el.shadowRoot && el.shadowRoot.querySelector("canvas");
+if (!cv || cv.width === 0 || cv.height === 0) return null;
+const d = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
+const [r, g, b] = [arguments[0], arguments[1], arguments[2]];
+let n = 0;
+for (let i = 0; i < d.length; i += 4) {
+  if (Math.abs(d[i] - r) <= 8 && Math.abs(d[i + 1] - g) <= 8 && Math.abs(d[i + 2] - b) <= 8) n++;
+}
+return { w: cv.width, h: cv.height, share: n / (cv.width * cv.height), inner: [window.innerWidth, window.innerHeight] };
 "#;
 
 /// What the probe shows of xrdp's login screen.
@@ -409,4 +427,124 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
     })
     .await;
     assert_eq!(h1.tls_connections(), before);
+}
+
+/// The canvas's size and the share of it painted the test user's desktop
+/// colour, with the tab's inner size.
+async fn desktop_share(c: &Client) -> Option<(i64, i64, f64, (i64, i64))> {
+    let [r, g, b] = DESKTOP_RGB;
+    let v = c
+        .execute(COLOUR_SHARE, vec![r.into(), g.into(), b.into()])
+        .await
+        .unwrap_or_else(|e| panic!("probe failed: {e}"));
+    Some((
+        v["w"].as_i64()?,
+        v["h"].as_i64()?,
+        v["share"].as_f64()?,
+        (v["inner"][0].as_i64()?, v["inner"][1].as_i64()?),
+    ))
+}
+
+/// What the page's status line says, and its state.
+async fn page_status(c: &Client) -> Value {
+    c.execute(
+        "const s = document.getElementById('status'); return [s.dataset.state, s.textContent];",
+        vec![],
+    )
+    .await
+    .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_user_logs_on_through_the_page_to_a_desktop_that_follows_the_tabs_size() {
+    let xrdp = require("xrdp", "xrdp");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let user = DesktopUser::prepare();
+    let sesman = Sesman::start(&dir.path().join("sesman"));
+    let h1 = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp"));
+    let (app, _gateway) = spawn(&dir.path().join("data"), &[]);
+    pool(&app, "farm", true).await;
+    host(&app, "farm", "h1", &h1.address).await;
+    let link = app
+        .ok("GET", "/api/v1/hostPools/farm/webUrl?user=alice", None, 200)
+        .await;
+    let link = link["url"].as_str().expect("a url").to_string();
+
+    let b = browser_with(&["--ignore-certificate-errors"]).await;
+    let c = &b.client;
+    c.set_window_size(1100, 800).await.expect("size the tab");
+    c.goto(&link).await.expect("open the page");
+    let login = crate::eventually(PATIENCE, || async {
+        probe(c).await.as_ref().is_some_and(is_login_screen)
+    })
+    .await;
+    assert!(login, "no login screen; xrdp's log:\n{}", h1.log());
+
+    // The user name, a tab to the password field, the password, Enter.
+    c.execute(
+        "document.querySelector('iron-remote-desktop').shadowRoot.querySelector('canvas').focus();",
+        vec![],
+    )
+    .await
+    .expect("focus the desktop");
+    let tab = char::from(fantoccini::key::Key::Tab);
+    let enter = char::from(fantoccini::key::Key::Enter);
+    c.active_element()
+        .await
+        .expect("the focused element")
+        .send_keys(&format!("{USER}{tab}{}{enter}", user.password))
+        .await
+        .expect("type");
+
+    // The desktop: the user's root window fills the canvas.
+    let desktop = crate::eventually(PATIENCE, || async {
+        desktop_share(c)
+            .await
+            .is_some_and(|(_, _, share, _)| share > 0.9)
+    })
+    .await;
+    assert!(
+        desktop,
+        "no desktop drawn after the logon: {:?}; xrdp's log:\n{}\nsesman's log:\n{}",
+        desktop_share(c).await,
+        h1.log(),
+        sesman.log()
+    );
+    let log = h1.log();
+    assert!(
+        log.contains(&format!("login successful for user {USER}")),
+        "xrdp's log has no logon:\n{log}"
+    );
+    let (w, h, share, (iw, ih)) = desktop_share(c).await.expect("the desktop");
+    eprintln!(
+        "web page: logged on, a {w}x{h} desktop ({:.1}% its colour) in a {iw}x{ih} tab",
+        share * 100.0
+    );
+    wait_session(&app, "farm", "alice", "h1", "Active").await;
+
+    // A smaller tab: the host is asked for a desktop of the tab's size and
+    // draws it (an even width, as the display control channel requires).
+    c.set_window_size(900, 640).await.expect("resize the tab");
+    let followed = crate::eventually(PATIENCE, || async {
+        desktop_share(c)
+            .await
+            .is_some_and(|(w, h, share, (iw, ih))| {
+                w == iw - iw % 2 && h == ih && (iw, ih) != (0, 0) && share > 0.9
+            })
+    })
+    .await;
+    assert!(
+        followed,
+        "the desktop did not follow the tab's size: {:?}; the page says {:?}; xrdp's log:\n{}",
+        desktop_share(c).await,
+        page_status(c).await,
+        h1.log()
+    );
+    let (w, h, _, (iw, ih)) = desktop_share(c).await.expect("the desktop");
+    eprintln!("web page: the tab became {iw}x{ih}, the desktop {w}x{h}");
+
+    // Leaving the page: Disconnected, the desktop kept for the user.
+    c.goto("about:blank").await.expect("leave the page");
+    wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
 }

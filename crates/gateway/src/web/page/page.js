@@ -80,6 +80,19 @@ async function connect() {
 }
 
 reconnect.addEventListener("click", () => { connect(); });
+
+// A resized tab asks the host for a desktop of the tab's size, once the
+// resizing has settled (a drag fires many events). Until the host answers
+// (and on hosts that cannot resize) the desktop is scaled to fit.
+let resizing;
+window.addEventListener("resize", () => {
+  clearTimeout(resizing);
+  resizing = setTimeout(() => {
+    if (!ui || status.dataset.state !== "connected") return;
+    ui.resize(window.innerWidth, window.innerHeight);
+    ui.setScale("fit");
+  }, 300);
+});
 // Leaving the page ends the connection at once (the session is then
 // Disconnected, and can be taken up again from another tab).
 window.addEventListener("pagehide", () => { if (ui) ui.shutdown(); });

@@ -469,16 +469,18 @@ export class Session {
         }
     }
     /**
-     * The remote desktop keeps the size it was opened with; the
-     * component scales it to the tab.
-     * @param {number} _width
-     * @param {number} _height
-     * @param {number | null} [_scale_factor]
-     * @param {number | null} [_physical_width]
-     * @param {number | null} [_physical_height]
+     * Asks the host for a desktop of the tab's new size, through the
+     * display control channel (the host then starts the display again at
+     * that size). A host without the channel keeps the size the session
+     * opened with, and the component scales it to the tab.
+     * @param {number} width
+     * @param {number} height
+     * @param {number | null} [scale_factor]
+     * @param {number | null} [physical_width]
+     * @param {number | null} [physical_height]
      */
-    resize(_width, _height, _scale_factor, _physical_width, _physical_height) {
-        wasm.session_resize(this.__wbg_ptr, _width, _height, isLikeNone(_scale_factor) ? Number.MAX_SAFE_INTEGER : (_scale_factor) >>> 0, isLikeNone(_physical_width) ? Number.MAX_SAFE_INTEGER : (_physical_width) >>> 0, isLikeNone(_physical_height) ? Number.MAX_SAFE_INTEGER : (_physical_height) >>> 0);
+    resize(width, height, scale_factor, physical_width, physical_height) {
+        wasm.session_resize(this.__wbg_ptr, width, height, isLikeNone(scale_factor) ? Number.MAX_SAFE_INTEGER : (scale_factor) >>> 0, isLikeNone(physical_width) ? Number.MAX_SAFE_INTEGER : (physical_width) >>> 0, isLikeNone(physical_height) ? Number.MAX_SAFE_INTEGER : (physical_height) >>> 0);
     }
     /**
      * Runs the session until the host or the user ends it.
@@ -904,24 +906,27 @@ function __wbg_get_imports() {
             const ret = arg0.then(arg1);
             return ret;
         },
+        __wbg_warn_228ff2257384d295: function(arg0) {
+            console.warn(arg0);
+        },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 262, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 264, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h0e063c0a71088740);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 6, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h25d017296e546758);
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 6, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h25d017296e546758_58);
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5_58);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 9, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hadaa551d68051f8b);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 8, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h345b8703a7b9768e);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -944,16 +949,16 @@ function __wbg_get_imports() {
     };
 }
 
-function wasm_bindgen__convert__closures_____invoke__hadaa551d68051f8b(arg0, arg1) {
-    wasm.wasm_bindgen__convert__closures_____invoke__hadaa551d68051f8b(arg0, arg1);
+function wasm_bindgen__convert__closures_____invoke__h345b8703a7b9768e(arg0, arg1) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h345b8703a7b9768e(arg0, arg1);
 }
 
-function wasm_bindgen__convert__closures_____invoke__h25d017296e546758(arg0, arg1, arg2) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h25d017296e546758(arg0, arg1, arg2);
+function wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5(arg0, arg1, arg2) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5(arg0, arg1, arg2);
 }
 
-function wasm_bindgen__convert__closures_____invoke__h25d017296e546758_58(arg0, arg1, arg2) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h25d017296e546758_58(arg0, arg1, arg2);
+function wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5_58(arg0, arg1, arg2) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5_58(arg0, arg1, arg2);
 }
 
 function wasm_bindgen__convert__closures_____invoke__h0e063c0a71088740(arg0, arg1, arg2) {

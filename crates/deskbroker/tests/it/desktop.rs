@@ -1,0 +1,323 @@
+//! A real desktop behind xrdp, for the tests that log on: xrdp's session
+//! manager (xrdp-sesman) starts an X server (xorgxrdp) and a window manager
+//! (twm) for a local test user, whose root window is painted one colour so
+//! that a test can tell the desktop from xrdp's login screen.
+//!
+//! xrdp finds the session manager at the port `/etc/xrdp/sesman.ini`
+//! names (it reads no other file), so the test's session manager listens
+//! there; when one already does (the system's, on a machine where the xrdp
+//! package runs as a service), the test uses it.
+//!
+//! The user is `deskbroker-web`, made by `scripts/install-test-deps.sh`.
+//! Each run sets it a fresh random password (so it needs root, as the
+//! installer does) and locks the account again when done: a machine that
+//! runs xrdp as a service never has an account with a known password.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::rdp::{Killed, PATIENCE, require};
+
+/// The test user's name.
+pub(crate) const USER: &str = "deskbroker-web";
+
+/// The test user's desktop colour (its root window), as RGB.
+pub(crate) const DESKTOP_RGB: [u8; 3] = [0x1f, 0x6f, 0x5c];
+
+/// The test user, with a fresh password and a session script that paints
+/// the root window [`DESKTOP_RGB`] and runs twm.
+pub(crate) struct DesktopUser {
+    pub(crate) password: String,
+}
+
+impl DesktopUser {
+    pub(crate) fn prepare() -> DesktopUser {
+        let twm = require("twm", "twm");
+        let xsetroot = require("xsetroot", "x11-xserver-utils");
+        let home = home_of(USER).unwrap_or_else(|| {
+            panic!("the desktop test needs the local user {USER}: run scripts/install-test-deps.sh")
+        });
+        assert!(
+            Path::new("/usr/lib/xorg/modules/libxorgxrdp.so").exists(),
+            "the desktop test needs xorgxrdp (Debian package xorgxrdp): run \
+             scripts/install-test-deps.sh"
+        );
+        // sesman runs ~/startwm.sh in place of the system's session.
+        let script = home.join("startwm.sh");
+        let [r, g, b] = DESKTOP_RGB;
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n{} -solid '#{r:02x}{g:02x}{b:02x}'\nexec {}\n",
+                xsetroot.display(),
+                twm.display()
+            ),
+        )
+        .expect("write startwm.sh");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod startwm.sh");
+        let (uid, gid) = ids_of(USER).expect("the user's ids");
+        std::os::unix::fs::chown(&script, Some(uid), Some(gid)).expect("chown startwm.sh");
+
+        // Letters and digits only: typed through the browser, every
+        // keyboard layout agrees on them.
+        let mut random = [0u8; 18];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut random))
+            .expect("random bytes");
+        let password: String = random
+            .iter()
+            .map(|b| {
+                let alphabet = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+                alphabet[usize::from(*b) % alphabet.len()] as char
+            })
+            .collect();
+        run_with_input("chpasswd", &format!("{USER}:{password}\n"));
+        DesktopUser { password }
+    }
+}
+
+impl Drop for DesktopUser {
+    fn drop(&mut self) {
+        let _ = Command::new("passwd")
+            .args(["--lock", USER])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Runs `program` (as root) with `input` on its standard input.
+fn run_with_input(program: &str, input: &str) {
+    let program = require(program, "passwd");
+    let mut child = Command::new(&program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start chpasswd");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write to chpasswd");
+    let out = child.wait_with_output().expect("chpasswd");
+    assert!(
+        out.status.success(),
+        "{} failed (the desktop test sets its user's password, which needs root): {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The home directory of `user`, from /etc/passwd.
+fn home_of(user: &str) -> Option<PathBuf> {
+    passwd_entry(user).and_then(|f| f.get(5).map(PathBuf::from))
+}
+
+fn ids_of(user: &str) -> Option<(u32, u32)> {
+    let f = passwd_entry(user)?;
+    Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?))
+}
+
+fn passwd_entry(user: &str) -> Option<Vec<String>> {
+    std::fs::read_to_string("/etc/passwd")
+        .ok()?
+        .lines()
+        .map(|l| l.split(':').map(str::to_string).collect::<Vec<_>>())
+        .find(|f| f.first().map(String::as_str) == Some(user))
+}
+
+/// xrdp's session manager, started by the test (or the one already
+/// listening where xrdp looks for it).
+pub(crate) struct Sesman {
+    process: Option<Killed>,
+    log: Option<PathBuf>,
+}
+
+impl Sesman {
+    pub(crate) fn start(dir: &Path) -> Sesman {
+        let program = require("xrdp-sesman", "xrdp");
+        let port = listen_port();
+        if listening(port) {
+            eprintln!("desktop: using the session manager already listening on port {port}");
+            return Sesman {
+                process: None,
+                log: None,
+            };
+        }
+        std::fs::create_dir_all(dir).expect("sesman dir");
+        let ini = dir.join("sesman.ini");
+        let log = dir.join("sesman.log");
+        std::fs::write(&ini, sesman_ini(port, &log)).expect("write sesman.ini");
+        let child = Command::new(program)
+            .arg("--nodaemon")
+            .arg("--config")
+            .arg(&ini)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start xrdp-sesman");
+        let mut process = Killed(child);
+        let deadline = Instant::now() + PATIENCE;
+        while !listening(port) {
+            if Instant::now() > deadline || matches!(process.0.try_wait(), Ok(Some(_))) {
+                panic!(
+                    "xrdp-sesman did not listen on port {port}; its log:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Sesman {
+            process: Some(process),
+            log: Some(log),
+        }
+    }
+
+    pub(crate) fn log(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|l| std::fs::read_to_string(l).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Sesman {
+    /// The sessions it started (the X server, the window manager, the
+    /// channel server) outlive a disconnection and the session manager:
+    /// they are stopped first, by their own pids.
+    fn drop(&mut self) {
+        let Some(process) = &self.process else {
+            return;
+        };
+        let pids: Vec<String> = descendants(process.0.id())
+            .iter()
+            .map(|pid| pid.to_string())
+            .collect();
+        if !pids.is_empty() {
+            // kill(1) with the positive pids of processes this test started.
+            let _ = Command::new("kill")
+                .args(&pids)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Whether a session manager listens on loopback `port`. xrdp, built with
+/// IPv6, takes `127.0.0.1` in its files to mean `::1`.
+fn listening(port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", port)).is_ok() || TcpStream::connect(("::1", port)).is_ok()
+}
+
+/// The port xrdp reads: `[Globals] ListenPort` of /etc/xrdp/sesman.ini,
+/// 3350 when it names none.
+fn listen_port() -> u16 {
+    let ini = std::fs::read_to_string("/etc/xrdp/sesman.ini").unwrap_or_default();
+    let mut globals = false;
+    for line in ini.lines().map(str::trim) {
+        if line.starts_with('[') {
+            globals = line == "[Globals]";
+        } else if globals
+            && let Some(v) = line.strip_prefix("ListenPort=")
+            && let Ok(port) = v.trim().parse()
+        {
+            return port;
+        }
+    }
+    3350
+}
+
+fn sesman_ini(port: u16, log: &Path) -> String {
+    format!(
+        "[Globals]\n\
+         ListenAddress=127.0.0.1\n\
+         ListenPort={port}\n\
+         EnableUserWindowManager=true\n\
+         UserWindowManager=startwm.sh\n\
+         DefaultWindowManager=startwm.sh\n\
+         ReconnectScript=reconnectwm.sh\n\
+         \n\
+         [Security]\n\
+         AllowRootLogin=false\n\
+         MaxLoginRetry=4\n\
+         AlwaysGroupCheck=false\n\
+         \n\
+         [Sessions]\n\
+         X11DisplayOffset=10\n\
+         MaxSessions=8\n\
+         KillDisconnected=false\n\
+         DisconnectedTimeLimit=0\n\
+         IdleTimeLimit=0\n\
+         Policy=Default\n\
+         \n\
+         [Logging]\n\
+         LogFile={log}\n\
+         LogLevel=INFO\n\
+         EnableSyslog=false\n\
+         EnableConsole=false\n\
+         \n\
+         [Xorg]\n\
+         param=/usr/lib/xorg/Xorg\n\
+         param=-config\n\
+         param=xrdp/xorg.conf\n\
+         param=-noreset\n\
+         param=-nolisten\n\
+         param=tcp\n\
+         param=-logfile\n\
+         param=.xorgxrdp.%s.log\n\
+         \n\
+         [Chansrv]\n\
+         FuseMountName=thinclient_drives\n\
+         EnableFuseMount=false\n\
+         \n\
+         [ChansrvLogging]\n\
+         LogLevel=INFO\n\
+         EnableSyslog=false\n",
+        log = log.display()
+    )
+}
+
+/// Every process descended from `root`, read from /proc.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parents = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // The parent is the second field after the command's ")".
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(ppid) = ppid {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for &(pid, ppid) in &parents {
+            if ppid == parent && pid > 0 && !found.contains(&pid) {
+                found.push(pid);
+                frontier.push(pid);
+            }
+        }
+    }
+    found
+}
