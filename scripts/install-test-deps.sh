@@ -9,6 +9,9 @@
 #   xrdp's session manager starts), twm and xfonts-base (a window manager
 #   and its font), x11-xserver-utils (xsetroot), and the local user
 #   deskbroker-web, its password locked (the test sets and locks its own);
+#   for the browser's CredSSP test, a host that requires Network Level
+#   Authentication: freerdp2-shadow-x11 (FreeRDP's shadow server) and
+#   winpr-utils (winpr-hash, for its user's NTLM hash);
 # - for the web console's browser test (tests/it/console.rs): chromium and
 #   chromium-driver;
 # - for the user portal's test (tests/it/portal.rs), which runs a real
@@ -105,6 +108,10 @@ else
   have twm || need+=(twm)
   [ -e /usr/share/fonts/X11/misc/fonts.dir ] || need+=(xfonts-base)
   have xsetroot || need+=(x11-xserver-utils)
+  # The browser's CredSSP test: FreeRDP's shadow server is a host that
+  # requires Network Level Authentication; winpr-hash writes its user.
+  have freerdp-shadow-cli || need+=(freerdp2-shadow-x11)
+  have winpr-hash || need+=(winpr-utils)
   # The console test runs /usr/bin/chromium under /usr/bin/chromedriver.
   [ -x /usr/bin/chromium ] || need+=(chromium)
   [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
@@ -125,7 +132,7 @@ else
     rustup target add wasm32-unknown-unknown
   fi
   if [ ${#need[@]} -eq 0 ]; then
-    echo "install-test-deps: xrdp, xorgxrdp, twm, xfreerdp, Xvfb, chromium, chromedriver, node, npm, a PostgreSQL server, lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
+    echo "install-test-deps: xrdp, xorgxrdp, twm, xfreerdp, FreeRDP's shadow server, Xvfb, chromium, chromedriver, node, npm, a PostgreSQL server, lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
     make_desktop_user
     exit 0
   fi

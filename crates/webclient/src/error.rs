@@ -49,6 +49,9 @@ pub struct IronError {
     kind: IronErrorKind,
     message: String,
     details: Option<RDCleanPathDetails>,
+    /// The host asks for the user's credentials before it opens a session
+    /// (Network Level Authentication), and none were given.
+    credentials_required: bool,
 }
 
 impl IronError {
@@ -57,6 +60,20 @@ impl IronError {
             kind,
             message: message.into(),
             details: None,
+            credentials_required: false,
+        }
+    }
+
+    /// The host requires Network Level Authentication: the page must ask
+    /// the user for credentials and connect again with them.
+    pub(crate) fn credentials_required() -> IronError {
+        IronError {
+            credentials_required: true,
+            ..IronError::new(
+                IronErrorKind::NegotiationFailure,
+                "the host asks for the user name and password before the session \
+                 (Network Level Authentication)",
+            )
         }
     }
 
@@ -74,6 +91,7 @@ impl IronError {
             kind: IronErrorKind::RDCleanPath,
             message: message.into(),
             details: Some(RDCleanPathDetails { http, wsa, tls }),
+            credentials_required: false,
         }
     }
 }
@@ -87,6 +105,13 @@ impl IronError {
 
     pub fn kind(&self) -> IronErrorKind {
         self.kind
+    }
+
+    /// Whether the host asks for credentials first (then the page asks
+    /// the user, and connects again with them).
+    #[wasm_bindgen(js_name = credentialsRequired)]
+    pub fn credentials_required_flag(&self) -> bool {
+        self.credentials_required
     }
 
     #[wasm_bindgen(js_name = rdcleanpathDetails)]

@@ -7,8 +7,9 @@ use std::rc::Rc;
 use ironrdp_connector::connection_activation::{
     ConnectionActivationFactory, ConnectionActivationState,
 };
+use ironrdp_connector::credssp::CredsspSequence;
 use ironrdp_connector::{
-    ClientConnector, ClientConnectorState, ConnectionResult, Credentials, Sequence as _,
+    ClientConnector, ClientConnectorState, ConnectionResult, Credentials, Sequence as _, ServerName,
 };
 use ironrdp_displaycontrol::client::DisplayControlClient;
 use ironrdp_displaycontrol::pdu::MonitorLayoutEntry;
@@ -103,10 +104,11 @@ fn connector_config(settings: &Settings, size: DesktopSize) -> ironrdp_connector
         device_scale_factor: None,
         monitor_extended_layout: None,
         relative_mouse_input: false,
-        // TLS with the host is the gateway's; the host's own logon screen
-        // asks for the password (CredSSP is not done by this client).
+        // TLS with the host is the gateway's. With the user's credentials,
+        // CredSSP (Network Level Authentication) is offered too, and done
+        // through the tunnel; without, the host's own logon screen asks.
         enable_tls: true,
-        enable_credssp: false,
+        enable_credssp: !settings.password.is_empty(),
         enable_standard_rdp_security: false,
         credentials: Credentials::UsernamePassword {
             username: settings.username.clone(),
@@ -154,12 +156,23 @@ fn connector_err(e: impl std::fmt::Debug) -> IronError {
 
 /// The RDCleanPath exchange: the ticket and the X.224 request out, the
 /// host's X.224 confirm back (or the gateway's refusal).
+/// What the gateway answers when it has reached a host.
+struct Reached {
+    /// The host's X.224 Connection Confirm.
+    confirm: Vec<u8>,
+    /// The host's certificate (the leaf of its chain), whose key CredSSP
+    /// binds the credentials to.
+    certificate: Option<Vec<u8>>,
+    /// The host's name, as the gateway reached it.
+    address: String,
+}
+
 async fn clean_path(
     settings: &Settings,
     connector: &mut ClientConnector,
     sender: &Sender,
     receiver: &mut Receiver,
-) -> Result<Vec<u8>, IronError> {
+) -> Result<Reached, IronError> {
     let mut buf = WriteBuf::new();
     let written = connector.step_no_input(&mut buf).map_err(connector_err)?;
     let n = written
@@ -187,8 +200,13 @@ async fn clean_path(
     match message {
         RDCleanPathMessage::Response {
             x224_connection_response,
-            ..
-        } => Ok(x224_connection_response.as_bytes().to_vec()),
+            server_cert_chain,
+            server_addr,
+        } => Ok(Reached {
+            confirm: x224_connection_response.as_bytes().to_vec(),
+            certificate: server_cert_chain.first().map(|c| c.as_bytes().to_vec()),
+            address: server_addr,
+        }),
         RDCleanPathMessage::GeneralErr(e) => Err(IronError::refused(
             format!(
                 "the gateway refused the connection (error {})",
@@ -198,12 +216,118 @@ async fn clean_path(
             e.wsa_last_error,
             e.tls_alert_code,
         )),
-        RDCleanPathMessage::NegotiationErr { .. } => Err(IronError::new(
-            IronErrorKind::NegotiationFailure,
-            "the host refused the security negotiation",
-        )),
+        RDCleanPathMessage::NegotiationErr {
+            x224_connection_response,
+        } => Err(negotiation_refused(&x224_connection_response, settings)),
         _ => Err(IronError::general("an unexpected RDCleanPath message")),
     }
+}
+
+/// Why the host refused the security negotiation: with no credentials
+/// given, one that requires CredSSP asks the page for them.
+fn negotiation_refused(confirm: &[u8], settings: &Settings) -> IronError {
+    use ironrdp_pdu::nego::{ConnectionConfirm, FailureCode};
+    let failure = ironrdp_core::decode::<ironrdp_pdu::x224::X224<ConnectionConfirm>>(confirm)
+        .ok()
+        .and_then(|c| match c.0 {
+            ConnectionConfirm::Failure { code } => Some(code),
+            ConnectionConfirm::Response { .. } => None,
+        });
+    match failure {
+        Some(FailureCode::HYBRID_REQUIRED_BY_SERVER) if settings.password.is_empty() => {
+            IronError::credentials_required()
+        }
+        Some(code) => IronError::new(
+            IronErrorKind::NegotiationFailure,
+            format!("the host refused the security negotiation: {code}"),
+        ),
+        None => IronError::new(
+            IronErrorKind::NegotiationFailure,
+            "the host refused the security negotiation",
+        ),
+    }
+}
+
+/// CredSSP (Network Level Authentication) with the host, through the
+/// tunnel: the user's credentials, bound to the key of the certificate the
+/// gateway received from the host, reach the host before any session does.
+/// NTLM only: a browser reaches no Kerberos KDC.
+async fn credssp(
+    connector: &mut ClientConnector,
+    reached: &Reached,
+    sender: &Sender,
+    receiver: &mut Receiver,
+) -> Result<(), IronError> {
+    use x509_cert::der::Decode as _;
+    let ClientConnectorState::Credssp { selected_protocol } = connector.state else {
+        return Err(connector_err("CredSSP out of turn"));
+    };
+    let certificate = reached
+        .certificate
+        .as_deref()
+        .ok_or_else(|| IronError::general("the gateway sent no certificate of the host"))?;
+    let certificate = x509_cert::Certificate::from_der(certificate)
+        .map_err(|e| IronError::general(format!("the host's certificate: {e}")))?;
+    let key = certificate
+        .tbs_certificate()
+        .subject_public_key_info()
+        .subject_public_key
+        .raw_bytes()
+        .to_vec();
+    // The host's name without its port: the service principal is
+    // TERMSRV/name.
+    let name = reached
+        .address
+        .rsplit_once(':')
+        .map_or(reached.address.as_str(), |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let logon = |e: &dyn std::fmt::Debug| {
+        IronError::new(
+            IronErrorKind::LogonFailure,
+            format!("the host refused the user name or password: {e:?}"),
+        )
+    };
+    let (mut sequence, mut request) = CredsspSequence::init(
+        connector.config.credentials.clone(),
+        connector.config.domain.as_deref(),
+        selected_protocol,
+        ServerName::new(name),
+        key,
+        None,
+    )
+    .map_err(|e| logon(&e))?;
+    let mut buf = WriteBuf::new();
+    loop {
+        // NTLM needs no network of its own: the generator completes.
+        let state = sequence
+            .process_ts_request(request)
+            .resolve_to_result()
+            .map_err(|e| logon(&e))?;
+        buf.clear();
+        let written = sequence
+            .handle_process_result(state, &mut buf)
+            .map_err(|e| logon(&e))?;
+        if let Some(n) = written.size() {
+            sender.send(&buf.filled()[..n])?;
+        }
+        let Some(hint) = sequence.next_pdu_hint() else {
+            break;
+        };
+        let pdu = receiver
+            .pdu(hint)
+            .await
+            .map_err(|e| logon(&e.backtrace()))?;
+        match sequence
+            .decode_server_message(&pdu)
+            .map_err(|e| logon(&e))?
+        {
+            Some(next) => request = next,
+            None => break,
+        }
+    }
+    connector.mark_credssp_as_done();
+    Ok(())
 }
 
 /// Steps `sequence` until `done`, reading the host's PDUs when it asks for
@@ -276,10 +400,10 @@ pub(crate) async fn connect(settings: &Rc<RefCell<Settings>>) -> Result<Session,
     let mut connector = ClientConnector::new(connector_config(&settings, size), client_addr)
         .with_static_channel(dynamic);
     let (sender, mut receiver) = socket::open(&settings.proxy_address).await?;
-    let confirm = clean_path(&settings, &mut connector, &sender, &mut receiver).await?;
+    let reached = clean_path(&settings, &mut connector, &sender, &mut receiver).await?;
     let mut buf = WriteBuf::new();
     connector
-        .step(&confirm, None, &mut buf)
+        .step(&reached.confirm, None, &mut buf)
         .map_err(|e| IronError::new(IronErrorKind::NegotiationFailure, format!("{e:?}")))?;
     if !connector.should_perform_security_upgrade() {
         return Err(IronError::new(
@@ -289,6 +413,9 @@ pub(crate) async fn connect(settings: &Rc<RefCell<Settings>>) -> Result<Session,
     }
     // The gateway did the TLS with the host.
     connector.mark_security_upgrade_as_done();
+    if connector.should_perform_credssp() {
+        credssp(&mut connector, &reached, &sender, &mut receiver).await?;
+    }
     drive(&mut connector, &sender, &mut receiver, &|s| {
         s.next_pdu_hint().is_none() && connected(s)
     })

@@ -63,19 +63,7 @@ impl DesktopUser {
         let (uid, gid) = ids_of(USER).expect("the user's ids");
         std::os::unix::fs::chown(&script, Some(uid), Some(gid)).expect("chown startwm.sh");
 
-        // Letters and digits only: typed through the browser, every
-        // keyboard layout agrees on them.
-        let mut random = [0u8; 18];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut random))
-            .expect("random bytes");
-        let password: String = random
-            .iter()
-            .map(|b| {
-                let alphabet = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-                alphabet[usize::from(*b) % alphabet.len()] as char
-            })
-            .collect();
+        let password = random_password();
         run_with_input("chpasswd", &format!("{USER}:{password}\n"));
         DesktopUser { password }
     }
@@ -320,4 +308,94 @@ fn descendants(root: u32) -> Vec<u32> {
         }
     }
     found
+}
+
+/// A session host that requires Network Level Authentication: FreeRDP's
+/// shadow server sharing an X display of its own, which takes one NTLM
+/// user from a SAM file of its own, with a fresh random password.
+pub(crate) struct NlaHost {
+    _process: Killed,
+    _display: crate::rdp::Display,
+    pub(crate) address: String,
+    pub(crate) user: String,
+    pub(crate) password: String,
+    log: PathBuf,
+}
+
+impl NlaHost {
+    pub(crate) fn start(dir: &Path) -> NlaHost {
+        let shadow = require("freerdp-shadow-cli", "freerdp2-shadow-x11");
+        let hash = require("winpr-hash", "winpr-utils");
+        let xvfb = require("Xvfb", "xvfb");
+        std::fs::create_dir_all(dir).expect("nla host dir");
+        let display = crate::rdp::Display::start(&xvfb);
+
+        let user = "nla-user".to_string();
+        let password = random_password();
+        let sam = dir.join("sam");
+        let line = Command::new(hash)
+            .args(["-u", &user, "-p", &password, "-f", "sam"])
+            .output()
+            .expect("winpr-hash");
+        assert!(line.status.success(), "winpr-hash failed");
+        std::fs::write(&sam, &line.stdout).expect("write the SAM file");
+
+        // A port picked by binding 0 could be taken before the server binds
+        // it: retry.
+        for _ in 0..3 {
+            let port = crate::free_port();
+            let log = dir.join("shadow.log");
+            let child = Command::new(&shadow)
+                .arg(format!("/port:{port}"))
+                .arg("/bind-address:127.0.0.1")
+                .arg("/sec:nla")
+                .arg(format!("/sam-file:{}", sam.display()))
+                // Its certificate and key are made under $HOME.
+                .env("HOME", dir)
+                .env("DISPLAY", display.name())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                // FreeRDP logs to standard error.
+                .stderr(std::fs::File::create(&log).expect("shadow log"))
+                .spawn()
+                .expect("start freerdp-shadow-cli");
+            let mut process = Killed(child);
+            let deadline = Instant::now() + PATIENCE;
+            while Instant::now() < deadline {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return NlaHost {
+                        _process: process,
+                        _display: display,
+                        address: format!("127.0.0.1:{port}"),
+                        user,
+                        password,
+                        log,
+                    };
+                }
+                if let Ok(Some(_)) = process.0.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("freerdp-shadow-cli did not start listening");
+    }
+
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// 18 letters and digits from /dev/urandom: typed through the browser,
+/// every keyboard layout agrees on them.
+fn random_password() -> String {
+    let mut random = [0u8; 18];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut random))
+        .expect("random bytes");
+    let alphabet = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    random
+        .iter()
+        .map(|b| alphabet[usize::from(*b) % alphabet.len()] as char)
+        .collect()
 }

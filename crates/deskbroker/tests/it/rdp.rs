@@ -242,6 +242,11 @@ impl Display {
             number,
         }
     }
+
+    /// The display's name, `:N`.
+    pub(crate) fn name(&self) -> String {
+        format!(":{}", self.number)
+    }
 }
 
 /// One xfreerdp client; killing it closes its connection.
@@ -264,7 +269,7 @@ impl Client {
         let child = Command::new(xfreerdp)
             .args(args)
             .arg("/cert:ignore")
-            .env("DISPLAY", format!(":{}", display.number))
+            .env("DISPLAY", display.name())
             .env("HOME", home)
             .stdin(Stdio::null())
             .stdout(out)

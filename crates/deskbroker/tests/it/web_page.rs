@@ -11,7 +11,7 @@ use fantoccini::Client;
 use serde_json::Value;
 
 use crate::console::{browser_with, wait_text};
-use crate::desktop::{DESKTOP_RGB, DesktopUser, Sesman, USER};
+use crate::desktop::{DESKTOP_RGB, DesktopUser, NlaHost, Sesman, USER};
 use crate::rdp::{PATIENCE, Xrdp, require, wait_session};
 use crate::web_rdp::{host, pool, session_id, spawn, ticket};
 
@@ -547,4 +547,111 @@ async fn a_user_logs_on_through_the_page_to_a_desktop_that_follows_the_tabs_size
     // Leaving the page: Disconnected, the desktop kept for the user.
     c.goto("about:blank").await.expect("leave the page");
     wait_session(&app, "farm", "alice", "h1", "Disconnected").await;
+}
+
+/// Fills the page's credentials form and submits it.
+async fn sign_in(c: &Client, user: &str, password: &str) {
+    for (field, value) in [("#user", user), ("#password", password)] {
+        let input = c
+            .find(fantoccini::Locator::Css(field))
+            .await
+            .expect("the field");
+        input.clear().await.expect("clear");
+        input.send_keys(value).await.expect("type");
+    }
+    c.find(fantoccini::Locator::Css("#sign-in"))
+        .await
+        .expect("the button")
+        .click()
+        .await
+        .expect("submit");
+}
+
+#[tokio::test]
+async fn a_host_that_requires_nla_gets_the_users_credentials_through_credssp() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nla = NlaHost::start(&dir.path().join("nla"));
+    let (app, _gateway) = spawn(&dir.path().join("data"), &[]);
+    pool(&app, "farm", true).await;
+    host(&app, "farm", "n1", &nla.address).await;
+    let link = app
+        .ok("GET", "/api/v1/hostPools/farm/webUrl?user=alice", None, 200)
+        .await;
+    let link = link["url"].as_str().expect("a url").to_string();
+
+    let b = browser_with(&["--ignore-certificate-errors"]).await;
+    let c = &b.client;
+    c.goto(&link).await.expect("open the page");
+    // The host refuses a connection without CredSSP: the page asks.
+    let said = wait_text(c, "#status[data-state=credentials]", "the question", |t| {
+        !t.is_empty()
+    })
+    .await;
+    assert!(said.contains("user name and password"), "{said}");
+
+    // A wrong password: the host refuses it, the page asks again.
+    sign_in(c, &nla.user, "not-the-password").await;
+    wait_text(
+        c,
+        "#status[data-state=credentials-refused]",
+        "the refusal",
+        |t| t.contains("refused"),
+    )
+    .await;
+    let log = nla.log();
+    assert!(
+        log.contains("authentication failure") || log.contains("SEC_E_"),
+        "the host's log shows no refused authentication:\n{log}"
+    );
+    // The refused logon left no session behind (rule S9).
+    let none = crate::eventually(PATIENCE, || async {
+        crate::rdp::session_of(&app, "farm", "alice")
+            .await
+            .is_none()
+    })
+    .await;
+    assert!(
+        none,
+        "a refused logon left {:?}",
+        crate::rdp::session_of(&app, "farm", "alice").await
+    );
+
+    // The right one: the connection sequence completes past CredSSP, and
+    // the host's screen (its size, not the tab's) is drawn. FreeRDP's
+    // shadow server sends clients without the graphics pipeline a black
+    // screen, so what is drawn is checked against xrdp, above, not here.
+    sign_in(c, &nla.user, &nla.password).await;
+    wait_text(c, "#status[data-state=connected]", "the connection", |_| {
+        true
+    })
+    .await;
+    let drawn = crate::eventually(PATIENCE, || async {
+        probe(c).await.is_some_and(|s| {
+            (s.width, s.height) == (1024, 768)
+                && s.background.as_ref().and_then(|b| b.get(3)) == Some(&255)
+        })
+    })
+    .await;
+    assert!(
+        drawn,
+        "the host's screen is not drawn: {:?}; the page says {:?}; the host's log:\n{}",
+        probe(c).await.map(|s| (s.width, s.height, s.background)),
+        page_status(c).await,
+        nla.log()
+    );
+    assert_eq!(
+        nla.log().matches("client authentication failure").count(),
+        1,
+        "only the wrong password is refused:\n{}",
+        nla.log()
+    );
+    wait_session(&app, "farm", "alice", "n1", "Active").await;
+    // The password is not kept in the form.
+    let kept = c
+        .execute("return document.getElementById('password').value;", vec![])
+        .await
+        .expect("read the field");
+    assert_eq!(kept.as_str(), Some(""));
+    c.goto("about:blank").await.expect("leave the page");
+    wait_session(&app, "farm", "alice", "n1", "Disconnected").await;
 }

@@ -8,13 +8,39 @@ import "/web/iron-remote-desktop.js";
 const status = document.getElementById("status");
 const panel = document.getElementById("panel");
 const reconnect = document.getElementById("reconnect");
+const form = document.getElementById("credentials");
 
 function show(state, text, canRetry) {
   status.dataset.state = state;
   status.textContent = text;
   reconnect.hidden = !canRetry;
+  form.hidden = true;
   panel.hidden = false;
 }
+
+// Hosts that require Network Level Authentication take the user's
+// credentials before any session: the page asks for them, keeps them in
+// memory for this tab only (a reconnect uses them again), and the client
+// hands them to the host through CredSSP.
+let credentials = null;
+
+function askCredentials(state, text) {
+  show(state, text, false);
+  form.hidden = false;
+  document.getElementById(credentials ? "password" : "user").focus();
+}
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const password = document.getElementById("password");
+  credentials = {
+    user: document.getElementById("user").value,
+    password: password.value,
+    domain: document.getElementById("domain").value,
+  };
+  password.value = "";
+  connect();
+});
 
 // A new link opened in this tab (only its fragment differs): start over
 // with its ticket.
@@ -54,16 +80,29 @@ async function connect() {
   }
   show("connecting", "Connecting…", false);
   const proxy = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/web/rdp";
-  const config = ui.configBuilder()
+  let builder = ui.configBuilder()
     .withDestination("desktop")
     .withProxyAddress(proxy)
     .withAuthToken(ticket)
-    .withDesktopSize({ width: window.innerWidth, height: window.innerHeight })
-    .build();
+    .withDesktopSize({ width: window.innerWidth, height: window.innerHeight });
+  if (credentials) {
+    builder = builder
+      .withUsername(credentials.user)
+      .withPassword(credentials.password)
+      .withServerDomain(credentials.domain);
+  }
   let session;
   try {
-    session = await ui.connect(config);
+    session = await ui.connect(builder.build());
   } catch (error) {
+    if (typeof error.credentialsRequired === "function" && error.credentialsRequired()) {
+      askCredentials("credentials", "This desktop asks for your user name and password before it opens.");
+      return;
+    }
+    if (typeof error.kind === "function" && error.kind() === backend.IronErrorKind.LogonFailure) {
+      askCredentials("credentials-refused", "The desktop refused the user name or password. Try again.");
+      return;
+    }
     const [state, text] = refusal(error);
     show(state, text, state !== "refused");
     return;

@@ -331,6 +331,15 @@ export class IronError {
         }
     }
     /**
+     * Whether the host asks for credentials first (then the page asks
+     * the user, and connects again with them).
+     * @returns {boolean}
+     */
+    credentialsRequired() {
+        const ret = wasm.ironerror_credentialsRequired(this.__wbg_ptr);
+        return ret !== 0;
+    }
+    /**
      * @returns {IronErrorKind}
      */
     kind() {
@@ -776,9 +785,19 @@ function __wbg_get_imports() {
             const ret = arg0.getContext(getStringFromWasm0(arg1, arg2));
             return isLikeNone(ret) ? 0 : addToExternrefTable0(ret);
         }, arguments); },
+        __wbg_getRandomValues_01076ebaa66264dc: function() { return handleError(function (arg0, arg1) {
+            globalThis.crypto.getRandomValues(getArrayU8FromWasm0(arg0, arg1));
+        }, arguments); },
         __wbg_getRandomValues_5d8c030b527203a6: function() { return handleError(function (arg0, arg1) {
             globalThis.crypto.getRandomValues(getArrayU8FromWasm0(arg0, arg1));
         }, arguments); },
+        __wbg_getRandomValues_8b6f1f663e6f188d: function() { return handleError(function (arg0, arg1) {
+            globalThis.crypto.getRandomValues(getArrayU8FromWasm0(arg0, arg1));
+        }, arguments); },
+        __wbg_getTime_edc91481cbc4cd78: function(arg0) {
+            const ret = arg0.getTime();
+            return ret;
+        },
         __wbg_instanceof_ArrayBuffer_12cdaa4161423e6b: function(arg0) {
             let result;
             try {
@@ -805,6 +824,10 @@ function __wbg_get_imports() {
         },
         __wbg_length_186163212ffe79c3: function(arg0) {
             const ret = arg0.length;
+            return ret;
+        },
+        __wbg_new_0_36d738a0c8cfac43: function() {
+            const ret = new Date();
             return ret;
         },
         __wbg_new_13de428334042d26: function(arg0) {
@@ -910,23 +933,23 @@ function __wbg_get_imports() {
             console.warn(arg0);
         },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 264, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 271, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h0e063c0a71088740);
             return ret;
         },
         __wbindgen_generic_0000000000000002: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("CloseEvent")], shim_idx: 6, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5);
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h1c21c07f384d54e3);
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
             // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("MessageEvent")], shim_idx: 6, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5_58);
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h1c21c07f384d54e3_59);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 8, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h345b8703a7b9768e);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 9, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__ha5125a75c15f31b1);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
@@ -949,16 +972,16 @@ function __wbg_get_imports() {
     };
 }
 
-function wasm_bindgen__convert__closures_____invoke__h345b8703a7b9768e(arg0, arg1) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h345b8703a7b9768e(arg0, arg1);
+function wasm_bindgen__convert__closures_____invoke__ha5125a75c15f31b1(arg0, arg1) {
+    wasm.wasm_bindgen__convert__closures_____invoke__ha5125a75c15f31b1(arg0, arg1);
 }
 
-function wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5(arg0, arg1, arg2) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5(arg0, arg1, arg2);
+function wasm_bindgen__convert__closures_____invoke__h1c21c07f384d54e3(arg0, arg1, arg2) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h1c21c07f384d54e3(arg0, arg1, arg2);
 }
 
-function wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5_58(arg0, arg1, arg2) {
-    wasm.wasm_bindgen__convert__closures_____invoke__h732c80d752d374e5_58(arg0, arg1, arg2);
+function wasm_bindgen__convert__closures_____invoke__h1c21c07f384d54e3_59(arg0, arg1, arg2) {
+    wasm.wasm_bindgen__convert__closures_____invoke__h1c21c07f384d54e3_59(arg0, arg1, arg2);
 }
 
 function wasm_bindgen__convert__closures_____invoke__h0e063c0a71088740(arg0, arg1, arg2) {
