@@ -11,9 +11,15 @@
 //!   the host); through `/web/rdp` it decrypts the host's TLS, frames the
 //!   plaintext as WebSocket messages and encrypts them again for the
 //!   browser's HTTPS.
-//! - Memory per open session: [`OPEN_SESSIONS`] sessions opened and held
-//!   idle through each door, the broker's resident memory before and
-//!   after, divided.
+//! - The floor under the second figure: what the two TLS layers alone
+//!   cost per MiB on this CPU (one side seals, the other opens, in memory,
+//!   in this process, with the cipher suite the broker's legs negotiated).
+//! - Memory per open session: [`WARM_SESSIONS`] sessions opened through
+//!   each door first (the code's pages and the broker's one-time
+//!   allocations), then [`OPEN_SESSIONS`] more held idle, the broker's
+//!   resident memory before and after them, divided; then again once each
+//!   has carried [`BURST_KIB`] KiB and is idle again (what a session keeps
+//!   after a burst).
 //!
 //! The host is a task here: it answers the X.224 Connection Request with a
 //! Connection Confirm selecting TLS, does TLS with a self-signed
@@ -34,11 +40,17 @@ use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 const TOKEN: &str = "web-rdp-bench-admin-token-0123456789-abcdefgh";
 /// MiB pulled through one connection per measurement.
-const RELAY_MIB: u64 = 256;
+const RELAY_MIB: u64 = 1024;
 /// Measurements each way, alternating.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
+/// Sessions opened through each door before the memory figure's first
+/// reading, and held with the others.
+const WARM_SESSIONS: usize = 20;
 /// Sessions held open through each door for the memory figure.
 const OPEN_SESSIONS: usize = 200;
+/// KiB each held session then carries from the host, after which it is
+/// idle again.
+const BURST_KIB: u64 = 256;
 const MIB: u64 = 1024 * 1024;
 /// The Connection Confirm of a host that selects PROTOCOL_SSL.
 const CONFIRM_SSL: [u8; 19] = [
@@ -170,8 +182,8 @@ fn any_certificate() -> Arc<rustls::ClientConfig> {
     )
 }
 
-/// The host: Connection Confirm, TLS, then N bytes for every N asked.
-async fn host() -> String {
+/// The host's TLS: a self-signed certificate, ring, rustls' defaults.
+fn host_tls() -> Arc<rustls::ServerConfig> {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -182,7 +194,16 @@ async fn host() -> String {
     .with_no_client_auth()
     .with_single_cert(vec![certified.cert.der().clone()], key)
     .expect("server config");
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    Arc::new(config)
+}
+
+/// The cipher suite the host's last TLS client (the broker, through
+/// `/web/rdp`) negotiated.
+static HOST_SUITE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// The host: Connection Confirm, TLS, then N bytes for every N asked.
+async fn host() -> String {
+    let acceptor = tokio_rustls::TlsAcceptor::from(host_tls());
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("addr").to_string();
     tokio::spawn(async move {
@@ -204,6 +225,9 @@ async fn host() -> String {
                 let Ok(mut tls) = acceptor.accept(s).await else {
                     return;
                 };
+                if let Some(suite) = tls.get_ref().1.negotiated_cipher_suite() {
+                    *HOST_SUITE.lock().expect("lock") = Some(format!("{:?}", suite.suite()));
+                }
                 let block = vec![7u8; 64 * 1024];
                 let mut n = [0u8; 8];
                 while tls.read_exact(&mut n).await.is_ok() {
@@ -322,6 +346,63 @@ async fn pull_web(ws: &mut Socket, bytes: u64) {
     }
 }
 
+/// This thread's CPU time so far, in nanoseconds (`/proc/thread-self/schedstat`).
+fn thread_cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    stat.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("schedstat")
+}
+
+/// Moves what `from` has to send into `to`.
+fn transfer(
+    from: &mut impl std::ops::DerefMut<Target = rustls::ConnectionCommon<impl Sized>>,
+    to: &mut impl std::ops::DerefMut<Target = rustls::ConnectionCommon<impl Sized>>,
+    wire: &mut Vec<u8>,
+) {
+    wire.clear();
+    while from.wants_write() {
+        from.write_tls(wire).expect("write_tls");
+    }
+    let mut rest = &wire[..];
+    while !rest.is_empty() {
+        to.read_tls(&mut rest).expect("read_tls");
+        to.process_new_packets().expect("process");
+    }
+}
+
+/// The two TLS layers alone: `mib` MiB sealed by one rustls connection and
+/// opened by another, in memory, in 16 KiB writes (a TLS record's worth,
+/// as the relay's are); CPU ms per MiB, and the suite negotiated.
+fn crypto_floor(mib: u64) -> (f64, String) {
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let mut client = rustls::ClientConnection::new(any_certificate(), name).expect("client");
+    let mut server = rustls::ServerConnection::new(host_tls()).expect("server");
+    let mut wire = Vec::new();
+    while client.is_handshaking() || server.is_handshaking() {
+        transfer(&mut client, &mut server, &mut wire);
+        transfer(&mut server, &mut client, &mut wire);
+    }
+    let suite = format!(
+        "{:?}",
+        server.negotiated_cipher_suite().expect("a suite").suite()
+    );
+    let block = vec![7u8; 16 * 1024];
+    let mut plain = vec![0u8; 64 * 1024];
+    let started = thread_cpu_ns();
+    for _ in 0..mib * MIB / block.len() as u64 {
+        std::io::Write::write_all(&mut server.writer(), &block).expect("write");
+        transfer(&mut server, &mut client, &mut wire);
+        let mut left = block.len();
+        while left > 0 {
+            left -= std::io::Read::read(&mut client.reader(), &mut plain).expect("read");
+        }
+    }
+    let ns = thread_cpu_ns() - started;
+    (ns as f64 / 1e6 / mib as f64, suite)
+}
+
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(run());
@@ -380,6 +461,14 @@ async fn run() {
             ms as f64 / RELAY_MIB as f64,
             RELAY_MIB as f64 / secs
         );
+        if round == 0 {
+            let suite = ws.get_ref().get_ref().1.negotiated_cipher_suite();
+            println!(
+                "  cipher suites: browser to broker {:?}, broker to host {}",
+                suite.map(|s| s.suite()),
+                HOST_SUITE.lock().expect("lock").as_deref().unwrap_or("?")
+            );
+        }
         let _ = ws.close(None).await;
     }
     drop(broker);
@@ -389,40 +478,97 @@ async fn run() {
     };
     let (f, w) = (median(&mut front), median(&mut web));
     println!(
-        "  median: front door {f:.2} ms/MiB, /web/rdp {w:.2} ms/MiB: {:.1}x",
+        "  median: front door {f:.2} ms/MiB, /web/rdp {w:.2} ms/MiB: {:.2}x",
         w / f
+    );
+    let mut floor: Vec<f64> = (0..ROUNDS).map(|_| crypto_floor(256).0).collect();
+    let (_, suite) = crypto_floor(1);
+    let c = median(&mut floor);
+    println!(
+        "  the two TLS layers alone ({suite}, one seals, one opens, in memory): {c:.2} ms/MiB; \
+         front door + that: {:.2} ms/MiB, {:.2}x the front door",
+        f + c,
+        (f + c) / f
     );
 
     // Each door in a broker of its own, so that neither inherits the
     // other's memory.
     println!(
-        "Broker memory per open session, {OPEN_SESSIONS} held idle (each door its own broker):"
+        "Broker memory per open session, {OPEN_SESSIONS} held idle after {WARM_SESSIONS} \
+         (each door its own broker), then again once each has carried {BURST_KIB} KiB:"
     );
     let (broker, _dir) = farm().await;
-    let before = broker.rss_kib();
     let mut held = Vec::new();
+    for i in 0..WARM_SESSIONS {
+        held.push(through_front_door(&broker, &format!("fdw{i}")).await);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = broker.rss_kib();
     for i in 0..OPEN_SESSIONS {
         held.push(through_front_door(&broker, &format!("fdm{i}")).await);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = broker.rss_kib();
-    println!(
-        "  front door: {:.1} KiB ({before} -> {after} KiB)",
-        after.saturating_sub(before) as f64 / OPEN_SESSIONS as f64,
-    );
+    for s in &mut held {
+        pull_front_door(s, BURST_KIB * 1024).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let burst = broker.rss_kib();
+    let front = per_session(before, after, burst);
+    println!("  front door: {front}");
     drop(held);
     drop(broker);
     let (broker, _dir) = farm().await;
-    let before = broker.rss_kib();
     let mut held = Vec::new();
+    for i in 0..WARM_SESSIONS {
+        held.push(through_web(&broker, &format!("webw{i}")).await);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = broker.rss_kib();
     for i in 0..OPEN_SESSIONS {
         held.push(through_web(&broker, &format!("webm{i}")).await);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = broker.rss_kib();
+    for ws in &mut held {
+        pull_web(ws, BURST_KIB * 1024).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let burst = broker.rss_kib();
+    let web = per_session(before, after, burst);
+    println!("  /web/rdp:   {web}");
     println!(
-        "  /web/rdp:   {:.1} KiB ({before} -> {after} KiB)",
-        after.saturating_sub(before) as f64 / OPEN_SESSIONS as f64,
+        "  /web/rdp / front door: idle {:.2}x, after a burst {:.2}x",
+        web.idle / front.idle,
+        web.burst / front.burst
     );
     drop(held);
+}
+
+/// KiB of resident memory per session: held idle, then idle again after a
+/// burst.
+struct PerSession {
+    idle: f64,
+    burst: f64,
+    readings: (u64, u64, u64),
+}
+
+fn per_session(before: u64, after: u64, burst: u64) -> PerSession {
+    let per = |kib: u64| kib.saturating_sub(before) as f64 / OPEN_SESSIONS as f64;
+    PerSession {
+        idle: per(after),
+        burst: per(burst),
+        readings: (before, after, burst),
+    }
+}
+
+impl std::fmt::Display for PerSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (before, after, burst) = self.readings;
+        write!(
+            f,
+            "{:.1} KiB idle, {:.1} KiB after a burst ({before} -> {after} -> {burst} KiB)",
+            self.idle, self.burst
+        )
+    }
 }

@@ -105,9 +105,16 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// How long the host may take to send its Connection Confirm, and then to
 /// finish the TLS handshake (each).
 pub const HOST_ANSWER_TIMEOUT: Duration = crate::front_door::HOST_ANSWER_TIMEOUT;
-/// How much tungstenite reads at once (one TLS record; see the RD
-/// Gateway's reasons in `rd_gateway/link.rs`).
-const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// How much tungstenite reads at once. It zero-fills this much of its
+/// buffer before each read, so every open session keeps it resident: a
+/// browser's messages are small (input events, channel chunks of at most
+/// 1,600 bytes), and a longer frame still grows the buffer, up to
+/// [`MAX_MESSAGE_BYTES`].
+const READ_BUFFER_BYTES: usize = 4 * 1024;
+/// The most tungstenite holds to write to the browser: one message to the
+/// browser (at most [`relay::MAX_MESSAGE_OUT_BYTES`]) not yet taken by the
+/// socket, and the control frames queued behind it.
+const MAX_WRITE_BUFFER_BYTES: usize = 2 * 64 * 1024;
 
 /// The endpoint's settings.
 #[derive(Clone, Debug)]
@@ -231,10 +238,14 @@ impl Outcome {
     }
 }
 
-/// The WebSocket's frame and message bounds.
+/// The WebSocket's buffers, and its frame and message bounds.
 fn websocket_config(config: &WebConfig) -> WebSocketConfig {
     WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
+        // Each message is written as it is sent, never gathered with the
+        // next: the relay makes its messages as large as what is at hand.
+        .write_buffer_size(0)
+        .max_write_buffer_size(MAX_WRITE_BUFFER_BYTES)
         .max_message_size(Some(config.max_message_bytes))
         .max_frame_size(Some(config.max_message_bytes))
 }

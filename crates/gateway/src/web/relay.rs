@@ -4,25 +4,42 @@
 //! either side closes or the session is idle past its bound. The host's
 //! TLS is closed with close_notify.
 
+use std::future::poll_fn;
 use std::io;
+use std::pin::Pin;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use crate::door::Report;
-use crate::front_door::{
-    LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES,
-};
+use crate::front_door::{LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES};
+
+/// The most plaintext one message to the browser carries: what the host
+/// has sent and the broker has at hand, gathered up to four TLS records'
+/// worth less the frame's 4-byte header, so that a busy session's
+/// messages fill whole records of the browser's TLS.
+pub(super) const MAX_MESSAGE_OUT_BYTES: usize = 4 * 16 * 1024 - 4;
+/// A first piece at least this long (a TLS record's plaintext is at most
+/// 16 KiB) is taken as the start of a burst: room for a whole message is
+/// made at once. A shorter one gets room for itself alone, until a second
+/// piece shows a burst.
+const BURST_BYTES: usize = 8 * 1024;
 
 /// Relays until either side closes (or fails, or idles past its bound):
 /// `idle` once the session has shown evidence of a logon (S9),
 /// `idle_without_logon` until then. Counts what was carried in `report`.
+///
+/// An idle session holds no relay buffer: the host's plaintext is copied
+/// once, from its TLS, into the message that carries it to the browser,
+/// made when the plaintext is there.
 pub(super) async fn relay<S>(
     ws: WebSocketStream<S>,
     host: TlsStream<TcpStream>,
@@ -32,9 +49,13 @@ pub(super) async fn relay<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let (mut ws_out, mut ws_in) = ws.split();
-    let (mut host_in, mut host_out) = tokio::io::split(host);
+    let host = Mutex::new(host);
+    let mut host_out = Shared(&host);
     let carried = Carried::new();
     let to_host = async {
+        let counted =
+            metrics::counter!("deskbroker_web_bytes_total", "direction" => "client_to_host");
+        let mut host_out = Shared(&host);
         while let Some(message) = ws_in.next().await {
             let bytes = match message.map_err(io::Error::other)? {
                 Message::Binary(b) => b,
@@ -46,28 +67,30 @@ pub(super) async fn relay<S>(
                 _ => continue,
             };
             carried.saw(&carried.client, bytes.len());
-            metrics::counter!("deskbroker_web_bytes_total", "direction" => "client_to_host")
-                .increment(bytes.len() as u64);
+            counted.increment(bytes.len() as u64);
             host_out.write_all(&bytes).await?;
             host_out.flush().await?;
         }
         Ok(())
     };
     let to_client = async {
-        let mut buffer = Vec::with_capacity(RELAY_BUFFER_BYTES);
+        let counted =
+            metrics::counter!("deskbroker_web_bytes_total", "direction" => "host_to_client");
         loop {
-            buffer.clear();
-            let n = host_in.read_buf(&mut buffer).await?;
-            if n == 0 {
-                return Ok::<(), io::Error>(());
+            let (message, end) = poll_fn(|cx| gather(&host, cx)).await;
+            if !message.is_empty() {
+                carried.saw(&carried.host, message.len());
+                counted.increment(message.len() as u64);
+                ws_out
+                    .send(Message::Binary(Bytes::from(message)))
+                    .await
+                    .map_err(io::Error::other)?;
             }
-            carried.saw(&carried.host, n);
-            metrics::counter!("deskbroker_web_bytes_total", "direction" => "host_to_client")
-                .increment(n as u64);
-            ws_out
-                .send(Message::Binary(Bytes::copy_from_slice(&buffer)))
-                .await
-                .map_err(io::Error::other)?;
+            match end {
+                None => {}
+                Some(Ok(())) => return Ok::<(), io::Error>(()),
+                Some(Err(e)) => return Err(e),
+            }
         }
     };
     let ended = tokio::select! {
@@ -82,6 +105,76 @@ pub(super) async fn relay<S>(
     report.host_to_client_bytes = carried.host.load(Ordering::Relaxed);
     if let Err(e) = ended {
         report.detail = Some(format!("relay ended: {e}"));
+    }
+}
+
+/// The host's plaintext at hand, up to [`MAX_MESSAGE_OUT_BYTES`], taken
+/// from its TLS stream's own buffer; pending while there is none. With it,
+/// how the host's side ended, when it did: `Ok` at its close, the error
+/// otherwise (after the plaintext before it, which is returned first).
+fn gather(
+    host: &Mutex<TlsStream<TcpStream>>,
+    cx: &mut Context<'_>,
+) -> Poll<(Vec<u8>, Option<io::Result<()>>)> {
+    let mut host = lock(host);
+    let mut host = Pin::new(&mut *host);
+    let mut message = Vec::new();
+    loop {
+        let end = match host.as_mut().poll_fill_buf(cx) {
+            Poll::Ready(Ok([])) => Some(Ok(())),
+            Poll::Ready(Ok(piece)) => {
+                let room = MAX_MESSAGE_OUT_BYTES - message.len();
+                let take = piece.len().min(room);
+                if message.capacity() - message.len() < take {
+                    // A short first piece gets room for itself; a long
+                    // one, or a second, room for a whole message at once
+                    // (a short first piece is copied once, not grown into).
+                    let room = if message.is_empty() && take < BURST_BYTES {
+                        take
+                    } else {
+                        MAX_MESSAGE_OUT_BYTES - message.len()
+                    };
+                    message.reserve_exact(room);
+                }
+                message.extend_from_slice(&piece[..take]);
+                host.as_mut().consume(take);
+                if message.len() < MAX_MESSAGE_OUT_BYTES {
+                    continue;
+                }
+                None
+            }
+            Poll::Ready(Err(e)) => Some(Err(e)),
+            Poll::Pending if message.is_empty() => return Poll::Pending,
+            Poll::Pending => None,
+        };
+        return Poll::Ready((message, end));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The host's TLS stream as written to by one direction while the other
+/// reads it, in the same task: each poll takes the lock for itself alone,
+/// so it is never contended.
+struct Shared<'a>(&'a Mutex<TlsStream<TcpStream>>);
+
+impl AsyncWrite for Shared<'_> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *lock(self.0)).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *lock(self.0)).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *lock(self.0)).poll_shutdown(cx)
     }
 }
 
