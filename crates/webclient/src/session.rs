@@ -638,8 +638,10 @@ impl Session {
                     shared.sender.close();
                     return Ok(SessionTerminationInfo(reason));
                 }
-                if !deactivated {
-                    shared.ask_for_size()?;
+                // A resize the host cannot take is no reason to end the
+                // session: it keeps its size, scaled to the tab.
+                if !deactivated && let Err(e) = shared.ask_for_size() {
+                    web_sys::console::warn_1(&JsValue::from_str(&e.backtrace()));
                 }
                 deactivated.then(|| shared.sender.clone())
             };
