@@ -517,6 +517,17 @@ fn during_reactivation(action: ironrdp_pdu::Action, frame: &[u8], io_channel: u1
 }
 
 impl Shared {
+    /// Processes one frame from the host into the session's image.
+    fn process(
+        &mut self,
+        action: ironrdp_pdu::Action,
+        frame: &[u8],
+    ) -> Result<Vec<ActiveStageOutput>, IronError> {
+        self.stage
+            .process(&mut self.image, action, frame, None)
+            .map_err(|e| IronError::general(format!("the host's data: {e:?}")))
+    }
+
     /// Copies `region` of the session's image into the canvas.
     fn draw(&self, region: &InclusiveRectangle) -> Result<(), IronError> {
         let width = usize::from(self.image.width());
@@ -626,10 +637,7 @@ impl Session {
             let reactivate = {
                 let mut guard = self.shared.borrow_mut();
                 let shared = &mut *guard;
-                let outputs = shared
-                    .stage
-                    .process(&mut shared.image, action, &frame, None)
-                    .map_err(|e| IronError::general(format!("the host's data: {e:?}")))?;
+                let outputs = shared.process(action, &frame)?;
                 let deactivated = outputs
                     .iter()
                     .any(|o| matches!(o, ActiveStageOutput::DeactivateAll));
@@ -684,12 +692,8 @@ impl Session {
                         continue;
                     }
                     Arriving::ForAChannel => {
-                        let mut guard = self.shared.borrow_mut();
-                        let shared = &mut *guard;
-                        let outputs = shared
-                            .stage
-                            .process(&mut shared.image, action, &frame, None)
-                            .map_err(|e| IronError::general(format!("the host's data: {e:?}")))?;
+                        let mut shared = self.shared.borrow_mut();
+                        let outputs = shared.process(action, &frame)?;
                         shared.send_all(outputs)?;
                         continue;
                     }

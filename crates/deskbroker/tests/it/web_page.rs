@@ -445,6 +445,19 @@ async fn desktop_share(c: &Client) -> Option<(i64, i64, f64, (i64, i64))> {
     ))
 }
 
+/// A broker with the browser's door (its data under `dir`), a pool `farm`
+/// of one host, and the address that opens the pool's desktop for alice.
+async fn one_host_pool(dir: &std::path::Path, name: &str, address: &str) -> (crate::App, String) {
+    let (app, _gateway) = spawn(&dir.join("data"), &[]);
+    pool(&app, "farm", true).await;
+    host(&app, "farm", name, address).await;
+    let link = app
+        .ok("GET", "/api/v1/hostPools/farm/webUrl?user=alice", None, 200)
+        .await;
+    let link = link["url"].as_str().expect("a url").to_string();
+    (app, link)
+}
+
 /// What the page's status line says, and its state.
 async fn page_status(c: &Client) -> Value {
     c.execute(
@@ -463,14 +476,7 @@ async fn a_user_logs_on_through_the_page_to_a_desktop_that_follows_the_tabs_size
     let user = DesktopUser::prepare();
     let sesman = Sesman::start(&dir.path().join("sesman"));
     let h1 = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp"));
-    let (app, _gateway) = spawn(&dir.path().join("data"), &[]);
-    pool(&app, "farm", true).await;
-    host(&app, "farm", "h1", &h1.address).await;
-    let link = app
-        .ok("GET", "/api/v1/hostPools/farm/webUrl?user=alice", None, 200)
-        .await;
-    let link = link["url"].as_str().expect("a url").to_string();
-
+    let (app, link) = one_host_pool(dir.path(), "h1", &h1.address).await;
     let b = browser_with(&["--ignore-certificate-errors"]).await;
     let c = &b.client;
     c.set_window_size(1100, 800).await.expect("size the tab");
@@ -571,14 +577,7 @@ async fn sign_in(c: &Client, user: &str, password: &str) {
 async fn a_host_that_requires_nla_gets_the_users_credentials_through_credssp() {
     let dir = tempfile::tempdir().expect("tempdir");
     let nla = NlaHost::start(&dir.path().join("nla"));
-    let (app, _gateway) = spawn(&dir.path().join("data"), &[]);
-    pool(&app, "farm", true).await;
-    host(&app, "farm", "n1", &nla.address).await;
-    let link = app
-        .ok("GET", "/api/v1/hostPools/farm/webUrl?user=alice", None, 200)
-        .await;
-    let link = link["url"].as_str().expect("a url").to_string();
-
+    let (app, link) = one_host_pool(dir.path(), "n1", &nla.address).await;
     let b = browser_with(&["--ignore-certificate-errors"]).await;
     let c = &b.client;
     c.goto(&link).await.expect("open the page");
