@@ -654,3 +654,86 @@ async fn a_host_that_requires_nla_gets_the_users_credentials_through_credssp() {
     c.goto("about:blank").await.expect("leave the page");
     wait_session(&app, "farm", "alice", "n1", "Disconnected").await;
 }
+
+/// Reads one HTTP/1.1 response off `stream`: its head, and its body by
+/// `Content-Length` (none for a 304, a 101, or when there is no length).
+async fn response<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> (String, Vec<u8>) {
+    use tokio::io::AsyncReadExt as _;
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        let n = stream.read(&mut byte).await.expect("read the head");
+        assert_eq!(
+            n,
+            1,
+            "closed in the head: {}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).expect("a text head");
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .map_or(0, |n| n.trim().parse::<usize>().expect("a length"));
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await.expect("read the body");
+    (head, body)
+}
+
+#[tokio::test]
+async fn the_pages_files_share_one_connection_and_a_current_copy_is_not_sent_again() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+
+    // The page's files, one after another on one connection.
+    let mut tag = String::new();
+    for path in ["/web", "/web/page.js", "/web/webclient_bg.wasm"] {
+        let get = format!("GET {path} HTTP/1.1\r\nHost: gw\r\n\r\n");
+        tls.write_all(get.as_bytes()).await.expect("send");
+        let (head, body) = response(&mut tls).await;
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{path}: {head}");
+        assert!(
+            head.contains("Connection: keep-alive\r\n"),
+            "{path}: {head}"
+        );
+        assert!(!body.is_empty(), "{path}");
+        tag = head
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .expect("an ETag")
+            .to_string();
+    }
+    // The browser's copy of the WebAssembly is current: 304, no body.
+    let again =
+        format!("GET /web/webclient_bg.wasm HTTP/1.1\r\nHost: gw\r\nIf-None-Match: {tag}\r\n\r\n");
+    tls.write_all(again.as_bytes()).await.expect("send");
+    let (head, body) = response(&mut tls).await;
+    assert!(head.starts_with("HTTP/1.1 304 Not Modified\r\n"), "{head}");
+    assert!(body.is_empty());
+    // And the desktop's socket on the same connection.
+    tls.write_all(
+        b"GET /web/rdp HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    .await
+    .expect("send");
+    let (head, _) = response(&mut tls).await;
+    assert!(
+        head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{head}"
+    );
+
+    // A client that closes: the connection ends after the answer.
+    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    tls.write_all(b"GET /web HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("send");
+    let (head, _) = response(&mut tls).await;
+    assert!(head.contains("Connection: close\r\n"), "{head}");
+    let mut rest = Vec::new();
+    let _ = tokio::io::AsyncReadExt::read_to_end(&mut tls, &mut rest).await;
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}

@@ -127,6 +127,17 @@ impl Drop for CountingHost {
 /// Opens `wss://gateway/web/rdp` (the gateway's certificate is the data
 /// dir's self-signed one: any is taken, as a browser told to trust it).
 pub(crate) async fn open(gateway: &str) -> Result<Socket, String> {
+    let tls = tls(gateway).await?;
+    let (ws, _) = tokio_tungstenite::client_async(format!("wss://{gateway}/web/rdp"), tls)
+        .await
+        .map_err(|e| format!("websocket: {e}"))?;
+    Ok(ws)
+}
+
+/// A TLS connection to the gateway's listener, taking any certificate.
+pub(crate) async fn tls(
+    gateway: &str,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
     let tcp = TcpStream::connect(gateway)
         .await
         .map_err(|e| e.to_string())?;
@@ -141,14 +152,10 @@ pub(crate) async fn open(gateway: &str) -> Result<Socket, String> {
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").expect("name");
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
-        .map_err(|e| format!("TLS: {e}"))?;
-    let (ws, _) = tokio_tungstenite::client_async(format!("wss://{gateway}/web/rdp"), tls)
-        .await
-        .map_err(|e| format!("websocket: {e}"))?;
-    Ok(ws)
+        .map_err(|e| format!("TLS: {e}"))
 }
 
 /// The next binary message, or `None` once the socket has closed.

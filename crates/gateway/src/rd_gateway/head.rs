@@ -23,7 +23,7 @@ pub enum Request {
     WebRdp { key: String },
     /// `GET` or `HEAD` of the browser's page or one of its files
     /// (`crate::web::page`).
-    WebPage { path: String, head: bool },
+    WebPage(crate::web::page::PageRequest),
 }
 
 /// How an `RDG_IN_DATA` request's body is framed.
@@ -50,7 +50,13 @@ pub enum HeadError {
     NoConnectionId,
     #[error("no byte of the request head for {} s", .0.as_secs_f32())]
     Idle(Duration),
+    #[error("closed before a request began")]
+    Closed,
 }
+
+/// The longest `If-None-Match` read (the page's tags are 34 bytes; a
+/// browser sends back the one it was given).
+const MAX_IF_NONE_MATCH_BYTES: usize = 256;
 
 /// The longest `RDG-Connection-Id` taken (a GUID in braces is 38).
 pub const MAX_CONNECTION_ID_BYTES: usize = 64;
@@ -98,10 +104,20 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
         && crate::web::page::is_page(bare_path)
         && header("Upgrade").is_none()
     {
-        let request = Request::WebPage {
+        // HTTP/1.1 keeps the connection unless the client says otherwise.
+        let keep_alive = request.version == Some(1)
+            && !header("Connection").is_some_and(|c| {
+                c.split(',')
+                    .any(|token| token.trim().eq_ignore_ascii_case("close"))
+            });
+        let request = Request::WebPage(crate::web::page::PageRequest {
             path: bare_path.to_string(),
             head: method == "HEAD",
-        };
+            if_none_match: header("If-None-Match")
+                .filter(|v| v.len() <= MAX_IF_NONE_MATCH_BYTES)
+                .map(str::to_string),
+            keep_alive,
+        });
         return Ok(Some((request, taken)));
     }
     if !path.eq_ignore_ascii_case(GATEWAY_PATH) {
@@ -167,6 +183,9 @@ pub(super) async fn read_head<S: AsyncRead + Unpin + ?Sized>(
             .map_err(|_| HeadError::Idle(idle))?
             .map_err(|e| HeadError::Malformed(e.to_string()))?;
         if n == 0 {
+            if buf.is_empty() {
+                return Err(HeadError::Closed);
+            }
             return Err(HeadError::Malformed("closed before the head ended".into()));
         }
     }

@@ -398,6 +398,10 @@ async fn within<T>(
 }
 
 /// Answers a request that is not served, and closes.
+/// The requests for the browser's page one connection serves (a page
+/// load is six) before it is closed.
+const MAX_PAGE_REQUESTS_PER_CONNECTION: usize = 32;
+
 async fn answer_status(stream: &mut BoxIo, status: &str) {
     let _ = stream
         .write_all(
@@ -417,28 +421,51 @@ async fn connection<P: Placer>(
     report: &mut Report,
 ) -> Outcome {
     let pairing = &shared.pairing;
-    let deadline = started + shared.config.setup_timeout;
+    let mut deadline = started + shared.config.setup_timeout;
     let idle = shared.config.setup_idle_timeout;
-    let head =
-        tokio::time::timeout_at(deadline.into(), read_head(&mut stream, Vec::new(), idle)).await;
-    let (request, rest) = match head {
-        Ok(Ok(h)) => h,
-        Ok(Err(e @ HeadError::Idle(_))) => {
-            report.detail = Some(e.to_string());
-            return Outcome::Idle;
-        }
-        Ok(Err(e)) => {
-            answer_status(&mut stream, "400 Bad Request").await;
-            report.detail = Some(e.to_string());
-            return Outcome::BadRequest;
-        }
-        Err(_) => return Outcome::Timeout,
-    };
-    let link = match request {
-        Request::WebPage { path, head } => {
-            crate::web::page::serve(&mut stream, &path, head).await;
+    // The browser's page is served on a kept-alive connection, request
+    // after request (each with the bounds of a connection's first), up
+    // to a bound; what follows it on the connection is dispatched as
+    // any first request is.
+    let mut pages = 0;
+    let mut buffered = Vec::new();
+    let (request, rest) = loop {
+        let head = tokio::time::timeout_at(
+            deadline.into(),
+            read_head(&mut stream, std::mem::take(&mut buffered), idle),
+        )
+        .await;
+        let (request, rest) = match head {
+            // A kept-alive connection the browser leaves, or lets idle.
+            Ok(Err(HeadError::Idle(_) | HeadError::Closed)) | Err(_) if pages > 0 => {
+                return Outcome::WebPage;
+            }
+            Ok(Ok(h)) => h,
+            Ok(Err(e @ HeadError::Idle(_))) => {
+                report.detail = Some(e.to_string());
+                return Outcome::Idle;
+            }
+            Ok(Err(e)) => {
+                answer_status(&mut stream, "400 Bad Request").await;
+                report.detail = Some(e.to_string());
+                return Outcome::BadRequest;
+            }
+            Err(_) => return Outcome::Timeout,
+        };
+        let Request::WebPage(page) = request else {
+            break (request, rest);
+        };
+        pages += 1;
+        let keep = page.keep_alive && pages < MAX_PAGE_REQUESTS_PER_CONNECTION;
+        if !crate::web::page::serve(&mut stream, &page, keep).await {
             return Outcome::WebPage;
         }
+        buffered = rest;
+        deadline = Instant::now() + shared.config.setup_timeout;
+    };
+    let link = match request {
+        // Served above.
+        Request::WebPage(_) => return Outcome::WebPage,
         Request::WebRdp { key } => {
             let cx = crate::web::Context {
                 web: &shared.web,

@@ -61,34 +61,105 @@ pub fn is_page(path: &str) -> bool {
     ASSETS.iter().any(|a| a.path == path)
 }
 
-/// Answers `GET` (or `HEAD`) for one of the page's files, and closes: the
-/// listener serves one request per connection.
-pub(crate) async fn serve<S: AsyncWrite + Unpin + ?Sized>(stream: &mut S, path: &str, head: bool) {
-    let Some(asset) = ASSETS.iter().find(|a| a.path == path) else {
+/// A request for the page or one of its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// The path, without its query.
+    pub path: String,
+    /// `HEAD`: the answer without its body.
+    pub head: bool,
+    /// The client's `If-None-Match`: the tag of the copy it has.
+    pub if_none_match: Option<String>,
+    /// Whether the client keeps the connection for another request.
+    pub keep_alive: bool,
+}
+
+/// Each file's entity tag: a hash of its bytes, so that a browser
+/// revalidates its copy (`Cache-Control: no-cache`) and gets 304 with no
+/// body while the binary serves the same file.
+fn etag(asset: &Asset) -> &'static str {
+    use sha2::Digest as _;
+    static TAGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        ASSETS
+            .iter()
+            .map(|a| {
+                let digest = sha2::Sha256::digest(a.body);
+                let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+                format!("\"{hex}\"")
+            })
+            .collect()
+    });
+    let index = ASSETS
+        .iter()
+        .position(|a| a.path == asset.path)
+        .unwrap_or_default();
+    &tags[index]
+}
+
+/// Whether `If-None-Match` names `tag` (weakly, as RFC 9110 §13.1.2 has
+/// it), or is `*`.
+fn matches(if_none_match: &str, tag: &str) -> bool {
+    if_none_match.split(',').map(str::trim).any(|candidate| {
+        candidate == "*" || candidate.strip_prefix("W/").unwrap_or(candidate) == tag
+    })
+}
+
+/// Answers `request`: the file with its policy, 304 when the client's copy
+/// is current, 404 for any other path. Answers whether the connection
+/// stays open for another request: `keep` (the client's wish, within the
+/// listener's bound), for a file that was found and written whole.
+pub(crate) async fn serve<S: AsyncWrite + Unpin + ?Sized>(
+    stream: &mut S,
+    request: &PageRequest,
+    keep: bool,
+) -> bool {
+    let Some(asset) = ASSETS.iter().find(|a| a.path == request.path) else {
         let _ = stream
             .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             .await;
         let _ = stream.shutdown().await;
-        return;
+        return false;
     };
-    let response = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
+    let tag = etag(asset);
+    let current = request
+        .if_none_match
+        .as_deref()
+        .is_some_and(|m| matches(m, tag));
+    let (status, length) = if current {
+        ("304 Not Modified", None)
+    } else {
+        ("200 OK", Some(asset.body.len()))
+    };
+    let mut response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {}\r\nETag: {tag}\r\n\
          Content-Security-Policy: {CONTENT_SECURITY_POLICY}\r\n\
          X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n\
          X-Frame-Options: DENY\r\nCross-Origin-Opener-Policy: same-origin\r\n\
-         Cross-Origin-Resource-Policy: same-origin\r\nCache-Control: no-cache\r\n\
-         Connection: close\r\n\r\n",
+         Cross-Origin-Resource-Policy: same-origin\r\nCache-Control: no-cache\r\n",
         asset.content_type,
-        asset.body.len()
     );
+    if let Some(length) = length {
+        response.push_str(&format!("Content-Length: {length}\r\n"));
+    }
+    response.push_str(if keep {
+        "Connection: keep-alive\r\n\r\n"
+    } else {
+        "Connection: close\r\n\r\n"
+    });
     if stream.write_all(response.as_bytes()).await.is_err() {
-        return;
+        return false;
     }
-    if !head && stream.write_all(asset.body).await.is_err() {
-        return;
+    if !request.head && !current && stream.write_all(asset.body).await.is_err() {
+        return false;
     }
-    let _ = stream.flush().await;
-    let _ = stream.shutdown().await;
+    if stream.flush().await.is_err() {
+        return false;
+    }
+    if !keep {
+        let _ = stream.shutdown().await;
+    }
+    keep
 }
 
 #[cfg(test)]
@@ -105,22 +176,77 @@ mod tests {
         assert!(!is_page("/web/page.js/"));
     }
 
+    fn get(path: &str) -> PageRequest {
+        PageRequest {
+            path: path.to_string(),
+            head: false,
+            if_none_match: None,
+            keep_alive: true,
+        }
+    }
+
     #[tokio::test]
     async fn the_page_is_sent_with_its_policy() {
         let mut out = Vec::new();
-        serve(&mut out, PAGE, false).await;
+        assert!(!serve(&mut out, &get(PAGE), false).await);
         let text = String::from_utf8_lossy(&out);
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.contains("script-src 'self' 'wasm-unsafe-eval'"));
         assert!(text.contains("Content-Type: text/html"));
         assert!(text.contains("<iron-remote-desktop") || text.contains("page.js"));
         let mut head = Vec::new();
-        serve(&mut head, "/web/webclient_bg.wasm", true).await;
+        let request = PageRequest {
+            head: true,
+            ..get("/web/webclient_bg.wasm")
+        };
+        assert!(serve(&mut head, &request, true).await);
         let text = String::from_utf8_lossy(&head);
         assert!(text.contains("Content-Type: application/wasm"));
         assert!(text.ends_with("\r\n\r\n"), "HEAD has no body");
         let mut missing = Vec::new();
-        serve(&mut missing, "/web/nothing", false).await;
+        assert!(!serve(&mut missing, &get("/web/nothing"), true).await);
         assert!(missing.starts_with(b"HTTP/1.1 404"));
+    }
+
+    #[tokio::test]
+    async fn a_current_copy_is_answered_304_without_its_body() {
+        let mut first = Vec::new();
+        assert!(serve(&mut first, &get("/web/webclient.js"), true).await);
+        let text = String::from_utf8_lossy(&first);
+        let tag = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .expect("an ETag")
+            .to_string();
+        assert!(text.contains("Connection: keep-alive"), "{text}");
+        for sent in [
+            tag.clone(),
+            format!("W/{tag}"),
+            format!("\"x\", {tag}"),
+            "*".into(),
+        ] {
+            let mut again = Vec::new();
+            let request = PageRequest {
+                if_none_match: Some(sent.clone()),
+                ..get("/web/webclient.js")
+            };
+            assert!(serve(&mut again, &request, true).await);
+            let text = String::from_utf8_lossy(&again);
+            assert!(
+                text.starts_with("HTTP/1.1 304 Not Modified\r\n"),
+                "{sent}: {text}"
+            );
+            assert!(text.ends_with("\r\n\r\n"), "a 304 has no body");
+            assert!(!text.contains("Content-Length"), "{text}");
+        }
+        // Another file's tag, or a stale one: the whole file.
+        let mut stale = Vec::new();
+        let request = PageRequest {
+            if_none_match: Some("\"0123\"".into()),
+            ..get("/web/webclient.js")
+        };
+        serve(&mut stale, &request, true).await;
+        assert!(stale.starts_with(b"HTTP/1.1 200 OK"));
+        assert!(stale.len() > first.len() / 2);
     }
 }

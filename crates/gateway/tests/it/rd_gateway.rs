@@ -788,14 +788,37 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
         assert_eq!(
             rd_gateway::parse_head(&head),
             Ok(Some((
-                Request::WebPage {
+                Request::WebPage(gateway::web::page::PageRequest {
                     path: bare.into(),
                     head: method == "HEAD",
-                },
+                    if_none_match: None,
+                    keep_alive: true,
+                }),
                 head.len()
             ))),
             "{method} {path}"
         );
+    }
+    // The connection is kept unless the client closes it (HTTP/1.0 does by
+    // default); the tag of the client's copy is read.
+    for (head, keep_alive, tag) in [
+        (
+            "GET /web HTTP/1.1\r\nConnection: keep-alive, Close\r\nIf-None-Match: \"ab\"\r\n\r\n",
+            false,
+            Some("\"ab\""),
+        ),
+        ("GET /web HTTP/1.0\r\n\r\n", false, None),
+        (
+            "GET /web HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
+            true,
+            None,
+        ),
+    ] {
+        let Ok(Some((Request::WebPage(page), _))) = rd_gateway::parse_head(head.as_bytes()) else {
+            panic!("{head:?} is not a page request");
+        };
+        assert_eq!(page.keep_alive, keep_alive, "{head:?}");
+        assert_eq!(page.if_none_match.as_deref(), tag, "{head:?}");
     }
 }
 
