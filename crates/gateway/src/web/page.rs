@@ -61,6 +61,23 @@ pub fn is_page(path: &str) -> bool {
     ASSETS.iter().any(|a| a.path == path)
 }
 
+/// The most time one answer may take to be written whole (the 2.6 MB of
+/// WebAssembly at 10 KB/s), and the longest the client may take no byte
+/// of it: a client that stops reading does not hold its connection.
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+const WRITE_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The pieces an answer is written in, each within [`WRITE_IDLE_TIMEOUT`].
+const WRITE_PIECE_BYTES: usize = 64 * 1024;
+
+async fn write_within<S: AsyncWrite + Unpin + ?Sized>(
+    stream: &mut S,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    tokio::time::timeout(WRITE_IDLE_TIMEOUT, stream.write_all(bytes))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
 /// A request for the page or one of its files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageRequest {
@@ -147,13 +164,22 @@ pub(crate) async fn serve<S: AsyncWrite + Unpin + ?Sized>(
     } else {
         "Connection: close\r\n\r\n"
     });
-    if stream.write_all(response.as_bytes()).await.is_err() {
-        return false;
-    }
-    if !request.head && !current && stream.write_all(asset.body).await.is_err() {
-        return false;
-    }
-    if stream.flush().await.is_err() {
+    let body = if request.head || current {
+        &[][..]
+    } else {
+        asset.body
+    };
+    let written = tokio::time::timeout(ANSWER_TIMEOUT, async {
+        write_within(stream, response.as_bytes()).await?;
+        for piece in body.chunks(WRITE_PIECE_BYTES) {
+            write_within(stream, piece).await?;
+        }
+        tokio::time::timeout(WRITE_IDLE_TIMEOUT, stream.flush())
+            .await
+            .map_err(std::io::Error::other)?
+    })
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
         return false;
     }
     if !keep {
@@ -206,6 +232,15 @@ mod tests {
         let mut missing = Vec::new();
         assert!(!serve(&mut missing, &get("/web/nothing"), true).await);
         assert!(missing.starts_with(b"HTTP/1.1 404"));
+    }
+
+    /// A client that never reads: the answer gives up at the write bound,
+    /// and the connection is not kept.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_does_not_hold_the_connection() {
+        let (mut server, _client) = tokio::io::duplex(4096);
+        let request = get("/web/webclient_bg.wasm");
+        assert!(!serve(&mut server, &request, true).await);
     }
 
     #[tokio::test]
