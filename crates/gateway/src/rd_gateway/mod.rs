@@ -397,11 +397,11 @@ async fn within<T>(
     })
 }
 
-/// Answers a request that is not served, and closes.
 /// The requests for the browser's page one connection serves (a page
 /// load is six) before it is closed.
 const MAX_PAGE_REQUESTS_PER_CONNECTION: usize = 32;
 
+/// Answers a request that is not served, and closes.
 async fn answer_status(stream: &mut BoxIo, status: &str) {
     let _ = stream
         .write_all(
