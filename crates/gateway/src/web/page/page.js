@@ -27,7 +27,8 @@ let credentials = null;
 function askCredentials(state, text) {
   show(state, text, false);
   form.hidden = false;
-  document.getElementById(credentials ? "password" : "user").focus();
+  const user = document.getElementById("user");
+  (user.value ? document.getElementById("password") : user).focus();
 }
 
 form.addEventListener("submit", (event) => {
@@ -100,6 +101,7 @@ async function connect() {
       return;
     }
     if (typeof error.kind === "function" && error.kind() === backend.IronErrorKind.LogonFailure) {
+      credentials = null;
       askCredentials("credentials-refused", "The desktop refused the user name or password. Try again.");
       return;
     }
