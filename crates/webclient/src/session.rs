@@ -154,8 +154,6 @@ fn connector_err(e: impl std::fmt::Debug) -> IronError {
     IronError::general(format!("the connection sequence failed: {e:?}"))
 }
 
-/// The RDCleanPath exchange: the ticket and the X.224 request out, the
-/// host's X.224 confirm back (or the gateway's refusal).
 /// What the gateway answers when it has reached a host.
 struct Reached {
     /// The host's X.224 Connection Confirm.
@@ -167,6 +165,8 @@ struct Reached {
     address: String,
 }
 
+/// The RDCleanPath exchange: the ticket and the X.224 request out, the
+/// host's X.224 confirm and certificate back (or the gateway's refusal).
 async fn clean_path(
     settings: &Settings,
     connector: &mut ClientConnector,
