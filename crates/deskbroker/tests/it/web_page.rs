@@ -690,6 +690,7 @@ async fn the_pages_files_share_one_connection_and_a_current_copy_is_not_sent_aga
 
     // The page's files, one after another on one connection.
     let mut tag = String::new();
+    let mut wasm = Vec::new();
     for path in ["/web", "/web/page.js", "/web/webclient_bg.wasm"] {
         let get = format!("GET {path} HTTP/1.1\r\nHost: gw\r\n\r\n");
         tls.write_all(get.as_bytes()).await.expect("send");
@@ -705,7 +706,23 @@ async fn the_pages_files_share_one_connection_and_a_current_copy_is_not_sent_aga
             .find_map(|l| l.strip_prefix("ETag: "))
             .expect("an ETag")
             .to_string();
+        wasm = body;
     }
+    // Gzipped for a browser that takes it: a third of the bytes.
+    tls.write_all(
+        b"GET /web/webclient_bg.wasm HTTP/1.1\r\nHost: gw\r\nAccept-Encoding: gzip, br\r\n\r\n",
+    )
+    .await
+    .expect("send");
+    let (head, gzipped) = response(&mut tls).await;
+    assert!(head.contains("Content-Encoding: gzip\r\n"), "{head}");
+    assert!(gzipped.starts_with(&[0x1f, 0x8b]), "not gzip");
+    eprintln!(
+        "web page: the WebAssembly is {} bytes, {} gzipped",
+        wasm.len(),
+        gzipped.len()
+    );
+    assert!(gzipped.len() * 2 < wasm.len());
     // The browser's copy of the WebAssembly is current: 304, no body.
     let again =
         format!("GET /web/webclient_bg.wasm HTTP/1.1\r\nHost: gw\r\nIf-None-Match: {tag}\r\n\r\n");

@@ -116,6 +116,7 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
             if_none_match: header("If-None-Match")
                 .filter(|v| v.len() <= MAX_IF_NONE_MATCH_BYTES)
                 .map(str::to_string),
+            gzip: header("Accept-Encoding").is_some_and(crate::web::page::takes_gzip),
             keep_alive,
         });
         return Ok(Some((request, taken)));

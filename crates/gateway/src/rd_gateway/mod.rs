@@ -208,6 +208,9 @@ pub async fn serve<P: Placer>(
     shutdown: impl Future<Output = ()>,
 ) {
     describe_metrics();
+    // The page's gzipped files are made now, not on the first browser's
+    // request.
+    drop(tokio::task::spawn_blocking(crate::web::page::prepare));
     let sources = Sources::new(config.source_limits);
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let shared = Arc::new(Shared {

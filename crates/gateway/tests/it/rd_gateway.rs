@@ -792,6 +792,7 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
                     path: bare.into(),
                     head: method == "HEAD",
                     if_none_match: None,
+                    gzip: false,
                     keep_alive: true,
                 }),
                 head.len()
