@@ -150,6 +150,20 @@ impl<P: Placer> Door<'_, P> {
                     report.detail = Some(detail);
                     return Err(NoHost::Waited(end));
                 }
+                // No host left once those that could not be reached are
+                // set aside: every host tried could not be reached (R5),
+                // which is what the client is told, not that the pool has
+                // no host.
+                Err(Waited::Refused(PlacerError::Refused {
+                    code: api::ErrorCode::NoSessionHostAvailable,
+                    message,
+                })) if !request.exclude.is_empty() => {
+                    report.detail = Some(format!(
+                        "no host could be reached ({}); then: {message}",
+                        request.exclude.join(", ")
+                    ));
+                    return Err(NoHost::Unreachable);
+                }
                 Err(Waited::Refused(e)) => {
                     report.detail = Some(e.to_string());
                     return Err(NoHost::Refused(e));

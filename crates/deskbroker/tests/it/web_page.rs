@@ -375,9 +375,9 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
         "the changed ticket reached the host"
     );
 
-    // A pool whose only host cannot be reached: no desktop can be had
-    // there (the broker answers 503); the page says so and offers to
-    // reconnect, which tries again.
+    // A pool whose only host cannot be reached: the gateway answers 502
+    // (every host tried could not be reached, R5); the page says so and
+    // offers to reconnect, which tries again.
     let dead = tokio::net::TcpSocket::new_v4().expect("socket");
     dead.bind(([127, 0, 0, 1], 0).into()).expect("bind");
     pool(&app, "dead", true).await;
@@ -396,7 +396,10 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
         !t.starts_with("Loading") && !t.starts_with("Connecting")
     })
     .await;
-    assert!(said.starts_with("No desktop is available"), "{said}");
+    assert!(
+        said.starts_with("The desktop's host cannot be reached"),
+        "{said}"
+    );
     let button = c
         .find(fantoccini::Locator::Css("#reconnect"))
         .await
@@ -412,9 +415,9 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
     button.click().await.expect("reconnect");
     wait_text(
         c,
-        "#status[data-state=unavailable]",
+        "#status[data-state=unreachable]",
         "the retry's answer",
-        |t| t.starts_with("No desktop is available"),
+        |t| t.starts_with("The desktop's host cannot be reached"),
     )
     .await;
 
