@@ -23,10 +23,12 @@ use crate::door::Report;
 use crate::front_door::{LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES};
 
 /// The most plaintext one message to the browser carries: what the host
-/// has sent and the broker has at hand, gathered up to four TLS records'
-/// worth less the frame's 4-byte header, so that a busy session's
-/// messages fill whole records of the browser's TLS.
-pub(super) const MAX_MESSAGE_OUT_BYTES: usize = 4 * 16 * 1024 - 4;
+/// has sent and the broker has at hand, gathered up to one TLS record's
+/// worth (16 KiB) less the frame's 4-byte header, so that a busy
+/// session's messages each fill one whole record of the browser's TLS.
+/// tungstenite keeps its write buffer at the largest frame it has
+/// written, so this is also what a session keeps for it after a burst.
+pub(super) const MAX_MESSAGE_OUT_BYTES: usize = 16 * 1024 - 4;
 /// A first piece at least this long (a TLS record's plaintext is at most
 /// 16 KiB) is taken as the start of a burst: room for a whole message is
 /// made at once. A shorter one gets room for itself alone, until a second
