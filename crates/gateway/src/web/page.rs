@@ -23,7 +23,9 @@ struct Asset {
     body: &'static [u8],
 }
 
-const ASSETS: &[Asset] = &[
+// A static, not a const: a const's bytes are copied into each function
+// that uses it, and the binary carried the page twice.
+static ASSETS: &[Asset] = &[
     Asset {
         path: PAGE,
         content_type: "text/html; charset=utf-8",
