@@ -121,9 +121,10 @@ pub fn takes_gzip(accept_encoding: &str) -> bool {
 
 /// The gzipped representation of every file, made once, on the first
 /// request that takes one (about 0.1 s for the 2.6 MB of WebAssembly).
+static GZIPPED: std::sync::OnceLock<Vec<Representation>> = std::sync::OnceLock::new();
+
 fn gzipped() -> &'static [Representation] {
     use std::io::Write as _;
-    static GZIPPED: std::sync::OnceLock<Vec<Representation>> = std::sync::OnceLock::new();
     GZIPPED.get_or_init(|| {
         ASSETS
             .iter()
@@ -194,9 +195,15 @@ pub(crate) async fn serve<S: AsyncWrite + Unpin + ?Sized>(
         return false;
     };
     let (tag, full_body, encoding) = if request.gzip {
-        let gz = &tokio::task::spawn_blocking(gzipped)
-            .await
-            .unwrap_or_else(|_| gzipped())[index_of(asset)];
+        // Made when the listener started; a request that comes first
+        // makes them off the runtime's threads.
+        let all = match GZIPPED.get() {
+            Some(all) => all.as_slice(),
+            None => tokio::task::spawn_blocking(gzipped)
+                .await
+                .unwrap_or_else(|_| gzipped()),
+        };
+        let gz = &all[index_of(asset)];
         (
             gz.tag.as_str(),
             gz.body.as_slice(),
