@@ -658,9 +658,8 @@ async fn a_host_that_requires_nla_gets_the_users_credentials_through_credssp() {
     wait_session(&app, "farm", "alice", "n1", "Disconnected").await;
 }
 
-/// Reads one HTTP/1.1 response off `stream`: its head, and its body by
-/// `Content-Length` (none for a 304, a 101, or when there is no length).
-async fn response<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> (String, Vec<u8>) {
+/// Reads one HTTP/1.1 response's head off `stream`.
+async fn response_head<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> String {
     use tokio::io::AsyncReadExt as _;
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
@@ -674,7 +673,14 @@ async fn response<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> (String, V
         );
         head.push(byte[0]);
     }
-    let head = String::from_utf8(head).expect("a text head");
+    String::from_utf8(head).expect("a text head")
+}
+
+/// Reads one HTTP/1.1 response off `stream`: its head, and its body by
+/// `Content-Length` (none for a 304, a 101, or when there is no length).
+async fn response<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> (String, Vec<u8>) {
+    use tokio::io::AsyncReadExt as _;
+    let head = response_head(stream).await;
     let length = head
         .lines()
         .find_map(|l| l.strip_prefix("Content-Length: "))
@@ -756,4 +762,15 @@ async fn the_pages_files_share_one_connection_and_a_current_copy_is_not_sent_aga
     let mut rest = Vec::new();
     let _ = tokio::io::AsyncReadExt::read_to_end(&mut tls, &mut rest).await;
     assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+
+    // A client that keeps asking is closed after 32 requests.
+    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    for n in 1..=32 {
+        tls.write_all(b"HEAD /web HTTP/1.1\r\nHost: gw\r\n\r\n")
+            .await
+            .expect("send");
+        let head = response_head(&mut tls).await;
+        let closing = head.contains("Connection: close\r\n");
+        assert_eq!(closing, n == 32, "request {n}: {head}");
+    }
 }
