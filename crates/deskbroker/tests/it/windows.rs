@@ -248,9 +248,10 @@ impl Exporter {
                         s.busy += s.busy_step;
                         s.idle += s.idle_step;
                         let authorized = s.credentials.is_none_or(|c| {
-                            s.last_request
-                                .to_ascii_lowercase()
-                                .contains(&format!("authorization: basic {}\r\n", c.to_ascii_lowercase()))
+                            s.last_request.to_ascii_lowercase().contains(&format!(
+                                "authorization: basic {}\r\n",
+                                c.to_ascii_lowercase()
+                            ))
                         });
                         (s.mode.clone(), render(&s), authorized)
                     };
@@ -262,8 +263,9 @@ impl Exporter {
                         None
                     };
                     if let Some(head) = refusal {
-                        let answer =
-                            format!("HTTP/1.1 {head}Content-Length: 0\r\nConnection: close\r\n\r\n");
+                        let answer = format!(
+                            "HTTP/1.1 {head}Content-Length: 0\r\nConnection: close\r\n\r\n"
+                        );
                         let _ = socket.write_all(answer.as_bytes()).await;
                         let _ = socket.shutdown().await;
                         return;
@@ -943,8 +945,10 @@ async fn exporters_that_never_answer_well_leave_their_hosts_unavailable() {
     app.ok(
         "PUT",
         "/api/v1/hostPools/win",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-            "heartbeatTimeoutSeconds": 5})),
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+            "heartbeatTimeoutSeconds": 5}),
+        ),
         201,
     )
     .await;
@@ -1017,7 +1021,11 @@ timeout = 2
         )
         .unwrap();
         if let Some(path) = auth {
-            write!(text, "username = \"deskbroker\"\npassword_file = \"{path}\"\n").unwrap();
+            write!(
+                text,
+                "username = \"deskbroker\"\npassword_file = \"{path}\"\n"
+            )
+            .unwrap();
         }
     }
     std::fs::write(&config, text).unwrap();
