@@ -105,9 +105,12 @@ async fn a_redirect_is_not_followed_and_no_answer_text_reaches_the_error() {
     let (exporter, _) = serve(ok("# user-data\ndb_password: hunter2-s3cret\n")).await;
     let config = watch_config(&format!("{exporter}/metrics"));
     let targets = scrape::targets(&config.hosts).unwrap();
-    let e = targets[0].scrape().await.unwrap_err().to_string();
+    let error = targets[0].scrape().await.unwrap_err();
+    let e = error.to_string();
     assert!(e.contains("line 2"), "{e}");
     assert!(!e.contains("hunter2"), "{e}");
+    // The agent's log may say more: the text at fault (here the value).
+    assert_eq!(error.detail(), Some("hunter2-s3cret"));
 }
 
 fn names() -> Names {
