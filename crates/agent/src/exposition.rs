@@ -4,9 +4,13 @@
 //! The text comes from a machine the agent does not control, so it is
 //! untrusted input: every line is checked, every bound is named
 //! ([`Limits`]), and anything the format does not allow is a
-//! [`ParseError`] naming the line, never a panic. Only the series the
-//! caller asks for are kept ([`parse`]'s `keep`), so a host that exports a
-//! thousand other series costs the agent a pass over them and no memory.
+//! [`ParseError`] naming the line, never a panic. Only the series and
+//! labels the caller asks for are kept ([`parse`]'s `keep`, a [`Keep`]),
+//! so a host that exports a thousand other series, or adds labels to the
+//! ones read, costs the agent a pass over them and no memory; what is kept
+//! is bounded too ([`Limits::samples_kept_max`], [`Limits::kept_bytes_max`]).
+//! An error says what is wrong in the reader's own words and where; the
+//! text at fault is only in its [`ParseError::detail`], for a log.
 //!
 //! Why not a crate: the Rust crates we looked at for this format either
 //! split label pairs on `,` and `=` without reading escapes (so the
@@ -22,8 +26,6 @@
 //! (HELP, TYPE, comments) and blank lines carry no samples. The fuzz
 //! target `crates/agent/fuzz` and a round-trip property test keep it honest.
 
-use std::fmt;
-
 /// The bounds one answer is read within (rule W1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -33,22 +35,60 @@ pub struct Limits {
     pub label_value_bytes_max: usize,
     /// Labels of one series.
     pub labels_per_series_max: usize,
+    /// Samples kept from one text.
+    pub samples_kept_max: usize,
+    /// Bytes the kept samples of one text may hold, as [`Sample::held_bytes`]
+    /// counts them.
+    pub kept_bytes_max: usize,
 }
 
 /// Rule W1: at most 100,000 lines, label values of at most 1,024 bytes.
 /// windows_exporter's series have at most six labels; 32 leaves room for
-/// every collector we know and refuses a line built to cost memory.
+/// every collector we know and refuses a line built to cost memory. Of
+/// what the agent reads, a host sends one sample per session (the state it
+/// is in), five per CPU core, a few per volume and two per collector:
+/// 16,384 samples are four times the sessions a heartbeat may list, and
+/// 2 MiB of them is half of what the answer itself may be, so what one
+/// scrape keeps never costs more than its answer.
 pub const LIMITS: Limits = Limits {
     lines_max: 100_000,
     label_value_bytes_max: 1024,
     labels_per_series_max: 32,
+    samples_kept_max: 16_384,
+    kept_bytes_max: 2 * 1024 * 1024,
 };
+
+/// What the caller keeps of the series of one metric name. Every line is
+/// checked whole whatever is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Nothing: the series costs a pass over its lines and no memory.
+    Nothing,
+    /// Every sample, with every label.
+    Whole,
+    /// Every sample, with only the labels named.
+    Labels(&'static [&'static str]),
+    /// Only the samples whose value is 1, with only the labels named: a
+    /// state set or an info series, where 1 marks the series in force and
+    /// the others (0) say nothing more.
+    LabelsWhenOne(&'static [&'static str]),
+}
+
+impl Keep {
+    fn label(&self, name: &str) -> bool {
+        match self {
+            Keep::Nothing => false,
+            Keep::Whole => true,
+            Keep::Labels(names) | Keep::LabelsWhenOne(names) => names.contains(&name),
+        }
+    }
+}
 
 /// One sample the caller kept.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub name: String,
-    /// In the order written.
+    /// In the order written; only those the caller keeps.
     pub labels: Vec<(String, String)>,
     pub value: f64,
 }
@@ -61,39 +101,119 @@ impl Sample {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// The bytes this sample holds: its own size, its name, and each
+    /// label's pair and text (what [`Limits::kept_bytes_max`] bounds).
+    pub fn held_bytes(&self) -> usize {
+        std::mem::size_of::<Sample>()
+            + self.name.len()
+            + self
+                .labels
+                .iter()
+                .map(|(n, v)| std::mem::size_of::<(String, String)>() + n.len() + v.len())
+                .sum::<usize>()
+    }
 }
 
-/// Why a text is not a valid exposition: the line (1-based) and what is
-/// wrong with it.
+/// Why a text is not a valid exposition, in the reader's own words: line
+/// numbers, bounds and fixed descriptions, never the text read (its
+/// [`Display`](std::fmt::Display) may be shown to anyone who reads the host).
+/// What the text said there is in [`ParseError::detail`], for a log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
     #[error("more than {max} lines")]
     TooManyLines { max: usize },
+    #[error("more than {max} samples of the series read")]
+    TooManySamples { max: usize },
+    #[error("the series read hold more than {max} bytes")]
+    TooManyBytes { max: usize },
+    #[error("line {line}: a label value is longer than {max} bytes")]
+    LabelTooLong { line: usize, max: usize },
+    #[error("line {line}: more than {max} labels in one series")]
+    TooManyLabels { line: usize, max: usize },
     #[error("line {line}: {what}")]
-    Line { line: usize, what: String },
+    Line {
+        line: usize,
+        what: &'static str,
+        /// At most [`DETAIL_CHARS`] characters of the text at fault.
+        detail: Option<String>,
+    },
 }
 
-fn err(line: usize, what: impl fmt::Display) -> ParseError {
-    ParseError::Line {
-        line,
-        what: what.to_string(),
+impl ParseError {
+    /// The start of the text at fault, when there is one: untrusted text,
+    /// for the agent's own log only.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            ParseError::Line { detail, .. } => detail.as_deref(),
+            _ => None,
+        }
     }
 }
 
-/// Reads the whole text and returns the samples whose metric name `keep`
-/// accepts, in the order written. Any invalid line fails the whole text:
-/// an answer that is partly garbage is not trusted in part.
+/// The most of the text at fault a [`ParseError`] carries.
+pub const DETAIL_CHARS: usize = 40;
+
+/// What is wrong with one line: a bound passed, or a fixed description
+/// and, for the log, the text at fault.
+enum Bad {
+    LabelTooLong,
+    TooManyLabels,
+    Fixed {
+        what: &'static str,
+        detail: Option<String>,
+    },
+}
+
+impl Bad {
+    fn at(what: &'static str, text: &str) -> Bad {
+        Bad::Fixed {
+            what,
+            detail: Some(shorten(text)),
+        }
+    }
+
+    fn on_line(self, line: usize, limits: &Limits) -> ParseError {
+        match self {
+            Bad::LabelTooLong => ParseError::LabelTooLong {
+                line,
+                max: limits.label_value_bytes_max,
+            },
+            Bad::TooManyLabels => ParseError::TooManyLabels {
+                line,
+                max: limits.labels_per_series_max,
+            },
+            Bad::Fixed { what, detail } => ParseError::Line { line, what, detail },
+        }
+    }
+}
+
+impl From<&'static str> for Bad {
+    fn from(what: &'static str) -> Bad {
+        Bad::Fixed { what, detail: None }
+    }
+}
+
+/// Reads the whole text and returns the samples of the series `keep`
+/// keeps, in the order written, with the labels it keeps. Any invalid
+/// line fails the whole text: an answer that is partly garbage is not
+/// trusted in part; so does an answer whose kept samples exceed
+/// [`Limits::samples_kept_max`] or [`Limits::kept_bytes_max`].
 pub fn parse(
     text: &str,
     limits: &Limits,
-    keep: impl Fn(&str) -> bool,
+    keep: impl Fn(&str) -> Keep,
 ) -> Result<Vec<Sample>, ParseError> {
     let mut samples = Vec::new();
-    for (index, line) in text.split('\n').enumerate() {
-        let number = index + 1;
+    let mut held = 0usize;
+    let mut pieces = text.split('\n').peekable();
+    let mut number = 0usize;
+    while let Some(line) = pieces.next() {
+        number += 1;
         if number > limits.lines_max {
-            // A final empty piece after the last newline is no line.
-            if number == limits.lines_max + 1 && line.is_empty() && text.ends_with('\n') {
+            // The empty piece after a final newline is no line; an empty
+            // line with more after it is one, and one too many.
+            if line.is_empty() && pieces.peek().is_none() {
                 break;
             }
             return Err(ParseError::TooManyLines {
@@ -105,7 +225,19 @@ pub fn parse(
         if body.is_empty() || body.starts_with('#') {
             continue;
         }
-        if let Some(sample) = parse_sample(body, limits, &keep).map_err(|w| err(number, w))? {
+        let sample = parse_sample(body, limits, &keep).map_err(|b| b.on_line(number, limits))?;
+        if let Some(sample) = sample {
+            if samples.len() == limits.samples_kept_max {
+                return Err(ParseError::TooManySamples {
+                    max: limits.samples_kept_max,
+                });
+            }
+            held += sample.held_bytes();
+            if held > limits.kept_bytes_max {
+                return Err(ParseError::TooManyBytes {
+                    max: limits.kept_bytes_max,
+                });
+            }
             samples.push(sample);
         }
     }
@@ -160,13 +292,16 @@ impl<'a> Cursor<'a> {
 fn parse_sample(
     line: &str,
     limits: &Limits,
-    keep: &impl Fn(&str) -> bool,
-) -> Result<Option<Sample>, String> {
+    keep: &impl Fn(&str) -> Keep,
+) -> Result<Option<Sample>, Bad> {
     let mut c = Cursor { text: line, at: 0 };
     let name = c
         .name(true)
-        .ok_or("a sample line must start with a metric name")?;
+        .ok_or_else(|| Bad::at("a sample line must start with a metric name", line))?;
     let kept = keep(name);
+    // Every label's name, to refuse one given twice; only the kept ones'
+    // values.
+    let mut seen: Vec<&str> = Vec::new();
     let mut labels: Vec<(String, String)> = Vec::new();
     let mut blank = c.skip_blanks();
     if c.peek() == Some(b'{') {
@@ -180,26 +315,28 @@ fn parse_sample(
             let label = c.name(false).ok_or("expected a label name or '}'")?;
             c.skip_blanks();
             if c.peek() != Some(b'=') {
-                return Err(format!("expected '=' after label {label}"));
+                return Err(Bad::at("expected '=' after a label name", label));
             }
             c.at += 1;
             c.skip_blanks();
             if c.peek() != Some(b'"') {
-                return Err(format!("the value of label {label} must be quoted"));
+                return Err(Bad::at("a label value must be quoted", label));
             }
             c.at += 1;
-            let value = label_value(&mut c, limits.label_value_bytes_max)
-                .map_err(|w| format!("label {label}: {w}"))?;
-            if labels.iter().any(|(n, _)| n == label) {
-                return Err(format!("label {label} is given twice"));
+            let value = label_value(&mut c, limits.label_value_bytes_max).map_err(|b| match b {
+                Bad::Fixed { what, .. } => Bad::at(what, label),
+                other => other,
+            })?;
+            if seen.contains(&label) {
+                return Err(Bad::at("a label is given twice", label));
             }
-            if labels.len() == limits.labels_per_series_max {
-                return Err(format!(
-                    "more than {} labels in one series",
-                    limits.labels_per_series_max
-                ));
+            if seen.len() == limits.labels_per_series_max {
+                return Err(Bad::TooManyLabels);
             }
-            labels.push((label.to_string(), value));
+            seen.push(label);
+            if kept.label(label) {
+                labels.push((label.to_string(), value));
+            }
             c.skip_blanks();
             match c.peek() {
                 Some(b',') => c.at += 1,
@@ -223,12 +360,17 @@ fn parse_sample(
     if c.skip_blanks() && c.peek().is_some() {
         let ts = c.word();
         ts.parse::<i64>()
-            .map_err(|_| format!("the timestamp {:?} is not an integer", shorten(ts)))?;
+            .map_err(|_| Bad::at("the timestamp is not an integer", ts))?;
         c.skip_blanks();
     }
     if c.peek().is_some() {
-        return Err("unexpected text after the sample".into());
+        return Err(Bad::at("unexpected text after the sample", &c.text[c.at..]));
     }
+    let kept = match kept {
+        Keep::Nothing => false,
+        Keep::LabelsWhenOne(_) => value == 1.0,
+        Keep::Whole | Keep::Labels(_) => true,
+    };
     Ok(kept.then(|| Sample {
         name: name.to_string(),
         labels,
@@ -238,18 +380,18 @@ fn parse_sample(
 
 /// Reads a quoted label value after its opening quote, through its closing
 /// quote, unescaping `\\`, `\"` and `\n`.
-fn label_value(c: &mut Cursor<'_>, max_bytes: usize) -> Result<String, String> {
+fn label_value(c: &mut Cursor<'_>, max_bytes: usize) -> Result<String, Bad> {
     let mut value = String::new();
     loop {
         let rest = &c.text[c.at..];
         // The next quote or backslash; everything before it is literal.
         let Some(stop) = rest.find(['"', '\\']) else {
-            return Err("the quoted value is not closed".into());
+            return Err("a quoted label value is not closed".into());
         };
         value.push_str(&rest[..stop]);
         c.at += stop;
         if value.len() > max_bytes {
-            return Err(format!("value longer than {max_bytes} bytes"));
+            return Err(Bad::LabelTooLong);
         }
         let b = c.peek();
         c.at += 1;
@@ -260,18 +402,22 @@ fn label_value(c: &mut Cursor<'_>, max_bytes: usize) -> Result<String, String> {
             Some(b'\\') => value.push('\\'),
             Some(b'"') => value.push('"'),
             Some(b'n') => value.push('\n'),
-            _ => return Err("invalid escape: only \\\\, \\\" and \\n are allowed".into()),
+            _ => {
+                return Err(
+                    "invalid escape in a label value: only \\\\, \\\" and \\n are allowed".into(),
+                );
+            }
         }
         c.at += 1;
         if value.len() > max_bytes {
-            return Err(format!("value longer than {max_bytes} bytes"));
+            return Err(Bad::LabelTooLong);
         }
     }
 }
 
 /// A sample value as Go writes floats: decimal or exponent notation,
 /// `NaN`, `+Inf`, `-Inf`.
-fn parse_value(word: &str) -> Result<f64, String> {
+fn parse_value(word: &str) -> Result<f64, Bad> {
     if word.is_empty() {
         return Err("the sample has no value".into());
     }
@@ -287,15 +433,15 @@ fn parse_value(word: &str) -> Result<f64, String> {
         .bytes()
         .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'));
     if !plain {
-        return Err(format!("the value {:?} is not a number", shorten(word)));
+        return Err(Bad::at("the sample's value is not a number", word));
     }
     word.parse::<f64>()
-        .map_err(|_| format!("the value {:?} is not a number", shorten(word)))
+        .map_err(|_| Bad::at("the sample's value is not a number", word))
 }
 
-/// At most 40 characters of untrusted text, for an error message.
+/// At most [`DETAIL_CHARS`] characters of untrusted text, for a log.
 fn shorten(text: &str) -> String {
-    let mut s: String = text.chars().take(40).collect();
+    let mut s: String = text.chars().take(DETAIL_CHARS).collect();
     if s.len() < text.len() {
         s.push('…');
     }
@@ -323,7 +469,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn all(text: &str) -> Result<Vec<Sample>, ParseError> {
-        parse(text, &LIMITS, |_| true)
+        parse(text, &LIMITS, |_| Keep::Whole)
     }
 
     #[test]
@@ -351,11 +497,35 @@ mod tests {
     #[test]
     fn keeps_only_what_is_asked_for_but_checks_every_line() {
         let text = "a 1\nb{x=\"y\"} 2\nc 3\n";
-        let kept = parse(text, &LIMITS, |n| n == "b").unwrap();
+        let only_b = |n: &str| if n == "b" { Keep::Whole } else { Keep::Nothing };
+        let kept = parse(text, &LIMITS, only_b).unwrap();
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].label("x"), Some("y"));
         let bad = "a 1\nzzz{x=\"y} 2\n";
-        assert!(parse(bad, &LIMITS, |n| n == "a").is_err());
+        assert!(parse(bad, &LIMITS, only_b).is_err());
+    }
+
+    #[test]
+    fn keeps_only_the_labels_and_states_asked_for() {
+        let text = "s{id=\"1\",state=\"active\",pad=\"xxxx\"} 1\n\
+                    s{id=\"1\",state=\"idle\",pad=\"xxxx\"} 0\n\
+                    t{mode=\"idle\",core=\"0,0\"} 7\n";
+        let keep = |n: &str| match n {
+            "s" => Keep::LabelsWhenOne(&["id", "state"]),
+            "t" => Keep::Labels(&["mode"]),
+            _ => Keep::Nothing,
+        };
+        let kept = parse(text, &LIMITS, keep).unwrap();
+        assert_eq!(kept.len(), 2);
+        assert_eq!(
+            kept[0].labels,
+            vec![("id".into(), "1".into()), ("state".into(), "active".into())]
+        );
+        assert_eq!(kept[1].labels, vec![("mode".into(), "idle".into())]);
+        assert_eq!(kept[1].value, 7.0);
+        // A label dropped is still checked.
+        let twice = "t{mode=\"idle\",core=\"0\",core=\"1\"} 7\n";
+        assert!(parse(twice, &LIMITS, keep).is_err());
     }
 
     #[test]
@@ -370,37 +540,71 @@ mod tests {
 
     #[test]
     fn garbage_is_refused_with_the_line() {
-        let cases: &[(&str, &str)] = &[
+        // The error is in the reader's words; what the text said is only
+        // in the detail.
+        let cases: &[(&str, &str, Option<&str>)] = &[
             (
                 "<html>hello</html>",
                 "line 1: a sample line must start with a metric name",
+                Some("<html>hello</html>"),
             ),
-            ("a 1\nb", "line 2: the sample has no value"),
-            ("a{x=\"1\" 2", "line 1: expected ',' or '}' after a label"),
-            ("a{x=1} 2", "line 1: the value of label x must be quoted"),
+            ("a 1\nb", "line 2: the sample has no value", None),
+            (
+                "a{x=\"1\" 2",
+                "line 1: expected ',' or '}' after a label",
+                None,
+            ),
+            (
+                "a{x=1} 2",
+                "line 1: a label value must be quoted",
+                Some("x"),
+            ),
             (
                 "a{x=\"\\t\"} 2",
-                "line 1: label x: invalid escape: only \\\\, \\\" and \\n are allowed",
+                "line 1: invalid escape in a label value: only \\\\, \\\" and \\n are allowed",
+                Some("x"),
             ),
-            ("a{x=\"1\",x=\"2\"} 2", "line 1: label x is given twice"),
+            (
+                "a{x=\"1\",x=\"2\"} 2",
+                "line 1: a label is given twice",
+                Some("x"),
+            ),
             (
                 "a{x=\"open} 2",
-                "line 1: label x: the quoted value is not closed",
+                "line 1: a quoted label value is not closed",
+                Some("x"),
             ),
             (
                 "a infinity",
-                "line 1: the value \"infinity\" is not a number",
+                "line 1: the sample's value is not a number",
+                Some("infinity"),
             ),
             (
                 "a 1 soon",
-                "line 1: the timestamp \"soon\" is not an integer",
+                "line 1: the timestamp is not an integer",
+                Some("soon"),
             ),
-            ("a 1 2 3", "line 1: unexpected text after the sample"),
-            ("a{x=\"1\"}2", "line 1: expected a blank before the value"),
+            (
+                "a 1 2 3",
+                "line 1: unexpected text after the sample",
+                Some("3"),
+            ),
+            (
+                "a{x=\"1\"}2",
+                "line 1: expected a blank before the value",
+                None,
+            ),
         ];
-        for (text, want) in cases {
-            assert_eq!(all(text).unwrap_err().to_string(), *want, "{text}");
+        for (text, want, detail) in cases {
+            let e = all(text).unwrap_err();
+            assert_eq!(e.to_string(), *want, "{text}");
+            assert_eq!(e.detail(), *detail, "{text}");
         }
+        // The detail is short.
+        let long = format!("secret: {}", "s".repeat(100));
+        let e = all(&long).unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
+        assert_eq!(e.detail().unwrap().chars().count(), DETAIL_CHARS + 1);
     }
 
     #[test]
@@ -409,19 +613,74 @@ mod tests {
             lines_max: 3,
             label_value_bytes_max: 4,
             labels_per_series_max: 2,
+            samples_kept_max: 3,
+            kept_bytes_max: 1024,
         };
-        assert!(parse("a 1\nb 2\nc 3\n", &limits, |_| true).is_ok());
+        let whole = |_: &str| Keep::Whole;
+        assert!(parse("a 1\nb 2\nc 3\n", &limits, whole).is_ok());
         assert_eq!(
-            parse("a 1\nb 2\nc 3\nd 4\n", &limits, |_| true).unwrap_err(),
+            parse("a 1\nb 2\nc 3\nd 4\n", &limits, whole).unwrap_err(),
             ParseError::TooManyLines { max: 3 }
         );
-        assert!(parse("a{x=\"1234\"} 1", &limits, |_| true).is_ok());
-        let e = parse("a{x=\"12345\"} 1", &limits, |_| true).unwrap_err();
-        assert_eq!(e.to_string(), "line 1: label x: value longer than 4 bytes");
-        let e = parse(r#"a{x="1\\\\\\\\"} 1"#, &limits, |_| true).unwrap_err();
-        assert_eq!(e.to_string(), "line 1: label x: value longer than 4 bytes");
-        let e = parse("a{x=\"1\",y=\"2\",z=\"3\"} 1", &limits, |_| true).unwrap_err();
+        // An empty line at the bound ends the text only when it is the
+        // last piece, after the final newline.
+        for text in [
+            "a 1\nb 2\nc 3\n\nd 4\n",
+            "a 1\nb 2\nc 3\n\n\n",
+            "a 1\nb 2\nc 3\n\n",
+        ] {
+            assert_eq!(
+                parse(text, &limits, whole).unwrap_err(),
+                ParseError::TooManyLines { max: 3 },
+                "{text:?}"
+            );
+        }
+        assert!(parse("a{x=\"1234\"} 1", &limits, whole).is_ok());
+        let e = parse("a{x=\"12345\"} 1", &limits, whole).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 1: a label value is longer than 4 bytes"
+        );
+        let e = parse(r#"a{x="1\\\\\\\\"} 1"#, &limits, whole).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 1: a label value is longer than 4 bytes"
+        );
+        let e = parse("a{x=\"1\",y=\"2\",z=\"3\"} 1", &limits, whole).unwrap_err();
         assert_eq!(e.to_string(), "line 1: more than 2 labels in one series");
+
+        // What is kept is bounded in samples and in bytes; what is not
+        // kept costs nothing.
+        let four = "a 1\nb 2\n# c\n";
+        assert!(parse(four, &limits, whole).is_ok());
+        let limits = Limits {
+            lines_max: 100,
+            ..limits
+        };
+        assert_eq!(
+            parse("a 1\nb 2\nc 3\nd 4\n", &limits, whole).unwrap_err(),
+            ParseError::TooManySamples { max: 3 }
+        );
+        assert!(
+            parse("a 1\nb 2\nc 3\nd 4\n", &limits, |n| if n == "d" {
+                Keep::Nothing
+            } else {
+                Keep::Whole
+            })
+            .is_ok()
+        );
+        let limits = Limits {
+            samples_kept_max: 100,
+            kept_bytes_max: 3 * std::mem::size_of::<Sample>(),
+            ..limits
+        };
+        assert!(parse("a 1\nb 2\n", &limits, whole).is_ok());
+        assert_eq!(
+            parse("a 1\nb 2\nc 3\n", &limits, whole).unwrap_err(),
+            ParseError::TooManyBytes {
+                max: 3 * std::mem::size_of::<Sample>()
+            }
+        );
     }
 
     fn render(samples: &[Sample]) -> String {
@@ -471,6 +730,7 @@ mod tests {
         #[test]
         fn any_text_reads_or_is_refused(text in ".{0,200}") {
             if let Ok(samples) = all(&text) {
+                prop_assert!(samples.len() <= LIMITS.samples_kept_max);
                 for s in samples {
                     prop_assert!(s.labels.len() <= LIMITS.labels_per_series_max);
                     for (_, v) in &s.labels {

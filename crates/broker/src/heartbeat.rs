@@ -272,7 +272,9 @@ impl Heartbeats {
     /// The watching agent's report of a scrape that failed whole (rule
     /// W1): the host's `scrapeError` is kept, and nothing else happens.
     /// It is no heartbeat: the host's silence still counts (S7), so a host
-    /// whose exporter stays down becomes `Unavailable`; nobody's session
+    /// whose exporter stays down becomes `Unavailable`, and so does one
+    /// whose exporter never answered well (the report marks it watched
+    /// from its registration, `Pool::note_report`); nobody's session
     /// changes (W2); and the answer hands out none of the host's messages
     /// or logoff orders, which wait for a heartbeat.
     async fn scrape_failed(

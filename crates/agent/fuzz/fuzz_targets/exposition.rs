@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use agent::exposition::{self, LIMITS};
+use agent::exposition::{self, Keep, LIMITS};
 use agent::windows::config::Names;
 use agent::windows::report::{self, Counters};
 use libfuzzer_sys::fuzz_target;
@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(samples) = exposition::parse(text, &LIMITS, |_| true) else {
+    let Ok(samples) = exposition::parse(text, &LIMITS, |_| Keep::Whole) else {
         return;
     };
     for s in &samples {
@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
     let mut counters = Counters::default();
     let wanted: Vec<_> = samples
         .into_iter()
-        .filter(|s| report::wanted(&s.name))
+        .filter(|s| report::wanted(&s.name) != Keep::Nothing)
         .collect();
     for _ in 0..2 {
         let r = report::interpret(&wanted, &mut counters, &names, &HashSet::new());

@@ -82,12 +82,13 @@ impl WatchedHost {
         self.last_problems = problems;
     }
 
-    /// The Windows session id of `user`'s session in the last list.
+    /// The Windows session id of `user`'s session in the last list: a
+    /// decimal number, or None (see [`report::session_id`]).
     pub fn windows_session_id(&self, user: &str) -> Option<&str> {
         self.listed
             .iter()
             .find(|s| s.user.eq_ignore_ascii_case(user))
-            .map(|s| s.windows_session_id.as_str())
+            .and_then(|s| s.windows_session_id.as_deref())
     }
 
     /// The variables a command about `user`'s session on this host gets
@@ -115,7 +116,13 @@ impl Source for WatchedHost {
                 // for this one (W1).
                 let problem = format!("scrape failed, no heartbeat this round: {e}");
                 let error = scrape_error(std::slice::from_ref(&problem));
-                self.note(vec![problem]);
+                // The log may say what the answer or the connection said;
+                // the broker's scrapeError, read by anyone, does not.
+                let logged = match e.detail() {
+                    Some(detail) if !detail.is_empty() => format!("{problem} ({detail:?})"),
+                    _ => problem,
+                };
+                self.note(vec![logged]);
                 HeartbeatInput {
                     source: Some(HeartbeatSource::WindowsExporter),
                     scrape_error: error,

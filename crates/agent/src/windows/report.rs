@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use placement::{HostMetrics, MAX_REPORTED_SESSIONS, SessionState, validate_user};
 
 use super::config::Names;
-use crate::exposition::Sample;
+use crate::exposition::{Keep, Sample};
 use crate::sessions::ReportedSession;
 
 pub const SESSION_INFO: &str = "windows_terminal_services_session_info";
@@ -43,24 +43,33 @@ pub const DISK_WRITES: &str = "windows_logical_disk_writes_total";
 /// 0.30 left disconnected sessions out, and earlier ones had no `id`.
 pub const NEEDED_VERSION: (u64, u64) = (0, 31);
 
-/// Whether the agent keeps a series of this name (the parser drops the
-/// rest as it reads).
-pub fn wanted(name: &str) -> bool {
-    matches!(
-        name,
-        SESSION_INFO
-            | COLLECTOR_SUCCESS
-            | COLLECTOR_TIMEOUT
-            | BUILD_INFO
-            | CPU_TIME
-            | MEMORY_TOTAL
-            | MEMORY_AVAILABLE
-            | DISK_QUEUED
-            | DISK_READ_SECONDS
-            | DISK_READS
-            | DISK_WRITE_SECONDS
-            | DISK_WRITES
-    )
+/// What the agent keeps of the series of this name: the series and
+/// labels read below, and of the session series only each session's
+/// state in force (1). The parser drops the rest as it reads, so an
+/// exporter's other series and labels cost the agent no memory.
+pub fn wanted(name: &str) -> Keep {
+    match name {
+        SESSION_INFO => Keep::LabelsWhenOne(&["id", "state", "user"]),
+        COLLECTOR_SUCCESS | COLLECTOR_TIMEOUT => Keep::Labels(&["collector"]),
+        BUILD_INFO => Keep::Labels(&["version"]),
+        CPU_TIME => Keep::Labels(&["mode"]),
+        MEMORY_TOTAL | MEMORY_AVAILABLE | DISK_QUEUED | DISK_READ_SECONDS | DISK_READS
+        | DISK_WRITE_SECONDS | DISK_WRITES => Keep::Labels(&["volume"]),
+        _ => Keep::Nothing,
+    }
+}
+
+/// The longest Windows session id: a session id is a 32-bit number.
+const SESSION_ID_DIGITS_MAX: usize = 10;
+
+/// A Windows session id as Windows writes it, a decimal number of 32
+/// bits, or None. It reaches commands as `DESKBROKER_WINDOWS_SESSION_ID`
+/// (rule W5), so nothing else is taken for one.
+pub fn session_id(text: &str) -> Option<&str> {
+    let digits = !text.is_empty()
+        && text.len() <= SESSION_ID_DIGITS_MAX
+        && text.bytes().all(|b| b.is_ascii_digit());
+    (digits && text.parse::<u32>().is_ok()).then_some(text)
 }
 
 /// Counters of the previous scrape of the same host, for the figures that
@@ -74,11 +83,12 @@ pub struct Counters {
 }
 
 /// A session the last list named, with its Windows session id (rule W5's
-/// orders name it).
+/// orders name it): None when the exporter gave one that is not a decimal
+/// number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedSession {
     pub user: String,
-    pub windows_session_id: String,
+    pub windows_session_id: Option<String>,
 }
 
 /// What one scrape says.
@@ -89,7 +99,11 @@ pub struct Report {
     /// The Windows session id of each listed user.
     pub listed: Vec<ListedSession>,
     pub metrics: HostMetrics,
-    /// Why there is no list or some metric is missing, one sentence each.
+    /// Why there is no list or some metric is missing, one sentence each,
+    /// in the agent's own words: the broker shows them to every reader of
+    /// the pool as the host's `scrapeError`, so they carry the names of
+    /// collectors and series the agent reads and numbers, never the
+    /// exporter's text.
     pub problems: Vec<String>,
 }
 
@@ -126,21 +140,22 @@ fn major_minor(version: &str) -> Option<(u64, u64)> {
 }
 
 /// Whether this exporter's session list can be used, or why not (W2).
+/// The version is named by the numbers read from it, never as written.
 fn version_ok(samples: &[Sample]) -> Result<(), String> {
     let (major, minor) = NEEDED_VERSION;
     let need = format!("session lists need windows_exporter {major}.{minor} or later");
     let Some(info) = samples.iter().find(|s| s.name == BUILD_INFO) else {
         return Err(format!("the exporter reports no {BUILD_INFO}: {need}"));
     };
-    let version = info.label("version").unwrap_or("");
-    match major_minor(version) {
+    match major_minor(info.label("version").unwrap_or("")) {
         Some(v) if v >= NEEDED_VERSION => Ok(()),
-        Some(_) => Err(format!(
-            "windows_exporter {version} is too old: {need} (older ones leave disconnected \
-             sessions out or give no session id); upgrade it"
+        // Below 0.31, so two small numbers.
+        Some((old_major, old_minor)) => Err(format!(
+            "windows_exporter {old_major}.{old_minor} is too old: {need} (older ones leave \
+             disconnected sessions out or give no session id); upgrade it"
         )),
         None => Err(format!(
-            "the exporter reports version {version:?}, which is not a version number: {need}"
+            "the exporter's version is not a version number: {need}"
         )),
     }
 }
@@ -204,8 +219,9 @@ fn session_list(
         return None;
     }
     // key (lower case) → (user, state, Windows session id)
-    let mut by_user: HashMap<String, (String, SessionState, String)> = HashMap::new();
+    let mut by_user: HashMap<String, (String, SessionState, Option<String>)> = HashMap::new();
     let mut invalid = 0usize;
+    let mut bad_ids = 0usize;
     for s in samples.iter().filter(|s| s.name == SESSION_INFO) {
         let Some(id) = s.label("id") else {
             problems.push(format!(
@@ -231,16 +247,25 @@ fn session_list(
             invalid += 1;
             continue;
         }
+        let id = session_id(id).map(str::to_string);
+        bad_ids += usize::from(id.is_none());
         let key = user.to_ascii_lowercase();
         match by_user.get_mut(&key) {
             Some(have) if strength(state) > strength(have.1) => {
-                *have = (user, state, id.to_string());
+                *have = (user, state, id);
             }
             Some(_) => {}
             None => {
-                by_user.insert(key, (user, state, id.to_string()));
+                by_user.insert(key, (user, state, id));
             }
         }
+    }
+    if bad_ids > 0 {
+        problems.push(format!(
+            "{bad_ids} session(s) listed without a Windows session id: the exporter's id is \
+             not a decimal number, as Windows session ids are, so no command about them is \
+             given one"
+        ));
     }
     if invalid > 0 {
         problems.push(format!(
@@ -525,7 +550,7 @@ mod tests {
             r.listed[1],
             ListedSession {
                 user: "alice@contoso.com".into(),
-                windows_session_id: "2".into()
+                windows_session_id: Some("2".into())
             }
         );
         assert_eq!(r.problems, Vec::<String>::new());
@@ -589,7 +614,7 @@ mod tests {
                     build("0.30.5"),
                     status("terminal_services", 1, 0)
                 ),
-                "no session list: windows_exporter 0.30.5 is too old: session lists need windows_exporter 0.31 or later",
+                "no session list: windows_exporter 0.30 is too old: session lists need windows_exporter 0.31 or later",
             ),
             (
                 format!("{}{alice}", status("terminal_services", 1, 0)),

@@ -7,6 +7,17 @@
 //! trust configured for it (a private CA or a pinned certificate, the same
 //! [`api::Trust`] the agent uses for the broker) and basic auth when
 //! configured; plain HTTP works, with a warning at start.
+//!
+//! windows_exporter never redirects, so a redirect is not followed: it is
+//! a failed scrape that gives its status alone. An exporter (or whoever
+//! answers in its place) cannot send the agent to another address and
+//! have what is there read back.
+//!
+//! A [`ScrapeError`] says what went wrong in the agent's own words (fixed
+//! descriptions, HTTP statuses, line numbers and bounds): the broker keeps
+//! it as the host's `scrapeError`, which every reader of the pool sees, so
+//! no text of the exporter's answer is in it. What the answer or the
+//! connection said is in [`ScrapeError::detail`], for the agent's log.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,21 +39,51 @@ pub const BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// The password file may hold a password and a newline, not a book.
 const PASSWORD_FILE_BYTES_MAX: u64 = 4096;
 
-/// Why a scrape gave nothing.
+/// Why a scrape gave nothing, in the agent's own words (see the module's
+/// documentation); [`ScrapeError::detail`] has more, for the log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScrapeError {
     #[error("no answer within {0:?}")]
     Timeout(Duration),
-    #[error("cannot reach the exporter: {0}")]
-    Transport(String),
+    #[error("cannot reach the exporter: {what}")]
+    Transport {
+        /// A fixed description, or the standard one of an I/O error's kind.
+        what: String,
+        /// The innermost error's own text, for the log.
+        detail: String,
+    },
     #[error("the exporter answered HTTP {status}{hint}")]
     Status { status: u16, hint: &'static str },
+    #[error(
+        "the exporter answered HTTP {0}: redirected, not followed (windows_exporter never \
+         redirects: check metrics_url)"
+    )]
+    Redirected(u16),
     #[error("the answer is larger than {BODY_BYTES_MAX} bytes")]
     TooLarge,
     #[error("the answer is not UTF-8 text")]
     NotText,
     #[error("the answer is not the Prometheus text format: {0}")]
     Garbage(#[from] exposition::ParseError),
+}
+
+impl ScrapeError {
+    /// What the connection or the answer said, beyond the error's own
+    /// words: untrusted text, for the agent's log only.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            ScrapeError::Transport { detail, .. } => Some(detail),
+            ScrapeError::Garbage(e) => e.detail(),
+            _ => None,
+        }
+    }
+
+    fn transport(e: &reqwest::Error) -> ScrapeError {
+        ScrapeError::Transport {
+            what: transport_what(e),
+            detail: root_cause(e),
+        }
+    }
 }
 
 /// A setting the scraper cannot start with.
@@ -129,6 +170,8 @@ fn client(tls: &TlsConfig) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .tls_backend_preconfigured(config)
         .user_agent(concat!("deskbroker-agent/", env!("CARGO_PKG_VERSION")))
+        // windows_exporter never redirects: one that does is not followed.
+        .redirect(reqwest::redirect::Policy::none())
         // Many exporters, one connection each at most between scrapes.
         .pool_max_idle_per_host(1)
         .build()
@@ -169,7 +212,10 @@ impl Target {
             .permits
             .acquire()
             .await
-            .map_err(|_| ScrapeError::Transport("the agent is stopping".into()))?;
+            .map_err(|_| ScrapeError::Transport {
+                what: "the agent is stopping".into(),
+                detail: String::new(),
+            })?;
         let timeout = self.exporter.timeout;
         let body = tokio::time::timeout(timeout, self.fetch())
             .await
@@ -199,8 +245,12 @@ impl Target {
         let mut response = request
             .send()
             .await
-            .map_err(|e| ScrapeError::Transport(root_cause(&e)))?;
+            .map_err(|e| ScrapeError::transport(&e))?;
         let status = response.status();
+        if status.is_redirection() {
+            // Its Location is neither followed nor repeated.
+            return Err(ScrapeError::Redirected(status.as_u16()));
+        }
         if status != reqwest::StatusCode::OK {
             let hint = match status.as_u16() {
                 401 | 403 => ": check username and password_file against the exporter's web config",
@@ -222,7 +272,7 @@ impl Target {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| ScrapeError::Transport(root_cause(&e)))?
+            .map_err(|e| ScrapeError::transport(&e))?
         {
             if body.len() + chunk.len() > BODY_BYTES_MAX {
                 return Err(ScrapeError::TooLarge);
@@ -233,8 +283,37 @@ impl Target {
     }
 }
 
-/// The innermost error's text: reqwest's outer ones only say "error
-/// sending request".
+/// What went wrong with the connection, in words that are the agent's
+/// (or the standard library's for an I/O error's kind), never text the
+/// other side sent: a certificate's names or an HTTP parser's excerpt
+/// stay in the log's detail.
+fn transport_what(e: &reqwest::Error) -> String {
+    let mut io_kind = None;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            io_kind = Some(io.kind());
+        }
+        cause = c.source();
+    }
+    match io_kind {
+        // rustls's refusal of the certificate, or of a peer that does not
+        // speak TLS, comes as invalid data while connecting.
+        Some(std::io::ErrorKind::InvalidData) if e.is_connect() => {
+            "the TLS handshake failed: the exporter's certificate is not the one trusted for \
+             it (ca_cert or tls_fingerprint), or it does not speak TLS"
+                .into()
+        }
+        Some(kind) => kind.to_string(),
+        None if e.is_timeout() => "the connection timed out".into(),
+        None if e.is_connect() => "cannot connect".into(),
+        None if e.is_body() => "the answer broke off".into(),
+        None => "the HTTP exchange failed".into(),
+    }
+}
+
+/// The innermost error's text, for the log: reqwest's outer ones only say
+/// "error sending request".
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
     while let Some(next) = cause.source() {

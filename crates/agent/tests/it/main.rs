@@ -6,6 +6,7 @@
 //! binary, in crates/deskbroker/tests.)
 
 mod fake_broker;
+mod windows;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;

@@ -22,13 +22,15 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use crate::{App, eventually};
 
 /// How a fake exporter answers.
-#[derive(Clone, Copy, PartialEq, Debug)]
+#[derive(Clone, PartialEq, Debug)]
 enum Mode {
     Normal,
     /// Accepts the connection and never answers.
     Silent,
     /// 200 with text that is not the exposition format.
     Garbage,
+    /// 302 to this URL.
+    Redirect(&'static str),
 }
 
 #[derive(Clone, Debug)]
@@ -55,6 +57,10 @@ struct ExporterState {
     scrapes: u64,
     /// The last request's head, for the headers the agent sends.
     last_request: String,
+    /// The basic-auth credentials (base64 of `user:password`) this
+    /// exporter takes, as its web config's `basic_auth_users` would: any
+    /// other request is answered 401. None: no auth.
+    credentials: Option<&'static str>,
 }
 
 const STATES: [&str; 10] = [
@@ -217,6 +223,7 @@ impl Exporter {
             idle: 5000.0,
             scrapes: 0,
             last_request: String::new(),
+            credentials: None,
         }));
         let shared = state.clone();
         tokio::spawn(async move {
@@ -234,14 +241,35 @@ impl Exporter {
                             Ok(n) => head.extend_from_slice(&buf[..n]),
                         }
                     }
-                    let (mode, body) = {
+                    let (mode, body, authorized) = {
                         let mut s = state.lock().unwrap();
                         s.last_request = String::from_utf8_lossy(&head).into_owned();
                         s.scrapes += 1;
                         s.busy += s.busy_step;
                         s.idle += s.idle_step;
-                        (s.mode, render(&s))
+                        let authorized = s.credentials.is_none_or(|c| {
+                            s.last_request.to_ascii_lowercase().contains(&format!(
+                                "authorization: basic {}\r\n",
+                                c.to_ascii_lowercase()
+                            ))
+                        });
+                        (s.mode.clone(), render(&s), authorized)
                     };
+                    let refusal = if !authorized {
+                        Some("401 Unauthorized\r\nWWW-Authenticate: Basic\r\n".to_string())
+                    } else if let Mode::Redirect(to) = mode {
+                        Some(format!("302 Found\r\nLocation: {to}\r\n"))
+                    } else {
+                        None
+                    };
+                    if let Some(head) = refusal {
+                        let answer = format!(
+                            "HTTP/1.1 {head}Content-Length: 0\r\nConnection: close\r\n\r\n"
+                        );
+                        let _ = socket.write_all(answer.as_bytes()).await;
+                        let _ = socket.shutdown().await;
+                        return;
+                    }
                     let body = match mode {
                         Mode::Silent => {
                             // Hold the connection, answer nothing.
@@ -249,7 +277,7 @@ impl Exporter {
                             return;
                         }
                         Mode::Garbage => "<html><body>Service Unavailable</body></html>\n".into(),
-                        Mode::Normal => body,
+                        Mode::Normal | Mode::Redirect(_) => body,
                     };
                     let answer = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
@@ -570,14 +598,14 @@ CONTOSO = "contoso.com"
     assert_eq!(h["status"], "Available", "{h}");
     assert!(
         h["scrapeError"].as_str().is_some_and(|e| e.starts_with(
-            "no session list: windows_exporter 0.30.5 is too old: session lists need \
+            "no session list: windows_exporter 0.30 is too old: session lists need \
              windows_exporter 0.31 or later"
         )),
         "{h}"
     );
     let logged = eventually(BEAT, || async {
         std::fs::read_to_string(&log).unwrap_or_default().contains(
-            "windows_exporter 0.30.5 is too old: session lists need windows_exporter 0.31 or later",
+            "windows_exporter 0.30 is too old: session lists need windows_exporter 0.31 or later",
         )
     })
     .await;
@@ -901,4 +929,213 @@ async fn scrape_reports_are_bounded_text_and_never_a_heartbeat() {
     .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(host(&app, "rdsh01").await["scrapeError"], Value::Null);
+}
+
+/// Hosts whose exporters never answer the agent well are `Unavailable`
+/// once the pool's heartbeat timeout has passed since they registered,
+/// though they never sent a heartbeat, and stay so through a restart;
+/// their first good scrape makes them `Available`. Each host has its own
+/// exporter password, so one host's exporter refuses another's; an
+/// exporter's redirect is not followed; and the host's `scrapeError` says
+/// why in the agent's words, with nothing the exporter sent.
+#[tokio::test]
+async fn exporters_that_never_answer_well_leave_their_hosts_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/win",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+            "heartbeatTimeoutSeconds": 5}),
+        ),
+        201,
+    )
+    .await;
+    let token = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/win/registrationToken",
+            Some(json!({"maxHosts": 5})),
+            200,
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // rdsh01 and rdsh02 take their own passwords; rdsh03 answers garbage;
+    // rdsh04 takes its own password, and the agent is given rdsh01's for
+    // it; rdsh05 redirects to a page no host's exporter is.
+    let e1 = Exporter::start(1.0, 9.0, vec![]).await;
+    let e2 = Exporter::start(1.0, 9.0, vec![]).await;
+    let e3 = Exporter::start(1.0, 9.0, vec![]).await;
+    let e4 = Exporter::start(1.0, 9.0, vec![]).await;
+    let e5 = Exporter::start(1.0, 9.0, vec![]).await;
+    let inside = Exporter::start(1.0, 9.0, vec![]).await;
+    let inside_url: &'static str = Box::leak(inside.url.clone().into_boxed_str());
+    // base64("deskbroker:pw-rdsh01") and so on.
+    e1.set(|s| s.credentials = Some("ZGVza2Jyb2tlcjpwdy1yZHNoMDE="));
+    e2.set(|s| s.credentials = Some("ZGVza2Jyb2tlcjpwdy1yZHNoMDI="));
+    e3.set(|s| s.mode = Mode::Garbage);
+    e4.set(|s| s.credentials = Some("ZGVza2Jyb2tlcjpwdy1yZHNoMDQ="));
+    e5.set(|s| s.mode = Mode::Redirect(inside_url));
+
+    let password = |host: &str| {
+        let path = dir.path().join(format!("{host}.password"));
+        std::fs::write(&path, format!("pw-{host}\n")).unwrap();
+        path.display().to_string()
+    };
+    let (pw1, pw2) = (password("rdsh01"), password("rdsh02"));
+    let config = dir.path().join("agent.toml");
+    let mut text = format!(
+        r#"
+broker = "{}"
+host_pool = "win"
+registration_token = "{token}"
+state_dir = "{}"
+interval = 5
+
+[windows_exporter]
+timeout = 2
+"#,
+        app.url,
+        dir.path().join("agent-state").display(),
+    );
+    for (i, (e, auth)) in [
+        (&e1, Some(&pw1)),
+        (&e2, Some(&pw2)),
+        (&e3, None),
+        (&e4, Some(&pw1)),
+        (&e5, None),
+    ]
+    .iter()
+    .enumerate()
+    {
+        write!(
+            text,
+            "\n[[windows_host]]\nname = \"rdsh0{}\"\naddress = \"10.0.0.1{}:3389\"\nmetrics_url = \"{}\"\n",
+            i + 1,
+            i + 1,
+            e.url
+        )
+        .unwrap();
+        if let Some(path) = auth {
+            write!(
+                text,
+                "username = \"deskbroker\"\npassword_file = \"{path}\"\n"
+            )
+            .unwrap();
+        }
+    }
+    std::fs::write(&config, text).unwrap();
+    let log = dir.path().join("agent.log");
+    let _agent = WatchingAgent::start(&config, &log);
+
+    // Each host registers; the two whose exporters take their passwords
+    // are heard from, the others never are and turn Unavailable.
+    let settled = eventually(BEAT, || async {
+        let v = app
+            .ok("GET", "/api/v1/hostPools/win/sessionHosts", None, 200)
+            .await;
+        let hosts = v["value"].as_array().cloned().unwrap_or_default();
+        hosts.len() == 5
+            && hosts.iter().all(|h| {
+                let good = matches!(h["name"].as_str(), Some("rdsh01" | "rdsh02"));
+                let want = if good { "Available" } else { "Unavailable" };
+                h["status"] == want && h["lastHeartBeat"].is_null() != good
+            })
+    })
+    .await;
+    assert!(
+        settled,
+        "{}",
+        app.ok("GET", "/api/v1/hostPools/win/sessionHosts", None, 200)
+            .await
+    );
+    let why = |name: &'static str| {
+        let app = &app;
+        async move {
+            let h = host(app, name).await;
+            assert_eq!(h["heartbeatSource"], "windowsExporter", "{h}");
+            h["scrapeError"].as_str().unwrap_or_default().to_string()
+        }
+    };
+    let e = why("rdsh03").await;
+    assert!(
+        e.starts_with(
+            "scrape failed, no heartbeat this round: the answer is not the Prometheus text \
+             format: line 1: a sample line must start with a metric name"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("html") && !e.contains("Service"), "{e}");
+    let e = why("rdsh04").await;
+    assert!(e.contains("the exporter answered HTTP 401"), "{e}");
+    let e = why("rdsh05").await;
+    assert!(
+        e.contains("the exporter answered HTTP 302: redirected, not followed"),
+        "{e}"
+    );
+    assert!(!e.contains("127.0.0.1"), "{e}");
+    assert_eq!(inside.scrapes(), 0, "the redirect was followed");
+    // Each exporter was asked with its host's own password: rdsh04's
+    // refused rdsh01's.
+    for (e, credentials) in [
+        (&e1, "ZGVza2Jyb2tlcjpwdy1yZHNoMDE="),
+        (&e2, "ZGVza2Jyb2tlcjpwdy1yZHNoMDI="),
+        (&e4, "ZGVza2Jyb2tlcjpwdy1yZHNoMDE="),
+    ] {
+        let request = e.state.lock().unwrap().last_request.clone();
+        assert!(request.contains(credentials), "{request}");
+    }
+
+    // No user is placed on a host nothing good was heard from.
+    for i in 0..6 {
+        let placed = app
+            .ok(
+                "POST",
+                "/api/v1/hostPools/win/connect",
+                Some(json!({"user": format!("user{i}@contoso.com")})),
+                200,
+            )
+            .await;
+        let on = placed["sessionHost"].as_str().unwrap_or_default();
+        assert!(matches!(on, "rdsh01" | "rdsh02"), "{placed}");
+    }
+
+    // Its first good scrape makes a host Available.
+    e4.set(|s| s.credentials = Some("ZGVza2Jyb2tlcjpwdy1yZHNoMDE="));
+    let up = eventually(BEAT, || async {
+        host(&app, "rdsh04").await["status"] == "Available"
+    })
+    .await;
+    assert!(up, "{}", host(&app, "rdsh04").await);
+
+    // A restart, on the same address: from what the broker stored, the
+    // hosts still never heard from are Unavailable again once the timeout
+    // has passed since the start, while the agent's good scrapes keep the
+    // others Available.
+    let data = app.data_dir.clone();
+    let listen = app.url.trim_start_matches("http://").to_string();
+    drop(app);
+    let (app, _) = App::spawn_with(&data, &listen, &[]);
+    let settled = eventually(BEAT, || async {
+        let v = app
+            .ok("GET", "/api/v1/hostPools/win/sessionHosts", None, 200)
+            .await;
+        let hosts = v["value"].as_array().cloned().unwrap_or_default();
+        hosts.len() == 5
+            && hosts.iter().all(|h| {
+                let good = matches!(h["name"].as_str(), Some("rdsh01" | "rdsh02" | "rdsh04"));
+                h["status"] == if good { "Available" } else { "Unavailable" }
+            })
+    })
+    .await;
+    assert!(
+        settled,
+        "{}",
+        app.ok("GET", "/api/v1/hostPools/win/sessionHosts", None, 200)
+            .await
+    );
 }

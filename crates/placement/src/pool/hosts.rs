@@ -204,8 +204,10 @@ impl Pool {
     }
 
     /// Notes where the host's heartbeats come from and what its last
-    /// scrape found wrong (rule W1). No rule reads them, so nothing else
-    /// changes; the host is stored again only when they do.
+    /// scrape found wrong (rule W1); the host is stored again only when
+    /// they change. A host heard of through its exporter is watched for
+    /// silence from its registration even before its first heartbeat
+    /// (S7): one whose exporter never answers well becomes `Unavailable`.
     pub fn note_report(
         &mut self,
         name: &str,
@@ -220,8 +222,19 @@ impl Pool {
             return Ok(());
         };
         if h.heartbeat_source != source || h.scrape_error != scrape_error {
+            let source_changed = h.heartbeat_source != source;
             h.heartbeat_source = source;
             h.scrape_error = scrape_error;
+            if source_changed {
+                // Where it stands in the watch does not depend on the
+                // source, only whether it is in it.
+                let key = watch_key(h, self.started_ms);
+                if watched_for_silence(h) {
+                    self.watched.insert(key);
+                } else {
+                    self.watched.remove(&key);
+                }
+            }
             self.changes.push(Change::Host(name.to_string()));
         }
         Ok(())
@@ -305,7 +318,7 @@ impl Pool {
             }
             h.power_state = state;
             h.status = power_status(h).unwrap_or(HostStatus::Available);
-            h.status == HostStatus::Available && h.last_heartbeat_ms.is_some()
+            watched_for_silence(h)
         });
         if watch {
             let key = self.watch_key(seq);
@@ -344,12 +357,26 @@ fn repeats_itself(h: &Host, metrics: &HostMetrics, now_ms: TimestampMs) -> bool 
         && h.start_requested_ms.is_none_or(|started| now_ms > started)
 }
 
-/// Where a host stands in the watch for silence (S7): its last heartbeat,
-/// or the engine's start if that is later.
+/// Whether a host is watched for silence (S7): it is `Available` and has
+/// sent a heartbeat, or is heard of through its exporter (W1), whose
+/// watching agent sends none until a scrape is good: a host whose
+/// exporter never answers well (down, refusing the agent's password,
+/// presenting another certificate, answering garbage) must not stay
+/// `Available` for want of a first heartbeat. A host that never spoke
+/// and is not watched through an exporter stays `Available` (S7).
+pub(super) fn watched_for_silence(h: &Host) -> bool {
+    h.status == HostStatus::Available
+        && (h.last_heartbeat_ms.is_some()
+            || h.heartbeat_source == Some(HeartbeatSource::WindowsExporter))
+}
+
+/// Where a host stands in the watch for silence (S7): its last heartbeat
+/// (its registration before its first), or the engine's start if that is
+/// later.
 fn watch_key(h: &Host, started_ms: TimestampMs) -> (TimestampMs, u64) {
     let seen = h
         .last_heartbeat_ms
-        .unwrap_or(TimestampMs::MIN)
+        .unwrap_or(h.registered_at_ms)
         .max(started_ms);
     (seen, h.seq)
 }

@@ -298,7 +298,7 @@ impl Pool {
         if let Some(u) = &h.spec.assigned_user {
             self.owners.entry(user_key(u)).or_default().insert(seq);
         }
-        let watch = h.last_heartbeat_ms.is_some() && h.status == HostStatus::Available;
+        let watch = super::hosts::watched_for_silence(&h);
         self.hosts.insert(seq, h);
         self.note_standard(seq);
         self.reindex(seq);

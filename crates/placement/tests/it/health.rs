@@ -180,3 +180,66 @@ fn s7_an_unavailable_host_stays_unavailable_through_a_host_update() {
     w.tick_after_ms(SECOND_MS);
     assert_eq!(status(&w, "a"), HostStatus::Unavailable);
 }
+
+/// A host heard of through its exporter (W1) whose scrapes never went
+/// well sent no heartbeat: it is watched for silence from its
+/// registration all the same, through a restart, and its first good
+/// scrape makes it Available. Other hosts that never spoke stay Available.
+#[test]
+fn s7_a_watched_host_that_never_had_a_good_scrape_becomes_unavailable() {
+    use placement::HeartbeatSource;
+    let mut w = World::with_hosts(Alg::Classic, &["win", "admin-registered"]);
+    let failed = |w: &mut World| {
+        w.pool
+            .note_report(
+                "win",
+                Some(HeartbeatSource::WindowsExporter),
+                Some(
+                    "scrape failed, no heartbeat this round: the exporter answered HTTP 401".into(),
+                ),
+            )
+            .unwrap();
+    };
+    failed(&mut w);
+    w.tick_after_ms(89 * SECOND_MS);
+    assert_eq!(status(&w, "win"), HostStatus::Available);
+    w.tick_after_ms(SECOND_MS);
+    assert_eq!(
+        status(&w, "win"),
+        HostStatus::Unavailable,
+        "90 s since its registration"
+    );
+    assert_eq!(status(&w, "admin-registered"), HostStatus::Available);
+    for user in ["u1@x", "u2@x", "u3@x"] {
+        assert_eq!(w.connect(user, 0).unwrap().host, "admin-registered");
+    }
+    // More failed scrapes change nothing.
+    failed(&mut w);
+    assert_eq!(status(&w, "win"), HostStatus::Unavailable);
+
+    // A restart: silence counts from the start, and then it is
+    // Unavailable again, from what was stored.
+    let restart_ms = w.now_ms + 3600 * SECOND_MS;
+    let mut p = Pool::restore(
+        w.pool.config().clone(),
+        w.pool.counters(),
+        w.pool.hosts().cloned().collect(),
+        w.pool.sessions().cloned().collect(),
+        restart_ms,
+    );
+    let st = |p: &Pool, h: &str| p.host(h).unwrap().status;
+    p.tick(restart_ms + 89 * SECOND_MS);
+    assert_eq!(st(&p, "win"), HostStatus::Available);
+    p.tick(restart_ms + 90 * SECOND_MS);
+    assert_eq!(st(&p, "win"), HostStatus::Unavailable);
+    assert_eq!(st(&p, "admin-registered"), HostStatus::Available);
+
+    // A good scrape: Available, and watched from that heartbeat on.
+    p.heartbeat("win", HostMetrics::default(), restart_ms + 100 * SECOND_MS)
+        .unwrap();
+    assert_eq!(st(&p, "win"), HostStatus::Available);
+    p.tick(restart_ms + 189 * SECOND_MS);
+    assert_eq!(st(&p, "win"), HostStatus::Available);
+    p.tick(restart_ms + 190 * SECOND_MS);
+    assert_eq!(st(&p, "win"), HostStatus::Unavailable);
+}
