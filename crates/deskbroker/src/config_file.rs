@@ -30,7 +30,7 @@ use agent::ConfigError;
 pub fn default_config(command: &str) -> &'static str {
     match command {
         "gateway" => "/etc/deskbroker/gateway.toml",
-        _ => "/etc/deskbroker/deskbroker.toml",
+        _ => deskbroker::token::BROKER_CONFIG,
     }
 }
 /// The variable naming the config file.

@@ -32,6 +32,7 @@ pub fn lock(dir: &Path) -> anyhow::Result<DataDirLock> {
     let mut file = options
         .open(&path)
         .with_context(|| format!("cannot open {}", path.display()))?;
+    owned_like_dir(&file, &path, dir)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -58,4 +59,35 @@ pub fn lock(dir: &Path) -> anyhow::Result<DataDirLock> {
     })();
     written.with_context(|| format!("cannot write {}", path.display()))?;
     Ok(DataDirLock { _file: file })
+}
+
+/// Gives the lock file the data directory's owner when root made it (a
+/// `restore` as root into a directory the broker's user owns), so the
+/// broker can open it next time.
+#[cfg(unix)]
+fn owned_like_dir(file: &File, path: &Path, dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir_meta =
+        std::fs::metadata(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if (meta.uid(), meta.gid()) != (dir_meta.uid(), dir_meta.gid()) {
+        std::os::unix::fs::fchown(file, Some(dir_meta.uid()), Some(dir_meta.gid())).with_context(
+            || {
+                format!(
+                    "cannot give {} to the owner of {} (uid {})",
+                    path.display(),
+                    dir.display(),
+                    dir_meta.uid()
+                )
+            },
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn owned_like_dir(_file: &File, _path: &Path, _dir: &Path) -> anyhow::Result<()> {
+    Ok(())
 }

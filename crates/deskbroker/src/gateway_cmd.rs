@@ -98,9 +98,7 @@ impl RdGatewayFlags {
         let Some(addr) = self.gateway_listen else {
             return Ok(None);
         };
-        let l = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen for the RD Gateway on {addr}"))?;
+        let l = crate::explain::bind(addr, "the RD Gateway").await?;
         Ok(Some(l))
     }
 
@@ -225,11 +223,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         None => None,
     };
     let rdp_listener = match args.rdp_listen {
-        Some(rdp_listen) => Some(
-            tokio::net::TcpListener::bind(rdp_listen)
-                .await
-                .with_context(|| format!("cannot listen for RDP on {rdp_listen}"))?,
-        ),
+        Some(rdp_listen) => Some(crate::explain::bind(rdp_listen, "RDP").await?),
         None => None,
     };
     let rd_gateway_listener = args.rd_gateway.bind().await?;

@@ -9,6 +9,7 @@ mod bench;
 mod cli;
 mod config_file;
 mod data_dir_lock;
+mod explain;
 mod gateway_cmd;
 mod generate;
 mod secret_file;

@@ -459,6 +459,7 @@ pub const MIN_ADMIN_TOKEN_GUESSES_LOG10: f64 = 18.0;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     private_data_dir(&args.data_dir)?;
+    crate::explain::data_dir_usable(&args.data_dir)?;
     let database_url = match &args.database_url_file {
         Some(file) => Some(crate::secret_file::read(
             file,
@@ -513,9 +514,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
     private_database_files(&args.data_dir)?;
     let store_name = format!("sqlite {}", args.data_dir.display());
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = crate::explain::bind(args.listen, "the API").await?;
     let addr = listener.local_addr()?;
     let tls = listener_tls(&args, addr)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -605,9 +604,7 @@ fn broker_settings(args: &ServeArgs, admin_token: String) -> broker::Settings {
 /// database (see `broker::replica`). The RDP front door, if any, places
 /// through this replica's own API, so that it follows the leader too.
 async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = crate::explain::bind(args.listen, "the API").await?;
     let addr = listener.local_addr()?;
     let tls = listener_tls(&args, addr)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -731,9 +728,7 @@ async fn bind_rdp(
     let Some(rdp_addr) = rdp_listen else {
         return Ok(None);
     };
-    let l = tokio::net::TcpListener::bind(rdp_addr)
-        .await
-        .with_context(|| format!("cannot listen for RDP on {rdp_addr}"))?;
+    let l = crate::explain::bind(rdp_addr, "RDP").await?;
     Ok(Some(l))
 }
 

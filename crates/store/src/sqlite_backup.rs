@@ -144,6 +144,7 @@ pub fn restore(input: &Path, data_dir: &Path) -> Result<StoreSummary, StoreError
     let tmp = temporary_next_to(&target)?;
     copy_into(&source, &tmp.path)?;
     drop(source);
+    owned_like(&tmp.path, data_dir)?;
     // The WAL and its index belong to the store being replaced: left in
     // place, SQLite would apply that store's last commits to this one.
     for suffix in ["-wal", "-shm"] {
@@ -161,6 +162,40 @@ pub fn restore(input: &Path, data_dir: &Path) -> Result<StoreSummary, StoreError
     publish(&tmp.path, &target, true)?;
     drop(tmp);
     Ok(found)
+}
+
+/// Gives `file` the owner and group of `dir` when they differ: a restore
+/// run as root into the data directory of a broker that runs as its own
+/// user (as the package's does) must leave a store that broker can open.
+/// Only root can give a file away, and only root can have made a file in
+/// another user's private directory, so this fails only where it must.
+#[cfg(unix)]
+fn owned_like(file: &Path, dir: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let (dir_meta, file_meta) = match (std::fs::metadata(dir), std::fs::metadata(file)) {
+        (Ok(d), Ok(f)) => (d, f),
+        (Err(e), _) | (_, Err(e)) => {
+            return Err(task(format!(
+                "cannot read the owner of {}: {e}",
+                dir.display()
+            )));
+        }
+    };
+    if (dir_meta.uid(), dir_meta.gid()) == (file_meta.uid(), file_meta.gid()) {
+        return Ok(());
+    }
+    std::os::unix::fs::chown(file, Some(dir_meta.uid()), Some(dir_meta.gid())).map_err(|e| {
+        task(format!(
+            "cannot give the restored store to the owner of {} (uid {}): {e}",
+            dir.display(),
+            dir_meta.uid()
+        ))
+    })
+}
+
+#[cfg(not(unix))]
+fn owned_like(_file: &Path, _dir: &Path) -> Result<(), StoreError> {
+    Ok(())
 }
 
 /// Copies the database of `source` into a new file `path` with the online

@@ -28,7 +28,7 @@ use anyhow::Context as _;
 use serde_json::{Map, Value};
 
 use client::Client;
-use deskbroker::token::{TokenSource, data_dir, resolve_token};
+use deskbroker::token::{TokenSource, resolve_token, token_files};
 use output::{Columns, OutputFormat};
 
 /// The options every CLI command takes. They are `global`, so they may be
@@ -120,8 +120,11 @@ pub struct Context {
 impl Context {
     pub fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
         let env_token = std::env::var("DESKBROKER_TOKEN").ok();
-        let (token, token_source) =
-            resolve_token(global.token.as_deref(), env_token.as_deref(), &data_dir())?;
+        let (token, token_source) = resolve_token(
+            global.token.as_deref(),
+            env_token.as_deref(),
+            &token_files(),
+        )?;
         Ok(Context {
             client: Client::with_trust(&global.broker, token, &global.tls.trust()?)?,
             output: global.output,

@@ -441,3 +441,108 @@ async fn a_pg_dump_restores_into_a_fresh_database_that_serves_its_sessions() {
     assert!(leads, "the broker on the restored database does not lead");
     crate::durability::check_after_crash(&app, placed).await;
 }
+
+/// The numeric id `id FLAG [USER]` prints.
+fn id(args: &[&str]) -> u32 {
+    let out = Command::new("id").args(args).output().expect("run id");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("id {args:?}: {out:?}"))
+}
+
+/// As docs/operations.md has an administrator do it: `deskbroker restore
+/// … --force` run as root into the data directory of a broker that runs
+/// as a user of its own (the package's runs as `deskbroker`; here
+/// `nobody`). The restored store is that user's, and the broker starts on
+/// it with the backed-up pool. A store left to root is refused with a
+/// sentence that names the file, its owner and mode, and what to do.
+#[tokio::test]
+async fn a_restore_as_root_leaves_a_store_the_brokers_own_user_can_open() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    assert_eq!(
+        id(&["-u"]),
+        0,
+        "this test restores as root and serves as `nobody`, as the package does: run it as root"
+    );
+    let (uid, gid) = (id(&["-u", "nobody"]), id(&["-g", "nobody"]));
+    let dir = tempfile::tempdir().unwrap();
+    let open = std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(dir.path(), open.clone()).unwrap();
+    // The binary where `nobody` may run it, whatever the checkout's modes.
+    let bin = dir.path().join("deskbroker");
+    std::fs::copy(exe(), &bin).unwrap();
+    std::fs::set_permissions(&bin, open).unwrap();
+
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "BreadthFirst", 2, 10).await;
+    let backup = dir.path().join("backup.sqlite3");
+    let (ok, _, stderr) = take_backup(path(&app.data_dir), path(&backup));
+    assert!(ok, "backup failed: {stderr}");
+    app.kill9();
+
+    // The broker's own data directory, and a restore into it as root.
+    let served = dir.path().join("served");
+    std::fs::create_dir(&served).unwrap();
+    std::os::unix::fs::chown(&served, Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(&served, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (ok, _, stderr) = run(&[
+        "restore",
+        "--input",
+        path(&backup),
+        "--data-dir",
+        path(&served),
+        "--force",
+    ]);
+    assert!(ok, "restore failed: {stderr}");
+    for entry in std::fs::read_dir(&served).unwrap() {
+        use std::os::unix::fs::MetadataExt as _;
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (uid, gid),
+            "{} is not the broker's user's",
+            entry.path().display()
+        );
+    }
+    let as_nobody = || {
+        let mut command = Command::new(&bin);
+        command
+            .uid(uid)
+            .gid(gid)
+            .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
+            .env_remove("DESKBROKER_DATA_DIR");
+        command
+    };
+    let (broker, _) = App::spawn_command(as_nobody(), &served, "127.0.0.1:0", &[]);
+    let pool = broker.ok("GET", "/api/v1/hostPools/p", None, 200).await;
+    assert_eq!(pool["name"], "p", "{pool}");
+    broker.kill9();
+
+    // A store root made (a restore before this one, or `serve` as root):
+    // the broker says whose it is and what to do, not SQLite's code 14.
+    let store_file = served.join(store::sqlite_backup::DATABASE_FILE);
+    std::os::unix::fs::chown(&store_file, Some(0), Some(0)).unwrap();
+    let out = as_nobody()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&served)
+        .output()
+        .expect("run serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "served a store it cannot open: {stderr}"
+    );
+    let says = format!(
+        "{} belongs to root (uid 0) with mode 600",
+        store_file.display()
+    );
+    assert!(stderr.contains(&says), "{stderr:?} lacks {says:?}");
+    assert!(stderr.contains("runs as nobody"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("chown -R USER: {}", served.display())),
+        "{stderr}"
+    );
+}

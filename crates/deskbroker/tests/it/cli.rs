@@ -18,6 +18,8 @@ fn cli_in(app: &App, cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> (bool, 
         .env("DESKBROKER_URL", &app.url)
         .env_remove("DESKBROKER_TOKEN")
         .env_remove("DESKBROKER_DATA_DIR")
+        // Not the machine's packaged broker's configuration, if it has one.
+        .env("DESKBROKER_CONFIG", cwd.join("no-such-config.toml"))
         .envs(env.iter().copied())
         .output()
         .expect("run the CLI");
@@ -390,6 +392,52 @@ async fn a_token_given_after_a_first_run_is_the_one_the_cli_reads() {
         );
         assert!(err.contains("DESKBROKER_TOKEN"), "says what to do: {err}");
     }
+}
+
+/// On a machine where the package runs the broker, the CLI run by root (or
+/// the broker's user) finds that broker's token through its configuration
+/// file (`/etc/deskbroker/deskbroker.toml`, here named by
+/// `DESKBROKER_CONFIG`): `admin.token` in its `data_dir`, or its
+/// `admin_token_file`. A broker's data directory in the current directory
+/// still comes first.
+#[tokio::test]
+async fn the_cli_finds_the_packaged_brokers_token_through_its_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let data = dir.path().join("var-lib-deskbroker");
+    let app = App::spawn_without_token(&data);
+    let config = dir.path().join("deskbroker.toml");
+    std::fs::write(
+        &config,
+        format!("listen = \"127.0.0.1:8080\"\ndata_dir = {:?}\n", data),
+    )
+    .unwrap();
+    let config_env = config.display().to_string();
+    let with_config = [("DESKBROKER_CONFIG", config_env.as_str())];
+    let (ok, _, err) = cli_in(&app, cwd.path(), &with_config, &["hostpool", "list"]);
+    assert!(ok, "the CLI finds the data_dir's admin.token: {err}");
+
+    // The configuration's admin_token_file wins over its data_dir.
+    let chosen = dir.path().join("admin.token");
+    std::fs::write(&chosen, "not-this-brokers-token-0123456789\n").unwrap();
+    std::fs::write(
+        &config,
+        format!("data_dir = {data:?}\nadmin_token_file = {chosen:?}\n"),
+    )
+    .unwrap();
+    let (ok, _, err) = cli_in(&app, cwd.path(), &with_config, &["hostpool", "list"]);
+    assert!(!ok, "the admin_token_file's token was not the one sent");
+    assert!(
+        err.contains(&format!("the token came from {}", chosen.display())),
+        "{err}"
+    );
+
+    // A local broker's data directory comes first.
+    let local = cwd.path().join("deskbroker-data");
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::copy(data.join("admin.token"), local.join("admin.token")).unwrap();
+    let (ok, _, err) = cli_in(&app, cwd.path(), &with_config, &["hostpool", "list"]);
+    assert!(ok, "./deskbroker-data/admin.token comes first: {err}");
 }
 
 /// The hardening settings of a pool through the CLI: set, shown by the API,

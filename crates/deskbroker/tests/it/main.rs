@@ -193,18 +193,29 @@ impl App {
         extra: &[&str],
         admin_token: Option<&str>,
     ) -> (App, Vec<String>) {
-        // reqwest's TLS needs a process-wide crypto provider (see
-        // api::tls::install_default_provider), even for plain HTTP clients.
-        ::api::tls::install_default_provider();
         let mut command = Command::new(exe());
-        command
-            .args(["serve", "--listen", listen, "--data-dir"])
-            .arg(data_dir)
-            .args(extra);
         match admin_token {
             Some(token) => command.env("DESKBROKER_ADMIN_TOKEN", token),
             None => command.env_remove("DESKBROKER_ADMIN_TOKEN"),
         };
+        App::spawn_command(command, data_dir, listen, extra)
+    }
+
+    /// Starts `command` (the binary, with its environment and user set)
+    /// as `serve` on `data_dir`, listening on `listen`, with extra flags.
+    pub fn spawn_command(
+        mut command: Command,
+        data_dir: &Path,
+        listen: &str,
+        extra: &[&str],
+    ) -> (App, Vec<String>) {
+        // reqwest's TLS needs a process-wide crypto provider (see
+        // api::tls::install_default_provider), even for plain HTTP clients.
+        ::api::tls::install_default_provider();
+        command
+            .args(["serve", "--listen", listen, "--data-dir"])
+            .arg(data_dir)
+            .args(extra);
         let mut child = command
             .env(
                 "RUST_LOG",
