@@ -384,6 +384,8 @@ async fn a_watched_pool_follows_its_exporters() {
 
     let password = dir.path().join("exporter.password");
     std::fs::write(&password, "s3cret\n").unwrap();
+    // Secrets readable by this user only, or the agent refuses them.
+    private(&password);
     let config = dir.path().join("agent.toml");
     let mut text = format!(
         r#"
@@ -419,6 +421,7 @@ CONTOSO = "contoso.com"
         .unwrap();
     }
     std::fs::write(&config, text).unwrap();
+    private(&config);
     let log = dir.path().join("agent.log");
     let _agent = WatchingAgent::start(&config, &log);
 
@@ -901,4 +904,10 @@ async fn scrape_reports_are_bounded_text_and_never_a_heartbeat() {
     .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(host(&app, "rdsh01").await["scrapeError"], Value::Null);
+}
+
+/// Makes a file that holds a secret readable by this user only (mode 0600).
+fn private(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
