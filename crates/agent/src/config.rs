@@ -115,19 +115,22 @@ pub struct AgentArgs {
     /// A command run through `sh -c` for each message the broker sends to
     /// a user of this host (sendMessage), with DESKBROKER_MESSAGE_TITLE,
     /// DESKBROKER_MESSAGE_TEXT, DESKBROKER_USER and DESKBROKER_SESSION_ID in
-    /// its environment, e.g. notify-send or wall [default: messages are
-    /// logged and dropped].
+    /// an otherwise clean environment (PATH, HOME…, never the registration
+    /// token), e.g. notify-send or wall [default: messages are logged and
+    /// dropped].
     #[arg(long, value_name = "CMD")]
     pub message_command: Option<String>,
     /// A command run through `sh -c` for each logoff the broker orders
     /// (rule W5), with DESKBROKER_HOST, DESKBROKER_HOST_ADDRESS,
-    /// DESKBROKER_USER and DESKBROKER_SESSION_ID in its environment
-    /// [default: logind's terminate-session when sessions come from
-    /// logind; otherwise orders are logged].
+    /// DESKBROKER_USER and DESKBROKER_SESSION_ID in an otherwise clean
+    /// environment [default: logind's terminate-session when sessions come
+    /// from logind; otherwise orders are logged].
     #[arg(long, value_name = "CMD")]
     pub logoff_command: Option<String>,
     /// A TOML file with any of the settings above, named with underscores
     /// (host_pool = "farm"); flags and DESKBROKER_* variables win over it.
+    /// With a registration_token in it, only this user may read it (mode
+    /// 0600 or 0400).
     #[arg(long, env = "DESKBROKER_AGENT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -155,7 +158,8 @@ pub struct FileConfig {
     pub user_domain: Option<String>,
     pub message_command: Option<String>,
     /// A file holding the registration token (kept out of the config file,
-    /// which is often readable by more people than the token should be).
+    /// which is often readable by more people than the token should be);
+    /// refused when other users may read it.
     pub registration_token_file: Option<PathBuf>,
     /// Rule W5: the command that logs a session off (the machine's, or a watched host's).
     pub logoff_command: Option<String>,
@@ -170,16 +174,32 @@ pub struct FileConfig {
 
 impl FileConfig {
     /// Reads and parses the `--config` file, if any, and the registration
-    /// token file it names when it gives no token itself.
+    /// token file it names when it gives no token itself. Secrets must be
+    /// readable by the agent's user only ([`check_secret_file`]): the file
+    /// itself when it holds a `registration_token`, the token file, and
+    /// every exporter `password_file` (read later, when the watching agent
+    /// starts).
     pub fn read(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
         let Some(path) = path else {
             return Ok(FileConfig::default());
         };
         let mut file: FileConfig = read_toml_file(path)?;
+        if given(file.registration_token.clone()).is_some() {
+            check_secret_file(path, "--config", "the registration token it holds")?;
+        }
         if file.registration_token.is_none()
             && let Some(token_file) = &file.registration_token_file
         {
-            file.registration_token = Some(read_text(token_file)?.trim().to_string());
+            file.registration_token = Some(read_secret_file(
+                token_file,
+                "registration_token_file",
+                "the registration token",
+            )?);
+        }
+        let exporters = file.windows_exporter.iter().map(|e| &e.password_file);
+        let hosts = file.windows_host.iter().flatten().map(|h| &h.password_file);
+        for password_file in exporters.chain(hosts).flatten() {
+            check_secret_file(password_file, "password_file", "the exporter's password")?;
         }
         Ok(file)
     }
@@ -206,6 +226,70 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(
         path: path.to_path_buf(),
         message: e.message().to_string(),
     })
+}
+
+/// A file holding a secret that cannot be used: it cannot be read, or
+/// other users may read it.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SecretFileError {
+    #[error("cannot read {setting} {}: {message}", path.display())]
+    Read {
+        setting: String,
+        path: PathBuf,
+        message: String,
+    },
+    #[error(
+        "{setting} {p} has mode {mode:o}: other users may read {what}. Make it readable by \
+         this user only (chmod 600 {p}, or a mounted secret's mode 0400) and start again",
+        p = path.display()
+    )]
+    Readable {
+        setting: String,
+        path: PathBuf,
+        mode: u32,
+        what: String,
+    },
+}
+
+/// Refuses a file holding a secret that other users may read (any group
+/// or other permission bit): a secret left readable stops the process at
+/// once instead of going on working. The one check of every secret file
+/// of deskbroker (`serve`'s, `gateway`'s and the agent's); `setting` and
+/// `what` name the file and the secret in the error.
+pub fn check_secret_file(path: &Path, setting: &str, what: &str) -> Result<(), SecretFileError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(path).map_err(|e| SecretFileError::Read {
+            setting: setting.to_string(),
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(SecretFileError::Readable {
+                setting: setting.to_string(),
+                path: path.to_path_buf(),
+                mode,
+                what: what.to_string(),
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, setting, what);
+    Ok(())
+}
+
+/// The first line of the secret file `path`, trimmed, once
+/// [`check_secret_file`] has passed it.
+pub fn read_secret_file(path: &Path, setting: &str, what: &str) -> Result<String, SecretFileError> {
+    check_secret_file(path, setting, what)?;
+    let text = std::fs::read_to_string(path).map_err(|e| SecretFileError::Read {
+        setting: setting.to_string(),
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Ok(text.lines().next().unwrap_or("").trim().to_string())
 }
 
 fn read_text(path: &Path) -> Result<String, ConfigError> {
@@ -294,6 +378,8 @@ pub enum ConfigError {
         setting: &'static str,
         message: String,
     },
+    #[error(transparent)]
+    Secret(#[from] SecretFileError),
 }
 
 pub(crate) fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
@@ -863,6 +949,112 @@ mod tests {
         a.logoff_command = Some("my-logoff".into());
         let c = resolve(a, f()).unwrap();
         assert_eq!(c.logoff_command.as_deref(), Some("my-logoff"));
+    }
+
+    /// Writes `text` to `dir/name` with permissions `mode`.
+    fn write_mode(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    fn refusal(setting: &str, path: &Path, mode: &str, what: &str) -> String {
+        format!(
+            "{setting} {p} has mode {mode}: other users may read {what}. Make it readable by \
+             this user only (chmod 600 {p}, or a mounted secret's mode 0400) and start again",
+            p = path.display()
+        )
+    }
+
+    #[test]
+    fn secret_files_other_users_may_read_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let head = "broker = \"http://b:1\"\nhost_pool = \"p\"\n";
+
+        // The config file itself, when it holds a token.
+        let with_token = format!("{head}registration_token = \"dbr_inline\"\n");
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            let config = write_mode(dir, "with-token.toml", &with_token, mode);
+            let err = FileConfig::read(Some(&config)).unwrap_err();
+            let mode = format!("{mode:o}");
+            let want = refusal(
+                "--config",
+                &config,
+                &mode,
+                "the registration token it holds",
+            );
+            assert_eq!(err.to_string(), want);
+        }
+        for mode in [0o600, 0o400] {
+            let config = write_mode(dir, "with-token.toml", &with_token, mode);
+            let file = FileConfig::read(Some(&config)).unwrap();
+            assert_eq!(file.registration_token.as_deref(), Some("dbr_inline"));
+        }
+
+        // A token file; the config naming it may be readable by all.
+        let token = write_mode(dir, "win.token", "dbr_from_file\n", 0o644);
+        let config = write_mode(
+            dir,
+            "token-file.toml",
+            &format!(
+                "{head}registration_token_file = {:?}\n",
+                token.display().to_string()
+            ),
+            0o644,
+        );
+        let err = FileConfig::read(Some(&config)).unwrap_err();
+        let want = refusal(
+            "registration_token_file",
+            &token,
+            "644",
+            "the registration token",
+        );
+        assert_eq!(err.to_string(), want);
+        write_mode(dir, "win.token", "dbr_from_file\n", 0o400);
+        let file = FileConfig::read(Some(&config)).unwrap();
+        assert_eq!(file.registration_token.as_deref(), Some("dbr_from_file"));
+        // A missing one is named as such.
+        let missing = dir.join("missing.token");
+        let config = write_mode(
+            dir,
+            "missing.toml",
+            &format!(
+                "registration_token_file = {:?}\n",
+                missing.display().to_string()
+            ),
+            0o644,
+        );
+        let err = FileConfig::read(Some(&config)).unwrap_err().to_string();
+        let want = format!(
+            "cannot read registration_token_file {}: ",
+            missing.display()
+        );
+        assert!(err.starts_with(&want), "{err}");
+
+        // Exporter password files, the default one and a host's own.
+        let shared = write_mode(dir, "exporter.password", "s3cret\n", 0o600);
+        let own = write_mode(dir, "rdsh02.password", "other\n", 0o604);
+        let watching = format!(
+            "{head}[windows_exporter]\nusername = \"deskbroker\"\npassword_file = {:?}\n\n\
+             [[windows_host]]\nname = \"rdsh02\"\naddress = \"10.0.0.12:3389\"\n\
+             metrics_url = \"https://10.0.0.12:9182/metrics\"\npassword_file = {:?}\n",
+            shared.display().to_string(),
+            own.display().to_string()
+        );
+        let config = write_mode(dir, "watching.toml", &watching, 0o644);
+        let err = FileConfig::read(Some(&config)).unwrap_err();
+        let want = refusal("password_file", &own, "604", "the exporter's password");
+        assert_eq!(err.to_string(), want);
+        write_mode(dir, "rdsh02.password", "other\n", 0o600);
+        write_mode(dir, "exporter.password", "s3cret\n", 0o640);
+        let err = FileConfig::read(Some(&config)).unwrap_err();
+        let want = refusal("password_file", &shared, "640", "the exporter's password");
+        assert_eq!(err.to_string(), want);
+        write_mode(dir, "exporter.password", "s3cret\n", 0o600);
+        assert!(FileConfig::read(Some(&config)).is_ok());
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //! — `DESKBROKER_MESSAGE_TITLE`, `DESKBROKER_MESSAGE_TEXT`,
 //! `DESKBROKER_USER`, `DESKBROKER_SESSION_ID` — never interpolated into the
 //! command line, so no text a sender writes is ever parsed by the shell.
+//! Besides these it sees only the agent's
+//! [`INHERITED_ENV`](crate::orders::INHERITED_ENV) (`PATH`, `HOME`, …),
+//! never the registration token or another variable the agent has.
 //! It runs under [`MESSAGE_COMMAND_TIMEOUT`] with bounded output, one
 //! message at a time in a task of its own, so a slow command never delays
 //! a heartbeat; at most [`MAX_PENDING_MESSAGES`] wait for it, and beyond
@@ -110,17 +113,30 @@ impl Drop for Messenger {
     }
 }
 
+/// Runs `command` for message `m` once: `sh -c COMMAND` in a clean
+/// environment (the agent's [`INHERITED_ENV`](crate::orders::INHERITED_ENV),
+/// then `env`, then the message's variables), with no input, under
+/// `timeout` and with bounded output. Ok when it exits 0.
+pub async fn run(
+    command: &str,
+    m: &HostMessage,
+    env: &[(&'static str, String)],
+    timeout: Duration,
+) -> Result<(), probe::ProbeError> {
+    let mut all: Env = env.to_vec();
+    all.extend([
+        ("DESKBROKER_MESSAGE_TITLE", m.title.clone()),
+        ("DESKBROKER_MESSAGE_TEXT", m.message.clone()),
+        ("DESKBROKER_USER", m.user.clone()),
+        ("DESKBROKER_SESSION_ID", m.session_id.clone()),
+    ]);
+    let cmd = crate::orders::command(command, &all);
+    probe::run(cmd, timeout, OUTPUT_BYTES_MAX).await.map(|_| ())
+}
+
 /// Runs the command for one message and logs one line about it.
 async fn show(command: &str, m: &HostMessage, env: &Env, timeout: Duration) {
-    let mut cmd = probe::shell(command);
-    for (name, value) in env {
-        cmd.env(name, value);
-    }
-    cmd.env("DESKBROKER_MESSAGE_TITLE", &m.title)
-        .env("DESKBROKER_MESSAGE_TEXT", &m.message)
-        .env("DESKBROKER_USER", &m.user)
-        .env("DESKBROKER_SESSION_ID", &m.session_id);
-    match probe::run(cmd, timeout, OUTPUT_BYTES_MAX).await {
+    match run(command, m, env, timeout).await {
         Ok(_) => tracing::info!(
             message_id = %m.id,
             session = %m.session_id,

@@ -9,7 +9,10 @@
 //!   `DESKBROKER_HOST`, `DESKBROKER_HOST_ADDRESS`, `DESKBROKER_USER`,
 //!   `DESKBROKER_SESSION_ID` (the broker's session id) and, from the
 //!   watching agent, `DESKBROKER_WINDOWS_SESSION_ID` — never interpolated
-//!   into the command line, so no user name is ever parsed by the shell;
+//!   into the command line, so no user name is ever parsed by the shell.
+//!   That environment is clean: besides these, the command sees only the
+//!   agent's [`INHERITED_ENV`] (`PATH`, `HOME`, …), never its registration
+//!   token or any other variable it was started with;
 //! - otherwise, when sessions come from logind, it ends each of the user's
 //!   logind sessions with `loginctl terminate-session ID…`;
 //! - otherwise (a `--sessions-command` and no logoff command) it cannot,
@@ -65,18 +68,40 @@ const OUTPUT_BYTES_MAX: usize = 16 * 1024;
 /// order's and the host's.
 pub type Env = Vec<(&'static str, String)>;
 
-/// Runs `sh -c COMMAND` with `env` added to the agent's environment, with
-/// no input, under `timeout` (its whole process group is killed past it)
-/// and with bounded output. Ok when it exits 0.
+/// The only variables of the agent's environment that an order's or a
+/// message's command inherits, as the broker's power commands inherit only
+/// theirs: what a shell and the tools it starts need, never the
+/// registration token (`DESKBROKER_REGISTRATION_TOKEN`) nor anything else
+/// the agent was started with.
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR",
+];
+
+/// `sh -c COMMAND` with a clean environment: the agent's
+/// [`INHERITED_ENV`], then `env` (which wins over them), and nothing else.
+pub fn command(command: &str, env: &[(&'static str, String)]) -> Command {
+    let mut cmd = probe::shell(command);
+    cmd.env_clear();
+    for name in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    cmd
+}
+
+/// Runs `sh -c COMMAND` with `env` in a clean environment ([`command`]),
+/// with no input, under `timeout` (its whole process group is killed past
+/// it) and with bounded output. Ok when it exits 0.
 pub async fn run_command(
     command: &str,
     env: &[(&'static str, String)],
     timeout: Duration,
 ) -> Result<(), ProbeError> {
-    let mut cmd = probe::shell(command);
-    for (name, value) in env {
-        cmd.env(name, value);
-    }
+    let cmd = self::command(command, env);
     probe::run(cmd, timeout, OUTPUT_BYTES_MAX).await.map(|_| ())
 }
 

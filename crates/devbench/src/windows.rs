@@ -19,6 +19,7 @@
 //! move at every scrape.
 
 use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -253,6 +254,9 @@ async fn measure(
     }
     let path = dir.path().join("agent.toml");
     std::fs::write(&path, config)?;
+    // It holds the registration token: the agent takes it only when no
+    // other user may read it.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     let mut command = tokio::process::Command::new(program);
     command.args(["agent", "--config"]).arg(&path);
     let (mut agent, _lines) = spawn_child(command, "the watching agent")?;

@@ -2,9 +2,11 @@
 //! speaks the register/heartbeat contract: registration and the saved
 //! credential, heartbeats with metrics, load index and sessions, a revoked
 //! credential, an unreachable or failing broker, refused heartbeats, and a
-//! prompt stop. (End-to-end tests against the real broker live with the
+//! prompt stop; and the documented commands run as written (doc_examples).
+//! (End-to-end tests against the real broker live with the
 //! binary, in crates/deskbroker/tests.)
 
+mod doc_examples;
 mod fake_broker;
 mod windows;
 

@@ -285,3 +285,118 @@ async fn agents_register_report_and_survive_restarts() {
         "no host registered twice"
     );
 }
+
+/// Runs `deskbroker agent --config CONFIG` until it exits, and answers
+/// its status and standard error. An agent that does not exit (it took the
+/// file and went on retrying an absent broker) is killed and fails the test.
+fn agent_with_config(config: &Path) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(crate::exe())
+        .args(["agent", "--config"])
+        .arg(config)
+        .env_remove("DESKBROKER_REGISTRATION_TOKEN")
+        .env_remove("DESKBROKER_URL")
+        .env_remove("DESKBROKER_HOST_POOL")
+        .env_remove("DESKBROKER_AGENT_CONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start deskbroker agent");
+    let deadline = std::time::Instant::now() + BEAT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the agent took {} and kept running", config.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status, stderr)
+}
+
+fn write_mode(path: &Path, text: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// As `serve` with its secret files, the agent refuses to start with a
+/// secret other users may read: its config file holding a token, a token
+/// file, an exporter's password file; the error names the file and mode.
+#[test]
+fn the_agent_refuses_secrets_other_users_may_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    // Nothing listens there: an agent that starts retries it forever.
+    let head = format!(
+        "broker = \"http://127.0.0.1:9\"\nhost_pool = \"farm\"\nname = \"h1\"\n\
+         address = \"10.9.0.1:3389\"\nstate_dir = {:?}\n",
+        state.display().to_string()
+    );
+    let said = |setting: &str, path: &Path, mode: &str, what: &str| {
+        format!(
+            "error: {setting} {} has mode {mode}: other users may read {what}.",
+            path.display()
+        )
+    };
+
+    let config = dir.path().join("agent.toml");
+    write_mode(
+        &config,
+        &format!("{head}registration_token = \"dbr_inline\"\n"),
+        0o644,
+    );
+    let (status, stderr) = agent_with_config(&config);
+    assert!(!status.success());
+    let want = said(
+        "--config",
+        &config,
+        "644",
+        "the registration token it holds",
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+
+    let token = dir.path().join("farm.token");
+    write_mode(&token, "dbr_from_file\n", 0o640);
+    write_mode(
+        &config,
+        &format!(
+            "{head}registration_token_file = {:?}\n",
+            token.display().to_string()
+        ),
+        0o644,
+    );
+    let (status, stderr) = agent_with_config(&config);
+    assert!(!status.success());
+    let want = said(
+        "registration_token_file",
+        &token,
+        "640",
+        "the registration token",
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+
+    let password = dir.path().join("exporter.password");
+    write_mode(&password, "s3cret\n", 0o604);
+    write_mode(
+        &config,
+        &format!(
+            "broker = \"http://127.0.0.1:9\"\nhost_pool = \"win\"\nstate_dir = {:?}\n\
+             [windows_exporter]\nusername = \"deskbroker\"\npassword_file = {:?}\n\
+             [[windows_host]]\nname = \"rdsh01\"\naddress = \"10.0.0.11:3389\"\n\
+             metrics_url = \"https://10.0.0.11:9182/metrics\"\n",
+            state.display().to_string(),
+            password.display().to_string()
+        ),
+        0o644,
+    );
+    let (status, stderr) = agent_with_config(&config);
+    assert!(!status.success());
+    let want = said("password_file", &password, "604", "the exporter's password");
+    assert!(stderr.contains(&want), "{stderr}");
+    assert!(!state.exists(), "the agent started: {stderr}");
+}

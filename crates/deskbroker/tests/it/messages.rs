@@ -469,3 +469,121 @@ async fn a_ramp_down_notice_reaches_the_drained_hosts_user_through_its_agent() {
     let last = hosts["value"].as_array().unwrap().last().unwrap()["name"].clone();
     assert_eq!(last, json!(drained), "{hosts}");
 }
+
+/// The variables `env` printed, as `NAME=VALUE` lines (the test's values
+/// hold no newline).
+fn env_of(path: &Path) -> std::collections::BTreeMap<String, String> {
+    shown(path)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The commands the agent runs for the broker get a clean environment:
+/// the variables documented for each and the agent's `PATH`, never the
+/// registration token the agent was started with nor any other variable
+/// of its own.
+#[tokio::test]
+async fn the_agents_commands_see_their_variables_and_none_of_the_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let token = farm(&app).await;
+    let sessions = dir.path().join("sessions.jsonl");
+    std::fs::write(
+        &sessions,
+        format!(
+            "{}\n",
+            json!({"user": "alice@contoso.com", "state": "Active"})
+        ),
+    )
+    .unwrap();
+    let (message_env, logoff_env) = (
+        dir.path().join("message.env"),
+        dir.path().join("logoff.env"),
+    );
+    let dump = |path: &Path| format!("env > {0}.tmp && mv {0}.tmp {0}", path.display());
+    let child = Command::new(crate::exe())
+        .args(["agent", "--broker", &app.url, "--host-pool", "farm"])
+        .args(["--name", "h1", "--address", "10.9.0.2:3389"])
+        .args(["--interval", "5", "--state-dir"])
+        .arg(dir.path().join("state-h1"))
+        .arg("--sessions-command")
+        .arg(format!("cat {}", sessions.display()))
+        .arg("--message-command")
+        .arg(dump(&message_env))
+        .arg("--logoff-command")
+        .arg(dump(&logoff_env))
+        // The token the agent registers with, as the unit may pass it.
+        .env("DESKBROKER_REGISTRATION_TOKEN", &token)
+        .env("AGENT_TEST_UNRELATED", "not for the commands")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(if std::env::var_os("TEST_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .expect("start deskbroker agent");
+    let _agent = Agent(child);
+    let alice = session_of(&app, "alice@contoso.com").await;
+    let path = std::env::var("PATH").expect("the test has a PATH");
+
+    let (status, v) = send(&app, crate::TOKEN, &alice, "Maintenance", "Save your work").await;
+    assert_eq!(status, 202, "{v}");
+    assert!(
+        eventually(BEAT, || async { message_env.exists() }).await,
+        "the message command ran"
+    );
+    let env = env_of(&message_env);
+    for (name, value) in [
+        ("DESKBROKER_MESSAGE_TITLE", "Maintenance"),
+        ("DESKBROKER_MESSAGE_TEXT", "Save your work"),
+        ("DESKBROKER_USER", "alice@contoso.com"),
+        ("DESKBROKER_SESSION_ID", alice.as_str()),
+        ("PATH", path.as_str()),
+    ] {
+        assert_eq!(env.get(name).map(String::as_str), Some(value), "{env:?}");
+    }
+
+    app.ok(
+        "DELETE",
+        &format!("/api/v1/hostPools/farm/userSessions/{alice}"),
+        None,
+        204,
+    )
+    .await;
+    assert!(
+        eventually(BEAT, || async { logoff_env.exists() }).await,
+        "the logoff command ran"
+    );
+    let logoff = env_of(&logoff_env);
+    for (name, value) in [
+        ("DESKBROKER_HOST", "h1"),
+        ("DESKBROKER_HOST_ADDRESS", "10.9.0.2:3389"),
+        ("DESKBROKER_USER", "alice@contoso.com"),
+        ("DESKBROKER_SESSION_ID", alice.as_str()),
+        ("PATH", path.as_str()),
+    ] {
+        assert_eq!(
+            logoff.get(name).map(String::as_str),
+            Some(value),
+            "{logoff:?}"
+        );
+    }
+
+    for (what, text, env) in [
+        ("message", shown(&message_env), env),
+        ("logoff", shown(&logoff_env), logoff),
+    ] {
+        for name in [
+            "DESKBROKER_REGISTRATION_TOKEN",
+            "AGENT_TEST_UNRELATED",
+            "RUST_LOG",
+        ] {
+            assert!(!env.contains_key(name), "the {what} command saw {name}");
+        }
+        assert!(!text.contains(&token), "the {what} command saw the token");
+    }
+}

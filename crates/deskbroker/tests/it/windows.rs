@@ -412,6 +412,8 @@ async fn a_watched_pool_follows_its_exporters() {
 
     let password = dir.path().join("exporter.password");
     std::fs::write(&password, "s3cret\n").unwrap();
+    // Secrets readable by this user only, or the agent refuses them.
+    private(&password);
     let config = dir.path().join("agent.toml");
     let mut text = format!(
         r#"
@@ -447,6 +449,7 @@ CONTOSO = "contoso.com"
         .unwrap();
     }
     std::fs::write(&config, text).unwrap();
+    private(&config);
     let log = dir.path().join("agent.log");
     let _agent = WatchingAgent::start(&config, &log);
 
@@ -984,6 +987,7 @@ async fn exporters_that_never_answer_well_leave_their_hosts_unavailable() {
     let password = |host: &str| {
         let path = dir.path().join(format!("{host}.password"));
         std::fs::write(&path, format!("pw-{host}\n")).unwrap();
+        private(&path);
         path.display().to_string()
     };
     let (pw1, pw2) = (password("rdsh01"), password("rdsh02"));
@@ -1029,6 +1033,7 @@ timeout = 2
         }
     }
     std::fs::write(&config, text).unwrap();
+    private(&config);
     let log = dir.path().join("agent.log");
     let _agent = WatchingAgent::start(&config, &log);
 
@@ -1138,4 +1143,10 @@ timeout = 2
         app.ok("GET", "/api/v1/hostPools/win/sessionHosts", None, 200)
             .await
     );
+}
+
+/// Makes a file that holds a secret readable by this user only (mode 0600).
+fn private(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
