@@ -179,11 +179,7 @@ fn check(bytes: &[u8]) -> Result<Asked, Refused> {
         )
     })?;
     // `dbt1:<pool>:<expires>:<mac>:<user>`, as the parse just checked.
-    let signature = proxy_auth
-        .splitn(5, ':')
-        .nth(3)
-        .unwrap_or_default()
-        .to_string();
+    let signature = proxy_auth.split(':').nth(3).unwrap_or_default().to_string();
     Ok(Asked {
         ticket,
         signature,
