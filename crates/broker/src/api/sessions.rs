@@ -57,7 +57,8 @@ pub async fn connect(
             .is_some_and(|c| c.role() == Some(crate::access::Role::Gateway))
     {
         return Err(ApiError::forbidden(
-            "groups: a gateway credential cannot vouch for a user's groups (only a portal or              an admin signs users in); leave them out",
+            "groups: a gateway credential cannot vouch for a user's groups (only a portal or \
+             an admin signs users in); leave them out",
         ));
     }
     // Rule T3: a pool that requires a connection ticket places a user only
@@ -72,7 +73,8 @@ pub async fn connect(
             metrics::counter!("deskbroker_ticket_refusals_total", "reason" => "missing_ticket")
                 .increment(1);
             return Err(BrokerError::Ticket(format!(
-                "host pool {pool} requires a connection ticket (requireConnectionTicket):                  connect with the ticket of the user's connection file"
+                "host pool {pool} requires a connection ticket (requireConnectionTicket): \
+                 connect with the ticket of the user's connection file"
             ))
             .into());
         }

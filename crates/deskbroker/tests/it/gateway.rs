@@ -261,3 +261,67 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     let _ = gw.kill();
     let _ = gw.wait();
 }
+
+/// What the broker tells a gateway it refuses reads as written: one line,
+/// no run of blanks (a message continued over lines in the source keeps
+/// none of its indentation).
+#[tokio::test]
+async fn the_brokers_refusals_to_a_gateway_read_as_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "requireConnectionTicket": true}),
+        ),
+        201,
+    )
+    .await;
+    let gateway = crate::access::credential(&app, "edge", "gateway", &[]).await;
+    let one_line =
+        |message: &str| !message.is_empty() && !message.contains("  ") && !message.contains('\n');
+    for (body, status, code) in [
+        (
+            json!({"user": "alice@contoso.com"}),
+            403,
+            "InvalidConnectionTicket",
+        ),
+        (
+            json!({"user": "alice@contoso.com", "groups": ["Sales"]}),
+            403,
+            "Forbidden",
+        ),
+    ] {
+        let (got, v) = app
+            .call_with(
+                "POST",
+                "/api/v1/hostPools/farm/connect",
+                Some(body.clone()),
+                Some(&gateway),
+            )
+            .await;
+        assert_eq!(
+            (got, v["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{body}: {v}"
+        );
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(one_line(message), "{body}: {message:?}");
+    }
+    // A host's tag that is refused says why, in one line too.
+    let (status, v) = app
+        .call(
+            "PUT",
+            "/api/v1/hostPools/farm/sessionHosts/h1",
+            Some(json!({"address": "10.0.0.1:3389", "tags": ["not a tag"]})),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("is not a valid tag") && one_line(message),
+        "{message:?}"
+    );
+}

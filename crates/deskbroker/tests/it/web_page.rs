@@ -774,3 +774,103 @@ async fn the_pages_files_share_one_connection_and_a_current_copy_is_not_sent_aga
         assert_eq!(closing, n == 32, "request {n}: {head}");
     }
 }
+
+/// The WebSocket upgrade a smuggled body would carry.
+const UPGRADE: &str = "GET /web/rdp HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\n\
+     Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+     Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+/// A request for the page or one of its files with a body is answered 400
+/// and its connection closed: the body is never read as the next request
+/// (behind a proxy that reuses its connections to the gateway, that would
+/// be another client's request). The same on a kept-alive connection, and
+/// for the desktop's socket.
+#[tokio::test]
+async fn a_page_request_with_a_body_is_refused_and_its_body_never_read_as_a_request() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let chunked = format!("{:x}\r\n{UPGRADE}\r\n0\r\n\r\n", UPGRADE.len());
+    let length = format!("Content-Length: {}\r\n", UPGRADE.len());
+    let upgrade_head = UPGRADE.trim_end_matches("\r\n");
+    let cases = [
+        ("GET /web", length.as_str(), UPGRADE),
+        ("HEAD /web/page.js", length.as_str(), UPGRADE),
+        (
+            "GET /web",
+            "Transfer-Encoding: chunked\r\n",
+            chunked.as_str(),
+        ),
+        (
+            "GET /web",
+            "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+            chunked.as_str(),
+        ),
+    ];
+    for kept_alive in [false, true] {
+        for (start, framing, body) in cases {
+            let what = format!("{start} with {framing:?} (after a request: {kept_alive})");
+            let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+            if kept_alive {
+                tls.write_all(b"GET /web HTTP/1.1\r\nHost: gw\r\n\r\n")
+                    .await
+                    .expect("send");
+                let (head, _) = response(&mut tls).await;
+                assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{what}: {head}");
+            }
+            let request = format!("{start} HTTP/1.1\r\nHost: gw\r\n{framing}\r\n{body}");
+            tls.write_all(request.as_bytes()).await.expect("send");
+            let head = response_head(&mut tls).await;
+            assert!(head.starts_with("HTTP/1.1 400 "), "{what}: {head}");
+            let mut rest = Vec::new();
+            let _ = tls.read_to_end(&mut rest).await;
+            assert!(
+                rest.is_empty(),
+                "{what}: after the 400: {}",
+                String::from_utf8_lossy(&rest)
+            );
+        }
+    }
+    // The desktop's socket with a body: refused too, not upgraded.
+    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    let request = format!("{upgrade_head}\r\n{length}\r\n{UPGRADE}");
+    tls.write_all(request.as_bytes()).await.expect("send");
+    let head = response_head(&mut tls).await;
+    assert!(head.starts_with("HTTP/1.1 400 "), "{head}");
+    // Still served without one.
+    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    tls.write_all(b"GET /web HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\n\r\n")
+        .await
+        .expect("send");
+    let (head, body) = response(&mut tls).await;
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(!body.is_empty());
+}
+
+/// The gateway's HTTPS listener tells browsers to come back over HTTPS
+/// only (its own name, not its domain's others) with every answer for the
+/// page and its files.
+#[tokio::test]
+async fn the_pages_answers_over_https_carry_strict_transport_security() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    for request in [
+        "GET /web HTTP/1.1\r\nHost: gw\r\n\r\n",
+        "HEAD /web/webclient_bg.wasm HTTP/1.1\r\nHost: gw\r\nAccept-Encoding: gzip\r\n\r\n",
+        "GET /web/page.js HTTP/1.1\r\nHost: gw\r\nAccept-Encoding: gzip\r\n\r\n",
+    ] {
+        tls.write_all(request.as_bytes()).await.expect("send");
+        let (head, _) = if request.starts_with("HEAD") {
+            (response_head(&mut tls).await, Vec::new())
+        } else {
+            response(&mut tls).await
+        };
+        assert!(
+            head.contains("\r\nStrict-Transport-Security: max-age=31536000\r\n"),
+            "{request:?}: {head}"
+        );
+        assert!(!head.contains("includeSubDomains"), "{head}");
+    }
+}

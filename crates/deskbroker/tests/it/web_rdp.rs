@@ -846,3 +846,177 @@ async fn a_silent_session_is_closed_at_the_idle_bound_and_ended() {
     .await;
     assert!(ended, "a session without a logon was kept");
 }
+
+/// A Connection Confirm choosing TLS: RDP_NEG_RSP, PROTOCOL_SSL.
+const CONFIRM_TLS: [u8; 19] = [
+    0x03, 0x00, 0x00, 0x13, 0x0e, 0xd0, 0x00, 0x00, 0x12, 0x34, 0x00, 0x02, 0x00, 0x08, 0x00, 0x01,
+    0x00, 0x00, 0x00,
+];
+
+/// A session "host" that speaks just enough RDP for the browser's door: it
+/// answers each Connection Request choosing TLS, does TLS with a
+/// self-signed certificate, then holds the connection, saying nothing,
+/// until the gateway closes it. Counts the connections it accepted and
+/// the TLS connections it holds open now.
+struct TlsHost {
+    address: String,
+    accepted: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TlsHost {
+    async fn start() -> TlsHost {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio_rustls::rustls;
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("certificate");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("addr").to_string();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let (count, held) = (accepted.clone(), open.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let (acceptor, held) = (acceptor.clone(), held.clone());
+                tokio::spawn(async move {
+                    let mut header = [0u8; 4];
+                    if stream.read_exact(&mut header).await.is_err() {
+                        return;
+                    }
+                    let length = usize::from(u16::from_be_bytes([header[2], header[3]]));
+                    let mut rest = vec![0u8; length.saturating_sub(4)];
+                    if stream.read_exact(&mut rest).await.is_err()
+                        || stream.write_all(&CONFIRM_TLS).await.is_err()
+                    {
+                        return;
+                    }
+                    let Ok(mut tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    held.fetch_add(1, Ordering::SeqCst);
+                    let mut buf = [0u8; 4096];
+                    while matches!(tls.read(&mut buf).await, Ok(n) if n > 0) {}
+                    held.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        TlsHost {
+            address,
+            accepted,
+            open,
+            task,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Whether the host comes to hold `n` TLS connections open (it counts
+    /// each once its side of the handshake is done).
+    async fn holds(&self, n: usize) -> bool {
+        eventually(PATIENCE, || async { self.open.load(Ordering::SeqCst) == n }).await
+    }
+}
+
+impl Drop for TlsHost {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A connection of `ticket` through to the host: its socket, once the
+/// gateway's RDCleanPath response has come.
+async fn relayed(gateway: &str, ticket: &str) -> Result<Socket, RDCleanPathMessage> {
+    let mut ws = open(gateway).await.expect("the socket opens");
+    match ask(&mut ws, &request(Some(ticket), "h1")).await {
+        RDCleanPathMessage::Response { .. } => Ok(ws),
+        other => Err(other),
+    }
+}
+
+/// One ticket holds at most two connections open at once (a tab, and the
+/// same tab reconnecting): a third is refused with 429 before the broker
+/// is asked and reaches no host, while another ticket is let in; once one
+/// of the ticket's connections closes, its next is let in again.
+#[tokio::test]
+async fn one_ticket_holds_at_most_two_relays_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let h1 = TlsHost::start().await;
+    pool(&app, "farm", true).await;
+    host(&app, "farm", "h1", &h1.address).await;
+    let alice = ticket(&app, "farm", "alice").await;
+
+    let mut held = Vec::new();
+    for n in 1..=2 {
+        let ws = relayed(&gateway, &alice)
+            .await
+            .unwrap_or_else(|answer| panic!("connection {n}: {answer:?}"));
+        held.push(ws);
+    }
+    assert!(h1.holds(2).await, "two relays to the host");
+    for n in 3..=5 {
+        let mut ws = open(&gateway).await.expect("the socket opens");
+        let answer = ask(&mut ws, &request(Some(&alice), "h1")).await;
+        assert_eq!(refused_status(&answer), 429, "connection {n}: {answer:?}");
+        assert!(closes(&mut ws).await, "connection {n} stays open");
+    }
+    assert_eq!(h1.accepted(), 2, "a refused connection reached the host");
+    // The same ticket spelled otherwise (its expiry with a leading zero)
+    // is the same ticket.
+    let (prefix, rest) = alice.split_at(alice.match_indices(':').nth(1).expect("fields").0 + 1);
+    let respelled = format!("{prefix}0{rest}");
+    let mut ws = open(&gateway).await.expect("the socket opens");
+    let answer = ask(&mut ws, &request(Some(&respelled), "h1")).await;
+    assert_eq!(refused_status(&answer), 429, "{respelled}: {answer:?}");
+    assert_eq!(h1.accepted(), 2);
+
+    // Another user's ticket is counted on its own.
+    let bob = ticket(&app, "farm", "bob").await;
+    let bobs = relayed(&gateway, &bob)
+        .await
+        .unwrap_or_else(|answer| panic!("bob: {answer:?}"));
+    assert!(h1.holds(3).await, "and bob's");
+
+    // One of alice's closes: her next connection is let in.
+    let mut first = held.remove(0);
+    let _ = first.close(None).await;
+    drop(first);
+    // Polled: the gateway counts the connection out once it has recorded
+    // the session's end.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let again = loop {
+        match relayed(&gateway, &alice).await {
+            Ok(ws) => break ws,
+            Err(answer) => {
+                assert_eq!(refused_status(&answer), 429, "{answer:?}");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the ticket's next connection was refused"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert!(h1.holds(3).await, "alice's two and bob's");
+    drop((held, bobs, again));
+}

@@ -1,5 +1,16 @@
 //! The HTTP side of an RD Gateway connection: its request head, and the
 //! chunked body of a legacy `RDG_IN_DATA` channel, both strictly bounded.
+//!
+//! How long a request's body is must be read the same way here and by any
+//! proxy in front, or bytes one of them takes for a body the other takes
+//! for the next request on the connection (request smuggling). So a head
+//! whose framing could be read two ways is refused (400, then the
+//! connection is closed): `Transfer-Encoding` other than one `chunked`,
+//! `Transfer-Encoding` with `Content-Length`, more than one
+//! `Content-Length`, or one that is not plain digits. The browser's
+//! requests (the page, its files and `/web/rdp`) have no body: one with a
+//! body (`Content-Length` above 0, or any `Transfer-Encoding`) is refused
+//! the same way, never read as the next request.
 
 use std::time::Duration;
 
@@ -52,6 +63,59 @@ pub enum HeadError {
     Idle(Duration),
     #[error("closed before a request began")]
     Closed,
+    /// The body's length could be read two ways (see the module's
+    /// documentation).
+    #[error("the request's body length is ambiguous: {0}")]
+    Framing(&'static str),
+    /// A request of the browser's (the page, its files, `/web/rdp`) that
+    /// carries a body.
+    #[error("{0} {1} with a body (the browser's requests have none)")]
+    Body(String, String),
+}
+
+/// How a request's body is delimited (RFC 9112 §6.3), read strictly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    /// Neither `Transfer-Encoding` nor `Content-Length`: no body.
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// The longest `Content-Length` value taken: 19 digits always fit a u64.
+const MAX_CONTENT_LENGTH_DIGITS: usize = 19;
+
+/// Reads the body's framing from `headers`, refusing any that a proxy
+/// could read otherwise (see the module's documentation).
+fn framing(headers: &[httparse::Header<'_>]) -> Result<Framing, HeadError> {
+    let named = |name: &'static str| {
+        headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| std::str::from_utf8(h.value).map(str::trim))
+    };
+    let encodings: Vec<_> = named("Transfer-Encoding").collect();
+    let lengths: Vec<_> = named("Content-Length").collect();
+    match (encodings.as_slice(), lengths.as_slice()) {
+        ([], []) => Ok(Framing::None),
+        ([Ok(coding)], []) if coding.eq_ignore_ascii_case("chunked") => Ok(Framing::Chunked),
+        ([_], []) => Err(HeadError::Framing("a Transfer-Encoding other than chunked")),
+        ([], [length]) => length
+            .ok()
+            .filter(|l| {
+                !l.is_empty()
+                    && l.len() <= MAX_CONTENT_LENGTH_DIGITS
+                    && l.bytes().all(|b| b.is_ascii_digit())
+            })
+            .and_then(|l| l.parse().ok())
+            .map(Framing::Length)
+            .ok_or(HeadError::Framing("a Content-Length that is not a number")),
+        ([], _) => Err(HeadError::Framing("more than one Content-Length")),
+        (_, []) => Err(HeadError::Framing("more than one Transfer-Encoding")),
+        _ => Err(HeadError::Framing(
+            "both Transfer-Encoding and Content-Length",
+        )),
+    }
 }
 
 /// The longest `If-None-Match` read (the page's tags are 34 bytes; a
@@ -80,6 +144,14 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
     let method = request.method.unwrap_or_default();
     let path = request.path.unwrap_or_default();
     let not_gateway = || HeadError::NotGateway(method.to_string(), path.to_string());
+    let framing = framing(request.headers)?;
+    // The browser's requests have no body (see the module's documentation).
+    let bodiless = || match framing {
+        Framing::None | Framing::Length(0) => Ok(()),
+        Framing::Length(_) | Framing::Chunked => {
+            Err(HeadError::Body(method.to_string(), path.to_string()))
+        }
+    };
     let header = |name: &str| {
         request
             .headers
@@ -98,12 +170,14 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
     let bare_path = path.split_once('?').map_or(path, |(p, _)| p);
     if method == "GET" && bare_path == crate::web::PATH {
         let key = websocket_key().ok_or_else(not_gateway)?;
+        bodiless()?;
         return Ok(Some((Request::WebRdp { key }, taken)));
     }
     if (method == "GET" || method == "HEAD")
         && crate::web::page::is_page(bare_path)
         && header("Upgrade").is_none()
     {
+        bodiless()?;
         // HTTP/1.1 keeps the connection unless the client says otherwise.
         let keep_alive = request.version == Some(1)
             && !header("Connection").is_some_and(|c| {
@@ -141,24 +215,14 @@ pub fn parse_head(bytes: &[u8]) -> Result<Option<(Request, usize)>, HeadError> {
                 connection_id: connection_id()?,
             },
         },
-        "RDG_IN_DATA" => {
-            let chunked =
-                header("Transfer-Encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
-            let body = if chunked {
-                InBody::Chunked
-            } else {
-                let length = header("Content-Length").unwrap_or("0");
-                InBody::Length(
-                    length
-                        .parse()
-                        .map_err(|_| HeadError::Malformed(format!("Content-Length {length}")))?,
-                )
-            };
-            Request::In {
-                connection_id: connection_id()?,
-                body,
-            }
-        }
+        "RDG_IN_DATA" => Request::In {
+            connection_id: connection_id()?,
+            body: match framing {
+                Framing::Chunked => InBody::Chunked,
+                Framing::Length(n) => InBody::Length(n),
+                Framing::None => InBody::Length(0),
+            },
+        },
         _ => return Err(not_gateway()),
     };
     Ok(Some((request, taken)))

@@ -214,6 +214,7 @@ pub async fn serve<P: Placer>(
     let sources = Sources::new(config.source_limits);
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let shared = Arc::new(Shared {
+        https: tls.is_some(),
         placer,
         waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
         pairing: Pairing::default(),
@@ -294,6 +295,9 @@ pub async fn serve<P: Placer>(
 /// What every connection of one [`serve`] shares.
 struct Shared<P> {
     placer: Arc<P>,
+    /// Whether the listener speaks TLS itself (the page's answers then
+    /// carry `Strict-Transport-Security`).
+    https: bool,
     config: GatewayConfig,
     /// Legacy OUT channels waiting for their IN channel.
     pairing: Pairing,
@@ -460,7 +464,7 @@ async fn connection<P: Placer>(
         };
         pages += 1;
         let keep = page.keep_alive && pages < MAX_PAGE_REQUESTS_PER_CONNECTION;
-        if !crate::web::page::serve(&mut stream, &page, keep).await {
+        if !crate::web::page::serve(&mut stream, &page, keep, shared.https).await {
             return Outcome::WebPage;
         }
         buffered = rest;

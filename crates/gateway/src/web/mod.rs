@@ -46,6 +46,10 @@
 //! - The broker's refusals carry the status of its answer
 //!   (`NoSessionHostAvailable` 503, …); too many new sessions from one
 //!   source 429; a host that cannot be reached after R5's retries 502.
+//! - One ticket opens at most [`MAX_RELAYS_PER_TICKET`] connections at
+//!   once (429 beyond, before the broker is asked): a ticket copied out of
+//!   a tab cannot hold a host's sessions open many times over for its
+//!   lifetime.
 //! - A host that refuses the negotiation, or chooses Standard RDP
 //!   Security: RDCleanPath's negotiation error, with the host's Connection
 //!   Confirm. A TLS handshake with the host that fails: RDCleanPath's TLS
@@ -93,6 +97,11 @@ pub use host::{MAX_CONFIRM_BYTES, selects_tls};
 
 /// The path of the endpoint.
 pub const PATH: &str = "/web/rdp";
+/// The connections one ticket may have open at once, from its request to
+/// the relay's end. A tab has one; a tab that reconnects opens its next
+/// before the gateway has seen the last one close, so two. More are
+/// refused (429) before the broker is asked.
+pub const MAX_RELAYS_PER_TICKET: usize = 2;
 /// The longest RDCleanPath request taken. IronRDP's is a few hundred
 /// bytes: a ticket (at most [`api::ticket::MAX_TICKET_BYTES`]), a
 /// destination, and an X.224 request of at most 259 bytes.
@@ -134,6 +143,11 @@ pub struct WebConfig {
     pub max_waiting_connections: usize,
     pub relay_idle_timeout: Duration,
     pub idle_timeout_without_logon: Duration,
+    /// See [`MAX_RELAYS_PER_TICKET`].
+    pub max_relays_per_ticket: usize,
+    /// The tickets whose connections are counted at once: the listener's
+    /// bound on connections, as each counted ticket has one open.
+    pub max_tickets: usize,
 }
 
 impl WebConfig {
@@ -151,6 +165,8 @@ impl WebConfig {
             max_waiting_connections: config.max_waiting_connections,
             relay_idle_timeout: config.relay_idle_timeout,
             idle_timeout_without_logon: config.idle_timeout_without_logon,
+            max_relays_per_ticket: MAX_RELAYS_PER_TICKET,
+            max_tickets: config.max_connections,
         }
     }
 }
@@ -160,7 +176,7 @@ pub fn describe_metrics() {
     metrics::describe_counter!(
         "deskbroker_web_connections_total",
         "Browser (/web/rdp) connections by outcome: relayed, bad_request, too_large, timeout, \
-         client_left, ticket_refused, pool_not_allowed, unknown_pool, refused, source_limit, \
+         client_left, ticket_refused, ticket_limit, pool_not_allowed, unknown_pool, refused, source_limit, \
          waiting_limit, host_start_timeout, broker_unreachable, host_unreachable, \
          negotiation_failed, host_tls_failed."
     );
@@ -174,19 +190,89 @@ pub fn describe_metrics() {
     );
 }
 
-/// What the endpoint keeps across connections: its settings and the host
-/// leg's TLS client.
+/// What the endpoint keeps across connections: its settings, the host
+/// leg's TLS client, and the connections open by ticket.
 pub(crate) struct Web {
     pub config: WebConfig,
     tls: tokio_rustls::TlsConnector,
+    relays: TicketRelays,
 }
 
 impl Web {
     pub(crate) fn new(config: WebConfig) -> Web {
         describe_metrics();
         Web {
+            relays: TicketRelays::new(config.max_relays_per_ticket, config.max_tickets),
             config,
             tls: host::connector(),
+        }
+    }
+}
+
+/// The connections open by ticket (keyed by its signature), at most
+/// `per_ticket` each, for at most `tickets` tickets at once.
+struct TicketRelays {
+    open: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    per_ticket: usize,
+    tickets: usize,
+}
+
+/// Why a ticket's connection is not counted in.
+#[derive(Debug, PartialEq, Eq)]
+enum RelayRefusal {
+    /// The ticket has its connections open already.
+    Ticket,
+    /// The table of tickets is full.
+    Table,
+}
+
+impl TicketRelays {
+    fn new(per_ticket: usize, tickets: usize) -> TicketRelays {
+        TicketRelays {
+            open: std::sync::Mutex::default(),
+            per_ticket,
+            tickets,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one more connection of the ticket signed `signature`, for as
+    /// long as the answer lives.
+    fn hold(&self, signature: &str) -> Result<TicketRelay<'_>, RelayRefusal> {
+        let mut open = self.lock();
+        let full = open.len() >= self.tickets;
+        match open.get_mut(signature) {
+            Some(n) if *n >= self.per_ticket => return Err(RelayRefusal::Ticket),
+            Some(n) => *n += 1,
+            None if full => return Err(RelayRefusal::Table),
+            None => {
+                open.insert(signature.to_string(), 1);
+            }
+        }
+        Ok(TicketRelay {
+            relays: self,
+            signature: signature.to_string(),
+        })
+    }
+}
+
+/// One connection counted against its ticket, until dropped.
+struct TicketRelay<'a> {
+    relays: &'a TicketRelays,
+    signature: String,
+}
+
+impl Drop for TicketRelay<'_> {
+    fn drop(&mut self) {
+        let mut open = self.relays.lock();
+        if let Some(n) = open.get_mut(&self.signature) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.signature);
+            }
         }
     }
 }
@@ -203,6 +289,9 @@ pub(crate) enum Outcome {
     Timeout,
     ClientLeft,
     TicketRefused,
+    /// The ticket has [`MAX_RELAYS_PER_TICKET`] connections open already
+    /// (or the table of tickets is full).
+    TicketLimit,
     PoolNotAllowed,
     UnknownPool,
     Refused,
@@ -224,6 +313,7 @@ impl Outcome {
             Outcome::Timeout => "timeout",
             Outcome::ClientLeft => "client_left",
             Outcome::TicketRefused => "ticket_refused",
+            Outcome::TicketLimit => "ticket_limit",
             Outcome::PoolNotAllowed => "pool_not_allowed",
             Outcome::UnknownPool => "unknown_pool",
             Outcome::Refused => "refused",
@@ -338,6 +428,25 @@ where
     let pool = asked.ticket.pool.clone();
     report.pool = Some(pool.clone());
     report.user = Some(asked.ticket.user.clone());
+    // Counted from here to the relay's end (see the module's
+    // documentation).
+    let _relay = match cx.web.relays.hold(&asked.signature) {
+        Ok(relay) => relay,
+        Err(RelayRefusal::Ticket) => {
+            report.detail = Some(format!(
+                "the ticket has {} connections open already",
+                config.max_relays_per_ticket
+            ));
+            return refuse(ws, 429, Outcome::TicketLimit).await;
+        }
+        Err(RelayRefusal::Table) => {
+            report.detail = Some(format!(
+                "connections of {} tickets open already",
+                config.max_tickets
+            ));
+            return refuse(ws, 503, Outcome::TicketLimit).await;
+        }
+    };
     let named: String = asked.destination.chars().take(100).collect();
     tracing::debug!(
         pool,
@@ -585,5 +694,26 @@ where
                 Some(Ok(_)) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ticket_holds_at_most_its_share_of_connections_until_they_close() {
+        let relays = TicketRelays::new(2, 2);
+        let first = relays.hold("a").expect("the first");
+        let second = relays.hold("a").expect("the second");
+        assert_eq!(relays.hold("a").err(), Some(RelayRefusal::Ticket));
+        // Another ticket is counted on its own; a third is over the table.
+        let other = relays.hold("b").expect("another ticket");
+        assert_eq!(relays.hold("c").err(), Some(RelayRefusal::Table));
+        drop(first);
+        let third = relays.hold("a").expect("one closed: one more");
+        drop((second, third, other));
+        assert!(relays.lock().is_empty(), "{:?}", relays.lock());
+        assert!(relays.hold("c").is_ok());
     }
 }

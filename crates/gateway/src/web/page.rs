@@ -17,6 +17,11 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; \
      style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// What an answer over HTTPS tells the browser: this host is reached over
+/// HTTPS only, for a year (as the browser next sees it). Not its
+/// subdomains: the gateway does not own the domain it is named in.
+pub const STRICT_TRANSPORT_SECURITY: &str = "max-age=31536000";
+
 struct Asset {
     path: &'static str,
     content_type: &'static str,
@@ -179,18 +184,26 @@ fn matches(if_none_match: &str, tag: &str) -> bool {
 }
 
 /// Answers `request`: the file with its policy, 304 when the client's copy
-/// is current, 404 for any other path. Answers whether the connection
-/// stays open for another request: `keep` (the client's wish, within the
+/// is current, 404 for any other path; over HTTPS (`https`), each with
+/// [`STRICT_TRANSPORT_SECURITY`]. Answers whether the connection stays
+/// open for another request: `keep` (the client's wish, within the
 /// listener's bound), for a file that was found and written whole.
 pub(crate) async fn serve<S: AsyncWrite + Unpin + ?Sized>(
     stream: &mut S,
     request: &PageRequest,
     keep: bool,
+    https: bool,
 ) -> bool {
+    let hsts = if https {
+        format!("Strict-Transport-Security: {STRICT_TRANSPORT_SECURITY}\r\n")
+    } else {
+        String::new()
+    };
     let Some(asset) = ASSETS.iter().find(|a| a.path == request.path) else {
-        let _ = stream
-            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .await;
+        let answer = format!(
+            "HTTP/1.1 404 Not Found\r\n{hsts}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
         let _ = stream.shutdown().await;
         return false;
     };
@@ -226,7 +239,7 @@ pub(crate) async fn serve<S: AsyncWrite + Unpin + ?Sized>(
          Content-Security-Policy: {CONTENT_SECURITY_POLICY}\r\n\
          X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n\
          X-Frame-Options: DENY\r\nCross-Origin-Opener-Policy: same-origin\r\n\
-         Cross-Origin-Resource-Policy: same-origin\r\nCache-Control: no-cache\r\n",
+         Cross-Origin-Resource-Policy: same-origin\r\nCache-Control: no-cache\r\n{hsts}",
         asset.content_type,
     );
     if let Some(length) = length {
@@ -299,13 +312,13 @@ mod tests {
             assert_eq!(takes_gzip(value), takes, "{value:?}");
         }
         let mut plain = Vec::new();
-        serve(&mut plain, &get("/web/webclient_bg.wasm"), true).await;
+        serve(&mut plain, &get("/web/webclient_bg.wasm"), true, false).await;
         let mut out = Vec::new();
         let request = PageRequest {
             gzip: true,
             ..get("/web/webclient_bg.wasm")
         };
-        serve(&mut out, &request, true).await;
+        serve(&mut out, &request, true, false).await;
         let split = out
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
@@ -332,14 +345,14 @@ mod tests {
             if_none_match: Some(tag.to_string()),
             ..request
         };
-        serve(&mut again, &request, true).await;
+        serve(&mut again, &request, true, false).await;
         assert!(again.starts_with(b"HTTP/1.1 304 Not Modified\r\n"));
     }
 
     #[tokio::test]
     async fn the_page_is_sent_with_its_policy() {
         let mut out = Vec::new();
-        assert!(!serve(&mut out, &get(PAGE), false).await);
+        assert!(!serve(&mut out, &get(PAGE), false, false).await);
         let text = String::from_utf8_lossy(&out);
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.contains("script-src 'self' 'wasm-unsafe-eval'"));
@@ -350,13 +363,54 @@ mod tests {
             head: true,
             ..get("/web/webclient_bg.wasm")
         };
-        assert!(serve(&mut head, &request, true).await);
+        assert!(serve(&mut head, &request, true, false).await);
         let text = String::from_utf8_lossy(&head);
         assert!(text.contains("Content-Type: application/wasm"));
         assert!(text.ends_with("\r\n\r\n"), "HEAD has no body");
         let mut missing = Vec::new();
-        assert!(!serve(&mut missing, &get("/web/nothing"), true).await);
+        assert!(!serve(&mut missing, &get("/web/nothing"), true, false).await);
         assert!(missing.starts_with(b"HTTP/1.1 404"));
+    }
+
+    /// Over HTTPS every answer tells the browser to come back over HTTPS
+    /// only (this host, not its domain's others); over plain HTTP (behind
+    /// a proxy that does TLS) the proxy's answer is the one that counts.
+    #[tokio::test]
+    async fn answers_over_https_carry_strict_transport_security() {
+        let hsts = "\r\nStrict-Transport-Security: max-age=31536000\r\n";
+        let current = {
+            let mut first = Vec::new();
+            serve(&mut first, &get(PAGE), true, true).await;
+            let text = String::from_utf8_lossy(&first).to_string();
+            text.lines()
+                .find_map(|l| l.strip_prefix("ETag: "))
+                .expect("an ETag")
+                .to_string()
+        };
+        let requests = [
+            get(PAGE),
+            PageRequest {
+                head: true,
+                ..get("/web/webclient_bg.wasm")
+            },
+            PageRequest {
+                if_none_match: Some(current),
+                ..get(PAGE)
+            },
+            get("/web/nothing"),
+        ];
+        for request in &requests {
+            let mut out = Vec::new();
+            serve(&mut out, request, true, true).await;
+            let text = String::from_utf8_lossy(&out);
+            let head = &text[..text.find("\r\n\r\n").expect("a head") + 2];
+            assert!(head.contains(hsts), "{request:?}: {head}");
+            assert!(!head.contains("includeSubDomains"), "{head}");
+            let mut plain = Vec::new();
+            serve(&mut plain, request, true, false).await;
+            let text = String::from_utf8_lossy(&plain);
+            assert!(!text.contains("Strict-Transport-Security"), "{text}");
+        }
     }
 
     /// A client that never reads: the answer gives up at the write bound,
@@ -365,13 +419,13 @@ mod tests {
     async fn a_client_that_stops_reading_does_not_hold_the_connection() {
         let (mut server, _client) = tokio::io::duplex(4096);
         let request = get("/web/webclient_bg.wasm");
-        assert!(!serve(&mut server, &request, true).await);
+        assert!(!serve(&mut server, &request, true, false).await);
     }
 
     #[tokio::test]
     async fn a_current_copy_is_answered_304_without_its_body() {
         let mut first = Vec::new();
-        assert!(serve(&mut first, &get("/web/webclient.js"), true).await);
+        assert!(serve(&mut first, &get("/web/webclient.js"), true, false).await);
         let text = String::from_utf8_lossy(&first);
         let tag = text
             .lines()
@@ -390,7 +444,7 @@ mod tests {
                 if_none_match: Some(sent.clone()),
                 ..get("/web/webclient.js")
             };
-            assert!(serve(&mut again, &request, true).await);
+            assert!(serve(&mut again, &request, true, false).await);
             let text = String::from_utf8_lossy(&again);
             assert!(
                 text.starts_with("HTTP/1.1 304 Not Modified\r\n"),
@@ -405,7 +459,7 @@ mod tests {
             if_none_match: Some("\"0123\"".into()),
             ..get("/web/webclient.js")
         };
-        serve(&mut stale, &request, true).await;
+        serve(&mut stale, &request, true, false).await;
         assert!(stale.starts_with(b"HTTP/1.1 200 OK"));
         assert!(stale.len() > first.len() / 2);
     }

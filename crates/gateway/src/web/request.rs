@@ -21,6 +21,9 @@ use crate::pdu;
 pub(super) struct Asked {
     pub ticket: api::ticket::Ticket,
     pub raw_ticket: String,
+    /// The ticket's MAC as written (base64url, canonical): one ticket,
+    /// however its other fields are spelled.
+    pub signature: String,
     pub x224: Vec<u8>,
     pub destination: String,
 }
@@ -175,8 +178,11 @@ fn check(bytes: &[u8]) -> Result<Asked, Refused> {
             format!("connection ticket: {e}"),
         )
     })?;
+    // `dbt1:<pool>:<expires>:<mac>:<user>`, as the parse just checked.
+    let signature = proxy_auth.split(':').nth(3).unwrap_or_default().to_string();
     Ok(Asked {
         ticket,
+        signature,
         raw_ticket: proxy_auth,
         x224,
         destination,

@@ -823,6 +823,102 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
     }
 }
 
+/// A body's length that a proxy in front could read otherwise is refused,
+/// and so is any body on the browser's requests: its bytes are never read
+/// as the next request on the connection.
+#[test]
+fn a_head_whose_body_could_be_read_two_ways_or_a_browsers_request_with_a_body_is_refused() {
+    use rd_gateway::{HeadError, InBody, Request};
+    let upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: abc==\r\n";
+    let id = "RDG-Connection-Id: {37f51d44-8eea-f654-2cdf-caa345ae8fc9}\r\n";
+    let head =
+        |start: &str, headers: &str| format!("{start} HTTP/1.1\r\nHost: gw\r\n{headers}\r\n");
+    let upgrade_with_length = format!("{upgrade}Content-Length: 64\r\n");
+    let upgrade_chunked = format!("{upgrade}Transfer-Encoding: chunked\r\n");
+    let upgrade_empty = format!("{upgrade}Content-Length: 0\r\n");
+    // The browser's requests: no body, whatever it says it is.
+    for (start, headers) in [
+        ("GET /web", "Content-Length: 5\r\n"),
+        ("GET /web/page.js", "Transfer-Encoding: chunked\r\n"),
+        ("HEAD /web", "Content-Length: 1\r\n"),
+        ("GET /web/rdp", upgrade_with_length.as_str()),
+        ("GET /web/rdp", upgrade_chunked.as_str()),
+    ] {
+        let head = head(start, headers);
+        assert!(
+            matches!(
+                rd_gateway::parse_head(head.as_bytes()),
+                Err(HeadError::Body(..))
+            ),
+            "{head:?}"
+        );
+    }
+    // An empty body is no body.
+    for (start, headers) in [
+        ("GET /web", "Content-Length: 0\r\n"),
+        ("GET /web/rdp", upgrade_empty.as_str()),
+    ] {
+        let head = head(start, headers);
+        assert!(
+            matches!(
+                rd_gateway::parse_head(head.as_bytes()),
+                Ok(Some((Request::WebPage(_) | Request::WebRdp { .. }, _)))
+            ),
+            "{head:?}"
+        );
+    }
+    // Framing that could be read two ways, on any request.
+    for headers in [
+        "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: gzip, chunked\r\n",
+        "Transfer-Encoding: identity\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: identity\r\nTransfer-Encoding: chunked\r\n",
+        "Content-Length: 5\r\nContent-Length: 5\r\n",
+        "Content-Length: 5\r\nContent-Length: 6\r\n",
+        "Content-Length: +5\r\n",
+        "Content-Length: 5, 5\r\n",
+        "Content-Length: -1\r\n",
+        "Content-Length: \r\n",
+        "Content-Length: 99999999999999999999\r\n",
+    ] {
+        for start in [
+            "RDG_IN_DATA /remoteDesktopGateway/",
+            "RDG_OUT_DATA /remoteDesktopGateway/",
+            "GET /web",
+        ] {
+            let head = head(start, &format!("{id}{headers}"));
+            assert!(
+                matches!(
+                    rd_gateway::parse_head(head.as_bytes()),
+                    Err(HeadError::Framing(_))
+                ),
+                "{head:?}: {:?}",
+                rd_gateway::parse_head(head.as_bytes())
+            );
+        }
+    }
+    // An IN channel's body, framed one way.
+    for (headers, body) in [
+        ("Content-Length: 5\r\n", InBody::Length(5)),
+        ("transfer-encoding: Chunked\r\n", InBody::Chunked),
+        ("", InBody::Length(0)),
+    ] {
+        let head = head(
+            "RDG_IN_DATA /remoteDesktopGateway/",
+            &format!("{id}{headers}"),
+        );
+        assert!(
+            matches!(
+                rd_gateway::parse_head(head.as_bytes()),
+                Ok(Some((Request::In { body: b, .. }, _))) if b == body
+            ),
+            "{head:?}"
+        );
+    }
+}
+
 #[test]
 fn a_hosts_connection_confirm_is_judged_by_its_negotiation() {
     use gateway::web::selects_tls;

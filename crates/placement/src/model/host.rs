@@ -166,7 +166,8 @@ pub fn validate_tags(field: &str, tags: &[String]) -> Result<(), Error> {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '='));
         if !ok {
             return Err(Error::InvalidParameter(format!(
-                "{field}: {t:?} is not a valid tag; use 1 to {MAX_TAG_BYTES} letters, digits,                  '.', '-', '_', ':' or '='"
+                "{field}: {t:?} is not a valid tag; use 1 to {MAX_TAG_BYTES} letters, digits, \
+                 '.', '-', '_', ':' or '='"
             )));
         }
         if tags[..i].contains(t) {
