@@ -458,6 +458,11 @@ pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 pub const MIN_ADMIN_TOKEN_GUESSES_LOG10: f64 = 18.0;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Every file the broker makes (the store and its journal, the admin
+    // token, certificates, backups) is its user's alone, as the packaged
+    // unit's UMask=0077 has it, also when it is started by hand.
+    #[cfg(unix)]
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     private_data_dir(&args.data_dir)?;
     crate::explain::data_dir_usable(&args.data_dir)?;
     let database_url = match &args.database_url_file {

@@ -546,3 +546,37 @@ async fn a_restore_as_root_leaves_a_store_the_brokers_own_user_can_open() {
         "{stderr}"
     );
 }
+
+/// A first start on a new data directory warns about nothing it made
+/// itself: the store and its journal are made private from the start,
+/// not made readable and then restricted.
+#[test]
+fn a_first_start_makes_its_files_private_without_a_warning() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("serve.log");
+    let mut child = Command::new(exe())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start serve");
+    let started = crate::first_lines(&mut child, 1, Duration::from_secs(120));
+    let _ = child.kill();
+    let _ = child.wait();
+    started.expect("serve started");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !said.contains("looser"),
+        "warned about its own new files: {said}"
+    );
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is {mode:o}", entry.path().display());
+    }
+}
