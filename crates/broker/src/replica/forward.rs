@@ -575,6 +575,40 @@ mod tests {
     }
 
     #[test]
+    fn only_the_replicas_key_vouches_for_a_client_and_only_for_that_request() {
+        let key = ForwardingKey::of("the admin token of the replicas");
+        let client: SocketAddr = "192.0.2.7:40000".parse().unwrap();
+        let path = "/api/v1/hostPools/p?x=1";
+        let vouched = key.vouch(7, client, &Method::PUT, path).unwrap();
+        assert_eq!(key.check(&vouched, 7, &Method::PUT, path), Some(client));
+        // Another leader, method or path: not vouched for.
+        assert_eq!(key.check(&vouched, 8, &Method::PUT, path), None);
+        assert_eq!(key.check(&vouched, 7, &Method::DELETE, path), None);
+        assert_eq!(
+            key.check(&vouched, 7, &Method::PUT, "/api/v1/hostPools/q"),
+            None
+        );
+        // Another key (another admin token): not vouched for.
+        let other = ForwardingKey::of("another token");
+        assert_eq!(other.check(&vouched, 7, &Method::PUT, path), None);
+        // Another address with the same MAC, or a MAC made up: refused.
+        let mac = vouched.to_str().unwrap().rsplit_once(';').unwrap().1;
+        for forged in [
+            format!("198.51.100.1:40000;{mac}"),
+            format!("192.0.2.7:40000;{}", "00".repeat(32)),
+            "192.0.2.7:40000".to_string(),
+            format!("not an address;{mac}"),
+        ] {
+            let value = HeaderValue::from_str(&forged).unwrap();
+            assert_eq!(key.check(&value, 7, &Method::PUT, path), None, "{forged}");
+        }
+        // IPv6 clients too.
+        let v6: SocketAddr = "[2001:db8::1]:5000".parse().unwrap();
+        let vouched = key.vouch(7, v6, &Method::GET, "/").unwrap();
+        assert_eq!(key.check(&vouched, 7, &Method::GET, "/"), Some(v6));
+    }
+
+    #[test]
     fn hop_by_hop_headers_are_not_forwarded() {
         for name in ["connection", "host", "transfer-encoding", "upgrade"] {
             assert!(is_hop_by_hop(&HeaderName::from_static(name)), "{name}");
