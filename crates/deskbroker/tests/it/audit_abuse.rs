@@ -446,3 +446,47 @@ async fn refusals_are_folded_and_cannot_push_accepted_changes_out() {
     .await;
     assert!(counted, "{}", app.text("/metrics").await);
 }
+
+/// Varying the names in the path does not make each refusal an entry
+/// again: past 16 entries of refusals in a minute, a caller's further
+/// refusals are folded by route pattern.
+#[tokio::test]
+async fn refusals_with_ever_new_names_are_folded_by_route() {
+    const REFUSALS: u64 = 40;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = App::spawn(&dir);
+    let reader = crate::access::credential(&app, "namer", "reader", &[]).await;
+    for i in 0..REFUSALS {
+        let (status, v) = app
+            .call_with(
+                "DELETE",
+                &format!("/api/v1/hostPools/pool{i}"),
+                None,
+                Some(&reader),
+            )
+            .await;
+        assert_eq!(status, 403, "{v}");
+    }
+    let entries: Vec<Value> = log(&app)
+        .await
+        .into_iter()
+        .filter(|e| e["actor"] == "credential:namer")
+        .collect();
+    // At most 16 named entries and one by pattern a minute (the requests
+    // may straddle a minute's end).
+    assert!(entries.len() <= 2 * 17, "{} entries", entries.len());
+    let counted: u64 = entries
+        .iter()
+        .map(|e| e["count"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(counted, REFUSALS, "{entries:#?}");
+    let by_pattern: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["action"] == "DELETE /api/v1/hostPools/{pool}")
+        .collect();
+    assert!(!by_pattern.is_empty(), "{entries:#?}");
+    for e in by_pattern {
+        assert_eq!(e["target"], "hostPools/{pool}", "{e}");
+        assert_eq!(e["hostPool"], Value::Null, "{e}");
+    }
+}
