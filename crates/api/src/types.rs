@@ -746,6 +746,12 @@ pub struct AuditEntryOutput {
     pub outcome: u16,
     /// The caller's address, when known.
     pub source: Option<String>,
+    /// How many requests the entry stands for, when more than one: the
+    /// refusals (an outcome of 400 or more) of one caller with the same
+    /// action, target, source and outcome within one minute are one entry,
+    /// whose `time` is the first one's. Absent for an entry of one request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
 }
 
 /// The broker's signing keys after a rotation (`POST

@@ -22,7 +22,19 @@
 //! **Never a secret**: resources are rendered with the API's output types
 //! minus anything secret (a credential without token or hash; registration
 //! tokens and host credentials not at all).
+//!
+//! **Refusals are folded.** Any credential can be refused (a reader's
+//! every change is a 403), and the log is bounded by a count of entries:
+//! one entry a refusal would let a reader push months of accepted changes
+//! out of the log in minutes. So a refusal (an answer of 400 or more:
+//! nothing changed) is counted into one entry per caller, action, target,
+//! pool, source and outcome a minute ([`Audit::append_refusal`]), which
+//! says how many requests it stands for; and a caller gets at most
+//! [`MAX_REFUSAL_ENTRIES_PER_MINUTE`] such entries a minute, past which
+//! its refusals are counted into one entry per route pattern and outcome
+//! (names, pool and source left out). An accepted change is never folded.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use placement::Pool;
@@ -34,6 +46,34 @@ use crate::enroll::Caller;
 use crate::error::BrokerError;
 use crate::sync::MutexExt;
 
+/// How long refusals are folded into one entry: entries are per minute
+/// (of the broker's clock).
+pub const REFUSAL_FOLD_MS: i64 = 60_000;
+
+/// Entries of refusals one caller gets a minute with their names, pool
+/// and source; its further refusals that minute are folded by route
+/// pattern and outcome, so that varying the names in the path cannot make
+/// an entry a request again.
+pub const MAX_REFUSAL_ENTRIES_PER_MINUTE: usize = 16;
+
+/// Callers whose refusal entries of the current minute are remembered; past
+/// it the memory starts afresh (which gives each caller its
+/// [`MAX_REFUSAL_ENTRIES_PER_MINUTE`] again, and no more).
+pub const MAX_REFUSING_CALLERS: usize = 16_384;
+
+/// Whether an answer with `status` is a refusal: it changed nothing, and
+/// its entry is folded with its like ([`Audit::append_refusal`]).
+pub fn is_refusal(status: u16) -> bool {
+    status >= 400
+}
+
+/// The refusal entries made in the current minute, by caller.
+#[derive(Default)]
+struct Folds {
+    minute: i64,
+    by_actor: HashMap<String, HashSet<String>>,
+}
+
 /// The audit log service: the core it renders pools from and commits
 /// through, the store it reads the log from, and the credentials it
 /// renders (without their secrets).
@@ -43,6 +83,7 @@ pub struct Audit {
     /// through the core.
     store: Arc<dyn store::Store>,
     credentials: Arc<Credentials>,
+    folds: Mutex<Folds>,
 }
 
 impl Audit {
@@ -56,6 +97,7 @@ impl Audit {
             core,
             store,
             credentials,
+            folds: Mutex::default(),
         }
     }
 
@@ -90,6 +132,63 @@ impl Audit {
         let queued = self
             .core
             .commit(|| Ok(((), vec![Mutation::AppendAudit { entry }])));
+        if let Err(e) = queued.await {
+            tracing::error!(error = %e, "an audit entry could not be stored");
+        }
+    }
+
+    /// Counts a refusal into its entry of the minute, and waits until that
+    /// is durable: the entry of the same caller, action, target, pool,
+    /// source and outcome this minute when there is one (its count grows),
+    /// a new one otherwise. Past [`MAX_REFUSAL_ENTRIES_PER_MINUTE`] entries
+    /// of the caller this minute, the entry is that of the route
+    /// `pattern` (`METHOD /api/v1/hostPools/{pool}`) and outcome, on
+    /// `pattern_target`, without pool or source.
+    pub async fn append_refusal(&self, mut entry: AuditEntry, pattern: &str, pattern_target: &str) {
+        bound(&mut entry);
+        let minute = entry.time_ms.div_euclid(REFUSAL_FOLD_MS);
+        let key = fold_key(&[
+            &minute.to_string(),
+            &entry.actor,
+            &entry.outcome.to_string(),
+            &entry.action,
+            &entry.target,
+            entry.host_pool.as_deref().unwrap_or(""),
+            entry.source.as_deref().unwrap_or(""),
+        ]);
+        let key = {
+            let mut folds = self.folds.lock_or_recover();
+            if folds.minute != minute {
+                folds.minute = minute;
+                folds.by_actor.clear();
+            }
+            if !folds.by_actor.contains_key(&entry.actor)
+                && folds.by_actor.len() >= MAX_REFUSING_CALLERS
+            {
+                folds.by_actor.clear();
+            }
+            let seen = folds.by_actor.entry(entry.actor.clone()).or_default();
+            if seen.contains(&key) || seen.len() < MAX_REFUSAL_ENTRIES_PER_MINUTE {
+                seen.insert(key.clone());
+                key
+            } else {
+                entry.action = pattern.to_string();
+                entry.target = pattern_target.to_string();
+                entry.host_pool = None;
+                entry.source = None;
+                bound(&mut entry);
+                fold_key(&[
+                    &minute.to_string(),
+                    &entry.actor,
+                    &entry.outcome.to_string(),
+                    &entry.action,
+                    "by pattern",
+                ])
+            }
+        };
+        let queued = self
+            .core
+            .commit(|| Ok(((), vec![Mutation::FoldAudit { key, entry }])));
         if let Err(e) = queued.await {
             tracing::error!(error = %e, "an audit entry could not be stored");
         }
@@ -248,6 +347,19 @@ pub fn bound(entry: &mut AuditEntry) {
     }
     fit(&mut entry.before);
     fit(&mut entry.after);
+}
+
+/// The key refusals are folded under in the store: a digest of `parts`
+/// (each bounded, so the key is short and of one length whatever they
+/// hold).
+fn fold_key(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    for part in parts {
+        digest.update((part.len() as u64).to_le_bytes());
+        digest.update(part.as_bytes());
+    }
+    hex::encode(digest.finalize())
 }
 
 /// Who a caller is, in the log: `admin` (the admin token),

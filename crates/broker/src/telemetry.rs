@@ -146,6 +146,14 @@ fn describe() {
          kept within serve --audit-retention-days, --audit-max-entries and --audit-max-bytes, \
          so a rate far above the usual one means a caller hammering the API."
     );
+    metrics::describe_counter!(
+        "deskbroker_audit_pruned_before_retention_total",
+        "Audit log entries younger than serve --audit-retention-days removed because the log \
+         reached --audit-max-entries or --audit-max-bytes: the log keeps less history than \
+         asked, perhaps because a caller floods it. Any increase is worth an alert."
+    );
+    // Shown from the start (at 0), so that an alert on it has a series.
+    metrics::counter!("deskbroker_audit_pruned_before_retention_total").increment(0);
     metrics::describe_gauge!(
         "deskbroker_leader",
         "1 when this process decides placements (a lone broker, or the replica that leads \

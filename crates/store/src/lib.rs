@@ -97,6 +97,16 @@ pub enum Mutation {
     AppendAudit {
         entry: AuditEntry,
     },
+    /// Counts a request into the audit entry kept under `key`: the entry
+    /// is appended (with a count of 1) when no entry has that key yet;
+    /// otherwise the existing entry's count grows by one and nothing else
+    /// of it changes. The broker folds refusals this way (one entry per
+    /// credential, action, outcome and minute), so that a credential that
+    /// keeps being refused cannot push accepted changes out of the log.
+    FoldAudit {
+        key: String,
+        entry: AuditEntry,
+    },
     /// Bounds the audit log: removes entries older than `older_than_ms`,
     /// all but the newest `max_rows`, and the oldest while the entries take
     /// more than `max_bytes` (their records' JSON), at most
@@ -277,6 +287,23 @@ pub(crate) fn audit_byte_cutoff(total: i64, max_bytes: u64, oldest: &[(i64, i64)
     cutoff
 }
 
+/// Notes that a prune removed `young` audit entries that the age bound
+/// would have kept (the count or byte bound removed them): the log is
+/// filling faster than its bounds allow for the retention asked, perhaps
+/// flooded. Counted in `deskbroker_audit_pruned_before_retention_total`
+/// and logged, so that an alert can say so.
+pub(crate) fn pruned_before_retention(young: i64) {
+    if young > 0 {
+        metrics::counter!("deskbroker_audit_pruned_before_retention_total").increment(young as u64);
+        tracing::warn!(
+            entries = young,
+            "the audit log's count or byte bound removed entries younger than its retention: \
+             it fills faster than --audit-max-entries / --audit-max-bytes allow for \
+             --audit-retention-days"
+        );
+    }
+}
+
 /// Most entries one [`Store::audit`] query answers.
 pub const MAX_AUDIT_PAGE_ROWS: usize = 1000;
 
@@ -347,6 +374,9 @@ impl PartialEq for Rendered {
 pub struct AuditRow {
     pub id: i64,
     pub entry: AuditEntry,
+    /// How many requests the entry stands for: 1, or more for an entry
+    /// that refusals were folded into ([`Mutation::FoldAudit`]).
+    pub count: u64,
 }
 
 /// Which entries a [`Store::audit`] query answers: newest first, those

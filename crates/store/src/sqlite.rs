@@ -121,6 +121,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         name TEXT PRIMARY KEY,
         record TEXT NOT NULL
      ) STRICT;",
+    // 9: audit entries that stand for several requests (refusals folded
+    // into one entry per credential, action, outcome and minute): the key
+    // they are folded under (none for an ordinary entry) and how many.
+    "ALTER TABLE audit_log ADD COLUMN fold_key TEXT;
+     ALTER TABLE audit_log ADD COLUMN count INTEGER NOT NULL DEFAULT 1;
+     CREATE UNIQUE INDEX audit_log_by_fold_key ON audit_log (fold_key);",
 ];
 
 /// The store's schema version (`user_version`: how many migrations it has
@@ -314,7 +320,7 @@ impl SqliteStore {
         let within = q.within_pools.as_ref().map(to_json);
         let limit = q.limit.min(MAX_AUDIT_PAGE_ROWS) as i64;
         let mut stmt = conn.prepare_cached(
-            "SELECT id, record FROM audit_log
+            "SELECT id, record, count FROM audit_log
              WHERE (?1 IS NULL OR time_ms >= ?1)
                AND (?2 IS NULL OR actor = ?2)
                AND (?3 IS NULL OR host_pool = ?3)
@@ -324,14 +330,21 @@ impl SqliteStore {
         )?;
         let rows = stmt.query_map(
             params![q.since_ms, q.actor, q.host_pool, within, q.before_id, limit],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            },
         )?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, record) = row?;
+            let (id, record, count) = row?;
             out.push(AuditRow {
                 id,
                 entry: from_json(&record)?,
+                count: u64::try_from(count).unwrap_or(1),
             });
         }
         Ok(out)
@@ -393,6 +406,8 @@ impl SqliteStore {
         let mut audit_bytes = self.audit_bytes.lock().unwrap_or_else(|p| p.into_inner());
         // Unknown unless this batch commits.
         let mut tally = audit_bytes.take();
+        // Audit entries younger than the retention that a prune removed.
+        let mut young = 0i64;
         let tx = conn.transaction()?;
         // Only the last counters of each pool in a batch matter.
         let mut last_counters = std::collections::HashMap::new();
@@ -407,10 +422,11 @@ impl SqliteStore {
             {
                 continue;
             }
-            apply_one(&tx, m, &mut tally)?;
+            apply_one(&tx, m, &mut tally, &mut young)?;
         }
         tx.commit()?;
         *audit_bytes = tally;
+        crate::pruned_before_retention(young);
         // A flush takes every earlier commit's frames with it: the WAL is
         // one file, written in order.
         unflushed.since = if flush_now {
@@ -556,6 +572,7 @@ fn apply_one(
     tx: &rusqlite::Transaction,
     m: &Mutation,
     audit_bytes: &mut Option<i64>,
+    pruned_young: &mut i64,
 ) -> Result<(), StoreError> {
     match m {
         Mutation::PutPool { config, counters } => {
@@ -668,6 +685,24 @@ fn apply_one(
             )?
             .execute(params![entry.time_ms, entry.actor, entry.host_pool, record])?;
         }
+        Mutation::FoldAudit { key, entry } => {
+            let record = to_json(entry);
+            let count: i64 = tx
+                .prepare_cached(
+                    "INSERT INTO audit_log (time_ms, actor, host_pool, record, fold_key)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (fold_key) DO UPDATE SET count = count + 1
+                     RETURNING count",
+                )?
+                .query_row(
+                    params![entry.time_ms, entry.actor, entry.host_pool, record, key],
+                    |r| r.get(0),
+                )?;
+            // A new entry: its bytes count towards the byte bound.
+            if let (Some(total), 1) = (audit_bytes.as_mut(), count) {
+                *total += record.len() as i64;
+            }
+        }
         Mutation::PutScalingAction { action } => {
             tx.prepare_cached(
                 "INSERT INTO scaling_actions (id, pool, time_ms, outcome, record)
@@ -731,16 +766,21 @@ fn apply_one(
                 )?
                 .query_map(params![older_than_ms, chunk], |r| r.get::<_, i64>(0))?,
             )?;
-            removed += sum_of(
+            // The count and byte bounds may remove entries the age bound
+            // keeps: those are counted (`crate::pruned_before_retention`).
+            let mut young = 0i64;
+            let (bytes, n) = sum_young(
                 tx.prepare_cached(
                     "DELETE FROM audit_log WHERE id IN
                        (SELECT id FROM audit_log
                          WHERE id <= (SELECT max(id) FROM audit_log) - ?1
                          ORDER BY id LIMIT ?2)
-                     RETURNING octet_length(record)",
+                     RETURNING octet_length(record), time_ms >= ?3",
                 )?
-                .query_map(params![keep, chunk], |r| r.get::<_, i64>(0))?,
+                .query_map(params![keep, chunk, older_than_ms], young_row)?,
             )?;
+            removed += bytes;
+            young += n;
             let total = match *audit_bytes {
                 Some(total) => total - removed,
                 None => tx
@@ -754,19 +794,42 @@ fn apply_one(
                 .query_map([chunk], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
                 .collect::<Result<Vec<_>, _>>()?;
             let total = match crate::audit_byte_cutoff(total, *max_bytes, &oldest) {
-                Some(cutoff) => total
-                    - sum_of(
+                Some(cutoff) => {
+                    let (bytes, n) = sum_young(
                         tx.prepare_cached(
-                            "DELETE FROM audit_log WHERE id <= ?1 RETURNING octet_length(record)",
+                            "DELETE FROM audit_log WHERE id <= ?1
+                             RETURNING octet_length(record), time_ms >= ?2",
                         )?
-                        .query_map([cutoff], |r| r.get::<_, i64>(0))?,
-                    )?,
+                        .query_map(params![cutoff, older_than_ms], young_row)?,
+                    )?;
+                    young += n;
+                    total - bytes
+                }
                 None => total,
             };
             *audit_bytes = Some(total);
+            *pruned_young += young;
         }
     }
     Ok(())
+}
+
+/// A removed audit entry's size, and whether the age bound kept it.
+fn young_row(r: &rusqlite::Row<'_>) -> Result<(i64, bool), rusqlite::Error> {
+    Ok((r.get(0)?, r.get(1)?))
+}
+
+/// The bytes of the removed entries, and how many the age bound kept.
+fn sum_young(
+    rows: impl Iterator<Item = Result<(i64, bool), rusqlite::Error>>,
+) -> Result<(i64, i64), rusqlite::Error> {
+    let mut out = (0, 0);
+    for row in rows {
+        let (bytes, young) = row?;
+        out.0 += bytes;
+        out.1 += i64::from(young);
+    }
+    Ok(out)
 }
 
 /// The sum of a query's integers.

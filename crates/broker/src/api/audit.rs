@@ -12,8 +12,12 @@
 //! anybody can send them, and they are throttled per source already
 //! (`throttle.rs`), so recording them would let anyone fill the log.
 //! Registrations are recorded by `Enrollment::register` (their token is in
-//! the body, not a bearer token). See `crate::audit` for how an entry
-//! commits with its change, and for the [`Audit`] service these use.
+//! the body, not a bearer token). A refusal (an answer of 400 or more) is
+//! folded into one entry per caller, action, target, source and outcome a
+//! minute, with a count (`Audit::append_refusal`), so that refusals cannot
+//! push accepted changes out of a log bounded by its count. See
+//! `crate::audit` for how an entry commits with its change, and for the
+//! [`Audit`] service these use.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -217,7 +221,16 @@ pub async fn record(
                 entry.after = audit.render(&scope.resource);
             }
             entry.outcome = status;
-            audit.append(entry).await;
+            if crate::audit::is_refusal(status) {
+                // Changed nothing: folded with its like (see
+                // `Audit::append_refusal`), so that refusals cannot push
+                // accepted changes out of the log.
+                let pattern = format!("{method} {route}");
+                let pattern_target = route.trim_start_matches("/api/v1/");
+                audit.append_refusal(entry, &pattern, pattern_target).await;
+            } else {
+                audit.append(entry).await;
+            }
         }
     }
     response
@@ -303,6 +316,7 @@ pub async fn list(
             after: r.entry.after.as_ref().map(store::Rendered::to_value),
             outcome: r.entry.outcome,
             source: r.entry.source,
+            count: (r.count > 1).then_some(r.count),
         })
         .collect();
     let next_link = match (more, value.last()) {

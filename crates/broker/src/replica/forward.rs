@@ -2,23 +2,144 @@
 //! leads, the leader's otherwise (forwarded, and retried against a new
 //! leader when repeating the request is harmless), and its own `/healthz`
 //! and `/metrics`.
+//!
+//! A forwarded request keeps its client: the follower vouches for the
+//! client's address in [`CLIENT_HEADER`] with an HMAC only replicas can
+//! make ([`ForwardingKey`]), and the leader's engine sees the request as
+//! coming from that address, so that the per-source limits (rule T4) count
+//! each client on its own and the audit log (T5) names the client, not the
+//! follower. A client cannot make that HMAC: what it sends in either
+//! forwarding header is removed before the leader's engine sees the
+//! request, and a follower never passes it on.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use hmac::{KeyInit, Mac};
+use sha2::{Digest, Sha256};
 use store::Leader;
 use tokio::sync::watch;
 
-use super::{FORWARD_TIMEOUT, FORWARDED_HEADER, LEADER_WAIT, NOT_LEADER_HEADER, Replica, Role};
+use super::{
+    CLIENT_HEADER, FORWARD_TIMEOUT, FORWARDED_HEADER, LEADER_WAIT, NOT_LEADER_HEADER, Replica, Role,
+};
 use crate::api::ApiError;
 use crate::api::MAX_BODY_BYTES;
 use api::ErrorCode;
 
+type HmacSha256 = hmac::Hmac<Sha256>;
+
+/// The key with which a follower vouches for the client address of a
+/// request it forwards ([`CLIENT_HEADER`]), and the leader checks it:
+/// derived from the admin token, which every replica of a set is given
+/// (docs/replicas.md) and no client holds. Anyone with the admin token can
+/// make it, and may do anything already.
+pub(super) struct ForwardingKey([u8; 32]);
+
+impl ForwardingKey {
+    pub(super) fn of(admin_token: &str) -> ForwardingKey {
+        let mut digest = Sha256::new();
+        digest.update(b"deskbroker: a replica vouches for a forwarded request's client\0");
+        digest.update(admin_token.as_bytes());
+        ForwardingKey(digest.finalize().into())
+    }
+
+    /// The MAC of `client` for a request with `method` and
+    /// `path_and_query` to the leader of `epoch`: a header seen on its way
+    /// is worth nothing for another request, nor once another leader is
+    /// elected.
+    fn mac(
+        &self,
+        epoch: i64,
+        client: SocketAddr,
+        method: &Method,
+        path_and_query: &str,
+    ) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        mac.update(format!("{epoch}\n{client}\n{method}\n{path_and_query}").as_bytes());
+        mac
+    }
+
+    /// The value of [`CLIENT_HEADER`] for `client`.
+    fn vouch(
+        &self,
+        epoch: i64,
+        client: SocketAddr,
+        method: &Method,
+        path_and_query: &str,
+    ) -> Option<HeaderValue> {
+        let mac = self
+            .mac(epoch, client, method, path_and_query)
+            .finalize()
+            .into_bytes();
+        HeaderValue::from_str(&format!("{client};{}", hex::encode(mac))).ok()
+    }
+
+    /// The client a [`CLIENT_HEADER`] value vouches for, if its MAC is
+    /// right for this request to the leader of `epoch`.
+    fn check(
+        &self,
+        value: &HeaderValue,
+        epoch: i64,
+        method: &Method,
+        path_and_query: &str,
+    ) -> Option<SocketAddr> {
+        let (client, mac) = value.to_str().ok()?.rsplit_once(';')?;
+        let client: SocketAddr = client.parse().ok()?;
+        let mac = hex::decode(mac).ok()?;
+        self.mac(epoch, client, method, path_and_query)
+            .verify_slice(&mac)
+            .ok()?;
+        Some(client)
+    }
+}
+
+/// The client's address of a request this replica received, when it came
+/// over a socket (not in-process).
+fn peer(req_extensions: &axum::http::Extensions) -> Option<SocketAddr> {
+    req_extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| *a)
+}
+
 impl Replica {
+    /// Readies `req` for this leader's engine (of `epoch`): when a
+    /// follower vouched for its client, the request is the client's (its
+    /// address is what the per-source limits count and the audit log
+    /// records); without a valid vouching it stays its sender's. Either
+    /// way the forwarding headers are removed, so nothing a client wrote
+    /// in them reaches a handler.
+    fn as_received(&self, req: &mut Request, epoch: i64) {
+        let path_and_query = req
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        let vouched = req.headers().get(CLIENT_HEADER).and_then(|v| {
+            self.forwarding
+                .check(v, epoch, req.method(), &path_and_query)
+        });
+        let claimed = req.headers_mut().remove(CLIENT_HEADER).is_some();
+        req.headers_mut().remove(FORWARDED_HEADER);
+        match vouched {
+            Some(client) => {
+                req.extensions_mut().insert(ConnectInfo(client));
+            }
+            None if claimed => {
+                tracing::debug!(
+                    sender = ?peer(req.extensions()),
+                    "a request claims a client address without a valid vouching: taken as its sender's"
+                );
+            }
+            None => {}
+        }
+    }
+
     /// Sends a buffered request to `leader`, until it answers or this
     /// replica stops following it (its lease ran out and another replica
     /// took over: a frozen leader never answers).
@@ -28,11 +149,12 @@ impl Replica {
         method: &Method,
         path_and_query: &str,
         headers: &HeaderMap,
+        client: Option<SocketAddr>,
         body: Bytes,
     ) -> Forwarded {
         let replaced = no_longer_following(self.role.subscribe(), leader);
         tokio::select! {
-            forwarded = self.send(&leader.url, method, path_and_query, headers, body) => forwarded,
+            forwarded = self.send(leader, method, path_and_query, headers, client, body) => forwarded,
             () = replaced => {
                 if repeatable(method, path_and_query) {
                     return Forwarded::Retry;
@@ -51,22 +173,43 @@ impl Replica {
 
     async fn send(
         &self,
-        leader: &str,
+        to: &Leader,
         method: &Method,
         path_and_query: &str,
         headers: &HeaderMap,
+        client: Option<SocketAddr>,
         body: Bytes,
     ) -> Forwarded {
-        let mut request = self
-            .http
-            .request(method.clone(), format!("{leader}{path_and_query}"))
-            .body(body);
+        let leader = to.url.as_str();
+        let url = match reqwest::Url::parse(&format!("{leader}{path_and_query}")) {
+            Ok(url) => url,
+            Err(e) => {
+                return Forwarded::Answer(
+                    ApiError::invalid(format!("the request's path cannot be forwarded: {e}"))
+                        .into_response(),
+                );
+            }
+        };
+        // The path and query as the leader receives them (the URL's own
+        // spelling), which the vouching covers.
+        let sent_path = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_string(),
+        };
+        let mut request = self.http.request(method.clone(), url).body(body);
         for (name, value) in headers {
-            if !is_hop_by_hop(name) {
+            // What the client wrote in the forwarding headers is never
+            // passed on: only this replica speaks in them.
+            if !is_hop_by_hop(name) && name != FORWARDED_HEADER && name != CLIENT_HEADER {
                 request = request.header(name, value);
             }
         }
         request = request.header(FORWARDED_HEADER, &self.config.advertise_url);
+        if let Some(vouched) =
+            client.and_then(|c| self.forwarding.vouch(to.epoch, c, method, &sent_path))
+        {
+            request = request.header(CLIENT_HEADER, vouched);
+        }
         let answer = match request.send().await {
             Ok(answer) => answer,
             Err(e) if e.is_connect() => {
@@ -203,6 +346,24 @@ async fn no_longer_following(mut rx: watch::Receiver<Role>, leader: &Leader) {
     }
 }
 
+/// What the API answers a request whose target is not a path (`OPTIONS
+/// *`): 404 `NotFound`, as the leader's own router does for anything it
+/// does not route, with the headers its answers carry.
+fn not_a_path() -> Response {
+    let mut r = ApiError::new(
+        ErrorCode::NotFound,
+        "no such path in the deskbroker API (see /openapi.json)",
+    )
+    .into_response();
+    let headers = r.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
 /// 503 `LeaderUnavailable` with `Retry-After` (rule L2).
 fn leader_unavailable(why: &str) -> Response {
     let mut r = ApiError::new(
@@ -217,15 +378,22 @@ fn leader_unavailable(why: &str) -> Response {
 
 /// Every API request: decided here when this replica leads, otherwise
 /// forwarded to the leader, waiting up to [`LEADER_WAIT`] for one.
-pub(super) async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Response {
+pub(super) async fn dispatch(State(r): State<Arc<Replica>>, mut req: Request) -> Response {
     let role = r.role.borrow().clone();
     if let Role::Leader(l) = &role
         && l.may_answer()
     {
+        r.as_received(&mut req, l.lease.epoch());
         return l.answer(req).await;
+    }
+    if !req.uri().path().starts_with('/') {
+        // `OPTIONS *` (or a proxy's `CONNECT host:port`): no path to
+        // forward, and no route of the API.
+        return not_a_path();
     }
     let forwarded_to_us = req.headers().contains_key(FORWARDED_HEADER);
     let (parts, body) = req.into_parts();
+    let client = peer(&parts.extensions);
     let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(_) => {
@@ -257,6 +425,9 @@ pub(super) async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Res
                     .body(Body::from(body.clone()))
                     .unwrap_or_default();
                 *again.headers_mut() = parts.headers.clone();
+                // The client's address, and whatever else the server noted.
+                *again.extensions_mut() = parts.extensions.clone();
+                r.as_received(&mut again, l.lease.epoch());
                 return l.answer(again).await;
             }
             _ if forwarded_to_us => {
@@ -273,6 +444,7 @@ pub(super) async fn dispatch(State(r): State<Arc<Replica>>, req: Request) -> Res
                         &parts.method,
                         &path_and_query,
                         &parts.headers,
+                        client,
                         body.clone(),
                     )
                     .await
@@ -400,6 +572,40 @@ mod tests {
         for (method, path, want) in cases {
             assert_eq!(repeatable(&method, path), want, "{method} {path}");
         }
+    }
+
+    #[test]
+    fn only_the_replicas_key_vouches_for_a_client_and_only_for_that_request() {
+        let key = ForwardingKey::of("the admin token of the replicas");
+        let client: SocketAddr = "192.0.2.7:40000".parse().unwrap();
+        let path = "/api/v1/hostPools/p?x=1";
+        let vouched = key.vouch(7, client, &Method::PUT, path).unwrap();
+        assert_eq!(key.check(&vouched, 7, &Method::PUT, path), Some(client));
+        // Another leader, method or path: not vouched for.
+        assert_eq!(key.check(&vouched, 8, &Method::PUT, path), None);
+        assert_eq!(key.check(&vouched, 7, &Method::DELETE, path), None);
+        assert_eq!(
+            key.check(&vouched, 7, &Method::PUT, "/api/v1/hostPools/q"),
+            None
+        );
+        // Another key (another admin token): not vouched for.
+        let other = ForwardingKey::of("another token");
+        assert_eq!(other.check(&vouched, 7, &Method::PUT, path), None);
+        // Another address with the same MAC, or a MAC made up: refused.
+        let mac = vouched.to_str().unwrap().rsplit_once(';').unwrap().1;
+        for forged in [
+            format!("198.51.100.1:40000;{mac}"),
+            format!("192.0.2.7:40000;{}", "00".repeat(32)),
+            "192.0.2.7:40000".to_string(),
+            format!("not an address;{mac}"),
+        ] {
+            let value = HeaderValue::from_str(&forged).unwrap();
+            assert_eq!(key.check(&value, 7, &Method::PUT, path), None, "{forged}");
+        }
+        // IPv6 clients too.
+        let v6: SocketAddr = "[2001:db8::1]:5000".parse().unwrap();
+        let vouched = key.vouch(7, v6, &Method::GET, "/").unwrap();
+        assert_eq!(key.check(&vouched, 7, &Method::GET, "/"), Some(v6));
     }
 
     #[test]

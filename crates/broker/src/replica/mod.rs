@@ -108,6 +108,15 @@ const _: () =
 pub const FORWARDED_HEADER: &str = "x-deskbroker-forwarded-by";
 /// On a 503: the replica that answered is not the leader; ask again.
 pub const NOT_LEADER_HEADER: &str = "x-deskbroker-not-leader";
+/// The address of the client a follower forwards a request for, vouched
+/// for by the follower: `ADDRESS;MAC`, the MAC an HMAC-SHA256 of the
+/// address, the leader's epoch, the method and the path and query, under a
+/// key derived from the admin token (which every replica shares and no
+/// client holds). The leader throttles (rule T4) and audits (T5) the
+/// request as coming from that address; without a valid MAC it takes
+/// neither this header nor [`FORWARDED_HEADER`] into account, and no
+/// handler ever sees them.
+pub const CLIENT_HEADER: &str = "x-deskbroker-forwarded-for";
 
 /// What a replica needs to run.
 #[derive(Clone, Debug)]
@@ -204,6 +213,9 @@ pub struct Replica {
     config: ReplicaConfig,
     role: watch::Sender<Role>,
     http: reqwest::Client,
+    /// Vouches for the client address of a forwarded request, and checks
+    /// the vouching of the requests forwarded here.
+    forwarding: forward::ForwardingKey,
 }
 
 impl Replica {
@@ -226,10 +238,12 @@ impl Replica {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| format!("cannot build the forwarding client: {e}"))?;
+        let forwarding = forward::ForwardingKey::of(&config.settings.admin_token);
         Ok(Arc::new(Replica {
             config,
             role: watch::Sender::new(Role::Electing),
             http,
+            forwarding,
         }))
     }
 

@@ -357,3 +357,136 @@ async fn the_log_is_bounded_in_bytes() {
     );
     assert!(entries.len() < 40, "{} entries", entries.len());
 }
+
+/// The value of a counter without labels in a `/metrics` text; 0 when it
+/// is not there.
+fn counter(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Refusals cannot push accepted changes out of a log bounded by its count
+/// (`--audit-max-entries`): a reader's refused changes are folded into one
+/// entry per action and minute, whose `count` says how many requests it
+/// stands for, so a flood of them leaves the accepted change in place. And
+/// when the bound does remove entries younger than the retention, that is
+/// counted for an alert.
+#[tokio::test]
+async fn refusals_are_folded_and_cannot_push_accepted_changes_out() {
+    const REFUSALS: u64 = 300;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, _) = App::spawn_with(
+        &dir.path().join("data"),
+        "127.0.0.1:0",
+        &["--audit-max-entries", "4"],
+    );
+    let pool = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
+    app.ok("PUT", "/api/v1/hostPools/kept", Some(pool.clone()), 201)
+        .await;
+    let reader = crate::access::credential(&app, "flooder", "reader", &[]).await;
+    for _ in 0..REFUSALS {
+        let (status, v) = app
+            .call_with("DELETE", "/api/v1/hostPools/kept", None, Some(&reader))
+            .await;
+        assert_eq!(status, 403, "{v}");
+    }
+    // Once the writer has bounded the log (every few seconds), the
+    // accepted change is still there.
+    let bounded = eventually(Duration::from_secs(60), || async {
+        log(&app).await.len() <= 4
+    })
+    .await;
+    let entries = log(&app).await;
+    assert!(bounded, "{entries:#?}");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["action"] == "PUT /api/v1/hostPools/kept" && e["outcome"] == 201),
+        "the accepted change was pushed out: {entries:#?}"
+    );
+    let refused: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["actor"] == "credential:flooder")
+        .collect();
+    // One entry a minute (two if the flood straddled a minute's end).
+    assert!(
+        (1..=2).contains(&refused.len()),
+        "{} entries of the refusals: {refused:#?}",
+        refused.len()
+    );
+    let counted: u64 = refused
+        .iter()
+        .map(|e| e["count"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(counted, REFUSALS, "{refused:#?}");
+    for e in &refused {
+        assert_eq!(e["action"], "DELETE /api/v1/hostPools/kept", "{e}");
+        assert_eq!(e["outcome"], 403, "{e}");
+        assert_eq!(e["source"], "127.0.0.1", "{e}");
+    }
+    // Accepted changes past the bound: the oldest entries go while they
+    // are far younger than the retention, and the metric says so.
+    let name = "deskbroker_audit_pruned_before_retention_total";
+    assert_eq!(counter(&app.text("/metrics").await, name), 0.0);
+    for i in 0..4 {
+        app.ok(
+            "PUT",
+            &format!("/api/v1/hostPools/more{i}"),
+            Some(pool.clone()),
+            201,
+        )
+        .await;
+    }
+    let counted = eventually(Duration::from_secs(60), || async {
+        counter(&app.text("/metrics").await, name) >= 1.0
+    })
+    .await;
+    assert!(counted, "{}", app.text("/metrics").await);
+}
+
+/// Varying the names in the path does not make each refusal an entry
+/// again: past 16 entries of refusals in a minute, a caller's further
+/// refusals are folded by route pattern.
+#[tokio::test]
+async fn refusals_with_ever_new_names_are_folded_by_route() {
+    const REFUSALS: u64 = 40;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = App::spawn(&dir);
+    let reader = crate::access::credential(&app, "namer", "reader", &[]).await;
+    for i in 0..REFUSALS {
+        let (status, v) = app
+            .call_with(
+                "DELETE",
+                &format!("/api/v1/hostPools/pool{i}"),
+                None,
+                Some(&reader),
+            )
+            .await;
+        assert_eq!(status, 403, "{v}");
+    }
+    let entries: Vec<Value> = log(&app)
+        .await
+        .into_iter()
+        .filter(|e| e["actor"] == "credential:namer")
+        .collect();
+    // At most 16 named entries and one by pattern a minute (the requests
+    // may straddle a minute's end).
+    assert!(entries.len() <= 2 * 17, "{} entries", entries.len());
+    let counted: u64 = entries
+        .iter()
+        .map(|e| e["count"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(counted, REFUSALS, "{entries:#?}");
+    let by_pattern: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["action"] == "DELETE /api/v1/hostPools/{pool}")
+        .collect();
+    assert!(!by_pattern.is_empty(), "{entries:#?}");
+    for e in by_pattern {
+        assert_eq!(e["target"], "hostPools/{pool}", "{e}");
+        assert_eq!(e["hostPool"], Value::Null, "{e}");
+    }
+}

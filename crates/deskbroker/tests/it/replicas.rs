@@ -879,3 +879,187 @@ async fn a_frozen_leader_is_replaced_and_follows_when_it_wakes() {
     let client = db_client(&db).await;
     assert_eq!(check_invariants(&client, "p", 8).await, 50);
 }
+
+/// A client bound to the loopback address `source` (127.0.0.2, …), so that
+/// the brokers see clients of different addresses.
+fn client_from(source: &str) -> reqwest::Client {
+    ::api::tls::install_default_provider();
+    reqwest::Client::builder()
+        .local_address(source.parse::<std::net::IpAddr>().expect("address"))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// Two replicas on a scratch database: (leader, follower), once the
+/// follower forwards to the leader.
+async fn leader_and_follower(label: &str) -> (ScratchDatabase, tempfile::TempDir, App, App) {
+    let db = scratch(label).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut apps = replicas(&dir, db.url(), 2);
+    let i = leader_index(&[&apps[0], &apps[1]]).await;
+    let leader = apps.remove(i);
+    let follower = apps.remove(0);
+    let follows = eventually(PATIENCE, || async {
+        follower
+            .health()
+            .await
+            .is_some_and(|h| h.role == "follower")
+    })
+    .await;
+    assert!(follows, "{:?}", follower.health().await);
+    (db, dir, leader, follower)
+}
+
+/// The audit entries of pool `pool`, newest first.
+async fn audit_of(app: &App, pool: &str) -> Vec<Value> {
+    let v = app
+        .ok(
+            "GET",
+            &format!("/api/v1/auditLog?hostPool={pool}"),
+            None,
+            200,
+        )
+        .await;
+    v["value"].as_array().expect("value").clone()
+}
+
+/// Sends requests without a valid credential from `client` to `url` until
+/// one is answered 429; answers how many were (401) before it.
+/// The `i`-th request carries the headers `headers(i)`.
+async fn flood_until_throttled(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &dyn Fn(usize) -> Vec<(&'static str, String)>,
+) -> usize {
+    let mut unauthorized = 0;
+    for i in 0..2_000 {
+        let mut req = client
+            .get(url)
+            .bearer_auth("dba_not-a-token-of-this-broker-at-all");
+        for (name, value) in headers(i) {
+            req = req.header(name, value);
+        }
+        match req.send().await.expect("answer").status().as_u16() {
+            401 => unauthorized += 1,
+            429 => return unauthorized,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    panic!("never throttled after {unauthorized} requests");
+}
+
+/// Rules T4 and T5 through a follower: the leader counts and records each
+/// forwarded request as coming from its client, not from the follower. One
+/// client flooding a follower with requests without a valid credential is
+/// throttled while another client's go through the same follower; a
+/// change made through the follower is recorded with its client's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_forwards_each_client_as_itself() {
+    let (_db, _dir, leader, follower) = leader_and_follower("replica_sources").await;
+    let url = format!("{}/api/v1/hostPools", follower.url);
+    let flooder = client_from("127.0.0.2");
+    let bystander = client_from("127.0.0.3");
+    let served = flood_until_throttled(&flooder, &url, &|_| Vec::new()).await;
+    assert!(served >= 100, "the burst is served first: {served}");
+    // Another client's requests without a valid credential, through the
+    // same follower: counted against its own address.
+    let status = bystander
+        .get(&url)
+        .bearer_auth("dba_not-a-token-of-this-broker-at-all")
+        .send()
+        .await
+        .expect("answer")
+        .status()
+        .as_u16();
+    assert_eq!(status, 401, "the bystander was throttled with the flooder");
+    // A change through the follower is recorded with the client's address.
+    let resp = bystander
+        .put(format!("{}/api/v1/hostPools/through", follower.url))
+        .bearer_auth(crate::TOKEN)
+        .json(&json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(resp.status().as_u16(), 201);
+    let log = audit_of(&leader, "through").await;
+    assert_eq!(log.len(), 1, "{log:#?}");
+    assert_eq!(log[0]["source"], "127.0.0.3", "{}", log[0]);
+}
+
+/// Nobody but a replica can say who a forwarded request's client is: a
+/// client sending the forwarding headers itself, to the leader or to a
+/// follower, is throttled and recorded by its own address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_cannot_forge_the_forwarding_headers() {
+    let (_db, _dir, leader, follower) = leader_and_follower("replica_forged").await;
+    let forger = client_from("127.0.0.4");
+    // What a client would send to pass for 198.51.100.N, forwarded by the
+    // follower (it cannot know the key of the MAC).
+    let forged = |n: usize| {
+        vec![
+            ("x-deskbroker-forwarded-by", follower.url.clone()),
+            (
+                "x-deskbroker-forwarded-for",
+                format!("198.51.100.{}:40000;{}", n % 250 + 1, "ab".repeat(32)),
+            ),
+        ]
+    };
+    // Claiming another address with every request, straight to the leader:
+    // throttled all the same.
+    let url = format!("{}/api/v1/hostPools", leader.url);
+    flood_until_throttled(&forger, &url, &forged).await;
+    // A change claiming another address, to the leader, and through the
+    // follower (which passes on no forwarding header of the client's):
+    // recorded with the forger's own.
+    for (pool, app, headers) in [
+        ("forged-leader", &leader, forged(7)),
+        ("forged-follower", &follower, forged(7)[1..].to_vec()),
+    ] {
+        let mut req = forger
+            .put(format!("{}/api/v1/hostPools/{pool}", app.url))
+            .bearer_auth(crate::TOKEN)
+            .json(&json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"}));
+        for (name, value) in headers {
+            req = req.header(name, value);
+        }
+        let status = req.send().await.expect("answer").status().as_u16();
+        assert_eq!(status, 201, "{pool}");
+        let log = audit_of(&leader, pool).await;
+        assert_eq!(log.len(), 1, "{pool}: {log:#?}");
+        assert_eq!(log[0]["source"], "127.0.0.4", "{pool}: {}", log[0]);
+    }
+}
+
+/// Writes `request` on a new connection to `addr` and answers the status
+/// and the body of the answer (the connection is closed after it).
+async fn raw(addr: &str, request: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.expect("read");
+    let text = String::from_utf8_lossy(&answer);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// `OPTIONS *` (a request for the server as a whole) is answered by a
+/// follower as the leader answers it, not as a lost leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn options_star_is_answered_by_a_follower_as_by_the_leader() {
+    let (_db, _dir, leader, follower) = leader_and_follower("replica_options").await;
+    let request = "OPTIONS * HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n";
+    let (want, body) = raw(&leader.listen_addr(), request).await;
+    let (got, got_body) = raw(&follower.listen_addr(), request).await;
+    assert_eq!(
+        (got, &got_body["error"]["code"]),
+        (want, &body["error"]["code"]),
+        "the follower answered {got} {got_body}, the leader {want} {body}"
+    );
+}

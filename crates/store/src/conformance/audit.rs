@@ -308,3 +308,83 @@ pub async fn the_audit_log_is_pruned_by_bytes_oldest_first(open: Opener<'_>) {
         .expect("prune within bounds");
     assert_eq!(store.audit(all()).await.expect("query").len(), 2, "{case}");
 }
+
+/// Folded entries: requests counted into the entry kept under their key
+/// (the first one appends it, with its own fields; later ones, in the same
+/// batch or another, only add to its count), each key apart, beside
+/// ordinary entries (a count of 1); the counts survive a reopen, and a
+/// folded entry is pruned like any other.
+pub async fn folded_audit_entries_count_their_requests(open: Opener<'_>) {
+    let case = "folded_audit_entries_count_their_requests";
+    let store = open("audit-fold");
+    let fold = |key: &str, entry: crate::AuditEntry| Mutation::FoldAudit {
+        key: key.into(),
+        entry,
+    };
+    let first = audit_entry(1_000, "credential:reader", Some("p"));
+    store
+        .apply(
+            vec![
+                fold("k1", first.clone()),
+                fold("k1", audit_entry(1_500, "credential:reader", Some("p"))),
+                append(audit_entry(1_600, "admin", Some("p"))),
+                fold("k2", audit_entry(1_700, "credential:reader", None)),
+            ]
+            .into(),
+        )
+        .await
+        .expect("apply");
+    store
+        .apply(
+            vec![fold(
+                "k1",
+                audit_entry(1_900, "credential:reader", Some("p")),
+            )]
+            .into(),
+        )
+        .await
+        .expect("apply again");
+    drop(store);
+    let store = open("audit-fold");
+    let all = || AuditQuery {
+        limit: 100,
+        ..AuditQuery::default()
+    };
+    let rows = store.audit(all()).await.expect("query");
+    let got: Vec<(i64, u64)> = rows.iter().map(|r| (r.entry.time_ms, r.count)).collect();
+    assert_eq!(got, [(1_700, 1), (1_600, 1), (1_000, 3)], "{case}");
+    assert_eq!(rows[2].entry, first, "{case}: the first request's entry");
+    // Pruned like any other: by count, the oldest (the folded one) goes.
+    store
+        .apply(
+            vec![Mutation::PruneAudit {
+                older_than_ms: 0,
+                max_rows: 2,
+                max_bytes: u64::MAX,
+            }]
+            .into(),
+        )
+        .await
+        .expect("prune");
+    let got: Vec<i64> = store
+        .audit(all())
+        .await
+        .expect("query")
+        .iter()
+        .map(|r| r.entry.time_ms)
+        .collect();
+    assert_eq!(got, [1_700, 1_600], "{case}: pruned");
+    // Its key is free again: a new fold makes a new entry.
+    store
+        .apply(
+            vec![fold(
+                "k1",
+                audit_entry(2_000, "credential:reader", Some("p")),
+            )]
+            .into(),
+        )
+        .await
+        .expect("fold after prune");
+    let rows = store.audit(all()).await.expect("query");
+    assert_eq!((rows[0].entry.time_ms, rows[0].count), (2_000, 1), "{case}");
+}

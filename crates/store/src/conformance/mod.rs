@@ -72,6 +72,7 @@ macro_rules! conformance_tests {
             an_audit_entry_commits_with_its_batch_or_not_at_all,
             the_audit_log_is_pruned_by_age_and_count,
             the_audit_log_is_pruned_by_bytes_oldest_first,
+            folded_audit_entries_count_their_requests,
             scaling_actions_are_put_replaced_queried_and_pruned,
             scaling_plans_and_plan_memory_are_kept,
         }

@@ -56,10 +56,11 @@ enum Kind {
     DeleteScalingPlan,
     PutPlanMemory,
     PutSigningKeys,
+    FoldAudit,
 }
 
 impl Kind {
-    const ALL: [Kind; 20] = [
+    const ALL: [Kind; 21] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -80,6 +81,7 @@ impl Kind {
         Kind::DeleteScalingPlan,
         Kind::PutPlanMemory,
         Kind::PutSigningKeys,
+        Kind::FoldAudit,
     ];
 
     fn of(m: &Mutation) -> Kind {
@@ -98,6 +100,7 @@ impl Kind {
             Mutation::PutApiCredential { .. } => Kind::PutApiCredential,
             Mutation::DeleteApiCredential { .. } => Kind::DeleteApiCredential,
             Mutation::AppendAudit { .. } => Kind::AppendAudit,
+            Mutation::FoldAudit { .. } => Kind::FoldAudit,
             Mutation::PruneAudit { .. } => Kind::PruneAudit,
             Mutation::PutScalingAction { .. } => Kind::PutScalingAction,
             Mutation::PutScalingPlan { .. } => Kind::PutScalingPlan,
@@ -177,11 +180,26 @@ impl Kind {
                         WITH ORDINALITY AS u(a, p, t, r, n)
                   ORDER BY n"
             }
+            // A key at most once a statement (`keyed`). Answers the bytes
+            // of the entries it appended (a count of 1: not folded into
+            // one already there).
+            Kind::FoldAudit => {
+                "WITH put AS (
+                   INSERT INTO audit_log (time_ms, actor, host_pool, record, fold_key)
+                   SELECT t, a, NULLIF(p, ''), r, k
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[])
+                          WITH ORDINALITY AS u(k, a, p, t, r, n)
+                    ORDER BY n
+                   ON CONFLICT (fold_key) DO UPDATE SET count = audit_log.count + 1
+                   RETURNING count, octet_length(record) AS bytes)
+                 SELECT coalesce(sum(bytes) FILTER (WHERE count = 1), 0)::int8 FROM put"
+            }
             // Both bounds, each at most AUDIT_PRUNE_CHUNK_ROWS rows a time
             // ($3); a run of prunes keeps the strictest.
             // The records of power and scaling actions take the same bounds.
-            // Answers the bytes of the entries removed (the byte bound is
-            // a statement of its own, `Connection::bound_audit_bytes`).
+            // Answers the bytes of the entries removed, and how many of
+            // them the age bound would have kept (the byte bound is a
+            // statement of its own, `Connection::bound_audit_bytes`).
             Kind::PruneAudit => {
                 "WITH bound AS (SELECT max(t) AS cutoff, min(k) AS keep
                                   FROM unnest($1::int8[], $2::int8[]) AS u(t, k)),
@@ -200,8 +218,10 @@ impl Kind {
                         (SELECT id FROM audit_log
                           WHERE id <= (SELECT max(id) FROM audit_log) - (SELECT keep FROM bound)
                           ORDER BY id LIMIT $3::int8))
-                        RETURNING octet_length(record) AS n)
-                 SELECT coalesce(sum(n), 0)::int8 FROM gone"
+                        RETURNING octet_length(record) AS n, time_ms)
+                 SELECT coalesce(sum(n), 0)::int8,
+                        (count(*) FILTER (WHERE time_ms >= (SELECT cutoff FROM bound)))::int8
+                   FROM gone"
             }
             Kind::PutScalingAction => {
                 "INSERT INTO scaling_actions (pool, id, outcome, time_ms, record)
@@ -248,6 +268,7 @@ impl Kind {
             Kind::PutToken => &[Key(0), Key(1), Int(0), Int(1), Int(2)],
             Kind::PutCredential => &[Key(0), Key(1), Key(2)],
             Kind::AppendAudit => &[Key(0), Key(1), Int(0), Text(0)],
+            Kind::FoldAudit => &[Key(0), Key(1), Key(2), Int(0), Text(0)],
             Kind::PruneAudit => &[Int(0), Int(1), Chunk],
             Kind::PutScalingAction => &[Key(0), Key(1), Key(2), Int(0), Text(0)],
         }
@@ -268,6 +289,7 @@ impl Kind {
                 | Kind::PutScalingPlan
                 | Kind::PutPlanMemory
                 | Kind::PutSigningKeys
+                | Kind::FoldAudit
         )
     }
 
@@ -343,6 +365,11 @@ fn values(m: &Mutation) -> Values<'_> {
         ),
         Mutation::AppendAudit { entry } => v(
             [&entry.actor, entry.host_pool.as_deref().unwrap_or(""), ""],
+            [to_json(entry), none()],
+            entry.time_ms,
+        ),
+        Mutation::FoldAudit { key, entry } => v(
+            [key, &entry.actor, entry.host_pool.as_deref().unwrap_or("")],
             [to_json(entry), none()],
             entry.time_ms,
         ),
@@ -589,41 +616,63 @@ impl Connection {
                 .map_err(|e| PostgresError::query("the leadership check refused the batch", e))?;
         }
         let answers: Vec<Answer> = answers.collect();
-        let mut removed = 0i64;
+        // What the audit statements answered: the bytes they removed and
+        // added, and the entries younger than the retention removed.
+        let (mut removed, mut added, mut young) = (0i64, 0i64, 0i64);
         for (step, answer) in steps.iter().zip(&answers) {
-            if let (Kind::PruneAudit, Ok(rows)) = (step.kind, answer) {
-                removed += rows.iter().map(|r| r.get::<_, i64>(0)).sum::<i64>();
+            match (step.kind, answer) {
+                (Kind::PruneAudit, Ok(rows)) => {
+                    removed += rows.iter().map(|r| r.get::<_, i64>(0)).sum::<i64>();
+                    young += rows.iter().map(|r| r.get::<_, i64>(1)).sum::<i64>();
+                }
+                (Kind::FoldAudit, Ok(rows)) => {
+                    added += rows.iter().map(|r| r.get::<_, i64>(0)).sum::<i64>();
+                }
+                _ => {}
             }
         }
         check(&steps, answers.into_iter())?;
         committed.map_err(|e| PostgresError::query("cannot commit a batch", e))?;
-        let max_bytes = batch
+        let tally = tally.map(|t| t + added);
+        let bounds = batch
             .iter()
             .filter_map(|m| match m {
-                Mutation::PruneAudit { max_bytes, .. } => Some(*max_bytes),
+                Mutation::PruneAudit {
+                    max_bytes,
+                    older_than_ms,
+                    ..
+                } => Some((*max_bytes, *older_than_ms)),
                 _ => None,
             })
-            .min();
-        match max_bytes {
-            Some(max_bytes) => {
+            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+        match bounds {
+            Some((max_bytes, older_than_ms)) => {
                 let total = tally.map(|t| t - removed);
-                self.audit_bytes = Some(self.bound_audit_bytes(total, max_bytes).await?);
+                let (total, by_bytes) = self
+                    .bound_audit_bytes(total, max_bytes, older_than_ms)
+                    .await?;
+                self.audit_bytes = Some(total);
+                young += by_bytes;
             }
             None => self.audit_bytes = tally,
         }
+        crate::pruned_before_retention(young);
         Ok(())
     }
 
     /// The audit log's byte bound: counts the log's bytes when `total` is
     /// unknown (one pass), then removes the oldest entries, at most
     /// [`crate::AUDIT_PRUNE_CHUNK_ROWS`], while it holds more than
-    /// `max_bytes`. Answers the bytes left. One statement each, outside the
-    /// batch's transaction: a removal is atomic and answers what it removed.
+    /// `max_bytes`. Answers the bytes left, and how many of the entries
+    /// removed were at or after `older_than_ms` (the age bound kept them).
+    /// One statement each, outside the batch's transaction: a removal is
+    /// atomic and answers what it removed.
     async fn bound_audit_bytes(
         &mut self,
         total: Option<i64>,
         max_bytes: u64,
-    ) -> Result<i64, StoreError> {
+        older_than_ms: i64,
+    ) -> Result<(i64, i64), StoreError> {
         let client = &self.client;
         let total = match total {
             Some(t) => t,
@@ -647,19 +696,20 @@ impl Connection {
             .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)))
             .collect();
         let Some(cutoff) = crate::audit_byte_cutoff(total, max_bytes, &oldest) else {
-            return Ok(total);
+            return Ok((total, 0));
         };
-        let removed = client
+        let gone = client
             .query_one(
                 "WITH gone AS (DELETE FROM audit_log WHERE id <= $1
-                                RETURNING octet_length(record) AS n)
-                 SELECT coalesce(sum(n), 0)::int8 FROM gone",
-                &[&cutoff],
+                                RETURNING octet_length(record) AS n, time_ms)
+                 SELECT coalesce(sum(n), 0)::int8,
+                        (count(*) FILTER (WHERE time_ms >= $2))::int8
+                   FROM gone",
+                &[&cutoff, &older_than_ms],
             )
             .await
-            .map_err(|e| PostgresError::query("cannot bound the audit log's bytes", e))?
-            .get::<_, i64>(0);
-        Ok(total - removed)
+            .map_err(|e| PostgresError::query("cannot bound the audit log's bytes", e))?;
+        Ok((total - gone.get::<_, i64>(0), gone.get::<_, i64>(1)))
     }
 }
 

@@ -15,7 +15,7 @@ impl Connection {
         let rows = self
             .client
             .query(
-                "SELECT id, record FROM audit_log
+                "SELECT id, record, count FROM audit_log
                  WHERE ($1::int8 IS NULL OR time_ms >= $1)
                    AND ($2::text IS NULL OR actor = $2)
                    AND ($3::text IS NULL OR host_pool = $3)
@@ -39,6 +39,7 @@ impl Connection {
                     id: r.get(0),
                     entry: serde_json::from_str(r.get::<_, &str>(1))
                         .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    count: u64::try_from(r.get::<_, i64>(2)).unwrap_or(1),
                 })
             })
             .collect()

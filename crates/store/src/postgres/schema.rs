@@ -126,6 +126,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         name text COLLATE "C" PRIMARY KEY,
         record text NOT NULL
      );"#,
+    // 9: audit entries that stand for several requests (refusals folded
+    // into one entry per credential, action, outcome and minute): the key
+    // they are folded under (none for an ordinary entry) and how many.
+    r#"ALTER TABLE audit_log ADD COLUMN fold_key text COLLATE "C";
+     ALTER TABLE audit_log ADD COLUMN count bigint NOT NULL DEFAULT 1;
+     CREATE UNIQUE INDEX audit_log_by_fold_key ON audit_log (fold_key);"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under
