@@ -21,7 +21,16 @@ use api::types::HostMessage;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The tools the examples call, each a recording stand-in.
-const TOOLS: [&str; 7] = ["ssh", "msg", "logoff", "pkill", "wall", "pwsh", "tstool.py"];
+const TOOLS: [&str; 8] = [
+    "ssh",
+    "msg",
+    "logoff",
+    "pkill",
+    "wall",
+    "pwsh",
+    "tstool.py",
+    "sudo",
+];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -491,4 +500,64 @@ async fn the_commented_wall_examples_show_the_text_as_written() {
         }
         assert!(!stage.pwned().exists(), "{doc}: a message ran");
     }
+}
+
+#[tokio::test]
+async fn the_notification_example_runs_only_as_a_persons_account() {
+    let doc = "docs/autoscale.md";
+    let (message_command, _) = commands(doc, &block(doc, "notify-send"));
+    let message_command = message_command.expect("a message_command");
+    let stage = Stage::new();
+    let p = stage.pwned();
+    let p = p.display();
+    // `sudo -u '#0'` is root: names that are numbers, options, system
+    // accounts or shell code never reach sudo.
+    let names = [
+        "#0@contoso.com".to_string(),
+        "0@x".into(),
+        "root@contoso.com".into(),
+        "nobody@contoso.com".into(),
+        "-u@x".into(),
+        "@contoso.com".into(),
+        format!("$(touch {p})@x"),
+        format!("`touch {p}`"),
+    ];
+    for name in &names {
+        let env = vec![("PATH", stage.path_var(&[]))];
+        let outcome =
+            messages::run(&message_command, &message(name, "t", "x"), &env, TIMEOUT).await;
+        assert!(outcome.is_err(), "{name:?} was accepted");
+        assert!(stage.calls().is_empty(), "{name:?}: {:?}", stage.calls());
+    }
+
+    // A person's account: sudo gets its uid, and the title and text as
+    // two arguments, verbatim, whatever they hold.
+    let people = stage.path("people");
+    std::fs::create_dir(&people).unwrap();
+    write_executable(
+        &people.join("id"),
+        "#!/bin/sh\n[ \"$*\" = '-u -- alice' ] && echo 1001 && exit 0\nexit 1\n",
+    );
+    for value in hostile(&stage.pwned()) {
+        let env = vec![("PATH", stage.path_var(&[&people]))];
+        let m = message("alice@contoso.com", &value, &value);
+        messages::run(&message_command, &m, &env, TIMEOUT)
+            .await
+            .expect("shown to alice");
+        assert_eq!(
+            stage.only("sudo").argv,
+            [
+                "-u",
+                "#1001",
+                "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1001/bus",
+                "notify-send",
+                "--",
+                value.as_str(),
+                value.as_str(),
+            ]
+        );
+        std::fs::remove_dir_all(stage.path("calls")).unwrap();
+        std::fs::create_dir(stage.path("calls")).unwrap();
+    }
+    assert!(!stage.pwned().exists(), "a message ran");
 }
