@@ -6,7 +6,9 @@ use super::output::Columns;
 use super::{Context, GlobalArgs};
 
 /// Columns of an entry in a table (`--output json` shows before and after).
-const AUDIT_COLUMNS: Columns = &["id", "time", "actor", "action", "outcome", "target"];
+/// `count` is set on an entry that stands for several refused requests of
+/// one minute (empty for one request).
+const AUDIT_COLUMNS: Columns = &["id", "time", "actor", "action", "outcome", "count", "target"];
 
 /// Flags of `deskbroker audit`.
 #[derive(clap::Args)]
