@@ -129,8 +129,9 @@ pub struct AgentArgs {
     pub logoff_command: Option<String>,
     /// A TOML file with any of the settings above, named with underscores
     /// (host_pool = "farm"); flags and DESKBROKER_* variables win over it.
-    /// With a registration_token in it, only this user may read it (mode
-    /// 0600 or 0400).
+    /// Without it, /etc/deskbroker/agent.toml is read if it exists. With a
+    /// registration_token in it, only this user may read it (mode 0600 or
+    /// 0400).
     #[arg(long, env = "DESKBROKER_AGENT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -380,6 +381,45 @@ pub enum ConfigError {
     },
     #[error(transparent)]
     Secret(#[from] SecretFileError),
+    /// A setting is missing: `missing`, with which file was read, if any.
+    #[error("{missing} ({read})")]
+    Incomplete {
+        missing: Box<ConfigError>,
+        read: String,
+    },
+}
+
+/// The configuration file `deskbroker agent` reads when neither `--config`
+/// nor `DESKBROKER_AGENT_CONFIG` names one, if it exists: the one the
+/// package installs, as `serve` and `gateway` read theirs.
+pub const PACKAGED_CONFIG: &str = "/etc/deskbroker/agent.toml";
+
+/// The file to read: the one given, else `packaged` when it exists.
+pub fn config_path(given: Option<&Path>, packaged: &Path) -> Option<PathBuf> {
+    match given {
+        Some(path) => Some(path.to_path_buf()),
+        None => packaged.exists().then(|| packaged.to_path_buf()),
+    }
+}
+
+impl ConfigError {
+    /// A missing setting's error, saying which file was read (`read`), or
+    /// that none was and where the agent looked: without it, "set broker in
+    /// the config file" would leave open whether the file was read at all.
+    pub fn with_file_read(self, read: Option<&Path>) -> ConfigError {
+        match self {
+            ConfigError::Missing { .. } => ConfigError::Incomplete {
+                missing: Box::new(self),
+                read: match read {
+                    Some(path) => format!("the config file read was {}", path.display()),
+                    None => format!(
+                        "no config file was read: pass --config FILE, or write {PACKAGED_CONFIG}"
+                    ),
+                },
+            },
+            other => other,
+        }
+    }
 }
 
 pub(crate) fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
@@ -401,8 +441,10 @@ impl Config {
     /// Reads the `--config` file if any, asks the machine for what is left
     /// to defaults, and validates everything.
     pub fn load(args: AgentArgs) -> Result<Config, ConfigError> {
-        let file = FileConfig::read(args.config.as_deref())?;
+        let path = config_path(args.config.as_deref(), Path::new(PACKAGED_CONFIG));
+        let file = FileConfig::read(path.as_deref())?;
         Config::resolve(args, file, machine_hostname, primary_ipv4)
+            .map_err(|e| e.with_file_read(path.as_deref()))
     }
 
     /// Merges flags over the file and validates the result. The machine's
@@ -1072,5 +1114,42 @@ mod tests {
             Ok(ip) => assert!(!ip.is_loopback() && !ip.is_unspecified()),
             Err(e) => assert!(e.contains("primary IPv4"), "{e}"),
         }
+    }
+
+    #[test]
+    fn the_packaged_file_is_read_when_none_is_named_and_a_missing_setting_says_which_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let packaged = dir.path().join("agent.toml");
+        let named = dir.path().join("mine.toml");
+        assert_eq!(config_path(None, &packaged), None);
+        assert_eq!(config_path(Some(&named), &packaged), Some(named.clone()));
+        std::fs::write(&packaged, "host_pool = \"p\"\n").unwrap();
+        assert_eq!(config_path(None, &packaged), Some(packaged.clone()));
+        assert_eq!(config_path(Some(&named), &packaged), Some(named));
+
+        let missing = || ConfigError::Missing {
+            what: "broker URL",
+            flag: "--broker",
+            env: " (or DESKBROKER_URL)",
+            key: "broker",
+        };
+        assert_eq!(
+            missing().with_file_read(None).to_string(),
+            "no broker URL: pass --broker (or DESKBROKER_URL), or set broker in the config \
+             file (no config file was read: pass --config FILE, or write \
+             /etc/deskbroker/agent.toml)"
+        );
+        assert_eq!(
+            missing().with_file_read(Some(&packaged)).to_string(),
+            format!(
+                "no broker URL: pass --broker (or DESKBROKER_URL), or set broker in the config \
+                 file (the config file read was {})",
+                packaged.display()
+            )
+        );
+        assert_eq!(
+            invalid("--interval", "too long").with_file_read(None),
+            invalid("--interval", "too long")
+        );
     }
 }

@@ -69,12 +69,19 @@ pub enum AgentError {
 /// `deskbroker agent`: validates the configuration and runs until SIGTERM
 /// or SIGINT.
 pub async fn run_with_args(args: AgentArgs) -> Result<(), AgentError> {
-    let file = config::FileConfig::read(args.config.as_deref())?;
+    let path = config::config_path(
+        args.config.as_deref(),
+        std::path::Path::new(config::PACKAGED_CONFIG),
+    );
+    let read = path.as_deref();
+    let file = config::FileConfig::read(read)?;
     if windows::WatchConfig::wanted(&file) {
-        let config = windows::WatchConfig::resolve(args, file)?;
+        let config =
+            windows::WatchConfig::resolve(args, file).map_err(|e| e.with_file_read(read))?;
         return windows::run(config, shutdown_signal()).await;
     }
-    let config = Config::resolve(args, file, config::machine_hostname, config::primary_ipv4)?;
+    let config = Config::resolve(args, file, config::machine_hostname, config::primary_ipv4)
+        .map_err(|e| e.with_file_read(read))?;
     run(config, shutdown_signal()).await
 }
 

@@ -8,7 +8,9 @@ use super::{Context, GlobalArgs};
 /// Columns of an entry in a table (`--output json` shows before and after).
 /// `count` is set on an entry that stands for several refused requests of
 /// one minute (empty for one request).
-const AUDIT_COLUMNS: Columns = &["id", "time", "actor", "action", "outcome", "count", "target"];
+const AUDIT_COLUMNS: Columns = &[
+    "id", "time", "actor", "action", "outcome", "count", "target",
+];
 
 /// Flags of `deskbroker audit`.
 #[derive(clap::Args)]

@@ -541,6 +541,10 @@ async fn execute(ctx: &Context, command: HostpoolCommand) -> anyhow::Result<()> 
             let text = client
                 .get_text(&["hostPools", &r.name, "rdpFile"], &query)
                 .await?;
+            // Said on stderr, with or without --file: stdout stays for data.
+            if let Some(note) = ticket_expiry_note(&text, std::time::SystemTime::now()) {
+                eprintln!("{note}");
+            }
             match r.file {
                 Some(path) => {
                     std::fs::write(&path, &text)
@@ -595,6 +599,26 @@ async fn execute(ctx: &Context, command: HostpoolCommand) -> anyhow::Result<()> 
     }
 }
 
+/// Until when the connection ticket in a fetched `.rdp` file admits its
+/// user, said to whoever fetched it: past that moment the door refuses the
+/// file, and most clients then show only that the connection failed.
+/// None when the file holds no ticket.
+fn ticket_expiry_note(text: &str, now: std::time::SystemTime) -> Option<String> {
+    let prefix = api::ticket::TICKET_PREFIX;
+    let ticket = text
+        .lines()
+        .find_map(|line| line.find(prefix).map(|at| line[at..].trim()))?;
+    let ticket = api::ticket::Ticket::parse(ticket).ok()?;
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(ticket.expires_unix_seconds);
+    let left = at.duration_since(now).map_or(0, |d| d.as_secs());
+    Some(format!(
+        "the connection ticket in this file admits {} until {} (in {left} s: the pool's \
+         ticketLifetimeSeconds, 300 unless set): open the file before then, or fetch a new one",
+        ticket.user,
+        humantime::format_rfc3339_seconds(at)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
@@ -602,6 +626,25 @@ mod tests {
 
     use super::super::output::{self, OutputFormat};
     use super::*;
+
+    #[test]
+    fn a_files_ticket_is_said_with_its_expiry() {
+        let key = api::ticket::TicketKey::derive("a secret of the test");
+        let ticket = key
+            .issue("farm", "alice@contoso.com", 1_800_000_300)
+            .unwrap();
+        let now = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        let file = format!("full address:s:door:3389\nloadbalanceinfo:s:{ticket}\n");
+        assert_eq!(
+            ticket_expiry_note(&file, now).unwrap(),
+            "the connection ticket in this file admits alice@contoso.com until \
+             2027-01-15T08:05:00Z (in 300 s: the pool's ticketLifetimeSeconds, 300 unless set): \
+             open the file before then, or fetch a new one"
+        );
+        let gateway = format!("gatewayaccesstoken:s:{ticket}\n");
+        assert!(ticket_expiry_note(&gateway, now).is_some());
+        assert_eq!(ticket_expiry_note("full address:s:door:3389\n", now), None);
+    }
 
     /// `deskbroker hostpool …` on its own, to parse a command line as the
     /// binary does.

@@ -670,6 +670,12 @@ async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_othe
         "hostpool", "rdp-file", "--name", "secure", "--user", "alice", "--file", &path,
     ]);
     assert!(ok, "hostpool rdp-file --user: {err}");
+    // The one who fetched it is told for how long the ticket admits alice.
+    assert!(
+        err.contains("the connection ticket in this file admits alice until ")
+            && err.contains("ticketLifetimeSeconds"),
+        "{err}"
+    );
     let c = client(&[&path]);
     let reached = eventually(PATIENCE, || async { a.tls_connections() >= 1 }).await;
     assert!(reached, "alice's ticket did not reach h1: {}", c.log());
