@@ -59,7 +59,7 @@ function refusal(error) {
   switch (http) {
     case 401:
     case 403:
-      return ["refused", "The link was refused: it is changed, expired, or for another desktop. Open the desktop again from the portal."];
+      return ["refused", "The link was refused: it is changed, expired, or for another desktop. Ask for a new link where you got this one."];
     case 429:
       return ["busy", "Too many connections from here just now. Wait a minute and reconnect."];
     case 502:
@@ -76,7 +76,7 @@ let ui;
 
 async function connect() {
   if (!ticket) {
-    show("no-ticket", "This address has no connection ticket. Open the desktop from the portal.", false);
+    show("no-ticket", "This address has no connection ticket. Open the desktop with the link you were given, or ask for a new one.", false);
     return;
   }
   show("connecting", "Connecting…", false);
