@@ -874,3 +874,18 @@ async fn the_pages_answers_over_https_carry_strict_transport_security() {
         assert!(!head.contains("includeSubDomains"), "{head}");
     }
 }
+
+/// The icon every browser asks for beside the page is a plain 404 (the
+/// page has none), not a refusal of a request that is not the gateway's.
+#[tokio::test]
+async fn a_browsers_icon_request_is_not_found_not_refused() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    tls.write_all(b"GET /favicon.ico HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await
+        .expect("send");
+    let head = response_head(&mut tls).await;
+    assert!(head.starts_with("HTTP/1.1 404 "), "{head}");
+}

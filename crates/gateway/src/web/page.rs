@@ -65,8 +65,13 @@ static ASSETS: &[Asset] = &[
 
 /// Whether `path` (without its query) is one of the page's files.
 pub fn is_page(path: &str) -> bool {
-    ASSETS.iter().any(|a| a.path == path)
+    ASSETS.iter().any(|a| a.path == path) || path == FAVICON
 }
+
+/// What every browser asks of a site it shows a page of. The page has no
+/// icon of its own: the answer is a plain 404, not the refusal (and log
+/// line) of a request that is not the gateway's.
+const FAVICON: &str = "/favicon.ico";
 
 /// The most time one answer may take to be written whole (the 2.6 MB of
 /// WebAssembly at 10 KB/s), and the longest the client may take no byte
