@@ -349,7 +349,9 @@ mod tests {
             .expect("fits");
         let parsed = Ticket::parse(&new).expect("parses");
         assert_eq!(
-            reloaded.verify_ticket(&parsed, "p", 1_800_000_000).as_deref(),
+            reloaded
+                .verify_ticket(&parsed, "p", 1_800_000_000)
+                .as_deref(),
             Ok("bob")
         );
     }

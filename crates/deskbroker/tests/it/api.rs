@@ -365,7 +365,11 @@ async fn invisible_lookalike_user_names_are_refused_from_every_source() {
         )
         .await;
     }
-    assert_eq!(state(&app, "p").await, before, "a refused connect wrote nothing");
+    assert_eq!(
+        state(&app, "p").await,
+        before,
+        "a refused connect wrote nothing"
+    );
 
     // A host's session list naming one is refused whole.
     for host in ["h1", "h2"] {

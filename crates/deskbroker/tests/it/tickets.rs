@@ -458,7 +458,9 @@ async fn a_revoking_rotation_refuses_every_ticket_signed_before_it() {
     app.ok(
         "PATCH",
         "/api/v1/hostPools/farm",
-        Some(json!({"entitledUsers": ["alice@contoso.com", "bob@contoso.com", "carol@contoso.com"]})),
+        Some(
+            json!({"entitledUsers": ["alice@contoso.com", "bob@contoso.com", "carol@contoso.com"]}),
+        ),
         200,
     )
     .await;

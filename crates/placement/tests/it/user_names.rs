@@ -16,13 +16,53 @@ use crate::{Alg, World, host_spec};
 /// combining grapheme joiner, spaces of other widths, private use,
 /// unassigned, and the blank braille pattern.
 const INVISIBLE: &[char] = &[
-    '\u{00AD}', '\u{034F}', '\u{061C}', '\u{115F}', '\u{1160}', '\u{17B4}', '\u{180B}',
-    '\u{180E}', '\u{200B}', '\u{200C}', '\u{200D}', '\u{200E}', '\u{200F}', '\u{202A}',
-    '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2060}', '\u{2061}', '\u{2062}',
-    '\u{2063}', '\u{2064}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}', '\u{2800}',
-    '\u{3000}', '\u{3164}', '\u{FE00}', '\u{FE0F}', '\u{FEFF}', '\u{FFA0}', '\u{E000}',
-    '\u{E0001}', '\u{E0020}', '\u{E0041}', '\u{E007F}', '\u{E0100}', '\u{E01EF}',
-    '\u{10FFFD}', '\u{0378}', '\u{00A0}', '\u{2028}', '\u{2029}', '\u{0085}',
+    '\u{00AD}',
+    '\u{034F}',
+    '\u{061C}',
+    '\u{115F}',
+    '\u{1160}',
+    '\u{17B4}',
+    '\u{180B}',
+    '\u{180E}',
+    '\u{200B}',
+    '\u{200C}',
+    '\u{200D}',
+    '\u{200E}',
+    '\u{200F}',
+    '\u{202A}',
+    '\u{202B}',
+    '\u{202C}',
+    '\u{202D}',
+    '\u{202E}',
+    '\u{2060}',
+    '\u{2061}',
+    '\u{2062}',
+    '\u{2063}',
+    '\u{2064}',
+    '\u{2066}',
+    '\u{2067}',
+    '\u{2068}',
+    '\u{2069}',
+    '\u{2800}',
+    '\u{3000}',
+    '\u{3164}',
+    '\u{FE00}',
+    '\u{FE0F}',
+    '\u{FEFF}',
+    '\u{FFA0}',
+    '\u{E000}',
+    '\u{E0001}',
+    '\u{E0020}',
+    '\u{E0041}',
+    '\u{E007F}',
+    '\u{E0100}',
+    '\u{E01EF}',
+    '\u{10FFFD}',
+    '\u{0378}',
+    '\u{00A0}',
+    '\u{2028}',
+    '\u{2029}',
+    '\u{0085}',
 ];
 
 /// Names people have, in many scripts, decomposed or not: all accepted.
@@ -59,8 +99,7 @@ fn every_invisible_character_is_refused_and_named() {
             assert!(!m.contains(c), "{m}");
         }
     }
-    let Err(Error::InvalidParameter(m)) = validate_user("user", "alice\u{200b}@contoso.com")
-    else {
+    let Err(Error::InvalidParameter(m)) = validate_user("user", "alice\u{200b}@contoso.com") else {
         panic!("accepted");
     };
     assert!(m.contains("U+200B") && m.contains("\\u{200b}"), "{m}");
@@ -95,7 +134,10 @@ fn a_host_listing_an_invisible_lookalike_changes_nothing() {
     w.pool.take_changes();
     let reported = vec![
         ("alice@contoso.com".to_string(), SessionState::Active),
-        ("alice\u{2060}@contoso.com".to_string(), SessionState::Active),
+        (
+            "alice\u{2060}@contoso.com".to_string(),
+            SessionState::Active,
+        ),
     ];
     let mut ids = || "adopted".to_string();
     let e = w
@@ -108,7 +150,11 @@ fn a_host_listing_an_invisible_lookalike_changes_nothing() {
     );
     assert!(w.pool.take_changes().is_empty());
     let s = w.pool.session(&alice.session_id).unwrap();
-    assert_eq!(s.state, SessionState::Pending, "alice's session was not confirmed either");
+    assert_eq!(
+        s.state,
+        SessionState::Pending,
+        "alice's session was not confirmed either"
+    );
     assert_eq!(w.pool.sessions().count(), 1);
 }
 
