@@ -875,16 +875,16 @@ fn check_admin_token(token: &str) -> anyhow::Result<()> {
 /// for the whole of it is capped at 10^19, as for the hex).
 pub fn admin_token_bits(token: &str) -> f64 {
     use zxcvbn::matching::patterns::MatchPattern;
-    let classes: [(fn(&char) -> bool, u32); 3] = [
-        (char::is_ascii_lowercase, 26),
-        (char::is_ascii_uppercase, 26),
-        (char::is_ascii_digit, 10),
-    ];
-    let mut cardinality: u32 = classes
-        .iter()
-        .filter(|(is, _)| token.chars().any(|c| is(&c)))
-        .map(|(_, n)| n)
-        .sum();
+    let has = |is: fn(&char) -> bool| token.chars().any(|c| is(&c));
+    let mut cardinality: u32 = [
+        (has(char::is_ascii_lowercase), 26),
+        (has(char::is_ascii_uppercase), 26),
+        (has(char::is_ascii_digit), 10),
+    ]
+    .iter()
+    .filter(|(present, _)| *present)
+    .map(|(_, n)| n)
+    .sum();
     if token.chars().any(|c| !c.is_ascii_alphanumeric()) {
         cardinality += 33;
     }
