@@ -14,7 +14,7 @@ set -euo pipefail
 BIN=$1; shift; LABEL=$1; shift
 CLIENT=${BENCH_CLIENT:-target/release/deskbroker}
 D=$(mktemp -d)
-T=bench-admin-token-0123456789-abcdefghijklmn
+T=$(openssl rand -hex 32)
 DESKBROKER_ADMIN_TOKEN=$T "$BIN" serve --listen 127.0.0.1:0 --data-dir "$D" "$@" >"$D/out" 2>"$D/err" &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$D"' EXIT

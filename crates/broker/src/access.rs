@@ -201,6 +201,13 @@ pub const TABLE: &[Rule] = &[
         Scope::Global,
     ),
     rule(
+        "POST",
+        "/api/v1/signingKeys/revoke",
+        ADMIN,
+        false,
+        Scope::Global,
+    ),
+    rule(
         "DELETE",
         "/api/v1/credentials/{name}",
         ADMIN,

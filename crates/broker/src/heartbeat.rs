@@ -192,6 +192,12 @@ impl Heartbeats {
             ))
             .into());
         }
+        // Every listed user is a valid name, or the heartbeat is refused
+        // whole before anything of it is applied (its time and metrics
+        // included): a list naming a look-alike user changes nothing.
+        for s in input.sessions.iter().flatten() {
+            placement::validate_user("sessions.user", &s.user).map_err(BrokerError::from)?;
+        }
         check_scrape_report(&input)?;
         if input.scrape_failed {
             return self.scrape_failed(pool, host, input).await;

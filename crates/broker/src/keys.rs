@@ -12,7 +12,12 @@
 //! signs from then on; the previous ones keep verifying for
 //! [`RETIRED_KEY_KEPT_MS`] (the longest a ticket can live, and some
 //! leeway), so no ticket already handed out stops working early, and are
-//! then forgotten at the next rotation or start.
+//! then forgotten at the next rotation or start. That is a change of key,
+//! not a revocation: after a leak (a store backup, a database dump), a
+//! rotation that revokes (`POST /api/v1/signingKeys/revoke`) makes a new
+//! secret and forgets every other one at once, in the store and in every
+//! front door of the process, so that nothing signed before verifies any
+//! more — tickets already handed out included, whose users fetch new ones.
 
 use std::sync::RwLock;
 
@@ -141,18 +146,21 @@ impl SigningKeys {
 
     /// The set a rotation at `now_ms` makes: a new signing key first, the
     /// one it replaces retired now, older retired ones kept while they may
-    /// still verify. Nothing changes until [`SigningKeys::install`].
-    pub fn rotated(&self, now_ms: i64) -> store::SigningKeys {
+    /// still verify — or, with `revoke_previous`, the new key alone.
+    /// Nothing changes until [`SigningKeys::install`].
+    pub fn rotated(&self, now_ms: i64, revoke_previous: bool) -> store::SigningKeys {
         let inner = self.inner.read_or_recover();
         let mut keys = vec![SigningKey {
             secret: new_secret(),
             created_ms: now_ms,
             retired_ms: None,
         }];
-        keys.extend(inner.stored.keys.iter().map(|k| SigningKey {
-            retired_ms: k.retired_ms.or(Some(now_ms)),
-            ..k.clone()
-        }));
+        if !revoke_previous {
+            keys.extend(inner.stored.keys.iter().map(|k| SigningKey {
+                retired_ms: k.retired_ms.or(Some(now_ms)),
+                ..k.clone()
+            }));
+        }
         current(store::SigningKeys { keys }, now_ms)
     }
 
@@ -184,14 +192,27 @@ impl Derived {
 
 impl crate::Broker {
     /// Rotates the signing keys: the new set is made durable, then put in
-    /// force. One rotation at a time, so each starts from the last.
-    pub async fn rotate_signing_keys(&self) -> Result<(), crate::BrokerError> {
+    /// force. One rotation at a time, so each starts from the last. With
+    /// `revoke_previous`, every key but the new one is forgotten: what
+    /// they signed stops verifying as soon as the new set is in force (a
+    /// replica that leads next loads the new set from the store).
+    pub async fn rotate_signing_keys(
+        &self,
+        revoke_previous: bool,
+    ) -> Result<(), crate::BrokerError> {
         let _one_at_a_time = self.keys().rotation.lock().await;
-        let keys = self.keys().rotated(self.now_ms());
+        let keys = self.keys().rotated(self.now_ms(), revoke_previous);
         let put = store::Mutation::PutSigningKeys { keys: keys.clone() };
         self.core().commit(|| Ok(((), vec![put]))).await?;
         self.keys().install(keys);
-        tracing::info!("rotated the signing keys");
+        if revoke_previous {
+            tracing::warn!(
+                "rotated the signing keys and revoked every previous one: tickets and \
+                 redirection tokens signed before no longer verify"
+            );
+        } else {
+            tracing::info!("rotated the signing keys");
+        }
         Ok(())
     }
 }
@@ -231,7 +252,7 @@ mod tests {
             .ticket_signer()
             .issue("p", "bob", 2_000_000_000)
             .expect("fits");
-        let rotated = keys.rotated(NOW_MS + 1);
+        let rotated = keys.rotated(NOW_MS + 1, false);
         assert_eq!(rotated.keys.len(), 2);
         assert_eq!(rotated.keys[1].retired_ms, Some(NOW_MS + 1));
         keys.install(rotated.clone());
@@ -257,5 +278,81 @@ mod tests {
             Err(TicketRefusal::BadSignature)
         );
         assert_eq!(reloaded.summary().0, 1);
+    }
+
+    /// The redirection token a client sends back, as the front door reads
+    /// it: `line` in a first PDU, parsed.
+    fn redirect_token(line: &str) -> gateway::pdu::RedirectToken {
+        let li = 6 + line.len() + 2;
+        let mut pdu = vec![3, 0];
+        pdu.extend_from_slice(&u16::try_from(4 + 1 + li).unwrap().to_be_bytes());
+        pdu.extend_from_slice(&[u8::try_from(li).unwrap(), 0xE0, 0, 0, 0, 0, 0]);
+        pdu.extend_from_slice(line.as_bytes());
+        pdu.extend_from_slice(b"\r\n");
+        match gateway::pdu::parse(&pdu).expect("parses").routing {
+            Some(gateway::pdu::Routing::Redirect(t)) => t,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A redirection token signed with the key that signs now.
+    fn signed_now(keys: &SigningKeys, addr: std::net::SocketAddrV4) -> gateway::pdu::RedirectToken {
+        let secret = keys.inner.read_or_recover().stored.keys[0].secret.clone();
+        redirect_token(&RedirectKey::derive(&secret).issue_until(addr, 1_800_000_100))
+    }
+
+    #[test]
+    fn a_revoking_rotation_forgets_every_previous_key_at_once() {
+        let (keys, _) = SigningKeys::load(None, NOW_MS);
+        let door = keys.redirect_keys();
+        let addr = std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 7), 3389);
+        let old_token = signed_now(&keys, addr);
+        assert_eq!(door.verify(&old_token, 1_800_000_000), Ok(addr));
+        let first = keys
+            .ticket_signer()
+            .issue("p", "bob", 2_000_000_000)
+            .expect("fits");
+        // A plain rotation first: two keys verify.
+        keys.install(keys.rotated(NOW_MS + 1, false));
+        let second = keys
+            .ticket_signer()
+            .issue("p", "bob", 2_000_000_000)
+            .expect("fits");
+        assert_eq!(keys.summary().0, 2);
+        assert_eq!(door.verify(&old_token, 1_800_000_000), Ok(addr));
+        let revoked = keys.rotated(NOW_MS + 2, true);
+        assert_eq!(revoked.keys.len(), 1);
+        assert_eq!(revoked.keys[0].retired_ms, None);
+        keys.install(revoked.clone());
+        for t in [&first, &second] {
+            let parsed = Ticket::parse(t).expect("parses");
+            assert_eq!(
+                keys.verify_ticket(&parsed, "p", 1_800_000_000),
+                Err(TicketRefusal::BadSignature)
+            );
+        }
+        // The front door in this process follows at once.
+        assert_eq!(
+            door.verify(&old_token, 1_800_000_000),
+            Err(gateway::redirect::RedirectRefusal::BadSignature)
+        );
+        let new_token = signed_now(&keys, addr);
+        assert_eq!(door.verify(&new_token, 1_800_000_000), Ok(addr));
+        // And the store holds the new key alone: a restart (or a replica
+        // that leads next) verifies nothing older either.
+        let (reloaded, put) = SigningKeys::load(Some(revoked), NOW_MS + 3);
+        assert!(put.is_none());
+        assert_eq!(reloaded.summary().0, 1);
+        let new = keys
+            .ticket_signer()
+            .issue("p", "bob", 2_000_000_000)
+            .expect("fits");
+        let parsed = Ticket::parse(&new).expect("parses");
+        assert_eq!(
+            reloaded
+                .verify_ticket(&parsed, "p", 1_800_000_000)
+                .as_deref(),
+            Ok("bob")
+        );
     }
 }

@@ -525,7 +525,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The user's name: the string of claim `name`, non-empty, at most
-/// [`MAX_USER_CHARS`], without control characters.
+/// [`MAX_USER_CHARS`], and a user name as every other source's is
+/// (`placement::validate_user`: no blanks, control or invisible characters).
 fn user_of(claims: &serde_json::Value, name: &str) -> Result<String, PortalError> {
     let user = claims
         .get(name)
@@ -537,10 +538,10 @@ fn user_of(claims: &serde_json::Value, name: &str) -> Result<String, PortalError
             "the ID token has no claim {name} naming the user (--oidc-user-claim)"
         )));
     }
-    if user.chars().count() > MAX_USER_CHARS || user.chars().any(char::is_control) {
+    if user.chars().count() > MAX_USER_CHARS || placement::validate_user(name, user).is_err() {
         return Err(PortalError::Refused(format!(
             "the ID token's {name} is not a user name (at most {MAX_USER_CHARS} characters, \
-             no control characters)"
+             no blanks, control or invisible characters)"
         )));
     }
     Ok(user.to_string())
@@ -618,6 +619,9 @@ mod tests {
         let c = json!({"preferred_username": "x".repeat(MAX_USER_CHARS + 1)});
         assert!(user_of(&c, "preferred_username").is_err());
         let c = json!({"preferred_username": 7});
+        assert!(user_of(&c, "preferred_username").is_err());
+        // A look-alike of another user's name, with a zero-width space.
+        let c = json!({"preferred_username": "alice\u{200b}@contoso.com"});
         assert!(user_of(&c, "preferred_username").is_err());
     }
 

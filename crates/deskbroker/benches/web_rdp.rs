@@ -38,7 +38,7 @@ use tokio_rustls::rustls;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
-const TOKEN: &str = "web-rdp-bench-admin-token-0123456789-abcdefgh";
+const TOKEN: &str = "3b9e4f0d7a2c61e85f1a9d3c07b6e42f8a5d1c9e0b7f36a2d4e8c1f05a9b7d3e";
 /// MiB pulled through one connection per measurement.
 const RELAY_MIB: u64 = 1024;
 /// Measurements each way, alternating.

@@ -196,6 +196,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route("/api/v1/credentials/{name}", delete(credentials::revoke))
         .route("/api/v1/signingKeys/rotate", post(keys::rotate))
+        .route("/api/v1/signingKeys/revoke", post(keys::revoke))
         .route("/api/v1/auditLog", get(audit::list))
         .route("/api/v1/whoami", get(audit::whoami))
         .method_not_allowed_fallback(method_not_allowed)

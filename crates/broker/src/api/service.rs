@@ -23,7 +23,7 @@ use crate::core::Core;
         hosts::list, hosts::show, hosts::put, hosts::patch, hosts::delete, hosts::heartbeat,
                 sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
         registration::create_token, registration::revoke_tokens, registration::register,
-        credentials::create, credentials::list, credentials::revoke, keys::rotate,
+        credentials::create, credentials::list, credentials::revoke, keys::rotate, keys::revoke,
         audit::list, audit::whoami,
         power::start, power::stop, power::list,
         sessions::send_message,

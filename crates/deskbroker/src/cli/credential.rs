@@ -1,12 +1,21 @@
 //! `deskbroker credential create|list|revoke`: API credentials with roles
 //! (rule T1), through `/api/v1/credentials`. Only the admin manages them;
 //! the token of a new credential is printed once and kept nowhere else.
+//! `deskbroker credential rotate-signing-key [--revoke-previous]`: a new
+//! key for the broker's connection tickets and redirection tokens (rules
+//! T3, R3), through `/api/v1/signingKeys/rotate` or `…/revoke`.
 
 use super::output::Columns;
 use super::{Body, Context, GlobalArgs};
 
 /// Columns of a credential in a table (`token` only right after `create`).
 const CREDENTIAL_COLUMNS: Columns = &["name", "role", "hostPools", "expirationTime", "token"];
+/// Columns of the signing keys after a rotation (never a secret).
+const SIGNING_KEY_COLUMNS: Columns = &[
+    "signingKeyCreated",
+    "verifyingKeys",
+    "retiredKeysVerifySeconds",
+];
 
 /// Flags of `deskbroker credential`.
 #[derive(clap::Args)]
@@ -26,6 +35,20 @@ enum CredentialCommand {
     List,
     /// Revoke a credential: it stops working at once.
     Revoke(NameArg),
+    /// Make a new key for connection tickets and redirection tokens. The
+    /// previous keys verify for another 24 hours, so tickets already out
+    /// keep working, unless --revoke-previous.
+    RotateSigningKey(RotateArgs),
+}
+
+/// Flags of `deskbroker credential rotate-signing-key`.
+#[derive(clap::Args)]
+struct RotateArgs {
+    /// Revoke every previous key at once: tickets and redirection tokens
+    /// they signed stop working now (their users fetch new tickets). Use it
+    /// when the key may have leaked (a store backup, a database dump).
+    #[arg(long)]
+    revoke_previous: bool,
 }
 
 #[derive(clap::Args)]
@@ -82,6 +105,15 @@ async fn execute(ctx: &Context, command: CredentialCommand) -> anyhow::Result<()
         CredentialCommand::Revoke(r) => {
             let answer = client.delete(&["credentials", &r.name], &[]).await?;
             ctx.print(&answer, CREDENTIAL_COLUMNS)
+        }
+        CredentialCommand::RotateSigningKey(r) => {
+            let action = if r.revoke_previous {
+                "revoke"
+            } else {
+                "rotate"
+            };
+            let answer = client.post_action(&["signingKeys", action], &[]).await?;
+            ctx.print(&answer, SIGNING_KEY_COLUMNS)
         }
     }
 }

@@ -313,6 +313,98 @@ async fn bad_input_is_refused_whole_with_the_error_shape() {
     );
 }
 
+/// A user name holding an invisible character (U+200B ZERO WIDTH SPACE,
+/// a word joiner, a bidirectional override, a tag, a Hangul filler…)
+/// looks exactly like another user's in every list and log: a connect
+/// for one is refused 400 in the contract's shape and places nothing; a
+/// heartbeat listing one, an entitlement naming one and a ticket asked
+/// for one are refused too, and nothing changes.
+#[tokio::test]
+async fn invisible_lookalike_user_names_are_refused_from_every_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    pool_with_hosts(&app, "p", "BreadthFirst", 10, 2).await;
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/p/connect",
+        Some(json!({"user": "alice@contoso.com"})),
+        200,
+    )
+    .await;
+    let before = state(&app, "p").await;
+    let v = app
+        .refused(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({"user": "alice\u{200b}@contoso.com"})),
+            400,
+            "InvalidParameter",
+        )
+        .await;
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("user: ")
+            && message.contains("U+200B")
+            && message.contains("alice\\u{200b}@contoso.com"),
+        "{v}"
+    );
+    for lookalike in [
+        "alice\u{2060}@contoso.com",
+        "alice@contoso.com\u{feff}",
+        "\u{202e}alice@contoso.com",
+        "alice\u{e0041}@contoso.com",
+        "alice\u{3164}@contoso.com",
+        "alice\u{fe0f}@contoso.com",
+    ] {
+        app.refused(
+            "POST",
+            "/api/v1/hostPools/p/connect",
+            Some(json!({ "user": lookalike })),
+            400,
+            "InvalidParameter",
+        )
+        .await;
+    }
+    assert_eq!(
+        state(&app, "p").await,
+        before,
+        "a refused connect wrote nothing"
+    );
+
+    // A host's session list naming one is refused whole.
+    for host in ["h1", "h2"] {
+        app.refused(
+            "POST",
+            &format!("/api/v1/hostPools/p/sessionHosts/{host}/heartbeat"),
+            Some(json!({"sessions": [
+                {"user": "alice@contoso.com", "state": "Active"},
+                {"user": "alice\u{200b}@contoso.com", "state": "Active"},
+            ]})),
+            400,
+            "InvalidParameter",
+        )
+        .await;
+    }
+    // An entitlement, and a connection ticket.
+    app.refused(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"entitledUsers": ["bob\u{200d}@contoso.com"]})),
+        400,
+        "InvalidParameter",
+    )
+    .await;
+    app.refused(
+        "GET",
+        "/api/v1/hostPools/p/rdpFile?user=alice%E2%80%8B%40contoso.com",
+        None,
+        400,
+        "InvalidParameter",
+    )
+    .await;
+    assert_eq!(state(&app, "p").await, before, "nothing changed");
+}
+
 #[tokio::test]
 async fn parallel_connects_never_exceed_the_limit_nor_double_book() {
     let dir = tempfile::tempdir().unwrap();

@@ -455,3 +455,66 @@ fn a_tls_key_every_user_may_read_is_refused() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// An admin token must be random text: a passphrase of common words is
+/// refused at start, however long, with the command that makes a good
+/// token; `openssl rand -hex 32`'s kind of token and 32 random bytes in
+/// base64url (43 characters) start the broker, which then takes them.
+#[tokio::test]
+async fn an_admin_token_must_be_random_text_not_a_passphrase() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    for weak in [
+        "correct-horse-battery-staple-2026!",
+        "the-quick-brown-fox-jumps-over-the-lazy-dog-1",
+    ] {
+        let err = refused(
+            &["serve", "--listen", "127.0.0.1:0", "--data-dir", &s(&data)],
+            &[("DESKBROKER_ADMIN_TOKEN", weak)],
+        );
+        assert!(
+            err.contains("easy to guess")
+                && err.contains("passphrase")
+                && err.contains("openssl rand -hex 32"),
+            "{weak}: {err}"
+        );
+        // From a file too.
+        let file = dir.path().join("weak.token");
+        write_secret(&file, &format!("{weak}\n"));
+        let err = refused(
+            &[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                &s(&data),
+                "--admin-token-file",
+                &s(&file),
+            ],
+            &[],
+        );
+        assert!(
+            err.contains("openssl rand -hex 32") && err.contains("--admin-token-file"),
+            "{weak}: {err}"
+        );
+    }
+    for (i, strong) in [
+        "c4a1f07e9b3d52e86f0a1b7c3d9e25f48a6b0c1d7e3f92a54b8c6d0e1f7a3b95",
+        "kJ3v_Qm8ZtX-2pLr7Wc9NfYb4Hs6Ae1DgVu0Ko5RiTw",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let data = dir.path().join(format!("strong{i}"));
+        let (child, line) = started(
+            &["serve", "--listen", "127.0.0.1:0", "--data-dir", &s(&data)],
+            &[("DESKBROKER_ADMIN_TOKEN", strong)],
+        );
+        let a = app(child, &line, &data);
+        let (status, v) = a
+            .call_with("GET", "/api/v1/hostPools", None, Some(strong))
+            .await;
+        assert_eq!(status, 200, "{strong}: {v}");
+    }
+}

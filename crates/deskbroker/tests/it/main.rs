@@ -58,7 +58,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub const TOKEN: &str = "test-admin-token-0123456789-abcdefghij";
+/// The admin token of every test broker: random hex, as `openssl rand -hex
+/// 32` makes one (`serve` refuses a token that reads as words or patterns).
+pub const TOKEN: &str = "8d3f0a61c9e24b7f5a1e6c08d2b94f37e5a0c71b9d46f28e3c5b0a97d1e64f2c";
+
 /// Registers `name` in `pool` at `address` with a fresh registration
 /// token, as its agent does; answers its host credential.
 pub async fn enroll(app: &App, pool: &str, name: &str, address: &str) -> String {

@@ -443,3 +443,125 @@ async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
         "{log}"
     );
 }
+
+/// After a leak, a rotation that revokes (`POST
+/// /api/v1/signingKeys/revoke`, the CLI's `credential rotate-signing-key
+/// --revoke-previous`) refuses at once every ticket signed before it,
+/// across a restart too; tickets made after it place. A plain rotation
+/// keeps older tickets valid. Only the admin may revoke, and the audit
+/// log says which of the two was done.
+#[tokio::test]
+async fn a_revoking_rotation_refuses_every_ticket_signed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
+    ticket_only_pool(&app).await;
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"entitledUsers": ["alice@contoso.com", "bob@contoso.com", "carol@contoso.com"]}),
+        ),
+        200,
+    )
+    .await;
+    let connect = |user: &str, ticket: &str| json!({"user": user, "ticket": ticket});
+    let alice = ticket_of(&app, "alice@contoso.com").await;
+
+    // A plain rotation (here through the CLI): alice's ticket still places.
+    let (ok, out, err) = app.cli(&["credential", "rotate-signing-key", "-o", "json"]);
+    assert!(ok, "{err}");
+    let rotated: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(rotated["verifyingKeys"], 2, "{rotated}");
+    let bob = ticket_of(&app, "bob@contoso.com").await;
+    let carol_before = ticket_of(&app, "carol@contoso.com").await;
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/farm/connect",
+        Some(connect("alice@contoso.com", &alice)),
+        200,
+    )
+    .await;
+
+    // Only the admin revokes.
+    let operator = credential(&app, "helpdesk", "operator", &[]).await;
+    let (status, _) = app
+        .call_with("POST", "/api/v1/signingKeys/revoke", None, Some(&operator))
+        .await;
+    assert_eq!(status, 403);
+    let (ok, out, err) = app.cli(&[
+        "credential",
+        "rotate-signing-key",
+        "--revoke-previous",
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let revoked: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(revoked["verifyingKeys"], 1, "{revoked}");
+
+    // Every ticket made before is refused now: one signed with the first
+    // key, one with the key the plain rotation made, used or not.
+    for (user, ticket) in [
+        ("alice@contoso.com", &alice),
+        ("bob@contoso.com", &bob),
+        ("carol@contoso.com", &carol_before),
+    ] {
+        app.refused(
+            "POST",
+            "/api/v1/hostPools/farm/connect",
+            Some(connect(user, ticket)),
+            403,
+            "InvalidConnectionTicket",
+        )
+        .await;
+    }
+    assert_eq!(sessions(&app).await, 1, "only alice's first connect placed");
+    // One made after places.
+    let carol = ticket_of(&app, "carol@contoso.com").await;
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/farm/connect",
+        Some(connect("carol@contoso.com", &carol)),
+        200,
+    )
+    .await;
+
+    // The store keeps the new key alone: after a restart the same holds.
+    drop(app);
+    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
+    app.refused(
+        "POST",
+        "/api/v1/hostPools/farm/connect",
+        Some(connect("bob@contoso.com", &bob)),
+        403,
+        "InvalidConnectionTicket",
+    )
+    .await;
+    app.ok(
+        "POST",
+        "/api/v1/hostPools/farm/connect",
+        Some(connect("carol@contoso.com", &carol)),
+        200,
+    )
+    .await;
+
+    // The audit log tells the rotation from the revocation.
+    let log = app
+        .ok("GET", "/api/v1/auditLog?actor=admin", None, 200)
+        .await;
+    let actions: Vec<(&str, &Value)> = log["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["action"].as_str()?, &e["outcome"])))
+        .collect();
+    for action in [
+        "POST /api/v1/signingKeys/rotate",
+        "POST /api/v1/signingKeys/revoke",
+    ] {
+        assert!(
+            actions.iter().any(|(a, o)| *a == action && **o == 200),
+            "{action}: {log}"
+        );
+    }
+}

@@ -694,8 +694,17 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// A user principal name: 1 to 256 characters, no white space or control
-/// characters. Users are matched without regard to ASCII case, as UPNs are.
+/// A user principal name: 1 to 256 bytes, no white space or control
+/// characters, and nothing that shows as nothing ([`is_invisible`]).
+/// Users are matched without regard to ASCII case, as UPNs are.
+///
+/// Every user name the broker takes passes here, whatever brought it: a
+/// connect, a ticket, the portal's sign-in, the front doors, a heartbeat's
+/// session list, an entitlement, a host's assigned user. A name with an
+/// invisible character looks exactly like the name without it in every
+/// log, list and console, yet is another user to every rule (S1's "the
+/// user's session", T2's entitlements, W5's logoffs): refused, nobody can
+/// pass for someone else that way.
 pub fn validate_user(field: &str, user: &str) -> Result<(), Error> {
     if user.is_empty()
         || user.len() > 256
@@ -706,7 +715,86 @@ pub fn validate_user(field: &str, user: &str) -> Result<(), Error> {
              white space"
         )));
     }
+    if let Some(c) = user.chars().find(|&c| is_invisible(c)) {
+        // Shown with every invisible character escaped: as it is, the
+        // message would show the very name it looks like.
+        let shown: String = user
+            .chars()
+            .map(|c| {
+                if is_invisible(c) {
+                    format!("\\u{{{:x}}}", u32::from(c))
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        return Err(Error::InvalidParameter(format!(
+            "{field}: \"{shown}\" is not a valid user name: it holds U+{:04X}, a character \
+             that shows as nothing or changes how the text around it shows, so the name would \
+             look like another one",
+            u32::from(c)
+        )));
+    }
     Ok(())
+}
+
+/// Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties.txt):
+/// code points a renderer shows as nothing when it has no glyph for them.
+/// Most are format characters (general category Cf) or unassigned, which
+/// [`is_invisible`] refuses by category anyway; the table lists them all
+/// so that the letters and marks among them are refused too: the Hangul
+/// fillers (U+115F, U+1160, U+3164, U+FFA0), the Mongolian and other
+/// variation selectors (U+180B–U+180F, U+FE00–U+FE0F, U+E0100–U+E01EF),
+/// the combining grapheme joiner (U+034F) and the Khmer inherent vowels
+/// (U+17B4, U+17B5).
+const DEFAULT_IGNORABLE: &[(char, char)] = &[
+    ('\u{00AD}', '\u{00AD}'),
+    ('\u{034F}', '\u{034F}'),
+    ('\u{061C}', '\u{061C}'),
+    ('\u{115F}', '\u{1160}'),
+    ('\u{17B4}', '\u{17B5}'),
+    ('\u{180B}', '\u{180F}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2060}', '\u{206F}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{FE00}', '\u{FE0F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFA0}', '\u{FFA0}'),
+    ('\u{FFF0}', '\u{FFF8}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0000}', '\u{E0FFF}'),
+];
+
+/// Whether `c` shows as nothing, or changes how other characters show,
+/// so that a name holding it looks like a name without it: format
+/// characters (Unicode general category Cf: U+200B ZERO WIDTH SPACE,
+/// U+200C/U+200D joiners, U+FEFF, U+2060–U+2064, the bidirectional
+/// controls U+202A–U+202E and U+2066–U+2069, the tag characters
+/// U+E0000–U+E007F, …), controls, separators (spaces of every width),
+/// private-use and unassigned code points (no agreed glyph: they may be
+/// assigned an invisible one later), every Default_Ignorable_Code_Point,
+/// and U+2800 BRAILLE PATTERN BLANK (a symbol that is drawn blank).
+pub fn is_invisible(c: char) -> bool {
+    use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory as _};
+    if c.is_ascii() {
+        return c.is_ascii_control() || c == ' ';
+    }
+    matches!(
+        c.general_category(),
+        G::Format
+            | G::Control
+            | G::Surrogate
+            | G::PrivateUse
+            | G::Unassigned
+            | G::SpaceSeparator
+            | G::LineSeparator
+            | G::ParagraphSeparator
+    ) || c == '\u{2800}'
+        || DEFAULT_IGNORABLE
+            .iter()
+            .any(|&(first, last)| (first..=last).contains(&c))
 }
 
 /// Capabilities are short lowercase words (`rdp`, `gpu`, …), at most 32 of them.

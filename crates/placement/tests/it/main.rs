@@ -34,6 +34,7 @@ mod requires;
 mod restore;
 mod stale_index;
 mod storm;
+mod user_names;
 mod validation;
 
 /// When every test's engine starts (any fixed instant will do).
