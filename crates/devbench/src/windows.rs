@@ -44,7 +44,18 @@ pub struct WindowsAgentArgs {
     /// Whole rounds to measure over.
     #[arg(long, default_value_t = 4)]
     pub rounds: u32,
+    /// Measure what hostile hosts cost: every exporter of the measured run
+    /// pads its answer to nearly the agent's 4 MiB bound with session
+    /// series of 28 long labels the agent does not read (31 in all, within
+    /// its bound of 32). The baseline is then the same number of hosts
+    /// answering as usual.
+    #[arg(long)]
+    pub hostile: bool,
 }
+
+/// How far a hostile answer is padded: just under the agent's bound on
+/// an answer (4 MiB).
+const HOSTILE_ANSWER_BYTES: usize = 4 * 1024 * 1024 - 64 * 1024;
 
 /// What one measured run gave.
 #[derive(Debug, Clone)]
@@ -61,8 +72,10 @@ struct Figures {
 type Scrapes = Arc<Mutex<Vec<Vec<Instant>>>>;
 
 /// The text of host `host`'s answer; `tick` moves the CPU counters. Each
-/// host has users of its own, as a real farm does.
-fn body(host: usize, tick: u64) -> String {
+/// host has users of its own, as a real farm does. A `hostile` answer is
+/// padded to [`HOSTILE_ANSWER_BYTES`] with session series whose every
+/// label is long (values of 0: sessions in no state).
+fn body(host: usize, tick: u64, hostile: bool) -> String {
     let mut w = String::with_capacity(64 * 1024);
     let t = tick as f64;
     w.push_str("# HELP windows_cpu_time_total Time that processor spent in different modes (dpc, idle, interrupt, privileged, user)\n# TYPE windows_cpu_time_total counter\n");
@@ -144,6 +157,19 @@ fn body(host: usize, tick: u64) -> String {
             );
         }
     }
+    if hostile {
+        let labels: String = (0..28)
+            .map(|l| format!(",l{l:02}=\"{}\"", "x".repeat(100)))
+            .collect();
+        let mut id = 1_000_000;
+        while w.len() < HOSTILE_ANSWER_BYTES - 4096 {
+            let _ = writeln!(
+                w,
+                "windows_terminal_services_session_info{{id=\"{id}\",state=\"active\",user=\"CONTOSO\\\\pad{id}\"{labels}}} 0"
+            );
+            id += 1;
+        }
+    }
     w
 }
 
@@ -151,6 +177,7 @@ fn body(host: usize, tick: u64) -> String {
 async fn exporters(
     n: usize,
     scrapes: &Scrapes,
+    hostile: bool,
 ) -> anyhow::Result<(Vec<String>, Vec<tokio::task::JoinHandle<()>>)> {
     let mut urls = Vec::with_capacity(n);
     let mut tasks = Vec::with_capacity(n);
@@ -177,7 +204,7 @@ async fn exporters(
                         s[i].push(Instant::now());
                         s[i].len() as u64
                     };
-                    let text = body(i, tick);
+                    let text = body(i, tick, hostile);
                     let answer = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
                          Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
@@ -223,6 +250,7 @@ async fn measure(
     client: &Broker,
     pool: &str,
     n: usize,
+    hostile: bool,
     args: &WindowsAgentArgs,
 ) -> anyhow::Result<Figures> {
     client
@@ -234,7 +262,7 @@ async fn measure(
         .await?;
     let token = client.registration_token(pool, n).await?;
     let scrapes: Scrapes = Arc::new(Mutex::new(vec![Vec::new(); n]));
-    let (urls, tasks) = exporters(n, &scrapes).await?;
+    let (urls, tasks) = exporters(n, &scrapes, hostile).await?;
     let dir = tempfile::tempdir()?;
     let mut config = format!(
         "broker = \"{}\"\nhost_pool = \"{pool}\"\nregistration_token = \"{token}\"\n\
@@ -341,8 +369,33 @@ pub async fn run(deskbroker: &Deskbroker, args: WindowsAgentArgs) -> anyhow::Res
     let program = deskbroker.path()?;
     let broker = PrivateBroker::start(&program, None, &[]).await?;
     let client = broker.client()?;
-    let baseline = measure(&program, &broker, &client, "bench-win-one", 1, &args).await?;
-    let full = measure(&program, &broker, &client, "bench-win", args.hosts, &args).await?;
+    // The baseline: one host, or with --hostile as many hosts answering
+    // as usual.
+    let (base_hosts, base_name) = if args.hostile {
+        (args.hosts, format!("{} usual hosts", args.hosts))
+    } else {
+        (1, "1 host".to_string())
+    };
+    let baseline = measure(
+        &program,
+        &broker,
+        &client,
+        "bench-win-one",
+        base_hosts,
+        false,
+        &args,
+    )
+    .await?;
+    let full = measure(
+        &program,
+        &broker,
+        &client,
+        "bench-win",
+        args.hosts,
+        args.hostile,
+        &args,
+    )
+    .await?;
     broker.stop().await;
     let ratio = |a: f64, b: f64| {
         if b > 0.0 {
@@ -354,8 +407,12 @@ pub async fn run(deskbroker: &Deskbroker, args: WindowsAgentArgs) -> anyhow::Res
     println!(
         "{:<34} {:>12} {:>12} {:>8}",
         "measure",
-        format!("{} hosts", full.hosts),
-        "1 host",
+        format!(
+            "{} {}hosts",
+            full.hosts,
+            if args.hostile { "hostile " } else { "" }
+        ),
+        base_name,
         "ratio"
     );
     for (what, a, b) in [
@@ -379,8 +436,13 @@ pub async fn run(deskbroker: &Deskbroker, args: WindowsAgentArgs) -> anyhow::Res
         println!("{what:<34} {a:>12} {b:>12} {:>8}", ratio(a, b));
     }
     println!(
-        "hosts Available with heartbeats: {} of {} (baseline {} of 1); interval {} s, {} rounds",
-        full.reporting, full.hosts, baseline.reporting, args.interval, args.rounds
+        "hosts Available with heartbeats: {} of {} (baseline {} of {}); interval {} s, {} rounds",
+        full.reporting,
+        full.hosts,
+        baseline.reporting,
+        baseline.hosts,
+        args.interval,
+        args.rounds
     );
     Ok(())
 }
