@@ -437,12 +437,7 @@ pub async fn run(deskbroker: &Deskbroker, args: WindowsAgentArgs) -> anyhow::Res
     }
     println!(
         "hosts Available with heartbeats: {} of {} (baseline {} of {}); interval {} s, {} rounds",
-        full.reporting,
-        full.hosts,
-        baseline.reporting,
-        baseline.hosts,
-        args.interval,
-        args.rounds
+        full.reporting, full.hosts, baseline.reporting, baseline.hosts, args.interval, args.rounds
     );
     Ok(())
 }
