@@ -153,17 +153,30 @@ async fn audit_list_prints_no_escape_whatever_was_sent() {
         )
         .await;
     assert_eq!(status, 403);
-    // A user name may hold a bidi override (it is no control character):
-    // the ticket's entry carries it.
-    let file = app
-        .text("/api/v1/hostPools/p/rdpFile?user=ali%E2%80%AEce")
+    // A user name may not hold a bidi override (it would pass for another
+    // name); a group name may (it is no control character, and a group
+    // that only looks like another matches nobody's): the entitlement's
+    // entry carries it.
+    let (status, _) = app
+        .call(
+            "GET",
+            "/api/v1/hostPools/p/rdpFile?user=ali%E2%80%AEce",
+            None,
+        )
         .await;
-    assert!(file.contains("full address"), "{file}");
+    assert_eq!(status, 400);
+    app.ok(
+        "PATCH",
+        "/api/v1/hostPools/p",
+        Some(json!({"entitledGroups": ["Sa\u{202e}les"]})),
+        200,
+    )
+    .await;
     let entries = log(&app).await;
     assert!(
         entries
             .iter()
-            .any(|e| e["after"]["ticketFor"] == "ali\u{202e}ce"),
+            .any(|e| e["after"]["entitledGroups"][0] == "Sa\u{202e}les"),
         "{entries:#?}"
     );
     for format in ["table", "tsv", "json"] {
