@@ -352,14 +352,10 @@ async fn the_broker_itself_requires_tickets_and_takes_groups_from_no_front_door(
     assert_eq!(sessions(&app).await, 2);
 }
 
-/// Tickets are signed with a random key of the broker's own, kept in its
-/// store: another broker with the same admin token but its own store does
-/// not take them, the same broker does after a restart, and a rotation
-/// signs with a new key while the old one still verifies.
-#[tokio::test]
-async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
-    let dir = tempfile::tempdir().unwrap();
-    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
+/// A broker on `dir` with a front door, and the ticket-only pool `farm`
+/// that entitles alice, bob and carol.
+async fn three_users_ticket_pool(dir: &std::path::Path) -> App {
+    let (app, _) = App::spawn_with(dir, "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
     ticket_only_pool(&app).await;
     app.ok(
         "PATCH",
@@ -370,6 +366,17 @@ async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
         200,
     )
     .await;
+    app
+}
+
+/// Tickets are signed with a random key of the broker's own, kept in its
+/// store: another broker with the same admin token but its own store does
+/// not take them, the same broker does after a restart, and a rotation
+/// signs with a new key while the old one still verifies.
+#[tokio::test]
+async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = three_users_ticket_pool(dir.path()).await;
     let alice = ticket_of(&app, "alice@contoso.com").await;
     let connect = |user: &str, ticket: &str| json!({"user": user, "ticket": ticket});
 
@@ -453,17 +460,7 @@ async fn tickets_are_signed_with_the_stores_own_key_which_rotates() {
 #[tokio::test]
 async fn a_revoking_rotation_refuses_every_ticket_signed_before_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (app, _) = App::spawn_with(dir.path(), "127.0.0.1:0", &["--rdp-listen", "127.0.0.1:0"]);
-    ticket_only_pool(&app).await;
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/farm",
-        Some(
-            json!({"entitledUsers": ["alice@contoso.com", "bob@contoso.com", "carol@contoso.com"]}),
-        ),
-        200,
-    )
-    .await;
+    let app = three_users_ticket_pool(dir.path()).await;
     let connect = |user: &str, ticket: &str| json!({"user": user, "ticket": ticket});
     let alice = ticket_of(&app, "alice@contoso.com").await;
 
