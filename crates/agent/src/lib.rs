@@ -36,6 +36,7 @@ pub mod runner;
 pub mod sessions;
 pub mod state;
 pub mod windows;
+pub mod xrdp;
 
 use std::path::PathBuf;
 

@@ -487,6 +487,7 @@ mod tests {
             state: "active".into(),
             class: class.into(),
             remote: true,
+            service: String::new(),
         };
         let sessions = [
             s("3", "alice", "user"),

@@ -3,32 +3,44 @@
 //! as Active and ends the ones the host no longer has).
 //!
 //! Because the broker *ends* what the list lacks, a list is sent only when
-//! the probe fully worked: a failing `--sessions-command` or `loginctl`
-//! means no `sessions` field that round, never an empty list.
+//! the probe fully worked: a failing `--sessions-command`, or a host where
+//! neither logind nor xrdp can be read, means no `sessions` field that
+//! round, never an empty list.
 //!
 //! Two sources:
 //! - `--sessions-command CMD` (through `sh -c`): one JSON object a line,
 //!   `{"user": "alice@contoso.com", "state": "Active"}`; bad lines are logged
 //!   and skipped.
-//! - otherwise systemd-logind: `loginctl list-sessions --no-legend` for the
-//!   session ids (the first column in every systemd version), then one
-//!   `loginctl show-session ID… -p …` for their properties. Only sessions of
-//!   class `user` count (not greeters, lock screens or `user@` managers);
-//!   `active`/`online` map to Active, `closing` (logged out, processes left)
-//!   to Disconnected, `opening` to Pending. Without `loginctl` (or without a
-//!   running logind) no `sessions` field is sent.
+//! - otherwise the host's own view, from two places:
+//!   - systemd-logind: `loginctl list-sessions --no-legend` for the session
+//!     ids (the first column in every systemd version), then one
+//!     `loginctl show-session ID… -p …` for their properties. Only sessions
+//!     of class `user` count (not greeters, lock screens or `user@`
+//!     managers); `active`/`online` map to Active, `closing` (logged out,
+//!     processes left) to Disconnected, `opening` to Pending.
+//!   - xrdp (see [`crate::xrdp`]): every desktop xrdp's session manager
+//!     started, Active while a client is connected to it and Disconnected
+//!     once the client has gone. logind calls every xrdp session `active`,
+//!     so for a user xrdp shows a desktop for, logind's sessions of the
+//!     `xrdp-sesman` service are left out: xrdp's word is the truth about
+//!     them. Where there is no logind (a container), xrdp's sessions are
+//!     the list.
+//!
+//!   Without either (no logind, no xrdp session manager) no `sessions`
+//!   field is sent.
 //!
 //! A user appears at most once in a list: with several sessions (a desktop
 //! and an SSH login, say) the strongest state wins, Active over Pending over
 //! Disconnected, and users compare without regard to ASCII case, as the
 //! broker compares them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
 use tokio::process::Command;
 
 use crate::probe::{self, PROBE_TIMEOUT, ProbeError};
+use crate::xrdp::{self, XrdpSession};
 
 /// The most a sessions probe may print: 1 MiB is some 10,000 sessions.
 const OUTPUT_BYTES_MAX: usize = 1024 * 1024;
@@ -127,10 +139,15 @@ pub struct LogindSession {
     pub state: String,
     pub class: String,
     pub remote: bool,
+    /// The PAM service that opened it: `xrdp-sesman` for xrdp's desktops.
+    pub service: String,
 }
 
 /// The properties asked of `loginctl show-session`.
-pub const LOGINCTL_PROPERTIES: [&str; 5] = ["Id", "Name", "State", "Class", "Remote"];
+pub const LOGINCTL_PROPERTIES: [&str; 6] = ["Id", "Name", "State", "Class", "Remote", "Service"];
+
+/// The PAM service of xrdp's session manager, as logind records it.
+const XRDP_SERVICE: &str = "xrdp-sesman";
 
 /// Parses `loginctl show-session ID… -p Id -p Name …`: `Key=value` lines,
 /// one block a session, blocks separated by blank lines.
@@ -153,6 +170,7 @@ pub fn parse_loginctl_show(text: &str) -> Vec<LogindSession> {
             "State" => s.state = value.to_string(),
             "Class" => s.class = value.to_string(),
             "Remote" => s.remote = value == "yes",
+            "Service" => s.service = value.to_string(),
             _ => {}
         }
     }
@@ -171,6 +189,15 @@ fn logind_state(state: &str) -> Option<SessionState> {
     }
 }
 
+/// A local user name as the broker knows the user: with the user domain
+/// appended when it has no `@` of its own.
+fn broker_user(name: &str, user_domain: Option<&str>) -> String {
+    match user_domain {
+        Some(domain) if !name.contains('@') => format!("{name}@{domain}"),
+        _ => name.to_string(),
+    }
+}
+
 /// Turns logind sessions into the list the broker gets: user sessions
 /// only, names completed with the user domain.
 pub fn from_logind(sessions: &[LogindSession], user_domain: Option<&str>) -> Vec<ReportedSession> {
@@ -179,13 +206,47 @@ pub fn from_logind(sessions: &[LogindSession], user_domain: Option<&str>) -> Vec
         .filter(|s| s.class == "user" && !s.name.is_empty())
         .filter_map(|s| {
             let state = logind_state(&s.state)?;
-            let user = match user_domain {
-                Some(domain) if !s.name.contains('@') => format!("{}@{domain}", s.name),
-                _ => s.name.clone(),
-            };
-            Some(ReportedSession { user, state })
+            Some(ReportedSession {
+                user: broker_user(&s.name, user_domain),
+                state,
+            })
         })
         .collect()
+}
+
+/// The host's list from logind's sessions and xrdp's (either may be
+/// missing: `None` when neither could be read). A logind session of xrdp's
+/// service is left out when xrdp shows a desktop for its user, since
+/// logind calls it `active` whether a client is connected or not; when xrdp
+/// shows none for that user (its processes hidden from the agent, say),
+/// logind's word is kept, so that a session is never ended for want of a
+/// reading.
+pub fn host_sessions(
+    logind: Option<&[LogindSession]>,
+    xrdp: Option<&[XrdpSession]>,
+    user_domain: Option<&str>,
+) -> Option<Vec<ReportedSession>> {
+    if logind.is_none() && xrdp.is_none() {
+        return None;
+    }
+    let xrdp = xrdp.unwrap_or_default();
+    let xrdp_users: HashSet<&str> = xrdp.iter().map(|s| s.user.as_str()).collect();
+    let kept: Vec<LogindSession> = logind
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| !(s.service == XRDP_SERVICE && xrdp_users.contains(s.name.as_str())))
+        .cloned()
+        .collect();
+    let mut list = from_logind(&kept, user_domain);
+    list.extend(xrdp.iter().map(|s| ReportedSession {
+        user: broker_user(&s.user, user_domain),
+        state: if s.connected {
+            SessionState::Active
+        } else {
+            SessionState::Disconnected
+        },
+    }));
+    Some(dedup(list))
 }
 
 /// One entry per user (ASCII case-insensitive), the strongest state kept,
@@ -214,6 +275,8 @@ pub fn dedup(sessions: Vec<ReportedSession>) -> Vec<ReportedSession> {
 pub enum SessionsError {
     #[error("{0}")]
     Probe(#[from] ProbeError),
+    #[error("found neither logind nor xrdp")]
+    NoSource,
 }
 
 /// Asks the configured source for the host's sessions.
@@ -223,6 +286,8 @@ pub struct SessionsProbe {
     /// The last failure logged, so that a source that stays broken (no
     /// logind in a container) is logged once, not every interval.
     last_error: Option<String>,
+    /// The same for a round where one of logind and xrdp failed.
+    last_partial: Option<String>,
 }
 
 impl SessionsProbe {
@@ -230,6 +295,7 @@ impl SessionsProbe {
         SessionsProbe {
             source,
             last_error: None,
+            last_partial: None,
         }
     }
 
@@ -239,12 +305,8 @@ impl SessionsProbe {
         let result = match &self.source {
             SessionsSource::Command(command) => sessions_command(command).await,
             SessionsSource::Loginctl { user_domain } => {
-                // A session that ends between the two loginctl calls makes
-                // the second fail; one retry sees the new list.
-                match loginctl(user_domain.as_deref()).await {
-                    Ok(list) => Ok(list),
-                    Err(_) => loginctl(user_domain.as_deref()).await,
-                }
+                let user_domain = user_domain.clone();
+                self.host_sample(user_domain.as_deref()).await
             }
         };
         match result {
@@ -273,7 +335,49 @@ impl SessionsProbe {
     fn name(&self) -> String {
         match &self.source {
             SessionsSource::Command(command) => format!("sessions command `{command}`"),
-            SessionsSource::Loginctl { .. } => "loginctl".to_string(),
+            SessionsSource::Loginctl { .. } => "the host's sessions (logind, xrdp):".to_string(),
+        }
+    }
+
+    /// logind's sessions and xrdp's, combined ([`host_sessions`]). One of
+    /// the two failing is logged once (a container has no logind; most
+    /// hosts have no xrdp, which is no failure); both failing is the
+    /// round's error.
+    async fn host_sample(
+        &mut self,
+        user_domain: Option<&str>,
+    ) -> Result<Vec<ReportedSession>, SessionsError> {
+        // A session that ends between the two loginctl calls makes the
+        // second fail; one retry sees the new list.
+        let logind = match loginctl().await {
+            Ok(list) => Ok(list),
+            Err(_) => loginctl().await,
+        };
+        let xrdp = match tokio::task::spawn_blocking(xrdp::read).await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let partial = match (&logind, &xrdp) {
+            (Err(e), Ok(Some(_))) => Some(format!("loginctl: {e}; reporting xrdp's sessions")),
+            (Ok(_), Err(e)) => Some(format!("xrdp's sessions: {e}; reporting logind's")),
+            _ => None,
+        };
+        match partial {
+            Some(message) if self.last_partial.as_deref() != Some(&message) => {
+                tracing::info!("{message}");
+                self.last_partial = Some(message);
+            }
+            Some(_) => {}
+            None => self.last_partial = None,
+        }
+        let xrdp_sessions = xrdp.ok().flatten();
+        match host_sessions(
+            logind.as_deref().ok(),
+            xrdp_sessions.as_deref(),
+            user_domain,
+        ) {
+            Some(list) => Ok(list),
+            None => Err(logind.err().unwrap_or(SessionsError::NoSource)),
         }
     }
 }
@@ -297,7 +401,7 @@ fn loginctl_command() -> Command {
     cmd
 }
 
-async fn loginctl(user_domain: Option<&str>) -> Result<Vec<ReportedSession>, SessionsError> {
+async fn loginctl() -> Result<Vec<LogindSession>, SessionsError> {
     let mut list = loginctl_command();
     list.args(["list-sessions", "--no-legend"]);
     let ids = parse_loginctl_list(&probe::run(list, PROBE_TIMEOUT, OUTPUT_BYTES_MAX).await?);
@@ -309,8 +413,9 @@ async fn loginctl(user_domain: Option<&str>) -> Result<Vec<ReportedSession>, Ses
     for p in LOGINCTL_PROPERTIES {
         show.args(["-p", p]);
     }
-    let sessions = parse_loginctl_show(&probe::run(show, PROBE_TIMEOUT, OUTPUT_BYTES_MAX).await?);
-    Ok(from_logind(&sessions, user_domain))
+    Ok(parse_loginctl_show(
+        &probe::run(show, PROBE_TIMEOUT, OUTPUT_BYTES_MAX).await?,
+    ))
 }
 
 #[cfg(test)]
@@ -440,6 +545,7 @@ Class=manager
                 state: "closing".into(),
                 class: "user".into(),
                 remote: true,
+                service: String::new(),
             }
         );
     }
@@ -459,6 +565,62 @@ Class=manager
         // Without a domain the logind names are reported as they are.
         let list = dedup(from_logind(&parse_loginctl_show(SHOW), None));
         assert_eq!(list[0], s("alice", Active));
+    }
+
+    /// logind on an xrdp host: alice's desktop is connected, bob's client
+    /// closed, carol logged in over SSH as well, and dave's desktop is not
+    /// among xrdp's (the agent could not see its processes).
+    #[test]
+    fn xrdps_word_replaces_loginds_for_its_desktops() {
+        let logind = parse_loginctl_show(
+            "Id=3\nName=alice\nState=active\nClass=user\nService=xrdp-sesman\n\n\
+             Id=4\nName=bob\nState=active\nClass=user\nService=xrdp-sesman\n\n\
+             Id=5\nName=carol\nState=active\nClass=user\nService=sshd\n\n\
+             Id=6\nName=carol\nState=active\nClass=user\nService=xrdp-sesman\n\n\
+             Id=7\nName=dave\nState=active\nClass=user\nService=xrdp-sesman\n",
+        );
+        assert_eq!(logind[0].service, "xrdp-sesman");
+        let desktop = |user: &str, connected| XrdpSession {
+            user: user.into(),
+            display: 10,
+            connected,
+        };
+        let xrdp = [
+            desktop("alice", true),
+            desktop("bob", false),
+            desktop("carol", false),
+        ];
+        let list = host_sessions(Some(&logind), Some(&xrdp), Some("contoso.com")).unwrap();
+        assert_eq!(
+            list,
+            vec![
+                // An SSH login is a session of carol's too: the strongest wins.
+                s("carol@contoso.com", Active),
+                s("dave@contoso.com", Active),
+                s("alice@contoso.com", Active),
+                s("bob@contoso.com", Disconnected),
+            ]
+        );
+    }
+
+    #[test]
+    fn without_logind_xrdps_sessions_are_the_list() {
+        let xrdp = [XrdpSession {
+            user: "bob@contoso.com".into(),
+            display: 11,
+            connected: false,
+        }];
+        assert_eq!(
+            host_sessions(None, Some(&xrdp), Some("fabrikam.com")),
+            Some(vec![s("bob@contoso.com", Disconnected)])
+        );
+        assert_eq!(host_sessions(None, Some(&[]), None), Some(vec![]));
+        assert_eq!(host_sessions(None, None, None), None);
+        // logind alone, as before xrdp was read.
+        assert_eq!(
+            host_sessions(Some(&parse_loginctl_show(SHOW)), None, None).map(|l| l.len()),
+            Some(4)
+        );
     }
 
     #[test]

@@ -30,12 +30,23 @@ pub(crate) const DESKTOP_RGB: [u8; 3] = [0x1f, 0x6f, 0x5c];
 
 /// The test user, with a fresh password and a session script that paints
 /// the root window [`DESKTOP_RGB`] and runs twm.
+///
+/// One test at a time has the user: each sets a password of its own and
+/// locks the account when done, and the tests that watch the user's xrdp
+/// sessions must see only their own. Hold it (declared before the session
+/// manager, so that the sessions end first) for the whole test.
 pub(crate) struct DesktopUser {
     pub(crate) password: String,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Whose turn it is to have the test user.
+static USER_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl DesktopUser {
     pub(crate) fn prepare() -> DesktopUser {
+        // A test that failed while it had the user leaves nothing to undo.
+        let turn = USER_TURN.lock().unwrap_or_else(|e| e.into_inner());
         let twm = require("twm", "twm");
         let xsetroot = require("xsetroot", "x11-xserver-utils");
         let home = home_of(USER).unwrap_or_else(|| {
@@ -65,7 +76,10 @@ impl DesktopUser {
 
         let password = random_password();
         run_with_input("chpasswd", &format!("{USER}:{password}\n"));
-        DesktopUser { password }
+        DesktopUser {
+            password,
+            _turn: turn,
+        }
     }
 }
 

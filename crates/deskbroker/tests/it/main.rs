@@ -50,6 +50,7 @@ mod web_rdp;
 mod web_url;
 mod windows;
 mod windows_clients;
+mod xrdp_sessions;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
