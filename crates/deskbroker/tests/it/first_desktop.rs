@@ -21,7 +21,7 @@
 //! | `deskbroker` | the test's binary, first on `PATH` |
 //! | `/etc/deskbroker` | a temporary directory holding copies of deploy/deskbroker.toml and deploy/agent.toml (0600), also named by `DESKBROKER_CONFIG` for the CLI, which reads /etc/deskbroker/deskbroker.toml by default |
 //! | `/var/lib/deskbroker`, `/var/lib/deskbroker-agent` | temporary directories (the agent's, its default `state_dir`, is set in the copy of agent.toml) |
-//! | `:8080` (the API) | a free port, also in `DESKBROKER_URL` for the CLI, whose default (checked) is `http://127.0.0.1:8080` |
+//! | `:8080` (the API) | a free port, also in `DESKBROKER_URL` for the CLI, whose default (checked) is `http://127.0.0.1:8080` (not for the steps that run a service: the agent would take it over its file's `broker`) |
 //! | `0.0.0.0:3390`, `:3390` (the front door) | `127.0.0.1` and a free port |
 //! | `:3389` (xrdp) | the port of the test's xrdp |
 //! | `desktop.example.com` | `127.0.0.1` |
@@ -308,8 +308,11 @@ impl Stage {
         let out = std::fs::File::create(&log).expect("step log");
         // exec: the process the test holds (and stops, by its pid) is the
         // command itself.
+        // The CLI's DESKBROKER_URL stays out of services: the agent would
+        // take it over the broker its configuration file names.
         let mut child = self
             .command(&format!("exec {command}"))
+            .env_remove("DESKBROKER_URL")
             .stdin(if input.is_some() {
                 Stdio::piped()
             } else {
