@@ -31,22 +31,49 @@ pub(crate) const DESKTOP_RGB: [u8; 3] = [0x1f, 0x6f, 0x5c];
 /// The test user, with a fresh password and a session script that paints
 /// the root window [`DESKTOP_RGB`] and runs twm.
 ///
-/// One test at a time has the user: each sets a password of its own and
-/// locks the account when done, and the tests that watch the user's xrdp
-/// sessions must see only their own. Hold it (declared before the session
-/// manager, so that the sessions end first) for the whole test.
+/// One test at a time has the user (each sets it a password of its own,
+/// and its desktop belongs to one session manager): [`DesktopUser::prepare`]
+/// waits for the others, through a lock on a file that threads and
+/// processes alike see (`cargo test` runs tests as threads, nextest as
+/// processes).
 pub(crate) struct DesktopUser {
     pub(crate) password: String,
-    _turn: std::sync::MutexGuard<'static, ()>,
+    /// Locked while this test has the user; unlocked when it is closed,
+    /// after the password is locked again (fields drop after `drop`).
+    _turn: std::fs::File,
 }
 
-/// Whose turn it is to have the test user.
-static USER_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// How long a test waits for another to be done with the desktop user: a
+/// test with a desktop takes well under a minute; this bounds a stuck one.
+const TURN: Duration = Duration::from_secs(600);
+
+/// Waits for this test's turn with the desktop user; answers the locked file.
+fn take_turn() -> std::fs::File {
+    let path = std::env::temp_dir().join("deskbroker-tests-desktop-user.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let deadline = Instant::now() + TURN;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return file,
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!(
+                "another test has had the desktop user {USER} for {TURN:?} ({}): {e}",
+                path.display()
+            ),
+        }
+    }
+}
 
 impl DesktopUser {
     pub(crate) fn prepare() -> DesktopUser {
-        // A test that failed while it had the user leaves nothing to undo.
-        let turn = USER_TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let turn = take_turn();
         let twm = require("twm", "twm");
         let xsetroot = require("xsetroot", "x11-xserver-utils");
         let home = home_of(USER).unwrap_or_else(|| {

@@ -19,6 +19,7 @@ mod console_views;
 mod desktop;
 mod durability;
 mod entitlements;
+mod first_desktop;
 mod front_door_trust;
 mod gateway;
 mod heartbeat_authority;
