@@ -699,6 +699,26 @@ fn the_first_desktop_walkthrough_reaches_a_desktop_as_written() {
             eprintln!("{}", said.trim_end());
         }
     }
+    // The client closes: the desktop lives on, and the agent's next
+    // heartbeat shows the session Disconnected, as the walkthrough says.
+    let session = "deskbroker session list --host-pool desktops\n";
+    assert!(
+        stage
+            .run("session-before-close", session)
+            .contains("Active"),
+        "the session is Active while the client is connected"
+    );
+    drop(stage.held.remove("connect"));
+    let kept = wait_until(PATIENCE * 2, || {
+        stage
+            .run("session-after-close", session)
+            .contains("Disconnected")
+    });
+    assert!(
+        kept,
+        "after the client closed, the session list said:\n{}",
+        stage.run("session-after-close", session)
+    );
     // The agent kept its host credential where the test put its state,
     // not in the machine's /var/lib/deskbroker-agent.
     assert!(
