@@ -1,6 +1,5 @@
 // app.js — the deskbroker web console: sign-in, host pools, a pool's session
-// hosts (with power start/stop, registration tokens, hosts added by hand, a
-// user's .rdp file and browser link), sessions (with messages to their users);
+// hosts (with power start/stop), sessions (with messages to their users);
 // a pool's scaling actions and the audit log are in records.js. Plain ES
 // modules, no build step, no third-party code.
 //
@@ -10,9 +9,11 @@
 // long lists are paged by the API itself (pageSize/initialSkip), so a pool
 // of 10,000 hosts costs one page per refresh, not the whole pool.
 
-import { api, ApiError, apiText, onUnauthorized, query, seg, token } from './api.js';
+import { api, ApiError, onUnauthorized, query, seg, token } from './api.js';
 import { DEFAULT_PAGE_SIZE, PAGE_SIZES, ago, field, h, keyedRows, message, num, replace, say, setText, sparkline, th } from './dom.js';
 import { auditView, scalingView } from './records.js';
+// A pool's users' .rdp files are text, not JSON (dayOneTools).
+import { apiText } from './api.js';
 
 /** How often the page in view is refreshed. */
 const POLL_INTERVAL_MS = 2000;
