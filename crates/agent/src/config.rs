@@ -74,6 +74,12 @@ pub struct AgentArgs {
         value_name = "T"
     )]
     pub registration_token: Option<String>,
+    /// A file whose first line is the registration token (file key
+    /// registration_token_file): keeps the token out of the process list
+    /// and the config file. Only this user may read it (mode 0600 or 0400).
+    /// Used when no token is given with --registration-token.
+    #[arg(long, env = "DESKBROKER_REGISTRATION_TOKEN_FILE", value_name = "FILE")]
+    pub registration_token_file: Option<PathBuf>,
     /// The session host's name in the pool [default: the machine's hostname].
     #[arg(long, value_name = "H")]
     pub name: Option<String>,
@@ -487,7 +493,20 @@ impl Config {
         })?;
         check_name("host pool (--host-pool)", &host_pool)?;
 
-        let registration_token = given(args.registration_token.or(file.registration_token));
+        // A token given as such wins over a token file; a flag or variable
+        // wins over the config file (which read its own token file).
+        let registration_token = match (
+            given(args.registration_token),
+            &args.registration_token_file,
+        ) {
+            (Some(token), _) => Some(token),
+            (None, Some(path)) => given(Some(read_secret_file(
+                path,
+                "--registration-token-file",
+                "the registration token",
+            )?)),
+            (None, None) => given(file.registration_token),
+        };
 
         let name = match given(args.name.or(file.name)) {
             Some(name) => name,
@@ -730,6 +749,9 @@ mod tests {
         }
         if !has("--registration-token") {
             a.registration_token = None;
+        }
+        if !has("--registration-token-file") {
+            a.registration_token_file = None;
         }
         if !has("--config") {
             a.config = None;
@@ -1008,6 +1030,37 @@ mod tests {
              this user only (chmod 600 {p}, or a mounted secret's mode 0400) and start again",
             p = path.display()
         )
+    }
+
+    #[test]
+    fn the_registration_token_file_flag_reads_a_private_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let token = write_mode(dir, "pool.token", "dbr_from_flag\n", 0o600);
+        let line = format!("{MINIMAL} --registration-token-file {}", token.display());
+        let file = FileConfig {
+            registration_token: Some("dbr_from_config".into()),
+            ..FileConfig::default()
+        };
+        // The flag wins over the config file's token.
+        let c = resolve(args(&line), file.clone()).unwrap();
+        assert_eq!(c.registration_token.as_deref(), Some("dbr_from_flag"));
+        // A token given as such wins over the file.
+        let both = format!("{line} --registration-token dbr_inline");
+        let c = resolve(args(&both), file).unwrap();
+        assert_eq!(c.registration_token.as_deref(), Some("dbr_inline"));
+        // A file others may read is refused, naming the flag.
+        write_mode(dir, "pool.token", "dbr_from_flag\n", 0o644);
+        let err = resolve(args(&line), FileConfig::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            refusal(
+                "--registration-token-file",
+                &token,
+                "644",
+                "the registration token"
+            )
+        );
     }
 
     #[test]

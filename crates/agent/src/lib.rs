@@ -54,8 +54,8 @@ pub enum AgentError {
     #[error(
         "no registration token and no saved host credential in {}: create a token with \
          POST /api/v1/hostPools/{host_pool}/registrationToken and pass it with \
-         --registration-token, DESKBROKER_REGISTRATION_TOKEN or registration_token in the \
-         config file",
+         --registration-token, --registration-token-file, DESKBROKER_REGISTRATION_TOKEN or \
+         registration_token (or registration_token_file) in the config file",
         state_file.display()
     )]
     NoRegistrationToken {

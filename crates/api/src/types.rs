@@ -221,6 +221,13 @@ pub struct HostPoolOutput {
     /// phase's while a plan serves the pool, else `loadBalancerType`.
     #[serde(default)]
     pub effective_load_balancer_type: Option<placement::LoadBalancerType>,
+    /// Read-only (rule A9): the power actions this broker can take on the
+    /// pool's hosts: `start` with the `wakeOnLan` driver, or with a
+    /// `powerOnCommand` the broker runs (`serve --allow-power-commands`);
+    /// `stop` with a `powerOffCommand` it runs. Empty: hosts of this pool
+    /// are neither started nor stopped (the console shows no Start/Stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_actions: Option<Vec<String>>,
 }
 
 impl HostPoolOutput {
@@ -232,6 +239,7 @@ impl HostPoolOutput {
             session_count: pool.session_count(),
             scaling_plan: None,
             effective_load_balancer_type: Some(pool.effective_load_balancer_type()),
+            power_actions: None,
         }
     }
 }

@@ -58,8 +58,20 @@ export const onUnauthorized = (f) => unauthorized.add(f);
  * `extraHeaders` are sent too, e.g. `{ 'If-None-Match': '*' }`.
  */
 export async function api(method, path, body, tokenOverride, extraHeaders = {}) {
+  return (await send(method, path, body, tokenOverride, extraHeaders, 'application/json')).json;
+}
+
+/**
+ * Calls the API for a body that is not JSON (an `.rdp` file): answers its
+ * text; a refusal is an ApiError as with `api`.
+ */
+export async function apiText(method, path) {
+  return (await send(method, path, undefined, undefined, {}, '*/*')).text;
+}
+
+async function send(method, path, body, tokenOverride, extraHeaders, accept) {
   const t = tokenOverride ?? token.get();
-  const headers = { Accept: 'application/json', ...extraHeaders };
+  const headers = { Accept: accept, ...extraHeaders };
   if (t) headers.Authorization = `Bearer ${t}`;
   const init = {
     method,
@@ -88,7 +100,7 @@ export async function api(method, path, body, tokenOverride, extraHeaders = {}) 
     clearTimeout(timer);
   }
   let json = null;
-  if (text) {
+  if (text && (accept === 'application/json' || !resp.ok)) {
     try {
       json = JSON.parse(text);
     } catch {
@@ -112,5 +124,5 @@ export async function api(method, path, body, tokenOverride, extraHeaders = {}) 
     if (resp.status === 401 && tokenOverride === undefined) unauthorized.forEach((f) => f(e));
     throw e;
   }
-  return json;
+  return { json, text };
 }

@@ -241,6 +241,24 @@ async fn wake_on_lan(settings: &PowerSettings, mac: Option<&str>) -> Attempt {
 pub const COMMANDS_NOT_ALLOWED: &str = "this broker does not run power commands: its operator \
      starts it with --allow-power-commands to let it";
 
+/// The power actions a pool's settings let this broker take (the pool's
+/// `powerActions`): what [`attempt`] could run, so that a client offers
+/// only those. Wake-on-LAN starts hosts without a command; every command
+/// needs a broker that runs them (`commands_allowed`).
+pub fn actions(settings: &PowerSettings, commands_allowed: bool) -> Vec<&'static str> {
+    let runs = |c: &Option<String>| commands_allowed && c.is_some();
+    let start = match settings.driver {
+        PowerDriver::None => false,
+        PowerDriver::WakeOnLan => true,
+        PowerDriver::Command => runs(&settings.power_on_command),
+    };
+    let stop = settings.driver != PowerDriver::None && runs(&settings.power_off_command);
+    [("start", start), ("stop", stop)]
+        .into_iter()
+        .filter_map(|(a, can)| can.then_some(a))
+        .collect()
+}
+
 /// One attempt of `verb` with the pool's driver; a command only if this
 /// broker runs them (`commands_allowed`, `Settings::allow_power_commands`).
 async fn attempt(
@@ -680,6 +698,31 @@ mod tests {
         for i in 0..16 {
             assert_eq!(&p[6 + i * 6..12 + i * 6], &mac, "copy {i}");
         }
+    }
+
+    #[test]
+    fn a_pool_offers_only_the_actions_its_driver_and_this_broker_can_take() {
+        let none = PowerSettings::default();
+        assert_eq!(actions(&none, true), Vec::<&str>::new());
+        let commands = PowerSettings {
+            driver: PowerDriver::Command,
+            power_on_command: Some("true".into()),
+            power_off_command: Some("true".into()),
+            ..PowerSettings::default()
+        };
+        assert_eq!(actions(&commands, true), ["start", "stop"]);
+        // A broker without --allow-power-commands runs none of them.
+        assert_eq!(actions(&commands, false), Vec::<&str>::new());
+        let wol = PowerSettings {
+            driver: PowerDriver::WakeOnLan,
+            ..PowerSettings::default()
+        };
+        assert_eq!(actions(&wol, false), ["start"]);
+        let wol_and_off = PowerSettings {
+            power_off_command: Some("true".into()),
+            ..wol
+        };
+        assert_eq!(actions(&wol_and_off, true), ["start", "stop"]);
     }
 
     fn target() -> Target {

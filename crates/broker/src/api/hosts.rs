@@ -57,16 +57,23 @@ pub async fn show(
 }
 
 /// Register (201) or replace (200); a replaced host keeps its place in
-/// query order and its sessions.
+/// query order and its sessions. With `If-None-Match: *`, only register:
+/// an existing host is a 409 and is left as it was.
 #[utoipa::path(put, path = "/api/v1/hostPools/{pool}/sessionHosts/{host}", tag = "sessionHosts",
     request_body = SessionHostInput,
+    params(("If-None-Match" = Option<String>, Header, description = "`*`: only register the session host; 409 Conflict if it exists")),
     responses((status = 201, body = SessionHostOutput), (status = 200, body = SessionHostOutput),
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn put(
     State(core): State<Arc<Core>>,
     Path((pool, host)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
     Json(input): Json<SessionHostInput>,
 ) -> Result<(StatusCode, axum::Json<SessionHostOutput>), ApiError> {
+    let create_only = headers
+        .get_all(axum::http::header::IF_NONE_MATCH)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.trim() == "*"));
     if let Some(n) = &input.name
         && n != &host
     {
@@ -88,6 +95,14 @@ pub async fn put(
     };
     let (upsert, out) = core
         .write(&pool, |p, now| {
+            if create_only && p.host(&host).is_some() {
+                return Err(crate::BrokerError::Engine(placement::Error::Conflict(
+                    format!(
+                        "session host {host} already exists in host pool {pool}; \
+                         change it with PATCH, or delete it first"
+                    ),
+                )));
+            }
             if p.host(&host).is_none_or(|h| h.spec.address != spec.address) {
                 crate::enroll::check_address(p.config(), &spec.address)?;
             }

@@ -363,6 +363,15 @@ pub(crate) fn rdp_answer(file: crate::connect::ConnectionFile) -> axum::response
 fn output(b: &Broker, p: &placement::Pool, warnings: Vec<String>) -> HostPoolOutput {
     let mut out = HostPoolOutput::of(p, warnings);
     out.scaling_plan = b.autoscale().plan_of(p.name());
+    out.power_actions = Some(
+        crate::power::actions(
+            &p.config().power_settings,
+            b.settings().allow_power_commands,
+        )
+        .iter()
+        .map(|a| a.to_string())
+        .collect(),
+    );
     out
 }
 

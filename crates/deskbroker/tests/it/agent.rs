@@ -400,3 +400,75 @@ fn the_agent_refuses_secrets_other_users_may_read() {
     assert!(stderr.contains(&want), "{stderr}");
     assert!(!state.exists(), "the agent started: {stderr}");
 }
+
+/// `deskbroker agent --help` names the flag that reads the registration
+/// token from a file (and its file key), and an agent given only that
+/// flag registers with the token in the file: the token never appears on
+/// its command line.
+#[tokio::test]
+async fn the_agent_reads_its_registration_token_from_the_file_its_help_names() {
+    let help = Command::new(crate::exe())
+        .args(["agent", "--help"])
+        .output()
+        .expect("run deskbroker agent --help");
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--registration-token-file <FILE>")
+            && help.contains("registration_token_file"),
+        "{help}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
+        201,
+    )
+    .await;
+    let token = app
+        .ok(
+            "POST",
+            "/api/v1/hostPools/farm/registrationToken",
+            Some(json!({})),
+            200,
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token_file = dir.path().join("farm.token");
+    write_mode(&token_file, &format!("{token}\n"), 0o600);
+    let sessions = sessions_file(dir.path(), "h1", &[]);
+    let child = Command::new(crate::exe())
+        .args(["agent", "--broker", &app.url, "--host-pool", "farm"])
+        .arg("--registration-token-file")
+        .arg(&token_file)
+        .args([
+            "--name",
+            "h1",
+            "--address",
+            "10.9.0.1:3389",
+            "--interval",
+            "5",
+        ])
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--sessions-command")
+        .arg(format!("cat {}", sessions.display()))
+        .env_remove("DESKBROKER_REGISTRATION_TOKEN")
+        .env_remove("DESKBROKER_AGENT_CONFIG")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start deskbroker agent");
+    let _agent = Agent(child);
+    let registered = eventually(BEAT, || async {
+        host(&app, "h1").await["status"] == "Available"
+    })
+    .await;
+    assert!(registered, "{}", host(&app, "h1").await);
+}

@@ -14,6 +14,7 @@ mod cli;
 mod config;
 mod console;
 mod console_browser;
+mod console_day_one;
 mod console_power;
 mod console_views;
 mod desktop;
