@@ -24,7 +24,11 @@
 //! one slot for at most the handshake timeout and disturbs no other (R6).
 //! Every connection ends in one `outcome` in metrics; relayed ones in one
 //! INFO line, refused ones in `deskbroker_rdp_refusals_total{reason}` and a
-//! rate-limited line (`sources.rs`).
+//! rate-limited line (`sources.rs`). A client refused after its first PDU
+//! is told why before the close: an X.224 Connection Confirm with an RDP
+//! Negotiation Failure whose code is one of [`pdu::failure`] (ticket
+//! refused, access refused, unavailable), so it ends on a negotiation
+//! failure instead of a closed transport.
 //!
 //! What the front door trusts (rules R2, R3, S9):
 //!
