@@ -895,3 +895,62 @@ async fn redirect<P: Placer>(
             Outcome::HostUnreachable
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::ErrorCode as E;
+    use pdu::failure::{ACCESS_REFUSED, TICKET_REFUSED, UNAVAILABLE};
+
+    #[test]
+    fn a_refusal_tells_only_what_the_client_may_know() {
+        // A ticket that names an unknown pool, or one closed to the front
+        // door, is answered as any refused ticket is …
+        for outcome in [
+            Outcome::TicketRefused,
+            Outcome::PoolNotAllowed,
+            Outcome::Refused(E::HostPoolNotFound),
+        ] {
+            assert_eq!(
+                outcome.failure_code(true),
+                Some(TICKET_REFUSED),
+                "{outcome:?}"
+            );
+        }
+        // … and without a ticket, an unknown pool as a closed one, or one
+        // that requires a ticket.
+        for outcome in [
+            Outcome::PoolNotAllowed,
+            Outcome::Refused(E::HostPoolNotFound),
+            Outcome::TicketRequired,
+            Outcome::NoPool,
+            Outcome::Refused(E::NotEntitled),
+        ] {
+            assert_eq!(
+                outcome.failure_code(false),
+                Some(ACCESS_REFUSED),
+                "{outcome:?}"
+            );
+        }
+        // What the user can wait out.
+        for outcome in [
+            Outcome::Refused(E::NoSessionHostAvailable),
+            Outcome::Refused(E::ServiceBusy),
+            Outcome::HostStartTimeout,
+            Outcome::HostUnreachable,
+            Outcome::BrokerUnreachable,
+            Outcome::SourceLimit,
+            Outcome::WaitingLimit("waiting_full"),
+        ] {
+            assert_eq!(outcome.failure_code(true), Some(UNAVAILABLE), "{outcome:?}");
+        }
+        // Served, gone, or never a Connection Request: nothing to tell.
+        for outcome in [
+            Outcome::Relayed,
+            Outcome::ClientLeft,
+            Outcome::HandshakeFailed,
+        ] {
+            assert_eq!(outcome.failure_code(true), None, "{outcome:?}");
+        }
+    }
+}
