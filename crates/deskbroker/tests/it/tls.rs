@@ -707,9 +707,9 @@ async fn rdp_through(
     .unwrap();
     let mut client = tokio::net::TcpStream::connect(front_door).await.unwrap();
     client.write_all(&pdu).await.unwrap();
-    // The front door either dials the host, or closes the client's
-    // connection when it cannot place the user.
-    let mut byte = [0u8; 1];
+    // The front door either dials the host, or refuses the client when it
+    // cannot place the user: an RDP Negotiation Failure, then the close.
+    let mut start = [0u8; 2];
     tokio::select! {
         accepted = host.accept() => {
             let (mut upstream, _) = accepted.unwrap();
@@ -717,8 +717,9 @@ async fn rdp_through(
             upstream.read_exact(&mut got).await.unwrap();
             (got == pdu, client)
         }
-        read = client.read(&mut byte) => {
-            assert!(matches!(read, Ok(0) | Err(_)), "the front door sent nothing");
+        read = client.read_exact(&mut start) => {
+            read.expect("the front door answers a refused client");
+            crate::front_door_trust::refusal(&mut client, start).await;
             (false, client)
         }
     }
