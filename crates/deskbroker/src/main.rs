@@ -172,10 +172,9 @@ async fn main() -> ExitCode {
 
 /// Logs go to stderr, so stdout carries only the data a command prints.
 /// `RUST_LOG` overrides the default level (e.g. `RUST_LOG=debug` shows every
-/// request the CLI makes).
+/// request the CLI makes); see [`log_filter`] for rustls's lines.
 fn init_tracing(default_level: &str, format: LogFormat) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref(), default_level);
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -185,9 +184,56 @@ fn init_tracing(default_level: &str, format: LogFormat) {
     }
 }
 
+/// What rustls logs at WARN is what a peer sent that it tolerates: an IP
+/// address as the TLS server name (xfreerdp and `openssl s_client` send one
+/// when given an address; RFC 6066 allows only host names, and rustls
+/// ignores it), a warning alert. Anyone who can reach a TLS listener can
+/// cause those lines, and nothing is wrong with the broker, so they are
+/// kept below WARN: rustls logs only its errors, whatever level `RUST_LOG`
+/// sets, unless `RUST_LOG` names `rustls` itself (`RUST_LOG=info,rustls=debug`).
+/// A handshake or connection that fails is reported by the broker's own
+/// code, under its own targets, which this does not touch.
+const RUSTLS_DIRECTIVE: &str = "rustls=error";
+
+/// The log filter: `rust_log` (the `RUST_LOG` variable) if it parses, else
+/// `default_level`; with [`RUSTLS_DIRECTIVE`] unless `rust_log` names rustls.
+fn log_filter(rust_log: Option<&str>, default_level: &str) -> EnvFilter {
+    let chosen = rust_log
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && EnvFilter::try_new(s).is_ok())
+        .unwrap_or(default_level);
+    if chosen.split(',').any(|d| d.trim().starts_with("rustls")) {
+        return EnvFilter::new(chosen);
+    }
+    EnvFilter::new(format!("{chosen},{RUSTLS_DIRECTIVE}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rustls_logs_only_errors_unless_rust_log_names_it() {
+        for (rust_log, directives) in [
+            (None, "info,rustls=error"),
+            (Some("info"), "info,rustls=error"),
+            (Some("debug"), "debug,rustls=error"),
+            (Some("  "), "info,rustls=error"),
+            (Some("not a [filter"), "info,rustls=error"),
+            (Some("info,rustls=debug"), "info,rustls=debug"),
+            (
+                Some("info,tokio_rustls=debug"),
+                "info,tokio_rustls=debug,rustls=error",
+            ),
+        ] {
+            let filter = log_filter(rust_log, "info").to_string();
+            let mut got: Vec<&str> = filter.split(',').collect();
+            let mut want: Vec<&str> = directives.split(',').collect();
+            got.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(got, want, "RUST_LOG={rust_log:?}");
+        }
+    }
 
     #[test]
     fn command_line_definition_is_consistent() {

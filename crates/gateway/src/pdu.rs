@@ -51,6 +51,59 @@ pub const RDP_NEG_REQ_BYTES: usize = 8;
 pub const TYPE_RDP_CORRELATION_INFO: u8 = 0x06;
 pub const RDP_CORRELATION_INFO_BYTES: usize = 36;
 
+/// The X.224 Connection Confirm TPDU code (X.224 §13.4), class 0, credit 0.
+pub const X224_CONNECTION_CONFIRM: u8 = 0xD0;
+/// RDP_NEG_FAILURE (MS-RDPBCGR 2.2.1.2.2): type TYPE_RDP_NEG_FAILURE and its
+/// fixed length.
+pub const TYPE_RDP_NEG_FAILURE: u8 = 0x03;
+pub const RDP_NEG_FAILURE_BYTES: usize = 8;
+/// The whole refusal [`negotiation_failure`] writes: TPKT header, the fixed
+/// Connection Confirm, RDP_NEG_FAILURE.
+pub const NEGOTIATION_FAILURE_BYTES: usize =
+    TPKT_HEADER_BYTES + X224_CR_HEADER_BYTES + RDP_NEG_FAILURE_BYTES;
+
+/// The failure codes a door answers a refused connection with, in an
+/// RDP_NEG_FAILURE. MS-RDPBCGR defines codes 1 to 6, and every one of them
+/// names a security protocol the server wants or lacks (TLS required, TLS
+/// not allowed, no certificate, inconsistent flags, CredSSP required,
+/// TLS with user authentication required). None of them is why a door
+/// refuses, and clients act on them: FreeRDP 3 and mstsc retry with the
+/// protocol the code asks for, which the door would refuse again, and the
+/// user would read a wrong cause. So the doors answer with codes of their
+/// own, above the protocol's range: a client ends the connection on a code
+/// it does not know (FreeRDP 2.11 logs "Unknown protocol security error
+/// <code>" and ends with ERRCONNECT_SECURITY_NEGO_CONNECT_FAILED; FreeRDP 3
+/// logs "Error: UNKNOWN [0x<code>]" and ends the same way), and the number
+/// it prints is in docs/gateway.md with what to do.
+pub mod failure {
+    /// The connection ticket was refused: expired, not signed by this
+    /// broker, changed, or for another pool or user (and, so that a ticket
+    /// reveals nothing about which pools exist, a ticket naming an unknown
+    /// pool or one closed to the door). The user needs a new connection file.
+    pub const TICKET_REFUSED: u32 = 1001;
+    /// The connection was refused without a ticket, or for who the user is:
+    /// no pool, an unknown pool or one closed to the door, a pool that
+    /// admits only connection files, a user not entitled, a redirection
+    /// token the broker did not sign. The user needs a connection file or
+    /// access from the administrator.
+    pub const ACCESS_REFUSED: u32 = 1002;
+    /// No session host can take the connection now: no capacity, a host
+    /// that did not start in time or could not be reached, the broker
+    /// unreachable or busy, too many connections from this address. The
+    /// user may try again later.
+    pub const UNAVAILABLE: u32 = 1003;
+
+    /// A short, fixed name for logs and metrics.
+    pub fn name(code: u32) -> &'static str {
+        match code {
+            TICKET_REFUSED => "ticket_refused",
+            ACCESS_REFUSED => "access_refused",
+            UNAVAILABLE => "unavailable",
+            _ => "other",
+        }
+    }
+}
+
 /// The cookie that names the user (MS-RDPBCGR 2.2.1.1, `cookie`).
 pub const MSTSHASH_PREFIX: &[u8] = b"Cookie: mstshash=";
 /// The routing token of a server redirection, naming a host by IPv4 address.
@@ -456,6 +509,38 @@ pub fn msts_cookie(addr: SocketAddrV4) -> String {
     format!("Cookie: msts={ip}.{port}.0000")
 }
 
+/// The answer that refuses `request`: an X.224 Connection Confirm
+/// (MS-RDPBCGR 2.2.1.2) whose negotiation data is an RDP_NEG_FAILURE
+/// with `failure_code`, so the client ends with a negotiation failure that
+/// names the code instead of a closed transport. A client that sent no
+/// RDP_NEG_REQ gets it too, as a Windows server that requires TLS answers
+/// such a client with SSL_REQUIRED_BY_SERVER: FreeRDP 2.11, after its
+/// CredSSP and TLS attempts were refused, retries once more asking for
+/// Standard RDP Security with no RDP_NEG_REQ, and only a failure on that
+/// last attempt makes it end on the negotiation failure rather than a
+/// transport failure.
+pub fn negotiation_failure(
+    request: &ConnectionRequest,
+    failure_code: u32,
+) -> [u8; NEGOTIATION_FAILURE_BYTES] {
+    let mut pdu = [0u8; NEGOTIATION_FAILURE_BYTES];
+    pdu[0] = TPKT_VERSION;
+    pdu[2..4].copy_from_slice(&(NEGOTIATION_FAILURE_BYTES as u16).to_be_bytes());
+    // The length indicator counts every byte after itself.
+    pdu[4] = (NEGOTIATION_FAILURE_BYTES - TPKT_HEADER_BYTES - 1) as u8;
+    pdu[5] = X224_CONNECTION_CONFIRM;
+    // X.224 §13.4: the confirm's destination reference is the request's
+    // source reference; the source reference is this side's (unused by RDP).
+    pdu[6..8].copy_from_slice(&request.src_ref.to_be_bytes());
+    // pdu[8..10] source reference 0, pdu[10] class 0.
+    let neg = &mut pdu[TPKT_HEADER_BYTES + X224_CR_HEADER_BYTES..];
+    neg[0] = TYPE_RDP_NEG_FAILURE;
+    // neg[1]: flags, none defined.
+    neg[2..4].copy_from_slice(&(RDP_NEG_FAILURE_BYTES as u16).to_le_bytes());
+    neg[4..8].copy_from_slice(&failure_code.to_le_bytes());
+    pdu
+}
+
 /// Reads exactly the first PDU from `reader` within `timeout` and parses
 /// it. Answers the raw bytes too: they are forwarded to the host byte for
 /// byte (rule R4). An oversized TPKT length is refused after its 4-byte
@@ -565,6 +650,28 @@ mod tests {
         assert_eq!(
             first_pdu_length(&[0x16, 3, 1, 0]),
             Err(PduError::TpktVersion(0x16))
+        );
+    }
+
+    #[test]
+    fn a_negotiation_failure_is_a_connection_confirm_with_rdp_neg_failure() {
+        // mstsc's request: cookie, RDP_NEG_REQ asking for TLS and CredSSP.
+        let mut cr = vec![3, 0, 0, 0, 0, 0xE0, 0, 0, 0x12, 0x34, 0];
+        cr.extend_from_slice(b"Cookie: mstshash=alice\r\n");
+        cr.extend_from_slice(&[TYPE_RDP_NEG_REQ, 0, 8, 0, 3, 0, 0, 0]);
+        let len = cr.len();
+        cr[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        cr[4] = (len - 5) as u8;
+        let request = parse(&cr).expect("parses");
+        let answer = negotiation_failure(&request, failure::TICKET_REFUSED);
+        assert_eq!(
+            answer,
+            [
+                3, 0, 0, 19, // TPKT, 19 bytes in all
+                14, 0xD0, 0x12, 0x34, 0, 0, 0, // X.224 CC, dst-ref = the CR's src-ref
+                3, 0, 8, 0, // RDP_NEG_FAILURE, flags 0, length 8
+                0xE9, 0x03, 0, 0, // 1001, little-endian
+            ]
         );
     }
 

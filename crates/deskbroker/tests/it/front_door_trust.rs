@@ -92,19 +92,48 @@ pub(crate) fn first_pdu(line: &str) -> Vec<u8> {
 }
 
 /// Opens a front-door connection with `line`; answers it once the host's
-/// `CC` came back, or `None` when the front door closed it instead.
+/// `CC` came back, or `None` when the front door refused it instead (its
+/// RDP Negotiation Failure, then the close; see [`refusal`]).
 pub(crate) async fn open(front_door: &str, line: &str) -> Option<TcpStream> {
     let mut c = TcpStream::connect(front_door).await.expect("connect");
     c.write_all(&first_pdu(line)).await.expect("write");
     let mut cc = [0u8; 2];
     match tokio::time::timeout(PATIENCE, c.read_exact(&mut cc)).await {
+        Ok(Ok(_)) if &cc == b"CC" => Some(c),
         Ok(Ok(_)) => {
-            assert_eq!(&cc, b"CC");
-            Some(c)
+            let code = refusal(&mut c, cc).await;
+            assert!(
+                (1001..=1003).contains(&code),
+                "{line:?}: told an unknown failure code {code}"
+            );
+            None
         }
         Ok(Err(_)) => None,
         Err(_) => panic!("the front door neither relayed nor closed {line:?}"),
     }
+}
+
+/// Reads the rest of the front door's refusal, whose first two bytes are
+/// `start`: an X.224 Connection Confirm with an RDP Negotiation Failure,
+/// then the close; answers its failure code.
+pub(crate) async fn refusal(c: &mut TcpStream, start: [u8; 2]) -> u32 {
+    let mut answer = [0u8; 19];
+    answer[..2].copy_from_slice(&start);
+    tokio::time::timeout(PATIENCE, c.read_exact(&mut answer[2..]))
+        .await
+        .expect("the refusal in time")
+        .expect("the whole refusal");
+    assert_eq!(
+        answer[..15],
+        [3, 0, 0, 19, 14, 0xD0, 0, 0, 0, 0, 0, 3, 0, 8, 0],
+        "not a Connection Confirm with an RDP Negotiation Failure"
+    );
+    let mut more = [0u8; 1];
+    let closed = tokio::time::timeout(PATIENCE, c.read(&mut more))
+        .await
+        .expect("closed in time");
+    assert!(matches!(closed, Ok(0) | Err(_)), "bytes after the refusal");
+    u32::from_le_bytes([answer[15], answer[16], answer[17], answer[18]])
 }
 
 /// Plays a logon as far as the front door can see one (rule S9's

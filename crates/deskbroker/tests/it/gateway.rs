@@ -200,11 +200,16 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     bob.write_all(&crate::front_door_trust::first_pdu("Cookie: mstshash=bob"))
         .await
         .unwrap();
-    let mut buf = [0u8; 1];
-    let closed = tokio::time::timeout(PATIENCE, bob.read(&mut buf)).await;
-    assert!(
-        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
-        "bob without a ticket: {closed:?}"
+    // Refused, and told so: access refused (1002), then closed.
+    let mut start = [0u8; 2];
+    tokio::time::timeout(PATIENCE, bob.read_exact(&mut start))
+        .await
+        .expect("answered in time")
+        .expect("bob without a ticket is answered");
+    assert_eq!(
+        crate::front_door_trust::refusal(&mut bob, start).await,
+        1002,
+        "bob without a ticket"
     );
     let file = app.text("/api/v1/hostPools/farm/rdpFile?user=carol").await;
     assert!(
@@ -221,10 +226,16 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
         .write_all(&crate::front_door_trust::first_pdu(&forged))
         .await
         .unwrap();
-    let closed = tokio::time::timeout(PATIENCE, mallory.read(&mut buf)).await;
-    assert!(
-        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
-        "a forged ticket: {closed:?}"
+    // Told: ticket refused (1001), through the stand-alone front door too.
+    let mut start = [0u8; 2];
+    tokio::time::timeout(PATIENCE, mallory.read_exact(&mut start))
+        .await
+        .expect("answered in time")
+        .expect("a forged ticket is answered");
+    assert_eq!(
+        crate::front_door_trust::refusal(&mut mallory, start).await,
+        1001,
+        "a forged ticket"
     );
     let pdu = crate::front_door_trust::first_pdu(ticket);
     let mut carol = tokio::net::TcpStream::connect(&front_door).await.unwrap();

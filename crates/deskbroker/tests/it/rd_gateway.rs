@@ -163,23 +163,42 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     // Tampered, expired and other-pool tokens, and the right token for
     // another resource: refused, no host reached, no session made.
     let good = ticket(&dir.path().join("data"), "farm", "mallory", expires).await;
+    // Each is told why, with the HRESULT MS-TSGU has for it, which
+    // xfreerdp prints by name.
+    let denied = "E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED";
+    let not_this_resource = "E_PROXY_RAP_ACCESSDENIED";
     let refused = [
-        through_gateway("farm", &good.replace(":mallory", ":alice"), "alice"),
-        through_legacy("farm", &good.replace(":mallory", ":alice"), "alice"),
-        through_gateway(
-            "farm",
-            &ticket(&dir.path().join("data"), "farm", "alice", 1_000_000_000).await,
-            "alice",
+        (
+            through_gateway("farm", &good.replace(":mallory", ":alice"), "alice"),
+            denied,
         ),
-        through_gateway(
-            "farm",
-            &ticket(&dir.path().join("data"), "other", "alice", expires).await,
-            "alice",
+        (
+            through_legacy("farm", &good.replace(":mallory", ":alice"), "alice"),
+            denied,
         ),
-        through_gateway("other", &good, "mallory"),
-        through_gateway("farm", "not-a-ticket", "alice"),
+        (
+            through_gateway(
+                "farm",
+                &ticket(&dir.path().join("data"), "farm", "alice", 1_000_000_000).await,
+                "alice",
+            ),
+            denied,
+        ),
+        (
+            through_gateway(
+                "farm",
+                &ticket(&dir.path().join("data"), "other", "alice", expires).await,
+                "alice",
+            ),
+            not_this_resource,
+        ),
+        (
+            through_gateway("other", &good, "mallory"),
+            not_this_resource,
+        ),
+        (through_gateway("farm", "not-a-ticket", "alice"), denied),
     ];
-    for args in refused {
+    for (args, hresult) in refused {
         let mut c = client(&args);
         let gave_up = eventually(PATIENCE, || {
             let exited = c.exited();
@@ -187,6 +206,12 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
         })
         .await;
         assert!(gave_up, "{args:?} was not refused: {}", c.log());
+        let log = c.log();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("[ERROR][com.freerdp.core.gateway") && l.contains(hresult)),
+            "{args:?}: xfreerdp was not told {hresult}:\n{log}"
+        );
     }
     assert_eq!((a.tls_connections(), b.tls_connections()), (0, 0));
     assert_eq!(session_of(&app, "farm", "alice").await, None);

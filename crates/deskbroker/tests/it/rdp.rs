@@ -372,6 +372,24 @@ pub(crate) async fn wait_tls(host: &Xrdp, n: usize, other: &Xrdp, m: usize, clie
     );
 }
 
+/// The RDP_NEG_FAILURE codes the front door answers refusals with
+/// (`gateway::pdu::failure`; docs/gateway.md lists them for users).
+pub(crate) const TICKET_REFUSED: u32 = 1001;
+pub(crate) const ACCESS_REFUSED: u32 = 1002;
+pub(crate) const UNAVAILABLE: u32 = 1003;
+
+/// Asserts that xfreerdp 2.11 ended on the front door's negotiation
+/// failure `code` (its log names the code and the negotiation failure),
+/// not on a transport failure.
+pub(crate) fn assert_told(log: &str, code: u32, what: &impl std::fmt::Debug) {
+    assert!(
+        log.contains(&format!("Unknown protocol security error {code}"))
+            && log.contains("ERRCONNECT_SECURITY_NEGO_CONNECT_FAILED")
+            && !log.contains("ERRCONNECT_CONNECT_TRANSPORT_FAILED"),
+        "{what:?}: xfreerdp was not told failure {code}:\n{log}"
+    );
+}
+
 #[tokio::test]
 async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_restart() {
     let xrdp = require("xrdp", "xrdp");
@@ -594,47 +612,62 @@ async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_othe
     let other_pool = issued("other", "alice").await;
     let attempts = [
         // Missing: a cookie alone, and a routing token naming the pool.
-        vec![v.clone(), "/u:alice".to_string()],
-        vec![
-            v.clone(),
-            "/load-balance-info:tsv://MS Terminal Services Plugin.1.other".to_string(),
-        ],
+        (vec![v.clone(), "/u:alice".to_string()], ACCESS_REFUSED),
+        (
+            vec![
+                v.clone(),
+                "/load-balance-info:tsv://MS Terminal Services Plugin.1.other".to_string(),
+            ],
+            ACCESS_REFUSED,
+        ),
         // Tampered: another user in the broker's ticket.
-        vec![
-            v.clone(),
-            format!("/load-balance-info:{}", alice.replace(":alice", ":mallory")),
-        ],
+        (
+            vec![
+                v.clone(),
+                format!("/load-balance-info:{}", alice.replace(":alice", ":mallory")),
+            ],
+            TICKET_REFUSED,
+        ),
         // Honest but for another pool, rewritten to name this one.
-        vec![
-            v.clone(),
-            format!(
-                "/load-balance-info:{}",
-                other_pool.replace("dbt1:other:", "dbt1:secure:")
-            ),
-        ],
+        (
+            vec![
+                v.clone(),
+                format!(
+                    "/load-balance-info:{}",
+                    other_pool.replace("dbt1:other:", "dbt1:secure:")
+                ),
+            ],
+            TICKET_REFUSED,
+        ),
         // Signed by the broker but expired; signed by another broker.
-        vec![
-            v.clone(),
-            format!(
-                "/load-balance-info:{}",
-                api::ticket::TicketKey::derive(
-                    &crate::signing_secret(&dir.path().join("data")).await
-                )
-                .issue("secure", "alice", 1_000_000_000)
-                .expect("fits")
-            ),
-        ],
-        vec![
-            v.clone(),
-            format!(
-                "/load-balance-info:{}",
-                api::ticket::TicketKey::derive("another broker's admin token, 32+ chars")
-                    .issue("secure", "alice", 4_000_000_000)
+        (
+            vec![
+                v.clone(),
+                format!(
+                    "/load-balance-info:{}",
+                    api::ticket::TicketKey::derive(
+                        &crate::signing_secret(&dir.path().join("data")).await
+                    )
+                    .issue("secure", "alice", 1_000_000_000)
                     .expect("fits")
-            ),
-        ],
+                ),
+            ],
+            TICKET_REFUSED,
+        ),
+        (
+            vec![
+                v.clone(),
+                format!(
+                    "/load-balance-info:{}",
+                    api::ticket::TicketKey::derive("another broker's admin token, 32+ chars")
+                        .issue("secure", "alice", 4_000_000_000)
+                        .expect("fits")
+                ),
+            ],
+            TICKET_REFUSED,
+        ),
     ];
-    for args in attempts {
+    for (args, code) in attempts {
         let mut c = refused(args.clone());
         let gave_up = eventually(PATIENCE, || {
             let exited = c.exited();
@@ -643,6 +676,8 @@ async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_othe
         .await;
         assert!(gave_up, "{args:?} was not refused: {}", c.log());
         assert_eq!(a.tls_connections(), 0, "{args:?} reached the host");
+        // Told why, in the negotiation, not left with a closed transport.
+        assert_told(&c.log(), code, &args);
     }
     assert!(sessions(&app, "secure").await.is_empty());
     assert!(sessions(&app, "other").await.is_empty());
@@ -702,4 +737,121 @@ async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_othe
         .filter_map(|e| e["after"]["userPrincipalName"].as_str())
         .collect();
     assert_eq!(users, ["bob", "alice"], "{log}");
+}
+
+/// A downloaded connection file whose ticket has expired: xfreerdp is told
+/// so in the negotiation (RDP_NEG_FAILURE 1001, "ticket refused") and ends
+/// on a negotiation failure, not a transport failure; the broker's log and
+/// metrics say why. A pool with no host to take the user answers 1003
+/// ("unavailable, try again later").
+#[tokio::test]
+async fn xfreerdp_with_an_expired_connection_file_is_told_its_ticket_was_refused() {
+    let xrdp = require("xrdp", "xrdp");
+    let xfreerdp = require("xfreerdp", "freerdp2-x11");
+    let xvfb = require("Xvfb", "xvfb");
+    let openssl = require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
+    let display = Display::start(&xvfb);
+    let client = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        Client::start(&xfreerdp, &display, &home, &args)
+    };
+    let (app, front_door) = spawn_with_front_door(&dir.path().join("data"), "secure");
+    // The shortest ticket lifetime a pool takes.
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/secure",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                    "allowedAddressRanges": ["127.0.0.0/8"],
+                    "requireConnectionTicket": true, "ticketLifetimeSeconds": 30}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/secure/sessionHosts/h1",
+        Some(json!({"address": a.address})),
+        201,
+    )
+    .await;
+    // A pool the front door may reach, with no host at all.
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/empty",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+                     "allowFrontDoor": true}),
+        ),
+        201,
+    )
+    .await;
+
+    let rdp_file = dir.path().join("secure.rdp");
+    let path = rdp_file.display().to_string();
+    let (ok, _, err) = app.cli(&[
+        "hostpool", "rdp-file", "--name", "secure", "--user", "alice", "--file", &path,
+    ]);
+    assert!(ok, "hostpool rdp-file --user: {err}");
+    let file = std::fs::read_to_string(&rdp_file).expect("connection file");
+    let ticket = file
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("loadbalanceinfo:s:"))
+        .expect("loadbalanceinfo");
+    let expires = api::ticket::Ticket::parse(ticket.trim_end())
+        .expect("a ticket")
+        .expires_unix_seconds;
+
+    // While the file is fresh, it takes alice to h1.
+    let c = client(&[&path]);
+    let reached = eventually(PATIENCE, || async { a.tls_connections() >= 1 }).await;
+    assert!(reached, "the fresh file did not reach h1: {}", c.log());
+    drop(c);
+
+    // No host to take anyone: told "unavailable".
+    let mut c = client(&[
+        &format!("/v:{front_door}"),
+        "/u:bob",
+        "/load-balance-info:tsv://MS Terminal Services Plugin.1.empty",
+    ]);
+    let gave_up = eventually(PATIENCE, || {
+        let exited = c.exited();
+        async move { exited }
+    })
+    .await;
+    assert!(gave_up, "a pool without hosts was not refused: {}", c.log());
+    assert_told(&c.log(), UNAVAILABLE, &"a pool without hosts");
+
+    // Once its ticket has expired (and the broker's leeway for clocks has
+    // passed), the same file is refused, and the client is told why.
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs()
+    };
+    let past = expires + api::ticket::TICKET_LEEWAY_SECONDS + 1;
+    let expired = eventually(Duration::from_secs(60) + PATIENCE, || {
+        let done = now() > past;
+        async move { done }
+    })
+    .await;
+    assert!(expired, "the ticket did not expire");
+    let mut c = client(&[&path]);
+    let gave_up = eventually(PATIENCE, || {
+        let exited = c.exited();
+        async move { exited }
+    })
+    .await;
+    assert!(gave_up, "the expired file was not refused: {}", c.log());
+    assert_told(&c.log(), TICKET_REFUSED, &"the expired file");
+    assert_eq!(a.tls_connections(), 1, "the expired file reached h1");
+
+    // The administrator's side: counted by reason in metrics.
+    let refusals = "deskbroker_rdp_refusals_total{reason=\"ticket_refused\"}";
+    let metrics = metrics_when(&app, |m| m.contains(refusals)).await;
+    assert!(metrics.contains(refusals), "{metrics}");
 }

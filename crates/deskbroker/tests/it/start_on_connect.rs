@@ -437,13 +437,18 @@ async fn a8_the_front_door_closes_a_client_whose_host_does_not_come_within_the_b
         .write_all(&first_pdu("Cookie: mstshash=alice"))
         .await
         .unwrap();
-    // No heartbeat ever comes: past its bound the client is closed.
-    let mut buf = [0u8; 16];
-    let n = tokio::time::timeout(WAIT, client.read(&mut buf))
+    // No heartbeat ever comes: past its bound the client is told the
+    // desktop is unavailable (1003, try again later), and closed.
+    let mut start = [0u8; 2];
+    tokio::time::timeout(WAIT, client.read_exact(&mut start))
         .await
-        .expect("closed past the bound")
-        .unwrap_or(0);
-    assert_eq!(n, 0, "closed without a byte");
+        .expect("answered past the bound")
+        .expect("the refusal");
+    assert_eq!(
+        crate::front_door_trust::refusal(&mut client, start).await,
+        1003,
+        "told the desktop is unavailable"
+    );
     assert_eq!(starts(&log), ["start h1"]);
     let metrics = app.text("/metrics").await;
     assert!(

@@ -707,9 +707,9 @@ async fn rdp_through(
     .unwrap();
     let mut client = tokio::net::TcpStream::connect(front_door).await.unwrap();
     client.write_all(&pdu).await.unwrap();
-    // The front door either dials the host, or closes the client's
-    // connection when it cannot place the user.
-    let mut byte = [0u8; 1];
+    // The front door either dials the host, or refuses the client when it
+    // cannot place the user: an RDP Negotiation Failure, then the close.
+    let mut start = [0u8; 2];
     tokio::select! {
         accepted = host.accept() => {
             let (mut upstream, _) = accepted.unwrap();
@@ -717,8 +717,9 @@ async fn rdp_through(
             upstream.read_exact(&mut got).await.unwrap();
             (got == pdu, client)
         }
-        read = client.read(&mut byte) => {
-            assert!(matches!(read, Ok(0) | Err(_)), "the front door sent nothing");
+        read = client.read_exact(&mut start) => {
+            read.expect("the front door answers a refused client");
+            crate::front_door_trust::refusal(&mut client, start).await;
             (false, client)
         }
     }
@@ -846,4 +847,112 @@ async fn a_replicas_own_front_door_follows_its_certificate_across_a_reload() {
     // HTTPS, still places users.
     let (dialled, _client) = rdp_through(&door, &host).await;
     assert!(dialled, "the front door placed the user after the reload");
+}
+
+/// `openssl s_client` against `address`, sending `server_name` as SNI, with
+/// `request` written once the handshake is done; answers the process, its
+/// input (the client closes in order, with close_notify, when it ends) and
+/// its output (`-quiet`: only what the server sends).
+fn s_client(
+    openssl: &Path,
+    address: &str,
+    server_name: &str,
+    request: &[u8],
+) -> (Child, std::process::ChildStdin, ChildStdout) {
+    use std::io::Write;
+    let mut child = Command::new(openssl)
+        .args(["s_client", "-quiet", "-no_ign_eof", "-connect", address])
+        .args(["-servername", server_name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start openssl s_client");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(request).expect("write the request");
+    let stdout = child.stdout.take().expect("stdout");
+    (child, stdin, stdout)
+}
+
+/// Ordinary TLS clients leave no WARN line in the broker's log: one that
+/// sends an IP address as its TLS server name (xfreerdp does, given
+/// `/g:203.0.113.7`, as does `openssl s_client -servername` with an
+/// address), and one that closes its connection without a close_notify
+/// alert (a browser or xfreerdp that is closed or killed). Both under the
+/// broker's default log level and under the packaged unit's
+/// `RUST_LOG=info`; the connections themselves are in the log, at INFO.
+#[tokio::test]
+async fn ordinary_tls_clients_leave_no_warning_in_the_log() {
+    let openssl = crate::rdp::require("openssl", "openssl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (n, rust_log) in [None, Some("info")].into_iter().enumerate() {
+        let log = dir.path().join(format!("serve-{n}.log"));
+        let mut command = Command::new(exe());
+        command
+            .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join(format!("data-{n}")))
+            .args(["--gateway-listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        match rust_log {
+            Some(level) => command.env("RUST_LOG", level),
+            None => command.env_remove("RUST_LOG"),
+        };
+        let mut broker = crate::rdp::Killed(command.spawn().expect("start serve"));
+        let lines = crate::first_lines(&mut broker.0, 2, PATIENCE * 4).expect("serve starts");
+        let gateway = lines[1]
+            .strip_prefix("rd gateway listening on ")
+            .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
+            .to_string();
+        let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+        let connections = || read_log().matches("rd gateway connection").count();
+
+        // An IP address as the server name; the client then closes in
+        // order (close_notify) when its input ends.
+        let (mut ip_sni, input, _output) = s_client(&openssl, &gateway, "127.0.0.1", b"");
+        drop(input);
+        let closed = eventually(PATIENCE, || {
+            let n = connections();
+            async move { n >= 1 }
+        })
+        .await;
+        let _ = ip_sni.kill();
+        let _ = ip_sni.wait();
+        assert!(closed, "the connection was not logged:\n{}", read_log());
+
+        // A browser's request for the page, answered; then the client is
+        // killed: its connection closes without close_notify.
+        let (mut killed, _input, out) = s_client(
+            &openssl,
+            &gateway,
+            "localhost",
+            b"GET /web HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        );
+        let mut status = String::new();
+        BufReader::new(out)
+            .read_line(&mut status)
+            .expect("read the answer");
+        assert!(status.starts_with("HTTP/1.1 200"), "{status:?}");
+        killed.kill().expect("kill s_client");
+        let _ = killed.wait();
+        let closed = eventually(PATIENCE, || {
+            let n = connections();
+            async move { n >= 2 }
+        })
+        .await;
+        assert!(
+            closed,
+            "the closed connection was not logged:\n{}",
+            read_log()
+        );
+
+        let log = read_log();
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ")).collect();
+        assert!(
+            warnings.is_empty(),
+            "RUST_LOG={rust_log:?}: ordinary clients logged warnings:\n{}",
+            warnings.join("\n")
+        );
+    }
 }

@@ -368,11 +368,42 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
         !t.is_empty()
     })
     .await;
-    assert!(said.contains("refused"), "{said}");
+    // The user reads what happened and what to do about it.
+    assert!(
+        said.contains("refused") && said.contains("Ask for a new link"),
+        "{said}"
+    );
     assert_eq!(
         h1.tls_connections(),
         before,
         "the changed ticket reached the host"
+    );
+
+    // An expired ticket, signed by this broker: the same sentence, which
+    // names expiry, and no host reached.
+    let expired =
+        api::ticket::TicketKey::derive(&crate::signing_secret(&dir.path().join("data")).await)
+            .issue("farm", "alice", 1_000_000_000)
+            .expect("fits");
+    c.goto("about:blank").await.expect("leave the page");
+    c.goto(&format!(
+        "https://{gateway}/web#ticket={}",
+        fragment(&expired)
+    ))
+    .await
+    .expect("open the page");
+    let said = wait_text(c, "#status[data-state=refused]", "the expired link", |t| {
+        !t.is_empty()
+    })
+    .await;
+    assert!(
+        said.contains("expired") && said.contains("Ask for a new link"),
+        "{said}"
+    );
+    assert_eq!(
+        h1.tls_connections(),
+        before,
+        "the expired ticket reached the host"
     );
 
     // A pool whose only host cannot be reached: the gateway answers 502

@@ -24,7 +24,11 @@
 //! one slot for at most the handshake timeout and disturbs no other (R6).
 //! Every connection ends in one `outcome` in metrics; relayed ones in one
 //! INFO line, refused ones in `deskbroker_rdp_refusals_total{reason}` and a
-//! rate-limited line (`sources.rs`).
+//! rate-limited line (`sources.rs`). A client refused after its first PDU
+//! is told why before the close: an X.224 Connection Confirm with an RDP
+//! Negotiation Failure whose code is one of [`pdu::failure`] (ticket
+//! refused, access refused, unavailable), so it ends on a negotiation
+//! failure instead of a closed transport.
 //!
 //! What the front door trusts (rules R2, R3, S9):
 //!
@@ -376,8 +380,9 @@ enum Outcome {
     HandshakeFailed,
     /// No routing token and no default pool (R1).
     NoPool,
-    /// The broker refused the placement (no capacity, unknown pool, …).
-    Refused,
+    /// The broker refused the placement (no capacity, unknown pool, …),
+    /// with the contract's code.
+    Refused(api::ErrorCode),
     /// The host (or every host tried) could not be reached (R5).
     HostUnreachable,
     /// An msts cookie named no registered host (R3).
@@ -410,7 +415,7 @@ impl Outcome {
             Outcome::Relayed => "relayed",
             Outcome::HandshakeFailed => "handshake_failed",
             Outcome::NoPool => "no_pool",
-            Outcome::Refused => "refused",
+            Outcome::Refused(_) => "refused",
             Outcome::HostUnreachable => "host_unreachable",
             Outcome::UnknownRedirect => "unknown_redirect",
             Outcome::BrokerUnreachable => "broker_unreachable",
@@ -431,7 +436,7 @@ impl Outcome {
         match self {
             Outcome::HandshakeFailed => Some(handshake.unwrap_or("handshake_failed")),
             Outcome::NoPool => Some("no_pool"),
-            Outcome::Refused => Some("refused"),
+            Outcome::Refused(_) => Some("refused"),
             Outcome::UnknownRedirect => Some("unknown_redirect"),
             Outcome::PoolNotAllowed => Some("pool_not_allowed"),
             Outcome::RedirectRefused(r) => Some(r.reason()),
@@ -445,6 +450,56 @@ impl Outcome {
             | Outcome::HostStartTimeout
             | Outcome::ClientLeft => None,
         }
+    }
+}
+
+impl Outcome {
+    /// The RDP_NEG_FAILURE code a refused client is told ([`pdu::failure`]),
+    /// or none for a connection that was served or whose client left.
+    ///
+    /// Told apart only as far as the client may know: whatever names a pool
+    /// that does not exist, or one closed to the front door, is answered as
+    /// the neighbouring refusal is (a ticket's as a refused ticket, the
+    /// others as access refused), so no answer says which pools exist.
+    fn failure_code(self, ticketed: bool) -> Option<u32> {
+        use api::ErrorCode as E;
+        use pdu::failure::{ACCESS_REFUSED, TICKET_REFUSED, UNAVAILABLE};
+        let refused_access = if ticketed {
+            TICKET_REFUSED
+        } else {
+            ACCESS_REFUSED
+        };
+        Some(match self {
+            Outcome::Relayed | Outcome::ClientLeft | Outcome::HandshakeFailed => return None,
+            Outcome::TicketRefused => TICKET_REFUSED,
+            Outcome::PoolNotAllowed => refused_access,
+            Outcome::NoPool
+            | Outcome::TicketRequired
+            | Outcome::UnknownRedirect
+            | Outcome::RedirectRefused(_) => ACCESS_REFUSED,
+            Outcome::Refused(code) => match code {
+                E::HostPoolNotFound => refused_access,
+                E::NoSessionHostAvailable
+                | E::SessionHostUnavailable
+                | E::SessionHostStarting
+                | E::StoreUnavailable
+                | E::ServiceBusy
+                | E::LeaderUnavailable
+                | E::LeaderTimeout
+                | E::LeaderLost
+                | E::TooManyRequests
+                | E::InternalError
+                // The door's own credential refused: nothing the user did.
+                | E::Unauthorized
+                | E::Forbidden => UNAVAILABLE,
+                _ => ACCESS_REFUSED,
+            },
+            Outcome::HostUnreachable
+            | Outcome::BrokerUnreachable
+            | Outcome::SourceLimit
+            | Outcome::HostStartTimeout
+            | Outcome::WaitingLimit(_) => UNAVAILABLE,
+        })
     }
 }
 
@@ -510,44 +565,92 @@ async fn connection<P: Placer>(
             }
         };
     let _ = client.set_nodelay(true);
+    match admit(&client, &request, placer, config, shared, source, report).await {
+        Ok(Admitted::Redirect(host)) => {
+            relay(
+                client, host, &first_pdu, None, placer, config, source, report,
+            )
+            .await
+        }
+        Ok(Admitted::Placed(placed)) => {
+            serve_placed(
+                client, placed, &first_pdu, placer, config, shared, source, report,
+            )
+            .await
+        }
+        Err(outcome) => {
+            let ticketed = matches!(request.routing, Some(Routing::Ticket { .. }));
+            answer_refusal(&mut client, &request, outcome, ticketed, report).await;
+            outcome
+        }
+    }
+}
 
+/// Where an admitted connection goes.
+enum Admitted {
+    /// Straight to the host a redirection token names (R3).
+    Redirect(TcpStream),
+    /// To the host the broker placed the user on.
+    Placed(Placed),
+}
+
+/// A placed connection: its dialled host and what the placement said.
+struct Placed {
+    host: TcpStream,
+    placement: placement::Placement,
+    pool: String,
+    anonymous: bool,
+    ticketed: bool,
+}
+
+/// Decides where the connection goes, up to a dialled host, or why it
+/// is refused. The client is only watched (a held client may leave); it
+/// is answered by the caller.
+async fn admit<P: Placer>(
+    client: &TcpStream,
+    request: &pdu::ConnectionRequest,
+    placer: &P,
+    config: &Config,
+    shared: &Shared,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Result<Admitted, Outcome> {
     let mut ticket = None;
-    let (pool, user) = match request.routing {
-        Some(Routing::Pool(pool)) => (Some(pool), None),
-        Some(Routing::User(user)) => (config.default_pool.clone(), Some(user)),
+    let (pool, user) = match &request.routing {
+        Some(Routing::Pool(pool)) => (Some(pool.clone()), None),
+        Some(Routing::User(user)) => (config.default_pool.clone(), Some(user.clone())),
         // Rule T3: the ticket names its pool and user; the broker checks
         // its signature when asked to place.
         Some(Routing::Ticket { ticket: t, raw }) => {
-            ticket = Some(raw);
-            (Some(t.pool), Some(t.user))
+            ticket = Some(raw.clone());
+            (Some(t.pool.clone()), Some(t.user.clone()))
         }
         Some(Routing::Redirect(token)) => {
             // Rule R3: only the broker's own, unexpired tokens.
-            let verified = config.redirect_keys.verify(&token, unix_seconds());
+            let verified = config.redirect_keys.verify(token, unix_seconds());
             let addr = match verified {
                 Ok(addr) => addr,
                 Err(refusal) => {
                     report.detail = Some(format!("{}: {refusal}", token.addr));
-                    return Outcome::RedirectRefused(refusal);
+                    return Err(Outcome::RedirectRefused(refusal));
                 }
             };
             // A redirection cookie names no pool: it is looked up in the
             // default pool, the only one such a client can have come from.
             let Some(pool) = config.default_pool.clone() else {
                 report.detail = Some(format!("redirect to {addr} without a default pool"));
-                return Outcome::NoPool;
+                return Err(Outcome::NoPool);
             };
             report.pool = Some(pool.clone());
-            return redirect(
-                client, &first_pdu, addr, &pool, placer, config, source, report,
-            )
-            .await;
+            return redirect(addr, &pool, placer, config, report)
+                .await
+                .map(Admitted::Redirect);
         }
         None => (config.default_pool.clone(), None),
     };
     let Some(pool) = pool else {
         report.detail = Some("no routing token and no --rdp-default-pool".into());
-        return Outcome::NoPool;
+        return Err(Outcome::NoPool);
     };
     report.pool = Some(pool.clone());
     report.user = user.clone();
@@ -556,10 +659,10 @@ async fn connection<P: Placer>(
         Ok(p) => p,
         Err(e) => {
             report.detail = Some(e.to_string());
-            return match e {
-                crate::PlacerError::Refused { .. } => Outcome::Refused,
+            return Err(match e {
+                crate::PlacerError::Refused { code, .. } => Outcome::Refused(code),
                 crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
-            };
+            });
         }
     };
     // A routing token or ticket names only pools that allow it; the
@@ -568,13 +671,13 @@ async fn connection<P: Placer>(
         report.detail = Some(format!(
             "host pool {pool} does not allow the front door (allowFrontDoor: false)"
         ));
-        return Outcome::PoolNotAllowed;
+        return Err(Outcome::PoolNotAllowed);
     }
     if policy.require_ticket && ticket.is_none() {
         report.detail = Some(format!(
             "host pool {pool} places users only on a connection ticket (requireConnectionTicket)"
         ));
-        return Outcome::TicketRequired;
+        return Err(Outcome::TicketRequired);
     }
     let anonymous = user.is_none();
     // Only a ticket (T3) says who the client is; a cookie is a claim (R2).
@@ -602,25 +705,52 @@ async fn connection<P: Placer>(
         attempts: config.max_placement_attempts,
         dial_timeout: config.host_connect_timeout,
     };
-    let (host, placed) = match door
-        .place_and_dial(request, &mut Peer(&client), report)
+    match door
+        .place_and_dial(request, &mut Peer(client), report)
         .await
     {
-        Ok(dialled) => dialled,
-        Err(NoHost::Waited(WaitEnd::Limit(reason))) => return Outcome::WaitingLimit(reason),
-        Err(NoHost::Waited(WaitEnd::Timeout)) => return Outcome::HostStartTimeout,
-        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Outcome::ClientLeft,
+        Ok((host, placement)) => Ok(Admitted::Placed(Placed {
+            host,
+            placement,
+            pool,
+            anonymous,
+            ticketed,
+        })),
+        Err(NoHost::Waited(WaitEnd::Limit(reason))) => Err(Outcome::WaitingLimit(reason)),
+        Err(NoHost::Waited(WaitEnd::Timeout)) => Err(Outcome::HostStartTimeout),
+        Err(NoHost::Waited(WaitEnd::ClientLeft)) => Err(Outcome::ClientLeft),
         Err(NoHost::Refused(crate::PlacerError::Refused {
             code: api::ErrorCode::InvalidConnectionTicket,
             ..
-        })) => return Outcome::TicketRefused,
-        Err(NoHost::Refused(crate::PlacerError::Refused { .. })) => return Outcome::Refused,
-        Err(NoHost::Refused(crate::PlacerError::Unreachable(_))) => {
-            return Outcome::BrokerUnreachable;
+        })) => Err(Outcome::TicketRefused),
+        Err(NoHost::Refused(crate::PlacerError::Refused { code, .. })) => {
+            Err(Outcome::Refused(code))
         }
-        Err(NoHost::SourceLimit) => return Outcome::SourceLimit,
-        Err(NoHost::Unreachable) => return Outcome::HostUnreachable,
-    };
+        Err(NoHost::Refused(crate::PlacerError::Unreachable(_))) => Err(Outcome::BrokerUnreachable),
+        Err(NoHost::SourceLimit) => Err(Outcome::SourceLimit),
+        Err(NoHost::Unreachable) => Err(Outcome::HostUnreachable),
+    }
+}
+
+/// Relays a placed connection, then leaves its session as rule R4 says.
+#[allow(clippy::too_many_arguments)]
+async fn serve_placed<P: Placer>(
+    client: TcpStream,
+    placed: Placed,
+    first_pdu: &[u8],
+    placer: &P,
+    config: &Config,
+    shared: &Shared,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Outcome {
+    let Placed {
+        host,
+        placement: placed,
+        pool,
+        anonymous,
+        ticketed,
+    } = placed;
     // Ownership (see the module's documentation): a claimed name never
     // changes an existing session (R4).
     let owned = (!placed.reconnect || ticketed)
@@ -640,7 +770,7 @@ async fn connection<P: Placer>(
     let outcome = relay(
         client,
         host,
-        &first_pdu,
+        first_pdu,
         owned.then_some((pool.as_str(), placed.session_id.as_str())),
         placer,
         config,
@@ -672,6 +802,46 @@ async fn connection<P: Placer>(
     outcome
 }
 
+/// How long writing a refusal's answer may take. It is 19 bytes, which the
+/// kernel takes at once; the bound is for a client that reads nothing and
+/// has a full receive window (it sent only its first PDU, so it cannot).
+pub const REFUSAL_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Tells a refused client why, when RDP has a way to (see
+/// [`pdu::failure`]): an RDP Negotiation Failure in an X.224 Connection
+/// Confirm, then an orderly close.
+async fn answer_refusal(
+    client: &mut TcpStream,
+    request: &pdu::ConnectionRequest,
+    outcome: Outcome,
+    ticketed: bool,
+    report: &mut Report,
+) {
+    use tokio::io::AsyncWriteExt;
+    let Some(code) = outcome.failure_code(ticketed) else {
+        return;
+    };
+    let answer = pdu::negotiation_failure(request, code);
+    let write = async {
+        client.write_all(&answer).await?;
+        client.shutdown().await
+    };
+    let answered = matches!(
+        tokio::time::timeout(REFUSAL_ANSWER_TIMEOUT, write).await,
+        Ok(Ok(()))
+    );
+    if answered {
+        let told = format!(
+            "client told RDP_NEG_FAILURE {code} ({})",
+            pdu::failure::name(code)
+        );
+        report.detail = Some(match report.detail.take() {
+            Some(detail) => format!("{detail}; {told}"),
+            None => told,
+        });
+    }
+}
+
 /// The front door's client while it is held: gone once it closes.
 struct Peer<'a>(&'a TcpStream);
 
@@ -699,39 +869,88 @@ fn unix_seconds() -> u64 {
 /// Rule R3: straight to the registered host at `addr` (whose token the
 /// broker signed), or refused. The session on that host is the host's (and
 /// its agent's) to report.
-#[allow(clippy::too_many_arguments)]
 async fn redirect<P: Placer>(
-    client: TcpStream,
-    first_pdu: &[u8],
     addr: std::net::SocketAddrV4,
     pool: &str,
     placer: &P,
     config: &Config,
-    source: &SourceGuard,
     report: &mut Report,
-) -> Outcome {
+) -> Result<TcpStream, Outcome> {
     let address = addr.to_string();
     match placer.host_at(pool, &address).await {
         Ok(Some(host)) => report.host = Some(host),
         Ok(None) => {
             report.detail = Some(format!("no host of {pool} is registered at {address}"));
-            return Outcome::UnknownRedirect;
+            return Err(Outcome::UnknownRedirect);
         }
         Err(e) => {
             report.detail = Some(e.to_string());
-            return Outcome::BrokerUnreachable;
+            return Err(Outcome::BrokerUnreachable);
         }
     }
-    match dial(&address, config.host_connect_timeout).await {
-        Ok(host) => {
-            relay(
-                client, host, first_pdu, None, placer, config, source, report,
-            )
-            .await
-        }
-        Err(e) => {
+    dial(&address, config.host_connect_timeout)
+        .await
+        .map_err(|e| {
             report.detail = Some(format!("{address}: {e}"));
             Outcome::HostUnreachable
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::ErrorCode as E;
+    use pdu::failure::{ACCESS_REFUSED, TICKET_REFUSED, UNAVAILABLE};
+
+    #[test]
+    fn a_refusal_tells_only_what_the_client_may_know() {
+        // A ticket that names an unknown pool, or one closed to the front
+        // door, is answered as any refused ticket is …
+        for outcome in [
+            Outcome::TicketRefused,
+            Outcome::PoolNotAllowed,
+            Outcome::Refused(E::HostPoolNotFound),
+        ] {
+            assert_eq!(
+                outcome.failure_code(true),
+                Some(TICKET_REFUSED),
+                "{outcome:?}"
+            );
+        }
+        // … and without a ticket, an unknown pool as a closed one, or one
+        // that requires a ticket.
+        for outcome in [
+            Outcome::PoolNotAllowed,
+            Outcome::Refused(E::HostPoolNotFound),
+            Outcome::TicketRequired,
+            Outcome::NoPool,
+            Outcome::Refused(E::NotEntitled),
+        ] {
+            assert_eq!(
+                outcome.failure_code(false),
+                Some(ACCESS_REFUSED),
+                "{outcome:?}"
+            );
+        }
+        // What the user can wait out.
+        for outcome in [
+            Outcome::Refused(E::NoSessionHostAvailable),
+            Outcome::Refused(E::ServiceBusy),
+            Outcome::HostStartTimeout,
+            Outcome::HostUnreachable,
+            Outcome::BrokerUnreachable,
+            Outcome::SourceLimit,
+            Outcome::WaitingLimit("waiting_full"),
+        ] {
+            assert_eq!(outcome.failure_code(true), Some(UNAVAILABLE), "{outcome:?}");
+        }
+        // Served, gone, or never a Connection Request: nothing to tell.
+        for outcome in [
+            Outcome::Relayed,
+            Outcome::ClientLeft,
+            Outcome::HandshakeFailed,
+        ] {
+            assert_eq!(outcome.failure_code(true), None, "{outcome:?}");
         }
     }
 }

@@ -288,6 +288,29 @@ pub(crate) async fn assert_closed(s: &mut TcpStream) {
     }
 }
 
+/// Asserts that the front door refuses the connection as RDP allows: an
+/// X.224 Connection Confirm with an RDP Negotiation Failure carrying
+/// `code` (`gateway::pdu::failure`), then the close.
+pub(crate) async fn assert_refused(s: &mut TcpStream, code: u32) {
+    let answer = read_n(s, gateway::pdu::NEGOTIATION_FAILURE_BYTES).await;
+    assert_eq!(answer[..4], [3, 0, 0, 19], "TPKT: {answer:?}");
+    assert_eq!(
+        answer[4..6],
+        [14, 0xD0],
+        "X.224 Connection Confirm: {answer:?}"
+    );
+    assert_eq!(answer[11..15], [3, 0, 8, 0], "RDP_NEG_FAILURE: {answer:?}");
+    let got = u32::from_le_bytes([answer[15], answer[16], answer[17], answer[18]]);
+    assert_eq!(
+        got,
+        code,
+        "told {} instead of {}",
+        gateway::pdu::failure::name(got),
+        gateway::pdu::failure::name(code)
+    );
+    assert_closed(s).await;
+}
+
 /// Plays a logon as far as the front door can tell (rule S9's evidence):
 /// enough bytes both ways through the echoing fake host.
 async fn log_on(c: &mut TcpStream) {
@@ -463,7 +486,7 @@ async fn without_a_routing_token_or_default_pool_the_connection_is_refused() {
     c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
         .await
         .expect("write");
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::ACCESS_REFUSED).await;
     assert_eq!(placer.events(), vec![]);
 }
 
@@ -511,7 +534,7 @@ async fn placement_attempts_are_bounded() {
     c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
         .await
         .expect("write");
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::UNAVAILABLE).await;
     let events = placer
         .wait_events(2 * gateway::front_door::MAX_PLACEMENT_ATTEMPTS)
         .await;
@@ -548,7 +571,7 @@ async fn a_reconnect_to_an_unreachable_host_is_closed_never_placed_elsewhere() {
     c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
         .await
         .expect("write");
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::UNAVAILABLE).await;
     assert_eq!(
         placer.wait_events(1).await,
         vec![connect("farm", "alice", &[])]
@@ -592,7 +615,7 @@ async fn only_a_signed_msts_cookie_goes_straight_to_the_registered_host() {
         c.write_all(&build_pdu(Some(forged.as_bytes()), None, None))
             .await
             .expect("write");
-        assert_closed(&mut c).await;
+        assert_refused(&mut c, gateway::pdu::failure::ACCESS_REFUSED).await;
     }
     assert_eq!(placer.events(), vec![], "no host was looked up");
     assert!(seen2.try_recv().is_err(), "no host was dialled");
@@ -615,7 +638,7 @@ async fn only_a_signed_msts_cookie_goes_straight_to_the_registered_host() {
     c.write_all(&build_pdu(Some(unknown.as_bytes()), None, None))
         .await
         .expect("write");
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::ACCESS_REFUSED).await;
     assert_eq!(placer.events().len(), 2);
     assert!(
         placer
@@ -703,7 +726,7 @@ async fn a_pool_that_does_not_allow_the_front_door_cannot_be_named() {
     ))
     .await
     .expect("write");
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::ACCESS_REFUSED).await;
     // A ticket the broker signed does not open such a pool either (R3):
     // the front door asks nobody to place.
     let ticket = api::ticket::TicketKey::derive("the broker's secret")
@@ -713,7 +736,7 @@ async fn a_pool_that_does_not_allow_the_front_door_cannot_be_named() {
     c.write_all(&build_pdu(Some(ticket.as_bytes()), None, None))
         .await
         .expect("write");
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::TICKET_REFUSED).await;
     assert_eq!(placer.events(), vec![]);
     assert!(seen1.try_recv().is_err());
 }
@@ -735,7 +758,7 @@ async fn a_pool_that_requires_a_ticket_is_reached_only_with_one_and_the_ticket_g
         c.write_all(&build_pdu(line, None, None))
             .await
             .expect("write");
-        assert_closed(&mut c).await;
+        assert_refused(&mut c, gateway::pdu::failure::ACCESS_REFUSED).await;
     }
     assert_eq!(placer.events(), vec![]);
     assert!(seen1.try_recv().is_err(), "no host was dialled");
@@ -789,7 +812,7 @@ async fn a_source_gets_its_share_of_new_sessions_per_minute() {
     c.write_all(&build_pdu(Some(b"Cookie: mstshash=u3"), None, None))
         .await
         .expect("write");
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::UNAVAILABLE).await;
     let events = placer.wait_events(8).await;
     assert_eq!(events[6], connect("farm", "u3", &[]));
     assert_eq!(events[7], Event::Logoff("s3".into()));

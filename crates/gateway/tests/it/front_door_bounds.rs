@@ -66,7 +66,7 @@ async fn a8_a_client_whose_host_does_not_come_within_the_bound_is_closed_with_no
     c.write_all(&fixture("xfreerdp-2.11.7-user.bin"))
         .await
         .expect("write");
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::UNAVAILABLE).await;
     let events = placer.events();
     assert!(events.len() >= 2, "asked again while waiting: {events:?}");
     assert!(
@@ -113,7 +113,7 @@ async fn a8_waiting_clients_are_bounded_per_source_and_in_total() {
     let mut b = client_of(&d, "b").await;
     asked(&placer, "b").await;
     let mut c = client_of(&d, "c").await;
-    assert_closed(&mut c).await;
+    assert_refused(&mut c, gateway::pdu::failure::UNAVAILABLE).await;
     start_for(&placer, 0);
     assert_eq!(read_n(&mut a, 2).await, b"h1");
     assert_eq!(read_n(&mut b, 2).await, b"h1");
@@ -127,7 +127,7 @@ async fn a8_waiting_clients_are_bounded_per_source_and_in_total() {
     let mut a = client_of(&d, "a").await;
     asked(&placer, "a").await;
     let mut b = client_of(&d, "b").await;
-    assert_closed(&mut b).await;
+    assert_refused(&mut b, gateway::pdu::failure::UNAVAILABLE).await;
     start_for(&placer, 0);
     assert_eq!(read_n(&mut a, 2).await, b"h1");
 }
@@ -158,21 +158,34 @@ async fn an_unknown_pool_and_a_pool_closed_to_the_front_door_look_alike_to_the_c
     let door = door(placer.clone(), config(None)).await;
     let key = api::ticket::TicketKey::derive("the broker's secret");
     let ticket = |pool: &str| key.issue(pool, "alice", 4_000_000_000).expect("fits");
+    // Routing tokens: an unknown pool, one closed to the front door, and
+    // one that requires a ticket all get the same answer (access refused).
     let unknown = refusal_seen(&door, b"tsv://MS Terminal Services Plugin.1.missing1").await;
     for line in [
-        b"tsv://MS Terminal Services Plugin.1.private1".to_vec(),
-        b"tsv://MS Terminal Services Plugin.1.ticketed1".to_vec(),
-        ticket("missing2").into_bytes(),
-        ticket("private2").into_bytes(),
+        &b"tsv://MS Terminal Services Plugin.1.private1"[..],
+        &b"tsv://MS Terminal Services Plugin.1.ticketed1"[..],
     ] {
         assert_eq!(
-            refusal_seen(&door, &line).await,
+            refusal_seen(&door, line).await,
             unknown,
             "{}",
-            String::from_utf8_lossy(&line)
+            String::from_utf8_lossy(line)
         );
     }
-    assert_eq!(unknown, "[] then closed");
+    let told = |code: u32| {
+        let mut answer = vec![3u8, 0, 0, 19, 14, 0xD0, 0, 0, 0, 0, 0, 3, 0, 8, 0];
+        answer.extend_from_slice(&code.to_le_bytes());
+        format!("{answer:?} then closed")
+    };
+    assert_eq!(unknown, told(gateway::pdu::failure::ACCESS_REFUSED));
+    // Tickets: one for an unknown pool and one for a closed pool are told
+    // what any refused ticket is told.
+    let missing = refusal_seen(&door, ticket("missing2").as_bytes()).await;
+    assert_eq!(
+        refusal_seen(&door, ticket("private2").as_bytes()).await,
+        missing
+    );
+    assert_eq!(missing, told(gateway::pdu::failure::TICKET_REFUSED));
     assert_eq!(placer.events(), vec![], "nobody was asked to place");
     assert!(seen1.try_recv().is_err(), "no host was dialled");
 }
