@@ -463,3 +463,39 @@ async fn the_console_shows_recently_ended_sessions_with_their_reason() {
         "a live session is not among the ended"
     );
 }
+
+/// The OpenAPI document describes the list's `includeEnded` and the
+/// fields of an ended session and of its audit entry.
+#[tokio::test]
+async fn the_openapi_document_describes_ended_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::spawn(&dir);
+    let doc: Value = serde_json::from_str(&app.text("/openapi.json").await).expect("json");
+    let params = doc["paths"]["/api/v1/hostPools/{pool}/userSessions"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters");
+    let ended = params
+        .iter()
+        .find(|p| p["name"] == "includeEnded")
+        .unwrap_or_else(|| panic!("no includeEnded in {params:?}"));
+    assert!(
+        ended["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("endReason"))
+    );
+    let session = &doc["components"]["schemas"]["SessionOutput"]["properties"];
+    for field in ["endedAt", "endReason"] {
+        assert!(
+            session[field]["description"].is_string(),
+            "{field}: {session}"
+        );
+    }
+    assert!(
+        session["endReason"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("notListed") && d.contains("pendingTimeout")),
+        "{session}"
+    );
+    let entry = &doc["components"]["schemas"]["AuditEntryOutput"]["properties"];
+    assert!(entry["endReason"]["description"].is_string(), "{entry}");
+}
