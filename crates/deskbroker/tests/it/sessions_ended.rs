@@ -283,6 +283,14 @@ async fn each_end_is_listed_and_audited_with_its_reason() {
             "{id} {reason} in:\n{out}"
         );
     }
+    // The audit log's table says who ended what, and why.
+    let (ok, out, err) = app.cli(&["audit", "list", "--actor", "broker"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains(&format!("userSessions/{alice}")) && l.contains("pendingTimeout")),
+        "{out}"
+    );
     let (ok, out, _) = app.cli(&["session", "list", "--host-pool", "p"]);
     assert!(
         ok && !out.contains("EndReason") && !out.contains(&dave),
