@@ -128,12 +128,7 @@ pub async fn list(
     }
     let value = core
         .read(&pool, |p| {
-            let on_host =
-                |s: &&placement::Session| q.session_host.as_ref().is_none_or(|h| &s.host == h);
-            let mut v: Vec<&placement::Session> = match &q.user {
-                Some(u) => p.user_sessions(u).filter(on_host).collect(),
-                None => p.sessions().filter(on_host).collect(),
-            };
+            let mut v = live_sessions(p, &q);
             // Oldest first; paged, only as far as the page needs.
             paging::sort_for_page(&mut v, paged, |a, b| {
                 (a.create_time_ms, &a.id).cmp(&(b.create_time_ms, &b.id))
