@@ -634,8 +634,26 @@ pub struct SessionOutput {
     pub id: String,
     pub session_host: String,
     pub user_principal_name: String,
+    /// For an ended session (`?includeEnded=true`), the state it was in
+    /// when it ended.
     pub session_state: SessionState,
     pub create_time: String,
+    /// Only on an ended session (listed with `?includeEnded=true`): when it
+    /// ended (RFC 3339, UTC, milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Only on an ended session: why it ended. One of `logoff` (logged off
+    /// through the API), `released` (a front door's connection closed
+    /// before any logon), `pendingTimeout` (never reached its host within
+    /// `pendingTimeoutSeconds`), `noLogonEvidence` (disconnected
+    /// `pendingTimeoutSeconds` with no logon confirmed by its host),
+    /// `notListed` (its host's agent no longer lists it: the user logged
+    /// off there), `disconnectedTimeout` (`disconnectedTimeoutSeconds`),
+    /// `lifetimeExceeded` (`maxSessionLifetimeSeconds`), `hostRemoved`
+    /// (its host was removed with force), `scalingLogoff` (a scaling
+    /// plan logged it off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<String>,
 }
 
 impl From<&Session> for SessionOutput {
@@ -646,6 +664,8 @@ impl From<&Session> for SessionOutput {
             user_principal_name: s.user.clone(),
             session_state: s.state,
             create_time: rfc3339(s.create_time_ms),
+            ended_at: None,
+            end_reason: None,
         }
     }
 }
@@ -735,10 +755,12 @@ pub struct AuditEntryOutput {
     pub id: i64,
     /// RFC 3339, UTC, milliseconds.
     pub time: String,
-    /// `admin`, `credential:NAME`, `host:POOL/HOST` or
-    /// `registration-token:POOL`.
+    /// `admin`, `credential:NAME`, `host:POOL/HOST`,
+    /// `registration-token:POOL`, or `broker` for what the broker did on
+    /// its own (a session's timeout, a scaling plan's logoff).
     pub actor: String,
-    /// `METHOD /api/v1/...`.
+    /// `METHOD /api/v1/...`; `END /api/v1/hostPools/POOL/userSessions/ID`
+    /// for the end of a session (see `endReason`).
     pub action: String,
     /// The resource acted on, e.g. `hostPools/p/sessionHosts/h1`.
     pub target: String,
@@ -760,6 +782,11 @@ pub struct AuditEntryOutput {
     /// whose `time` is the first one's. Absent for an entry of one request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+    /// On the entry of a session's end: why it ended (see
+    /// `SessionOutput.endReason`); `before` is the session as it was.
+    /// Absent on every other entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<String>,
 }
 
 /// The broker's signing keys after a rotation (`POST

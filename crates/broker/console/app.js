@@ -1100,7 +1100,20 @@ function sessionsView(params) {
   );
   const pg = pager('sessions-pager', link, size);
   const compose = messageForm(() => pool, errorEl);
-  v.el = h('section', { class: 'view' }, h('h1', {}, 'Sessions'), filter, compose.el, pg.el, errorEl, h('div', { class: 'scroll' }, table), empty);
+  // Recently ended sessions, with why each ended (shown below the last page
+  // of live ones: the broker lists them after the live sessions).
+  const endedBody = h('tbody');
+  const ended = h(
+    'div',
+    { id: 'sessions-ended', hidden: true },
+    h('h2', {}, 'Recently ended'),
+    h(
+      'div',
+      { class: 'scroll' },
+      h('table', { id: 'ended-table', class: 'grid' }, h('thead', {}, h('tr', {}, th('User'), th('Session host'), th('State when it ended'), th('Ended'), th('Reason'), th('Session id'))), endedBody),
+    ),
+  );
+  v.el = h('section', { class: 'view' }, h('h1', {}, 'Sessions'), filter, compose.el, pg.el, errorEl, h('div', { class: 'scroll' }, table), empty, ended);
 
   v.refresh = async () => {
     const sessionsOf = (name) => api('GET', `/hostPools/${seg(name)}/userSessions${query({ user, sessionHost: host, pageSize: size, initialSkip: skip })}`);
@@ -1155,9 +1168,38 @@ function sessionsView(params) {
         created.title = x.createTime;
       },
     );
+    const gone = r.nextLink
+      ? []
+      : (await api('GET', `/hostPools/${seg(pool)}/userSessions${query({ user, sessionHost: host, includeEnded: 'true', initialSkip: skip + list.length, pageSize: ENDED_SHOWN })}`)).value.filter((x) => x.endReason);
+    if (v.closed) return;
+    ended.hidden = gone.length === 0;
+    keyedRows(
+      endedBody,
+      gone,
+      (x) => x.id,
+      (x) =>
+        h(
+          'tr',
+          { dataset: { id: x.id } },
+          h('td', {}, x.userPrincipalName),
+          h('td', {}, x.sessionHost),
+          h('td', {}, x.sessionState),
+          h('td', { class: 'ended' }),
+          h('td', { class: 'reason' }, x.endReason),
+          h('td', { class: 'mono' }, x.id),
+        ),
+      (tr, x) => {
+        const at = tr.querySelector('.ended');
+        setText(at, ago(x.endedAt, now));
+        at.title = x.endedAt;
+      },
+    );
   };
   return v;
 }
+
+/** Ended sessions the Sessions view shows at most (the latest). */
+const ENDED_SHOWN = 100;
 
 /**
  * The "Send message" form (POST …/userSessions/{id}/sendMessage), shown for

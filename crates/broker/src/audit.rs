@@ -372,6 +372,59 @@ pub fn actor(caller: &Caller) -> String {
     }
 }
 
+/// Who ended sessions the broker ended on its own (a timeout, a lifetime,
+/// a scaling plan's logoff), in the log.
+pub const BROKER_ACTOR: &str = "broker";
+
+/// The audit entry of a session's end (rule T5), queued with its deletion:
+/// action `END /api/v1/hostPools/POOL/userSessions/ID`, `before` the
+/// session as it was, `endReason` why it ended. Its actor says who ended
+/// it: `broker` for what the broker decided by itself (timeouts, a
+/// lifetime, a scaling plan), `host:POOL/HOST` when the host's list no
+/// longer had it, the request's caller (and address) for a logoff or a
+/// host's removal (whose own entry records the request), `front-door` for
+/// a release by the broker's own front door. An end the rules decide
+/// inside a request (a connect expiring stale sessions) is the broker's,
+/// not the caller's.
+pub fn session_end(
+    pool: &str,
+    ended: &placement::EndedSession,
+    now_ms: placement::TimestampMs,
+) -> AuditEntry {
+    use placement::EndReason;
+    let s = &ended.session;
+    let caller = || {
+        SCOPE
+            .try_with(|scope| {
+                let scope = scope.lock_or_recover();
+                (scope.entry.actor.clone(), scope.entry.source.clone())
+            })
+            .ok()
+    };
+    let (actor, source) = match ended.reason {
+        r if r.by_broker() => (BROKER_ACTOR.to_string(), None),
+        EndReason::NotListed => (format!("host:{pool}/{}", s.host), None),
+        EndReason::Released => {
+            caller().unwrap_or((crate::front_door::FRONT_DOOR_ACTOR.to_string(), None))
+        }
+        _ => caller().unwrap_or((BROKER_ACTOR.to_string(), None)),
+    };
+    let mut entry = AuditEntry {
+        time_ms: now_ms,
+        actor,
+        action: format!("END /api/v1/hostPools/{pool}/userSessions/{}", s.id),
+        target: format!("hostPools/{pool}/userSessions/{}", s.id),
+        host_pool: Some(pool.to_string()),
+        before: Rendered::of(&api::types::SessionOutput::from(s)),
+        after: None,
+        outcome: 204,
+        source,
+        end_reason: Some(ended.reason.as_str().to_string()),
+    };
+    bound(&mut entry);
+    entry
+}
+
 /// The entry of a request, filled in as it goes.
 pub struct Scope {
     /// Everything but before, after and outcome, until they are known.

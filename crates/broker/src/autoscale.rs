@@ -483,7 +483,7 @@ impl Autoscale {
                                 .map(|s| s.id.clone())
                                 .collect();
                             for id in &ids {
-                                p.logoff(id)?;
+                                p.logoff_for(id, placement::EndReason::ScalingLogoff)?;
                             }
                             record.message = format!("{} session(s) logged off", ids.len());
                         }

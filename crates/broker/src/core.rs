@@ -270,13 +270,14 @@ impl Core {
         }
         // An audited request's entry goes with its change (rule T5).
         let before = crate::audit::before_write(&s.pool);
-        let r = f(&mut s.pool, self.clock.now_ms());
+        let now = self.clock.now_ms();
+        let r = f(&mut s.pool, now);
         // W5: the hosts of sessions the broker ended are told, whatever
         // operation ended them; under the pool's lock, so a heartbeat of
         // that host sees the order or the session, never neither.
         self.logoffs
             .push(pool, s.pool.take_host_logoffs(), std::time::Instant::now());
-        let mut mutations = mutations_for(&mut s.pool);
+        let mut mutations = mutations_for(&mut s.pool, now);
         if mutations.iter().any(|m| {
             matches!(
                 m,
@@ -438,8 +439,10 @@ impl Core {
 
 /// Turns the engine's record of what changed into store mutations, read
 /// from the pool's current state (so several changes to one record in one
-/// operation write its final form once, in order).
-fn mutations_for(pool: &mut Pool) -> Vec<Mutation> {
+/// operation write its final form once, in order). Every session's end is
+/// logged with its reason and gets its audit entry (rule T5) in the same
+/// write as its deletion (see [`crate::audit::session_end`]).
+fn mutations_for(pool: &mut Pool, now: TimestampMs) -> Vec<Mutation> {
     let changes = pool.take_changes();
     let name = pool.name().to_string();
     let mut out = Vec::with_capacity(changes.len());
@@ -471,10 +474,23 @@ fn mutations_for(pool: &mut Pool) -> Vec<Mutation> {
                     });
                 }
             }
-            Change::SessionEnded(id) => out.push(Mutation::DeleteSession {
-                pool: name.clone(),
-                id,
-            }),
+            Change::SessionEnded(ended) => {
+                let entry = crate::audit::session_end(&name, &ended, now);
+                tracing::info!(
+                    pool = %name,
+                    host = %ended.session.host,
+                    user = %ended.session.user,
+                    session_id = %ended.session.id,
+                    reason = %ended.reason,
+                    actor = %entry.actor,
+                    "session ended"
+                );
+                out.push(Mutation::DeleteSession {
+                    pool: name.clone(),
+                    id: ended.session.id,
+                });
+                out.push(Mutation::AppendAudit { entry });
+            }
         }
     }
     if counters {

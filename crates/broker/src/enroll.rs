@@ -652,6 +652,7 @@ impl Enrollment {
                         after: store::Rendered::of(&out),
                         outcome: if upsert == Upsert::Created { 201 } else { 200 },
                         source: None,
+                        end_reason: None,
                     },
                 });
                 Ok(((upsert, out), mutations))

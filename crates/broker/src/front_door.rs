@@ -55,6 +55,7 @@ impl Placer for InProcess {
                 after: None,
                 outcome: 0,
                 source: None,
+                end_reason: None,
             },
             method: "POST".to_string(),
             resource: crate::audit::Resource::Connect {

@@ -209,3 +209,87 @@ async fn a_session_that_starts_or_ends_wakes_the_plans_and_a_heartbeat_does_not(
         "an ended session did not wake the plans"
     );
 }
+
+/// The reasons of the entries of sessions' ends in the audit log, with
+/// their actors and users, newest first.
+async fn ends(b: &Arc<Broker>) -> Vec<(String, String, String)> {
+    b.audit()
+        .entries(store::AuditQuery {
+            host_pool: Some("farm".into()),
+            ended_sessions: true,
+            limit: 100,
+            ..store::AuditQuery::default()
+        })
+        .await
+        .expect("read the audit log")
+        .into_iter()
+        .map(|r| {
+            let user = r
+                .entry
+                .before
+                .map(|s| s.to_value()["userPrincipalName"].clone())
+                .and_then(|u| u.as_str().map(str::to_string))
+                .unwrap_or_default();
+            (r.entry.end_reason.unwrap_or_default(), r.entry.actor, user)
+        })
+        .collect()
+}
+
+/// Rule S9's ends on a clock the test moves (their shortest setting is a
+/// minute): a session disconnected for `disconnectedTimeoutSeconds` ends
+/// as `disconnectedTimeout`, one older than `maxSessionLifetimeSeconds`
+/// as `lifetimeExceeded`, each audited as the broker's own, not a second
+/// early.
+#[tokio::test]
+async fn s9_timeouts_end_sessions_with_their_reasons_in_the_audit_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Clock::manual(T0);
+    let b = broker_at(&clock, &dir).await;
+    pool_with_a_host(&b).await;
+    b.core()
+        .write("farm", |p, _| {
+            let mut c = p.config().clone();
+            c.disconnected_timeout_seconds = 60;
+            c.max_session_lifetime_seconds = 600;
+            p.set_config(c)?;
+            Ok(())
+        })
+        .await
+        .expect("set the timeouts");
+    let gone = b.connect("farm", &connect("alice")).await.expect("placed");
+    let long = b.connect("farm", &connect("bob")).await.expect("placed");
+    b.set_session_state("farm", &gone.session_id, SessionState::Disconnected)
+        .await
+        .expect("disconnected");
+    b.set_session_state("farm", &long.session_id, SessionState::Active)
+        .await
+        .expect("active");
+
+    clock.advance(Duration::from_millis(59_999));
+    b.core().tick_all().await.expect("tick");
+    assert_eq!(ends(&b).await, [], "ended before its disconnected timeout");
+    clock.advance(Duration::from_millis(1));
+    b.core().tick_all().await.expect("tick");
+    assert_eq!(
+        ends(&b).await,
+        [(
+            "disconnectedTimeout".to_string(),
+            "broker".to_string(),
+            "alice".to_string()
+        )]
+    );
+
+    heartbeat(&b).await;
+    clock.advance(Duration::from_secs(540));
+    heartbeat(&b).await;
+    b.core().tick_all().await.expect("tick");
+    assert_eq!(sessions(&b).await, 0, "bob's lifetime of 600 s is over");
+    assert_eq!(
+        ends(&b).await[0],
+        (
+            "lifetimeExceeded".to_string(),
+            "broker".to_string(),
+            "bob".to_string()
+        )
+    );
+}

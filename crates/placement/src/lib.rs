@@ -30,7 +30,7 @@ mod random;
 pub use error::Error;
 pub use model::*;
 pub use pool::{
-    Candidates, Change, ConnectRequest, HostLogoff, HostPower, MAX_REPORTED_SESSIONS,
-    MAX_UNTAKEN_HOST_LOGOFFS, Placement, Pool, PoolCounters, Reconciled, RefusalReason,
-    RefusedSession, Upsert,
+    Candidates, Change, ConnectRequest, EndReason, EndedSession, HostLogoff, HostPower,
+    MAX_REPORTED_SESSIONS, MAX_UNTAKEN_HOST_LOGOFFS, Placement, Pool, PoolCounters, Reconciled,
+    RefusalReason, RefusedSession, Upsert,
 };

@@ -41,8 +41,8 @@ pub use picked::Candidates;
 pub use scaling::HostPower;
 use session_table::{SessionTable, Slot};
 pub use sessions::{
-    HostLogoff, MAX_REPORTED_SESSIONS, MAX_UNTAKEN_HOST_LOGOFFS, Reconciled, RefusalReason,
-    RefusedSession,
+    EndReason, EndedSession, HostLogoff, MAX_REPORTED_SESSIONS, MAX_UNTAKEN_HOST_LOGOFFS,
+    Reconciled, RefusalReason, RefusedSession,
 };
 
 /// What an operation changed, for the caller to persist. Drained with
@@ -56,7 +56,18 @@ pub enum Change {
     Host(String),
     HostRemoved(String),
     Session(String),
-    SessionEnded(String),
+    /// A session ended: the session as it was, and why it ended.
+    SessionEnded(EndedSession),
+}
+
+impl Change {
+    /// The id and reason of an ended session; None for any other change.
+    pub fn ended(&self) -> Option<(&str, EndReason)> {
+        match self {
+            Change::SessionEnded(e) => Some((&e.session.id, e.reason)),
+            _ => None,
+        }
+    }
 }
 
 /// A connect request (rules S1, P7).

@@ -700,7 +700,7 @@ impl<'a> Sim<'a> {
     fn engine_changes(&mut self) {
         let mut ended = std::mem::take(&mut self.ended);
         ended.extend(self.pool.changes().iter().filter_map(|c| match c {
-            Change::SessionEnded(id) => Some(session_number(id)),
+            Change::SessionEnded(e) => Some(session_number(&e.session.id)),
             _ => None,
         }));
         self.pool.clear_changes();

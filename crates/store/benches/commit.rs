@@ -9,7 +9,11 @@
 //! - `placements`: a batch of new sessions with their flush, the shape of
 //!   a logon storm's batches, for scale, and the same unflushed: what the
 //!   statements and WAL frames cost without the disk, with and without the
-//!   audit entry a connect over the API writes with its session.
+//!   audit entry a connect over the API writes with its session;
+//! - `ends`: a batch of sessions' deletions (as a tick that expires a
+//!   logon storm's Pending sessions writes it), unflushed, with and without
+//!   the audit entry each end now writes with its deletion (its reason and
+//!   the session as it was).
 //!
 //! The store holds one pool of 1,000 hosts and 20,000 sessions; each batch
 //! touches sessions spread over the table, as a farm's marks do. The
@@ -20,7 +24,7 @@
 
 use std::sync::Arc;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use placement::{PoolCounters, Session, SessionState};
 use store::conformance::{audit_entry, host, pool, session};
 use store::{ApplyBlocking, Flush, Mutation, SqliteStore, Store};
@@ -155,11 +159,77 @@ fn placements(c: &mut Criterion) {
     group.finish();
 }
 
+/// The audit entry of a session's end, the shape the broker writes with
+/// its deletion (about 470 bytes of JSON).
+fn end_entry(ended: &Session) -> Mutation {
+    let mut entry = audit_entry(ended.create_time_ms, "broker", Some("p"));
+    entry.action = format!("END /api/v1/hostPools/p/userSessions/{}", ended.id);
+    entry.target = format!("hostPools/p/userSessions/{}", ended.id);
+    entry.before = store::Rendered::of(ended);
+    entry.outcome = 204;
+    entry.source = None;
+    entry.end_reason = Some("pendingTimeout".into());
+    Mutation::AppendAudit { entry }
+}
+
+fn ends(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = filled_store(dir.path());
+    let mut group = c.benchmark_group("ends");
+    let mut n = 0usize;
+    for size in [1, 32, 256] {
+        group.throughput(Throughput::Elements(size as u64));
+        for (name, audited) in [("unflushed", false), ("unflushed-audited", true)] {
+            group.bench_function(BenchmarkId::new(name, size), |b| {
+                b.iter_batched(
+                    // Not measured: the sessions to end, committed first.
+                    || {
+                        let placed: Vec<Session> = (0..size)
+                            .map(|_| {
+                                n += 1;
+                                session(
+                                    &format!("end{n}"),
+                                    &format!("h{}", n % HOSTS),
+                                    &format!("end{n}"),
+                                )
+                            })
+                            .collect();
+                        let puts: Vec<Mutation> = placed
+                            .iter()
+                            .map(|s| Mutation::PutSession {
+                                pool: "p".into(),
+                                session: s.clone(),
+                            })
+                            .collect();
+                        writer.apply_blocking(&puts, Flush::Soon).expect("place");
+                        placed
+                    },
+                    |placed| {
+                        let mut batch = Vec::with_capacity(2 * size);
+                        for s in &placed {
+                            batch.push(Mutation::DeleteSession {
+                                pool: "p".into(),
+                                id: s.id.clone(),
+                            });
+                            if audited {
+                                batch.push(end_entry(s));
+                            }
+                        }
+                        writer.apply_blocking(&batch, Flush::Soon).expect("commit");
+                    },
+                    BatchSize::PerIteration,
+                );
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(30)
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = marks, placements
+    targets = marks, placements, ends
 }
 criterion_main!(benches);

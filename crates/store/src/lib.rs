@@ -331,6 +331,11 @@ pub struct AuditEntry {
     pub outcome: u16,
     /// The caller's address, when known.
     pub source: Option<String>,
+    /// Set on the entry of a session's end: why it ended (`logoff`,
+    /// `pendingTimeout`, …, placement's `EndReason`). `before` is then the
+    /// session as it was. Absent from every other entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<String>,
 }
 
 /// A resource as the API shows it, kept as the JSON text it was rendered
@@ -391,6 +396,8 @@ pub struct AuditQuery {
     /// None: every entry, with or without a pool.
     pub within_pools: Option<Vec<String>>,
     pub before_id: Option<i64>,
+    /// Only the entries of sessions' ends (those with an `end_reason`).
+    pub ended_sessions: bool,
     pub limit: usize,
 }
 

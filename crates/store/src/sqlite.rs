@@ -326,10 +326,19 @@ impl SqliteStore {
                AND (?3 IS NULL OR host_pool = ?3)
                AND (?4 IS NULL OR host_pool IN (SELECT value FROM json_each(?4)))
                AND (?5 IS NULL OR id < ?5)
+               AND (NOT ?7 OR json_extract(record, '$.end_reason') IS NOT NULL)
              ORDER BY id DESC LIMIT ?6",
         )?;
         let rows = stmt.query_map(
-            params![q.since_ms, q.actor, q.host_pool, within, q.before_id, limit],
+            params![
+                q.since_ms,
+                q.actor,
+                q.host_pool,
+                within,
+                q.before_id,
+                limit,
+                q.ended_sessions
+            ],
             |r| {
                 Ok((
                     r.get::<_, i64>(0)?,

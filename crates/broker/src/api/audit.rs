@@ -194,6 +194,7 @@ pub async fn record(
             after: None,
             outcome: 0,
             source,
+            end_reason: None,
         },
         method: method.to_string(),
         resource,
@@ -298,6 +299,7 @@ pub async fn list(
             host_pool: q.host_pool.clone(),
             within_pools,
             before_id: q.before_id,
+            ended_sessions: false,
             limit: size as usize + 1,
         })
         .await?;
@@ -317,6 +319,7 @@ pub async fn list(
             outcome: r.entry.outcome,
             source: r.entry.source,
             count: (r.count > 1).then_some(r.count),
+            end_reason: r.entry.end_reason,
         })
         .collect();
     let next_link = match (more, value.last()) {

@@ -305,6 +305,7 @@ pub(crate) async fn audit_ticket(
         after: store::Rendered::of(&after),
         outcome: 200,
         source: issuer.source.clone(),
+        end_reason: None,
     };
     b.audit().append(entry).await;
 }

@@ -14,6 +14,7 @@ use api::types::{
 use super::error::ApiError;
 use super::types::SessionQuery;
 use super::{Json, Query};
+use crate::audit::Audit;
 use crate::core::Core;
 use crate::error::BrokerError;
 use crate::messages::Messages;
@@ -83,30 +84,51 @@ pub async fn connect(
     Ok(axum::Json(ConnectOutput::from(placed)))
 }
 
+/// Ended sessions `?includeEnded=true` lists at most: the pool's latest
+/// ends in the audit log (one page of it), before the filters.
+pub const MAX_ENDED_LISTED: usize = store::MAX_AUDIT_PAGE_ROWS;
+
 /// Sessions of the pool, optionally of one user and/or one host, oldest
-/// first; paged with `?pageSize=&initialSkip=`.
+/// first; with `?includeEnded=true`, then the pool's recently ended ones
+/// (latest end first, each with `endedAt` and `endReason`); paged with
+/// `?pageSize=&initialSkip=`.
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/userSessions", tag = "sessions",
     params(("user" = Option<String>, Query, description = "only this user's sessions (case-insensitive)"),
            ("sessionHost" = Option<String>, Query, description = "only sessions on this host"),
+           ("includeEnded" = Option<bool>, Query, description = "also list recently ended sessions (the pool's last 1000 ends in the audit log, latest first, after the live ones), each with endedAt and endReason"),
            ("pageSize" = Option<u32>, Query, description = "at most this many sessions (1..=1000), with a nextLink while more remain; absent: all"),
            ("initialSkip" = Option<usize>, Query, description = "skip this many sessions first")),
     responses((status = 200, body = Page<SessionOutput>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
     State(core): State<Arc<Core>>,
+    State(audit): State<Arc<Audit>>,
     Path(pool): Path<String>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<SessionQuery>,
 ) -> Result<axum::Json<Page<SessionOutput>>, ApiError> {
     let paged = PageQuery::from(&q);
     paged.validate()?;
+    if q.include_ended {
+        // Outside the pool's lock: the log is read from the store.
+        let ended = ended_sessions(&audit, &pool, &q).await?;
+        let value = core
+            .read(&pool, |p| {
+                let mut v = live_sessions(p, &q);
+                paging::sort_for_page(&mut v, paged, |a, b| {
+                    (a.create_time_ms, &a.id).cmp(&(b.create_time_ms, &b.id))
+                });
+                let items = v
+                    .into_iter()
+                    .map(Listed::Live)
+                    .chain(ended.into_iter().map(Listed::Ended));
+                Ok(paging::page(items, paged, Listed::output, &uri))
+            })
+            .await?;
+        return Ok(axum::Json(value));
+    }
     let value = core
         .read(&pool, |p| {
-            let on_host =
-                |s: &&placement::Session| q.session_host.as_ref().is_none_or(|h| &s.host == h);
-            let mut v: Vec<&placement::Session> = match &q.user {
-                Some(u) => p.user_sessions(u).filter(on_host).collect(),
-                None => p.sessions().filter(on_host).collect(),
-            };
+            let mut v = live_sessions(p, &q);
             // Oldest first; paged, only as far as the page needs.
             paging::sort_for_page(&mut v, paged, |a, b| {
                 (a.create_time_ms, &a.id).cmp(&(b.create_time_ms, &b.id))
@@ -120,6 +142,66 @@ pub async fn list(
         })
         .await?;
     Ok(axum::Json(value))
+}
+
+/// The pool's sessions the query's filters select, in no order.
+fn live_sessions<'a>(p: &'a placement::Pool, q: &SessionQuery) -> Vec<&'a placement::Session> {
+    let on_host = |s: &&placement::Session| q.session_host.as_ref().is_none_or(|h| &s.host == h);
+    match &q.user {
+        Some(u) => p.user_sessions(u).filter(on_host).collect(),
+        None => p.sessions().filter(on_host).collect(),
+    }
+}
+
+/// One item of a list with its ended sessions.
+enum Listed<'a> {
+    Live(&'a placement::Session),
+    Ended(SessionOutput),
+}
+
+impl Listed<'_> {
+    fn output(self) -> SessionOutput {
+        match self {
+            Listed::Live(s) => SessionOutput::from(s),
+            Listed::Ended(s) => s,
+        }
+    }
+}
+
+/// The pool's recently ended sessions the query's filters select, latest
+/// end first: the entries of their ends in the audit log (at most
+/// [`MAX_ENDED_LISTED`] of them are read), each the session as it was
+/// with when and why it ended. Only this pool's entries are read, so a
+/// credential that may list this pool sees no other pool's ends.
+async fn ended_sessions(
+    audit: &Audit,
+    pool: &str,
+    q: &SessionQuery,
+) -> Result<Vec<SessionOutput>, BrokerError> {
+    let rows = audit
+        .entries(store::AuditQuery {
+            host_pool: Some(pool.to_string()),
+            ended_sessions: true,
+            limit: MAX_ENDED_LISTED,
+            ..store::AuditQuery::default()
+        })
+        .await?;
+    let user = q.user.as_deref().map(placement::user_key);
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let before = r.entry.before?;
+            let mut s: SessionOutput = serde_json::from_str(before.get()).ok()?;
+            s.ended_at = Some(api::types::rfc3339_ms(r.entry.time_ms));
+            s.end_reason = r.entry.end_reason;
+            Some(s)
+        })
+        .filter(|s| {
+            user.as_ref()
+                .is_none_or(|u| &placement::user_key(&s.user_principal_name) == u)
+                && q.session_host.as_ref().is_none_or(|h| &s.session_host == h)
+        })
+        .collect())
 }
 
 fn find(p: &placement::Pool, id: &str) -> Result<SessionOutput, BrokerError> {

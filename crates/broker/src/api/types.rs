@@ -134,6 +134,10 @@ pub struct SessionQuery {
     pub page_size: Option<u32>,
     /// Paging: skip this many sessions first.
     pub initial_skip: Option<usize>,
+    /// Also list the pool's recently ended sessions, from the audit log,
+    /// after the live ones.
+    #[serde(default)]
+    pub include_ended: bool,
 }
 
 /// The paging part of the session list's query. (Not a flattened

@@ -9,7 +9,14 @@ use super::{Context, GlobalArgs};
 /// `count` is set on an entry that stands for several refused requests of
 /// one minute (empty for one request).
 const AUDIT_COLUMNS: Columns = &[
-    "id", "time", "actor", "action", "outcome", "count", "target",
+    "id",
+    "time",
+    "actor",
+    "action",
+    "outcome",
+    "count",
+    "target",
+    "endReason",
 ];
 
 /// Flags of `deskbroker audit`.

@@ -13,6 +13,18 @@ const SESSION_COLUMNS: Columns = &[
     "createTime",
 ];
 
+/// Columns of a session list with its ended sessions (`--include-ended`):
+/// when and why each ended (empty for the live ones).
+const ENDED_SESSION_COLUMNS: Columns = &[
+    "id",
+    "sessionHost",
+    "userPrincipalName",
+    "sessionState",
+    "createTime",
+    "endedAt",
+    "endReason",
+];
+
 /// Flags of `deskbroker session`.
 #[derive(clap::Args)]
 #[command(arg_required_else_help = true)]
@@ -25,7 +37,9 @@ pub struct SessionArgs {
 
 #[derive(clap::Subcommand)]
 enum SessionCommand {
-    /// List the sessions of a pool, optionally of one user or one host.
+    /// List the sessions of a pool, optionally of one user or one host;
+    /// with --include-ended, then its recently ended ones with when and
+    /// why each ended.
     List(ListArgs),
     /// Show one session.
     Show(SessionIdArg),
@@ -64,6 +78,13 @@ struct ListArgs {
     /// Only the sessions on this session host.
     #[arg(long, value_name = "HOST")]
     session_host: Option<String>,
+    /// Also list the pool's recently ended sessions (its last 1000 ends
+    /// in the audit log, latest first), each with endedAt and its
+    /// endReason: logoff, released, pendingTimeout, noLogonEvidence,
+    /// notListed, disconnectedTimeout, lifetimeExceeded, hostRemoved or
+    /// scalingLogoff (see docs/operations.md).
+    #[arg(long)]
+    include_ended: bool,
 }
 
 #[derive(clap::Args)]
@@ -101,10 +122,18 @@ async fn execute(ctx: &Context, command: SessionCommand) -> anyhow::Result<()> {
             if let Some(host) = &list.session_host {
                 query.push(("sessionHost", host.as_str()));
             }
+            if list.include_ended {
+                query.push(("includeEnded", "true"));
+            }
             let sessions = client
                 .list(&["hostPools", &list.host_pool, "userSessions"], &query)
                 .await?;
-            ctx.print(&sessions, SESSION_COLUMNS)
+            let columns = if list.include_ended {
+                ENDED_SESSION_COLUMNS
+            } else {
+                SESSION_COLUMNS
+            };
+            ctx.print(&sessions, columns)
         }
         SessionCommand::Show(show) => {
             let session = client.get(&session_path(&show), &[]).await?;

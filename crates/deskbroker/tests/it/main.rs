@@ -41,6 +41,7 @@ mod replicas;
 mod rolling_upgrade;
 mod scaling_plans;
 mod schema_versions;
+mod sessions_ended;
 mod sim;
 mod start_on_connect;
 mod takeover;

@@ -845,6 +845,22 @@ async fn a_silent_session_is_closed_at_the_idle_bound_and_ended() {
     })
     .await;
     assert!(ended, "a session without a logon was kept");
+    // Its end says why: released by the broker's own door.
+    let listed = app
+        .ok(
+            "GET",
+            "/api/v1/hostPools/farm/userSessions?includeEnded=true",
+            None,
+            200,
+        )
+        .await;
+    let reasons: Vec<&serde_json::Value> = listed["value"]
+        .as_array()
+        .expect("value")
+        .iter()
+        .map(|s| &s["endReason"])
+        .collect();
+    assert_eq!(reasons, [&json!("released")], "{listed}");
 }
 
 /// A Connection Confirm choosing TLS: RDP_NEG_RSP, PROTOCOL_SSL.

@@ -3,7 +3,7 @@
 //! expiry, S7 silence).
 
 use super::index::{due, reports_custom};
-use super::{Change, Pool, Upsert};
+use super::{Change, EndReason, Pool, Upsert};
 use crate::model::*;
 use crate::{Error, load_index};
 
@@ -121,7 +121,7 @@ impl Pool {
         }
         if sessions > 0 {
             for slot in self.host_session_slots(seq).to_vec() {
-                self.end_session(slot);
+                self.end_session(slot, EndReason::HostRemoved);
             }
         }
         let reported_before = self.custom_reporters > 0;
@@ -257,26 +257,26 @@ impl Pool {
         for slot in due(&self.sessions, &self.pending, |since| {
             since + pending_ms <= now_ms
         }) {
-            self.end_session(slot);
+            self.end_session(slot, EndReason::PendingTimeout);
         }
         let is_due = |since| since + pending_ms <= now_ms;
         for slot in due(&self.sessions, &self.unconfirmed_disconnected, is_due) {
             // No host listed it (that would have confirmed its logon):
             // nothing to end there.
-            self.end_session(slot);
+            self.end_session(slot, EndReason::NoLogonEvidence);
         }
         let disconnected_ms = i64::from(self.config.disconnected_timeout_seconds) * 1000;
         if disconnected_ms > 0 {
             let is_due = |since| since + disconnected_ms <= now_ms;
             for slot in due(&self.sessions, &self.disconnected, is_due) {
-                self.log_off(slot);
+                self.log_off(slot, EndReason::DisconnectedTimeout);
             }
         }
         let lifetime_ms = i64::from(self.config.max_session_lifetime_seconds) * 1000;
         if lifetime_ms > 0 {
             let is_due = |created| created + lifetime_ms <= now_ms;
             for slot in due(&self.sessions, &self.by_create_time, is_due) {
-                self.log_off(slot);
+                self.log_off(slot, EndReason::LifetimeExceeded);
             }
         }
         let silence_ms = i64::from(self.config.heartbeat_timeout_seconds) * 1000;

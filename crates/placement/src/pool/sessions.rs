@@ -61,6 +61,98 @@ impl RefusalReason {
     }
 }
 
+/// Why a session ended. Every end has one: the broker logs and audits it,
+/// and lists recently ended sessions with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EndReason {
+    /// Logged off through the API (`DELETE` of the session): by an
+    /// administrator, an operator, a portal or a front door.
+    Logoff,
+    /// A front door placed it and its connection closed before any logon
+    /// was seen through it (rule R4): released, nothing asked of the host.
+    Released,
+    /// Still `Pending` `pendingTimeoutSeconds` after it was placed (S4):
+    /// the client never reached the host.
+    PendingTimeout,
+    /// Disconnected for `pendingTimeoutSeconds` and no host ever confirmed
+    /// a logon on it (S9): a client that connected but never logged on.
+    NoLogonEvidence,
+    /// Its host's agent sent its list of sessions without it (S8): the
+    /// user logged off at the host, or the session ended there.
+    NotListed,
+    /// `Disconnected` for the pool's `disconnectedTimeoutSeconds` (S9).
+    DisconnectedTimeout,
+    /// Older than the pool's `maxSessionLifetimeSeconds` (S9).
+    LifetimeExceeded,
+    /// Its session host was removed with `force`.
+    HostRemoved,
+    /// A scaling plan's logoff action, before stopping its host (A1–A7).
+    ScalingLogoff,
+}
+
+impl EndReason {
+    /// Every reason, in the order documented.
+    pub const ALL: [EndReason; 9] = [
+        EndReason::Logoff,
+        EndReason::Released,
+        EndReason::PendingTimeout,
+        EndReason::NoLogonEvidence,
+        EndReason::NotListed,
+        EndReason::DisconnectedTimeout,
+        EndReason::LifetimeExceeded,
+        EndReason::HostRemoved,
+        EndReason::ScalingLogoff,
+    ];
+
+    /// The reason as the API, the audit log and the broker's log say it
+    /// (`endReason`): a stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Logoff => "logoff",
+            EndReason::Released => "released",
+            EndReason::PendingTimeout => "pendingTimeout",
+            EndReason::NoLogonEvidence => "noLogonEvidence",
+            EndReason::NotListed => "notListed",
+            EndReason::DisconnectedTimeout => "disconnectedTimeout",
+            EndReason::LifetimeExceeded => "lifetimeExceeded",
+            EndReason::HostRemoved => "hostRemoved",
+            EndReason::ScalingLogoff => "scalingLogoff",
+        }
+    }
+
+    /// The reason of its wire name.
+    pub fn parse(name: &str) -> Option<EndReason> {
+        EndReason::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+
+    /// Whether the broker decided this end by itself (a timeout, a
+    /// lifetime, a scaling plan), not on anyone's request or a host's word.
+    pub fn by_broker(self) -> bool {
+        matches!(
+            self,
+            EndReason::PendingTimeout
+                | EndReason::NoLogonEvidence
+                | EndReason::DisconnectedTimeout
+                | EndReason::LifetimeExceeded
+                | EndReason::ScalingLogoff
+        )
+    }
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A session that ended ([`Change::SessionEnded`]): the session as it was
+/// when it ended, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndedSession {
+    pub session: Session,
+    pub reason: EndReason,
+}
+
 /// One refused entry of a host's list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefusedSession {
@@ -237,7 +329,7 @@ impl Pool {
             })
             .collect();
         for slot in ended {
-            self.end_session(slot);
+            self.end_session(slot, EndReason::NotListed);
         }
         for (user, key, state) in listed {
             if let Some(slot) = self.session_on(seq, &key) {
@@ -331,7 +423,8 @@ impl Pool {
             .filter(|&slot| self.sessions[slot].unconfirmed)
             .collect();
         for slot in drop {
-            self.end_session(slot);
+            // Never stored, so its end is not recorded either.
+            self.remove_session_entry(slot);
         }
     }
 
@@ -346,8 +439,13 @@ impl Pool {
     /// also kept for the caller (W5, [`Pool::take_host_logoffs`]) so that
     /// its host ends the logon.
     pub fn logoff(&mut self, id: &str) -> Result<(), Error> {
+        self.logoff_for(id, EndReason::Logoff)
+    }
+
+    /// [`Pool::logoff`], recorded with `reason` (a scaling plan's logoff).
+    pub fn logoff_for(&mut self, id: &str, reason: EndReason) -> Result<(), Error> {
         let slot = self.find_slot(id)?;
-        self.log_off(slot);
+        self.log_off(slot, reason);
         Ok(())
     }
 
@@ -355,7 +453,7 @@ impl Pool {
     /// seen through it): nothing is asked of its host.
     pub fn release(&mut self, id: &str) -> Result<(), Error> {
         let slot = self.find_slot(id)?;
-        self.end_session(slot);
+        self.end_session(slot, EndReason::Released);
         Ok(())
     }
 
@@ -368,7 +466,7 @@ impl Pool {
     /// Ends a session by the broker's decision (a logoff, a lifetime of
     /// S9), keeping a [`HostLogoff`] when the user may be logged on at the
     /// host.
-    pub(super) fn log_off(&mut self, slot: Slot) {
+    pub(super) fn log_off(&mut self, slot: Slot, reason: EndReason) {
         let s = &self.sessions[slot].session;
         if s.state != SessionState::Pending {
             if self.host_logoffs.len() >= MAX_UNTAKEN_HOST_LOGOFFS {
@@ -380,15 +478,18 @@ impl Pool {
                 user: s.user.clone(),
             });
         }
-        self.end_session(slot);
+        self.end_session(slot, reason);
     }
 
-    /// Ends a session; the end of an unconfirmed one (never stored) is not
-    /// recorded.
-    pub(super) fn end_session(&mut self, slot: Slot) {
+    /// Ends a session for `reason`; the end of an unconfirmed one (never
+    /// stored) is not recorded.
+    pub(super) fn end_session(&mut self, slot: Slot, reason: EndReason) {
         let e = self.remove_session_entry(slot);
         if !e.unconfirmed {
-            self.changes.push(Change::SessionEnded(e.session.id));
+            self.changes.push(Change::SessionEnded(EndedSession {
+                session: e.session,
+                reason,
+            }));
         }
     }
 }

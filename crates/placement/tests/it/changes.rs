@@ -3,7 +3,8 @@
 //! Derived state (counts, host status) is never reported: it is rebuilt by
 //! `Pool::restore`.
 
-use placement::Change::{self, *};
+use placement::Change::{self, SessionEnded};
+use placement::EndReason;
 use placement::{
     ConnectRequest, HostMetrics, HostPoolType, LoadBalancerType, PoolConfig, SessionState,
 };
@@ -14,9 +15,41 @@ fn s(x: &str) -> String {
     x.to_string()
 }
 
-fn take(w: &mut World) -> Vec<Change> {
-    w.pool.take_changes()
+/// What an operation changed, each ended session as the test names it
+/// (`Ended(id, reason)`).
+#[derive(Debug, PartialEq, Eq)]
+enum C {
+    Change(Change),
+    Ended(String, EndReason),
 }
+
+fn take(w: &mut World) -> Vec<C> {
+    w.pool
+        .take_changes()
+        .into_iter()
+        .map(|c| match c {
+            SessionEnded(e) => C::Ended(e.session.id, e.reason),
+            c => C::Change(c),
+        })
+        .collect()
+}
+
+#[allow(non_snake_case)]
+fn Host(h: String) -> C {
+    C::Change(Change::Host(h))
+}
+#[allow(non_snake_case)]
+fn HostRemoved(h: String) -> C {
+    C::Change(Change::HostRemoved(h))
+}
+#[allow(non_snake_case)]
+fn Session(id: String) -> C {
+    C::Change(Change::Session(id))
+}
+#[allow(non_snake_case, non_upper_case_globals)]
+const Counters: C = C::Change(Change::Counters);
+#[allow(non_snake_case, non_upper_case_globals)]
+const Config: C = C::Change(Change::Config);
 
 #[test]
 fn changes_of_each_pooled_operation() {
@@ -45,7 +78,10 @@ fn changes_of_each_pooled_operation() {
     assert_eq!(take(&mut w), []);
     // Logoff.
     w.pool.logoff(&p.session_id).unwrap();
-    assert_eq!(take(&mut w), [SessionEnded(p.session_id.clone())]);
+    assert_eq!(
+        take(&mut w),
+        [C::Ended(p.session_id.clone(), EndReason::Logoff)]
+    );
 
     // Settings.
     w.set_limit(5);
@@ -77,7 +113,10 @@ fn changes_of_each_pooled_operation() {
     w.pool.remove_host("b", true).unwrap();
     let mut got = take(&mut w);
     assert_eq!(got.pop(), Some(HostRemoved(s("b"))));
-    let mut want = vec![SessionEnded(p1.session_id), SessionEnded(p2.session_id)];
+    let mut want = vec![
+        C::Ended(p1.session_id, EndReason::HostRemoved),
+        C::Ended(p2.session_id, EndReason::HostRemoved),
+    ];
     got.sort_by_key(|c| format!("{c:?}"));
     want.sort_by_key(|c| format!("{c:?}"));
     assert_eq!(got, want);
@@ -94,7 +133,10 @@ fn changes_report_expired_pending_sessions_even_from_a_refused_connect() {
     // The connect is refused (limit 0), but its tick ended alice's session:
     // that end must still be persisted.
     assert!(w.connect("bob@x", 0).is_err());
-    assert_eq!(take(&mut w), [SessionEnded(p.session_id)]);
+    assert_eq!(
+        take(&mut w),
+        [C::Ended(p.session_id, EndReason::PendingTimeout)]
+    );
 }
 
 #[test]
@@ -123,7 +165,7 @@ fn changes_of_an_automatic_personal_assignment() {
         [Host(s("d1")), Session(p.session_id.clone()), Counters]
     );
     w.pool.logoff(&p.session_id).unwrap();
-    assert_eq!(take(&mut w), [SessionEnded(p.session_id)]);
+    assert_eq!(take(&mut w), [C::Ended(p.session_id, EndReason::Logoff)]);
     // A second connect: the host is hers already, only the session is new.
     let p = w.connect("alice@x", 0).unwrap();
     assert_eq!(take(&mut w), [Session(p.session_id), Counters]);

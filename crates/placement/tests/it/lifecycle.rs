@@ -109,7 +109,9 @@ fn s4_a_pending_session_expires_after_the_pending_timeout() {
     assert_eq!(w.sessions_on("a"), 0);
     assert_eq!(w.pool.host("a").unwrap().connecting_sessions, 0);
     assert_eq!(w.pool.user_sessions("alice@x").count(), 0);
-    assert_eq!(w.pool.take_changes(), [placement::Change::SessionEnded(id)]);
+    let changes = w.pool.take_changes();
+    let ends: Vec<_> = changes.iter().filter_map(|c| c.ended()).collect();
+    assert_eq!(ends, [(id.as_str(), placement::EndReason::PendingTimeout)]);
     // alice is placed afresh, not reconnected to the expired session.
     assert!(!w.connect("alice@x", 0).unwrap().reconnect);
     w.assert_consistent();
@@ -154,7 +156,7 @@ fn s4_s9_sessions_due_together_end_by_time_then_id() {
             .take_changes()
             .into_iter()
             .filter_map(|c| match c {
-                placement::Change::SessionEnded(id) => Some(id),
+                placement::Change::SessionEnded(e) => Some(e.session.id),
                 _ => None,
             })
             .collect()
@@ -343,9 +345,11 @@ fn s9_a_session_no_host_confirmed_ends_the_pending_timeout_after_it_disconnects(
     w.pool.take_changes();
     w.tick_after_ms(1);
     assert!(w.pool.session(&anon).is_none());
+    let changes = w.pool.take_changes();
+    let ends: Vec<_> = changes.iter().filter_map(|c| c.ended()).collect();
     assert_eq!(
-        w.pool.take_changes(),
-        [placement::Change::SessionEnded(anon)]
+        ends,
+        [(anon.as_str(), placement::EndReason::NoLogonEvidence)]
     );
     // alice's lasts (no disconnected timeout here).
     w.tick_after_ms(366 * 86_400 * SECOND_MS);
@@ -422,9 +426,11 @@ fn s9_a_disconnected_session_ends_after_the_disconnected_timeout() {
     // t = 70 s: 60 s disconnected, alice's session ends; bob's (30 s) stays.
     w.tick_after_ms(1);
     assert!(w.pool.session(&alice).is_none());
+    let changes = w.pool.take_changes();
+    let ends: Vec<_> = changes.iter().filter_map(|c| c.ended()).collect();
     assert_eq!(
-        w.pool.take_changes(),
-        [placement::Change::SessionEnded(alice)]
+        ends,
+        [(alice.as_str(), placement::EndReason::DisconnectedTimeout)]
     );
     assert!(w.pool.session(&bob).is_some());
     // bob reconnects (Active again) at t = 80 s: an Active session never

@@ -16,6 +16,7 @@ mod autoscale;
 mod breadth;
 mod changes;
 mod depth;
+mod end_reasons;
 mod entitlement;
 mod health;
 mod lifecycle;

@@ -86,6 +86,31 @@ pub async fn the_audit_log_is_appended_queried_newest_first_and_paged(open: Open
         .expect("within none");
     assert!(got.is_empty(), "{case}: within no pool");
     let got = store
+        .audit(q(&|q| q.ended_sessions = true))
+        .await
+        .expect("ended none");
+    assert!(got.is_empty(), "{case}: no entry is a session's end");
+    let mut ended = audit_entry(6_000, "broker", Some("p"));
+    ended.end_reason = Some("pendingTimeout".into());
+    store
+        .apply(vec![append(ended.clone())].into())
+        .await
+        .expect("apply");
+    let got = store
+        .audit(q(&|q| q.ended_sessions = true))
+        .await
+        .expect("ended");
+    assert_eq!(got.len(), 1, "{case}: only sessions' ends");
+    assert_eq!(got[0].entry, ended, "{case}: the end comes back whole");
+    let got = store
+        .audit(q(&|q| {
+            q.ended_sessions = true;
+            q.host_pool = Some("q".into());
+        }))
+        .await
+        .expect("ended in q");
+    assert!(got.is_empty(), "{case}: ends of another pool");
+    let got = store
         .audit(q(&|q| {
             q.actor = Some("admin".into());
             q.host_pool = Some("p".into());
@@ -113,14 +138,14 @@ pub async fn the_audit_log_is_appended_queried_newest_first_and_paged(open: Open
     }
     assert_eq!(
         pages,
-        [vec![5_000, 4_000], vec![3_000, 2_000], vec![1_000]],
+        [vec![6_000, 5_000], vec![4_000, 3_000], vec![2_000, 1_000]],
         "{case}: pages"
     );
     let got = store
         .audit(q(&|q| q.limit = usize::MAX))
         .await
         .expect("huge limit");
-    assert_eq!(got.len(), 5, "{case}: a huge limit is capped, not an error");
+    assert_eq!(got.len(), 6, "{case}: a huge limit is capped, not an error");
 }
 
 /// An audit entry in a batch that fails is not kept, and one in a batch

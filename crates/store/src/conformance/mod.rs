@@ -218,6 +218,7 @@ pub fn audit_entry(time_ms: i64, actor: &str, pool: Option<&str>) -> AuditEntry 
         after: None,
         outcome: 200,
         source: Some("127.0.0.1:5000".into()),
+        end_reason: None,
     }
 }
 

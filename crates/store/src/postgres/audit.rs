@@ -21,6 +21,7 @@ impl Connection {
                    AND ($3::text IS NULL OR host_pool = $3)
                    AND ($4::text[] IS NULL OR host_pool = ANY($4))
                    AND ($5::int8 IS NULL OR id < $5)
+                   AND (NOT $7::bool OR (record::jsonb ->> 'end_reason') IS NOT NULL)
                  ORDER BY id DESC LIMIT $6",
                 &[
                     &q.since_ms,
@@ -29,6 +30,7 @@ impl Connection {
                     &q.within_pools,
                     &q.before_id,
                     &limit,
+                    &q.ended_sessions,
                 ],
             )
             .await
