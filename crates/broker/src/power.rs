@@ -242,7 +242,7 @@ pub const COMMANDS_NOT_ALLOWED: &str = "this broker does not run power commands:
      starts it with --allow-power-commands to let it";
 
 /// The power actions a pool's settings let this broker take (the pool's
-/// `powerActions`): what [`attempt`] could run, so that a client offers
+/// `powerActions`): what `attempt` could run, so that a client offers
 /// only those. Wake-on-LAN starts hosts without a command; every command
 /// needs a broker that runs them (`commands_allowed`).
 pub fn actions(settings: &PowerSettings, commands_allowed: bool) -> Vec<&'static str> {

@@ -71,9 +71,9 @@ pub const NEGOTIATION_FAILURE_BYTES: usize =
 /// protocol the code asks for, which the door would refuse again, and the
 /// user would read a wrong cause. So the doors answer with codes of their
 /// own, above the protocol's range: a client ends the connection on a code
-/// it does not know (FreeRDP 2.11 logs "Unknown protocol security error
-/// <code>" and ends with ERRCONNECT_SECURITY_NEGO_CONNECT_FAILED; FreeRDP 3
-/// logs "Error: UNKNOWN [0x<code>]" and ends the same way), and the number
+/// it does not know (FreeRDP 2.11 logs `Unknown protocol security error
+/// 1001` and ends with `ERRCONNECT_SECURITY_NEGO_CONNECT_FAILED`; FreeRDP 3
+/// logs `Error: UNKNOWN [0x000003E9]` and ends the same way), and the number
 /// it prints is in docs/gateway.md with what to do.
 pub mod failure {
     /// The connection ticket was refused: expired, not signed by this
