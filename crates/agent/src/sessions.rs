@@ -288,7 +288,19 @@ pub struct SessionsProbe {
     last_error: Option<String>,
     /// The same for a round where one of logind and xrdp failed.
     last_partial: Option<String>,
+    /// A reading of xrdp's desktops that outlived its time limit.
+    xrdp_reading: Option<XrdpReading>,
+    /// How xrdp's desktops are read: [`xrdp::read`] (another in tests),
+    /// and how long a reading may take ([`PROBE_TIMEOUT`]).
+    read_xrdp_desktops: fn() -> XrdpDesktops,
+    xrdp_timeout: std::time::Duration,
 }
+
+/// What one reading of xrdp's desktops answers.
+type XrdpDesktops = Result<Option<Vec<XrdpSession>>, xrdp::ReadError>;
+
+/// A reading of xrdp's desktops on a blocking thread.
+type XrdpReading = tokio::task::JoinHandle<XrdpDesktops>;
 
 impl SessionsProbe {
     pub fn new(source: SessionsSource) -> SessionsProbe {
@@ -296,6 +308,9 @@ impl SessionsProbe {
             source,
             last_error: None,
             last_partial: None,
+            xrdp_reading: None,
+            read_xrdp_desktops: xrdp::read,
+            xrdp_timeout: PROBE_TIMEOUT,
         }
     }
 
@@ -339,6 +354,30 @@ impl SessionsProbe {
         }
     }
 
+    /// xrdp's desktops ([`xrdp::read`]), within [`PROBE_TIMEOUT`]. Reading
+    /// `/proc` does not block, but naming a display server's owner asks
+    /// the system's user database, which a directory (sssd, winbind) may
+    /// keep waiting: a reading past the limit is left to finish on its
+    /// own, and no other is started until it has, so at most one thread is
+    /// ever held.
+    async fn read_xrdp(&mut self) -> Result<Option<Vec<XrdpSession>>, String> {
+        if let Some(reading) = &self.xrdp_reading {
+            if !reading.is_finished() {
+                return Err("the last reading has not finished".into());
+            }
+            self.xrdp_reading = None;
+        }
+        let mut reading = tokio::task::spawn_blocking(self.read_xrdp_desktops);
+        match tokio::time::timeout(self.xrdp_timeout, &mut reading).await {
+            Ok(Ok(result)) => result.map_err(|e| e.to_string()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => {
+                self.xrdp_reading = Some(reading);
+                Err(format!("no answer within {:?}", self.xrdp_timeout))
+            }
+        }
+    }
+
     /// logind's sessions and xrdp's, combined ([`host_sessions`]). One of
     /// the two failing is logged once (a container has no logind; most
     /// hosts have no xrdp, which is no failure); both failing is the
@@ -353,10 +392,7 @@ impl SessionsProbe {
             Ok(list) => Ok(list),
             Err(_) => loginctl().await,
         };
-        let xrdp = match tokio::task::spawn_blocking(xrdp::read).await {
-            Ok(result) => result.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
+        let xrdp = self.read_xrdp().await;
         let partial = match (&logind, &xrdp) {
             (Err(e), Ok(Some(_))) => Some(format!("loginctl: {e}; reporting xrdp's sessions")),
             (Ok(_), Err(e)) => Some(format!("xrdp's sessions: {e}; reporting logind's")),
@@ -638,6 +674,46 @@ Class=manager
                 s("bob@contoso.com", Pending)
             ]
         );
+    }
+
+    /// A reading of xrdp's desktops that never answers (a user database
+    /// that waits on its directory) holds one thread, and no more.
+    #[tokio::test]
+    async fn a_reading_that_hangs_holds_one_thread_and_no_more() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        static RELEASED: AtomicBool = AtomicBool::new(false);
+        fn stuck() -> XrdpDesktops {
+            STARTED.fetch_add(1, Ordering::SeqCst);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !RELEASED.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok(Some(vec![]))
+        }
+        let mut probe = SessionsProbe::new(SessionsSource::Loginctl { user_domain: None });
+        probe.read_xrdp_desktops = stuck;
+        // The reading never answers until released: any limit is passed.
+        probe.xrdp_timeout = std::time::Duration::from_millis(10);
+
+        // The first reading outlives its limit.
+        let first = probe.read_xrdp().await;
+        assert!(first.unwrap_err().contains("no answer within"));
+        // While it hangs, no other is started.
+        let second = probe.read_xrdp().await;
+        assert_eq!(second.unwrap_err(), "the last reading has not finished");
+        assert_eq!(STARTED.load(Ordering::SeqCst), 1);
+
+        // Once it has finished, the next round reads afresh.
+        RELEASED.store(true, Ordering::SeqCst);
+        let reading = probe.xrdp_reading.as_ref().expect("the hanging reading");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !reading.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(probe.read_xrdp().await.unwrap(), Some(vec![]));
+        assert_eq!(STARTED.load(Ordering::SeqCst), 2);
+        assert!(probe.xrdp_reading.is_none());
     }
 
     #[tokio::test]
