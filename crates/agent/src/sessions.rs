@@ -200,9 +200,12 @@ fn broker_user(name: &str, user_domain: Option<&str>) -> String {
 
 /// Turns logind sessions into the list the broker gets: user sessions
 /// only, names completed with the user domain.
-pub fn from_logind(sessions: &[LogindSession], user_domain: Option<&str>) -> Vec<ReportedSession> {
+pub fn from_logind<'a>(
+    sessions: impl IntoIterator<Item = &'a LogindSession>,
+    user_domain: Option<&str>,
+) -> Vec<ReportedSession> {
     sessions
-        .iter()
+        .into_iter()
         .filter(|s| s.class == "user" && !s.name.is_empty())
         .filter_map(|s| {
             let state = logind_state(&s.state)?;
@@ -231,13 +234,11 @@ pub fn host_sessions(
     }
     let xrdp = xrdp.unwrap_or_default();
     let xrdp_users: HashSet<&str> = xrdp.iter().map(|s| s.user.as_str()).collect();
-    let kept: Vec<LogindSession> = logind
+    let kept = logind
         .unwrap_or_default()
         .iter()
-        .filter(|s| !(s.service == XRDP_SERVICE && xrdp_users.contains(s.name.as_str())))
-        .cloned()
-        .collect();
-    let mut list = from_logind(&kept, user_domain);
+        .filter(|s| !(s.service == XRDP_SERVICE && xrdp_users.contains(s.name.as_str())));
+    let mut list = from_logind(kept, user_domain);
     list.extend(xrdp.iter().map(|s| ReportedSession {
         user: broker_user(&s.user, user_domain),
         state: if s.connected {

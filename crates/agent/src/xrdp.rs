@@ -74,6 +74,14 @@ pub struct ProcessInfo {
     pub args: Vec<String>,
 }
 
+impl ProcessInfo {
+    /// Whether this is xrdp's session manager: its name, run by root (a
+    /// user can name a process anything, but not run it as root).
+    fn is_session_manager(&self) -> bool {
+        self.uid == 0 && SESSION_MANAGERS.contains(&self.comm.as_str())
+    }
+}
+
 /// What the socket tables say of connections to display servers.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Connections {
@@ -128,7 +136,7 @@ pub fn sessions_from(
 ) -> Option<Vec<XrdpSession>> {
     let managers: HashSet<i32> = processes
         .iter()
-        .filter(|p| p.uid == 0 && SESSION_MANAGERS.contains(&p.comm.as_str()))
+        .filter(|p| p.is_session_manager())
         .map(|p| p.pid)
         .collect();
     if managers.is_empty() {
@@ -165,17 +173,18 @@ pub struct ReadError {
 pub fn read() -> Result<Option<Vec<XrdpSession>>, ReadError> {
     let processes = read_processes()?;
     // Most hosts run no xrdp: read no socket table for them.
-    if !processes
-        .iter()
-        .any(|p| p.uid == 0 && SESSION_MANAGERS.contains(&p.comm.as_str()))
-    {
+    if !processes.iter().any(ProcessInfo::is_session_manager) {
         return Ok(None);
     }
     // The TCP tables cost the kernel a walk of every socket bucket (some
     // 14 ms a read on a small VM, 200 times the Unix table): they are read
     // only when an Xvnc session needs them.
-    let has = |server: &str| processes.iter().any(|p| p.comm == server);
-    let connections = read_connections(has("Xorg"), has("Xvnc"))?;
+    let has = |server| {
+        processes
+            .iter()
+            .any(|p| DisplayServer::from_comm(&p.comm) == Some(server))
+    };
+    let connections = read_connections(has(DisplayServer::Xorg), has(DisplayServer::Xvnc))?;
     Ok(sessions_from(&processes, &connections, user_name))
 }
 
