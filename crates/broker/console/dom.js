@@ -113,3 +113,81 @@ export function say(el, text, kind) {
   el.className = `message ${kind || ''}`;
   setText(el, text);
 }
+
+// ---------------------------------------------------------------- widgets
+
+/** A destructive button waits this long for its confirming second click. */
+export const CONFIRM_MS = 5000;
+
+/** A `<select>` of `[value, text]` options with `value` chosen. */
+export function select(id, options, value) {
+  return h(
+    'select',
+    { id },
+    options.map(([v, text]) => h('option', { value: v, selected: v === value ? true : undefined }, text)),
+  );
+}
+
+/**
+ * What the user typed in a number field, as the API should see it: a
+ * number when it is one, else the text itself, so that the API answers
+ * with its own message (the console adds no rules of its own).
+ */
+export function numberOrText(s) {
+  const t = s.trim();
+  return /^-?\d+$/.test(t) ? Number(t) : t;
+}
+
+/** A horizontal bar with its number beside it (readable without colour). */
+export function bar(cls) {
+  const fill = h('span', { class: 'fill' });
+  const text = h('span', { class: 'bar-text' });
+  return { el: h('span', { class: `bar ${cls}` }, h('span', { class: 'track', 'aria-hidden': 'true' }, fill), text), fill, text };
+}
+
+/** Sets a bar's fill (0 to 1, clamped) and the number beside it. */
+export function setBar(cell, fraction, text) {
+  const f = Math.max(0, Math.min(1, fraction));
+  cell.querySelector('.fill').style.width = `${(f * 100).toFixed(1)}%`;
+  setText(cell.querySelector('.bar-text'), text);
+}
+
+/** The page and page size a view's URL asks for (`?page=&size=`), with the skip it means. */
+export function pageParams(params) {
+  const size = PAGE_SIZES.includes(Number(params.get('size'))) ? Number(params.get('size')) : DEFAULT_PAGE_SIZE;
+  const page = Math.max(1, parseInt(params.get('page'), 10) || 1);
+  return { size, page, skip: (page - 1) * size };
+}
+
+/** First/previous/next/last links and a page-size choice, all in the URL's hash. */
+export function pager(id, link, size) {
+  const text = h('span', { class: 'pager-text' });
+  const mk = (label, rel) => h('a', { class: 'button', 'data-rel': rel, role: 'button' }, label);
+  const first = mk('« First', 'first');
+  const prev = mk('‹ Previous', 'prev');
+  const next = mk('Next ›', 'next');
+  const last = mk('Last »', 'last');
+  const sizes = select(`${id}-size`, PAGE_SIZES.map((s) => [String(s), `${s} per page`]), String(size));
+  sizes.addEventListener('change', () => {
+    location.hash = link(1, Number(sizes.value));
+  });
+  const el = h('nav', { id, class: 'pager', 'aria-label': 'pages' }, first, prev, text, next, last, h('label', { class: 'sr-only', for: sizes.id }, 'Page size'), sizes);
+  const enable = (a, page) => {
+    if (page) {
+      a.href = link(page, size);
+      a.removeAttribute('aria-disabled');
+    } else {
+      a.removeAttribute('href');
+      a.setAttribute('aria-disabled', 'true');
+    }
+  };
+  /** page: current page; lastPage: null when unknown; hasNext from nextLink. */
+  const update = (label, page, lastPage, hasNext) => {
+    setText(text, label);
+    enable(first, page > 1 ? 1 : null);
+    enable(prev, page > 1 ? page - 1 : null);
+    enable(next, hasNext ? page + 1 : null);
+    enable(last, lastPage && lastPage > page ? lastPage : null);
+  };
+  return { el, update };
+}

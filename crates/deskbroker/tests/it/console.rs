@@ -477,6 +477,7 @@ async fn console_files_are_public_with_a_strict_policy_and_data_is_not() {
         ("app.js", "text/javascript; charset=utf-8"),
         ("api.js", "text/javascript; charset=utf-8"),
         ("dom.js", "text/javascript; charset=utf-8"),
+        ("dayone.js", "text/javascript; charset=utf-8"),
         ("console.css", "text/css; charset=utf-8"),
         ("favicon.svg", "image/svg+xml"),
     ] {
