@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Durable connects over HTTP against the HTTP stack's own ceiling, loaded by
-# the same tool in the same run (issue 16, target 2). Each round starts:
+# the same tool in the same run. Each round starts:
 #   ceiling  `deskbroker-devbench ceiling-server`: a trivial axum JSON handler
 #            on the connect route, same runtime, no state, no writes;
 #   broker   `deskbroker serve` on a fresh durable SQLite store
