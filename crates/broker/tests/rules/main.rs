@@ -5,3 +5,4 @@
 //! One module per family of rules (docs/rules.md).
 
 mod kit;
+mod pending;
