@@ -4,5 +4,6 @@
 //! on the wall clock; each rule is checked on both sides of its deadline.
 //! One module per family of rules (docs/rules.md).
 
+mod heartbeat_loss;
 mod kit;
 mod pending;
