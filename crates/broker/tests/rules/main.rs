@@ -6,4 +6,5 @@
 
 mod heartbeat_loss;
 mod kit;
+mod lifetimes;
 mod pending;
