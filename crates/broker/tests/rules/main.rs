@@ -8,3 +8,4 @@ mod heartbeat_loss;
 mod kit;
 mod lifetimes;
 mod pending;
+mod registration;
