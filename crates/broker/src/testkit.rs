@@ -153,7 +153,8 @@ impl Kit {
     }
 
     /// Calls the API with `bearer` as the token (None: no
-    /// `Authorization` header).
+    /// `Authorization` header): the answer's status and JSON body (`Null`
+    /// when it has none or it is not JSON).
     pub async fn call_as(
         &self,
         bearer: Option<&str>,
@@ -161,6 +162,31 @@ impl Kit {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
+        let (status, bytes) = self.request(bearer, method, path, body).await;
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    /// `GET path` as the admin, asserting a 200: the body as text (a
+    /// connection file, the metrics).
+    pub async fn text(&self, path: &str) -> String {
+        let (status, bytes) = self.request(Some(ADMIN_TOKEN), "GET", path, None).await;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        assert_eq!(status, 200, "GET {path} answered {status}: {text}");
+        text
+    }
+
+    /// Calls the API with `bearer` as the token: the answer's status and
+    /// body as it came.
+    pub async fn request(
+        &self,
+        bearer: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Vec<u8>) {
         let mut request = Request::builder().method(method).uri(path);
         if let Some(token) = bearer {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
@@ -182,10 +208,7 @@ impl Kit {
         let bytes = axum::body::to_bytes(answer.into_body(), MAX_ANSWER_BYTES)
             .await
             .unwrap_or_else(|e| panic!("{method} {path}: cannot read the answer: {e}"));
-        (
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
+        (status, bytes.to_vec())
     }
 
     /// Calls the API as the admin and asserts the answer's status;

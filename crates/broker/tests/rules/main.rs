@@ -9,3 +9,4 @@ mod kit;
 mod lifetimes;
 mod pending;
 mod registration;
+mod tickets;
