@@ -7,6 +7,7 @@
 mod heartbeat_loss;
 mod kit;
 mod lifetimes;
+mod messages;
 mod pending;
 mod registration;
 mod tickets;
