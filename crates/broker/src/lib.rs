@@ -34,6 +34,8 @@ pub mod server;
 pub mod state;
 pub mod sync;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testkit;
 pub mod tls;
 pub mod writer;
 

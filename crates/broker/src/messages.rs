@@ -11,7 +11,7 @@
 //! A message is a courtesy, not a record: the queue is **not durable**. A
 //! message not yet fetched is lost when the leading broker stops (a new
 //! leader starts with empty queues), when it waits longer than
-//! [`MESSAGE_TTL`] (a host that does not beat), and when the heartbeat
+//! [`MESSAGE_TTL`] by the broker's clock (a host that does not beat), and when the heartbeat
 //! answer that carries it is lost (delivery is at most once). What counts in
 //! a ramp-down is the logoff after the wait, which does not depend on it.
 //!
@@ -32,9 +32,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use api::types::HostMessage;
+use placement::TimestampMs;
 
 use crate::core::Core;
 use crate::error::BrokerError;
@@ -55,7 +56,8 @@ pub const MESSAGE_TTL: Duration = Duration::from_secs(10 * 60);
 #[derive(Debug)]
 struct Queued {
     message: HostMessage,
-    queued_at: Instant,
+    /// By the broker's clock.
+    queued_at: TimestampMs,
 }
 
 /// The waiting messages, per (pool, host). A std mutex held for queue
@@ -74,12 +76,13 @@ struct Queues {
 impl Queues {
     /// Drops every expired message (queues are in arrival order, so each
     /// one's expired messages are at its front).
-    fn expire(&mut self, now: Instant) {
+    fn expire(&mut self, now: TimestampMs) {
+        let ttl_ms = MESSAGE_TTL.as_millis() as i64;
         let mut dropped = 0;
         self.hosts.retain(|_, q| {
             while q
                 .front()
-                .is_some_and(|m| now.duration_since(m.queued_at) >= MESSAGE_TTL)
+                .is_some_and(|m| now.saturating_sub(m.queued_at) >= ttl_ms)
             {
                 q.pop_front();
                 dropped += 1;
@@ -104,7 +107,7 @@ impl MessageQueues {
         pool: &str,
         host: &str,
         message: HostMessage,
-        now: Instant,
+        now: TimestampMs,
     ) -> Result<(), BrokerError> {
         let mut q = self.lock();
         q.expire(now);
@@ -133,7 +136,7 @@ impl MessageQueues {
     }
 
     /// Takes every message waiting for `host` (oldest first).
-    pub fn take(&self, pool: &str, host: &str, now: Instant) -> Vec<HostMessage> {
+    pub fn take(&self, pool: &str, host: &str, now: TimestampMs) -> Vec<HostMessage> {
         let mut q = self.lock();
         q.expire(now);
         let Some(queue) = q.hosts.remove(&(pool.to_string(), host.to_string())) else {
@@ -241,7 +244,7 @@ impl Messages {
             message: message.to_string(),
         };
         self.queues
-            .push(pool, &host, queued.clone(), Instant::now())?;
+            .push(pool, &host, queued.clone(), self.core.now_ms())?;
         metrics::counter!("deskbroker_messages_queued_total").increment(1);
         tracing::info!(
             pool,
@@ -257,7 +260,7 @@ impl Messages {
     /// its heartbeat's answer. Messages of sessions that ended or moved are
     /// dropped.
     pub(crate) fn take_for(&self, pool: &str, host: &str) -> Vec<HostMessage> {
-        let waiting = self.queues.take(pool, host, Instant::now());
+        let waiting = self.queues.take(pool, host, self.core.now_ms());
         if waiting.is_empty() {
             return waiting;
         }
@@ -292,7 +295,7 @@ mod tests {
     #[test]
     fn a_host_takes_its_own_messages_once_in_order() {
         let q = MessageQueues::default();
-        let t0 = Instant::now();
+        let t0: TimestampMs = 1_796_083_200_000;
         q.push("p", "h1", msg("a"), t0).unwrap();
         q.push("p", "h1", msg("b"), t0).unwrap();
         q.push("p", "h2", msg("c"), t0).unwrap();
@@ -307,7 +310,7 @@ mod tests {
     #[test]
     fn a_full_host_queue_refuses_and_keeps_what_it_has() {
         let q = MessageQueues::default();
-        let t0 = Instant::now();
+        let t0: TimestampMs = 1_796_083_200_000;
         for i in 0..MAX_MESSAGES_PER_HOST {
             q.push("p", "h", msg(&i.to_string()), t0).unwrap();
         }
@@ -323,7 +326,7 @@ mod tests {
     #[test]
     fn the_total_bound_holds_across_hosts() {
         let q = MessageQueues::default();
-        let t0 = Instant::now();
+        let t0: TimestampMs = 1_796_083_200_000;
         for i in 0..MAX_QUEUED_MESSAGES {
             q.push(
                 "p",
@@ -341,10 +344,12 @@ mod tests {
     #[test]
     fn messages_expire() {
         let q = MessageQueues::default();
-        let t0 = Instant::now();
+        let t0: TimestampMs = 1_796_083_200_000;
         q.push("p", "h", msg("old"), t0).unwrap();
-        q.push("p", "h", msg("new"), t0 + MESSAGE_TTL / 2).unwrap();
-        let got = q.take("p", "h", t0 + MESSAGE_TTL);
+        let ttl_ms = MESSAGE_TTL.as_millis() as i64;
+        q.push("p", "h", msg("new"), t0 + ttl_ms / 2).unwrap();
+        assert_eq!(q.len(), 2, "kept until its time to live is over");
+        let got = q.take("p", "h", t0 + ttl_ms);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].id, "new");
         assert!(q.is_empty());

@@ -15,7 +15,8 @@
 //!
 //! Both maps here are bounded ([`MAX_PORTAL_SESSIONS`],
 //! [`MAX_PENDING_LOGINS`]) and expire ([`SESSION_LIFETIME`],
-//! [`PENDING_LOGIN_LIFETIME`]); sessions live in this process's memory
+//! [`PENDING_LOGIN_LIFETIME`], by the broker's clock: the one the portal is
+//! built with, [`Portal::with_clock`]); sessions live in this process's memory
 //! only, so a restart signs everyone out (they sign in again through the
 //! provider, usually without typing anything).
 
@@ -24,6 +25,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use placement::TimestampMs;
+
+use crate::clock::Clock;
 
 use crate::sync::MutexExt;
 use openidconnect::core::{
@@ -140,7 +145,8 @@ pub enum PortalError {
 pub struct UserSession {
     pub user: String,
     pub groups: Vec<String>,
-    expires: Instant,
+    /// By the portal's clock.
+    expires: TimestampMs,
 }
 
 impl UserSession {
@@ -150,7 +156,7 @@ impl UserSession {
         UserSession {
             user: user.to_string(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
-            expires: Instant::now() + SESSION_LIFETIME,
+            expires: Clock::system().now_ms() + lifetime_ms(SESSION_LIFETIME),
         }
     }
 }
@@ -162,7 +168,8 @@ struct PendingLogin {
     /// SHA-256 of the random value of the browser's login cookie: the
     /// callback must come from the browser that began the login.
     browser: String,
-    expires: Instant,
+    /// By the portal's clock.
+    expires: TimestampMs,
 }
 
 /// A map with a hard bound on its entries and an expiry per entry.
@@ -181,7 +188,13 @@ impl<T> Bounded<T> {
 
     /// Inserts, first dropping expired entries when full, then the entry
     /// closest to its end.
-    fn insert(&mut self, key: String, value: T, now: Instant, expires: impl Fn(&T) -> Instant) {
+    fn insert(
+        &mut self,
+        key: String,
+        value: T,
+        now: TimestampMs,
+        expires: impl Fn(&T) -> TimestampMs,
+    ) {
         if self.entries.len() >= self.max {
             self.entries.retain(|_, v| expires(v) > now);
         }
@@ -282,6 +295,8 @@ pub struct Portal {
     provider: tokio::sync::Mutex<Option<(Instant, Arc<OidcClient>)>>,
     logins: Mutex<Bounded<PendingLogin>>,
     sessions: Mutex<Bounded<UserSession>>,
+    /// What the lifetimes of logins and sessions are read on.
+    clock: Clock,
 }
 
 impl std::fmt::Debug for Portal {
@@ -302,8 +317,16 @@ fn hashed(secret: &str) -> String {
 
 impl Portal {
     /// Checks the configuration and builds the provider's HTTP client;
-    /// does not contact the provider.
+    /// does not contact the provider. Lifetimes are read on the system's
+    /// clock (what every running broker uses).
     pub fn new(config: PortalConfig) -> Result<Portal, String> {
+        Portal::with_clock(config, Clock::system())
+    }
+
+    /// [`Portal::new`], with the lifetimes of logins and sessions read on
+    /// `clock`: give it the clock of the broker it serves, so that the
+    /// portal's lifetimes pass with the broker's rules.
+    pub fn with_clock(config: PortalConfig, clock: Clock) -> Result<Portal, String> {
         check_transport(&config.issuer).map_err(|e| format!("--oidc-issuer {e}"))?;
         let issuer = IssuerUrl::new(config.issuer.clone())
             .map_err(|e| format!("--oidc-issuer {}: {e}", config.issuer))?;
@@ -341,6 +364,7 @@ impl Portal {
             provider: tokio::sync::Mutex::new(None),
             logins: Mutex::new(Bounded::new(MAX_PENDING_LOGINS)),
             sessions: Mutex::new(Bounded::new(MAX_PORTAL_SESSIONS)),
+            clock,
         })
     }
 
@@ -395,12 +419,12 @@ impl Portal {
         }
         let (url, state, nonce) = request.set_pkce_challenge(challenge).url();
         let browser = crate::state::new_secret("");
-        let now = Instant::now();
+        let now = self.clock.now_ms();
         let pending = PendingLogin {
             nonce,
             pkce_verifier: verifier.secret().clone(),
             browser: hashed(&browser),
-            expires: now + PENDING_LOGIN_LIFETIME,
+            expires: now + lifetime_ms(PENDING_LOGIN_LIFETIME),
         };
         self.logins
             .lock_or_recover()
@@ -423,7 +447,7 @@ impl Portal {
             // One use: taken out whatever happens next.
             logins.entries.remove(&hashed(state))
         };
-        let Some(pending) = pending.filter(|p| p.expires > Instant::now()) else {
+        let Some(pending) = pending.filter(|p| p.expires > self.clock.now_ms()) else {
             return Err(PortalError::BadCallback(
                 "this sign-in is unknown, expired or already used (its state does not match a \
                  login this broker began): start again at /portal"
@@ -482,11 +506,11 @@ impl Portal {
             .map_err(|e| PortalError::Refused(format!("cannot read the ID token's claims: {e}")))?;
         let user = user_of(&claims, &self.config.user_claim)?;
         let groups = groups_of(&claims, &self.config.groups_claim)?;
-        let now = Instant::now();
+        let now = self.clock.now_ms();
         let session = UserSession {
             user,
             groups,
-            expires: now + SESSION_LIFETIME,
+            expires: now + lifetime_ms(SESSION_LIFETIME),
         };
         let id = crate::state::new_secret("");
         self.sessions
@@ -502,7 +526,7 @@ impl Portal {
         sessions
             .entries
             .get(&hashed(id))
-            .filter(|s| s.expires > Instant::now())
+            .filter(|s| s.expires > self.clock.now_ms())
             .cloned()
     }
 
@@ -510,6 +534,11 @@ impl Portal {
     pub fn end_session(&self, id: &str) {
         self.sessions.lock_or_recover().entries.remove(&hashed(id));
     }
+}
+
+/// A lifetime in the clock's milliseconds.
+fn lifetime_ms(lifetime: Duration) -> TimestampMs {
+    lifetime.as_millis() as TimestampMs
 }
 
 /// The error and its sources, as one line.
@@ -641,12 +670,47 @@ mod tests {
         assert!(groups_of(&json!({ "groups": many }), "groups").is_err());
     }
 
+    /// A signed-in user's session ends when its lifetime is over by the
+    /// portal's clock (the broker's), not a millisecond before.
+    #[test]
+    fn a_portal_session_lasts_its_lifetime_on_the_portals_clock() {
+        let clock = Clock::manual(1_796_083_200_000);
+        let portal = Portal::with_clock(
+            PortalConfig {
+                issuer: "https://login.contoso.com".into(),
+                client_id: "deskbroker".into(),
+                client_secret: "secret".into(),
+                public_url: "https://desktops.contoso.com".into(),
+                user_claim: "preferred_username".into(),
+                groups_claim: "groups".into(),
+                scopes: vec![],
+                trust: api::Trust::system(),
+            },
+            clock.clone(),
+        )
+        .expect("a portal");
+        let now = clock.now_ms();
+        let session = UserSession {
+            user: "alice".into(),
+            groups: Vec::new(),
+            expires: now + lifetime_ms(SESSION_LIFETIME),
+        };
+        portal
+            .sessions
+            .lock_or_recover()
+            .insert(hashed("cookie"), session.clone(), now, |s| s.expires);
+        clock.advance(SESSION_LIFETIME - Duration::from_millis(1));
+        assert_eq!(portal.session("cookie"), Some(session), "ended early");
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(portal.session("cookie"), None, "kept past its lifetime");
+    }
+
     #[test]
     fn a_bounded_map_never_holds_more_than_its_bound() {
-        let now = Instant::now();
-        let mut m: Bounded<Instant> = Bounded::new(3);
-        for i in 0..10u64 {
-            m.insert(i.to_string(), now + Duration::from_secs(i), now, |e| *e);
+        let now: TimestampMs = 1_796_083_200_000;
+        let mut m: Bounded<TimestampMs> = Bounded::new(3);
+        for i in 0..10i64 {
+            m.insert(i.to_string(), now + i * 1000, now, |e| *e);
             assert!(m.entries.len() <= 3);
         }
         // The ones closest to their end went first.
@@ -654,10 +718,10 @@ mod tests {
         kept.sort();
         assert_eq!(kept, ["7", "8", "9"]);
         // Expired entries go before live ones.
-        let mut m: Bounded<Instant> = Bounded::new(2);
+        let mut m: Bounded<TimestampMs> = Bounded::new(2);
         m.insert("old".into(), now, now, |e| *e);
-        m.insert("live".into(), now + Duration::from_secs(60), now, |e| *e);
-        m.insert("new".into(), now + Duration::from_secs(30), now, |e| *e);
+        m.insert("live".into(), now + 60_000, now, |e| *e);
+        m.insert("new".into(), now + 30_000, now, |e| *e);
         assert!(m.entries.contains_key("live") && m.entries.contains_key("new"));
     }
 }

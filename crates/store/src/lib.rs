@@ -8,7 +8,10 @@
 //! one transaction.
 //!
 //! Backends: [`SqliteStore`] (embedded, the default) and [`PostgresStore`]
-//! (one writer per database: the holder of its owner lock). Every backend
+//! (one writer per database: the holder of its owner lock); for tests, with
+//! the `testing` feature, `MemoryStore` (the same semantics in this
+//! process's memory, shared by its clones so that a test can restart a
+//! broker on what an earlier one committed). Every backend
 //! passes the same conformance suite, `conformance`, whose
 //! `conformance_tests!` makes each case a test of its own. It is a test
 //! fixture: it and the PostgreSQL tests' scratch databases are built only
@@ -19,6 +22,8 @@
 pub mod conformance;
 #[cfg(feature = "testing")]
 pub mod fixtures;
+#[cfg(feature = "testing")]
+pub mod memory;
 pub mod postgres;
 #[cfg(test)]
 mod schema_versions;
@@ -29,6 +34,8 @@ use std::sync::Arc;
 
 use placement::{Host, PoolConfig, PoolCounters, Session};
 
+#[cfg(feature = "testing")]
+pub use memory::MemoryStore;
 pub use postgres::{Campaign, Leader, Lease, LeaseLost, PostgresStore};
 pub use sqlite::SqliteStore;
 

@@ -1,0 +1,13 @@
+//! The broker's rules that depend on time, in this process on the test
+//! kit (`broker::testkit`): a broker on the in-memory store, on a clock
+//! the test moves together with tokio's paused time. Nothing here waits
+//! on the wall clock; each rule is checked on both sides of its deadline.
+//! One module per family of rules (docs/rules.md).
+
+mod heartbeat_loss;
+mod kit;
+mod lifetimes;
+mod messages;
+mod pending;
+mod registration;
+mod tickets;
