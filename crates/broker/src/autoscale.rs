@@ -420,24 +420,16 @@ impl Autoscale {
                 let mut begun = Vec::new();
                 let mut notices = Vec::new();
                 for a in &eval.actions {
-                    let mut record = ScalingAction {
-                        id: uuid::Uuid::now_v7().to_string(),
-                        pool: p.name().to_string(),
-                        time_ms: now,
-                        phase: Some(phase_name.clone()),
-                        action: kind_of(a.action),
-                        session_host: a.session_host.clone(),
-                        reason: a.reason.to_string(),
-                        used_capacity_pct: Some(f.used_capacity_pct),
-                        threshold_pct: Some(f.capacity_threshold_pct),
-                        running_hosts: Some(f.running_hosts),
-                        minimum_hosts: Some(f.minimum_hosts),
-                        outcome: placement::ActionOutcome::Succeeded,
-                        message: String::new(),
-                        actor: Some(ACTOR.to_string()),
-                        finished_ms: Some(now),
-                        attempts: 0,
-                    };
+                    let mut record = ScalingAction::new(
+                        p.name(),
+                        &a.session_host,
+                        kind_of(a.action),
+                        a.reason.to_string(),
+                        ACTOR,
+                        now,
+                    )
+                    .finished(placement::ActionOutcome::Succeeded, now);
+                    record.set_figures(f);
                     let host = a.session_host.as_str();
                     match a.action {
                         ActionKind::Start | ActionKind::Stop => {
@@ -455,11 +447,7 @@ impl Autoscale {
                                 now,
                             ) {
                                 Ok(mut b) => {
-                                    b.record.phase = record.phase.take();
-                                    b.record.used_capacity_pct = record.used_capacity_pct;
-                                    b.record.threshold_pct = record.threshold_pct;
-                                    b.record.running_hosts = record.running_hosts;
-                                    b.record.minimum_hosts = record.minimum_hosts;
+                                    b.record.set_figures(f);
                                     record = b.record.clone();
                                     begun.push(b);
                                 }

@@ -284,22 +284,16 @@ impl Broker {
                 spec.drained_by = None;
                 p.upsert_host(spec, now)?;
                 let record = store::ScalingAction {
-                    id: uuid::Uuid::now_v7().to_string(),
-                    pool: p.name().to_string(),
-                    time_ms: now,
-                    phase: None,
-                    action: ScalingActionKind::Undrain,
-                    session_host: host.to_string(),
-                    reason: format!("undrained by {START_ON_CONNECT_ACTOR}"),
-                    used_capacity_pct: None,
-                    threshold_pct: None,
-                    running_hosts: None,
-                    minimum_hosts: None,
-                    outcome: placement::ActionOutcome::Succeeded,
-                    message: String::new(),
-                    actor: Some(START_ON_CONNECT_ACTOR.to_string()),
-                    finished_ms: Some(now),
                     attempts: 1,
+                    ..store::ScalingAction::new(
+                        p.name(),
+                        host,
+                        ScalingActionKind::Undrain,
+                        format!("undrained by {START_ON_CONNECT_ACTOR}"),
+                        START_ON_CONNECT_ACTOR,
+                        now,
+                    )
+                    .finished(placement::ActionOutcome::Succeeded, now)
                 };
                 Ok((
                     (),
