@@ -294,11 +294,10 @@ fn used_pct(sessions: u64, capacity: u64) -> u32 {
 /// One evaluation (A3–A7). See the module for the words and for what the
 /// caller keeps between evaluations.
 ///
-/// In phases: [`Pass::count`] takes the figures (A3), then either
-/// [`Pass::scale_out`] (A4, A7) when the pool needs a host or
-/// [`Pass::scale_in`] (A5) when it does not, then
-/// [`Pass::tend_drained`] carries on with the hosts the plan drains (A5),
-/// and [`waiting_for`] says what the plan waits for.
+/// In phases: `count` takes the figures (A3), then either `scale_out`
+/// (A4, A7) when the pool needs a host or `scale_in` (A5) when it does
+/// not, then `tend_drained` carries on with the hosts the plan drains
+/// (A5), and `waiting_for` says what the plan waits for.
 pub fn evaluate(
     view: &ScalingView<'_>,
     phase: &ResolvedPhase,
