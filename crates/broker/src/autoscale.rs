@@ -31,7 +31,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use placement::autoscale::{
-    ActionKind, Evaluation, PlanMemory, ResolvedPhase, ScalingPlan, evaluate, phase_in_force,
+    Action, ActionKind, Evaluation, Figures, PlanMemory, ResolvedPhase, ScalingPlan, evaluate,
+    phase_in_force,
 };
 use placement::{DrainedBy, HostPoolType, HostPower, ScalingActionKind, TimestampMs};
 use store::{Mutation, ScalingAction, Snapshot};
@@ -383,128 +384,33 @@ impl Autoscale {
 
     /// Evaluates one pool and applies the actions, all in one batch with
     /// their records and the plan's memory; power drivers then run in the
-    /// background.
+    /// background. In phases: the hosts held back after failed power
+    /// actions (`held_back`), then under the pool's lock the engine's
+    /// decision (`decide`) and each action's effect with its record
+    /// (`apply_action`), then, once the batch is durable, the notices and
+    /// the power drivers (`carry_out`).
     async fn evaluate_pool(
         self: &Arc<Self>,
         pool: &str,
         phase: &ResolvedPhase,
     ) -> Result<(), BrokerError> {
         let memory = self.pool_memory(pool);
-        let now = self.core.now_ms();
-        let held: Vec<String> = {
-            let b = self.backoff.lock_or_recover();
-            b.iter()
-                .filter(|((p, _), v)| p == pool && v.until_ms > now)
-                .map(|((_, h), _)| h.clone())
-                .collect()
-        };
-        let phase_name = format!("{:?}", phase.phase);
-        let (next_memory, begun, notices) = self
+        let held = self.held_back(pool, self.core.now_ms());
+        let (next_memory, applied) = self
             .core
             .write_with(pool, |p, now| {
                 if p.config().host_pool_type != HostPoolType::Pooled {
-                    return Ok(((memory.clone(), Vec::new(), Vec::new()), Vec::new()));
+                    return Ok(((memory.clone(), Applied::default()), Vec::new()));
                 }
-                p.set_plan_algorithm(Some(phase.load_balancing_algorithm));
-                let started = std::time::Instant::now();
-                let eval = {
-                    let view = p.scaling_view(host_power);
-                    evaluate(&view, phase, &memory, now)
-                };
-                // The time the evaluation holds the pool (its placements wait).
-                metrics::histogram!("deskbroker_autoscale_evaluation_seconds")
-                    .record(started.elapsed());
-                metrics::counter!("deskbroker_autoscale_evaluations_total").increment(1);
-                let f = &eval.figures;
+                let eval = decide(p, phase, &memory, now);
+                let mut applied = Applied::default();
                 let mut mutations = Vec::new();
-                let mut begun = Vec::new();
-                let mut notices = Vec::new();
                 for a in &eval.actions {
-                    let mut record = ScalingAction {
-                        id: uuid::Uuid::now_v7().to_string(),
-                        pool: p.name().to_string(),
-                        time_ms: now,
-                        phase: Some(phase_name.clone()),
-                        action: kind_of(a.action),
-                        session_host: a.session_host.clone(),
-                        reason: a.reason.to_string(),
-                        used_capacity_pct: Some(f.used_capacity_pct),
-                        threshold_pct: Some(f.capacity_threshold_pct),
-                        running_hosts: Some(f.running_hosts),
-                        minimum_hosts: Some(f.minimum_hosts),
-                        outcome: placement::ActionOutcome::Succeeded,
-                        message: String::new(),
-                        actor: Some(ACTOR.to_string()),
-                        finished_ms: Some(now),
-                        attempts: 0,
-                    };
-                    let host = a.session_host.as_str();
-                    match a.action {
-                        ActionKind::Start | ActionKind::Stop => {
-                            if held.iter().any(|h| h == host) {
-                                continue;
-                            }
-                            let verb = power::verb_of(record.action)?;
-                            match power::begin(
-                                p,
-                                host,
-                                verb,
-                                true,
-                                ACTOR,
-                                record.reason.clone(),
-                                now,
-                            ) {
-                                Ok(mut b) => {
-                                    b.record.phase = record.phase.take();
-                                    b.record.used_capacity_pct = record.used_capacity_pct;
-                                    b.record.threshold_pct = record.threshold_pct;
-                                    b.record.running_hosts = record.running_hosts;
-                                    b.record.minimum_hosts = record.minimum_hosts;
-                                    record = b.record.clone();
-                                    begun.push(b);
-                                }
-                                Err(e) => {
-                                    record.outcome = placement::ActionOutcome::Failed;
-                                    record.message = e.to_string();
-                                }
-                            }
-                        }
-                        ActionKind::Drain | ActionKind::Undrain => {
-                            let drain = a.action == ActionKind::Drain;
-                            let mut spec = p.find_host(host)?.spec.clone();
-                            spec.allow_new_session = !drain;
-                            spec.drained_by = drain.then_some(DrainedBy::ScalingPlan);
-                            p.upsert_host(spec, now)?;
-                        }
-                        ActionKind::Logoff => {
-                            let ids: Vec<String> = p
-                                .sessions()
-                                .filter(|s| s.host == host)
-                                .map(|s| s.id.clone())
-                                .collect();
-                            for id in &ids {
-                                p.logoff_for(id, placement::EndReason::ScalingLogoff)?;
-                            }
-                            record.message = format!("{} session(s) logged off", ids.len());
-                        }
-                        ActionKind::Notify => {
-                            // Delivered once the batch is durable (below):
-                            // Pending until then.
-                            record.outcome = placement::ActionOutcome::Pending;
-                            record.finished_ms = None;
-                            record.message = NOTIFY_PENDING_MESSAGE.to_string();
-                            let sessions: Vec<String> = p
-                                .sessions()
-                                .filter(|s| s.host == host)
-                                .map(|s| s.id.clone())
-                                .collect();
-                            notices.push((record.clone(), sessions, a.message.clone()));
-                        }
+                    if let Some(record) =
+                        apply_action(p, a, &eval.figures, &held, now, &mut applied)?
+                    {
+                        mutations.push(Mutation::PutScalingAction { action: record });
                     }
-                    tracing::info!(pool = %record.pool, host = %record.session_host,
-                        action = ?record.action, phase = %phase_name, reason = %record.reason,
-                        "scaling plan action");
-                    mutations.push(Mutation::PutScalingAction { action: record });
                 }
                 if eval.memory != memory {
                     mutations.push(Mutation::PutPlanMemory {
@@ -512,15 +418,38 @@ impl Autoscale {
                         memory: eval.memory.clone(),
                     });
                 }
-                Ok(((eval.memory, begun, notices), mutations))
+                Ok(((eval.memory, applied), mutations))
             })
             .await?;
         self.plans().memory.insert(pool.to_string(), next_memory);
-        for (record, sessions, message) in notices {
-            self.deliver_notice(record, &sessions, message.as_deref().unwrap_or_default())
-                .await;
+        self.carry_out(pool, applied).await;
+        Ok(())
+    }
+
+    /// A10: the hosts of `pool` the plan does not start or stop before
+    /// their pause after failed power actions is over.
+    fn held_back(&self, pool: &str, now: TimestampMs) -> Vec<String> {
+        self.backoff
+            .lock_or_recover()
+            .iter()
+            .filter(|((p, _), v)| p == pool && v.until_ms > now)
+            .map(|((_, h), _)| h.clone())
+            .collect()
+    }
+
+    /// What follows a durable evaluation: each ramp-down notice is sent
+    /// (A5), and each power action begun runs its driver in the background,
+    /// a failure holding its host back ([`Autoscale::power_outcome`]).
+    async fn carry_out(self: &Arc<Self>, pool: &str, applied: Applied) {
+        for n in applied.notices {
+            self.deliver_notice(
+                n.record,
+                &n.sessions,
+                n.message.as_deref().unwrap_or_default(),
+            )
+            .await;
         }
-        for b in begun {
+        for b in applied.begun {
             let key = (pool.to_string(), b.record.session_host.clone());
             let handle = self.power.clone().spawn_finish(b);
             let autoscale = self.clone();
@@ -529,7 +458,6 @@ impl Autoscale {
                 autoscale.power_outcome(key, ok);
             });
         }
-        Ok(())
     }
 
     /// A ramp-down's notice (A5): the message goes to every session of the
@@ -606,6 +534,124 @@ impl Autoscale {
             .min(POWER_FAILURE_BACKOFF_MAX);
         e.until_ms = self.core.now_ms() + pause.as_millis() as TimestampMs;
     }
+}
+
+/// What an evaluation's batch leaves to do once it is durable.
+#[derive(Default)]
+struct Applied {
+    /// Power actions begun (Pending), whose drivers are to run.
+    begun: Vec<power::Begun>,
+    /// Ramp-down notices to send.
+    notices: Vec<Notice>,
+}
+
+/// A ramp-down notice (A5): its Pending record, the sessions of the
+/// drained host, and the phase's message.
+struct Notice {
+    record: ScalingAction,
+    sessions: Vec<String>,
+    message: Option<String>,
+}
+
+/// The engine's decision for `p` under `phase` (A3–A7), with the pool's
+/// placements switched to the phase's algorithm (A2), timed and counted.
+fn decide(
+    p: &mut placement::Pool,
+    phase: &ResolvedPhase,
+    memory: &PlanMemory,
+    now: TimestampMs,
+) -> Evaluation {
+    p.set_plan_algorithm(Some(phase.load_balancing_algorithm));
+    let started = std::time::Instant::now();
+    let eval = {
+        let view = p.scaling_view(host_power);
+        evaluate(&view, phase, memory, now)
+    };
+    // The time the evaluation holds the pool (its placements wait).
+    metrics::histogram!("deskbroker_autoscale_evaluation_seconds").record(started.elapsed());
+    metrics::counter!("deskbroker_autoscale_evaluations_total").increment(1);
+    eval
+}
+
+/// One action's effect on the pool, and its record with the evaluation's
+/// figures (A10), for the same batch: a start or stop begins through the
+/// power path of manual ones (a host `held` back is skipped, unrecorded);
+/// a drain or undrain sets the host's `allowNewSession` and `drainedBy`; a
+/// logoff ends the host's sessions; a notice is recorded Pending until
+/// [`Autoscale::carry_out`] sends it.
+fn apply_action(
+    p: &mut placement::Pool,
+    a: &Action,
+    f: &Figures,
+    held: &[String],
+    now: TimestampMs,
+    applied: &mut Applied,
+) -> Result<Option<ScalingAction>, BrokerError> {
+    let mut record = ScalingAction::new(
+        p.name(),
+        &a.session_host,
+        kind_of(a.action),
+        a.reason.to_string(),
+        ACTOR,
+        now,
+    )
+    .finished(placement::ActionOutcome::Succeeded, now);
+    record.set_figures(f);
+    let host = a.session_host.as_str();
+    let sessions_of = |p: &placement::Pool| -> Vec<String> {
+        p.sessions()
+            .filter(|s| s.host == host)
+            .map(|s| s.id.clone())
+            .collect()
+    };
+    match a.action {
+        ActionKind::Start | ActionKind::Stop => {
+            if held.iter().any(|h| h == host) {
+                return Ok(None);
+            }
+            let verb = power::verb_of(record.action)?;
+            match power::begin(p, host, verb, true, ACTOR, record.reason.clone(), now) {
+                Ok(mut b) => {
+                    b.record.set_figures(f);
+                    record = b.record.clone();
+                    applied.begun.push(b);
+                }
+                Err(e) => {
+                    record.outcome = placement::ActionOutcome::Failed;
+                    record.message = e.to_string();
+                }
+            }
+        }
+        ActionKind::Drain | ActionKind::Undrain => {
+            let drain = a.action == ActionKind::Drain;
+            let mut spec = p.find_host(host)?.spec.clone();
+            spec.allow_new_session = !drain;
+            spec.drained_by = drain.then_some(DrainedBy::ScalingPlan);
+            p.upsert_host(spec, now)?;
+        }
+        ActionKind::Logoff => {
+            let ids = sessions_of(p);
+            for id in &ids {
+                p.logoff_for(id, placement::EndReason::ScalingLogoff)?;
+            }
+            record.message = format!("{} session(s) logged off", ids.len());
+        }
+        ActionKind::Notify => {
+            // Delivered once the batch is durable: Pending until then.
+            record.outcome = placement::ActionOutcome::Pending;
+            record.finished_ms = None;
+            record.message = NOTIFY_PENDING_MESSAGE.to_string();
+            applied.notices.push(Notice {
+                record: record.clone(),
+                sessions: sessions_of(p),
+                message: a.message.clone(),
+            });
+        }
+    }
+    tracing::info!(pool = %record.pool, host = %record.session_host,
+        action = ?record.action, phase = ?f.phase, reason = %record.reason,
+        "scaling plan action");
+    Ok(Some(record))
 }
 
 /// The host's power facts the engine's view needs.

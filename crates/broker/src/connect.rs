@@ -1,9 +1,15 @@
 //! Placing users, for every way a logon arrives: the HTTP API's `connect`
-//! and the RDP front door. One implementation, so both follow every rule
-//! and both are counted in the same metrics. A connect that finds no host
-//! in a pool with `startVmOnConnect` starts one (rule A8) and is answered
-//! 503 `SessionHostStarting`; the same connect, retried, is placed once
-//! that host is available.
+//! and the doors. One implementation, so all follow every rule and all are
+//! counted in the same metrics. A connect that finds no host in a pool
+//! with `startVmOnConnect` starts one (rule A8) and is answered 503
+//! `SessionHostStarting`; the same connect, retried, is placed once that
+//! host is available.
+//!
+//! [`Connector`] is the service: it holds the core (the pools), the power
+//! service (to start a host for a connect) and the signing keys (to issue
+//! and check connection tickets), and the addresses of this broker's doors
+//! for the connection files and browser addresses it makes. The doors'
+//! marks of the sessions they relay come here too.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,8 +21,11 @@ use placement::{
     ScalingActionKind, SessionState,
 };
 
+use crate::core::Core;
 use crate::error::BrokerError;
-use crate::state::Broker;
+use crate::keys::SigningKeys;
+use crate::power::Power;
+use crate::state::Settings;
 
 /// Rule A8's decision for a connect the engine refused with `e`: only a
 /// refusal for want of a host (for a personal pool, also the user's own
@@ -89,7 +98,7 @@ struct IssuedTicket {
 }
 
 /// The browser's address of a pool's desktop for one user, with a fresh
-/// ticket in its fragment ([`Broker::web_url`]).
+/// ticket in its fragment ([`Connector::web_url`]).
 #[derive(Clone, Debug)]
 pub struct WebUrl {
     pub pool: String,
@@ -123,17 +132,45 @@ enum Start {
     Already { name: String },
 }
 
-impl Broker {
+/// The connect service: places users, issues their connection tickets,
+/// files and browser addresses, and takes the doors' marks of the sessions
+/// they relay.
+pub struct Connector {
+    core: Arc<Core>,
+    /// Starts a host for a connect that finds none (rule A8).
+    power: Arc<Power>,
+    /// Signs and checks connection tickets (rule T3).
+    keys: Arc<SigningKeys>,
+    /// Where RDP clients reach this broker's front door, if it runs one.
+    rdp_front_door: Option<String>,
+    /// Where RDP clients reach this broker's RD Gateway, if it knows one.
+    rd_gateway: Option<String>,
+}
+
+impl Connector {
+    /// The service over the core, with the power service, the signing keys
+    /// and the doors' addresses of `settings`.
+    pub(crate) fn new(
+        core: Arc<Core>,
+        power: Arc<Power>,
+        keys: Arc<SigningKeys>,
+        settings: &Settings,
+    ) -> Connector {
+        Connector {
+            core,
+            power,
+            keys,
+            rdp_front_door: settings.rdp_front_door.clone(),
+            rd_gateway: settings.rd_gateway.clone(),
+        }
+    }
+
     /// Places a user (rules S1–S4, B, D, H, P7) and answers once the new
     /// session is durable; starts a host when none can take the user and
     /// the pool says so (A8).
-    pub async fn connect(
-        self: &Arc<Self>,
-        pool: &str,
-        c: &ConnectInput,
-    ) -> Result<Placement, BrokerError> {
+    pub async fn connect(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
         let started = Instant::now();
-        let from_memory = self.core().writer().failure().is_some();
+        let from_memory = self.core.writer().failure().is_some();
         let result = if let Err(e) = self.check_ticket(pool, c) {
             Err(e)
         } else if from_memory {
@@ -157,16 +194,12 @@ impl Broker {
 
     /// The engine's decision, written before it is answered; when it
     /// refuses for want of a host, rule A8.
-    async fn place(
-        self: &Arc<Self>,
-        pool: &str,
-        c: &ConnectInput,
-    ) -> Result<Placement, BrokerError> {
+    async fn place(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
         // Time-ordered ids: new sessions append at the end of the store's index.
         let session_id = uuid::Uuid::now_v7().to_string();
         let mut start = None;
         let placed = self
-            .core()
+            .core
             .write(pool, |p, now| {
                 let req = ConnectRequest {
                     user: &c.user,
@@ -220,7 +253,7 @@ impl Broker {
     /// the driver cannot), the connect's own `refusal` stands, unless the
     /// host is now starting anyway.
     async fn start_on_connect(
-        self: &Arc<Self>,
+        &self,
         pool: &str,
         host: &str,
         undrain: bool,
@@ -231,7 +264,7 @@ impl Broker {
             self.undrain_for_connect(pool, host).await?;
         }
         match self
-            .power()
+            .power
             .act(
                 pool,
                 host,
@@ -262,7 +295,7 @@ impl Broker {
 
     /// Whether `host` of `pool` is `Starting` now.
     fn host_is_starting(&self, pool: &str, host: &str) -> bool {
-        self.core()
+        self.core
             .peek(pool, |p| {
                 Ok(p.host(host)
                     .is_some_and(|h| h.power_state == PowerState::Starting))
@@ -274,7 +307,7 @@ impl Broker {
     /// connect that needs it (A8, A10: recorded as an `Undrain`). An
     /// operator's drain is never undone (A6): such a host was not chosen.
     async fn undrain_for_connect(&self, pool: &str, host: &str) -> Result<(), BrokerError> {
-        self.core()
+        self.core
             .write_with(pool, |p, now| {
                 let mut spec = p.find_host(host)?.spec.clone();
                 if spec.drained_by != Some(DrainedBy::ScalingPlan) {
@@ -284,22 +317,16 @@ impl Broker {
                 spec.drained_by = None;
                 p.upsert_host(spec, now)?;
                 let record = store::ScalingAction {
-                    id: uuid::Uuid::now_v7().to_string(),
-                    pool: p.name().to_string(),
-                    time_ms: now,
-                    phase: None,
-                    action: ScalingActionKind::Undrain,
-                    session_host: host.to_string(),
-                    reason: format!("undrained by {START_ON_CONNECT_ACTOR}"),
-                    used_capacity_pct: None,
-                    threshold_pct: None,
-                    running_hosts: None,
-                    minimum_hosts: None,
-                    outcome: placement::ActionOutcome::Succeeded,
-                    message: String::new(),
-                    actor: Some(START_ON_CONNECT_ACTOR.to_string()),
-                    finished_ms: Some(now),
                     attempts: 1,
+                    ..store::ScalingAction::new(
+                        p.name(),
+                        host,
+                        ScalingActionKind::Undrain,
+                        format!("undrained by {START_ON_CONNECT_ACTOR}"),
+                        START_ON_CONNECT_ACTOR,
+                        now,
+                    )
+                    .finished(placement::ActionOutcome::Succeeded, now)
                 };
                 Ok((
                     (),
@@ -324,8 +351,8 @@ impl Broker {
         };
         let ticket = api::ticket::Ticket::parse(raw).map_err(refused)?;
         let user = self
-            .keys()
-            .verify_ticket(&ticket, pool, self.core().clock().now_secs())
+            .keys
+            .verify_ticket(&ticket, pool, self.core.clock().now_secs())
             .map_err(refused)?;
         if user != c.user {
             return Err(refused(api::ticket::TicketRefusal::OtherUser));
@@ -348,7 +375,7 @@ impl Broker {
         placement::validate_user("user", user)?;
         // One look at the pool: its name, the entitlement, the lifetime.
         let (name, lifetime) = self
-            .core()
+            .core
             .read(pool, |p| {
                 if door_only && !p.config().allow_front_door {
                     return Err(BrokerError::Forbidden(format!(
@@ -360,9 +387,9 @@ impl Broker {
                 Ok((p.name().to_string(), p.config().ticket_lifetime_seconds))
             })
             .await?;
-        let expires_s = self.core().clock().now_secs() + u64::from(lifetime);
+        let expires_s = self.core.clock().now_secs() + u64::from(lifetime);
         let ticket = self
-            .keys()
+            .keys
             .ticket_signer()
             .issue(&name, user, expires_s)
             .map_err(|e| BrokerError::Invalid(e.to_string()))?;
@@ -375,7 +402,7 @@ impl Broker {
 
     /// The `.rdp` file of `pool` through this broker's RDP front door: with
     /// a user (and the groups the caller vouches for), carrying that user's
-    /// connection ticket (`Broker::issue_ticket`); without, the pool's
+    /// connection ticket (`Connector::issue_ticket`); without, the pool's
     /// routing token (R1). With `gateway`, through this broker's RD
     /// Gateway instead, the ticket as its access token (a user is needed).
     /// The API's `rdpFile` and the user portal both serve this.
@@ -401,14 +428,14 @@ impl Broker {
             None
         };
         let front_door = || {
-            self.settings().rdp_front_door.clone().ok_or_else(|| {
+            self.rdp_front_door.clone().ok_or_else(|| {
                 BrokerError::NotFound(
                     "this broker runs no RDP front door: start it with serve --rdp-listen".into(),
                 )
             })
         };
         let Some((user, groups)) = user else {
-            let name = self.core().read(pool, |p| Ok(p.name().to_string())).await?;
+            let name = self.core.read(pool, |p| Ok(p.name().to_string())).await?;
             return Ok(ConnectionFile {
                 body: api::rdp_file::rdp_file(&front_door()?, &name),
                 pool: name,
@@ -431,7 +458,7 @@ impl Broker {
     /// (rule WEB3): the RD Gateway's `/web` page with a fresh connection
     /// ticket in the URL's fragment, which a browser never sends to a
     /// server, so the ticket stays out of every access log on its way.
-    /// Refused like a ticket (`Broker::issue_ticket`), for a pool the
+    /// Refused like a ticket (`Connector::issue_ticket`), for a pool the
     /// doors may not reach, and with 400 `InvalidParameter` when this
     /// broker knows of no RD Gateway (the page and its WebSocket are served
     /// on the gateway's listener).
@@ -441,7 +468,7 @@ impl Broker {
         user: &str,
         groups: &[String],
     ) -> Result<WebUrl, BrokerError> {
-        let gateway = self.settings().rd_gateway.clone().ok_or_else(|| {
+        let gateway = self.rd_gateway.clone().ok_or_else(|| {
             BrokerError::Invalid(
                 "the browser's page is served on the RD Gateway's listener, and this broker \
                  knows of none (start it with serve --gateway-listen, or name a stand-alone one \
@@ -469,7 +496,7 @@ impl Broker {
     /// `InvalidParameter` when this broker knows of none (`serve
     /// --gateway-listen` or `--gateway-public-address`).
     pub fn rd_gateway_address(&self) -> Result<String, BrokerError> {
-        self.settings().rd_gateway.clone().ok_or_else(|| {
+        self.rd_gateway.clone().ok_or_else(|| {
             BrokerError::Invalid(
                 "gateway=true: this broker knows of no RD Gateway (start it with serve \
                      --gateway-listen, or name a stand-alone one with --gateway-public-address)"
@@ -490,14 +517,14 @@ impl Broker {
             BrokerError::store_unavailable(format!(
                 "the store is unreachable ({}); only users with a session can reconnect \
                  until it is back",
-                self.core().writer().failure().unwrap_or_default()
+                self.core.writer().failure().unwrap_or_default()
             ))
         };
-        let found = self.core().peek(pool, |p| {
+        let found = self.core.peek(pool, |p| {
             Ok(p.existing_placement(&c.user, c.session_host.as_deref())?)
         })?;
         match found {
-            Some(placed) if self.core().writer().is_saved(pool, &placed.session_id) => Ok(placed),
+            Some(placed) if self.core.writer().is_saved(pool, &placed.session_id) => Ok(placed),
             _ => Err(unavailable()),
         }
     }
@@ -509,14 +536,14 @@ impl Broker {
         id: &str,
         state: SessionState,
     ) -> Result<(), BrokerError> {
-        self.core()
+        self.core
             .write(pool, |p, now| Ok(p.set_session_state(id, state, now)?))
             .await
     }
 
     /// Ends a session.
     pub async fn logoff(&self, pool: &str, id: &str) -> Result<(), BrokerError> {
-        self.core().write(pool, |p, _| Ok(p.logoff(id)?)).await
+        self.core.write(pool, |p, _| Ok(p.logoff(id)?)).await
     }
 
     /// The RDP front door's mark of a session it relays: `Some(state)`
@@ -530,7 +557,7 @@ impl Broker {
         id: &str,
         state: Option<SessionState>,
     ) -> Result<(), BrokerError> {
-        self.core()
+        self.core
             .write_relaxed(pool, |p, now| {
                 match state {
                     Some(state) => p.mark_relayed_session(id, state, now)?,
@@ -545,7 +572,7 @@ impl Broker {
     /// The name of the host of `pool` registered with `address` (an RDP
     /// redirection cookie names a host by address, rule R3).
     pub async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, BrokerError> {
-        self.core()
+        self.core
             .read(pool, |p| {
                 Ok(p.host_at(address).map(|h| h.spec.name.clone()))
             })

@@ -529,132 +529,48 @@ impl Enrollment {
     /// or the admin (else 409, rule E2), and only the admin changes its
     /// address (rule E5); a new host uses one of the token's `maxHosts`
     /// (rule E3); every address passes [`check_address`] (rule E4).
+    ///
+    /// In phases: the token's pool (`token_pool`), then under the pool's
+    /// lock the host's new spec (`reregistered_spec` or `new_spec`), the
+    /// token's use and the new credential (`grant_credential`) and the
+    /// audit entry (`registration_audit`), all in one batch.
     pub async fn register(
         &self,
         input: RegisterInput,
         caller: Option<Caller>,
     ) -> Result<(Upsert, RegisterOutput), BrokerError> {
         let token_hash = secret_hash(&input.token);
-        let pool = self.token_grant(&token_hash)?.pool;
-        if let Some(asked) = &input.host_pool
-            && asked != &pool
-        {
-            return Err(BrokerError::Forbidden(format!(
-                "the registration token is for host pool {pool}, not {asked}"
-            )));
-        }
+        let pool = self.token_pool(&token_hash, input.host_pool.as_deref())?;
         let credential = new_secret("dbh_");
         let hash = secret_hash(&credential);
         let name = input.name.clone();
+        let caller = caller.as_ref();
         let (upsert, host) = self
             .core
             .write_with(&pool, |p, now| {
                 // Again under the pool's lock: the token may have been
                 // revoked or used up by a registration that ran meanwhile.
-                let mut grant = self.token_grant(&token_hash)?;
-                let mut mutations = Vec::new();
+                let grant = self.token_grant(&token_hash)?;
                 let before = p
                     .host(&name)
                     .and_then(|h| store::Rendered::of(&SessionHostOutput::from(h)));
                 let spec = match p.host(&name) {
-                    Some(h) => {
-                        let own = caller.as_ref().is_some_and(|c| match c {
-                            Caller::Host { pool, host } => pool == p.name() && host == &name,
-                            other => other.is_admin_of(p.name()),
-                        });
-                        if !own {
-                            return Err(placement::Error::Conflict(format!(
-                                "session host {name} is already registered in host pool {}; \
-                                 registering it again takes its current host credential (or \
-                                 the admin token) as the bearer token (rule E2): to enrol \
-                                 another machine under this name, an administrator removes \
-                                 the host first",
-                                p.name()
-                            ))
-                            .into());
-                        }
-                        if input.address != h.spec.address {
-                            if !caller.as_ref().is_some_and(|c| c.is_admin_of(p.name())) {
-                                return Err(BrokerError::Forbidden(format!(
-                                    "address: session host {name} is registered at {}; only an \
-                                     administrator changes the address of a registered host \
-                                     (rule E5, PATCH /api/v1/hostPools/{}/sessionHosts/{name})",
-                                    h.spec.address,
-                                    p.name()
-                                )));
-                            }
-                            check_address(p.config(), &input.address)?;
-                        }
-                        HostSpec {
-                            address: input.address.clone(),
-                            capabilities: input
-                                .capabilities
-                                .clone()
-                                .unwrap_or(h.spec.capabilities.clone()),
-                            policy: input.policy.clone().unwrap_or(h.spec.policy.clone()),
-                            ..h.spec.clone()
-                        }
-                    }
-                    None => {
-                        if grant.used_hosts >= grant.max_hosts {
-                            return Err(BrokerError::Forbidden(format!(
-                                "the registration token has registered all the {} new session \
-                                 host(s) it allows (maxHosts, rule E3); create a new token for \
-                                 more hosts",
-                                grant.max_hosts
-                            )));
-                        }
-                        check_address(p.config(), &input.address)?;
-                        HostSpec {
-                            capabilities: input
-                                .capabilities
-                                .clone()
-                                .unwrap_or_else(|| vec!["rdp".to_string()]),
-                            policy: input.policy.clone().unwrap_or_default(),
-                            ..HostSpec::new(&name, &input.address)
-                        }
-                    }
+                    Some(h) => reregistered_spec(p, h, &input, caller)?,
+                    None => new_spec(p.config(), &name, &input, &grant)?,
                 };
                 let upsert = p.upsert_host(spec, now)?;
-                let mut s = self.secrets.write_or_recover();
-                if upsert == Upsert::Created {
-                    grant.used_hosts += 1;
-                    mutations.push(Mutation::PutRegistrationToken {
-                        pool: p.name().to_string(),
-                        token: grant.stored(&token_hash),
-                    });
-                    s.tokens.insert(token_hash.clone(), grant);
-                }
-                s.forget(p.name(), Some(&name));
-                s.hosts
-                    .insert(hash.clone(), (p.name().to_string(), name.clone()));
+                let mut mutations =
+                    self.grant_credential(p.name(), &name, upsert, grant, &token_hash, hash);
                 let out = SessionHostOutput::from(p.find_host(&name)?);
-                mutations.push(Mutation::PutHostCredential {
-                    pool: p.name().to_string(),
-                    credential: HostCredential {
-                        host: name.clone(),
-                        hash,
-                    },
-                });
-                // Rule T5: the registration, with the host (never its
-                // credential or the token), in the same transaction.
-                mutations.push(Mutation::AppendAudit {
-                    entry: store::AuditEntry {
-                        time_ms: now,
-                        actor: caller.as_ref().map_or_else(
-                            || format!("registration-token:{}", p.name()),
-                            crate::audit::actor,
-                        ),
-                        action: "POST /api/v1/register".into(),
-                        target: format!("hostPools/{}/sessionHosts/{name}", p.name()),
-                        host_pool: Some(p.name().to_string()),
-                        before,
-                        after: store::Rendered::of(&out),
-                        outcome: if upsert == Upsert::Created { 201 } else { 200 },
-                        source: None,
-                        end_reason: None,
-                    },
-                });
+                mutations.push(registration_audit(
+                    p.name(),
+                    &name,
+                    caller,
+                    before,
+                    &out,
+                    upsert,
+                    now,
+                ));
                 Ok(((upsert, out), mutations))
             })
             .await?;
@@ -666,6 +582,55 @@ impl Enrollment {
                 host_credential: credential,
             },
         ))
+    }
+
+    /// The pool of a valid registration token (see `token_grant`); refused when the request names another.
+    fn token_pool(&self, token_hash: &str, asked: Option<&str>) -> Result<String, BrokerError> {
+        let pool = self.token_grant(token_hash)?.pool;
+        if let Some(asked) = asked
+            && asked != pool
+        {
+            return Err(BrokerError::Forbidden(format!(
+                "the registration token is for host pool {pool}, not {asked}"
+            )));
+        }
+        Ok(pool)
+    }
+
+    /// Rules E3 and the credential's replacement: a new host uses one of
+    /// the token's hosts (kept in memory and in the batch), the host's
+    /// earlier credential is forgotten, and the new one (its `hash`) names
+    /// it from now on. Answers the batch's mutations so far.
+    fn grant_credential(
+        &self,
+        pool: &str,
+        name: &str,
+        upsert: Upsert,
+        mut grant: TokenGrant,
+        token_hash: &str,
+        hash: String,
+    ) -> Vec<Mutation> {
+        let mut mutations = Vec::new();
+        let mut s = self.secrets.write_or_recover();
+        if upsert == Upsert::Created {
+            grant.used_hosts += 1;
+            mutations.push(Mutation::PutRegistrationToken {
+                pool: pool.to_string(),
+                token: grant.stored(token_hash),
+            });
+            s.tokens.insert(token_hash.to_string(), grant);
+        }
+        s.forget(pool, Some(name));
+        s.hosts
+            .insert(hash.clone(), (pool.to_string(), name.to_string()));
+        mutations.push(Mutation::PutHostCredential {
+            pool: pool.to_string(),
+            credential: HostCredential {
+                host: name.to_string(),
+                hash,
+            },
+        });
+        mutations
     }
 
     /// Removes a host (with its sessions only when `force`), and forgets
@@ -683,6 +648,109 @@ impl Enrollment {
                 Ok(())
             })
             .await
+    }
+}
+
+/// The spec of a host registering again under its name `h`: only its own
+/// credential or the admin may (rule E2), only the admin changes its
+/// address, which passes [`check_address`] (E5, E4); the request's
+/// capabilities and policy replace the host's when given; the rest (its
+/// drain state) is kept.
+fn reregistered_spec(
+    p: &placement::Pool,
+    h: &placement::Host,
+    input: &RegisterInput,
+    caller: Option<&Caller>,
+) -> Result<HostSpec, BrokerError> {
+    let name = &h.spec.name;
+    let own = caller.is_some_and(|c| match c {
+        Caller::Host { pool, host } => pool == p.name() && host == name,
+        other => other.is_admin_of(p.name()),
+    });
+    if !own {
+        return Err(placement::Error::Conflict(format!(
+            "session host {name} is already registered in host pool {}; registering it again \
+             takes its current host credential (or the admin token) as the bearer token (rule \
+             E2): to enrol another machine under this name, an administrator removes the host \
+             first",
+            p.name()
+        ))
+        .into());
+    }
+    if input.address != h.spec.address {
+        if !caller.is_some_and(|c| c.is_admin_of(p.name())) {
+            return Err(BrokerError::Forbidden(format!(
+                "address: session host {name} is registered at {}; only an administrator \
+                 changes the address of a registered host (rule E5, PATCH \
+                 /api/v1/hostPools/{}/sessionHosts/{name})",
+                h.spec.address,
+                p.name()
+            )));
+        }
+        check_address(p.config(), &input.address)?;
+    }
+    Ok(HostSpec {
+        address: input.address.clone(),
+        capabilities: input
+            .capabilities
+            .clone()
+            .unwrap_or(h.spec.capabilities.clone()),
+        policy: input.policy.clone().unwrap_or(h.spec.policy.clone()),
+        ..h.spec.clone()
+    })
+}
+
+/// The spec of a new host `name`: the token must allow one more (rule E3)
+/// and its address pass [`check_address`] (E4); it offers `rdp` unless
+/// the request says what it offers.
+fn new_spec(
+    config: &PoolConfig,
+    name: &str,
+    input: &RegisterInput,
+    grant: &TokenGrant,
+) -> Result<HostSpec, BrokerError> {
+    if grant.used_hosts >= grant.max_hosts {
+        return Err(BrokerError::Forbidden(format!(
+            "the registration token has registered all the {} new session host(s) it allows \
+             (maxHosts, rule E3); create a new token for more hosts",
+            grant.max_hosts
+        )));
+    }
+    check_address(config, &input.address)?;
+    Ok(HostSpec {
+        capabilities: input
+            .capabilities
+            .clone()
+            .unwrap_or_else(|| vec!["rdp".to_string()]),
+        policy: input.policy.clone().unwrap_or_default(),
+        ..HostSpec::new(name, &input.address)
+    })
+}
+
+/// Rule T5: the registration's audit entry, with the host before and
+/// after (never its credential or the token), for the same batch.
+fn registration_audit(
+    pool: &str,
+    name: &str,
+    caller: Option<&Caller>,
+    before: Option<store::Rendered>,
+    after: &SessionHostOutput,
+    upsert: Upsert,
+    now: TimestampMs,
+) -> Mutation {
+    Mutation::AppendAudit {
+        entry: store::AuditEntry {
+            time_ms: now,
+            actor: caller.map_or_else(|| format!("registration-token:{pool}"), crate::audit::actor),
+            action: "POST /api/v1/register".into(),
+            target: format!("hostPools/{pool}/sessionHosts/{name}"),
+            host_pool: Some(pool.to_string()),
+            before,
+            after: store::Rendered::of(after),
+            outcome: if upsert == Upsert::Created { 201 } else { 200 },
+            source: None,
+            end_reason: None,
+        },
     }
 }
 

@@ -63,7 +63,8 @@ impl Placer for InProcess {
             },
             recorded: None,
         };
-        let (placed, _) = crate::audit::with_scope(scope, self.broker.connect(pool, request)).await;
+        let (placed, _) =
+            crate::audit::with_scope(scope, self.broker.connector().connect(pool, request)).await;
         placed.map_err(refused)
     }
 
@@ -74,6 +75,7 @@ impl Placer for InProcess {
         state: SessionState,
     ) -> Result<(), PlacerError> {
         self.broker
+            .connector()
             .mark_relayed_session(pool, session_id, Some(state))
             .await
             .map_err(refused)
@@ -81,6 +83,7 @@ impl Placer for InProcess {
 
     async fn logoff(&self, pool: &str, session_id: &str) -> Result<(), PlacerError> {
         self.broker
+            .connector()
             .mark_relayed_session(pool, session_id, None)
             .await
             .map_err(refused)
@@ -98,6 +101,10 @@ impl Placer for InProcess {
     }
 
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {
-        self.broker.host_at(pool, address).await.map_err(refused)
+        self.broker
+            .connector()
+            .host_at(pool, address)
+            .await
+            .map_err(refused)
     }
 }

@@ -652,22 +652,8 @@ pub(crate) fn begin(
     };
     p.set_power_state(host, next, now)?;
     let record = ScalingAction {
-        id: uuid::Uuid::now_v7().to_string(),
-        pool: name,
-        time_ms: now,
-        phase: None,
-        action: kind,
-        session_host: host.to_string(),
-        reason,
-        used_capacity_pct: None,
-        threshold_pct: None,
         running_hosts: Some(running_hosts),
-        minimum_hosts: None,
-        outcome: ActionOutcome::Pending,
-        message: String::new(),
-        actor: Some(actor.to_string()),
-        finished_ms: None,
-        attempts: 0,
+        ..ScalingAction::new(name, host, kind, reason, actor, now)
     };
     Ok(Begun {
         record,

@@ -16,14 +16,17 @@
 //! - [`Autoscale`] (`autoscale.rs`): scaling plans and their evaluator;
 //!   acts through power and messages;
 //! - [`Audit`] (`audit.rs`): the audit log's entries on their own, and
-//!   its reads.
+//!   its reads;
+//! - [`Connector`] (`connect.rs`): placing users, their connection
+//!   tickets, files and browser addresses, and the doors' marks of the
+//!   sessions they relay; starts hosts through power, signs with the keys.
 //!
 //! Callers reach a service through its accessor (`broker.messages()`),
 //! and the API's handlers extract just the service they use. Each service
 //! changes its state only through the core's `write` or `commit`, so the
 //! store's order is the order of changes. What is left on `Broker` itself
-//! (connecting users and their connection files, creating and deleting
-//! pools, signing keys) spans several of them.
+//! (creating and deleting pools, the signing keys and their first save)
+//! spans several of them.
 
 use std::sync::{Arc, Mutex};
 
@@ -33,6 +36,7 @@ use store::{Mutation, Snapshot, Store};
 use crate::audit::Audit;
 use crate::autoscale::Autoscale;
 use crate::clock::Clock;
+use crate::connect::Connector;
 use crate::core::Core;
 use crate::credentials::Credentials;
 use crate::enroll::{Enrollment, Secrets};
@@ -145,7 +149,7 @@ pub struct Broker {
     /// Sign and check connection tickets (rule T3) and redirection tokens
     /// (R3): random, kept in the store, so every replica shares them
     /// (`keys.rs`).
-    keys: crate::keys::SigningKeys,
+    keys: Arc<crate::keys::SigningKeys>,
     /// A signing key made at start, until it is durable
     /// ([`Broker::save_new_signing_key`]).
     unsaved_key: Mutex<Option<Mutation>>,
@@ -161,6 +165,8 @@ pub struct Broker {
     messages: Arc<Messages>,
     /// Scaling plans, their memory and their evaluator (A1–A7).
     autoscale: Arc<Autoscale>,
+    /// Placing users and their connection tickets (rules S1–S4, T3, A8).
+    connector: Arc<Connector>,
 }
 
 impl Broker {
@@ -201,6 +207,13 @@ impl Broker {
         ));
         let (keys, unsaved_key) =
             crate::keys::SigningKeys::load(snapshot.signing_keys.take(), core.started_ms());
+        let keys = Arc::new(keys);
+        let connector = Arc::new(Connector::new(
+            core.clone(),
+            power.clone(),
+            keys.clone(),
+            &settings,
+        ));
         Broker {
             core,
             enrollment,
@@ -212,6 +225,7 @@ impl Broker {
             power,
             messages,
             autoscale,
+            connector,
             settings,
         }
     }
@@ -245,6 +259,12 @@ impl Broker {
     /// Scaling plans and their evaluator.
     pub fn autoscale(&self) -> &Arc<Autoscale> {
         &self.autoscale
+    }
+
+    /// Placing users, their connection tickets, files and browser
+    /// addresses.
+    pub fn connector(&self) -> &Arc<Connector> {
+        &self.connector
     }
 
     /// The audit log (rule T5).

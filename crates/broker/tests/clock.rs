@@ -84,7 +84,11 @@ async fn a_pending_session_ends_exactly_when_its_timeout_runs_out() {
     let clock = Clock::manual(T0);
     let b = broker_at(&clock, &dir).await;
     pool_with_a_host(&b).await;
-    let placed = b.connect("farm", &connect("alice")).await.expect("placed");
+    let placed = b
+        .connector()
+        .connect("farm", &connect("alice"))
+        .await
+        .expect("placed");
     assert_eq!(placed.state, SessionState::Pending);
 
     // One millisecond before the 120 s are up, the session is kept (S4).
@@ -107,13 +111,14 @@ async fn a_silent_host_is_unavailable_once_its_heartbeat_timeout_passes() {
 
     clock.advance(Duration::from_secs(89));
     b.core().tick_all().await.expect("tick");
-    b.connect("farm", &connect("bob"))
+    b.connector()
+        .connect("farm", &connect("bob"))
         .await
         .expect("the host is still available 89 s after its heartbeat");
 
     clock.advance(Duration::from_secs(1));
     b.core().tick_all().await.expect("tick");
-    let refused = b.connect("farm", &connect("carol")).await;
+    let refused = b.connector().connect("farm", &connect("carol")).await;
     assert!(
         refused.is_err(),
         "a host silent for its heartbeat timeout still took a new user (S7)"
@@ -167,7 +172,9 @@ async fn what_a_broker_is_built_with_is_what_it_serves() {
         .expect("open the broker");
     assert_eq!(b.core().started_ms(), T0);
     assert_eq!(
-        b.rd_gateway_address().expect("a gateway is set"),
+        b.connector()
+            .rd_gateway_address()
+            .expect("a gateway is set"),
         "gw.contoso.com:443"
     );
     assert!(
@@ -196,14 +203,21 @@ async fn a_session_that_starts_or_ends_wakes_the_plans_and_a_heartbeat_does_not(
         "a heartbeat that changed no session woke the plans"
     );
 
-    let placed = b.connect("farm", &connect("dave")).await.expect("placed");
+    let placed = b
+        .connector()
+        .connect("farm", &connect("dave"))
+        .await
+        .expect("placed");
     assert!(
         changes.has_changed().expect("the core is alive"),
         "a new session did not wake the plans"
     );
     changes.mark_unchanged();
 
-    b.logoff("farm", &placed.session_id).await.expect("logoff");
+    b.connector()
+        .logoff("farm", &placed.session_id)
+        .await
+        .expect("logoff");
     assert!(
         changes.has_changed().expect("the core is alive"),
         "an ended session did not wake the plans"
@@ -256,12 +270,22 @@ async fn s9_timeouts_end_sessions_with_their_reasons_in_the_audit_log() {
         })
         .await
         .expect("set the timeouts");
-    let gone = b.connect("farm", &connect("alice")).await.expect("placed");
-    let long = b.connect("farm", &connect("bob")).await.expect("placed");
-    b.set_session_state("farm", &gone.session_id, SessionState::Disconnected)
+    let gone = b
+        .connector()
+        .connect("farm", &connect("alice"))
+        .await
+        .expect("placed");
+    let long = b
+        .connector()
+        .connect("farm", &connect("bob"))
+        .await
+        .expect("placed");
+    b.connector()
+        .set_session_state("farm", &gone.session_id, SessionState::Disconnected)
         .await
         .expect("disconnected");
-    b.set_session_state("farm", &long.session_id, SessionState::Active)
+    b.connector()
+        .set_session_state("farm", &long.session_id, SessionState::Active)
         .await
         .expect("active");
 

@@ -235,6 +235,61 @@ pub struct ScalingAction {
     pub attempts: u32,
 }
 
+impl ScalingAction {
+    /// A new record of `action` on `session_host` of `pool` at `now_ms`,
+    /// asked by `actor` for `reason`, with a fresh UUIDv7 id: Pending, not
+    /// tried yet, without a phase or figures (as an operator's action is).
+    /// A plan adds its figures ([`ScalingAction::set_figures`]); an action
+    /// done at once is [`ScalingAction::finished`].
+    pub fn new(
+        pool: impl Into<String>,
+        session_host: impl Into<String>,
+        action: placement::ScalingActionKind,
+        reason: impl Into<String>,
+        actor: impl Into<String>,
+        now_ms: i64,
+    ) -> ScalingAction {
+        ScalingAction {
+            id: uuid::Uuid::now_v7().to_string(),
+            pool: pool.into(),
+            time_ms: now_ms,
+            phase: None,
+            action,
+            session_host: session_host.into(),
+            reason: reason.into(),
+            used_capacity_pct: None,
+            threshold_pct: None,
+            running_hosts: None,
+            minimum_hosts: None,
+            outcome: placement::ActionOutcome::Pending,
+            message: String::new(),
+            actor: Some(actor.into()),
+            finished_ms: None,
+            attempts: 0,
+        }
+    }
+
+    /// The same record, its outcome known at `now_ms`.
+    pub fn finished(self, outcome: placement::ActionOutcome, now_ms: i64) -> ScalingAction {
+        ScalingAction {
+            outcome,
+            finished_ms: Some(now_ms),
+            ..self
+        }
+    }
+
+    /// Records the scaling plan's phase and the figures of the evaluation
+    /// that took the action (rule A10): used capacity, threshold, running
+    /// hosts and minimum.
+    pub fn set_figures(&mut self, figures: &placement::autoscale::Figures) {
+        self.phase = Some(format!("{:?}", figures.phase));
+        self.used_capacity_pct = Some(figures.used_capacity_pct);
+        self.threshold_pct = Some(figures.capacity_threshold_pct);
+        self.running_hosts = Some(figures.running_hosts);
+        self.minimum_hosts = Some(figures.minimum_hosts);
+    }
+}
+
 /// The record as the API shows it: the same action, its times in RFC 3339
 /// instead of the milliseconds the store indexes, and without its pool
 /// (the API asks for one pool's records).

@@ -10,18 +10,22 @@
 //! Records are kept as JSON in a few tables keyed by name; the keys and the
 //! few columns queries need are real columns. Schema changes are numbered
 //! migrations applied at open, inside a transaction, recorded in
-//! `PRAGMA user_version`.
+//! `PRAGMA user_version`. A batch's mutations become statements in
+//! `apply`.
+
+mod apply;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use apply::{AuditTally, apply_one};
+
 use crate::{
-    AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, ApplyBlocking, AuditQuery, AuditRow, Flush,
-    HostCredential, MAX_AUDIT_PAGE_ROWS, MAX_SCALING_ACTION_PAGE_ROWS, Mutation, PoolRecord,
-    RELAXED_FLUSH_WITHIN, RegistrationToken, ScalingAction, ScalingActionQuery, Snapshot, Store,
-    StoreError, StoredPlan,
+    ApiCredential, ApplyBlocking, AuditQuery, AuditRow, Flush, HostCredential, MAX_AUDIT_PAGE_ROWS,
+    MAX_SCALING_ACTION_PAGE_ROWS, Mutation, PoolRecord, RELAXED_FLUSH_WITHIN, RegistrationToken,
+    ScalingAction, ScalingActionQuery, Snapshot, Store, StoreError, StoredPlan,
 };
 
 /// The store's file in the data directory.
@@ -417,6 +421,10 @@ impl SqliteStore {
         let mut tally = audit_bytes.take();
         // Audit entries younger than the retention that a prune removed.
         let mut young = 0i64;
+        let mut audit = AuditTally {
+            bytes: &mut tally,
+            pruned_young: &mut young,
+        };
         let tx = conn.transaction()?;
         // Only the last counters of each pool in a batch matter.
         let mut last_counters = std::collections::HashMap::new();
@@ -431,7 +439,7 @@ impl SqliteStore {
             {
                 continue;
             }
-            apply_one(&tx, m, &mut tally, &mut young)?;
+            apply_one(&tx, m, &mut audit)?;
         }
         tx.commit()?;
         *audit_bytes = tally;
@@ -575,277 +583,6 @@ fn spawn_checkpointer(
         })
         .map_err(|e| StoreError::Task(format!("cannot start the checkpointer: {e}")))?;
     Ok(())
-}
-
-fn apply_one(
-    tx: &rusqlite::Transaction,
-    m: &Mutation,
-    audit_bytes: &mut Option<i64>,
-    pruned_young: &mut i64,
-) -> Result<(), StoreError> {
-    match m {
-        Mutation::PutPool { config, counters } => {
-            tx.prepare_cached(
-                "INSERT INTO pools (name, config, counters) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(name) DO UPDATE SET config = excluded.config,
-                                                 counters = excluded.counters",
-            )?
-            .execute(params![config.name, to_json(config), to_json(counters)])?;
-        }
-        Mutation::PutCounters { pool, counters } => {
-            let n = tx
-                .prepare_cached("UPDATE pools SET counters = ?2 WHERE name = ?1")?
-                .execute(params![pool, to_json(counters)])?;
-            if n == 0 {
-                return Err(StoreError::Missing(format!("host pool {pool}")));
-            }
-        }
-        Mutation::DeletePool { pool } => {
-            tx.prepare_cached("DELETE FROM scaling_actions WHERE pool = ?1")?
-                .execute([pool])?;
-            tx.prepare_cached("DELETE FROM host_credentials WHERE pool = ?1")?
-                .execute([pool])?;
-            tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1")?
-                .execute([pool])?;
-            tx.prepare_cached("DELETE FROM pools WHERE name = ?1")?
-                .execute([pool])?;
-        }
-        Mutation::PutHost { pool, host } => {
-            tx.prepare_cached(
-                "INSERT INTO hosts (pool, name, seq, record) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(pool, name) DO UPDATE SET seq = excluded.seq,
-                                                       record = excluded.record",
-            )?
-            .execute(params![
-                pool,
-                host.spec.name,
-                host.seq as i64,
-                to_json(host)
-            ])
-            .map_err(|e| missing_parent(e, || format!("host pool {pool}")))?;
-        }
-        Mutation::DeleteHost { pool, host } => {
-            tx.prepare_cached("DELETE FROM hosts WHERE pool = ?1 AND name = ?2")?
-                .execute([pool, host])?;
-        }
-        Mutation::PutSession { pool, session } => {
-            tx.prepare_cached(
-                "INSERT INTO sessions (pool, id, host, record) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(pool, id) DO UPDATE SET host = excluded.host,
-                                                     record = excluded.record",
-            )?
-            .execute(params![pool, session.id, session.host, to_json(session)])
-            .map_err(|e| missing_parent(e, || format!("session host {}/{}", pool, session.host)))?;
-        }
-        Mutation::PutRegistrationToken { pool, token } => {
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO registration_tokens
-                   (pool, hash, expires_ms, max_hosts, used_hosts)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![
-                pool,
-                token.hash,
-                token.expires_ms,
-                token.max_hosts,
-                token.used_hosts
-            ])
-            .map_err(|e| missing_parent(e, || format!("host pool {pool}")))?;
-        }
-        Mutation::DeleteRegistrationToken { pool, hash } => {
-            tx.prepare_cached("DELETE FROM registration_tokens WHERE pool = ?1 AND hash = ?2")?
-                .execute([pool, hash])?;
-        }
-        Mutation::DeleteRegistrationTokens { pool } => {
-            tx.prepare_cached("DELETE FROM registration_tokens WHERE pool = ?1")?
-                .execute([pool])?;
-        }
-        Mutation::PutHostCredential { pool, credential } => {
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO host_credentials (pool, host, hash) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![pool, credential.host, credential.hash])
-            .map_err(|e| {
-                missing_parent(e, || format!("session host {pool}/{}", credential.host))
-            })?;
-        }
-        Mutation::DeleteSession { pool, id } => {
-            tx.prepare_cached("DELETE FROM sessions WHERE pool = ?1 AND id = ?2")?
-                .execute([pool, id])?;
-        }
-        Mutation::PutApiCredential { credential } => {
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO api_credentials (name, record) VALUES (?1, ?2)",
-            )?
-            .execute(params![credential.name, to_json(credential)])?;
-        }
-        Mutation::DeleteApiCredential { name } => {
-            tx.prepare_cached("DELETE FROM api_credentials WHERE name = ?1")?
-                .execute([name])?;
-        }
-        Mutation::AppendAudit { entry } => {
-            let record = to_json(entry);
-            if let Some(total) = audit_bytes {
-                *total += record.len() as i64;
-            }
-            tx.prepare_cached(
-                "INSERT INTO audit_log (time_ms, actor, host_pool, record)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![entry.time_ms, entry.actor, entry.host_pool, record])?;
-        }
-        Mutation::FoldAudit { key, entry } => {
-            let record = to_json(entry);
-            let count: i64 = tx
-                .prepare_cached(
-                    "INSERT INTO audit_log (time_ms, actor, host_pool, record, fold_key)
-                     VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (fold_key) DO UPDATE SET count = count + 1
-                     RETURNING count",
-                )?
-                .query_row(
-                    params![entry.time_ms, entry.actor, entry.host_pool, record, key],
-                    |r| r.get(0),
-                )?;
-            // A new entry: its bytes count towards the byte bound.
-            if let (Some(total), 1) = (audit_bytes.as_mut(), count) {
-                *total += record.len() as i64;
-            }
-        }
-        Mutation::PutScalingAction { action } => {
-            tx.prepare_cached(
-                "INSERT INTO scaling_actions (id, pool, time_ms, outcome, record)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome,
-                                                record = excluded.record",
-            )?
-            .execute(params![
-                action.id,
-                action.pool,
-                action.time_ms,
-                outcome_text(action.outcome),
-                to_json(action)
-            ])?;
-        }
-        Mutation::PutScalingPlan { name, plan } => {
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO scaling_plans (name, record) VALUES (?1, ?2)",
-            )?
-            .execute(params![name, to_json(plan)])?;
-        }
-        Mutation::DeleteScalingPlan { name } => {
-            tx.prepare_cached("DELETE FROM scaling_plans WHERE name = ?1")?
-                .execute([name])?;
-        }
-        Mutation::PutSigningKeys { keys } => {
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO broker_secrets (name, record) VALUES (?1, ?2)",
-            )?
-            .execute(params![crate::SIGNING_KEYS_NAME, to_json(keys)])?;
-        }
-        Mutation::PutPlanMemory { pool, memory } => {
-            tx.prepare_cached("INSERT OR REPLACE INTO plan_memory (pool, record) VALUES (?1, ?2)")?
-                .execute(params![pool, to_json(memory)])?;
-        }
-        Mutation::PruneAudit {
-            older_than_ms,
-            max_rows,
-            max_bytes,
-        } => {
-            let chunk = AUDIT_PRUNE_CHUNK_ROWS as i64;
-            let keep = i64::try_from(*max_rows).unwrap_or(i64::MAX);
-            tx.prepare_cached(
-                "DELETE FROM scaling_actions WHERE id IN
-                   (SELECT id FROM scaling_actions WHERE time_ms < ?1 ORDER BY time_ms LIMIT ?2)",
-            )?
-            .execute(params![older_than_ms, chunk])?;
-            tx.prepare_cached(
-                "DELETE FROM scaling_actions WHERE id IN
-                   (SELECT id FROM scaling_actions ORDER BY id DESC LIMIT ?2 OFFSET ?1)",
-            )?
-            .execute(params![keep, chunk])?;
-            // Each delete answers the sizes of the records it removed, so
-            // the count of the log's bytes follows.
-            let mut removed = 0i64;
-            removed += sum_of(
-                tx.prepare_cached(
-                    "DELETE FROM audit_log WHERE id IN
-                       (SELECT id FROM audit_log WHERE time_ms < ?1 ORDER BY time_ms LIMIT ?2)
-                     RETURNING octet_length(record)",
-                )?
-                .query_map(params![older_than_ms, chunk], |r| r.get::<_, i64>(0))?,
-            )?;
-            // The count and byte bounds may remove entries the age bound
-            // keeps: those are counted (`crate::pruned_before_retention`).
-            let mut young = 0i64;
-            let (bytes, n) = sum_young(
-                tx.prepare_cached(
-                    "DELETE FROM audit_log WHERE id IN
-                       (SELECT id FROM audit_log
-                         WHERE id <= (SELECT max(id) FROM audit_log) - ?1
-                         ORDER BY id LIMIT ?2)
-                     RETURNING octet_length(record), time_ms >= ?3",
-                )?
-                .query_map(params![keep, chunk, older_than_ms], young_row)?,
-            )?;
-            removed += bytes;
-            young += n;
-            let total = match *audit_bytes {
-                Some(total) => total - removed,
-                None => tx
-                    .prepare_cached("SELECT coalesce(sum(octet_length(record)), 0) FROM audit_log")?
-                    .query_row([], |r| r.get::<_, i64>(0))?,
-            };
-            let oldest = tx
-                .prepare_cached(
-                    "SELECT id, octet_length(record) FROM audit_log ORDER BY id LIMIT ?1",
-                )?
-                .query_map([chunk], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
-                .collect::<Result<Vec<_>, _>>()?;
-            let total = match crate::audit_byte_cutoff(total, *max_bytes, &oldest) {
-                Some(cutoff) => {
-                    let (bytes, n) = sum_young(
-                        tx.prepare_cached(
-                            "DELETE FROM audit_log WHERE id <= ?1
-                             RETURNING octet_length(record), time_ms >= ?2",
-                        )?
-                        .query_map(params![cutoff, older_than_ms], young_row)?,
-                    )?;
-                    young += n;
-                    total - bytes
-                }
-                None => total,
-            };
-            *audit_bytes = Some(total);
-            *pruned_young += young;
-        }
-    }
-    Ok(())
-}
-
-/// A removed audit entry's size, and whether the age bound kept it.
-fn young_row(r: &rusqlite::Row<'_>) -> Result<(i64, bool), rusqlite::Error> {
-    Ok((r.get(0)?, r.get(1)?))
-}
-
-/// The bytes of the removed entries, and how many the age bound kept.
-fn sum_young(
-    rows: impl Iterator<Item = Result<(i64, bool), rusqlite::Error>>,
-) -> Result<(i64, i64), rusqlite::Error> {
-    let mut out = (0, 0);
-    for row in rows {
-        let (bytes, young) = row?;
-        out.0 += bytes;
-        out.1 += i64::from(young);
-    }
-    Ok(out)
-}
-
-/// The sum of a query's integers.
-fn sum_of(
-    rows: impl Iterator<Item = Result<i64, rusqlite::Error>>,
-) -> Result<i64, rusqlite::Error> {
-    rows.sum()
 }
 
 /// The `outcome` column: the outcome's name, as in the record.

@@ -37,6 +37,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::audit::Audit;
 use crate::autoscale::Autoscale;
+use crate::connect::Connector;
 use crate::core::Core;
 use crate::credentials::Credentials;
 use crate::enroll::{Caller, Enrollment};
@@ -110,6 +111,12 @@ impl FromRef<ApiState> for Arc<Autoscale> {
 impl FromRef<ApiState> for Arc<Audit> {
     fn from_ref(state: &ApiState) -> Arc<Audit> {
         state.broker.audit().clone()
+    }
+}
+
+impl FromRef<ApiState> for Arc<Connector> {
+    fn from_ref(state: &ApiState) -> Arc<Connector> {
+        state.broker.connector().clone()
     }
 }
 

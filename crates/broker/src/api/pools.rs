@@ -312,7 +312,7 @@ pub(crate) async fn audit_ticket(
 
 /// The `.rdp` file of `pool`, for a user (with the groups the caller
 /// vouches for) or for nobody in particular: the one place the file is
-/// made (`Broker::connection_file`), so that the API's `rdpFile` and the
+/// made (`Connector::connection_file`), so that the API's `rdpFile` and the
 /// user portal's download (`api/portal.rs`) hand out the same file, with
 /// a connection ticket (rule T3) for the user.
 ///
@@ -327,7 +327,7 @@ pub(crate) async fn rdp_file_for(
     gateway: bool,
     issuer: &Issuer,
 ) -> Result<crate::connect::ConnectionFile, ApiError> {
-    let file = b.connection_file(pool, user, gateway).await?;
+    let file = b.connector().connection_file(pool, user, gateway).await?;
     if let (Some((user, _)), Some(expires_s)) = (user, file.ticket_expires_s) {
         audit_ticket(
             b,

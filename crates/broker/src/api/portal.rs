@@ -163,7 +163,7 @@ async fn page(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Respon
             .into_response());
     };
     let pools = entitled_pools(&b, &session).await?;
-    let gateway = b.rd_gateway_address().is_ok();
+    let gateway = b.connector().rd_gateway_address().is_ok();
     Ok(html(StatusCode::OK, &pools_page(&session, &pools, gateway)))
 }
 
@@ -324,7 +324,7 @@ async fn rdp_file(
 
 /// `GET /portal/pools/{pool}/web`: "Open in the browser" (rule WEB3). Sends
 /// the signed-in user on to the RD Gateway's `/web` page with a fresh
-/// connection ticket in the fragment (`Broker::web_url`): every click makes
+/// connection ticket in the fragment (`Connector::web_url`): every click makes
 /// a new one, and the answer is never cached. Refused as the file is (401
 /// without a session, 403 for a pool the user may not use or the doors may
 /// not reach, 400 when the broker knows of no RD Gateway).
@@ -335,7 +335,10 @@ async fn web(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (session, issuer) = requester(&b, &headers, &extensions)?;
-    let web = b.web_url(&pool, &session.user, &session.groups).await?;
+    let web = b
+        .connector()
+        .web_url(&pool, &session.user, &session.groups)
+        .await?;
     super::pools::audit_ticket(
         &b,
         &issuer,

@@ -15,10 +15,10 @@ use super::error::ApiError;
 use super::types::SessionQuery;
 use super::{Json, Query};
 use crate::audit::Audit;
+use crate::connect::Connector;
 use crate::core::Core;
 use crate::error::BrokerError;
 use crate::messages::Messages;
-use crate::state::Broker;
 
 /// Places a user (rules S1–S4, B, D, P7): the user's existing session if
 /// any, else a new Pending session on the host the pool's algorithm picks.
@@ -28,7 +28,8 @@ use crate::state::Broker;
               (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
               (status = 503, body = ErrorBody, headers(("Retry-After" = u64, description = "with SessionHostStarting (rule A8): seconds until the connect is worth retrying")))))]
 pub async fn connect(
-    State(b): State<Arc<Broker>>,
+    State(core): State<Arc<Core>>,
+    State(connector): State<Arc<Connector>>,
     Path(pool): Path<String>,
     caller: Option<axum::Extension<crate::enroll::Caller>>,
     Json(input): Json<ConnectInput>,
@@ -67,9 +68,7 @@ pub async fn connect(
     // from a front door or a portal cannot place users the broker issued
     // no ticket for.
     if input.ticket.is_none() && !is_admin {
-        let required = b
-            .core()
-            .peek(&pool, |p| Ok(p.config().require_connection_ticket))?;
+        let required = core.peek(&pool, |p| Ok(p.config().require_connection_ticket))?;
         if required {
             metrics::counter!("deskbroker_ticket_refusals_total", "reason" => "missing_ticket")
                 .increment(1);
@@ -80,7 +79,7 @@ pub async fn connect(
             .into());
         }
     }
-    let placed = b.connect(&pool, &input).await?;
+    let placed = connector.connect(&pool, &input).await?;
     Ok(axum::Json(ConnectOutput::from(placed)))
 }
 

@@ -38,7 +38,7 @@
 //! - The database goes away: the leader's writer fails on its next write or
 //!   idle ping ([`crate::writer::PING_INTERVAL`]). From then on it changes
 //!   nothing, stops renewing its lease, and answers users who have a
-//!   durable session from memory (see `Broker::connect`) until the lease
+//!   durable session from memory (see `Connector::connect`) until the lease
 //!   runs out; every other request gets 503 at once. Meanwhile every
 //!   replica keeps campaigning; when the database is back one of them
 //!   wins, loads what is durable and leads, and the others follow it.

@@ -293,99 +293,206 @@ fn used_pct(sessions: u64, capacity: u64) -> u32 {
 
 /// One evaluation (A3–A7). See the module for the words and for what the
 /// caller keeps between evaluations.
+///
+/// In phases: `count` takes the figures (A3), then either `scale_out`
+/// (A4, A7) when the pool needs a host or `scale_in` (A5) when it does
+/// not, then `tend_drained` carries on with the hosts the plan drains
+/// (A5), and `waiting_for` says what the plan waits for.
 pub fn evaluate(
     view: &ScalingView<'_>,
     phase: &ResolvedPhase,
     memory: &PlanMemory,
     now_ms: TimestampMs,
 ) -> Evaluation {
-    let tag = phase.exclusion_tag.as_deref();
-    let limit = view.max_session_limit as u64;
-    let managed = |h: &ScalingHost<'_>| !h.excluded(tag);
-    let is_available = |h: &ScalingHost<'_>| {
-        managed(h) && h.power_state == PowerState::Running && h.available && h.allow_new_session
+    let pass = Pass {
+        view,
+        phase,
+        limit: view.max_session_limit as u64,
     };
-    let is_starting = |h: &ScalingHost<'_>| {
-        managed(h) && h.power_state == PowerState::Starting && h.allow_new_session
+    let (mut figures, open) = pass.count();
+    let load = Load {
+        sessions: figures.sessions,
+        limit: pass.limit,
+        threshold_pct: phase.capacity_threshold_pct as u64,
+        minimum: figures.minimum_hosts,
     };
-    let under_limit = |h: &ScalingHost<'_>| (h.sessions as u64) < limit;
-
-    let mut f = Figures {
-        phase: phase.phase,
-        used_capacity_pct: 0,
-        capacity_threshold_pct: phase.capacity_threshold_pct,
-        sessions: 0,
-        running_hosts: 0,
-        available_hosts: 0,
-        starting_hosts: 0,
-        minimum_hosts: 0,
-        managed_hosts: 0,
-        excluded_hosts: 0,
-        operator_drained_hosts: 0,
-        plan_drained_hosts: 0,
-        waiting_for: Vec::new(),
+    let mut serving = Serving {
+        hosts: figures.available_hosts + figures.starting_hosts,
+        open,
     };
-    let mut open = 0u32;
-    for h in &view.hosts {
-        if !managed(h) {
-            f.excluded_hosts += 1;
-            continue;
+    let mut decided = Decided {
+        actions: Vec::new(),
+        undrained: vec![false; view.hosts.len()],
+        drained_now: Vec::new(),
+    };
+    match load.need(serving.hosts, serving.open) {
+        Some(first_reason) => {
+            let short = pass.scale_out(&load, first_reason, &mut serving, &mut decided);
+            figures.waiting_for.extend(short);
         }
-        f.managed_hosts += 1;
-        f.sessions += h.sessions as u64;
-        f.running_hosts += (h.power_state == PowerState::Running) as u32;
-        f.operator_drained_hosts += h.operator_drained() as u32;
-        f.plan_drained_hosts += h.plan_drained() as u32;
-        if is_available(h) {
-            f.available_hosts += 1;
-            open += under_limit(h) as u32;
-        } else if is_starting(h) {
-            f.starting_hosts += 1;
-            open += under_limit(h) as u32;
+        None => pass.scale_in(&load, &mut serving, &mut decided),
+    }
+    let drained = pass.tend_drained(memory, now_ms, &mut decided);
+    figures
+        .waiting_for
+        .extend(waiting_for(figures.starting_hosts, &drained));
+    Evaluation {
+        figures,
+        actions: decided.actions,
+        memory: drained.memory,
+    }
+}
+
+impl Action {
+    /// Take `action` on `host` because of `reason`, with no message.
+    fn new(action: ActionKind, host: &ScalingHost<'_>, reason: Reason) -> Action {
+        Action {
+            action,
+            session_host: host.name.to_string(),
+            reason,
+            message: None,
         }
     }
-    f.minimum_hosts =
-        (phase.minimum_hosts_pct as u64 * f.managed_hosts as u64).div_ceil(100) as u32;
-    f.used_capacity_pct = used_pct(f.sessions, limit * f.available_hosts as u64);
-    let load = Load {
-        sessions: f.sessions,
-        limit,
-        threshold_pct: phase.capacity_threshold_pct as u64,
-        minimum: f.minimum_hosts,
-    };
-    let mut serving = f.available_hosts + f.starting_hosts;
-    let mut actions = Vec::new();
-    // Hosts this evaluation undrains (leave the draining bookkeeping) or
-    // drains (enter it), by index in the view.
-    let mut undrained = vec![false; view.hosts.len()];
-    let mut drained_now: Vec<usize> = Vec::new();
-    let mut next_memory = PlanMemory::default();
-    let act = |actions: &mut Vec<Action>, kind: ActionKind, h: &ScalingHost<'_>, why: Reason| {
-        actions.push(Action {
-            action: kind,
-            session_host: h.name.to_string(),
-            reason: why,
-            message: None,
-        });
-    };
+}
 
-    if let Some(first_reason) = load.need(serving, open) {
-        // A4, scale out: first the plan's own drained hosts that are up
-        // (most sessions first: the emptiest stay drained and stop
-        // soonest), then stopped hosts in query order.
-        let mut up: Vec<usize> = (0..view.hosts.len())
+/// One evaluation's reading of the pool and the phase, with the words of
+/// the module over them.
+struct Pass<'e, 'v> {
+    view: &'e ScalingView<'v>,
+    phase: &'e ResolvedPhase,
+    /// `maxSessionLimit`: each serving host's share of the capacity.
+    limit: u64,
+}
+
+/// The serving hosts and the open ones among them, as the actions taken so
+/// far leave them (a started or undrained host serves at once, A4).
+struct Serving {
+    hosts: u32,
+    open: u32,
+}
+
+/// What the evaluation decided so far.
+struct Decided {
+    actions: Vec<Action>,
+    /// By index in the view: hosts this evaluation undrains (they leave
+    /// the draining bookkeeping).
+    undrained: Vec<bool>,
+    /// Hosts this evaluation drains (they enter it), by index in the view.
+    drained_now: Vec<usize>,
+}
+
+/// The hosts the plan drains, as [`Pass::tend_drained`] leaves them.
+struct Drained<'e> {
+    /// How many still have sessions to end.
+    draining: u32,
+    /// The first logoff due after a notification, and its host.
+    logoff_due: Option<(TimestampMs, &'e str)>,
+    /// What to keep for the next evaluation.
+    memory: PlanMemory,
+}
+
+impl<'e, 'v> Pass<'e, 'v> {
+    /// A6: every host but those carrying the exclusion tag.
+    fn managed(&self, h: &ScalingHost<'_>) -> bool {
+        !h.excluded(self.phase.exclusion_tag.as_deref())
+    }
+
+    /// Running, `Available`, accepting new sessions and managed.
+    fn available(&self, h: &ScalingHost<'_>) -> bool {
+        self.managed(h)
+            && h.power_state == PowerState::Running
+            && h.available
+            && h.allow_new_session
+    }
+
+    /// Starting, accepting new sessions and managed: A4 counts it serving.
+    fn starting(&self, h: &ScalingHost<'_>) -> bool {
+        self.managed(h) && h.power_state == PowerState::Starting && h.allow_new_session
+    }
+
+    /// 1 when the host is under the session limit (open, if serving), else 0.
+    fn under_limit(&self, h: &ScalingHost<'_>) -> u32 {
+        ((h.sessions as u64) < self.limit) as u32
+    }
+
+    /// A5: no session left, or no active one under `ZeroActiveSessions`.
+    fn stoppable(&self, h: &ScalingHost<'_>) -> bool {
+        h.sessions == 0
+            || (self.phase.stop_hosts_when == StopHostsWhen::ZeroActiveSessions
+                && h.active_sessions == 0)
+    }
+
+    /// A3 and the words: the figures before any action (the minimum is
+    /// `ceil(pct × managed hosts / 100)`, used capacity is the managed
+    /// hosts' sessions over the available hosts' capacity), and how many
+    /// serving hosts are open (A7).
+    fn count(&self) -> (Figures, u32) {
+        let mut f = Figures {
+            phase: self.phase.phase,
+            used_capacity_pct: 0,
+            capacity_threshold_pct: self.phase.capacity_threshold_pct,
+            sessions: 0,
+            running_hosts: 0,
+            available_hosts: 0,
+            starting_hosts: 0,
+            minimum_hosts: 0,
+            managed_hosts: 0,
+            excluded_hosts: 0,
+            operator_drained_hosts: 0,
+            plan_drained_hosts: 0,
+            waiting_for: Vec::new(),
+        };
+        let mut open = 0u32;
+        for h in &self.view.hosts {
+            if !self.managed(h) {
+                f.excluded_hosts += 1;
+                continue;
+            }
+            f.managed_hosts += 1;
+            f.sessions += h.sessions as u64;
+            f.running_hosts += (h.power_state == PowerState::Running) as u32;
+            f.operator_drained_hosts += h.operator_drained() as u32;
+            f.plan_drained_hosts += h.plan_drained() as u32;
+            if self.available(h) {
+                f.available_hosts += 1;
+                open += self.under_limit(h);
+            } else if self.starting(h) {
+                f.starting_hosts += 1;
+                open += self.under_limit(h);
+            }
+        }
+        f.minimum_hosts =
+            (self.phase.minimum_hosts_pct as u64 * f.managed_hosts as u64).div_ceil(100) as u32;
+        f.used_capacity_pct = used_pct(f.sessions, self.limit * f.available_hosts as u64);
+        (f, open)
+    }
+
+    /// A4 (and A7), scale out while the pool needs a host: first the
+    /// plan's own drained hosts that are up (most sessions first: the
+    /// emptiest stay drained and stop soonest), then stopped hosts in query
+    /// order, never an operator's drained host (A6). Each counts as serving
+    /// at once. When none is left, says how many more would be needed.
+    fn scale_out(
+        &self,
+        load: &Load,
+        first_reason: Reason,
+        serving: &mut Serving,
+        decided: &mut Decided,
+    ) -> Option<Waiting> {
+        let hosts = &self.view.hosts;
+        let mut up: Vec<usize> = (0..hosts.len())
             .filter(|&i| {
-                let h = &view.hosts[i];
-                managed(h)
+                let h = &hosts[i];
+                self.managed(h)
                     && h.plan_drained()
                     && h.power_state == PowerState::Running
                     && h.available
             })
             .collect();
-        up.sort_by_key(|&i| (Reverse(view.hosts[i].sessions), i));
-        let stopped = (0..view.hosts.len()).filter(|&i| {
-            let h = &view.hosts[i];
-            managed(h)
+        up.sort_by_key(|&i| (Reverse(hosts[i].sessions), i));
+        let stopped = (0..hosts.len()).filter(|&i| {
+            let h = &hosts[i];
+            self.managed(h)
                 && h.power_state == PowerState::Stopped
                 && (h.allow_new_session || h.plan_drained())
         });
@@ -395,135 +502,159 @@ pub fn evaluate(
             let Some(i) = candidates.next() else {
                 // Count how many more would be needed, for the status.
                 let mut short = 1;
-                while (short as usize) <= view.hosts.len()
-                    && load.need(serving + short, open + short).is_some()
+                while (short as usize) <= hosts.len()
+                    && load
+                        .need(serving.hosts + short, serving.open + short)
+                        .is_some()
                 {
                     short += 1;
                 }
-                f.waiting_for.push(Waiting::NoHostToStart {
+                return Some(Waiting::NoHostToStart {
                     short_by_hosts: short,
                 });
-                break;
             };
-            let h = &view.hosts[i];
+            let h = &hosts[i];
             if h.plan_drained() {
-                act(&mut actions, ActionKind::Undrain, h, why);
-                undrained[i] = true;
+                decided
+                    .actions
+                    .push(Action::new(ActionKind::Undrain, h, why));
+                decided.undrained[i] = true;
             }
             if h.power_state == PowerState::Stopped {
-                act(&mut actions, ActionKind::Start, h, why);
+                decided.actions.push(Action::new(ActionKind::Start, h, why));
             }
-            serving += 1;
-            open += under_limit(h) as u32;
-            reason = load.need(serving, open);
+            serving.hosts += 1;
+            serving.open += self.under_limit(h);
+            reason = load.need(serving.hosts, serving.open);
         }
-    } else {
-        // A5, scale in: fewest sessions first, ties last in query order.
-        let mut candidates: Vec<usize> = (0..view.hosts.len())
-            .filter(|&i| is_available(&view.hosts[i]))
+        None
+    }
+
+    /// A5 (and A7), scale in when nothing is needed: the available host
+    /// with the fewest sessions first (ties: the last in query order), as
+    /// long as the pool needs nothing without it. An empty host (see
+    /// [`Pass::stoppable`]) is stopped, any other drained.
+    fn scale_in(&self, load: &Load, serving: &mut Serving, decided: &mut Decided) {
+        let hosts = &self.view.hosts;
+        let mut candidates: Vec<usize> = (0..hosts.len())
+            .filter(|&i| self.available(&hosts[i]))
             .collect();
-        candidates.sort_by_key(|&i| (view.hosts[i].sessions, Reverse(i)));
+        candidates.sort_by_key(|&i| (hosts[i].sessions, Reverse(i)));
         for i in candidates {
-            let h = &view.hosts[i];
-            let open_without = open - under_limit(h) as u32;
+            let h = &hosts[i];
+            let open_without = serving.open - self.under_limit(h);
             // The first host that must stay ends scale-in: the rest have
             // as many sessions or more, and A5 takes the emptiest first.
-            if serving == 0 || load.need(serving - 1, open_without).is_some() {
+            if serving.hosts == 0 || load.need(serving.hosts - 1, open_without).is_some() {
                 break;
             }
-            serving -= 1;
-            open = open_without;
+            serving.hosts -= 1;
+            serving.open = open_without;
             let why = Reason::ScaleIn {
-                threshold_pct: phase.capacity_threshold_pct,
-                minimum: f.minimum_hosts,
-                serving,
+                threshold_pct: self.phase.capacity_threshold_pct,
+                minimum: load.minimum,
+                serving: serving.hosts,
             };
-            let stoppable = h.sessions == 0
-                || (phase.stop_hosts_when == StopHostsWhen::ZeroActiveSessions
-                    && h.active_sessions == 0);
-            if stoppable {
-                act(&mut actions, ActionKind::Stop, h, why);
+            if self.stoppable(h) {
+                decided.actions.push(Action::new(ActionKind::Stop, h, why));
             } else {
-                act(&mut actions, ActionKind::Drain, h, why);
-                drained_now.push(i);
+                decided.actions.push(Action::new(ActionKind::Drain, h, why));
+                decided.drained_now.push(i);
             }
         }
     }
 
-    // The hosts the plan drains: stop once empty enough (A5), notify and
-    // log off in ramp-down with force logoff, or wait.
-    let mut draining = 0u32;
-    let mut logoff_due: Option<(TimestampMs, &str)> = None;
-    let earlier = (0..view.hosts.len()).filter(|&i| {
-        let h = &view.hosts[i];
-        managed(h) && h.plan_drained() && !undrained[i] && h.power_state == PowerState::Running
-    });
-    for i in earlier.chain(drained_now.iter().copied()) {
-        let h = &view.hosts[i];
-        let fresh = h.allow_new_session; // drained by this very evaluation
-        let stoppable = h.sessions == 0
-            || (phase.stop_hosts_when == StopHostsWhen::ZeroActiveSessions
-                && h.active_sessions == 0);
-        if stoppable && !fresh {
-            let why = Reason::Drained {
-                stop_hosts_when: phase.stop_hosts_when,
-            };
-            act(&mut actions, ActionKind::Stop, h, why);
-            continue;
-        }
-        let mut mem = memory.hosts.get(h.name).copied().unwrap_or_default();
-        if mem.logged_off_at_ms.is_none() {
-            if mem.notified_at_ms.is_none() && phase.force_logoff_users {
-                actions.push(Action {
-                    action: ActionKind::Notify,
-                    session_host: h.name.to_string(),
-                    reason: Reason::ForceLogoffNotice {
-                        wait_minutes: phase.wait_time_minutes,
-                    },
-                    message: Some(phase.notification_message.clone()),
-                });
-                mem.notified_at_ms = Some(now_ms);
+    /// A5, the hosts the plan drains (drained earlier and still running,
+    /// unless undrained now, then those drained now): stop one once it is
+    /// empty enough (not in the evaluation that drains it); in ramp-down
+    /// with force logoff, notify its users once and log them off once the
+    /// wait is over; otherwise wait for its sessions to end.
+    fn tend_drained(
+        &self,
+        memory: &PlanMemory,
+        now_ms: TimestampMs,
+        decided: &mut Decided,
+    ) -> Drained<'e> {
+        let hosts: &'e [ScalingHost<'v>] = &self.view.hosts;
+        let phase = self.phase;
+        let mut out = Drained {
+            draining: 0,
+            logoff_due: None,
+            memory: PlanMemory::default(),
+        };
+        let earlier = (0..hosts.len()).filter(|&i| {
+            let h = &hosts[i];
+            self.managed(h)
+                && h.plan_drained()
+                && !decided.undrained[i]
+                && h.power_state == PowerState::Running
+        });
+        let order: Vec<usize> = earlier.chain(decided.drained_now.iter().copied()).collect();
+        for i in order {
+            let h = &hosts[i];
+            let fresh = h.allow_new_session; // drained by this very evaluation
+            if self.stoppable(h) && !fresh {
+                let why = Reason::Drained {
+                    stop_hosts_when: phase.stop_hosts_when,
+                };
+                decided.actions.push(Action::new(ActionKind::Stop, h, why));
+                continue;
             }
-            if let Some(at) = mem.notified_at_ms {
-                let due = at.saturating_add(phase.wait_time_minutes as i64 * 60_000);
-                if now_ms >= due {
-                    act(
-                        &mut actions,
-                        ActionKind::Logoff,
-                        h,
-                        Reason::WaitOver {
+            let mut mem = memory.hosts.get(h.name).copied().unwrap_or_default();
+            if mem.logged_off_at_ms.is_none() {
+                if mem.notified_at_ms.is_none() && phase.force_logoff_users {
+                    let why = Reason::ForceLogoffNotice {
+                        wait_minutes: phase.wait_time_minutes,
+                    };
+                    decided.actions.push(Action {
+                        message: Some(phase.notification_message.clone()),
+                        ..Action::new(ActionKind::Notify, h, why)
+                    });
+                    mem.notified_at_ms = Some(now_ms);
+                }
+                if let Some(at) = mem.notified_at_ms {
+                    let due = at.saturating_add(phase.wait_time_minutes as i64 * 60_000);
+                    if now_ms >= due {
+                        let why = Reason::WaitOver {
                             wait_minutes: phase.wait_time_minutes,
-                        },
-                    );
-                    mem.logged_off_at_ms = Some(now_ms);
-                } else if logoff_due.is_none_or(|(t, _)| due < t) {
-                    logoff_due = Some((due, h.name));
+                        };
+                        decided
+                            .actions
+                            .push(Action::new(ActionKind::Logoff, h, why));
+                        mem.logged_off_at_ms = Some(now_ms);
+                    } else if out.logoff_due.is_none_or(|(t, _)| due < t) {
+                        out.logoff_due = Some((due, h.name));
+                    }
                 }
             }
+            out.draining += 1;
+            if mem != HostMemory::default() {
+                out.memory.hosts.insert(h.name.to_string(), mem);
+            }
         }
-        draining += 1;
-        if mem != HostMemory::default() {
-            next_memory.hosts.insert(h.name.to_string(), mem);
-        }
+        out
     }
-    if f.starting_hosts > 0 {
-        f.waiting_for.push(Waiting::HostsStarting {
-            hosts: f.starting_hosts,
+}
+
+/// What the plan waits for once its actions are taken: hosts to finish
+/// starting, drained hosts' sessions to end, and the first logoff due.
+fn waiting_for(starting_hosts: u32, drained: &Drained<'_>) -> Vec<Waiting> {
+    let mut waits = Vec::new();
+    if starting_hosts > 0 {
+        waits.push(Waiting::HostsStarting {
+            hosts: starting_hosts,
         });
     }
-    if draining > 0 {
-        f.waiting_for
-            .push(Waiting::SessionsToEnd { hosts: draining });
+    if drained.draining > 0 {
+        waits.push(Waiting::SessionsToEnd {
+            hosts: drained.draining,
+        });
     }
-    if let Some((at_ms, host)) = logoff_due {
-        f.waiting_for.push(Waiting::LogoffDue {
+    if let Some((at_ms, host)) = drained.logoff_due {
+        waits.push(Waiting::LogoffDue {
             session_host: host.to_string(),
             at_ms,
         });
     }
-    Evaluation {
-        figures: f,
-        actions,
-        memory: next_memory,
-    }
+    waits
 }
