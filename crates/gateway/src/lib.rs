@@ -26,7 +26,7 @@
 //! session state goes through a [`Placer`], so it follows the same rules
 //! as the HTTP API's `connect`.
 
-mod door;
+pub mod door;
 pub mod front_door;
 mod hold;
 pub mod pdu;

@@ -92,12 +92,13 @@ use placement::SessionState;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::door::{Client, Door, NoHost, Report, dial, logon_evidence, release};
-use crate::hold::{Hold, WaitEnd};
-use crate::pdu::{self, HANDSHAKE_TIMEOUT, Routing};
+use crate::door::{
+    Bounds, Client, Door, Outcome, RDP, Report, describe_metrics, dial, logon_evidence, release,
+};
+use crate::pdu::{self, Routing};
 use crate::placer::{ConnectInput, Placer};
-use crate::redirect::{RedirectKeys, RedirectRefusal};
-use crate::sources::{self, Limits, SourceGuard, Sources};
+use crate::redirect::RedirectKeys;
+use crate::sources::{self, SourceGuard, Sources};
 
 use relay::relay;
 
@@ -169,91 +170,22 @@ pub struct Config {
     /// The pool of connections without a pool routing token (R1); none
     /// means such connections are refused.
     pub default_pool: Option<String>,
-    pub max_connections: usize,
-    pub handshake_timeout: Duration,
-    pub host_connect_timeout: Duration,
-    pub max_placement_attempts: usize,
-    /// See [`HOST_ANSWER_TIMEOUT`].
-    pub host_answer_timeout: Duration,
-    /// Per-source bounds (`sources.rs`).
-    pub source_limits: Limits,
+    /// The bounds every door shares (`handshake_timeout` bounds the first
+    /// PDU).
+    pub bounds: Bounds,
     /// The keys of the broker's redirection tokens (R3); none: every msts
     /// token is refused.
     pub redirect_keys: RedirectKeys,
-    /// See [`HOST_START_WAIT`].
-    pub host_start_wait: Duration,
-    /// See [`HOST_START_RETRY_INTERVAL`].
-    pub host_start_retry_interval: Duration,
-    /// See [`MAX_WAITING_CONNECTIONS`].
-    pub max_waiting_connections: usize,
-    /// See [`RELAY_IDLE_TIMEOUT`].
-    pub relay_idle_timeout: Duration,
-    /// See [`IDLE_TIMEOUT_WITHOUT_LOGON`].
-    pub idle_timeout_without_logon: Duration,
 }
 
 impl Config {
     pub fn new(default_pool: Option<String>) -> Config {
         Config {
             default_pool,
-            max_connections: MAX_CONNECTIONS,
-            handshake_timeout: HANDSHAKE_TIMEOUT,
-            host_connect_timeout: HOST_CONNECT_TIMEOUT,
-            max_placement_attempts: MAX_PLACEMENT_ATTEMPTS,
-            host_answer_timeout: HOST_ANSWER_TIMEOUT,
-            source_limits: Limits::default(),
+            bounds: Bounds::default(),
             redirect_keys: RedirectKeys::default(),
-            host_start_wait: HOST_START_WAIT,
-            host_start_retry_interval: HOST_START_RETRY_INTERVAL,
-            max_waiting_connections: MAX_WAITING_CONNECTIONS,
-            relay_idle_timeout: RELAY_IDLE_TIMEOUT,
-            idle_timeout_without_logon: IDLE_TIMEOUT_WITHOUT_LOGON,
         }
     }
-}
-
-/// Describes the front door's metrics to the installed recorder.
-pub fn describe_metrics() {
-    metrics::describe_counter!(
-        "deskbroker_rdp_connections_total",
-        "RDP front door connections by outcome: relayed, handshake_failed, no_pool, refused, \
-         pool_not_allowed, redirect_refused, host_unreachable, unknown_redirect, \
-         broker_unreachable, ticket_required, ticket_refused, host_start_timeout, \
-         client_left, waiting_limit."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdp_refusals_total",
-        "RDP connections refused, by reason: per-source bounds (source_connections, \
-         source_handshakes, source_handshake_rate, source_session_rate, source_table_full), \
-         unsigned_redirect, forged_redirect, expired_redirect, redirect_not_enabled, \
-         pool_not_allowed, handshake_failed, no_pool, refused, unknown_redirect, \
-         ticket_required, ticket_refused, source_waiting, waiting_full."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdp_sessions_without_logon_total",
-        "Sessions the front door ended when their connection closed without evidence \
-         of a logon (rule S9)."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdp_handshake_failures_total",
-        "First PDUs refused, by reason (truncated, oversized, timeout, unknown_token, …)."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdp_bytes_total",
-        "Bytes relayed, by direction: client_to_host or host_to_client."
-    );
-    metrics::describe_gauge!(
-        "deskbroker_rdp_waiting_connections",
-        "RDP front door connections held now while a session host starts for them (rule A8)."
-    );
-    metrics::describe_gauge!(
-        "deskbroker_rdp_open_connections",
-        "RDP front door connections open now (in handshake or relayed)."
-    );
-    metrics::describe_histogram!(
-        "deskbroker_rdp_connection_seconds",
-        "How long RDP front door connections lasted, from accept to close."
-    );
 }
 
 /// Accepts RDP clients on `listener` until `shutdown` resolves. Then it
@@ -266,12 +198,12 @@ pub async fn serve<P: Placer>(
 ) {
     describe_metrics();
     let shared = Arc::new(Shared {
-        sources: Sources::new(config.source_limits),
+        sources: Sources::new(config.bounds.source_limits),
         live: Live::default(),
-        waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
+        waiting: Arc::new(Semaphore::new(config.bounds.max_waiting_connections)),
     });
     let config = Arc::new(config);
-    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let slots = Arc::new(Semaphore::new(config.bounds.max_connections));
     tokio::pin!(shutdown);
     // A connection over its source's bounds is closed at once, before any
     // byte is read: no task, no host.
@@ -371,65 +303,7 @@ impl Live {
     }
 }
 
-/// How a connection ended, as the `outcome` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
-    /// Relayed to a host until one side closed.
-    Relayed,
-    /// The first PDU was junk, oversized, truncated or slow (R6).
-    HandshakeFailed,
-    /// No routing token and no default pool (R1).
-    NoPool,
-    /// The broker refused the placement (no capacity, unknown pool, …),
-    /// with the contract's code.
-    Refused(api::ErrorCode),
-    /// The host (or every host tried) could not be reached (R5).
-    HostUnreachable,
-    /// An msts cookie named no registered host (R3).
-    UnknownRedirect,
-    /// The broker did not answer.
-    BrokerUnreachable,
-    /// A `tsv://` token named a pool that does not allow the front door (R3).
-    PoolNotAllowed,
-    /// An msts token the broker did not issue, or expired (R3).
-    RedirectRefused(RedirectRefusal),
-    /// A per-source bound (new sessions per minute).
-    SourceLimit,
-    /// A pool with `requireConnectionTicket` reached without a ticket (T3).
-    TicketRequired,
-    /// The broker refused the ticket: forged, changed, expired, foreign (T3).
-    TicketRefused,
-    /// A host was starting for the user (A8) and did not become available
-    /// within the wait.
-    HostStartTimeout,
-    /// The client closed while a host was starting for it.
-    ClientLeft,
-    /// A host was starting, but no more connections may wait (per source
-    /// or in total).
-    WaitingLimit(&'static str),
-}
-
 impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Relayed => "relayed",
-            Outcome::HandshakeFailed => "handshake_failed",
-            Outcome::NoPool => "no_pool",
-            Outcome::Refused(_) => "refused",
-            Outcome::HostUnreachable => "host_unreachable",
-            Outcome::UnknownRedirect => "unknown_redirect",
-            Outcome::BrokerUnreachable => "broker_unreachable",
-            Outcome::PoolNotAllowed => "pool_not_allowed",
-            Outcome::RedirectRefused(_) => "redirect_refused",
-            Outcome::SourceLimit => "source_limit",
-            Outcome::TicketRequired => "ticket_required",
-            Outcome::TicketRefused => "ticket_refused",
-            Outcome::HostStartTimeout => "host_start_timeout",
-            Outcome::ClientLeft => "client_left",
-            Outcome::WaitingLimit(_) => "waiting_limit",
-        }
-    }
-
     /// The refusal's reason label, or none for a connection that was served
     /// (or failed for reasons that are not the client's).
     fn refusal(self, handshake: Option<&'static str>) -> Option<&'static str> {
@@ -444,16 +318,10 @@ impl Outcome {
             Outcome::TicketRequired => Some("ticket_required"),
             Outcome::TicketRefused => Some("ticket_refused"),
             Outcome::WaitingLimit(reason) => Some(reason),
-            Outcome::Relayed
-            | Outcome::HostUnreachable
-            | Outcome::BrokerUnreachable
-            | Outcome::HostStartTimeout
-            | Outcome::ClientLeft => None,
+            _ => None,
         }
     }
-}
 
-impl Outcome {
     /// The RDP_NEG_FAILURE code a refused client is told ([`pdu::failure`]),
     /// or none for a connection that was served or whose client left.
     ///
@@ -470,7 +338,12 @@ impl Outcome {
             ACCESS_REFUSED
         };
         Some(match self {
-            Outcome::Relayed | Outcome::ClientLeft | Outcome::HandshakeFailed => return None,
+            Outcome::Relayed
+            | Outcome::ClientLeft
+            | Outcome::HandshakeFailed
+            | Outcome::Paired
+            | Outcome::Web
+            | Outcome::WebPage => return None,
             Outcome::TicketRefused => TICKET_REFUSED,
             Outcome::PoolNotAllowed => refused_access,
             Outcome::NoPool
@@ -494,11 +367,7 @@ impl Outcome {
                 | E::Forbidden => UNAVAILABLE,
                 _ => ACCESS_REFUSED,
             },
-            Outcome::HostUnreachable
-            | Outcome::BrokerUnreachable
-            | Outcome::SourceLimit
-            | Outcome::HostStartTimeout
-            | Outcome::WaitingLimit(_) => UNAVAILABLE,
+            _ => UNAVAILABLE,
         })
     }
 }
@@ -554,7 +423,7 @@ async fn connection<P: Placer>(
     report: &mut Report,
 ) -> Outcome {
     let (first_pdu, request) =
-        match pdu::read_first_pdu(&mut client, config.handshake_timeout).await {
+        match pdu::read_first_pdu(&mut client, config.bounds.handshake_timeout).await {
             Ok(r) => r,
             Err(e) => {
                 metrics::counter!("deskbroker_rdp_handshake_failures_total", "reason" => e.reason())
@@ -690,21 +559,7 @@ async fn admit<P: Placer>(
         ticket,
         ..ConnectInput::default()
     };
-    let door = Door {
-        placer,
-        pool: &pool,
-        hold: Hold {
-            wait: config.host_start_wait,
-            retry_interval: config.host_start_retry_interval,
-            max_waiting: config.max_waiting_connections,
-            waiting: &shared.waiting,
-            gauge: "deskbroker_rdp_waiting_connections",
-            door: "rdp",
-        },
-        source,
-        attempts: config.max_placement_attempts,
-        dial_timeout: config.host_connect_timeout,
-    };
+    let door = Door::new(&RDP, placer, &pool, &config.bounds, &shared.waiting, source);
     match door
         .place_and_dial(request, &mut Peer(client), report)
         .await
@@ -716,19 +571,11 @@ async fn admit<P: Placer>(
             anonymous,
             ticketed,
         })),
-        Err(NoHost::Waited(WaitEnd::Limit(reason))) => Err(Outcome::WaitingLimit(reason)),
-        Err(NoHost::Waited(WaitEnd::Timeout)) => Err(Outcome::HostStartTimeout),
-        Err(NoHost::Waited(WaitEnd::ClientLeft)) => Err(Outcome::ClientLeft),
-        Err(NoHost::Refused(crate::PlacerError::Refused {
-            code: api::ErrorCode::InvalidConnectionTicket,
-            ..
-        })) => Err(Outcome::TicketRefused),
-        Err(NoHost::Refused(crate::PlacerError::Refused { code, .. })) => {
-            Err(Outcome::Refused(code))
-        }
-        Err(NoHost::Refused(crate::PlacerError::Unreachable(_))) => Err(Outcome::BrokerUnreachable),
-        Err(NoHost::SourceLimit) => Err(Outcome::SourceLimit),
-        Err(NoHost::Unreachable) => Err(Outcome::HostUnreachable),
+        // The front door counts an unknown pool as any other refusal.
+        Err(no_host) => Err(match no_host.outcome() {
+            Outcome::UnknownPool => Outcome::Refused(api::ErrorCode::HostPoolNotFound),
+            outcome => outcome,
+        }),
     }
 }
 
@@ -888,7 +735,7 @@ async fn redirect<P: Placer>(
             return Err(Outcome::BrokerUnreachable);
         }
     }
-    dial(&address, config.host_connect_timeout)
+    dial(&address, config.bounds.host_connect_timeout)
         .await
         .map_err(|e| {
             report.detail = Some(format!("{address}: {e}"));

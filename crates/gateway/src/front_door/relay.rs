@@ -13,10 +13,8 @@ use placement::SessionState;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::{
-    Config, LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, Outcome, RELAY_BUFFER_BYTES,
-};
-use crate::door::Report;
+use super::{Config, LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES};
+use crate::door::{Outcome, Report};
 use crate::placer::Placer;
 use crate::sources::SourceGuard;
 
@@ -74,7 +72,7 @@ pub(super) async fn relay<P: Placer>(
     // (bounded, released by the hook the moment the host's first byte is
     // read), and it is given up after `host_answer_timeout`.
     let host_answer = async {
-        match tokio::time::timeout(config.host_answer_timeout, answered_rx).await {
+        match tokio::time::timeout(config.bounds.host_answer_timeout, answered_rx).await {
             Ok(Ok(())) => std::future::pending::<io::Result<()>>().await,
             // The host closed without a byte: its pump ends the relay.
             Ok(Err(_)) => std::future::pending::<io::Result<()>>().await,
@@ -82,12 +80,15 @@ pub(super) async fn relay<P: Placer>(
                 io::ErrorKind::TimedOut,
                 format!(
                     "the host did not answer within {:?}",
-                    config.host_answer_timeout
+                    config.bounds.host_answer_timeout
                 ),
             )),
         }
     };
-    let idle = activity.idle(config.relay_idle_timeout, config.idle_timeout_without_logon);
+    let idle = activity.idle(
+        config.bounds.relay_idle_timeout,
+        config.bounds.idle_timeout_without_logon,
+    );
     let copy = async {
         tokio::select! {
             r = pump(&mut from_client, &mut host_write) => r,

@@ -20,7 +20,7 @@
 //! [`GatewayConfig::setup_timeout`], and each step of it (the TLS
 //! handshake, each read of a request head, the WebSocket upgrade, an OUT
 //! channel's wait for its IN channel, each packet) by
-//! [`GatewayConfig::setup_idle_timeout`], so idle connections cannot hold
+//! `bounds.handshake_timeout` ([`SETUP_IDLE_TIMEOUT`]), so idle connections cannot hold
 //! the gateway's slots (T4); the placement is bounded by the hold and the
 //! dials. Every refusal is answered with the protocol's HRESULT in the
 //! packet the client awaits (a tampered, expired or foreign token, and a
@@ -83,9 +83,9 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
-use crate::door::Report;
+use crate::door::{Bounds, Outcome, Report};
 use crate::placer::Placer;
-use crate::sources::{self, Limits, SourceGuard, Sources};
+use crate::sources::{self, SourceGuard, Sources};
 use crate::tsgu::ServerConfig;
 
 use head::read_head;
@@ -126,75 +126,36 @@ pub const GATEWAY_PATH: &str = "/remoteDesktopGateway/";
 /// The gateway's settings; [`GatewayConfig::default`] gives the named defaults.
 #[derive(Clone, Debug)]
 pub struct GatewayConfig {
-    pub max_connections: usize,
+    /// The bounds every door shares, as at the front door, except: at most
+    /// [`MAX_CONNECTIONS`] connections (a legacy tunnel is two), and
+    /// `handshake_timeout` is [`SETUP_IDLE_TIMEOUT`], the bound on each
+    /// step of the setup. The browser's door on this listener works under
+    /// the same bounds.
+    pub bounds: Bounds,
     /// See [`SETUP_TIMEOUT`].
     pub setup_timeout: Duration,
-    /// See [`SETUP_IDLE_TIMEOUT`].
-    pub setup_idle_timeout: Duration,
     /// See [`MAX_WAITING_OUT_CHANNELS`].
     pub max_waiting_out_channels: usize,
     /// See [`MAX_WAITING_OUT_CHANNELS_PER_SOURCE`].
     pub max_waiting_out_channels_per_source: usize,
-    pub host_connect_timeout: Duration,
-    pub max_placement_attempts: usize,
     /// What the protocol tells every client (idle timeout, redirection).
     pub tsgu: ServerConfig,
-    /// Per-source bounds, as at the front door (`sources.rs`): connections
-    /// (a legacy tunnel is two), tunnels not yet open, connections and new
-    /// sessions per minute.
-    pub source_limits: Limits,
-    /// Rule A8's hold, as at the front door: see [`crate::HOST_START_WAIT`].
-    pub host_start_wait: Duration,
-    /// See [`crate::HOST_START_RETRY_INTERVAL`].
-    pub host_start_retry_interval: Duration,
-    /// See [`crate::front_door::MAX_WAITING_CONNECTIONS`].
-    pub max_waiting_connections: usize,
-    /// An open channel carrying no data either way this long is closed,
-    /// as at the front door: [`crate::front_door::RELAY_IDLE_TIMEOUT`].
-    pub relay_idle_timeout: Duration,
-    /// The same until the channel shows evidence of a logon:
-    /// [`crate::front_door::IDLE_TIMEOUT_WITHOUT_LOGON`].
-    pub idle_timeout_without_logon: Duration,
 }
 
 impl Default for GatewayConfig {
     fn default() -> GatewayConfig {
         GatewayConfig {
-            max_connections: MAX_CONNECTIONS,
+            bounds: Bounds {
+                max_connections: MAX_CONNECTIONS,
+                handshake_timeout: SETUP_IDLE_TIMEOUT,
+                ..Bounds::default()
+            },
             setup_timeout: SETUP_TIMEOUT,
-            setup_idle_timeout: SETUP_IDLE_TIMEOUT,
             max_waiting_out_channels: MAX_WAITING_OUT_CHANNELS,
             max_waiting_out_channels_per_source: MAX_WAITING_OUT_CHANNELS_PER_SOURCE,
-            host_connect_timeout: crate::front_door::HOST_CONNECT_TIMEOUT,
-            max_placement_attempts: crate::front_door::MAX_PLACEMENT_ATTEMPTS,
             tsgu: ServerConfig::default(),
-            source_limits: Limits::default(),
-            host_start_wait: crate::front_door::HOST_START_WAIT,
-            host_start_retry_interval: crate::front_door::HOST_START_RETRY_INTERVAL,
-            max_waiting_connections: crate::front_door::MAX_WAITING_CONNECTIONS,
-            relay_idle_timeout: crate::front_door::RELAY_IDLE_TIMEOUT,
-            idle_timeout_without_logon: crate::front_door::IDLE_TIMEOUT_WITHOUT_LOGON,
         }
     }
-}
-
-/// Describes the gateway's metrics to the installed recorder.
-pub fn describe_metrics() {
-    metrics::describe_counter!(
-        "deskbroker_rdg_tunnels_total",
-        "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
-         resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
-         source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left, \
-         web (a browser's /web/rdp connection: see deskbroker_web_connections_total)."
-    );
-    metrics::describe_gauge!(
-        "deskbroker_rdg_waiting_channels",
-        "RD Gateway channel requests held while a session host starts (rule A8)."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdg_bytes_total",
-        "Bytes relayed by the RD Gateway, by direction: client_to_host or host_to_client."
-    );
 }
 
 /// Serves RD Gateway clients on `listener` until `shutdown` resolves,
@@ -207,16 +168,16 @@ pub async fn serve<P: Placer>(
     config: GatewayConfig,
     shutdown: impl Future<Output = ()>,
 ) {
-    describe_metrics();
+    crate::door::describe_metrics();
     // The page's gzipped files are made now, not on the first browser's
     // request.
     drop(tokio::task::spawn_blocking(crate::web::page::prepare));
-    let sources = Sources::new(config.source_limits);
-    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let sources = Sources::new(config.bounds.source_limits);
+    let slots = Arc::new(Semaphore::new(config.bounds.max_connections));
     let shared = Arc::new(Shared {
         https: tls.is_some(),
         placer,
-        waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
+        waiting: Arc::new(Semaphore::new(config.bounds.max_waiting_connections)),
         pairing: Pairing::default(),
         web: crate::web::Web::new(crate::web::WebConfig::of(&config)),
         config,
@@ -251,7 +212,7 @@ pub async fn serve<P: Placer>(
             let stream: Result<BoxIo, Outcome> = match tls {
                 Some(tls) => {
                     let deadline = started + shared.config.setup_timeout;
-                    let idle = shared.config.setup_idle_timeout;
+                    let idle = shared.config.bounds.handshake_timeout;
                     match within(
                         idle,
                         deadline,
@@ -308,77 +269,6 @@ struct Shared<P> {
     web: crate::web::Web,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
-    Relayed,
-    /// A legacy IN channel, handed to its OUT channel (whose connection
-    /// reports the tunnel).
-    Paired,
-    /// Not an RD Gateway request (or TLS failed).
-    BadRequest,
-    /// A packet out of order, or bytes that are no packet.
-    Protocol,
-    TokenRefused,
-    /// The channel asked for another resource than its ticket's pool.
-    ResourceRefused,
-    /// The ticket's pool does not allow the front door (answered as a
-    /// refused ticket).
-    PoolNotAllowed,
-    /// The ticket's pool does not exist (answered as a refused ticket).
-    UnknownPool,
-    /// The broker refused the placement.
-    Refused,
-    HostUnreachable,
-    BrokerUnreachable,
-    Timeout,
-    /// The client left a step before its tunnel was up idle for
-    /// [`GatewayConfig::setup_idle_timeout`].
-    Idle,
-    /// A legacy OUT channel over [`GatewayConfig::max_waiting_out_channels`]
-    /// (or its source's share) waiting for its IN channel: answered 503.
-    OutChannelLimit,
-    /// A per-source bound (new sessions per minute).
-    SourceLimit,
-    /// Rule A8: the host started for the user did not come within the hold.
-    HostStartTimeout,
-    /// Rule A8: too many channels held already (per source or in total).
-    WaitingLimit(&'static str),
-    /// Rule A8: the client left while its channel was held.
-    ClientLeft,
-    /// A browser's connection (`GET /web/rdp`), served by `crate::web`,
-    /// which counts it by its own outcome.
-    Web,
-    /// The browser's page or one of its files, served.
-    WebPage,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Relayed => "relayed",
-            Outcome::Paired => "paired",
-            Outcome::BadRequest => "bad_request",
-            Outcome::Protocol => "protocol",
-            Outcome::TokenRefused => "token_refused",
-            Outcome::ResourceRefused => "resource_refused",
-            Outcome::PoolNotAllowed => "pool_not_allowed",
-            Outcome::UnknownPool => "unknown_pool",
-            Outcome::Refused => "refused",
-            Outcome::HostUnreachable => "host_unreachable",
-            Outcome::BrokerUnreachable => "broker_unreachable",
-            Outcome::Timeout => "timeout",
-            Outcome::Idle => "idle",
-            Outcome::OutChannelLimit => "out_channel_limit",
-            Outcome::SourceLimit => "source_limit",
-            Outcome::HostStartTimeout => "host_start_timeout",
-            Outcome::WaitingLimit(_) => "waiting_limit",
-            Outcome::ClientLeft => "client_left",
-            Outcome::Web => "web",
-            Outcome::WebPage => "web_page",
-        }
-    }
-}
-
 /// One step of a connection before its tunnel is up: `step`'s result,
 /// unless the client leaves it for `idle` ([`Outcome::Idle`]) or the
 /// setup's `deadline` passes first ([`Outcome::Timeout`]).
@@ -429,7 +319,7 @@ async fn connection<P: Placer>(
 ) -> Outcome {
     let pairing = &shared.pairing;
     let mut deadline = started + shared.config.setup_timeout;
-    let idle = shared.config.setup_idle_timeout;
+    let idle = shared.config.bounds.handshake_timeout;
     // The browser's page is served on a kept-alive connection, request
     // after request (each with the bounds of a connection's first), up
     // to a bound; what follows it on the connection is dispatched as

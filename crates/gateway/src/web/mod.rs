@@ -29,7 +29,7 @@
 //! HTTP status, then the socket closed; nothing reaches a host):
 //!
 //! - The request: one binary message within
-//!   [`WebConfig::handshake_timeout`], at most
+//!   the handshake timeout ([`Bounds::handshake_timeout`]), at most
 //!   [`WebConfig::max_request_bytes`] (413 beyond), version 3390,
 //!   an X.224 Connection Request the front door's parser accepts (rule R6)
 //!   that asks for a TLS-based protocol, no preconnection blob (400).
@@ -61,8 +61,8 @@
 //! Disconnected when it closes, or ended when the connection never showed
 //! evidence of a logon; a reconnect to a session live elsewhere is relayed
 //! and its state left alone. The relay is closed after
-//! [`WebConfig::relay_idle_timeout`] without a byte either way
-//! ([`WebConfig::idle_timeout_without_logon`] before that evidence).
+//! [`Bounds::relay_idle_timeout`] without a byte either way
+//! ([`Bounds::idle_timeout_without_logon`] before that evidence).
 //!
 //! The endpoint is served on the RD Gateway's HTTPS listener
 //! (`--gateway-listen`, `deskbroker serve` and `deskbroker gateway`), whose
@@ -88,8 +88,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
-use crate::door::{Client, Door, NoHost, Report, logon_evidence, release};
-use crate::hold::{Hold, WaitEnd};
+use crate::door::{Bounds, Client, Door, Outcome, Report, WEB, logon_evidence, release};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::SourceGuard;
 
@@ -128,21 +127,13 @@ const MAX_WRITE_BUFFER_BYTES: usize = 2 * 64 * 1024;
 /// The endpoint's settings.
 #[derive(Clone, Debug)]
 pub struct WebConfig {
-    /// From the upgrade to the whole request.
-    pub handshake_timeout: Duration,
+    /// The bounds every door shares; `handshake_timeout` bounds the
+    /// upgrade and the whole request.
+    pub bounds: Bounds,
     /// See [`MAX_REQUEST_BYTES`].
     pub max_request_bytes: usize,
     /// See [`MAX_MESSAGE_BYTES`].
     pub max_message_bytes: usize,
-    pub host_connect_timeout: Duration,
-    /// See [`HOST_ANSWER_TIMEOUT`].
-    pub host_answer_timeout: Duration,
-    pub max_placement_attempts: usize,
-    pub host_start_wait: Duration,
-    pub host_start_retry_interval: Duration,
-    pub max_waiting_connections: usize,
-    pub relay_idle_timeout: Duration,
-    pub idle_timeout_without_logon: Duration,
     /// See [`MAX_RELAYS_PER_TICKET`].
     pub max_relays_per_ticket: usize,
     /// The tickets whose connections are counted at once: the listener's
@@ -154,40 +145,13 @@ impl WebConfig {
     /// The endpoint as the RD Gateway `config` serves it: its bounds.
     pub fn of(config: &crate::rd_gateway::GatewayConfig) -> WebConfig {
         WebConfig {
-            handshake_timeout: config.setup_idle_timeout,
+            bounds: config.bounds.clone(),
             max_request_bytes: MAX_REQUEST_BYTES,
             max_message_bytes: MAX_MESSAGE_BYTES,
-            host_connect_timeout: config.host_connect_timeout,
-            host_answer_timeout: HOST_ANSWER_TIMEOUT,
-            max_placement_attempts: config.max_placement_attempts,
-            host_start_wait: config.host_start_wait,
-            host_start_retry_interval: config.host_start_retry_interval,
-            max_waiting_connections: config.max_waiting_connections,
-            relay_idle_timeout: config.relay_idle_timeout,
-            idle_timeout_without_logon: config.idle_timeout_without_logon,
             max_relays_per_ticket: MAX_RELAYS_PER_TICKET,
-            max_tickets: config.max_connections,
+            max_tickets: config.bounds.max_connections,
         }
     }
-}
-
-/// Describes the endpoint's metrics to the installed recorder.
-pub fn describe_metrics() {
-    metrics::describe_counter!(
-        "deskbroker_web_connections_total",
-        "Browser (/web/rdp) connections by outcome: relayed, bad_request, too_large, timeout, \
-         client_left, ticket_refused, ticket_limit, pool_not_allowed, unknown_pool, refused, source_limit, \
-         waiting_limit, host_start_timeout, broker_unreachable, host_unreachable, \
-         negotiation_failed, host_tls_failed."
-    );
-    metrics::describe_counter!(
-        "deskbroker_web_bytes_total",
-        "Plaintext bytes relayed for browsers, by direction: client_to_host or host_to_client."
-    );
-    metrics::describe_gauge!(
-        "deskbroker_web_waiting_connections",
-        "Browser connections held now while a session host starts for them (rule A8)."
-    );
 }
 
 /// What the endpoint keeps across connections: its settings, the host
@@ -200,7 +164,7 @@ pub(crate) struct Web {
 
 impl Web {
     pub(crate) fn new(config: WebConfig) -> Web {
-        describe_metrics();
+        crate::door::describe_metrics();
         Web {
             relays: TicketRelays::new(config.max_relays_per_ticket, config.max_tickets),
             config,
@@ -273,57 +237,6 @@ impl Drop for TicketRelay<'_> {
             if *n == 0 {
                 open.remove(&self.signature);
             }
-        }
-    }
-}
-
-/// How a connection ended, as the `outcome` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Relayed,
-    /// Not a WebSocket, not RDCleanPath, or a request that is refused as it
-    /// stands.
-    BadRequest,
-    TooLarge,
-    /// No whole request within the handshake timeout.
-    Timeout,
-    ClientLeft,
-    TicketRefused,
-    /// The ticket has [`MAX_RELAYS_PER_TICKET`] connections open already
-    /// (or the table of tickets is full).
-    TicketLimit,
-    PoolNotAllowed,
-    UnknownPool,
-    Refused,
-    SourceLimit,
-    WaitingLimit,
-    HostStartTimeout,
-    BrokerUnreachable,
-    HostUnreachable,
-    NegotiationFailed,
-    HostTlsFailed,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Relayed => "relayed",
-            Outcome::BadRequest => "bad_request",
-            Outcome::TooLarge => "too_large",
-            Outcome::Timeout => "timeout",
-            Outcome::ClientLeft => "client_left",
-            Outcome::TicketRefused => "ticket_refused",
-            Outcome::TicketLimit => "ticket_limit",
-            Outcome::PoolNotAllowed => "pool_not_allowed",
-            Outcome::UnknownPool => "unknown_pool",
-            Outcome::Refused => "refused",
-            Outcome::SourceLimit => "source_limit",
-            Outcome::WaitingLimit => "waiting_limit",
-            Outcome::HostStartTimeout => "host_start_timeout",
-            Outcome::BrokerUnreachable => "broker_unreachable",
-            Outcome::HostUnreachable => "host_unreachable",
-            Outcome::NegotiationFailed => "negotiation_failed",
-            Outcome::HostTlsFailed => "host_tls_failed",
         }
     }
 }
@@ -413,7 +326,12 @@ where
     P: Placer,
 {
     let config = &cx.web.config;
-    let asked = request::read(&mut ws, config.handshake_timeout, config.max_request_bytes).await;
+    let asked = request::read(
+        &mut ws,
+        config.bounds.handshake_timeout,
+        config.max_request_bytes,
+    )
+    .await;
     let asked = match asked {
         Ok(a) => a,
         Err(refused) => {
@@ -473,21 +391,14 @@ where
         ticket: Some(asked.raw_ticket.clone()),
         ..ConnectInput::default()
     };
-    let door = Door {
-        placer: cx.placer,
-        pool: &pool,
-        hold: Hold {
-            wait: config.host_start_wait,
-            retry_interval: config.host_start_retry_interval,
-            max_waiting: config.max_waiting_connections,
-            waiting: cx.waiting,
-            gauge: "deskbroker_web_waiting_connections",
-            door: "web rdp",
-        },
-        source: cx.source,
-        attempts: config.max_placement_attempts,
-        dial_timeout: config.host_connect_timeout,
-    };
+    let door = Door::new(
+        &WEB,
+        cx.placer,
+        &pool,
+        &config.bounds,
+        cx.waiting,
+        cx.source,
+    );
     let mut held = Held {
         ws: &mut ws,
         early: false,
@@ -496,19 +407,10 @@ where
     let early = held.early;
     let (host, placed) = match placed {
         Ok(p) => p,
-        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Outcome::ClientLeft,
-        Err(no_host) => {
-            let (status, outcome) = match no_host {
-                // The listener's own bound is full: not this source's doing.
-                NoHost::Waited(WaitEnd::Limit("waiting_full")) => (503, Outcome::WaitingLimit),
-                NoHost::Waited(WaitEnd::Limit(_)) => (429, Outcome::WaitingLimit),
-                NoHost::Waited(_) => (503, Outcome::HostStartTimeout),
-                NoHost::Refused(e) => placer_refusal(&e),
-                NoHost::SourceLimit => (429, Outcome::SourceLimit),
-                NoHost::Unreachable => (502, Outcome::HostUnreachable),
-            };
-            return refuse(ws, status, outcome).await;
-        }
+        Err(no_host) => match no_host.outcome() {
+            Outcome::ClientLeft => return Outcome::ClientLeft,
+            outcome => return refuse(ws, status(outcome), outcome).await,
+        },
     };
     // What follows failed: a new session made for this connection is ended.
     let release_new = async || {
@@ -524,7 +426,7 @@ where
     let upgraded = host::upgrade(
         host,
         &asked.x224,
-        config.host_answer_timeout,
+        config.bounds.host_answer_timeout,
         &cx.web.tls,
         || cx.source.answered(),
     )
@@ -591,7 +493,7 @@ where
                 "web rdp: could not mark the session Active");
         }
     };
-    let idle = (config.relay_idle_timeout, config.idle_timeout_without_logon);
+    let idle = config.bounds.idle();
     let mut carried = Report::default();
     tokio::join!(
         mark_active,
@@ -652,21 +554,24 @@ where
     outcome
 }
 
-/// The HTTP status and outcome of a placer's refusal: the status of the
-/// broker's answer, except that an unknown pool is answered as a refused
-/// ticket (see the module's documentation).
+/// The HTTP status and outcome of a placer's refusal (see [`status`]).
 fn placer_refusal(e: &PlacerError) -> (u16, Outcome) {
-    match e {
-        PlacerError::Refused {
-            code: api::ErrorCode::InvalidConnectionTicket,
-            ..
-        } => (403, Outcome::TicketRefused),
-        PlacerError::Refused {
-            code: api::ErrorCode::HostPoolNotFound,
-            ..
-        } => (403, Outcome::UnknownPool),
-        PlacerError::Refused { code, .. } => (code.status(), Outcome::Refused),
-        PlacerError::Unreachable(_) => (503, Outcome::BrokerUnreachable),
+    let outcome = Outcome::of_refusal(e);
+    (status(outcome), outcome)
+}
+
+/// The HTTP status a connection refused with `outcome` is answered: the
+/// status of the broker's answer, except that an unknown pool is
+/// answered as a refused ticket (see the module's documentation).
+fn status(outcome: Outcome) -> u16 {
+    match outcome {
+        Outcome::TicketRefused | Outcome::UnknownPool | Outcome::PoolNotAllowed => 403,
+        Outcome::Refused(code) => code.status(),
+        // The listener's own bound is full: not this source's doing.
+        Outcome::WaitingLimit("waiting_full") => 503,
+        Outcome::WaitingLimit(_) | Outcome::SourceLimit | Outcome::TicketLimit => 429,
+        Outcome::HostUnreachable => 502,
+        _ => 503,
     }
 }
 

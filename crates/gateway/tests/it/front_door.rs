@@ -264,7 +264,7 @@ pub(crate) async fn door(placer: Arc<Recorder>, config: Config) -> Door {
 
 pub(crate) fn config(default_pool: Option<&str>) -> Config {
     let mut c = Config::new(default_pool.map(String::from));
-    c.host_connect_timeout = Duration::from_secs(1);
+    c.bounds.host_connect_timeout = Duration::from_secs(1);
     c
 }
 
@@ -413,8 +413,8 @@ async fn an_idle_connection_is_closed_after_its_bound() {
     let (h1, _seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut config = config(Some("farm"));
-    config.idle_timeout_without_logon = Duration::from_millis(300);
-    config.relay_idle_timeout = Duration::from_millis(600);
+    config.bounds.idle_timeout_without_logon = Duration::from_millis(300);
+    config.bounds.relay_idle_timeout = Duration::from_millis(600);
     let door = door(placer.clone(), config).await;
 
     // An anonymous client (a routing token only) that says nothing more.
@@ -795,7 +795,7 @@ async fn a_source_gets_its_share_of_new_sessions_per_minute() {
     let (h1, _seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut cfg = config(Some("farm"));
-    cfg.source_limits.new_sessions_per_minute = 2;
+    cfg.bounds.source_limits.new_sessions_per_minute = 2;
     let door = door(placer.clone(), cfg).await;
     for user in ["u1", "u2"] {
         let line = format!("Cookie: mstshash={user}");
@@ -829,7 +829,7 @@ async fn junk_oversized_and_slow_clients_never_reach_a_host_nor_disturb_others()
     let (h1, mut seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut cfg = config(Some("farm"));
-    cfg.handshake_timeout = Duration::from_millis(500);
+    cfg.bounds.handshake_timeout = Duration::from_millis(500);
     let door = door(placer.clone(), cfg).await;
 
     // A slow client holds its connection open, sending half a PDU.
@@ -871,7 +871,7 @@ async fn at_the_connection_limit_new_clients_wait() {
     let (h1, _seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut cfg = config(Some("farm"));
-    cfg.max_connections = 1;
+    cfg.bounds.max_connections = 1;
     let door = door(placer.clone(), cfg).await;
     let first = fixture("xfreerdp-2.11.7-user.bin");
 
