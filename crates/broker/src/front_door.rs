@@ -100,4 +100,9 @@ impl Placer for InProcess {
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {
         self.broker.host_at(pool, address).await.map_err(refused)
     }
+
+    /// The broker's own clock (a test's manual clock governs the doors).
+    fn now_unix_seconds(&self) -> u64 {
+        self.broker.now_ms().max(0) as u64 / 1000
+    }
 }

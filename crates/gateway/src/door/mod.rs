@@ -6,15 +6,20 @@
 //! the RD Gateway differ only in how they read the client before, and how
 //! they answer it after.
 //!
+//! After it, every door leaves the session as rules R4 and S9 say, through
+//! one `Session` and its door's table of live sessions (`session.rs`).
+//!
 //! Shared by every door as well: one set of [`Bounds`], one [`Outcome`]
 //! for how a connection ended, and the doors' metrics, described once
 //! ([`describe_metrics`]).
 
 mod bounds;
 mod outcome;
+mod session;
 
 pub use bounds::Bounds;
 pub use outcome::{Outcome, describe_metrics};
+pub(crate) use session::{Live, Session};
 
 use std::future::Future;
 use std::io;

@@ -88,19 +88,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use placement::SessionState;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use crate::door::{
-    Bounds, Client, Door, Outcome, RDP, Report, describe_metrics, dial, logon_evidence, release,
+    Bounds, Client, Door, Live, Outcome, RDP, Report, Session, describe_metrics, dial,
+    logon_evidence,
 };
 use crate::pdu::{self, Routing};
 use crate::placer::{ConnectInput, Placer};
 use crate::redirect::RedirectKeys;
 use crate::sources::{self, SourceGuard, Sources};
 
-use relay::relay;
+use relay::{forward, relay};
 
 /// Connections open at once (in handshake or relayed). At the limit the
 /// front door stops accepting; the kernel's backlog holds the next ones.
@@ -236,71 +236,10 @@ pub async fn serve<P: Placer>(
 /// What every connection of one front door shares.
 struct Shared {
     sources: Arc<Sources>,
+    /// The sessions its connections own.
     live: Live,
     /// Connections that may still be held while a host starts (A8).
     waiting: Arc<Semaphore>,
-}
-
-/// The sessions this front door owns (see the module's documentation), with
-/// how many of its connections are on each and whether any of them showed
-/// a logon.
-#[derive(Default)]
-struct Live {
-    sessions: std::sync::Mutex<std::collections::HashMap<(String, String), LiveSession>>,
-}
-
-struct LiveSession {
-    connections: usize,
-    /// Made by a connection of this front door (not a reconnect).
-    made_here: bool,
-    logon_seen: bool,
-}
-
-impl Live {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), LiveSession>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Joins the session's connections if this front door owns it, or
-    /// claims it when `claim` (made here, or reconnected while
-    /// Disconnected). False: someone else's live session; hands off.
-    fn join(&self, pool: &str, id: &str, claim: bool, made_here: bool) -> bool {
-        let mut live = self.lock();
-        let key = (pool.to_string(), id.to_string());
-        if let Some(s) = live.get_mut(&key) {
-            s.connections += 1;
-            return true;
-        }
-        if claim {
-            live.insert(
-                key,
-                LiveSession {
-                    connections: 1,
-                    made_here,
-                    logon_seen: false,
-                },
-            );
-        }
-        claim
-    }
-
-    /// Leaves; when this was the session's last connection here, answers
-    /// what to do: `Some(true)` end it (made here, no logon ever seen),
-    /// `Some(false)` mark it Disconnected, `None` nothing (others remain).
-    fn leave(&self, pool: &str, id: &str, logon_seen: bool) -> Option<bool> {
-        let mut live = self.lock();
-        let key = (pool.to_string(), id.to_string());
-        let s = live.get_mut(&key)?;
-        s.logon_seen |= logon_seen;
-        s.connections -= 1;
-        if s.connections > 0 {
-            return None;
-        }
-        let s = live.remove(&key)?;
-        Some(s.made_here && !s.logon_seen)
-    }
 }
 
 impl Outcome {
@@ -413,7 +352,8 @@ async fn handle<P: Placer>(
     report.log("rdp connection", peer, outcome.as_str(), duration);
 }
 
-/// Runs one connection to its end and says how it ended.
+/// Runs one connection to its end and says how it ended: reads its first
+/// PDU, admits it (or answers its refusal), relays it.
 async fn connection<P: Placer>(
     mut client: TcpStream,
     placer: &P,
@@ -422,30 +362,19 @@ async fn connection<P: Placer>(
     source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
-    let (first_pdu, request) =
-        match pdu::read_first_pdu(&mut client, config.bounds.handshake_timeout).await {
-            Ok(r) => r,
-            Err(e) => {
-                metrics::counter!("deskbroker_rdp_handshake_failures_total", "reason" => e.reason())
-                    .increment(1);
-                report.handshake_reason = Some(e.reason());
-                report.detail = Some(e.to_string());
-                return Outcome::HandshakeFailed;
-            }
-        };
+    let (first_pdu, request) = match read_first_pdu(&mut client, config, report).await {
+        Ok(read) => read,
+        Err(outcome) => return outcome,
+    };
     let _ = client.set_nodelay(true);
     match admit(&client, &request, placer, config, shared, source, report).await {
-        Ok(Admitted::Redirect(host)) => {
-            relay(
-                client, host, &first_pdu, None, placer, config, source, report,
-            )
-            .await
-        }
+        Ok(Admitted::Redirect(mut host)) => match forward(&mut host, &first_pdu, report).await {
+            Ok(()) => relay(client, host, config, source, report).await,
+            Err(outcome) => outcome,
+        },
         Ok(Admitted::Placed(placed)) => {
-            serve_placed(
-                client, placed, &first_pdu, placer, config, shared, source, report,
-            )
-            .await
+            let cx = (placer, config, shared, source);
+            serve_placed(client, placed, &first_pdu, cx, report).await
         }
         Err(outcome) => {
             let ticketed = matches!(request.routing, Some(Routing::Ticket { .. }));
@@ -453,6 +382,24 @@ async fn connection<P: Placer>(
             outcome
         }
     }
+}
+
+/// The client's first PDU (R6), or the refusal of a junk, oversized,
+/// truncated or slow one.
+async fn read_first_pdu(
+    client: &mut TcpStream,
+    config: &Config,
+    report: &mut Report,
+) -> Result<(Vec<u8>, pdu::ConnectionRequest), Outcome> {
+    pdu::read_first_pdu(client, config.bounds.handshake_timeout)
+        .await
+        .map_err(|e| {
+            metrics::counter!("deskbroker_rdp_handshake_failures_total", "reason" => e.reason())
+                .increment(1);
+            report.handshake_reason = Some(e.reason());
+            report.detail = Some(e.to_string());
+            Outcome::HandshakeFailed
+        })
 }
 
 /// Where an admitted connection goes.
@@ -484,76 +431,19 @@ async fn admit<P: Placer>(
     source: &SourceGuard,
     report: &mut Report,
 ) -> Result<Admitted, Outcome> {
-    let mut ticket = None;
-    let (pool, user) = match &request.routing {
-        Some(Routing::Pool(pool)) => (Some(pool.clone()), None),
-        Some(Routing::User(user)) => (config.default_pool.clone(), Some(user.clone())),
-        // Rule T3: the ticket names its pool and user; the broker checks
-        // its signature when asked to place.
-        Some(Routing::Ticket { ticket: t, raw }) => {
-            ticket = Some(raw.clone());
-            (Some(t.pool.clone()), Some(t.user.clone()))
+    let (pool, user, ticket) = match named(request, placer, config, report)? {
+        Named::Redirect(addr, pool) => {
+            let host = redirect(addr, &pool, placer, config, report).await?;
+            return Ok(Admitted::Redirect(host));
         }
-        Some(Routing::Redirect(token)) => {
-            // Rule R3: only the broker's own, unexpired tokens.
-            let verified = config.redirect_keys.verify(token, unix_seconds());
-            let addr = match verified {
-                Ok(addr) => addr,
-                Err(refusal) => {
-                    report.detail = Some(format!("{}: {refusal}", token.addr));
-                    return Err(Outcome::RedirectRefused(refusal));
-                }
-            };
-            // A redirection cookie names no pool: it is looked up in the
-            // default pool, the only one such a client can have come from.
-            let Some(pool) = config.default_pool.clone() else {
-                report.detail = Some(format!("redirect to {addr} without a default pool"));
-                return Err(Outcome::NoPool);
-            };
-            report.pool = Some(pool.clone());
-            return redirect(addr, &pool, placer, config, report)
-                .await
-                .map(Admitted::Redirect);
-        }
-        None => (config.default_pool.clone(), None),
+        Named::Pool { pool, user, ticket } => (pool, user, ticket),
     };
-    let Some(pool) = pool else {
-        report.detail = Some("no routing token and no --rdp-default-pool".into());
-        return Err(Outcome::NoPool);
-    };
-    report.pool = Some(pool.clone());
-    report.user = user.clone();
-    // Rules R3 and T3: what the pool lets through a front door.
-    let policy = match placer.front_door_policy(&pool).await {
-        Ok(p) => p,
-        Err(e) => {
-            report.detail = Some(e.to_string());
-            return Err(match e {
-                crate::PlacerError::Refused { code, .. } => Outcome::Refused(code),
-                crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
-            });
-        }
-    };
-    // A routing token or ticket names only pools that allow it; the
-    // operator's own default pool needs no token.
-    if !policy.allowed && config.default_pool.as_deref() != Some(pool.as_str()) {
-        report.detail = Some(format!(
-            "host pool {pool} does not allow the front door (allowFrontDoor: false)"
-        ));
-        return Err(Outcome::PoolNotAllowed);
-    }
-    if policy.require_ticket && ticket.is_none() {
-        report.detail = Some(format!(
-            "host pool {pool} places users only on a connection ticket (requireConnectionTicket)"
-        ));
-        return Err(Outcome::TicketRequired);
-    }
+    allowed(&pool, ticket.is_some(), placer, config, report).await?;
     let anonymous = user.is_none();
     // Only a ticket (T3) says who the client is; a cookie is a claim (R2).
     let ticketed = ticket.is_some();
     let user = user.unwrap_or_else(|| format!("{ANONYMOUS_USER_PREFIX}{}", uuid::Uuid::new_v4()));
     report.user = Some(user.clone());
-
     let request = ConnectInput {
         user,
         ticket,
@@ -579,73 +469,135 @@ async fn admit<P: Placer>(
     }
 }
 
-/// Relays a placed connection, then leaves its session as rule R4 says.
-#[allow(clippy::too_many_arguments)]
+/// What the first PDU's routing names.
+enum Named {
+    /// A verified redirection token (R3): its host's address, looked up
+    /// in the pool.
+    Redirect(std::net::SocketAddrV4, String),
+    /// A pool, the user it names (none: anonymous) and its ticket (T3).
+    Pool {
+        pool: String,
+        user: Option<String>,
+        ticket: Option<String>,
+    },
+}
+
+/// Reads the routing of the first PDU (R1, R3, T3): a pool and maybe a
+/// user and ticket, or a redirection token the broker signed.
+fn named<P: Placer>(
+    request: &pdu::ConnectionRequest,
+    placer: &P,
+    config: &Config,
+    report: &mut Report,
+) -> Result<Named, Outcome> {
+    let mut ticket = None;
+    let (pool, user) = match &request.routing {
+        Some(Routing::Pool(pool)) => (Some(pool.clone()), None),
+        Some(Routing::User(user)) => (config.default_pool.clone(), Some(user.clone())),
+        // Rule T3: the ticket names its pool and user; the broker checks
+        // its signature when asked to place.
+        Some(Routing::Ticket { ticket: t, raw }) => {
+            ticket = Some(raw.clone());
+            (Some(t.pool.clone()), Some(t.user.clone()))
+        }
+        Some(Routing::Redirect(token)) => {
+            // Rule R3: only the broker's own tokens, unexpired by its clock.
+            let addr = config
+                .redirect_keys
+                .verify(token, placer.now_unix_seconds())
+                .map_err(|refusal| {
+                    report.detail = Some(format!("{}: {refusal}", token.addr));
+                    Outcome::RedirectRefused(refusal)
+                })?;
+            // A redirection cookie names no pool: it is looked up in the
+            // default pool, the only one such a client can have come from.
+            let Some(pool) = config.default_pool.clone() else {
+                report.detail = Some(format!("redirect to {addr} without a default pool"));
+                return Err(Outcome::NoPool);
+            };
+            report.pool = Some(pool.clone());
+            return Ok(Named::Redirect(addr, pool));
+        }
+        None => (config.default_pool.clone(), None),
+    };
+    let Some(pool) = pool else {
+        report.detail = Some("no routing token and no --rdp-default-pool".into());
+        return Err(Outcome::NoPool);
+    };
+    report.pool = Some(pool.clone());
+    report.user = user.clone();
+    Ok(Named::Pool { pool, user, ticket })
+}
+
+/// Rules R3 and T3: what the pool lets through a front door. A routing
+/// token or ticket names only pools that allow it (the operator's own
+/// default pool needs no token); a pool that requires a ticket is reached
+/// only with one.
+async fn allowed<P: Placer>(
+    pool: &str,
+    ticketed: bool,
+    placer: &P,
+    config: &Config,
+    report: &mut Report,
+) -> Result<(), Outcome> {
+    let policy = placer.front_door_policy(pool).await.map_err(|e| {
+        report.detail = Some(e.to_string());
+        match e {
+            crate::PlacerError::Refused { code, .. } => Outcome::Refused(code),
+            crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
+        }
+    })?;
+    if !policy.allowed && config.default_pool.as_deref() != Some(pool) {
+        report.detail = Some(format!(
+            "host pool {pool} does not allow the front door (allowFrontDoor: false)"
+        ));
+        return Err(Outcome::PoolNotAllowed);
+    }
+    if policy.require_ticket && !ticketed {
+        report.detail = Some(format!(
+            "host pool {pool} places users only on a connection ticket (requireConnectionTicket)"
+        ));
+        return Err(Outcome::TicketRequired);
+    }
+    Ok(())
+}
+
+/// Relays a placed connection, its session left as rule R4 says (the
+/// door's shared `Session`): the first PDU forwarded, then both ways
+/// while the session is marked Active.
 async fn serve_placed<P: Placer>(
     client: TcpStream,
     placed: Placed,
     first_pdu: &[u8],
-    placer: &P,
-    config: &Config,
-    shared: &Shared,
-    source: &SourceGuard,
+    (placer, config, shared, source): (&P, &Config, &Shared, &SourceGuard),
     report: &mut Report,
 ) -> Outcome {
     let Placed {
-        host,
-        placement: placed,
+        mut host,
+        placement,
         pool,
         anonymous,
         ticketed,
     } = placed;
-    // Ownership (see the module's documentation): a claimed name never
-    // changes an existing session (R4).
-    let owned = (!placed.reconnect || ticketed)
-        && shared.live.join(
-            &pool,
-            &placed.session_id,
-            !placed.reconnect || placed.state == SessionState::Disconnected,
-            !placed.reconnect,
-        );
-    if !owned {
-        report.detail = Some(if ticketed {
-            "reconnect to a session live elsewhere: its state is left alone".into()
-        } else {
-            "reconnect without a ticket: the session's state is left alone".into()
-        });
-    }
-    let outcome = relay(
-        client,
-        host,
-        first_pdu,
-        owned.then_some((pool.as_str(), placed.session_id.as_str())),
+    let session = Session::begin(
+        &RDP,
         placer,
-        config,
-        source,
+        &shared.live,
+        &pool,
+        &placement,
+        ticketed,
+        anonymous,
         report,
-    )
-    .await;
-    if owned {
-        let logon_seen = logon_evidence(report, first_pdu.len());
-        match shared.live.leave(&pool, &placed.session_id, logon_seen) {
-            None => {}
-            Some(end) if end || anonymous => {
-                if end {
-                    metrics::counter!("deskbroker_rdp_sessions_without_logon_total").increment(1);
-                }
-                release(placer, "rdp", &pool, &placed.session_id).await
-            }
-            Some(_) => {
-                if let Err(e) = placer
-                    .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
-                    .await
-                {
-                    tracing::warn!(pool, session = placed.session_id, error = %e,
-                        "rdp: could not mark the session Disconnected");
-                }
-            }
+    );
+    let outcome = match forward(&mut host, first_pdu, report).await {
+        Ok(()) => {
+            session
+                .relay(relay(client, host, config, source, report))
+                .await
         }
-    }
+        Err(outcome) => outcome,
+    };
+    session.end(logon_evidence(report, first_pdu.len())).await;
     outcome
 }
 
@@ -703,14 +655,6 @@ impl Client for Peer<'_> {
 async fn closed(client: &TcpStream) -> bool {
     let mut byte = [0u8; 1];
     !matches!(client.peek(&mut byte).await, Ok(n) if n > 0)
-}
-
-/// Seconds since the Unix epoch (the redirection tokens' clock).
-fn unix_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// Rule R3: straight to the registered host at `addr` (whose token the

@@ -59,9 +59,11 @@
 //! frees its waiting slot (outcome `client_left`); a packet it sends
 //! meanwhile is kept and judged once the channel is answered.
 //!
-//! Not yet:
-//! sharing the front door's table of live sessions (a reconnect to a
-//! session Active elsewhere is relayed, its state left alone, as there).
+//! Sessions are left as at every door (`door/session.rs`, rules R4, S9):
+//! the listener keeps a table of the sessions its connections own (the
+//! browsers' and the RD Gateway's), so a second tunnel of a session joins
+//! it, and a reconnect to a session live elsewhere is relayed, its state
+//! left alone.
 //!
 //! The modules, one job each: `head` (the request head and the legacy
 //! chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
@@ -83,7 +85,7 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
-use crate::door::{Bounds, Outcome, Report};
+use crate::door::{Bounds, Live, Outcome, Report};
 use crate::placer::Placer;
 use crate::sources::{self, SourceGuard, Sources};
 use crate::tsgu::ServerConfig;
@@ -179,6 +181,7 @@ pub async fn serve<P: Placer>(
         placer,
         waiting: Arc::new(Semaphore::new(config.bounds.max_waiting_connections)),
         pairing: Pairing::default(),
+        live: Live::default(),
         web: crate::web::Web::new(crate::web::WebConfig::of(&config)),
         config,
     });
@@ -262,6 +265,9 @@ struct Shared<P> {
     config: GatewayConfig,
     /// Legacy OUT channels waiting for their IN channel.
     pairing: Pairing,
+    /// The sessions the connections of this listener own, the browsers'
+    /// and the RD Gateway's (rule R4).
+    live: Live,
     /// Rule A8: the channels held while a host starts, gateway-wide (the
     /// browsers' connections held count here too).
     waiting: Arc<Semaphore>,
@@ -309,6 +315,9 @@ async fn answer_status(stream: &mut BoxIo, status: &str) {
     let _ = stream.shutdown().await;
 }
 
+/// One connection of the HTTPS listener: its request read (the page's
+/// requests served on the way), then routed: the browser's door, or an RD
+/// Gateway tunnel on its link (a WebSocket, or a legacy pair of channels).
 async fn connection<P: Placer>(
     mut stream: BoxIo,
     peer: std::net::SocketAddr,
@@ -317,149 +326,172 @@ async fn connection<P: Placer>(
     source: SourceGuard,
     report: &mut Report,
 ) -> Outcome {
-    let pairing = &shared.pairing;
-    let mut deadline = started + shared.config.setup_timeout;
     let idle = shared.config.bounds.handshake_timeout;
-    // The browser's page is served on a kept-alive connection, request
-    // after request (each with the bounds of a connection's first), up
-    // to a bound; what follows it on the connection is dispatched as
-    // any first request is.
-    let mut pages = 0;
-    let mut buffered = Vec::new();
-    let (request, rest) = loop {
-        let head = tokio::time::timeout_at(
-            deadline.into(),
-            read_head(&mut stream, std::mem::take(&mut buffered), idle),
-        )
-        .await;
-        let (request, rest) = match head {
-            // A kept-alive connection the browser leaves, or lets idle.
-            Ok(Err(HeadError::Idle(_) | HeadError::Closed)) | Err(_) if pages > 0 => {
-                return Outcome::WebPage;
-            }
-            Ok(Ok(h)) => h,
-            Ok(Err(e @ HeadError::Idle(_))) => {
-                report.detail = Some(e.to_string());
-                return Outcome::Idle;
-            }
-            Ok(Err(e)) => {
-                answer_status(&mut stream, "400 Bad Request").await;
-                report.detail = Some(e.to_string());
-                return Outcome::BadRequest;
-            }
-            Err(_) => return Outcome::Timeout,
-        };
-        let Request::WebPage(page) = request else {
-            break (request, rest);
-        };
-        pages += 1;
-        let keep = page.keep_alive && pages < MAX_PAGE_REQUESTS_PER_CONNECTION;
-        if !crate::web::page::serve(&mut stream, &page, keep, shared.https).await {
-            return Outcome::WebPage;
-        }
-        buffered = rest;
-        deadline = Instant::now() + shared.config.setup_timeout;
+    let (request, rest, deadline) = match read_request(&mut stream, started, shared, report).await {
+        Ok(read) => read,
+        Err(outcome) => return outcome,
     };
     let link = match request {
-        // Served above.
+        // Served while reading.
         Request::WebPage(_) => return Outcome::WebPage,
         Request::WebRdp { key } => {
             let cx = crate::web::Context {
                 web: &shared.web,
                 placer: shared.placer.as_ref(),
                 waiting: &shared.waiting,
+                live: &shared.live,
                 source: &source,
             };
             crate::web::serve_upgrade(stream, rest, &key, idle, peer, cx).await;
             return Outcome::Web;
         }
         Request::WebSocket { key } => {
-            let accept =
-                tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-            let response = format!(
-                "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-                 Sec-WebSocket-Accept: {accept}\r\n\r\n"
-            );
-            let upgrade = within(
-                idle,
-                deadline,
-                "the WebSocket upgrade",
-                report,
-                stream.write_all(response.as_bytes()),
-            );
-            match upgrade.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    report.detail = Some(e.to_string());
-                    return Outcome::BadRequest;
-                }
+            match websocket(stream, rest, &key, (deadline, idle), report).await {
+                Ok(link) => link,
                 Err(outcome) => return outcome,
             }
-            Link::Ws(Box::new(
-                WebSocketStream::from_partially_read(
-                    stream,
-                    rest,
-                    Role::Server,
-                    Some(websocket_config()),
-                )
-                .await,
-            ))
         }
         Request::In {
             connection_id,
             body,
         } => {
-            return in_channel(
-                stream,
-                rest,
-                connection_id,
-                body,
-                (deadline, idle),
-                pairing,
-                source,
-                report,
-            )
-            .await;
+            let pairing = &shared.pairing;
+            let (limits, id) = ((deadline, idle), connection_id);
+            return in_channel(stream, rest, id, body, limits, pairing, source, report).await;
         }
         Request::Out { connection_id } => {
-            let (tx, rx) = oneshot::channel();
-            let number = match pairing.register(&connection_id, source.key(), tx, &shared.config) {
-                Ok(number) => number,
-                Err(why) => {
-                    answer_status(&mut stream, "503 Service Unavailable").await;
-                    report.detail = Some(why.into());
-                    return Outcome::OutChannelLimit;
-                }
-            };
-            // 200 and a seed of 10 random bytes, no length (MS-TSGU
-            // 3.3.5.1; what FreeRDP 2 reads), then packets unframed.
-            let seed = uuid::Uuid::new_v4();
-            let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
-            answer.extend_from_slice(&seed.as_bytes()[..10]);
-            let paired = async {
-                stream.write_all(&answer).await.map_err(|e| e.to_string())?;
-                rx.await
-                    .map_err(|_| "the IN channel never came".to_string())
-            };
-            let step = "waiting for the RDG_IN_DATA of this RDG_OUT_DATA";
-            let paired = within(idle, deadline, step, report, paired).await;
-            pairing.cancel(&connection_id, number);
-            let half = match paired {
-                Ok(Ok(half)) => half,
-                Ok(Err(e)) => {
-                    report.detail = Some(e);
-                    return Outcome::BadRequest;
-                }
+            match out_channel(stream, &connection_id, deadline, shared, &source, report).await {
+                Ok(link) => link,
                 Err(outcome) => return outcome,
-            };
-            Link::Legacy {
-                out: stream,
-                input: half.stream,
-                body: BodyReader::new(half.body),
-                buf: half.rest,
-                _in_source: half.source,
             }
         }
     };
     tunnel(link, deadline, shared, &source, report).await
+}
+
+/// Reads the connection's request head. The browser's page is served on a
+/// kept-alive connection, request after request (each with the bounds of
+/// a connection's first), up to a bound; the first other request is
+/// returned with the bytes after its head and its setup deadline.
+async fn read_request<P>(
+    stream: &mut BoxIo,
+    started: Instant,
+    shared: &Shared<P>,
+    report: &mut Report,
+) -> Result<(Request, Vec<u8>, Instant), Outcome> {
+    let idle = shared.config.bounds.handshake_timeout;
+    let mut deadline = started + shared.config.setup_timeout;
+    let mut pages = 0;
+    let mut buffered = Vec::new();
+    loop {
+        let read = read_head(stream, std::mem::take(&mut buffered), idle);
+        let head = tokio::time::timeout_at(deadline.into(), read).await;
+        let (request, rest) = match head {
+            // A kept-alive connection the browser leaves, or lets idle.
+            Ok(Err(HeadError::Idle(_) | HeadError::Closed)) | Err(_) if pages > 0 => {
+                return Err(Outcome::WebPage);
+            }
+            Ok(Ok(h)) => h,
+            Ok(Err(e @ HeadError::Idle(_))) => {
+                report.detail = Some(e.to_string());
+                return Err(Outcome::Idle);
+            }
+            Ok(Err(e)) => {
+                answer_status(stream, "400 Bad Request").await;
+                report.detail = Some(e.to_string());
+                return Err(Outcome::BadRequest);
+            }
+            Err(_) => return Err(Outcome::Timeout),
+        };
+        let Request::WebPage(page) = request else {
+            return Ok((request, rest, deadline));
+        };
+        pages += 1;
+        let keep = page.keep_alive && pages < MAX_PAGE_REQUESTS_PER_CONNECTION;
+        if !crate::web::page::serve(stream, &page, keep, shared.https).await {
+            return Err(Outcome::WebPage);
+        }
+        buffered = rest;
+        deadline = Instant::now() + shared.config.setup_timeout;
+    }
+}
+
+/// `RDG_OUT_DATA` with `Upgrade: websocket`: answers the upgrade, and the
+/// tunnel's packets travel in its frames.
+async fn websocket(
+    mut stream: BoxIo,
+    rest: Vec<u8>,
+    key: &str,
+    (deadline, idle): (Instant, Duration),
+    report: &mut Report,
+) -> Result<Link, Outcome> {
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let response = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Accept: {accept}\r\n\r\n"
+    );
+    let step = "the WebSocket upgrade";
+    let upgrade = within(
+        idle,
+        deadline,
+        step,
+        report,
+        stream.write_all(response.as_bytes()),
+    );
+    if let Err(e) = upgrade.await? {
+        report.detail = Some(e.to_string());
+        return Err(Outcome::BadRequest);
+    }
+    let config = Some(websocket_config());
+    let ws = WebSocketStream::from_partially_read(stream, rest, Role::Server, config).await;
+    Ok(Link::Ws(Box::new(ws)))
+}
+
+/// Legacy `RDG_OUT_DATA`: waits (bounded) for its `RDG_IN_DATA`, and the
+/// pair is the tunnel's link.
+async fn out_channel<P>(
+    mut stream: BoxIo,
+    connection_id: &str,
+    deadline: Instant,
+    shared: &Shared<P>,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Result<Link, Outcome> {
+    let (pairing, idle) = (&shared.pairing, shared.config.bounds.handshake_timeout);
+    let (tx, rx) = oneshot::channel();
+    let number = match pairing.register(connection_id, source.key(), tx, &shared.config) {
+        Ok(number) => number,
+        Err(why) => {
+            answer_status(&mut stream, "503 Service Unavailable").await;
+            report.detail = Some(why.into());
+            return Err(Outcome::OutChannelLimit);
+        }
+    };
+    // 200 and a seed of 10 random bytes, no length (MS-TSGU 3.3.5.1; what
+    // FreeRDP 2 reads), then packets unframed.
+    let seed = uuid::Uuid::new_v4();
+    let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+    answer.extend_from_slice(&seed.as_bytes()[..10]);
+    let paired = async {
+        stream.write_all(&answer).await.map_err(|e| e.to_string())?;
+        rx.await
+            .map_err(|_| "the IN channel never came".to_string())
+    };
+    let step = "waiting for the RDG_IN_DATA of this RDG_OUT_DATA";
+    let paired = within(idle, deadline, step, report, paired).await;
+    pairing.cancel(connection_id, number);
+    let half = match paired? {
+        Ok(half) => half,
+        Err(e) => {
+            report.detail = Some(e);
+            return Err(Outcome::BadRequest);
+        }
+    };
+    Ok(Link::Legacy {
+        out: stream,
+        input: half.stream,
+        body: BodyReader::new(half.body),
+        buf: half.rest,
+        _in_source: half.source,
+    })
 }

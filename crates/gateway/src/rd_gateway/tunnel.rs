@@ -5,13 +5,12 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use placement::SessionState;
 use tokio::net::TcpStream;
 
 use super::Shared;
 use super::link::Link;
 use super::relay::relay;
-use crate::door::{Client, Door, Outcome, RD_GATEWAY, Report, logon_evidence, release};
+use crate::door::{Client, Door, Outcome, RD_GATEWAY, Report, Session, logon_evidence, release};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::SourceGuard;
 use crate::tsgu::hresult::{
@@ -57,33 +56,22 @@ pub(super) async fn tunnel<P: Placer>(
     };
     // The channel is open: no longer a handshake of its source's.
     source.answered();
-    // Rule R4, as at the front door: Active while relayed, then
-    // Disconnected, or ended when no logon can have begun (S9).
-    let owned = !placed.reconnect || placed.state == SessionState::Disconnected;
-    if owned
-        && let Err(e) = placer
-            .set_session_state(&pool, &placed.session_id, SessionState::Active)
-            .await
-    {
-        tracing::warn!(pool, session = placed.session_id, error = %e,
-            "rd gateway: could not mark the session Active");
-    }
+    // Rules R4 and S9, as at every door.
+    let session = Session::begin(
+        &RD_GATEWAY,
+        placer,
+        &shared.live,
+        &pool,
+        &placed,
+        true,
+        false,
+        report,
+    );
     let idle = shared.config.bounds.idle();
-    let outcome = relay(link, host, &mut tunnel, idle, report).await;
-    if owned {
-        let logon_seen = logon_evidence(report, 0);
-        let ended = if !placed.reconnect && !logon_seen {
-            placer.logoff(&pool, &placed.session_id).await
-        } else {
-            placer
-                .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
-                .await
-        };
-        if let Err(e) = ended {
-            tracing::warn!(pool, session = placed.session_id, error = %e,
-                "rd gateway: could not record the end of the session");
-        }
-    }
+    let outcome = session
+        .relay(relay(link, host, &mut tunnel, idle, report))
+        .await;
+    session.end(logon_evidence(report, 0)).await;
     outcome
 }
 
