@@ -213,3 +213,30 @@ impl<'a, P: Placer> Session<'a, P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_table_leaves_a_session_to_its_last_connection_and_hands_off_others() {
+        let live = Live::default();
+        // Made here: owned; a second connection joins it.
+        assert!(live.join("p", "s1", true, true));
+        assert!(live.join("p", "s1", false, false));
+        assert_eq!(live.leave("p", "s1", true), Some(Left::Others));
+        // A logon seen on any of its connections keeps it.
+        assert_eq!(live.leave("p", "s1", false), Some(Left::Disconnected));
+        assert_eq!(live.len(), 0);
+        // Made here, never a logon: it ends.
+        assert!(live.join("p", "s2", true, true));
+        assert_eq!(live.leave("p", "s2", false), Some(Left::NoLogon));
+        // Someone else's live session: not joined, nothing to leave.
+        assert!(!live.join("p", "s3", false, false));
+        assert_eq!(live.leave("p", "s3", true), None);
+        // A reconnect to a Disconnected session is claimed, not made here.
+        assert!(live.join("p", "s4", true, false));
+        assert_eq!(live.leave("p", "s4", false), Some(Left::Disconnected));
+        assert_eq!(live.len(), 0);
+    }
+}
