@@ -107,4 +107,9 @@ impl Placer for InProcess {
             .await
             .map_err(refused)
     }
+
+    /// The broker's own clock (a test's manual clock governs the doors).
+    fn now_unix_seconds(&self) -> u64 {
+        self.broker.now_ms().max(0) as u64 / 1000
+    }
 }

@@ -162,6 +162,24 @@ pub struct FrontDoorFlags {
 }
 
 impl FrontDoorFlags {
+    /// `defaults` with these flags' bounds.
+    pub fn bounds(&self, defaults: gateway::door::Bounds) -> gateway::door::Bounds {
+        let secs = std::time::Duration::from_secs;
+        gateway::door::Bounds {
+            source_limits: gateway::sources::Limits {
+                max_connections: self.rdp_max_connections_per_source as usize,
+                max_handshakes: self.rdp_max_handshakes_per_source as usize,
+                handshakes_per_minute: self.rdp_handshakes_per_source_per_minute,
+                new_sessions_per_minute: self.rdp_new_sessions_per_source_per_minute,
+                ..gateway::sources::Limits::default()
+            },
+            host_start_wait: secs(self.rdp_host_start_wait_seconds),
+            relay_idle_timeout: secs(self.rdp_relay_idle_timeout_seconds),
+            idle_timeout_without_logon: secs(self.rdp_idle_timeout_without_logon_seconds),
+            ..defaults
+        }
+    }
+
     /// The front door's settings: these bounds, the default pool, and the
     /// keys of redirection tokens it honours.
     pub fn config(
@@ -169,33 +187,21 @@ impl FrontDoorFlags {
         default_pool: Option<String>,
         redirect_keys: gateway::redirect::RedirectKeys,
     ) -> gateway::Config {
-        let mut config = gateway::Config::new(default_pool);
-        config.source_limits = gateway::sources::Limits {
-            max_connections: self.rdp_max_connections_per_source as usize,
-            max_handshakes: self.rdp_max_handshakes_per_source as usize,
-            handshakes_per_minute: self.rdp_handshakes_per_source_per_minute,
-            new_sessions_per_minute: self.rdp_new_sessions_per_source_per_minute,
-            ..gateway::sources::Limits::default()
-        };
-        config.host_start_wait = std::time::Duration::from_secs(self.rdp_host_start_wait_seconds);
-        config.relay_idle_timeout =
-            std::time::Duration::from_secs(self.rdp_relay_idle_timeout_seconds);
-        config.idle_timeout_without_logon =
-            std::time::Duration::from_secs(self.rdp_idle_timeout_without_logon_seconds);
-        config.redirect_keys = redirect_keys;
-        config
+        let config = gateway::Config::new(default_pool);
+        gateway::Config {
+            bounds: self.bounds(config.bounds),
+            redirect_keys,
+            ..config
+        }
     }
 
     /// The RD Gateway's settings: the same per-source bounds, and the same
     /// hold while a host starts (A8).
     pub fn rd_gateway_config(&self) -> gateway::rd_gateway::GatewayConfig {
-        let front_door = self.config(None, Default::default());
+        let config = gateway::rd_gateway::GatewayConfig::default();
         gateway::rd_gateway::GatewayConfig {
-            source_limits: front_door.source_limits,
-            host_start_wait: front_door.host_start_wait,
-            relay_idle_timeout: front_door.relay_idle_timeout,
-            idle_timeout_without_logon: front_door.idle_timeout_without_logon,
-            ..gateway::rd_gateway::GatewayConfig::default()
+            bounds: self.bounds(config.bounds),
+            ..config
         }
     }
 }

@@ -175,9 +175,10 @@ async fn setup() -> Setup {
         listener,
         None,
         placer.clone(),
-        GatewayConfig {
-            source_limits: unbounded_sources(),
-            ..GatewayConfig::default()
+        {
+            let mut config = GatewayConfig::default();
+            config.bounds.source_limits = unbounded_sources();
+            config
         },
         std::future::pending::<()>(),
     ));
@@ -186,9 +187,10 @@ async fn setup() -> Setup {
     tokio::spawn(gateway::serve(
         listener,
         placer,
-        gateway::Config {
-            source_limits: unbounded_sources(),
-            ..gateway::Config::new(Some("p".into()))
+        {
+            let mut config = gateway::Config::new(Some("p".into()));
+            config.bounds.source_limits = unbounded_sources();
+            config
         },
         std::future::pending::<()>(),
     ));

@@ -8,6 +8,9 @@
 //! - [`placer`]: the broker seen from the front door: a [`Placer`], over
 //!   HTTP ([`Http`]) or, in `deskbroker serve`, the broker's own
 //!   `broker::front_door::InProcess`.
+//! - [`door`]: what every door shares: one set of [`door::Bounds`], the
+//!   placement and dial, the session's lifecycle with the door's table of
+//!   live sessions (R4, S9), one [`door::Outcome`] and the doors' metrics.
 //! - [`front_door`]: the listener and the relay.
 //! - [`redirect`]: the signed msts redirection tokens the front door honours (R3).
 //! - [`sources`]: per-source bounds on handshakes and new sessions.
@@ -26,7 +29,7 @@
 //! session state goes through a [`Placer`], so it follows the same rules
 //! as the HTTP API's `connect`.
 
-mod door;
+pub mod door;
 pub mod front_door;
 mod hold;
 pub mod pdu;

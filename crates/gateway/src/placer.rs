@@ -112,6 +112,20 @@ pub trait Placer: Send + Sync + 'static {
         pool: &str,
         address: &str,
     ) -> impl Future<Output = Result<Option<String>, PlacerError>> + Send;
+
+    /// Now, in whole seconds since the Unix epoch, by the broker's clock:
+    /// what the doors check the lifetimes of redirection tokens against
+    /// (R3), so that the clock that governs the broker governs them too.
+    fn now_unix_seconds(&self) -> u64;
+}
+
+/// The system's time of day in seconds since the Unix epoch (0 if it
+/// reads before it).
+pub fn system_unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// A broker reached over its HTTP API with a bearer token (the admin
@@ -178,6 +192,12 @@ impl Placer for Http {
         let out: api::types::HostPoolOutput = serde_json::from_str(&text)
             .map_err(|e| PlacerError::Unreachable(format!("host pool {pool}: {e}")))?;
         Ok(FrontDoorPolicy::of(&out.config))
+    }
+
+    /// A broker reached over HTTP keeps the time of day of its machine;
+    /// this one's is the system's.
+    fn now_unix_seconds(&self) -> u64 {
+        system_unix_seconds()
     }
 
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {

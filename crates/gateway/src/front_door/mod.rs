@@ -88,18 +88,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use placement::SessionState;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::door::{Client, Door, NoHost, Report, dial, logon_evidence, release};
-use crate::hold::{Hold, WaitEnd};
-use crate::pdu::{self, HANDSHAKE_TIMEOUT, Routing};
+use crate::door::{
+    Bounds, Client, Door, Live, Outcome, RDP, Report, Session, describe_metrics, dial,
+    logon_evidence,
+};
+use crate::pdu::{self, Routing};
 use crate::placer::{ConnectInput, Placer};
-use crate::redirect::{RedirectKeys, RedirectRefusal};
-use crate::sources::{self, Limits, SourceGuard, Sources};
+use crate::redirect::RedirectKeys;
+use crate::sources::{self, SourceGuard, Sources};
 
-use relay::relay;
+use relay::{forward, relay};
 
 /// Connections open at once (in handshake or relayed). At the limit the
 /// front door stops accepting; the kernel's backlog holds the next ones.
@@ -169,91 +170,22 @@ pub struct Config {
     /// The pool of connections without a pool routing token (R1); none
     /// means such connections are refused.
     pub default_pool: Option<String>,
-    pub max_connections: usize,
-    pub handshake_timeout: Duration,
-    pub host_connect_timeout: Duration,
-    pub max_placement_attempts: usize,
-    /// See [`HOST_ANSWER_TIMEOUT`].
-    pub host_answer_timeout: Duration,
-    /// Per-source bounds (`sources.rs`).
-    pub source_limits: Limits,
+    /// The bounds every door shares (`handshake_timeout` bounds the first
+    /// PDU).
+    pub bounds: Bounds,
     /// The keys of the broker's redirection tokens (R3); none: every msts
     /// token is refused.
     pub redirect_keys: RedirectKeys,
-    /// See [`HOST_START_WAIT`].
-    pub host_start_wait: Duration,
-    /// See [`HOST_START_RETRY_INTERVAL`].
-    pub host_start_retry_interval: Duration,
-    /// See [`MAX_WAITING_CONNECTIONS`].
-    pub max_waiting_connections: usize,
-    /// See [`RELAY_IDLE_TIMEOUT`].
-    pub relay_idle_timeout: Duration,
-    /// See [`IDLE_TIMEOUT_WITHOUT_LOGON`].
-    pub idle_timeout_without_logon: Duration,
 }
 
 impl Config {
     pub fn new(default_pool: Option<String>) -> Config {
         Config {
             default_pool,
-            max_connections: MAX_CONNECTIONS,
-            handshake_timeout: HANDSHAKE_TIMEOUT,
-            host_connect_timeout: HOST_CONNECT_TIMEOUT,
-            max_placement_attempts: MAX_PLACEMENT_ATTEMPTS,
-            host_answer_timeout: HOST_ANSWER_TIMEOUT,
-            source_limits: Limits::default(),
+            bounds: Bounds::default(),
             redirect_keys: RedirectKeys::default(),
-            host_start_wait: HOST_START_WAIT,
-            host_start_retry_interval: HOST_START_RETRY_INTERVAL,
-            max_waiting_connections: MAX_WAITING_CONNECTIONS,
-            relay_idle_timeout: RELAY_IDLE_TIMEOUT,
-            idle_timeout_without_logon: IDLE_TIMEOUT_WITHOUT_LOGON,
         }
     }
-}
-
-/// Describes the front door's metrics to the installed recorder.
-pub fn describe_metrics() {
-    metrics::describe_counter!(
-        "deskbroker_rdp_connections_total",
-        "RDP front door connections by outcome: relayed, handshake_failed, no_pool, refused, \
-         pool_not_allowed, redirect_refused, host_unreachable, unknown_redirect, \
-         broker_unreachable, ticket_required, ticket_refused, host_start_timeout, \
-         client_left, waiting_limit."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdp_refusals_total",
-        "RDP connections refused, by reason: per-source bounds (source_connections, \
-         source_handshakes, source_handshake_rate, source_session_rate, source_table_full), \
-         unsigned_redirect, forged_redirect, expired_redirect, redirect_not_enabled, \
-         pool_not_allowed, handshake_failed, no_pool, refused, unknown_redirect, \
-         ticket_required, ticket_refused, source_waiting, waiting_full."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdp_sessions_without_logon_total",
-        "Sessions the front door ended when their connection closed without evidence \
-         of a logon (rule S9)."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdp_handshake_failures_total",
-        "First PDUs refused, by reason (truncated, oversized, timeout, unknown_token, …)."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdp_bytes_total",
-        "Bytes relayed, by direction: client_to_host or host_to_client."
-    );
-    metrics::describe_gauge!(
-        "deskbroker_rdp_waiting_connections",
-        "RDP front door connections held now while a session host starts for them (rule A8)."
-    );
-    metrics::describe_gauge!(
-        "deskbroker_rdp_open_connections",
-        "RDP front door connections open now (in handshake or relayed)."
-    );
-    metrics::describe_histogram!(
-        "deskbroker_rdp_connection_seconds",
-        "How long RDP front door connections lasted, from accept to close."
-    );
 }
 
 /// Accepts RDP clients on `listener` until `shutdown` resolves. Then it
@@ -266,12 +198,12 @@ pub async fn serve<P: Placer>(
 ) {
     describe_metrics();
     let shared = Arc::new(Shared {
-        sources: Sources::new(config.source_limits),
+        sources: Sources::new(config.bounds.source_limits),
         live: Live::default(),
-        waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
+        waiting: Arc::new(Semaphore::new(config.bounds.max_waiting_connections)),
     });
     let config = Arc::new(config);
-    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let slots = Arc::new(Semaphore::new(config.bounds.max_connections));
     tokio::pin!(shutdown);
     // A connection over its source's bounds is closed at once, before any
     // byte is read: no task, no host.
@@ -304,132 +236,13 @@ pub async fn serve<P: Placer>(
 /// What every connection of one front door shares.
 struct Shared {
     sources: Arc<Sources>,
+    /// The sessions its connections own.
     live: Live,
     /// Connections that may still be held while a host starts (A8).
     waiting: Arc<Semaphore>,
 }
 
-/// The sessions this front door owns (see the module's documentation), with
-/// how many of its connections are on each and whether any of them showed
-/// a logon.
-#[derive(Default)]
-struct Live {
-    sessions: std::sync::Mutex<std::collections::HashMap<(String, String), LiveSession>>,
-}
-
-struct LiveSession {
-    connections: usize,
-    /// Made by a connection of this front door (not a reconnect).
-    made_here: bool,
-    logon_seen: bool,
-}
-
-impl Live {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), LiveSession>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Joins the session's connections if this front door owns it, or
-    /// claims it when `claim` (made here, or reconnected while
-    /// Disconnected). False: someone else's live session; hands off.
-    fn join(&self, pool: &str, id: &str, claim: bool, made_here: bool) -> bool {
-        let mut live = self.lock();
-        let key = (pool.to_string(), id.to_string());
-        if let Some(s) = live.get_mut(&key) {
-            s.connections += 1;
-            return true;
-        }
-        if claim {
-            live.insert(
-                key,
-                LiveSession {
-                    connections: 1,
-                    made_here,
-                    logon_seen: false,
-                },
-            );
-        }
-        claim
-    }
-
-    /// Leaves; when this was the session's last connection here, answers
-    /// what to do: `Some(true)` end it (made here, no logon ever seen),
-    /// `Some(false)` mark it Disconnected, `None` nothing (others remain).
-    fn leave(&self, pool: &str, id: &str, logon_seen: bool) -> Option<bool> {
-        let mut live = self.lock();
-        let key = (pool.to_string(), id.to_string());
-        let s = live.get_mut(&key)?;
-        s.logon_seen |= logon_seen;
-        s.connections -= 1;
-        if s.connections > 0 {
-            return None;
-        }
-        let s = live.remove(&key)?;
-        Some(s.made_here && !s.logon_seen)
-    }
-}
-
-/// How a connection ended, as the `outcome` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
-    /// Relayed to a host until one side closed.
-    Relayed,
-    /// The first PDU was junk, oversized, truncated or slow (R6).
-    HandshakeFailed,
-    /// No routing token and no default pool (R1).
-    NoPool,
-    /// The broker refused the placement (no capacity, unknown pool, …),
-    /// with the contract's code.
-    Refused(api::ErrorCode),
-    /// The host (or every host tried) could not be reached (R5).
-    HostUnreachable,
-    /// An msts cookie named no registered host (R3).
-    UnknownRedirect,
-    /// The broker did not answer.
-    BrokerUnreachable,
-    /// A `tsv://` token named a pool that does not allow the front door (R3).
-    PoolNotAllowed,
-    /// An msts token the broker did not issue, or expired (R3).
-    RedirectRefused(RedirectRefusal),
-    /// A per-source bound (new sessions per minute).
-    SourceLimit,
-    /// A pool with `requireConnectionTicket` reached without a ticket (T3).
-    TicketRequired,
-    /// The broker refused the ticket: forged, changed, expired, foreign (T3).
-    TicketRefused,
-    /// A host was starting for the user (A8) and did not become available
-    /// within the wait.
-    HostStartTimeout,
-    /// The client closed while a host was starting for it.
-    ClientLeft,
-    /// A host was starting, but no more connections may wait (per source
-    /// or in total).
-    WaitingLimit(&'static str),
-}
-
 impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Relayed => "relayed",
-            Outcome::HandshakeFailed => "handshake_failed",
-            Outcome::NoPool => "no_pool",
-            Outcome::Refused(_) => "refused",
-            Outcome::HostUnreachable => "host_unreachable",
-            Outcome::UnknownRedirect => "unknown_redirect",
-            Outcome::BrokerUnreachable => "broker_unreachable",
-            Outcome::PoolNotAllowed => "pool_not_allowed",
-            Outcome::RedirectRefused(_) => "redirect_refused",
-            Outcome::SourceLimit => "source_limit",
-            Outcome::TicketRequired => "ticket_required",
-            Outcome::TicketRefused => "ticket_refused",
-            Outcome::HostStartTimeout => "host_start_timeout",
-            Outcome::ClientLeft => "client_left",
-            Outcome::WaitingLimit(_) => "waiting_limit",
-        }
-    }
-
     /// The refusal's reason label, or none for a connection that was served
     /// (or failed for reasons that are not the client's).
     fn refusal(self, handshake: Option<&'static str>) -> Option<&'static str> {
@@ -444,16 +257,10 @@ impl Outcome {
             Outcome::TicketRequired => Some("ticket_required"),
             Outcome::TicketRefused => Some("ticket_refused"),
             Outcome::WaitingLimit(reason) => Some(reason),
-            Outcome::Relayed
-            | Outcome::HostUnreachable
-            | Outcome::BrokerUnreachable
-            | Outcome::HostStartTimeout
-            | Outcome::ClientLeft => None,
+            _ => None,
         }
     }
-}
 
-impl Outcome {
     /// The RDP_NEG_FAILURE code a refused client is told ([`pdu::failure`]),
     /// or none for a connection that was served or whose client left.
     ///
@@ -470,7 +277,12 @@ impl Outcome {
             ACCESS_REFUSED
         };
         Some(match self {
-            Outcome::Relayed | Outcome::ClientLeft | Outcome::HandshakeFailed => return None,
+            Outcome::Relayed
+            | Outcome::ClientLeft
+            | Outcome::HandshakeFailed
+            | Outcome::Paired
+            | Outcome::Web
+            | Outcome::WebPage => return None,
             Outcome::TicketRefused => TICKET_REFUSED,
             Outcome::PoolNotAllowed => refused_access,
             Outcome::NoPool
@@ -494,11 +306,7 @@ impl Outcome {
                 | E::Forbidden => UNAVAILABLE,
                 _ => ACCESS_REFUSED,
             },
-            Outcome::HostUnreachable
-            | Outcome::BrokerUnreachable
-            | Outcome::SourceLimit
-            | Outcome::HostStartTimeout
-            | Outcome::WaitingLimit(_) => UNAVAILABLE,
+            _ => UNAVAILABLE,
         })
     }
 }
@@ -544,7 +352,8 @@ async fn handle<P: Placer>(
     report.log("rdp connection", peer, outcome.as_str(), duration);
 }
 
-/// Runs one connection to its end and says how it ended.
+/// Runs one connection to its end and says how it ended: reads its first
+/// PDU, admits it (or answers its refusal), relays it.
 async fn connection<P: Placer>(
     mut client: TcpStream,
     placer: &P,
@@ -553,30 +362,19 @@ async fn connection<P: Placer>(
     source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
-    let (first_pdu, request) =
-        match pdu::read_first_pdu(&mut client, config.handshake_timeout).await {
-            Ok(r) => r,
-            Err(e) => {
-                metrics::counter!("deskbroker_rdp_handshake_failures_total", "reason" => e.reason())
-                    .increment(1);
-                report.handshake_reason = Some(e.reason());
-                report.detail = Some(e.to_string());
-                return Outcome::HandshakeFailed;
-            }
-        };
+    let (first_pdu, request) = match read_first_pdu(&mut client, config, report).await {
+        Ok(read) => read,
+        Err(outcome) => return outcome,
+    };
     let _ = client.set_nodelay(true);
     match admit(&client, &request, placer, config, shared, source, report).await {
-        Ok(Admitted::Redirect(host)) => {
-            relay(
-                client, host, &first_pdu, None, placer, config, source, report,
-            )
-            .await
-        }
+        Ok(Admitted::Redirect(mut host)) => match forward(&mut host, &first_pdu, report).await {
+            Ok(()) => relay(client, host, config, source, report).await,
+            Err(outcome) => outcome,
+        },
         Ok(Admitted::Placed(placed)) => {
-            serve_placed(
-                client, placed, &first_pdu, placer, config, shared, source, report,
-            )
-            .await
+            let cx = (placer, config, shared, source);
+            serve_placed(client, placed, &first_pdu, cx, report).await
         }
         Err(outcome) => {
             let ticketed = matches!(request.routing, Some(Routing::Ticket { .. }));
@@ -584,6 +382,24 @@ async fn connection<P: Placer>(
             outcome
         }
     }
+}
+
+/// The client's first PDU (R6), or the refusal of a junk, oversized,
+/// truncated or slow one.
+async fn read_first_pdu(
+    client: &mut TcpStream,
+    config: &Config,
+    report: &mut Report,
+) -> Result<(Vec<u8>, pdu::ConnectionRequest), Outcome> {
+    pdu::read_first_pdu(client, config.bounds.handshake_timeout)
+        .await
+        .map_err(|e| {
+            metrics::counter!("deskbroker_rdp_handshake_failures_total", "reason" => e.reason())
+                .increment(1);
+            report.handshake_reason = Some(e.reason());
+            report.detail = Some(e.to_string());
+            Outcome::HandshakeFailed
+        })
 }
 
 /// Where an admitted connection goes.
@@ -615,96 +431,25 @@ async fn admit<P: Placer>(
     source: &SourceGuard,
     report: &mut Report,
 ) -> Result<Admitted, Outcome> {
-    let mut ticket = None;
-    let (pool, user) = match &request.routing {
-        Some(Routing::Pool(pool)) => (Some(pool.clone()), None),
-        Some(Routing::User(user)) => (config.default_pool.clone(), Some(user.clone())),
-        // Rule T3: the ticket names its pool and user; the broker checks
-        // its signature when asked to place.
-        Some(Routing::Ticket { ticket: t, raw }) => {
-            ticket = Some(raw.clone());
-            (Some(t.pool.clone()), Some(t.user.clone()))
+    let (pool, user, ticket) = match named(request, placer, config, report)? {
+        Named::Redirect(addr, pool) => {
+            let host = redirect(addr, &pool, placer, config, report).await?;
+            return Ok(Admitted::Redirect(host));
         }
-        Some(Routing::Redirect(token)) => {
-            // Rule R3: only the broker's own, unexpired tokens.
-            let verified = config.redirect_keys.verify(token, unix_seconds());
-            let addr = match verified {
-                Ok(addr) => addr,
-                Err(refusal) => {
-                    report.detail = Some(format!("{}: {refusal}", token.addr));
-                    return Err(Outcome::RedirectRefused(refusal));
-                }
-            };
-            // A redirection cookie names no pool: it is looked up in the
-            // default pool, the only one such a client can have come from.
-            let Some(pool) = config.default_pool.clone() else {
-                report.detail = Some(format!("redirect to {addr} without a default pool"));
-                return Err(Outcome::NoPool);
-            };
-            report.pool = Some(pool.clone());
-            return redirect(addr, &pool, placer, config, report)
-                .await
-                .map(Admitted::Redirect);
-        }
-        None => (config.default_pool.clone(), None),
+        Named::Pool { pool, user, ticket } => (pool, user, ticket),
     };
-    let Some(pool) = pool else {
-        report.detail = Some("no routing token and no --rdp-default-pool".into());
-        return Err(Outcome::NoPool);
-    };
-    report.pool = Some(pool.clone());
-    report.user = user.clone();
-    // Rules R3 and T3: what the pool lets through a front door.
-    let policy = match placer.front_door_policy(&pool).await {
-        Ok(p) => p,
-        Err(e) => {
-            report.detail = Some(e.to_string());
-            return Err(match e {
-                crate::PlacerError::Refused { code, .. } => Outcome::Refused(code),
-                crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
-            });
-        }
-    };
-    // A routing token or ticket names only pools that allow it; the
-    // operator's own default pool needs no token.
-    if !policy.allowed && config.default_pool.as_deref() != Some(pool.as_str()) {
-        report.detail = Some(format!(
-            "host pool {pool} does not allow the front door (allowFrontDoor: false)"
-        ));
-        return Err(Outcome::PoolNotAllowed);
-    }
-    if policy.require_ticket && ticket.is_none() {
-        report.detail = Some(format!(
-            "host pool {pool} places users only on a connection ticket (requireConnectionTicket)"
-        ));
-        return Err(Outcome::TicketRequired);
-    }
+    allowed(&pool, ticket.is_some(), placer, config, report).await?;
     let anonymous = user.is_none();
     // Only a ticket (T3) says who the client is; a cookie is a claim (R2).
     let ticketed = ticket.is_some();
     let user = user.unwrap_or_else(|| format!("{ANONYMOUS_USER_PREFIX}{}", uuid::Uuid::new_v4()));
     report.user = Some(user.clone());
-
     let request = ConnectInput {
         user,
         ticket,
         ..ConnectInput::default()
     };
-    let door = Door {
-        placer,
-        pool: &pool,
-        hold: Hold {
-            wait: config.host_start_wait,
-            retry_interval: config.host_start_retry_interval,
-            max_waiting: config.max_waiting_connections,
-            waiting: &shared.waiting,
-            gauge: "deskbroker_rdp_waiting_connections",
-            door: "rdp",
-        },
-        source,
-        attempts: config.max_placement_attempts,
-        dial_timeout: config.host_connect_timeout,
-    };
+    let door = Door::new(&RDP, placer, &pool, &config.bounds, &shared.waiting, source);
     match door
         .place_and_dial(request, &mut Peer(client), report)
         .await
@@ -716,89 +461,143 @@ async fn admit<P: Placer>(
             anonymous,
             ticketed,
         })),
-        Err(NoHost::Waited(WaitEnd::Limit(reason))) => Err(Outcome::WaitingLimit(reason)),
-        Err(NoHost::Waited(WaitEnd::Timeout)) => Err(Outcome::HostStartTimeout),
-        Err(NoHost::Waited(WaitEnd::ClientLeft)) => Err(Outcome::ClientLeft),
-        Err(NoHost::Refused(crate::PlacerError::Refused {
-            code: api::ErrorCode::InvalidConnectionTicket,
-            ..
-        })) => Err(Outcome::TicketRefused),
-        Err(NoHost::Refused(crate::PlacerError::Refused { code, .. })) => {
-            Err(Outcome::Refused(code))
-        }
-        Err(NoHost::Refused(crate::PlacerError::Unreachable(_))) => Err(Outcome::BrokerUnreachable),
-        Err(NoHost::SourceLimit) => Err(Outcome::SourceLimit),
-        Err(NoHost::Unreachable) => Err(Outcome::HostUnreachable),
+        // The front door counts an unknown pool as any other refusal.
+        Err(no_host) => Err(match no_host.outcome() {
+            Outcome::UnknownPool => Outcome::Refused(api::ErrorCode::HostPoolNotFound),
+            outcome => outcome,
+        }),
     }
 }
 
-/// Relays a placed connection, then leaves its session as rule R4 says.
-#[allow(clippy::too_many_arguments)]
+/// What the first PDU's routing names.
+enum Named {
+    /// A verified redirection token (R3): its host's address, looked up
+    /// in the pool.
+    Redirect(std::net::SocketAddrV4, String),
+    /// A pool, the user it names (none: anonymous) and its ticket (T3).
+    Pool {
+        pool: String,
+        user: Option<String>,
+        ticket: Option<String>,
+    },
+}
+
+/// Reads the routing of the first PDU (R1, R3, T3): a pool and maybe a
+/// user and ticket, or a redirection token the broker signed.
+fn named<P: Placer>(
+    request: &pdu::ConnectionRequest,
+    placer: &P,
+    config: &Config,
+    report: &mut Report,
+) -> Result<Named, Outcome> {
+    let mut ticket = None;
+    let (pool, user) = match &request.routing {
+        Some(Routing::Pool(pool)) => (Some(pool.clone()), None),
+        Some(Routing::User(user)) => (config.default_pool.clone(), Some(user.clone())),
+        // Rule T3: the ticket names its pool and user; the broker checks
+        // its signature when asked to place.
+        Some(Routing::Ticket { ticket: t, raw }) => {
+            ticket = Some(raw.clone());
+            (Some(t.pool.clone()), Some(t.user.clone()))
+        }
+        Some(Routing::Redirect(token)) => {
+            // Rule R3: only the broker's own tokens, unexpired by its clock.
+            let addr = config
+                .redirect_keys
+                .verify(token, placer.now_unix_seconds())
+                .map_err(|refusal| {
+                    report.detail = Some(format!("{}: {refusal}", token.addr));
+                    Outcome::RedirectRefused(refusal)
+                })?;
+            // A redirection cookie names no pool: it is looked up in the
+            // default pool, the only one such a client can have come from.
+            let Some(pool) = config.default_pool.clone() else {
+                report.detail = Some(format!("redirect to {addr} without a default pool"));
+                return Err(Outcome::NoPool);
+            };
+            report.pool = Some(pool.clone());
+            return Ok(Named::Redirect(addr, pool));
+        }
+        None => (config.default_pool.clone(), None),
+    };
+    let Some(pool) = pool else {
+        report.detail = Some("no routing token and no --rdp-default-pool".into());
+        return Err(Outcome::NoPool);
+    };
+    report.pool = Some(pool.clone());
+    report.user = user.clone();
+    Ok(Named::Pool { pool, user, ticket })
+}
+
+/// Rules R3 and T3: what the pool lets through a front door. A routing
+/// token or ticket names only pools that allow it (the operator's own
+/// default pool needs no token); a pool that requires a ticket is reached
+/// only with one.
+async fn allowed<P: Placer>(
+    pool: &str,
+    ticketed: bool,
+    placer: &P,
+    config: &Config,
+    report: &mut Report,
+) -> Result<(), Outcome> {
+    let policy = placer.front_door_policy(pool).await.map_err(|e| {
+        report.detail = Some(e.to_string());
+        match e {
+            crate::PlacerError::Refused { code, .. } => Outcome::Refused(code),
+            crate::PlacerError::Unreachable(_) => Outcome::BrokerUnreachable,
+        }
+    })?;
+    if !policy.allowed && config.default_pool.as_deref() != Some(pool) {
+        report.detail = Some(format!(
+            "host pool {pool} does not allow the front door (allowFrontDoor: false)"
+        ));
+        return Err(Outcome::PoolNotAllowed);
+    }
+    if policy.require_ticket && !ticketed {
+        report.detail = Some(format!(
+            "host pool {pool} places users only on a connection ticket (requireConnectionTicket)"
+        ));
+        return Err(Outcome::TicketRequired);
+    }
+    Ok(())
+}
+
+/// Relays a placed connection, its session left as rule R4 says (the
+/// door's shared `Session`): the first PDU forwarded, then both ways
+/// while the session is marked Active.
 async fn serve_placed<P: Placer>(
     client: TcpStream,
     placed: Placed,
     first_pdu: &[u8],
-    placer: &P,
-    config: &Config,
-    shared: &Shared,
-    source: &SourceGuard,
+    (placer, config, shared, source): (&P, &Config, &Shared, &SourceGuard),
     report: &mut Report,
 ) -> Outcome {
     let Placed {
-        host,
-        placement: placed,
+        mut host,
+        placement,
         pool,
         anonymous,
         ticketed,
     } = placed;
-    // Ownership (see the module's documentation): a claimed name never
-    // changes an existing session (R4).
-    let owned = (!placed.reconnect || ticketed)
-        && shared.live.join(
-            &pool,
-            &placed.session_id,
-            !placed.reconnect || placed.state == SessionState::Disconnected,
-            !placed.reconnect,
-        );
-    if !owned {
-        report.detail = Some(if ticketed {
-            "reconnect to a session live elsewhere: its state is left alone".into()
-        } else {
-            "reconnect without a ticket: the session's state is left alone".into()
-        });
-    }
-    let outcome = relay(
-        client,
-        host,
-        first_pdu,
-        owned.then_some((pool.as_str(), placed.session_id.as_str())),
+    let session = Session::begin(
+        &RDP,
         placer,
-        config,
-        source,
+        &shared.live,
+        &pool,
+        &placement,
+        ticketed,
+        anonymous,
         report,
-    )
-    .await;
-    if owned {
-        let logon_seen = logon_evidence(report, first_pdu.len());
-        match shared.live.leave(&pool, &placed.session_id, logon_seen) {
-            None => {}
-            Some(end) if end || anonymous => {
-                if end {
-                    metrics::counter!("deskbroker_rdp_sessions_without_logon_total").increment(1);
-                }
-                release(placer, "rdp", &pool, &placed.session_id).await
-            }
-            Some(_) => {
-                if let Err(e) = placer
-                    .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
-                    .await
-                {
-                    tracing::warn!(pool, session = placed.session_id, error = %e,
-                        "rdp: could not mark the session Disconnected");
-                }
-            }
+    );
+    let outcome = match forward(&mut host, first_pdu, report).await {
+        Ok(()) => {
+            session
+                .relay(relay(client, host, config, source, report))
+                .await
         }
-    }
+        Err(outcome) => outcome,
+    };
+    session.end(logon_evidence(report, first_pdu.len())).await;
     outcome
 }
 
@@ -858,14 +657,6 @@ async fn closed(client: &TcpStream) -> bool {
     !matches!(client.peek(&mut byte).await, Ok(n) if n > 0)
 }
 
-/// Seconds since the Unix epoch (the redirection tokens' clock).
-fn unix_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// Rule R3: straight to the registered host at `addr` (whose token the
 /// broker signed), or refused. The session on that host is the host's (and
 /// its agent's) to report.
@@ -888,7 +679,7 @@ async fn redirect<P: Placer>(
             return Err(Outcome::BrokerUnreachable);
         }
     }
-    dial(&address, config.host_connect_timeout)
+    dial(&address, config.bounds.host_connect_timeout)
         .await
         .map_err(|e| {
             report.detail = Some(format!("{address}: {e}"));

@@ -1,5 +1,5 @@
-//! A placed connection's relay (rule R4): the first PDU forwarded, the
-//! session marked Active, both ways copied and counted until either side
+//! A placed connection's relay (rule R4): the first PDU forwarded, then
+//! both ways copied and counted until either side
 //! closes or the connection stays idle past its bound.
 
 use std::io;
@@ -9,54 +9,43 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use placement::SessionState;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::{
-    Config, LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, Outcome, RELAY_BUFFER_BYTES,
-};
-use crate::door::Report;
-use crate::placer::Placer;
+use super::{Config, LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES, RELAY_BUFFER_BYTES};
+use crate::door::{Outcome, Report};
 use crate::sources::SourceGuard;
 
-/// Rule R4: forwards the first PDU byte for byte, marks the session Active,
-/// and copies both ways until either side closes (or fails): RDP has no
-/// use for a half-open connection, and the session is Disconnected as soon
-/// as one side is gone.
-///
-/// The copying starts while the session is being marked Active, so the
-/// host's first answer does not wait for that commit (one durable write
-/// fewer before the client's first byte: `deskbroker-devbench rdp`, see
-/// `docs/benchmarks.md`). Both are done before this returns, so the
-/// caller's Disconnected (or logoff) always comes after Active.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn relay<P: Placer>(
-    client: TcpStream,
-    mut host: TcpStream,
+/// Rule R4: forwards the first PDU byte for byte; the host that cannot
+/// take it counts as unreachable.
+pub(super) async fn forward(
+    host: &mut TcpStream,
     first_pdu: &[u8],
-    session: Option<(&str, &str)>,
-    placer: &P,
-    config: &Config,
-    source: &SourceGuard,
     report: &mut Report,
-) -> Outcome {
+) -> Result<(), Outcome> {
     if let Err(e) = host.write_all(first_pdu).await {
         report.detail = Some(format!("forwarding the first PDU: {e}"));
-        return Outcome::HostUnreachable;
+        return Err(Outcome::HostUnreachable);
     }
     report.client_to_host_bytes = first_pdu.len() as u64;
     metrics::counter!("deskbroker_rdp_bytes_total", "direction" => "client_to_host")
         .increment(first_pdu.len() as u64);
-    let mark_active = async {
-        if let Some((pool, id)) = session
-            && let Err(e) = placer
-                .set_session_state(pool, id, SessionState::Active)
-                .await
-        {
-            tracing::warn!(pool, session = id, error = %e, "rdp: could not mark the session Active");
-        }
-    };
+    Ok(())
+}
+
+/// Rule R4: copies both ways, after the forwarded first PDU, until either
+/// side closes (or fails): RDP has no use for a half-open connection, and
+/// the session is Disconnected as soon as one side is gone. (The session
+/// is marked Active meanwhile, by the caller: the host's first answer does
+/// not wait for that commit, one durable write fewer before the client's
+/// first byte: `deskbroker-devbench rdp`, see `docs/benchmarks.md`.)
+pub(super) async fn relay(
+    client: TcpStream,
+    host: TcpStream,
+    config: &Config,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Outcome {
     let (client_read, mut client_write) = client.into_split();
     let (host_read, mut host_write) = host.into_split();
     let activity = Arc::new(Activity::new());
@@ -74,7 +63,7 @@ pub(super) async fn relay<P: Placer>(
     // (bounded, released by the hook the moment the host's first byte is
     // read), and it is given up after `host_answer_timeout`.
     let host_answer = async {
-        match tokio::time::timeout(config.host_answer_timeout, answered_rx).await {
+        match tokio::time::timeout(config.bounds.host_answer_timeout, answered_rx).await {
             Ok(Ok(())) => std::future::pending::<io::Result<()>>().await,
             // The host closed without a byte: its pump ends the relay.
             Ok(Err(_)) => std::future::pending::<io::Result<()>>().await,
@@ -82,21 +71,21 @@ pub(super) async fn relay<P: Placer>(
                 io::ErrorKind::TimedOut,
                 format!(
                     "the host did not answer within {:?}",
-                    config.host_answer_timeout
+                    config.bounds.host_answer_timeout
                 ),
             )),
         }
     };
-    let idle = activity.idle(config.relay_idle_timeout, config.idle_timeout_without_logon);
-    let copy = async {
-        tokio::select! {
-            r = pump(&mut from_client, &mut host_write) => r,
-            r = pump(&mut from_host, &mut client_write) => r,
-            r = host_answer => r,
-            r = idle => r,
-        }
+    let idle = activity.idle(
+        config.bounds.relay_idle_timeout,
+        config.bounds.idle_timeout_without_logon,
+    );
+    let ended = tokio::select! {
+        r = pump(&mut from_client, &mut host_write) => r,
+        r = pump(&mut from_host, &mut client_write) => r,
+        r = host_answer => r,
+        r = idle => r,
     };
-    let ((), ended) = tokio::join!(mark_active, copy);
     let unanswered = matches!(&ended, Err(e) if e.kind() == io::ErrorKind::TimedOut);
     if let Err(e) = ended {
         report.detail = Some(format!("relay ended: {e}"));

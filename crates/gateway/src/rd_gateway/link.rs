@@ -14,8 +14,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use super::head::{BodyReader, HeadError, InBody, Request, read_head};
-use super::{GatewayConfig, Outcome, answer_status, within};
-use crate::door::Report;
+use super::{GatewayConfig, answer_status, within};
+use crate::door::{Outcome, Report};
 use crate::front_door::RELAY_BUFFER_BYTES;
 use crate::sources::SourceGuard;
 use crate::tsgu::packet::MAX_PACKET_BYTES;

@@ -20,7 +20,7 @@
 //! [`GatewayConfig::setup_timeout`], and each step of it (the TLS
 //! handshake, each read of a request head, the WebSocket upgrade, an OUT
 //! channel's wait for its IN channel, each packet) by
-//! [`GatewayConfig::setup_idle_timeout`], so idle connections cannot hold
+//! `bounds.handshake_timeout` ([`SETUP_IDLE_TIMEOUT`]), so idle connections cannot hold
 //! the gateway's slots (T4); the placement is bounded by the hold and the
 //! dials. Every refusal is answered with the protocol's HRESULT in the
 //! packet the client awaits (a tampered, expired or foreign token, and a
@@ -59,9 +59,11 @@
 //! frees its waiting slot (outcome `client_left`); a packet it sends
 //! meanwhile is kept and judged once the channel is answered.
 //!
-//! Not yet:
-//! sharing the front door's table of live sessions (a reconnect to a
-//! session Active elsewhere is relayed, its state left alone, as there).
+//! Sessions are left as at every door (`door/session.rs`, rules R4, S9):
+//! the listener keeps a table of the sessions its connections own (the
+//! browsers' and the RD Gateway's), so a second tunnel of a session joins
+//! it, and a reconnect to a session live elsewhere is relayed, its state
+//! left alone.
 //!
 //! The modules, one job each: `head` (the request head and the legacy
 //! chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
@@ -83,9 +85,9 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
-use crate::door::Report;
+use crate::door::{Bounds, Live, Outcome, Report};
 use crate::placer::Placer;
-use crate::sources::{self, Limits, SourceGuard, Sources};
+use crate::sources::{self, SourceGuard, Sources};
 use crate::tsgu::ServerConfig;
 
 use head::read_head;
@@ -126,75 +128,36 @@ pub const GATEWAY_PATH: &str = "/remoteDesktopGateway/";
 /// The gateway's settings; [`GatewayConfig::default`] gives the named defaults.
 #[derive(Clone, Debug)]
 pub struct GatewayConfig {
-    pub max_connections: usize,
+    /// The bounds every door shares, as at the front door, except: at most
+    /// [`MAX_CONNECTIONS`] connections (a legacy tunnel is two), and
+    /// `handshake_timeout` is [`SETUP_IDLE_TIMEOUT`], the bound on each
+    /// step of the setup. The browser's door on this listener works under
+    /// the same bounds.
+    pub bounds: Bounds,
     /// See [`SETUP_TIMEOUT`].
     pub setup_timeout: Duration,
-    /// See [`SETUP_IDLE_TIMEOUT`].
-    pub setup_idle_timeout: Duration,
     /// See [`MAX_WAITING_OUT_CHANNELS`].
     pub max_waiting_out_channels: usize,
     /// See [`MAX_WAITING_OUT_CHANNELS_PER_SOURCE`].
     pub max_waiting_out_channels_per_source: usize,
-    pub host_connect_timeout: Duration,
-    pub max_placement_attempts: usize,
     /// What the protocol tells every client (idle timeout, redirection).
     pub tsgu: ServerConfig,
-    /// Per-source bounds, as at the front door (`sources.rs`): connections
-    /// (a legacy tunnel is two), tunnels not yet open, connections and new
-    /// sessions per minute.
-    pub source_limits: Limits,
-    /// Rule A8's hold, as at the front door: see [`crate::HOST_START_WAIT`].
-    pub host_start_wait: Duration,
-    /// See [`crate::HOST_START_RETRY_INTERVAL`].
-    pub host_start_retry_interval: Duration,
-    /// See [`crate::front_door::MAX_WAITING_CONNECTIONS`].
-    pub max_waiting_connections: usize,
-    /// An open channel carrying no data either way this long is closed,
-    /// as at the front door: [`crate::front_door::RELAY_IDLE_TIMEOUT`].
-    pub relay_idle_timeout: Duration,
-    /// The same until the channel shows evidence of a logon:
-    /// [`crate::front_door::IDLE_TIMEOUT_WITHOUT_LOGON`].
-    pub idle_timeout_without_logon: Duration,
 }
 
 impl Default for GatewayConfig {
     fn default() -> GatewayConfig {
         GatewayConfig {
-            max_connections: MAX_CONNECTIONS,
+            bounds: Bounds {
+                max_connections: MAX_CONNECTIONS,
+                handshake_timeout: SETUP_IDLE_TIMEOUT,
+                ..Bounds::default()
+            },
             setup_timeout: SETUP_TIMEOUT,
-            setup_idle_timeout: SETUP_IDLE_TIMEOUT,
             max_waiting_out_channels: MAX_WAITING_OUT_CHANNELS,
             max_waiting_out_channels_per_source: MAX_WAITING_OUT_CHANNELS_PER_SOURCE,
-            host_connect_timeout: crate::front_door::HOST_CONNECT_TIMEOUT,
-            max_placement_attempts: crate::front_door::MAX_PLACEMENT_ATTEMPTS,
             tsgu: ServerConfig::default(),
-            source_limits: Limits::default(),
-            host_start_wait: crate::front_door::HOST_START_WAIT,
-            host_start_retry_interval: crate::front_door::HOST_START_RETRY_INTERVAL,
-            max_waiting_connections: crate::front_door::MAX_WAITING_CONNECTIONS,
-            relay_idle_timeout: crate::front_door::RELAY_IDLE_TIMEOUT,
-            idle_timeout_without_logon: crate::front_door::IDLE_TIMEOUT_WITHOUT_LOGON,
         }
     }
-}
-
-/// Describes the gateway's metrics to the installed recorder.
-pub fn describe_metrics() {
-    metrics::describe_counter!(
-        "deskbroker_rdg_tunnels_total",
-        "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
-         resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
-         source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left, \
-         web (a browser's /web/rdp connection: see deskbroker_web_connections_total)."
-    );
-    metrics::describe_gauge!(
-        "deskbroker_rdg_waiting_channels",
-        "RD Gateway channel requests held while a session host starts (rule A8)."
-    );
-    metrics::describe_counter!(
-        "deskbroker_rdg_bytes_total",
-        "Bytes relayed by the RD Gateway, by direction: client_to_host or host_to_client."
-    );
 }
 
 /// Serves RD Gateway clients on `listener` until `shutdown` resolves,
@@ -207,17 +170,18 @@ pub async fn serve<P: Placer>(
     config: GatewayConfig,
     shutdown: impl Future<Output = ()>,
 ) {
-    describe_metrics();
+    crate::door::describe_metrics();
     // The page's gzipped files are made now, not on the first browser's
     // request.
     drop(tokio::task::spawn_blocking(crate::web::page::prepare));
-    let sources = Sources::new(config.source_limits);
-    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let sources = Sources::new(config.bounds.source_limits);
+    let slots = Arc::new(Semaphore::new(config.bounds.max_connections));
     let shared = Arc::new(Shared {
         https: tls.is_some(),
         placer,
-        waiting: Arc::new(Semaphore::new(config.max_waiting_connections)),
+        waiting: Arc::new(Semaphore::new(config.bounds.max_waiting_connections)),
         pairing: Pairing::default(),
+        live: Live::default(),
         web: crate::web::Web::new(crate::web::WebConfig::of(&config)),
         config,
     });
@@ -251,7 +215,7 @@ pub async fn serve<P: Placer>(
             let stream: Result<BoxIo, Outcome> = match tls {
                 Some(tls) => {
                     let deadline = started + shared.config.setup_timeout;
-                    let idle = shared.config.setup_idle_timeout;
+                    let idle = shared.config.bounds.handshake_timeout;
                     match within(
                         idle,
                         deadline,
@@ -301,82 +265,14 @@ struct Shared<P> {
     config: GatewayConfig,
     /// Legacy OUT channels waiting for their IN channel.
     pairing: Pairing,
+    /// The sessions the connections of this listener own, the browsers'
+    /// and the RD Gateway's (rule R4).
+    live: Live,
     /// Rule A8: the channels held while a host starts, gateway-wide (the
     /// browsers' connections held count here too).
     waiting: Arc<Semaphore>,
     /// The browser's door on this listener (`GET /web/rdp`).
     web: crate::web::Web,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
-    Relayed,
-    /// A legacy IN channel, handed to its OUT channel (whose connection
-    /// reports the tunnel).
-    Paired,
-    /// Not an RD Gateway request (or TLS failed).
-    BadRequest,
-    /// A packet out of order, or bytes that are no packet.
-    Protocol,
-    TokenRefused,
-    /// The channel asked for another resource than its ticket's pool.
-    ResourceRefused,
-    /// The ticket's pool does not allow the front door (answered as a
-    /// refused ticket).
-    PoolNotAllowed,
-    /// The ticket's pool does not exist (answered as a refused ticket).
-    UnknownPool,
-    /// The broker refused the placement.
-    Refused,
-    HostUnreachable,
-    BrokerUnreachable,
-    Timeout,
-    /// The client left a step before its tunnel was up idle for
-    /// [`GatewayConfig::setup_idle_timeout`].
-    Idle,
-    /// A legacy OUT channel over [`GatewayConfig::max_waiting_out_channels`]
-    /// (or its source's share) waiting for its IN channel: answered 503.
-    OutChannelLimit,
-    /// A per-source bound (new sessions per minute).
-    SourceLimit,
-    /// Rule A8: the host started for the user did not come within the hold.
-    HostStartTimeout,
-    /// Rule A8: too many channels held already (per source or in total).
-    WaitingLimit(&'static str),
-    /// Rule A8: the client left while its channel was held.
-    ClientLeft,
-    /// A browser's connection (`GET /web/rdp`), served by `crate::web`,
-    /// which counts it by its own outcome.
-    Web,
-    /// The browser's page or one of its files, served.
-    WebPage,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Relayed => "relayed",
-            Outcome::Paired => "paired",
-            Outcome::BadRequest => "bad_request",
-            Outcome::Protocol => "protocol",
-            Outcome::TokenRefused => "token_refused",
-            Outcome::ResourceRefused => "resource_refused",
-            Outcome::PoolNotAllowed => "pool_not_allowed",
-            Outcome::UnknownPool => "unknown_pool",
-            Outcome::Refused => "refused",
-            Outcome::HostUnreachable => "host_unreachable",
-            Outcome::BrokerUnreachable => "broker_unreachable",
-            Outcome::Timeout => "timeout",
-            Outcome::Idle => "idle",
-            Outcome::OutChannelLimit => "out_channel_limit",
-            Outcome::SourceLimit => "source_limit",
-            Outcome::HostStartTimeout => "host_start_timeout",
-            Outcome::WaitingLimit(_) => "waiting_limit",
-            Outcome::ClientLeft => "client_left",
-            Outcome::Web => "web",
-            Outcome::WebPage => "web_page",
-        }
-    }
 }
 
 /// One step of a connection before its tunnel is up: `step`'s result,
@@ -419,6 +315,9 @@ async fn answer_status(stream: &mut BoxIo, status: &str) {
     let _ = stream.shutdown().await;
 }
 
+/// One connection of the HTTPS listener: its request read (the page's
+/// requests served on the way), then routed: the browser's door, or an RD
+/// Gateway tunnel on its link (a WebSocket, or a legacy pair of channels).
 async fn connection<P: Placer>(
     mut stream: BoxIo,
     peer: std::net::SocketAddr,
@@ -427,149 +326,172 @@ async fn connection<P: Placer>(
     source: SourceGuard,
     report: &mut Report,
 ) -> Outcome {
-    let pairing = &shared.pairing;
-    let mut deadline = started + shared.config.setup_timeout;
-    let idle = shared.config.setup_idle_timeout;
-    // The browser's page is served on a kept-alive connection, request
-    // after request (each with the bounds of a connection's first), up
-    // to a bound; what follows it on the connection is dispatched as
-    // any first request is.
-    let mut pages = 0;
-    let mut buffered = Vec::new();
-    let (request, rest) = loop {
-        let head = tokio::time::timeout_at(
-            deadline.into(),
-            read_head(&mut stream, std::mem::take(&mut buffered), idle),
-        )
-        .await;
-        let (request, rest) = match head {
-            // A kept-alive connection the browser leaves, or lets idle.
-            Ok(Err(HeadError::Idle(_) | HeadError::Closed)) | Err(_) if pages > 0 => {
-                return Outcome::WebPage;
-            }
-            Ok(Ok(h)) => h,
-            Ok(Err(e @ HeadError::Idle(_))) => {
-                report.detail = Some(e.to_string());
-                return Outcome::Idle;
-            }
-            Ok(Err(e)) => {
-                answer_status(&mut stream, "400 Bad Request").await;
-                report.detail = Some(e.to_string());
-                return Outcome::BadRequest;
-            }
-            Err(_) => return Outcome::Timeout,
-        };
-        let Request::WebPage(page) = request else {
-            break (request, rest);
-        };
-        pages += 1;
-        let keep = page.keep_alive && pages < MAX_PAGE_REQUESTS_PER_CONNECTION;
-        if !crate::web::page::serve(&mut stream, &page, keep, shared.https).await {
-            return Outcome::WebPage;
-        }
-        buffered = rest;
-        deadline = Instant::now() + shared.config.setup_timeout;
+    let idle = shared.config.bounds.handshake_timeout;
+    let (request, rest, deadline) = match read_request(&mut stream, started, shared, report).await {
+        Ok(read) => read,
+        Err(outcome) => return outcome,
     };
     let link = match request {
-        // Served above.
+        // Served while reading.
         Request::WebPage(_) => return Outcome::WebPage,
         Request::WebRdp { key } => {
             let cx = crate::web::Context {
                 web: &shared.web,
                 placer: shared.placer.as_ref(),
                 waiting: &shared.waiting,
+                live: &shared.live,
                 source: &source,
             };
             crate::web::serve_upgrade(stream, rest, &key, idle, peer, cx).await;
             return Outcome::Web;
         }
         Request::WebSocket { key } => {
-            let accept =
-                tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-            let response = format!(
-                "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-                 Sec-WebSocket-Accept: {accept}\r\n\r\n"
-            );
-            let upgrade = within(
-                idle,
-                deadline,
-                "the WebSocket upgrade",
-                report,
-                stream.write_all(response.as_bytes()),
-            );
-            match upgrade.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    report.detail = Some(e.to_string());
-                    return Outcome::BadRequest;
-                }
+            match websocket(stream, rest, &key, (deadline, idle), report).await {
+                Ok(link) => link,
                 Err(outcome) => return outcome,
             }
-            Link::Ws(Box::new(
-                WebSocketStream::from_partially_read(
-                    stream,
-                    rest,
-                    Role::Server,
-                    Some(websocket_config()),
-                )
-                .await,
-            ))
         }
         Request::In {
             connection_id,
             body,
         } => {
-            return in_channel(
-                stream,
-                rest,
-                connection_id,
-                body,
-                (deadline, idle),
-                pairing,
-                source,
-                report,
-            )
-            .await;
+            let pairing = &shared.pairing;
+            let (limits, id) = ((deadline, idle), connection_id);
+            return in_channel(stream, rest, id, body, limits, pairing, source, report).await;
         }
         Request::Out { connection_id } => {
-            let (tx, rx) = oneshot::channel();
-            let number = match pairing.register(&connection_id, source.key(), tx, &shared.config) {
-                Ok(number) => number,
-                Err(why) => {
-                    answer_status(&mut stream, "503 Service Unavailable").await;
-                    report.detail = Some(why.into());
-                    return Outcome::OutChannelLimit;
-                }
-            };
-            // 200 and a seed of 10 random bytes, no length (MS-TSGU
-            // 3.3.5.1; what FreeRDP 2 reads), then packets unframed.
-            let seed = uuid::Uuid::new_v4();
-            let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
-            answer.extend_from_slice(&seed.as_bytes()[..10]);
-            let paired = async {
-                stream.write_all(&answer).await.map_err(|e| e.to_string())?;
-                rx.await
-                    .map_err(|_| "the IN channel never came".to_string())
-            };
-            let step = "waiting for the RDG_IN_DATA of this RDG_OUT_DATA";
-            let paired = within(idle, deadline, step, report, paired).await;
-            pairing.cancel(&connection_id, number);
-            let half = match paired {
-                Ok(Ok(half)) => half,
-                Ok(Err(e)) => {
-                    report.detail = Some(e);
-                    return Outcome::BadRequest;
-                }
+            match out_channel(stream, &connection_id, deadline, shared, &source, report).await {
+                Ok(link) => link,
                 Err(outcome) => return outcome,
-            };
-            Link::Legacy {
-                out: stream,
-                input: half.stream,
-                body: BodyReader::new(half.body),
-                buf: half.rest,
-                _in_source: half.source,
             }
         }
     };
     tunnel(link, deadline, shared, &source, report).await
+}
+
+/// Reads the connection's request head. The browser's page is served on a
+/// kept-alive connection, request after request (each with the bounds of
+/// a connection's first), up to a bound; the first other request is
+/// returned with the bytes after its head and its setup deadline.
+async fn read_request<P>(
+    stream: &mut BoxIo,
+    started: Instant,
+    shared: &Shared<P>,
+    report: &mut Report,
+) -> Result<(Request, Vec<u8>, Instant), Outcome> {
+    let idle = shared.config.bounds.handshake_timeout;
+    let mut deadline = started + shared.config.setup_timeout;
+    let mut pages = 0;
+    let mut buffered = Vec::new();
+    loop {
+        let read = read_head(stream, std::mem::take(&mut buffered), idle);
+        let head = tokio::time::timeout_at(deadline.into(), read).await;
+        let (request, rest) = match head {
+            // A kept-alive connection the browser leaves, or lets idle.
+            Ok(Err(HeadError::Idle(_) | HeadError::Closed)) | Err(_) if pages > 0 => {
+                return Err(Outcome::WebPage);
+            }
+            Ok(Ok(h)) => h,
+            Ok(Err(e @ HeadError::Idle(_))) => {
+                report.detail = Some(e.to_string());
+                return Err(Outcome::Idle);
+            }
+            Ok(Err(e)) => {
+                answer_status(stream, "400 Bad Request").await;
+                report.detail = Some(e.to_string());
+                return Err(Outcome::BadRequest);
+            }
+            Err(_) => return Err(Outcome::Timeout),
+        };
+        let Request::WebPage(page) = request else {
+            return Ok((request, rest, deadline));
+        };
+        pages += 1;
+        let keep = page.keep_alive && pages < MAX_PAGE_REQUESTS_PER_CONNECTION;
+        if !crate::web::page::serve(stream, &page, keep, shared.https).await {
+            return Err(Outcome::WebPage);
+        }
+        buffered = rest;
+        deadline = Instant::now() + shared.config.setup_timeout;
+    }
+}
+
+/// `RDG_OUT_DATA` with `Upgrade: websocket`: answers the upgrade, and the
+/// tunnel's packets travel in its frames.
+async fn websocket(
+    mut stream: BoxIo,
+    rest: Vec<u8>,
+    key: &str,
+    (deadline, idle): (Instant, Duration),
+    report: &mut Report,
+) -> Result<Link, Outcome> {
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let response = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Accept: {accept}\r\n\r\n"
+    );
+    let step = "the WebSocket upgrade";
+    let upgrade = within(
+        idle,
+        deadline,
+        step,
+        report,
+        stream.write_all(response.as_bytes()),
+    );
+    if let Err(e) = upgrade.await? {
+        report.detail = Some(e.to_string());
+        return Err(Outcome::BadRequest);
+    }
+    let config = Some(websocket_config());
+    let ws = WebSocketStream::from_partially_read(stream, rest, Role::Server, config).await;
+    Ok(Link::Ws(Box::new(ws)))
+}
+
+/// Legacy `RDG_OUT_DATA`: waits (bounded) for its `RDG_IN_DATA`, and the
+/// pair is the tunnel's link.
+async fn out_channel<P>(
+    mut stream: BoxIo,
+    connection_id: &str,
+    deadline: Instant,
+    shared: &Shared<P>,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Result<Link, Outcome> {
+    let (pairing, idle) = (&shared.pairing, shared.config.bounds.handshake_timeout);
+    let (tx, rx) = oneshot::channel();
+    let number = match pairing.register(connection_id, source.key(), tx, &shared.config) {
+        Ok(number) => number,
+        Err(why) => {
+            answer_status(&mut stream, "503 Service Unavailable").await;
+            report.detail = Some(why.into());
+            return Err(Outcome::OutChannelLimit);
+        }
+    };
+    // 200 and a seed of 10 random bytes, no length (MS-TSGU 3.3.5.1; what
+    // FreeRDP 2 reads), then packets unframed.
+    let seed = uuid::Uuid::new_v4();
+    let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+    answer.extend_from_slice(&seed.as_bytes()[..10]);
+    let paired = async {
+        stream.write_all(&answer).await.map_err(|e| e.to_string())?;
+        rx.await
+            .map_err(|_| "the IN channel never came".to_string())
+    };
+    let step = "waiting for the RDG_IN_DATA of this RDG_OUT_DATA";
+    let paired = within(idle, deadline, step, report, paired).await;
+    pairing.cancel(connection_id, number);
+    let half = match paired? {
+        Ok(half) => half,
+        Err(e) => {
+            report.detail = Some(e);
+            return Err(Outcome::BadRequest);
+        }
+    };
+    Ok(Link::Legacy {
+        out: stream,
+        input: half.stream,
+        body: BodyReader::new(half.body),
+        buf: half.rest,
+        _in_source: half.source,
+    })
 }

@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::Outcome;
 use super::link::Link;
 use super::tunnel::{Tunnel, send};
-use crate::door::{Report, logon_evidence};
+use crate::door::{Outcome, Report, logon_evidence};
 use crate::front_door::RELAY_BUFFER_BYTES;
 use crate::tsgu::Action;
 use crate::tsgu::hresult::S_OK;

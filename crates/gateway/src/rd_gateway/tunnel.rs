@@ -5,14 +5,12 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use placement::SessionState;
 use tokio::net::TcpStream;
 
+use super::Shared;
 use super::link::Link;
 use super::relay::relay;
-use super::{Outcome, Shared};
-use crate::door::{Client, Door, NoHost, Report, logon_evidence, release};
-use crate::hold::{Hold, WaitEnd};
+use crate::door::{Client, Door, Outcome, RD_GATEWAY, Report, Session, logon_evidence, release};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::SourceGuard;
 use crate::tsgu::hresult::{
@@ -35,7 +33,7 @@ pub(super) async fn tunnel<P: Placer>(
         decoder: Decoder::new(),
         pending: VecDeque::new(),
     };
-    let idle = shared.config.setup_idle_timeout;
+    let idle = shared.config.bounds.handshake_timeout;
     let setup =
         tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, idle, report)).await;
     let asked = match setup {
@@ -58,36 +56,22 @@ pub(super) async fn tunnel<P: Placer>(
     };
     // The channel is open: no longer a handshake of its source's.
     source.answered();
-    // Rule R4, as at the front door: Active while relayed, then
-    // Disconnected, or ended when no logon can have begun (S9).
-    let owned = !placed.reconnect || placed.state == SessionState::Disconnected;
-    if owned
-        && let Err(e) = placer
-            .set_session_state(&pool, &placed.session_id, SessionState::Active)
-            .await
-    {
-        tracing::warn!(pool, session = placed.session_id, error = %e,
-            "rd gateway: could not mark the session Active");
-    }
-    let idle = (
-        shared.config.relay_idle_timeout,
-        shared.config.idle_timeout_without_logon,
+    // Rules R4 and S9, as at every door.
+    let session = Session::begin(
+        &RD_GATEWAY,
+        placer,
+        &shared.live,
+        &pool,
+        &placed,
+        true,
+        false,
+        report,
     );
-    let outcome = relay(link, host, &mut tunnel, idle, report).await;
-    if owned {
-        let logon_seen = logon_evidence(report, 0);
-        let ended = if !placed.reconnect && !logon_seen {
-            placer.logoff(&pool, &placed.session_id).await
-        } else {
-            placer
-                .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
-                .await
-        };
-        if let Err(e) = ended {
-            tracing::warn!(pool, session = placed.session_id, error = %e,
-                "rd gateway: could not record the end of the session");
-        }
-    }
+    let idle = shared.config.bounds.idle();
+    let outcome = session
+        .relay(relay(link, host, &mut tunnel, idle, report))
+        .await;
+    session.end(logon_evidence(report, 0)).await;
     outcome
 }
 
@@ -275,21 +259,14 @@ where
         ticket: Some(raw),
         ..ConnectInput::default()
     };
-    let door = Door {
+    let door = Door::new(
+        &RD_GATEWAY,
         placer,
-        pool: &pool,
-        hold: Hold {
-            wait: config.host_start_wait,
-            retry_interval: config.host_start_retry_interval,
-            max_waiting: config.max_waiting_connections,
-            waiting: &shared.waiting,
-            gauge: "deskbroker_rdg_waiting_channels",
-            door: "rd gateway",
-        },
+        &pool,
+        &config.bounds,
+        &shared.waiting,
         source,
-        attempts: config.max_placement_attempts,
-        dial_timeout: config.host_connect_timeout,
-    };
+    );
     let client = &mut Held {
         link: &mut *ws,
         tunnel: &mut *tunnel,
@@ -309,16 +286,10 @@ where
             }
             return Ok((host, placed, pool));
         }
-        Err(NoHost::Waited(WaitEnd::Limit(reason))) => {
-            (E_PROXY_MAXCONNECTIONSREACHED, Outcome::WaitingLimit(reason))
-        }
-        Err(NoHost::Waited(WaitEnd::Timeout)) => {
-            (E_PROXY_TS_CONNECTFAILED, Outcome::HostStartTimeout)
-        }
-        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Err(Outcome::ClientLeft),
-        Err(NoHost::Refused(e)) => placer_refusal(&e),
-        Err(NoHost::SourceLimit) => (E_PROXY_MAXCONNECTIONSREACHED, Outcome::SourceLimit),
-        Err(NoHost::Unreachable) => (E_PROXY_TS_CONNECTFAILED, Outcome::HostUnreachable),
+        Err(no_host) => match gateway_outcome(no_host.outcome()) {
+            Outcome::ClientLeft => return Err(Outcome::ClientLeft),
+            outcome => (hresult(outcome), outcome),
+        },
     };
     refuse(ws, tunnel, code).await;
     Err(outcome)
@@ -346,23 +317,29 @@ impl Client for Held<'_> {
 
 /// The HRESULT and outcome of a placer's refusal.
 fn placer_refusal(e: &PlacerError) -> (u32, Outcome) {
-    match e {
-        PlacerError::Refused {
-            code: api::ErrorCode::InvalidConnectionTicket,
-            ..
-        } => (
-            E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED,
-            Outcome::TokenRefused,
-        ),
-        // Answered as a refused ticket (see `open_channel`).
-        PlacerError::Refused {
-            code: api::ErrorCode::HostPoolNotFound,
-            ..
-        } => (
-            E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED,
-            Outcome::UnknownPool,
-        ),
-        PlacerError::Refused { .. } => (E_PROXY_TS_CONNECTFAILED, Outcome::Refused),
-        PlacerError::Unreachable(_) => (E_PROXY_INTERNALERROR, Outcome::BrokerUnreachable),
+    let outcome = gateway_outcome(Outcome::of_refusal(e));
+    (hresult(outcome), outcome)
+}
+
+/// The gateway's name for a refused ticket: its access token's.
+fn gateway_outcome(outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::TicketRefused => Outcome::TokenRefused,
+        outcome => outcome,
+    }
+}
+
+/// The HRESULT a channel request that ended in `outcome` is refused with.
+/// A refused ticket and an unknown pool are answered alike (see
+/// `open_channel`).
+fn hresult(outcome: Outcome) -> u32 {
+    match outcome {
+        Outcome::TokenRefused | Outcome::UnknownPool | Outcome::PoolNotAllowed => {
+            E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED
+        }
+        Outcome::BrokerUnreachable => E_PROXY_INTERNALERROR,
+        Outcome::WaitingLimit(_) | Outcome::SourceLimit => E_PROXY_MAXCONNECTIONSREACHED,
+        Outcome::ResourceRefused => E_PROXY_RAP_ACCESSDENIED,
+        _ => E_PROXY_TS_CONNECTFAILED,
     }
 }

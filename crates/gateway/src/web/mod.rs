@@ -29,7 +29,7 @@
 //! HTTP status, then the socket closed; nothing reaches a host):
 //!
 //! - The request: one binary message within
-//!   [`WebConfig::handshake_timeout`], at most
+//!   the handshake timeout ([`Bounds::handshake_timeout`]), at most
 //!   [`WebConfig::max_request_bytes`] (413 beyond), version 3390,
 //!   an X.224 Connection Request the front door's parser accepts (rule R6)
 //!   that asks for a TLS-based protocol, no preconnection blob (400).
@@ -56,13 +56,14 @@
 //!   error (the host's alert, when it sent one). The new session placed
 //!   for that connection is ended.
 //!
-//! Sessions are marked as at the RD Gateway (R4, S9): a new session, or a
-//! reconnect to a Disconnected one, is Active while the socket is open and
-//! Disconnected when it closes, or ended when the connection never showed
-//! evidence of a logon; a reconnect to a session live elsewhere is relayed
-//! and its state left alone. The relay is closed after
-//! [`WebConfig::relay_idle_timeout`] without a byte either way
-//! ([`WebConfig::idle_timeout_without_logon`] before that evidence).
+//! Sessions are left as at every door (`door/session.rs`, R4, S9): a new
+//! session, or a reconnect to a Disconnected one or to one another
+//! connection of this listener owns, is Active while the socket is open
+//! and Disconnected when its last connection closes, or ended when none
+//! of them showed evidence of a logon; a reconnect to a session live
+//! elsewhere is relayed and its state left alone. The relay is closed after
+//! [`Bounds::relay_idle_timeout`] without a byte either way
+//! ([`Bounds::idle_timeout_without_logon`] before that evidence).
 //!
 //! The endpoint is served on the RD Gateway's HTTPS listener
 //! (`--gateway-listen`, `deskbroker serve` and `deskbroker gateway`), whose
@@ -81,15 +82,15 @@ use std::time::{Duration, Instant};
 
 use futures_util::SinkExt;
 use ironrdp_rdcleanpath::{RDCleanPathErr, RDCleanPathPdu};
-use placement::SessionState;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
-use crate::door::{Client, Door, NoHost, Report, logon_evidence, release};
-use crate::hold::{Hold, WaitEnd};
+use crate::door::{
+    Bounds, Client, Door, Live, NoHost, Outcome, Report, Session, WEB, logon_evidence, release,
+};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::SourceGuard;
 
@@ -128,21 +129,13 @@ const MAX_WRITE_BUFFER_BYTES: usize = 2 * 64 * 1024;
 /// The endpoint's settings.
 #[derive(Clone, Debug)]
 pub struct WebConfig {
-    /// From the upgrade to the whole request.
-    pub handshake_timeout: Duration,
+    /// The bounds every door shares; `handshake_timeout` bounds the
+    /// upgrade and the whole request.
+    pub bounds: Bounds,
     /// See [`MAX_REQUEST_BYTES`].
     pub max_request_bytes: usize,
     /// See [`MAX_MESSAGE_BYTES`].
     pub max_message_bytes: usize,
-    pub host_connect_timeout: Duration,
-    /// See [`HOST_ANSWER_TIMEOUT`].
-    pub host_answer_timeout: Duration,
-    pub max_placement_attempts: usize,
-    pub host_start_wait: Duration,
-    pub host_start_retry_interval: Duration,
-    pub max_waiting_connections: usize,
-    pub relay_idle_timeout: Duration,
-    pub idle_timeout_without_logon: Duration,
     /// See [`MAX_RELAYS_PER_TICKET`].
     pub max_relays_per_ticket: usize,
     /// The tickets whose connections are counted at once: the listener's
@@ -154,40 +147,13 @@ impl WebConfig {
     /// The endpoint as the RD Gateway `config` serves it: its bounds.
     pub fn of(config: &crate::rd_gateway::GatewayConfig) -> WebConfig {
         WebConfig {
-            handshake_timeout: config.setup_idle_timeout,
+            bounds: config.bounds.clone(),
             max_request_bytes: MAX_REQUEST_BYTES,
             max_message_bytes: MAX_MESSAGE_BYTES,
-            host_connect_timeout: config.host_connect_timeout,
-            host_answer_timeout: HOST_ANSWER_TIMEOUT,
-            max_placement_attempts: config.max_placement_attempts,
-            host_start_wait: config.host_start_wait,
-            host_start_retry_interval: config.host_start_retry_interval,
-            max_waiting_connections: config.max_waiting_connections,
-            relay_idle_timeout: config.relay_idle_timeout,
-            idle_timeout_without_logon: config.idle_timeout_without_logon,
             max_relays_per_ticket: MAX_RELAYS_PER_TICKET,
-            max_tickets: config.max_connections,
+            max_tickets: config.bounds.max_connections,
         }
     }
-}
-
-/// Describes the endpoint's metrics to the installed recorder.
-pub fn describe_metrics() {
-    metrics::describe_counter!(
-        "deskbroker_web_connections_total",
-        "Browser (/web/rdp) connections by outcome: relayed, bad_request, too_large, timeout, \
-         client_left, ticket_refused, ticket_limit, pool_not_allowed, unknown_pool, refused, source_limit, \
-         waiting_limit, host_start_timeout, broker_unreachable, host_unreachable, \
-         negotiation_failed, host_tls_failed."
-    );
-    metrics::describe_counter!(
-        "deskbroker_web_bytes_total",
-        "Plaintext bytes relayed for browsers, by direction: client_to_host or host_to_client."
-    );
-    metrics::describe_gauge!(
-        "deskbroker_web_waiting_connections",
-        "Browser connections held now while a session host starts for them (rule A8)."
-    );
 }
 
 /// What the endpoint keeps across connections: its settings, the host
@@ -200,7 +166,7 @@ pub(crate) struct Web {
 
 impl Web {
     pub(crate) fn new(config: WebConfig) -> Web {
-        describe_metrics();
+        crate::door::describe_metrics();
         Web {
             relays: TicketRelays::new(config.max_relays_per_ticket, config.max_tickets),
             config,
@@ -277,57 +243,6 @@ impl Drop for TicketRelay<'_> {
     }
 }
 
-/// How a connection ended, as the `outcome` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Relayed,
-    /// Not a WebSocket, not RDCleanPath, or a request that is refused as it
-    /// stands.
-    BadRequest,
-    TooLarge,
-    /// No whole request within the handshake timeout.
-    Timeout,
-    ClientLeft,
-    TicketRefused,
-    /// The ticket has [`MAX_RELAYS_PER_TICKET`] connections open already
-    /// (or the table of tickets is full).
-    TicketLimit,
-    PoolNotAllowed,
-    UnknownPool,
-    Refused,
-    SourceLimit,
-    WaitingLimit,
-    HostStartTimeout,
-    BrokerUnreachable,
-    HostUnreachable,
-    NegotiationFailed,
-    HostTlsFailed,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Relayed => "relayed",
-            Outcome::BadRequest => "bad_request",
-            Outcome::TooLarge => "too_large",
-            Outcome::Timeout => "timeout",
-            Outcome::ClientLeft => "client_left",
-            Outcome::TicketRefused => "ticket_refused",
-            Outcome::TicketLimit => "ticket_limit",
-            Outcome::PoolNotAllowed => "pool_not_allowed",
-            Outcome::UnknownPool => "unknown_pool",
-            Outcome::Refused => "refused",
-            Outcome::SourceLimit => "source_limit",
-            Outcome::WaitingLimit => "waiting_limit",
-            Outcome::HostStartTimeout => "host_start_timeout",
-            Outcome::BrokerUnreachable => "broker_unreachable",
-            Outcome::HostUnreachable => "host_unreachable",
-            Outcome::NegotiationFailed => "negotiation_failed",
-            Outcome::HostTlsFailed => "host_tls_failed",
-        }
-    }
-}
-
 /// The WebSocket's buffers, and its frame and message bounds.
 fn websocket_config(config: &WebConfig) -> WebSocketConfig {
     WebSocketConfig::default()
@@ -393,16 +308,23 @@ pub(crate) async fn serve_upgrade<S, P>(
 }
 
 /// What one connection works with: the endpoint, the broker, the bound on
-/// connections held while hosts start (A8), and its count against its
-/// source (T4).
+/// connections held while hosts start (A8), the table of the sessions the
+/// listener's connections own (R4), and its count against its source (T4).
 pub(crate) struct Context<'a, P> {
     pub web: &'a Web,
     pub placer: &'a P,
     pub waiting: &'a Arc<Semaphore>,
+    pub live: &'a Live,
     pub source: &'a SourceGuard,
 }
 
-/// One connection from its request to its end.
+/// A refusal: the HTTP status its RDCleanPath error carries, and the
+/// connection's outcome.
+type Refusal = (u16, Outcome);
+
+/// One connection from its request to its end: the request read and its
+/// ticket counted and allowed, the user placed, TLS with the host, the
+/// session relayed as at every door.
 async fn connection<S, P>(
     mut ws: WebSocketStream<S>,
     cx: &Context<'_, P>,
@@ -413,8 +335,8 @@ where
     P: Placer,
 {
     let config = &cx.web.config;
-    let asked = request::read(&mut ws, config.handshake_timeout, config.max_request_bytes).await;
-    let asked = match asked {
+    let max_bytes = config.max_request_bytes;
+    let asked = match request::read(&mut ws, config.bounds.handshake_timeout, max_bytes).await {
         Ok(a) => a,
         Err(refused) => {
             report.detail = Some(refused.detail);
@@ -430,192 +352,199 @@ where
     report.user = Some(asked.ticket.user.clone());
     // Counted from here to the relay's end (see the module's
     // documentation).
-    let _relay = match cx.web.relays.hold(&asked.signature) {
-        Ok(relay) => relay,
-        Err(RelayRefusal::Ticket) => {
-            report.detail = Some(format!(
-                "the ticket has {} connections open already",
-                config.max_relays_per_ticket
-            ));
-            return refuse(ws, 429, Outcome::TicketLimit).await;
-        }
-        Err(RelayRefusal::Table) => {
-            report.detail = Some(format!(
-                "connections of {} tickets open already",
-                config.max_tickets
-            ));
-            return refuse(ws, 503, Outcome::TicketLimit).await;
+    let counted = count(cx, &asked, report);
+    let allowed = match &counted {
+        Ok(_) => allowed(cx.placer, &pool, report).await,
+        Err(refusal) => Err(*refusal),
+    };
+    if let Err((status, outcome)) = allowed {
+        return refuse(&mut ws, status, outcome).await;
+    }
+    let (host, placed) = match place(&mut ws, &asked, &pool, cx, report).await {
+        Ok(placed) => placed,
+        Err(Outcome::ClientLeft) => return Outcome::ClientLeft,
+        Err(outcome) => return refuse(&mut ws, status(outcome), outcome).await,
+    };
+    let tls = match open_host(&mut ws, host, &placed, &asked, cx, report).await {
+        Ok(tls) => tls,
+        Err(outcome) => {
+            // What followed the placement failed: a new session made for
+            // this connection is ended.
+            if !placed.reconnect {
+                release(cx.placer, WEB.name, &pool, &placed.session_id).await;
+            }
+            return outcome;
         }
     };
+    // Rules R4 and S9, as at every door.
+    let session = Session::begin(
+        &WEB, cx.placer, cx.live, &pool, &placed, true, false, report,
+    );
+    let mut carried = Report::default();
+    let relay = relay::relay(ws, tls, config.bounds.idle(), &mut carried);
+    session.relay(relay).await;
+    report.client_to_host_bytes = carried.client_to_host_bytes;
+    report.host_to_client_bytes = carried.host_to_client_bytes;
+    if carried.detail.is_some() {
+        report.detail = carried.detail;
+    }
+    session.end(logon_evidence(report, 0)).await;
+    Outcome::Relayed
+}
+
+/// Counts the connection against its ticket ([`MAX_RELAYS_PER_TICKET`]),
+/// for as long as the answer lives.
+fn count<'a, P>(
+    cx: &Context<'a, P>,
+    asked: &request::Asked,
+    report: &mut Report,
+) -> Result<TicketRelay<'a>, Refusal> {
+    let config = &cx.web.config;
+    cx.web.relays.hold(&asked.signature).map_err(|refusal| {
+        report.detail = Some(match refusal {
+            RelayRefusal::Ticket => format!(
+                "the ticket has {} connections open already",
+                config.max_relays_per_ticket
+            ),
+            RelayRefusal::Table => {
+                format!("connections of {} tickets open already", config.max_tickets)
+            }
+        });
+        let status = match refusal {
+            RelayRefusal::Ticket => 429,
+            RelayRefusal::Table => 503,
+        };
+        (status, Outcome::TicketLimit)
+    })
+}
+
+/// Whether the ticket's pool takes the front door. A pool that does not
+/// allow it, or does not exist, is answered as a refused ticket (see the
+/// module's documentation).
+async fn allowed<P: Placer>(placer: &P, pool: &str, report: &mut Report) -> Result<(), Refusal> {
+    match placer.front_door_policy(pool).await {
+        Ok(policy) if policy.allowed => Ok(()),
+        Ok(_) => {
+            report.detail = Some(format!("host pool {pool} does not allow the front door"));
+            Err((403, Outcome::PoolNotAllowed))
+        }
+        Err(e) => {
+            report.detail = Some(e.to_string());
+            Err(placer_refusal(&e))
+        }
+    }
+}
+
+/// Places the ticket's user and dials the host (held while one starts,
+/// A8; R5's retries). The destination the client named is ignored.
+async fn place<S, P>(
+    ws: &mut WebSocketStream<S>,
+    asked: &request::Asked,
+    pool: &str,
+    cx: &Context<'_, P>,
+    report: &mut Report,
+) -> Result<(tokio::net::TcpStream, placement::Placement), Outcome>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+    P: Placer,
+{
     let named: String = asked.destination.chars().take(100).collect();
     tracing::debug!(
         pool,
         destination = named,
         "web rdp: the destination named is ignored"
     );
-
-    // A pool that does not allow the front door, or does not exist, is
-    // answered as a refused ticket (see the module's documentation).
-    match cx.placer.front_door_policy(&pool).await {
-        Ok(policy) if policy.allowed => {}
-        Ok(_) => {
-            report.detail = Some(format!("host pool {pool} does not allow the front door"));
-            return refuse(ws, 403, Outcome::PoolNotAllowed).await;
-        }
-        Err(e) => {
-            report.detail = Some(e.to_string());
-            let (status, outcome) = placer_refusal(&e);
-            return refuse(ws, status, outcome).await;
-        }
-    }
     let request = ConnectInput {
         user: asked.ticket.user.clone(),
         ticket: Some(asked.raw_ticket.clone()),
         ..ConnectInput::default()
     };
-    let door = Door {
-        placer: cx.placer,
-        pool: &pool,
-        hold: Hold {
-            wait: config.host_start_wait,
-            retry_interval: config.host_start_retry_interval,
-            max_waiting: config.max_waiting_connections,
-            waiting: cx.waiting,
-            gauge: "deskbroker_web_waiting_connections",
-            door: "web rdp",
-        },
-        source: cx.source,
-        attempts: config.max_placement_attempts,
-        dial_timeout: config.host_connect_timeout,
-    };
-    let mut held = Held {
-        ws: &mut ws,
-        early: false,
-    };
-    let placed = door.place_and_dial(request, &mut held, report).await;
-    let early = held.early;
-    let (host, placed) = match placed {
-        Ok(p) => p,
-        Err(NoHost::Waited(WaitEnd::ClientLeft)) => return Outcome::ClientLeft,
-        Err(no_host) => {
-            let (status, outcome) = match no_host {
-                // The listener's own bound is full: not this source's doing.
-                NoHost::Waited(WaitEnd::Limit("waiting_full")) => (503, Outcome::WaitingLimit),
-                NoHost::Waited(WaitEnd::Limit(_)) => (429, Outcome::WaitingLimit),
-                NoHost::Waited(_) => (503, Outcome::HostStartTimeout),
-                NoHost::Refused(e) => placer_refusal(&e),
-                NoHost::SourceLimit => (429, Outcome::SourceLimit),
-                NoHost::Unreachable => (502, Outcome::HostUnreachable),
-            };
-            return refuse(ws, status, outcome).await;
-        }
-    };
-    // What follows failed: a new session made for this connection is ended.
-    let release_new = async || {
-        if !placed.reconnect {
-            release(cx.placer, "web rdp", &pool, &placed.session_id).await;
-        }
-    };
-    if early {
+    let bounds = &cx.web.config.bounds;
+    let door = Door::new(&WEB, cx.placer, pool, bounds, cx.waiting, cx.source);
+    let mut held = Held { ws, early: false };
+    let (host, placed) = door
+        .place_and_dial(request, &mut held, report)
+        .await
+        .map_err(NoHost::outcome)?;
+    if held.early {
         report.detail = Some("the client sent data before the RDCleanPath response".into());
-        release_new().await;
-        return refuse(ws, 400, Outcome::BadRequest).await;
+        if !placed.reconnect {
+            release(cx.placer, WEB.name, pool, &placed.session_id).await;
+        }
+        return Err(Outcome::BadRequest);
     }
-    let upgraded = host::upgrade(
-        host,
-        &asked.x224,
-        config.host_answer_timeout,
-        &cx.web.tls,
-        || cx.source.answered(),
-    )
-    .await;
+    Ok((host, placed))
+}
+
+/// Sends the client's X.224 request to the host, does TLS with it, and
+/// answers the client with the host's Connection Confirm and certificate
+/// chain: the host's TLS stream, or the outcome of a failure (answered).
+async fn open_host<S, P>(
+    ws: &mut WebSocketStream<S>,
+    host: tokio::net::TcpStream,
+    placed: &placement::Placement,
+    asked: &request::Asked,
+    cx: &Context<'_, P>,
+    report: &mut Report,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, Outcome>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+    P: Placer,
+{
+    let timeout = cx.web.config.bounds.host_answer_timeout;
+    let answered = || cx.source.answered();
+    let upgraded = host::upgrade(host, &asked.x224, timeout, &cx.web.tls, answered).await;
     let upgraded = match upgraded {
         Ok(u) => u,
         Err(e) => {
             report.detail = Some(format!("{}: {e}", placed.host));
-            release_new().await;
-            let (response, outcome) = match e {
-                host::HostError::Negotiation(confirm) => (
-                    RDCleanPathPdu::new_negotiation_error(confirm)
-                        .unwrap_or_else(|_| RDCleanPathPdu::new_http_error(502)),
-                    Outcome::NegotiationFailed,
-                ),
-                host::HostError::Tls(_, alert) => (
-                    error_pdu(
-                        ironrdp_rdcleanpath::TLS_HANDSHAKE_FAILED_ERROR_CODE,
-                        502,
-                        alert,
-                    ),
-                    Outcome::HostTlsFailed,
-                ),
-                host::HostError::Silent(_) => (
-                    error_pdu(
-                        ironrdp_rdcleanpath::TARGET_UNREACHABLE_ERROR_CODE,
-                        502,
-                        None,
-                    ),
-                    Outcome::HostUnreachable,
-                ),
-            };
-            answer(&mut ws, response).await;
+            let (response, outcome) = host_refusal(e);
+            answer(ws, response).await;
             let _ = ws.close(None).await;
-            return outcome;
+            return Err(outcome);
         }
     };
     let response =
-        match RDCleanPathPdu::new_response(placed.host.clone(), upgraded.confirm, upgraded.chain) {
-            Ok(r) => r,
-            Err(e) => {
-                report.detail = Some(format!("the response: {e}"));
-                release_new().await;
-                return refuse(ws, 502, Outcome::HostTlsFailed).await;
-            }
-        };
-    if !answer(&mut ws, response).await {
-        report.detail = Some("the client left before the response".into());
-        release_new().await;
-        return Outcome::ClientLeft;
-    }
-    // Rule R4, as at the RD Gateway: the connection owns a new session, or
-    // a reconnect to a Disconnected one; a session live elsewhere is left
-    // alone.
-    let owned = !placed.reconnect || placed.state == SessionState::Disconnected;
-    let mark_active = async {
-        if owned
-            && let Err(e) = cx
-                .placer
-                .set_session_state(&pool, &placed.session_id, SessionState::Active)
-                .await
-        {
-            tracing::warn!(pool, session = placed.session_id, error = %e,
-                "web rdp: could not mark the session Active");
+        RDCleanPathPdu::new_response(placed.host.clone(), upgraded.confirm, upgraded.chain);
+    let response = match response {
+        Ok(r) => r,
+        Err(e) => {
+            report.detail = Some(format!("the response: {e}"));
+            return Err(refuse(ws, 502, Outcome::HostTlsFailed).await);
         }
     };
-    let idle = (config.relay_idle_timeout, config.idle_timeout_without_logon);
-    let mut carried = Report::default();
-    tokio::join!(
-        mark_active,
-        relay::relay(ws, upgraded.tls, idle, &mut carried)
-    );
-    report.client_to_host_bytes = carried.client_to_host_bytes;
-    report.host_to_client_bytes = carried.host_to_client_bytes;
-    if carried.detail.is_some() {
-        report.detail = carried.detail;
+    if !answer(ws, response).await {
+        report.detail = Some("the client left before the response".into());
+        return Err(Outcome::ClientLeft);
     }
-    if owned {
-        let ended = if !placed.reconnect && !logon_evidence(report, 0) {
-            cx.placer.logoff(&pool, &placed.session_id).await
-        } else {
-            cx.placer
-                .set_session_state(&pool, &placed.session_id, SessionState::Disconnected)
-                .await
-        };
-        if let Err(e) = ended {
-            tracing::warn!(pool, session = placed.session_id, error = %e,
-                "web rdp: could not record the end of the session");
-        }
+    Ok(upgraded.tls)
+}
+
+/// The RDCleanPath answer and outcome of a host that could not be opened.
+fn host_refusal(e: host::HostError) -> (RDCleanPathPdu, Outcome) {
+    match e {
+        host::HostError::Negotiation(confirm) => (
+            RDCleanPathPdu::new_negotiation_error(confirm)
+                .unwrap_or_else(|_| RDCleanPathPdu::new_http_error(502)),
+            Outcome::NegotiationFailed,
+        ),
+        host::HostError::Tls(_, alert) => (
+            error_pdu(
+                ironrdp_rdcleanpath::TLS_HANDSHAKE_FAILED_ERROR_CODE,
+                502,
+                alert,
+            ),
+            Outcome::HostTlsFailed,
+        ),
+        host::HostError::Silent(_) => (
+            error_pdu(
+                ironrdp_rdcleanpath::TARGET_UNREACHABLE_ERROR_CODE,
+                502,
+                None,
+            ),
+            Outcome::HostUnreachable,
+        ),
     }
-    Outcome::Relayed
 }
 
 /// An RDCleanPath error with one of its codes and an HTTP status.
@@ -643,30 +572,34 @@ where
 }
 
 /// Answers an RDCleanPath error with `status`, closes, and says `outcome`.
-async fn refuse<S>(mut ws: WebSocketStream<S>, status: u16, outcome: Outcome) -> Outcome
+async fn refuse<S>(ws: &mut WebSocketStream<S>, status: u16, outcome: Outcome) -> Outcome
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    answer(&mut ws, RDCleanPathPdu::new_http_error(status)).await;
+    answer(ws, RDCleanPathPdu::new_http_error(status)).await;
     let _ = ws.close(None).await;
     outcome
 }
 
-/// The HTTP status and outcome of a placer's refusal: the status of the
-/// broker's answer, except that an unknown pool is answered as a refused
-/// ticket (see the module's documentation).
+/// The HTTP status and outcome of a placer's refusal (see [`status`]).
 fn placer_refusal(e: &PlacerError) -> (u16, Outcome) {
-    match e {
-        PlacerError::Refused {
-            code: api::ErrorCode::InvalidConnectionTicket,
-            ..
-        } => (403, Outcome::TicketRefused),
-        PlacerError::Refused {
-            code: api::ErrorCode::HostPoolNotFound,
-            ..
-        } => (403, Outcome::UnknownPool),
-        PlacerError::Refused { code, .. } => (code.status(), Outcome::Refused),
-        PlacerError::Unreachable(_) => (503, Outcome::BrokerUnreachable),
+    let outcome = Outcome::of_refusal(e);
+    (status(outcome), outcome)
+}
+
+/// The HTTP status a connection refused with `outcome` is answered: the
+/// status of the broker's answer, except that an unknown pool is
+/// answered as a refused ticket (see the module's documentation).
+fn status(outcome: Outcome) -> u16 {
+    match outcome {
+        Outcome::BadRequest => 400,
+        Outcome::TicketRefused | Outcome::UnknownPool | Outcome::PoolNotAllowed => 403,
+        Outcome::Refused(code) => code.status(),
+        // The listener's own bound is full: not this source's doing.
+        Outcome::WaitingLimit("waiting_full") => 503,
+        Outcome::WaitingLimit(_) | Outcome::SourceLimit | Outcome::TicketLimit => 429,
+        Outcome::HostUnreachable => 502,
+        _ => 503,
     }
 }
 

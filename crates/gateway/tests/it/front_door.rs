@@ -51,6 +51,9 @@ pub(crate) struct Recorder {
     /// How many more connects are answered 503 `SessionHostStarting`
     /// (rule A8: the broker is starting a host for the user).
     pub(crate) starting: std::sync::atomic::AtomicU32,
+    /// The broker's time of day, in seconds since the Unix epoch, when a
+    /// test sets it (0: the system's).
+    pub(crate) now: std::sync::atomic::AtomicU64,
 }
 
 impl Recorder {
@@ -198,6 +201,14 @@ impl Placer for Recorder {
         })
     }
 
+    /// The recorder's clock: the system's, or the time a test set.
+    fn now_unix_seconds(&self) -> u64 {
+        match self.now.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => gateway::placer::system_unix_seconds(),
+            set => set,
+        }
+    }
+
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {
         self.record(Event::HostAt(pool.into(), address.into()));
         Ok(self
@@ -264,7 +275,7 @@ pub(crate) async fn door(placer: Arc<Recorder>, config: Config) -> Door {
 
 pub(crate) fn config(default_pool: Option<&str>) -> Config {
     let mut c = Config::new(default_pool.map(String::from));
-    c.host_connect_timeout = Duration::from_secs(1);
+    c.bounds.host_connect_timeout = Duration::from_secs(1);
     c
 }
 
@@ -413,8 +424,8 @@ async fn an_idle_connection_is_closed_after_its_bound() {
     let (h1, _seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut config = config(Some("farm"));
-    config.idle_timeout_without_logon = Duration::from_millis(300);
-    config.relay_idle_timeout = Duration::from_millis(600);
+    config.bounds.idle_timeout_without_logon = Duration::from_millis(300);
+    config.bounds.relay_idle_timeout = Duration::from_millis(600);
     let door = door(placer.clone(), config).await;
 
     // An anonymous client (a routing token only) that says nothing more.
@@ -795,7 +806,7 @@ async fn a_source_gets_its_share_of_new_sessions_per_minute() {
     let (h1, _seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut cfg = config(Some("farm"));
-    cfg.source_limits.new_sessions_per_minute = 2;
+    cfg.bounds.source_limits.new_sessions_per_minute = 2;
     let door = door(placer.clone(), cfg).await;
     for user in ["u1", "u2"] {
         let line = format!("Cookie: mstshash={user}");
@@ -829,7 +840,7 @@ async fn junk_oversized_and_slow_clients_never_reach_a_host_nor_disturb_others()
     let (h1, mut seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut cfg = config(Some("farm"));
-    cfg.handshake_timeout = Duration::from_millis(500);
+    cfg.bounds.handshake_timeout = Duration::from_millis(500);
     let door = door(placer.clone(), cfg).await;
 
     // A slow client holds its connection open, sending half a PDU.
@@ -871,7 +882,7 @@ async fn at_the_connection_limit_new_clients_wait() {
     let (h1, _seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut cfg = config(Some("farm"));
-    cfg.max_connections = 1;
+    cfg.bounds.max_connections = 1;
     let door = door(placer.clone(), cfg).await;
     let first = fixture("xfreerdp-2.11.7-user.bin");
 
@@ -909,5 +920,40 @@ async fn shutdown_stops_accepting() {
     assert!(
         TcpStream::connect(address).await.is_err(),
         "listener closed"
+    );
+}
+
+/// Rule R3 on the broker's clock: a redirection token's lifetime is read
+/// from the placer's time of day, not the machine's.
+#[tokio::test]
+async fn a_redirection_token_expires_by_the_brokers_clock() {
+    let (h2, mut seen2) = fake_host("h2").await;
+    let placer = Recorder::new(&[("h2", &h2)]);
+    let key = gateway::redirect::RedirectKey::derive("the broker's secret");
+    let mut cfg = config(Some("farm"));
+    cfg.redirect_keys = gateway::redirect::RedirectKeys::of(key.clone());
+    let door = door(placer.clone(), cfg).await;
+    let addr: std::net::SocketAddrV4 = h2.parse().expect("v4");
+    // Signed at a time of day of the broker's, long before the machine's.
+    let then = 1_000_000_000;
+    placer.now.store(then, std::sync::atomic::Ordering::SeqCst);
+    let token = key.issue(addr, then);
+    let first = build_pdu(Some(token.as_bytes()), None, None);
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_eq!(read_n(&mut c, 2).await, b"h2", "good on the broker's clock");
+    drop(c);
+    assert_eq!(seen2.recv().await.expect("pdu"), first);
+
+    // The broker's clock moves past the token's lifetime: refused.
+    let later = then + gateway::redirect::REDIRECT_TOKEN_LIFETIME.as_secs() + 1;
+    placer.now.store(later, std::sync::atomic::Ordering::SeqCst);
+    let mut c = TcpStream::connect(&door.address).await.expect("connect");
+    c.write_all(&first).await.expect("write");
+    assert_refused(&mut c, gateway::pdu::failure::ACCESS_REFUSED).await;
+    assert_eq!(
+        placer.events(),
+        vec![Event::HostAt("farm".into(), h2.clone())],
+        "looked up once, for the good token only"
     );
 }

@@ -17,8 +17,8 @@ use crate::{build_pdu, fixture};
 /// A front door that asks again at once and waits `wait` for a host.
 fn waiting_config(wait: Duration) -> Config {
     let mut c = config(Some("farm"));
-    c.host_start_retry_interval = Duration::from_millis(10);
-    c.host_start_wait = wait;
+    c.bounds.host_start_retry_interval = Duration::from_millis(10);
+    c.bounds.host_start_wait = wait;
     c
 }
 
@@ -106,7 +106,7 @@ async fn a8_waiting_clients_are_bounded_per_source_and_in_total() {
     let placer = Recorder::new(&[("h1", &h1)]);
     start_for(&placer, u32::MAX);
     let mut cfg = waiting_config(Duration::from_secs(60));
-    cfg.source_limits.max_waiting = 2;
+    cfg.bounds.source_limits.max_waiting = 2;
     let d = door(placer.clone(), cfg).await;
     let mut a = client_of(&d, "a").await;
     asked(&placer, "a").await;
@@ -122,7 +122,7 @@ async fn a8_waiting_clients_are_bounded_per_source_and_in_total() {
     let placer = Recorder::new(&[("h1", &h1)]);
     start_for(&placer, u32::MAX);
     let mut cfg = waiting_config(Duration::from_secs(60));
-    cfg.max_waiting_connections = 1;
+    cfg.bounds.max_waiting_connections = 1;
     let d = door(placer.clone(), cfg).await;
     let mut a = client_of(&d, "a").await;
     asked(&placer, "a").await;
@@ -227,7 +227,7 @@ async fn on_a_dual_stack_listener_each_ipv4_client_is_a_source_of_its_own() {
     let (h1, _seen1) = fake_host("h1").await;
     let placer = Recorder::new(&[("h1", &h1)]);
     let mut cfg = config(Some("farm"));
-    cfg.source_limits.max_connections = 1;
+    cfg.bounds.source_limits.max_connections = 1;
     let listener = TcpListener::bind("[::]:0").await.expect("bind [::]");
     let port = listener.local_addr().expect("addr").port();
     let (_stop, stopped) = oneshot::channel::<()>();

@@ -8,6 +8,7 @@
 mod front_door;
 mod front_door_bounds;
 mod fuzz;
+mod live;
 mod pdu;
 mod placer;
 mod rd_gateway;

@@ -17,13 +17,8 @@ use crate::rd_gateway::*;
 
 #[tokio::test]
 async fn a_source_over_its_share_of_new_sessions_is_refused_at_channel_create() {
-    let config = GatewayConfig {
-        source_limits: gateway::sources::Limits {
-            new_sessions_per_minute: 1,
-            ..gateway::sources::Limits::default()
-        },
-        ..GatewayConfig::default()
-    };
+    let mut config = GatewayConfig::default();
+    config.bounds.source_limits.new_sessions_per_minute = 1;
     let farm = farm_with(vec![Some(host("h1").await)], config).await;
     let mut first = Client::open(&farm.gateway).await;
     assert_eq!(
@@ -49,13 +44,8 @@ async fn a_source_over_its_share_of_new_sessions_is_refused_at_channel_create() 
 
 #[tokio::test]
 async fn a_source_over_its_connections_is_closed_before_anything_is_read() {
-    let config = GatewayConfig {
-        source_limits: gateway::sources::Limits {
-            max_connections: 1,
-            ..gateway::sources::Limits::default()
-        },
-        ..GatewayConfig::default()
-    };
+    let mut config = GatewayConfig::default();
+    config.bounds.source_limits.max_connections = 1;
     let farm = farm_with(vec![Some(host("h1").await)], config).await;
     let _first = Client::open(&farm.gateway).await;
     let mut second = TcpStream::connect(&farm.gateway).await.expect("connect");
@@ -96,11 +86,11 @@ async fn closed_by_gateway(tcp: &mut TcpStream, what: &str) {
 #[tokio::test]
 async fn many_sources_cannot_fill_the_legacy_out_channels_waiting_slots() {
     // Long idle and setup bounds: what frees the slots here is not time.
-    let config = GatewayConfig {
+    let mut config = GatewayConfig {
         setup_timeout: Duration::from_secs(600),
-        setup_idle_timeout: Duration::from_secs(300),
         ..GatewayConfig::default()
     };
+    config.bounds.handshake_timeout = Duration::from_secs(300);
     let farm = farm_with(vec![Some(host("h1").await)], config).await;
     // 32 sources, each with as many RDG_OUT_DATA as its handshakes allow
     // (8), none followed by its RDG_IN_DATA: 256, the whole table before
@@ -144,11 +134,11 @@ async fn many_sources_cannot_fill_the_legacy_out_channels_waiting_slots() {
 async fn a_connection_idle_at_any_step_before_its_tunnel_is_closed_after_the_idle_bound() {
     // The whole setup may take far longer than the test waits: only the
     // idle bound can close these connections in time.
-    let config = GatewayConfig {
+    let mut config = GatewayConfig {
         setup_timeout: Duration::from_secs(600),
-        setup_idle_timeout: Duration::from_millis(300),
         ..GatewayConfig::default()
     };
+    config.bounds.handshake_timeout = Duration::from_millis(300);
     let farm = farm_with(vec![Some(host("h1").await)], config).await;
     let id = || format!("{{{}}}", uuid::Uuid::new_v4());
 
@@ -284,11 +274,9 @@ async fn an_unknown_pool_and_a_pool_closed_to_the_gateway_are_refused_as_a_forge
 /// has (its session then Disconnected).
 #[tokio::test]
 async fn an_idle_channel_is_closed_after_its_bound() {
-    let config = GatewayConfig {
-        idle_timeout_without_logon: Duration::from_millis(300),
-        relay_idle_timeout: Duration::from_millis(600),
-        ..GatewayConfig::default()
-    };
+    let mut config = GatewayConfig::default();
+    config.bounds.idle_timeout_without_logon = Duration::from_millis(300);
+    config.bounds.relay_idle_timeout = Duration::from_millis(600);
     let farm = farm_with(vec![Some(host("h1").await)], config).await;
     let mut client = Client::open(&farm.gateway).await;
     assert_eq!(

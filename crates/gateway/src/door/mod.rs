@@ -5,14 +5,31 @@
 //! off and place the user again elsewhere (rule R5). The RDP front door and
 //! the RD Gateway differ only in how they read the client before, and how
 //! they answer it after.
+//!
+//! After it, every door leaves the session as rules R4 and S9 say, through
+//! one `Session` and its door's table of live sessions (`session.rs`).
+//!
+//! Shared by every door as well: one set of [`Bounds`], one [`Outcome`]
+//! for how a connection ended, and the doors' metrics, described once
+//! ([`describe_metrics`]).
+
+mod bounds;
+mod outcome;
+mod session;
+
+pub use bounds::Bounds;
+pub use outcome::{Outcome, describe_metrics};
+pub(crate) use session::{Live, Session};
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use placement::Placement;
 use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
 
 use crate::front_door::{LOGON_EVIDENCE_CLIENT_BYTES, LOGON_EVIDENCE_HOST_BYTES};
 use crate::hold::{self, Hold, WaitEnd, Waited};
@@ -96,6 +113,36 @@ pub(crate) trait Client {
     fn gone(&mut self) -> impl Future<Output = bool> + Send + '_;
 }
 
+/// What tells one door from another in logs and metrics.
+pub(crate) struct Kind {
+    /// The door's name in log lines.
+    pub name: &'static str,
+    /// The gauge of its connections held while a host starts (A8).
+    pub waiting_gauge: &'static str,
+    /// The counter of the sessions it ended for want of evidence of a
+    /// logon (S9), if it keeps one.
+    pub without_logon: Option<&'static str>,
+}
+
+/// The RDP front door.
+pub(crate) const RDP: Kind = Kind {
+    name: "rdp",
+    waiting_gauge: "deskbroker_rdp_waiting_connections",
+    without_logon: Some("deskbroker_rdp_sessions_without_logon_total"),
+};
+/// The RD Gateway.
+pub(crate) const RD_GATEWAY: Kind = Kind {
+    name: "rd gateway",
+    waiting_gauge: "deskbroker_rdg_waiting_channels",
+    without_logon: None,
+};
+/// The browser's door.
+pub(crate) const WEB: Kind = Kind {
+    name: "web rdp",
+    waiting_gauge: "deskbroker_web_waiting_connections",
+    without_logon: None,
+};
+
 /// Where a door places: the pool, and the bounds it places under.
 pub(crate) struct Door<'a, P> {
     pub placer: &'a P,
@@ -120,7 +167,49 @@ pub(crate) enum NoHost {
     Unreachable,
 }
 
-impl<P: Placer> Door<'_, P> {
+impl NoHost {
+    /// The connection's outcome, the same at every door (which may then
+    /// tell the refusals of the broker apart as it must).
+    pub(crate) fn outcome(self) -> Outcome {
+        match self {
+            NoHost::Waited(WaitEnd::Limit(reason)) => Outcome::WaitingLimit(reason),
+            NoHost::Waited(WaitEnd::Timeout) => Outcome::HostStartTimeout,
+            NoHost::Waited(WaitEnd::ClientLeft) => Outcome::ClientLeft,
+            NoHost::Refused(e) => Outcome::of_refusal(&e),
+            NoHost::SourceLimit => Outcome::SourceLimit,
+            NoHost::Unreachable => Outcome::HostUnreachable,
+        }
+    }
+}
+
+impl<'a, P: Placer> Door<'a, P> {
+    /// `kind`'s door placing in `pool` under `bounds`, its held
+    /// connections counted in `waiting`.
+    pub(crate) fn new(
+        kind: &Kind,
+        placer: &'a P,
+        pool: &'a str,
+        bounds: &Bounds,
+        waiting: &'a Arc<Semaphore>,
+        source: &'a SourceGuard,
+    ) -> Door<'a, P> {
+        Door {
+            placer,
+            pool,
+            hold: Hold {
+                wait: bounds.host_start_wait,
+                retry_interval: bounds.host_start_retry_interval,
+                max_waiting: bounds.max_waiting_connections,
+                waiting,
+                gauge: kind.waiting_gauge,
+                door: kind.name,
+            },
+            source,
+            attempts: bounds.max_placement_attempts,
+            dial_timeout: bounds.host_connect_timeout,
+        }
+    }
+
     /// Places `request` and dials the chosen host: the host's connection
     /// and the placement, or why there is none. A new session whose host
     /// cannot be reached is logged off and the user placed again without
