@@ -9,5 +9,7 @@ mod kit;
 mod lifetimes;
 mod messages;
 mod pending;
+mod power;
 mod registration;
+mod scaling_plans;
 mod tickets;
