@@ -429,6 +429,43 @@ impl Kit {
         }
     }
 
+    /// As [`Kit::power_settled`], for drivers that also wait on tokio's
+    /// time (a retry's pause, a command's timeout): whenever a few polls
+    /// found an action still Pending, time moves on by `step` (clock and
+    /// tokio's together), then the kit looks again.
+    pub async fn power_settled_over_time(&self, pool: &str, step: Duration) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            for _ in 0..10 {
+                let actions = self.scaling_actions(pool).await;
+                if actions.iter().all(|a| a["outcome"] != "Pending") {
+                    return actions;
+                }
+                real_pause().await;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "actions of {pool} stayed Pending for {PATIENCE:?}: {:?}",
+                self.scaling_actions(pool).await
+            );
+            self.advance(step).await;
+        }
+    }
+
+    /// A new API credential `name` with `role` (`admin`, `operator`,
+    /// `reader`) over `pools` (none: every pool); answers its token.
+    pub async fn credential(&self, name: &str, role: &str, pools: &[&str]) -> String {
+        let v = self
+            .ok(
+                "POST",
+                "/api/v1/credentials",
+                Some(json!({"name": name, "role": role, "hostPools": pools})),
+                201,
+            )
+            .await;
+        v["token"].as_str().expect("a token").to_string()
+    }
+
     /// Waits until `check` holds (what a power command wrote, say), on
     /// the wall clock for at most [`PATIENCE`], holding tokio's time still
     /// meanwhile; panics naming `what` otherwise.
