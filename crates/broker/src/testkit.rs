@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, header};
+use axum::http::{HeaderMap, Request, header};
 use serde_json::{Value, json};
 use store::{
     AuditQuery, AuditRow, MemoryStore, Mutation, ScalingAction, ScalingActionQuery, Snapshot,
@@ -213,6 +213,34 @@ impl Kit {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Vec<u8>) {
+        let (status, _, bytes) = self.exchange(bearer, method, path, body).await;
+        (status, bytes)
+    }
+
+    /// Calls the API with `bearer` as the token: the answer's status,
+    /// headers (a `Retry-After`, say) and JSON body (`Null` when it has
+    /// none or it is not JSON).
+    pub async fn call_with_headers(
+        &self,
+        bearer: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, HeaderMap, Value) {
+        let (status, headers, bytes) = self.exchange(bearer, method, path, body).await;
+        let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, headers, v)
+    }
+
+    /// One request through the router: the answer's status, headers and
+    /// body as it came.
+    async fn exchange(
+        &self,
+        bearer: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, HeaderMap, Vec<u8>) {
         let mut request = Request::builder().method(method).uri(path);
         if let Some(token) = bearer {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
@@ -231,10 +259,11 @@ impl Kit {
             .await
             .unwrap_or_else(|e| match e {});
         let status = answer.status().as_u16();
+        let headers = answer.headers().clone();
         let bytes = axum::body::to_bytes(answer.into_body(), MAX_ANSWER_BYTES)
             .await
             .unwrap_or_else(|e| panic!("{method} {path}: cannot read the answer: {e}"));
-        (status, bytes.to_vec())
+        (status, headers, bytes.to_vec())
     }
 
     /// Calls the API as the admin and asserts the answer's status;

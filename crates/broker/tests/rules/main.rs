@@ -12,4 +12,5 @@ mod pending;
 mod power;
 mod registration;
 mod scaling_plans;
+mod start_on_connect;
 mod tickets;
