@@ -465,7 +465,7 @@ impl Kit {
     pub async fn power_settled_over_time(&self, pool: &str, step: Duration) -> Vec<Value> {
         let deadline = std::time::Instant::now() + PATIENCE;
         loop {
-            for _ in 0..10 {
+            for _ in 0..4 {
                 let actions = self.scaling_actions(pool).await;
                 if actions.iter().all(|a| a["outcome"] != "Pending") {
                     return actions;
