@@ -16,7 +16,17 @@
 //! [`Kit::reopen`] is a restart: the broker is dropped without a word
 //! (as `kill -9` would stop it) and a new one opened on the same storage
 //! (the store's clones share it) and the same clock, so it loads exactly
-//! what the first one made durable.
+//! what the first one made durable. Each broker reaches the storage
+//! through a fence the restart closes: what the old one still had under
+//! way in this process (a power driver's outcome, a write still queued)
+//! can no longer change it, as nothing of a killed process can.
+//!
+//! Power drivers are real: a pool's `command` driver runs its command
+//! (say one that appends `$DESKBROKER_ACTION $DESKBROKER_HOST` to a
+//! file). A process runs on the wall clock, not on tokio's paused time,
+//! so [`Kit::power_settled`] and [`Kit::until`] wait for it in real time
+//! (polling, for at most [`PATIENCE`]) while holding tokio's time still:
+//! a driver's timeout cannot fire early because the test jumped ahead.
 //!
 //! The helpers ([`Kit::create_pool`], [`Kit::register_host`],
 //! [`Kit::heartbeat`], [`Kit::connect`], [`Kit::sessions`], …) are the
@@ -24,13 +34,17 @@
 //! would take it, and each asserting that the broker accepted it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, header};
+use axum::http::{HeaderMap, Request, header};
 use serde_json::{Value, json};
-use store::MemoryStore;
+use store::{
+    AuditQuery, AuditRow, MemoryStore, Mutation, ScalingAction, ScalingActionQuery, Snapshot,
+    Store, StoreError,
+};
 use tower::ServiceExt;
 
 use crate::clock::Clock;
@@ -42,10 +56,17 @@ pub const T0: i64 = 1_796_083_200_000;
 pub const ADMIN_TOKEN: &str = "testkit-admin-token-0123456789abcdef";
 /// Largest answer body read.
 const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// The longest a kit waits, on the wall clock, for what runs outside
+/// tokio's time (a power command's process).
+pub const PATIENCE: Duration = Duration::from_secs(30);
+/// How often such a wait looks again.
+const REAL_POLL: Duration = Duration::from_millis(5);
 
 /// A broker in process, its store, its clock and its API.
 pub struct Kit {
     store: MemoryStore,
+    /// Open while the current broker may write; closed by a restart.
+    fence: Arc<AtomicBool>,
     settings: Settings,
     broker: Arc<Broker>,
     router: Router,
@@ -74,9 +95,11 @@ impl Kit {
         };
         adjust(&mut settings);
         let store = MemoryStore::new();
-        let (broker, router, ticker) = start(&store, &settings).await;
+        let fence = Arc::new(AtomicBool::new(true));
+        let (broker, router, ticker) = start(&store, &fence, &settings).await;
         Kit {
             store,
+            fence,
             settings,
             broker,
             router,
@@ -137,7 +160,10 @@ impl Kit {
     /// clock and settings.
     pub async fn reopen(&mut self) {
         self.ticker.abort();
-        let (broker, router, ticker) = start(&self.store, &self.settings).await;
+        // Whatever the old broker still runs writes nothing from now on.
+        self.fence.store(false, Ordering::SeqCst);
+        self.fence = Arc::new(AtomicBool::new(true));
+        let (broker, router, ticker) = start(&self.store, &self.fence, &self.settings).await;
         // The old broker's last references go with these: its writer ends
         // once its queue is empty.
         self.broker = broker;
@@ -187,6 +213,34 @@ impl Kit {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Vec<u8>) {
+        let (status, _, bytes) = self.exchange(bearer, method, path, body).await;
+        (status, bytes)
+    }
+
+    /// Calls the API with `bearer` as the token: the answer's status,
+    /// headers (a `Retry-After`, say) and JSON body (`Null` when it has
+    /// none or it is not JSON).
+    pub async fn call_with_headers(
+        &self,
+        bearer: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, HeaderMap, Value) {
+        let (status, headers, bytes) = self.exchange(bearer, method, path, body).await;
+        let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, headers, v)
+    }
+
+    /// One request through the router: the answer's status, headers and
+    /// body as it came.
+    async fn exchange(
+        &self,
+        bearer: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, HeaderMap, Vec<u8>) {
         let mut request = Request::builder().method(method).uri(path);
         if let Some(token) = bearer {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
@@ -205,10 +259,11 @@ impl Kit {
             .await
             .unwrap_or_else(|e| match e {});
         let status = answer.status().as_u16();
+        let headers = answer.headers().clone();
         let bytes = axum::body::to_bytes(answer.into_body(), MAX_ANSWER_BYTES)
             .await
             .unwrap_or_else(|e| panic!("{method} {path}: cannot read the answer: {e}"));
-        (status, bytes.to_vec())
+        (status, headers, bytes.to_vec())
     }
 
     /// Calls the API as the admin and asserts the answer's status;
@@ -364,17 +419,174 @@ impl Kit {
         )
         .await
     }
+
+    /// The power state of `host` in `pool`, as the API shows it.
+    pub async fn power_state(&self, pool: &str, host: &str) -> String {
+        let h = self.host(pool, host).await;
+        h["powerState"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// The record of `pool`'s power and scaling actions, newest first.
+    pub async fn scaling_actions(&self, pool: &str) -> Vec<Value> {
+        let v = self
+            .ok(
+                "GET",
+                &format!("/api/v1/hostPools/{pool}/scalingActions"),
+                None,
+                200,
+            )
+            .await;
+        v["value"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Waits until no action of `pool` is `Pending` (its drivers have
+    /// answered and the outcomes are durable), on the wall clock for at
+    /// most [`PATIENCE`], holding tokio's time still meanwhile; answers
+    /// the record, newest first.
+    pub async fn power_settled(&self, pool: &str) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let actions = self.scaling_actions(pool).await;
+            if actions.iter().all(|a| a["outcome"] != "Pending") {
+                return actions;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "actions of {pool} stayed Pending for {PATIENCE:?}: {actions:?}"
+            );
+            real_pause().await;
+        }
+    }
+
+    /// As [`Kit::power_settled`], for drivers that also wait on tokio's
+    /// time (a retry's pause, a command's timeout): whenever a few polls
+    /// found an action still Pending, time moves on by `step` (clock and
+    /// tokio's together), then the kit looks again.
+    pub async fn power_settled_over_time(&self, pool: &str, step: Duration) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            for _ in 0..4 {
+                let actions = self.scaling_actions(pool).await;
+                if actions.iter().all(|a| a["outcome"] != "Pending") {
+                    return actions;
+                }
+                real_pause().await;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "actions of {pool} stayed Pending for {PATIENCE:?}: {:?}",
+                self.scaling_actions(pool).await
+            );
+            self.advance(step).await;
+        }
+    }
+
+    /// A new API credential `name` with `role` (`admin`, `operator`,
+    /// `reader`) over `pools` (none: every pool); answers its token.
+    pub async fn credential(&self, name: &str, role: &str, pools: &[&str]) -> String {
+        let v = self
+            .ok(
+                "POST",
+                "/api/v1/credentials",
+                Some(json!({"name": name, "role": role, "hostPools": pools})),
+                201,
+            )
+            .await;
+        v["token"].as_str().expect("a token").to_string()
+    }
+
+    /// Waits until `check` holds (what a power command wrote, say), on
+    /// the wall clock for at most [`PATIENCE`], holding tokio's time still
+    /// meanwhile; panics naming `what` otherwise.
+    pub async fn until(&self, what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while !check() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: not within {PATIENCE:?}"
+            );
+            real_pause().await;
+        }
+    }
 }
 
-/// Opens a broker on `store` with `settings`, its router and its ticker.
+/// Opens a broker on `store` behind `fence` with `settings`, its router
+/// and its ticker.
 async fn start(
     store: &MemoryStore,
+    fence: &Arc<AtomicBool>,
     settings: &Settings,
 ) -> (Arc<Broker>, Router, tokio::task::JoinHandle<()>) {
-    let broker = crate::open(Arc::new(store.clone()), settings.clone())
+    let fenced = Fenced {
+        store: store.clone(),
+        open: fence.clone(),
+    };
+    let broker = crate::open(Arc::new(fenced), settings.clone())
         .await
         .unwrap_or_else(|e| panic!("the broker did not open on the memory store: {e}"));
     let router = crate::api::router(broker.clone());
     let ticker = crate::spawn_ticker(broker.clone());
     (broker, router, ticker)
+}
+
+/// Waits [`REAL_POLL`] of the wall clock with tokio's paused time held
+/// still (a blocking task keeps it from jumping ahead), while the
+/// broker's tasks go on.
+async fn real_pause() {
+    let _ = tokio::task::spawn_blocking(|| std::thread::sleep(REAL_POLL)).await;
+}
+
+/// The kit's storage as one broker sees it: the shared tables while its
+/// fence is open; once a restart closed it, every call fails, as the
+/// calls of a killed process never arrive.
+struct Fenced {
+    store: MemoryStore,
+    open: Arc<AtomicBool>,
+}
+
+impl Fenced {
+    fn check(&self) -> Result<(), StoreError> {
+        if self.open.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(StoreError::Task(
+                "this broker was stopped by a restart of the test kit".into(),
+            ))
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Fenced {
+    async fn load(&self) -> Result<Snapshot, StoreError> {
+        self.check()?;
+        self.store.load().await
+    }
+
+    async fn apply(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+        self.check()?;
+        self.store.apply(batch).await
+    }
+
+    async fn apply_relaxed(&self, batch: Arc<[Mutation]>) -> Result<(), StoreError> {
+        self.check()?;
+        self.store.apply_relaxed(batch).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.check()
+    }
+
+    async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRow>, StoreError> {
+        self.check()?;
+        self.store.audit(query).await
+    }
+
+    async fn scaling_actions(
+        &self,
+        query: ScalingActionQuery,
+    ) -> Result<Vec<ScalingAction>, StoreError> {
+        self.check()?;
+        self.store.scaling_actions(query).await
+    }
 }

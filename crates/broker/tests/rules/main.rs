@@ -9,5 +9,8 @@ mod kit;
 mod lifetimes;
 mod messages;
 mod pending;
+mod power;
 mod registration;
+mod scaling_plans;
+mod start_on_connect;
 mod tickets;
