@@ -91,6 +91,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Message};
 use crate::door::{
     Bounds, Client, Door, Live, NoHost, Outcome, Report, Session, WEB, logon_evidence, release,
 };
+use crate::https::{Exchange, HeadError, Served};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::SourceGuard;
 
@@ -305,6 +306,30 @@ pub(crate) async fn serve_upgrade<S, P>(
         outcome.as_str(),
         started.elapsed(),
     );
+}
+
+/// A browser's `GET /web/rdp`, its head read by the front: refused (400)
+/// without a usable WebSocket key or with a body, else upgraded and served
+/// to its end. Logged and counted here (`deskbroker_web_connections_total`).
+pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
+    let key = match x.head.websocket_key() {
+        Some(key) => key.to_string(),
+        None => return x.refuse(HeadError::NoWebSocketKey).await,
+    };
+    if let Err(e) = x.head.bodiless() {
+        return x.refuse(e).await;
+    }
+    let front = x.front;
+    let idle = front.config.bounds.handshake_timeout;
+    let cx = Context {
+        web: &front.web,
+        placer: front.placer.as_ref(),
+        waiting: &front.waiting,
+        live: &front.live,
+        source: &x.source,
+    };
+    serve_upgrade(x.stream, x.rest, &key, idle, x.peer, cx).await;
+    Served::Closed(Outcome::Web)
 }
 
 /// What one connection works with: the endpoint, the broker, the bound on
