@@ -18,7 +18,7 @@
 //!      files) hands it back, and its next request is read and routed the same way
 //! ```
 //!
-//! The routes are one table ([`route`]): an endpoint is one line of it (the
+//! The routes are one table (`route.rs`): an endpoint is one line of it (the
 //! methods, the path, whether it is a WebSocket upgrade) and a handler that
 //! takes the connection with its head read. A head the front cannot read
 //! (malformed, over its bound, a body whose length could be read two ways)
@@ -28,7 +28,7 @@
 //! outcome and logged as an `rd gateway connection` (a browser's RDCleanPath
 //! connection is logged and counted by its door instead).
 //!
-//! What the endpoints on the listener share lives here too ([`Front`]): the
+//! What the endpoints on the listener share lives here too (`Front`): the
 //! placer, the settings (one `door::Bounds`), the table of the sessions the
 //! listener's connections own (R4), and the bound on connections held while
 //! a host starts (A8).
@@ -264,6 +264,16 @@ pub(crate) async fn answer_status(stream: &mut BoxIo, status: &str) {
         )
         .await;
     let _ = stream.shutdown().await;
+}
+
+/// The answer that upgrades a connection to a WebSocket whose request
+/// carried `key` (its `Sec-WebSocket-Key`).
+pub(crate) fn switching_protocols(key: &str) -> String {
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    format!(
+        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Accept: {accept}\r\n\r\n"
+    )
 }
 
 /// One step of a connection before its endpoint relays: `step`'s result,

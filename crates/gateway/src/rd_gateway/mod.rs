@@ -1,11 +1,13 @@
 //! The RD Gateway (MS-TSGU over HTTPS): RDP clients outside the
 //! farm reach it through one HTTPS port, and the broker places each one at
-//! the moment it opens its channel.
+//! the moment it opens its channel. It is an endpoint of the HTTPS front
+//! (`crate::https`), which accepts, does TLS, reads the request head and
+//! routes `RDG_OUT_DATA` and `RDG_IN_DATA` of [`GATEWAY_PATH`] here.
 //!
 //! One connection, start to end:
 //!
 //! ```text
-//! accept (≤ max_connections) ─► TLS ─► HTTP request head (httparse, ≤ 8 KiB)
+//! the front: accept (≤ bounds.max_connections) ─► TLS ─► request head (≤ 8 KiB) ─► routed here
 //!   ─► RDG_OUT_DATA + Upgrade: websocket ─► 101, WebSocket frames carry MS-TSGU packets
 //!      (or RDG_OUT_DATA ─► 200 + seed, paired with RDG_IN_DATA's chunked body)
 //!   ─► handshake (PAA) ─► tunnel create: the access token, a ticket (T3), read (not verified)
@@ -42,8 +44,8 @@
 //!
 //! Sources are bounded as at the front door (`sources.rs`, the same
 //! flags, the same keys: an IPv4 address, also IPv4-mapped, or an IPv6
-//! /64): a connection over its source's bounds is closed before TLS, and
-//! a new session over its share per minute is refused at channel create
+//! /64): a connection over its source's bounds is closed by the front
+//! before TLS, and a new session over its share per minute is refused at channel create
 //! with E_PROXY_MAXCONNECTIONSREACHED.
 //!
 //! When the broker answers 503 `SessionHostStarting` (rule A8: the pool
@@ -60,13 +62,13 @@
 //! meanwhile is kept and judged once the channel is answered.
 //!
 //! Sessions are left as at every door (`door/session.rs`, rules R4, S9):
-//! the listener keeps a table of the sessions its connections own (the
+//! the front keeps a table of the sessions its connections own (the
 //! browsers' and the RD Gateway's), so a second tunnel of a session joins
 //! it, and a reconnect to a session live elsewhere is relayed, its state
 //! left alone.
 //!
-//! The modules, one job each: `head` (the request head and the legacy
-//! chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
+//! The modules, one job each: `head` (what a request head asks of the
+//! gateway, and the legacy chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
 //! (MS-TSGU setup, placement through the door path shared with the front
 //! door, the session's states), `relay` (the channel's data).
 
@@ -93,7 +95,8 @@ pub use link::Pairing;
 use link::{Link, in_channel, websocket_config};
 use tunnel::tunnel;
 
-/// Tunnels open at once; at the limit the gateway stops accepting.
+/// Connections open at once on the HTTPS front; at the limit it stops
+/// accepting.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// From accept to the channel response: TLS, the request head, the
 /// tunnel's setup and the placement (the client waits for each answer).
@@ -120,14 +123,15 @@ pub const MAX_WAITING_OUT_CHANNELS_PER_SOURCE: usize = 4;
 /// The path every client asks for (MS-TSGU 2.2.3.1).
 pub const GATEWAY_PATH: &str = "/remoteDesktopGateway/";
 
-/// The gateway's settings; [`GatewayConfig::default`] gives the named defaults.
+/// The settings of the HTTPS front and the doors on it (the gateway's,
+/// the browser's); [`GatewayConfig::default`] gives the named defaults.
 #[derive(Clone, Debug)]
 pub struct GatewayConfig {
     /// The bounds every door shares, as at the front door, except: at most
     /// [`MAX_CONNECTIONS`] connections (a legacy tunnel is two), and
     /// `handshake_timeout` is [`SETUP_IDLE_TIMEOUT`], the bound on each
-    /// step of the setup. The browser's door on this listener works under
-    /// the same bounds.
+    /// step of the setup (the front's TLS and request heads included). The
+    /// browser's door on the front works under the same bounds.
     pub bounds: Bounds,
     /// See [`SETUP_TIMEOUT`].
     pub setup_timeout: Duration,
@@ -208,11 +212,7 @@ async fn websocket(
     (deadline, idle): (Instant, Duration),
     report: &mut Report,
 ) -> Result<Link, Outcome> {
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let response = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Accept: {accept}\r\n\r\n"
-    );
+    let response = crate::https::switching_protocols(key);
     let step = "the WebSocket upgrade";
     let upgrade = within(
         idle,

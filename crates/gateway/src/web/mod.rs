@@ -65,10 +65,12 @@
 //! [`Bounds::relay_idle_timeout`] without a byte either way
 //! ([`Bounds::idle_timeout_without_logon`] before that evidence).
 //!
-//! The endpoint is served on the RD Gateway's HTTPS listener
-//! (`--gateway-listen`, `deskbroker serve` and `deskbroker gateway`), whose
-//! accept loop bounds connections per source (T4) before TLS; its hold
-//! (A8) and its bound on held connections are the gateway's. Authority is
+//! The endpoint is served on the HTTPS front (`crate::https`,
+//! `--gateway-listen`, `deskbroker serve` and `deskbroker gateway`), whose
+//! accept loop bounds connections per source (T4) before TLS, and which
+//! routes `GET /web/rdp` with `Upgrade: websocket` here; its hold (A8) and
+//! its bound on held connections are the front's, shared with the RD
+//! Gateway. Authority is
 //! the ticket alone: no cookie is read, so a page of another origin that
 //! opens this socket gains nothing.
 
@@ -145,7 +147,7 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    /// The endpoint as the RD Gateway `config` serves it: its bounds.
+    /// The endpoint as the HTTPS front's `config` serves it: its bounds.
     pub fn of(config: &crate::rd_gateway::GatewayConfig) -> WebConfig {
         WebConfig {
             bounds: config.bounds.clone(),
@@ -273,11 +275,7 @@ pub(crate) async fn serve_upgrade<S, P>(
 {
     let started = Instant::now();
     let mut report = Report::default();
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let response = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Accept: {accept}\r\n\r\n"
-    );
+    let response = crate::https::switching_protocols(key);
     let outcome = match tokio::time::timeout(idle, stream.write_all(response.as_bytes())).await {
         Ok(Ok(())) => {
             let ws = WebSocketStream::from_partially_read(
