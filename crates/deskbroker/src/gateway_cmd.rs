@@ -256,7 +256,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     };
     let rd_gateway = async {
         if let (Some(l), Some(tls)) = (rd_gateway_listener, rd_gateway_tls) {
-            gateway::rd_gateway::serve(
+            gateway::https::serve(
                 l,
                 Some(tls.acceptor()),
                 placer.clone(),

@@ -583,7 +583,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     let rd_gateway = rd_gateway.map(|(l, gateway_tls)| {
         let placer = Arc::new(broker::front_door::InProcess::new(broker.clone()));
-        tokio::spawn(gateway::rd_gateway::serve(
+        tokio::spawn(gateway::https::serve(
             l,
             Some(gateway_tls.acceptor()),
             placer,
@@ -702,7 +702,7 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         gateway::Http::with_trust(own, &token, &trust).map_err(|e| anyhow::anyhow!("{e}"))
     };
     let rd_gateway = match rd_gateway {
-        Some((l, gateway_tls)) => Some(tokio::spawn(gateway::rd_gateway::serve(
+        Some((l, gateway_tls)) => Some(tokio::spawn(gateway::https::serve(
             l,
             Some(gateway_tls.acceptor()),
             Arc::new(own_placer()?),

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::{SinkExt, StreamExt};
-use gateway::rd_gateway::{self, GatewayConfig};
+use gateway::rd_gateway::GatewayConfig;
 use gateway::tsgu::packet::*;
 use gateway::tsgu::{Decoder, Packet};
 use serde_json::json;
@@ -171,7 +171,7 @@ async fn setup() -> Setup {
     let placer = Arc::new(broker::front_door::InProcess::new(broker));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let gateway = listener.local_addr().expect("addr").to_string();
-    tokio::spawn(rd_gateway::serve(
+    tokio::spawn(gateway::https::serve(
         listener,
         None,
         placer.clone(),

@@ -14,13 +14,17 @@
 //! - [`front_door`]: the listener and the relay.
 //! - [`redirect`]: the signed msts redirection tokens the front door honours (R3).
 //! - [`sources`]: per-source bounds on handshakes and new sessions.
-//! - [`rd_gateway`]: the RD Gateway: MS-TSGU over HTTPS (WebSocket), the
-//!   access token a ticket, placement at channel create through the same
-//!   [`Placer`], the data relayed untouched.
-//! - [`web`]: the browser's door, `GET /web/rdp` on the RD Gateway's
-//!   listener: RDCleanPath over a WebSocket (IronRDP's web client), the
-//!   ticket placed through the same [`Placer`], TLS with the host done
-//!   here, the session's plaintext relayed.
+//! - [`https`]: the HTTPS front, one listener for every door that speaks
+//!   HTTP: it accepts, does TLS, reads each request's head and routes it,
+//!   by method, path and upgrade, through one table to its endpoint.
+//! - [`rd_gateway`]: the RD Gateway on the front: MS-TSGU over HTTPS
+//!   (WebSocket, or the legacy pair of channels), the access token a
+//!   ticket, placement at channel create through the same [`Placer`], the
+//!   data relayed untouched.
+//! - [`web`]: the browser's door on the front, `GET /web/rdp`: RDCleanPath
+//!   over a WebSocket (IronRDP's web client), the ticket placed through
+//!   the same [`Placer`], TLS with the host done here, the session's
+//!   plaintext relayed; and its page, `/web`.
 //! - [`tsgu`]: MS-TSGU, the RD Gateway protocol (RDP tunnelled in HTTPS):
 //!   its packets, a strict bounded decoder and the gateway's state machine,
 //!   without IO.
@@ -32,6 +36,7 @@
 pub mod door;
 pub mod front_door;
 mod hold;
+pub mod https;
 pub mod pdu;
 pub mod placer;
 pub mod rd_gateway;

@@ -7,16 +7,17 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
-use super::head::{BodyReader, HeadError, InBody, Request, read_head};
-use super::{GatewayConfig, answer_status, within};
+use super::GatewayConfig;
+use super::head::{BodyReader, InBody, Request};
 use crate::door::{Outcome, Report};
 use crate::front_door::RELAY_BUFFER_BYTES;
+use crate::https::{BoxIo, HeadError, answer_status, read_head, within};
 use crate::sources::SourceGuard;
 use crate::tsgu::packet::MAX_PACKET_BYTES;
 
@@ -34,11 +35,6 @@ pub(super) fn websocket_config() -> WebSocketConfig {
         .max_message_size(Some(4 * MAX_PACKET_BYTES))
         .max_frame_size(Some(4 * MAX_PACKET_BYTES))
 }
-
-/// A connection's byte stream, TLS or not.
-pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
-pub(super) type BoxIo = Box<dyn Io>;
 
 /// Legacy OUT channels waiting for their IN channel, by connection id,
 /// bounded in total and per source (see [`MAX_WAITING_OUT_CHANNELS`](super::MAX_WAITING_OUT_CHANNELS)).
@@ -231,9 +227,11 @@ pub(super) async fn in_channel(
             }
             Err(outcome) => return outcome,
         }
-        let next =
-            tokio::time::timeout_at(deadline.into(), read_head(&mut stream, rest, idle)).await;
-        match next {
+        let next = async {
+            let (head, rest) = read_head(&mut stream, rest, idle).await?;
+            Ok::<_, HeadError>((Request::of(&head)?, rest))
+        };
+        match tokio::time::timeout_at(deadline.into(), next).await {
             Ok(Ok((
                 Request::In {
                     connection_id: again,

@@ -1,11 +1,13 @@
 //! The RD Gateway (MS-TSGU over HTTPS): RDP clients outside the
 //! farm reach it through one HTTPS port, and the broker places each one at
-//! the moment it opens its channel.
+//! the moment it opens its channel. It is an endpoint of the HTTPS front
+//! (`crate::https`), which accepts, does TLS, reads the request head and
+//! routes `RDG_OUT_DATA` and `RDG_IN_DATA` of [`GATEWAY_PATH`] here.
 //!
 //! One connection, start to end:
 //!
 //! ```text
-//! accept (≤ max_connections) ─► TLS ─► HTTP request head (httparse, ≤ 8 KiB)
+//! the front: accept (≤ bounds.max_connections) ─► TLS ─► request head (≤ 8 KiB) ─► routed here
 //!   ─► RDG_OUT_DATA + Upgrade: websocket ─► 101, WebSocket frames carry MS-TSGU packets
 //!      (or RDG_OUT_DATA ─► 200 + seed, paired with RDG_IN_DATA's chunked body)
 //!   ─► handshake (PAA) ─► tunnel create: the access token, a ticket (T3), read (not verified)
@@ -42,8 +44,8 @@
 //!
 //! Sources are bounded as at the front door (`sources.rs`, the same
 //! flags, the same keys: an IPv4 address, also IPv4-mapped, or an IPv6
-//! /64): a connection over its source's bounds is closed before TLS, and
-//! a new session over its share per minute is refused at channel create
+//! /64): a connection over its source's bounds is closed by the front
+//! before TLS, and a new session over its share per minute is refused at channel create
 //! with E_PROXY_MAXCONNECTIONSREACHED.
 //!
 //! When the broker answers 503 `SessionHostStarting` (rule A8: the pool
@@ -60,13 +62,13 @@
 //! meanwhile is kept and judged once the channel is answered.
 //!
 //! Sessions are left as at every door (`door/session.rs`, rules R4, S9):
-//! the listener keeps a table of the sessions its connections own (the
+//! the front keeps a table of the sessions its connections own (the
 //! browsers' and the RD Gateway's), so a second tunnel of a session joins
 //! it, and a reconnect to a session live elsewhere is relayed, its state
 //! left alone.
 //!
-//! The modules, one job each: `head` (the request head and the legacy
-//! chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
+//! The modules, one job each: `head` (what a request head asks of the
+//! gateway, and the legacy chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
 //! (MS-TSGU setup, placement through the door path shared with the front
 //! door, the session's states), `relay` (the channel's data).
 
@@ -75,28 +77,26 @@ mod link;
 mod relay;
 mod tunnel;
 
-use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
-use crate::door::{Bounds, Live, Outcome, Report};
+use crate::door::{Bounds, Outcome, Report};
+use crate::https::{BoxIo, Exchange, Front, Served, answer_status, within};
 use crate::placer::Placer;
-use crate::sources::{self, SourceGuard, Sources};
+use crate::sources::SourceGuard;
 use crate::tsgu::ServerConfig;
 
-use head::read_head;
-pub use head::{BodyReader, HeadError, InBody, MAX_CONNECTION_ID_BYTES, Request, parse_head};
+pub use head::{BodyReader, InBody, MAX_CONNECTION_ID_BYTES, Request};
 pub use link::Pairing;
-use link::{BoxIo, Link, in_channel, websocket_config};
+use link::{Link, in_channel, websocket_config};
 use tunnel::tunnel;
 
-/// Tunnels open at once; at the limit the gateway stops accepting.
+/// Connections open at once on the HTTPS front; at the limit it stops
+/// accepting.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// From accept to the channel response: TLS, the request head, the
 /// tunnel's setup and the placement (the client waits for each answer).
@@ -120,19 +120,18 @@ pub const MAX_WAITING_OUT_CHANNELS: usize = 256;
 /// fill [`MAX_WAITING_OUT_CHANNELS`] (and each waits at most
 /// [`SETUP_IDLE_TIMEOUT`]).
 pub const MAX_WAITING_OUT_CHANNELS_PER_SOURCE: usize = 4;
-/// The longest HTTP request head read (FreeRDP's is about 350 bytes).
-pub const MAX_HEAD_BYTES: usize = 8 * 1024;
 /// The path every client asks for (MS-TSGU 2.2.3.1).
 pub const GATEWAY_PATH: &str = "/remoteDesktopGateway/";
 
-/// The gateway's settings; [`GatewayConfig::default`] gives the named defaults.
+/// The settings of the HTTPS front and the doors on it (the gateway's,
+/// the browser's); [`GatewayConfig::default`] gives the named defaults.
 #[derive(Clone, Debug)]
 pub struct GatewayConfig {
     /// The bounds every door shares, as at the front door, except: at most
     /// [`MAX_CONNECTIONS`] connections (a legacy tunnel is two), and
     /// `handshake_timeout` is [`SETUP_IDLE_TIMEOUT`], the bound on each
-    /// step of the setup. The browser's door on this listener works under
-    /// the same bounds.
+    /// step of the setup (the front's TLS and request heads included). The
+    /// browser's door on the front works under the same bounds.
     pub bounds: Bounds,
     /// See [`SETUP_TIMEOUT`].
     pub setup_timeout: Duration,
@@ -160,260 +159,48 @@ impl Default for GatewayConfig {
     }
 }
 
-/// Serves RD Gateway clients on `listener` until `shutdown` resolves,
-/// each connection on its own task. `tls`: the HTTPS certificate (clients
-/// require one; `None` serves plain HTTP, for tests behind a TLS proxy).
-pub async fn serve<P: Placer>(
-    listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    placer: Arc<P>,
-    config: GatewayConfig,
-    shutdown: impl Future<Output = ()>,
-) {
-    crate::door::describe_metrics();
-    // The page's gzipped files are made now, not on the first browser's
-    // request.
-    drop(tokio::task::spawn_blocking(crate::web::page::prepare));
-    let sources = Sources::new(config.bounds.source_limits);
-    let slots = Arc::new(Semaphore::new(config.bounds.max_connections));
-    let shared = Arc::new(Shared {
-        https: tls.is_some(),
-        placer,
-        waiting: Arc::new(Semaphore::new(config.bounds.max_waiting_connections)),
-        pairing: Pairing::default(),
-        live: Live::default(),
-        web: crate::web::Web::new(crate::web::WebConfig::of(&config)),
-        config,
-    });
-    tokio::pin!(shutdown);
-    // A connection over its source's bounds is closed at once, before TLS:
-    // no task, no placement.
-    while let Some(sources::Admitted {
+/// One RD Gateway request, its head read by the front: a tunnel on a
+/// WebSocket, or one of a legacy pair of channels (the OUT channel's task
+/// runs the tunnel once its IN channel comes).
+pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
+    let request = match Request::of(&x.head) {
+        Ok(request) => request,
+        Err(e) => return x.refuse(e).await,
+    };
+    let Exchange {
+        front,
         stream,
-        peer,
-        permit,
+        rest,
         source,
-    }) = sources::accept(
-        &listener,
-        &slots,
-        &sources,
-        shutdown.as_mut(),
-        "deskbroker_rdg_tunnels_total",
-        "rd gateway",
-    )
-    .await
-    {
-        let shared = shared.clone();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _ = stream.set_nodelay(true);
-            let started = Instant::now();
-            let mut report = Report::default();
-            // TLS first, bounded by the setup timeout (without an acceptor,
-            // as the tests and the benchmark run it, plain TCP).
-            let stream: Result<BoxIo, Outcome> = match tls {
-                Some(tls) => {
-                    let deadline = started + shared.config.setup_timeout;
-                    let idle = shared.config.bounds.handshake_timeout;
-                    match within(
-                        idle,
-                        deadline,
-                        "the TLS handshake",
-                        &mut report,
-                        tls.accept(stream),
-                    )
-                    .await
-                    {
-                        Ok(Ok(stream)) => Ok(Box::new(stream)),
-                        Ok(Err(e)) => {
-                            report.detail = Some(format!("TLS: {e}"));
-                            Err(Outcome::BadRequest)
-                        }
-                        Err(outcome) => Err(outcome),
-                    }
-                }
-                None => Ok(Box::new(stream)),
-            };
-            let outcome = match stream {
-                Ok(stream) => connection(stream, peer, started, &shared, source, &mut report).await,
-                Err(outcome) => outcome,
-            };
-            metrics::counter!("deskbroker_rdg_tunnels_total", "outcome" => outcome.as_str())
-                .increment(1);
-            if outcome == Outcome::Web {
-                // Logged and counted by the browser's door itself.
-                return;
-            }
-            report.log(
-                "rd gateway connection",
-                peer,
-                outcome.as_str(),
-                started.elapsed(),
-            );
-        });
-    }
-    tracing::info!("rd gateway stopped accepting");
-}
-
-/// What every connection of one [`serve`] shares.
-struct Shared<P> {
-    placer: Arc<P>,
-    /// Whether the listener speaks TLS itself (the page's answers then
-    /// carry `Strict-Transport-Security`).
-    https: bool,
-    config: GatewayConfig,
-    /// Legacy OUT channels waiting for their IN channel.
-    pairing: Pairing,
-    /// The sessions the connections of this listener own, the browsers'
-    /// and the RD Gateway's (rule R4).
-    live: Live,
-    /// Rule A8: the channels held while a host starts, gateway-wide (the
-    /// browsers' connections held count here too).
-    waiting: Arc<Semaphore>,
-    /// The browser's door on this listener (`GET /web/rdp`).
-    web: crate::web::Web,
-}
-
-/// One step of a connection before its tunnel is up: `step`'s result,
-/// unless the client leaves it for `idle` ([`Outcome::Idle`]) or the
-/// setup's `deadline` passes first ([`Outcome::Timeout`]).
-async fn within<T>(
-    idle: Duration,
-    deadline: Instant,
-    what: &str,
-    report: &mut Report,
-    step: impl Future<Output = T>,
-) -> Result<T, Outcome> {
-    let idle_at = Instant::now() + idle;
-    let (at, outcome) = if idle_at < deadline {
-        (idle_at, Outcome::Idle)
-    } else {
-        (deadline, Outcome::Timeout)
-    };
-    tokio::time::timeout_at(at.into(), step).await.map_err(|_| {
-        report.detail = Some(format!(
-            "{what}: no progress within {} s",
-            idle.as_secs_f32()
-        ));
-        outcome
-    })
-}
-
-/// The requests for the browser's page one connection serves (a page
-/// load is six) before it is closed.
-const MAX_PAGE_REQUESTS_PER_CONNECTION: usize = 32;
-
-/// Answers a request that is not served, and closes.
-async fn answer_status(stream: &mut BoxIo, status: &str) {
-    let _ = stream
-        .write_all(
-            format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .await;
-    let _ = stream.shutdown().await;
-}
-
-/// One connection of the HTTPS listener: its request read (the page's
-/// requests served on the way), then routed: the browser's door, or an RD
-/// Gateway tunnel on its link (a WebSocket, or a legacy pair of channels).
-async fn connection<P: Placer>(
-    mut stream: BoxIo,
-    peer: std::net::SocketAddr,
-    started: Instant,
-    shared: &Shared<P>,
-    source: SourceGuard,
-    report: &mut Report,
-) -> Outcome {
-    let idle = shared.config.bounds.handshake_timeout;
-    let (request, rest, deadline) = match read_request(&mut stream, started, shared, report).await {
-        Ok(read) => read,
-        Err(outcome) => return outcome,
-    };
+        deadline,
+        report,
+        ..
+    } = x;
+    let idle = front.config.bounds.handshake_timeout;
     let link = match request {
-        // Served while reading.
-        Request::WebPage(_) => return Outcome::WebPage,
-        Request::WebRdp { key } => {
-            let cx = crate::web::Context {
-                web: &shared.web,
-                placer: shared.placer.as_ref(),
-                waiting: &shared.waiting,
-                live: &shared.live,
-                source: &source,
-            };
-            crate::web::serve_upgrade(stream, rest, &key, idle, peer, cx).await;
-            return Outcome::Web;
-        }
         Request::WebSocket { key } => {
             match websocket(stream, rest, &key, (deadline, idle), report).await {
                 Ok(link) => link,
-                Err(outcome) => return outcome,
+                Err(outcome) => return Served::Closed(outcome),
             }
         }
         Request::In {
             connection_id,
             body,
         } => {
-            let pairing = &shared.pairing;
+            let pairing = &front.pairing;
             let (limits, id) = ((deadline, idle), connection_id);
-            return in_channel(stream, rest, id, body, limits, pairing, source, report).await;
+            let paired = in_channel(stream, rest, id, body, limits, pairing, source, report);
+            return Served::Closed(paired.await);
         }
         Request::Out { connection_id } => {
-            match out_channel(stream, &connection_id, deadline, shared, &source, report).await {
+            match out_channel(stream, &connection_id, deadline, front, &source, report).await {
                 Ok(link) => link,
-                Err(outcome) => return outcome,
+                Err(outcome) => return Served::Closed(outcome),
             }
         }
     };
-    tunnel(link, deadline, shared, &source, report).await
-}
-
-/// Reads the connection's request head. The browser's page is served on a
-/// kept-alive connection, request after request (each with the bounds of
-/// a connection's first), up to a bound; the first other request is
-/// returned with the bytes after its head and its setup deadline.
-async fn read_request<P>(
-    stream: &mut BoxIo,
-    started: Instant,
-    shared: &Shared<P>,
-    report: &mut Report,
-) -> Result<(Request, Vec<u8>, Instant), Outcome> {
-    let idle = shared.config.bounds.handshake_timeout;
-    let mut deadline = started + shared.config.setup_timeout;
-    let mut pages = 0;
-    let mut buffered = Vec::new();
-    loop {
-        let read = read_head(stream, std::mem::take(&mut buffered), idle);
-        let head = tokio::time::timeout_at(deadline.into(), read).await;
-        let (request, rest) = match head {
-            // A kept-alive connection the browser leaves, or lets idle.
-            Ok(Err(HeadError::Idle(_) | HeadError::Closed)) | Err(_) if pages > 0 => {
-                return Err(Outcome::WebPage);
-            }
-            Ok(Ok(h)) => h,
-            Ok(Err(e @ HeadError::Idle(_))) => {
-                report.detail = Some(e.to_string());
-                return Err(Outcome::Idle);
-            }
-            Ok(Err(e)) => {
-                answer_status(stream, "400 Bad Request").await;
-                report.detail = Some(e.to_string());
-                return Err(Outcome::BadRequest);
-            }
-            Err(_) => return Err(Outcome::Timeout),
-        };
-        let Request::WebPage(page) = request else {
-            return Ok((request, rest, deadline));
-        };
-        pages += 1;
-        let keep = page.keep_alive && pages < MAX_PAGE_REQUESTS_PER_CONNECTION;
-        if !crate::web::page::serve(stream, &page, keep, shared.https).await {
-            return Err(Outcome::WebPage);
-        }
-        buffered = rest;
-        deadline = Instant::now() + shared.config.setup_timeout;
-    }
+    Served::Closed(tunnel(link, deadline, front, &source, report).await)
 }
 
 /// `RDG_OUT_DATA` with `Upgrade: websocket`: answers the upgrade, and the
@@ -425,11 +212,7 @@ async fn websocket(
     (deadline, idle): (Instant, Duration),
     report: &mut Report,
 ) -> Result<Link, Outcome> {
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let response = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Accept: {accept}\r\n\r\n"
-    );
+    let response = crate::https::switching_protocols(key);
     let step = "the WebSocket upgrade";
     let upgrade = within(
         idle,
@@ -453,13 +236,13 @@ async fn out_channel<P>(
     mut stream: BoxIo,
     connection_id: &str,
     deadline: Instant,
-    shared: &Shared<P>,
+    front: &Front<P>,
     source: &SourceGuard,
     report: &mut Report,
 ) -> Result<Link, Outcome> {
-    let (pairing, idle) = (&shared.pairing, shared.config.bounds.handshake_timeout);
+    let (pairing, idle) = (&front.pairing, front.config.bounds.handshake_timeout);
     let (tx, rx) = oneshot::channel();
-    let number = match pairing.register(connection_id, source.key(), tx, &shared.config) {
+    let number = match pairing.register(connection_id, source.key(), tx, &front.config) {
         Ok(number) => number,
         Err(why) => {
             answer_status(&mut stream, "503 Service Unavailable").await;

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 
-use super::Shared;
 use super::link::Link;
 use super::relay::relay;
 use crate::door::{Client, Door, Outcome, RD_GATEWAY, Report, Session, logon_evidence, release};
+use crate::https::Front;
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::SourceGuard;
 use crate::tsgu::hresult::{
@@ -23,17 +23,17 @@ use crate::tsgu::{Action, Decoder, Packet, Server};
 pub(super) async fn tunnel<P: Placer>(
     mut link: Link,
     deadline: Instant,
-    shared: &Shared<P>,
+    front: &Front<P>,
     source: &SourceGuard,
     report: &mut Report,
 ) -> Outcome {
-    let placer = shared.placer.as_ref();
+    let placer = front.placer.as_ref();
     let mut tunnel = Tunnel {
-        server: Server::new(shared.config.tsgu.clone()),
+        server: Server::new(front.config.tsgu.clone()),
         decoder: Decoder::new(),
         pending: VecDeque::new(),
     };
-    let idle = shared.config.bounds.handshake_timeout;
+    let idle = front.config.bounds.handshake_timeout;
     let setup =
         tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, idle, report)).await;
     let asked = match setup {
@@ -46,7 +46,7 @@ pub(super) async fn tunnel<P: Placer>(
     };
     // Past the setup timeout: a channel may be held while its host starts
     // (A8, bounded by the hold); every dial has its own timeout.
-    let opened = open_channel(&mut link, &mut tunnel, asked, shared, source, report).await;
+    let opened = open_channel(&mut link, &mut tunnel, asked, front, source, report).await;
     let (host, placed, pool) = match opened {
         Ok(opened) => opened,
         Err(outcome) => {
@@ -60,14 +60,14 @@ pub(super) async fn tunnel<P: Placer>(
     let session = Session::begin(
         &RD_GATEWAY,
         placer,
-        &shared.live,
+        &front.live,
         &pool,
         &placed,
         true,
         false,
         report,
     );
-    let idle = shared.config.bounds.idle();
+    let idle = front.config.bounds.idle();
     let outcome = session
         .relay(relay(link, host, &mut tunnel, idle, report))
         .await;
@@ -210,14 +210,14 @@ async fn open_channel<P>(
     ws: &mut Link,
     tunnel: &mut Tunnel,
     asked: ChannelAsked,
-    shared: &Shared<P>,
+    front: &Front<P>,
     source: &SourceGuard,
     report: &mut Report,
 ) -> Result<(TcpStream, placement::Placement, String), Outcome>
 where
     P: Placer,
 {
-    let (placer, config) = (shared.placer.as_ref(), &shared.config);
+    let (placer, config) = (front.placer.as_ref(), &front.config);
     let ChannelAsked {
         resource,
         ticket,
@@ -264,7 +264,7 @@ where
         placer,
         &pool,
         &config.bounds,
-        &shared.waiting,
+        &front.waiting,
         source,
     );
     let client = &mut Held {

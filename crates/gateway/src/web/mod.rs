@@ -65,10 +65,12 @@
 //! [`Bounds::relay_idle_timeout`] without a byte either way
 //! ([`Bounds::idle_timeout_without_logon`] before that evidence).
 //!
-//! The endpoint is served on the RD Gateway's HTTPS listener
-//! (`--gateway-listen`, `deskbroker serve` and `deskbroker gateway`), whose
-//! accept loop bounds connections per source (T4) before TLS; its hold
-//! (A8) and its bound on held connections are the gateway's. Authority is
+//! The endpoint is served on the HTTPS front (`crate::https`,
+//! `--gateway-listen`, `deskbroker serve` and `deskbroker gateway`), whose
+//! accept loop bounds connections per source (T4) before TLS, and which
+//! routes `GET /web/rdp` with `Upgrade: websocket` here; its hold (A8) and
+//! its bound on held connections are the front's, shared with the RD
+//! Gateway. Authority is
 //! the ticket alone: no cookie is read, so a page of another origin that
 //! opens this socket gains nothing.
 
@@ -91,6 +93,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Message};
 use crate::door::{
     Bounds, Client, Door, Live, NoHost, Outcome, Report, Session, WEB, logon_evidence, release,
 };
+use crate::https::{Exchange, HeadError, Served};
 use crate::placer::{ConnectInput, Placer, PlacerError};
 use crate::sources::SourceGuard;
 
@@ -144,7 +147,7 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    /// The endpoint as the RD Gateway `config` serves it: its bounds.
+    /// The endpoint as the HTTPS front's `config` serves it: its bounds.
     pub fn of(config: &crate::rd_gateway::GatewayConfig) -> WebConfig {
         WebConfig {
             bounds: config.bounds.clone(),
@@ -272,11 +275,7 @@ pub(crate) async fn serve_upgrade<S, P>(
 {
     let started = Instant::now();
     let mut report = Report::default();
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let response = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Accept: {accept}\r\n\r\n"
-    );
+    let response = crate::https::switching_protocols(key);
     let outcome = match tokio::time::timeout(idle, stream.write_all(response.as_bytes())).await {
         Ok(Ok(())) => {
             let ws = WebSocketStream::from_partially_read(
@@ -305,6 +304,30 @@ pub(crate) async fn serve_upgrade<S, P>(
         outcome.as_str(),
         started.elapsed(),
     );
+}
+
+/// A browser's `GET /web/rdp`, its head read by the front: refused (400)
+/// without a usable WebSocket key or with a body, else upgraded and served
+/// to its end. Logged and counted here (`deskbroker_web_connections_total`).
+pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
+    let key = match x.head.websocket_key() {
+        Some(key) => key.to_string(),
+        None => return x.refuse(HeadError::NoWebSocketKey).await,
+    };
+    if let Err(e) = x.head.bodiless() {
+        return x.refuse(e).await;
+    }
+    let front = x.front;
+    let idle = front.config.bounds.handshake_timeout;
+    let cx = Context {
+        web: &front.web,
+        placer: front.placer.as_ref(),
+        waiting: &front.waiting,
+        live: &front.live,
+        source: &x.source,
+    };
+    serve_upgrade(x.stream, x.rest, &key, idle, x.peer, cx).await;
+    Served::Closed(Outcome::Web)
 }
 
 /// What one connection works with: the endpoint, the broker, the bound on

@@ -4,6 +4,9 @@
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use crate::door::Outcome;
+use crate::https::{Exchange, Head, HeadError, Kept, Served};
+
 /// The page's address.
 pub const PAGE: &str = "/web";
 
@@ -103,6 +106,48 @@ pub struct PageRequest {
     pub gzip: bool,
     /// Whether the client keeps the connection for another request.
     pub keep_alive: bool,
+}
+
+/// The longest `If-None-Match` read (the page's tags are 34 bytes; a
+/// browser sends back the one it was given).
+const MAX_IF_NONE_MATCH_BYTES: usize = 256;
+
+impl PageRequest {
+    /// The request `head` makes of the page: refused when it carries a
+    /// body (the browser's requests have none).
+    pub fn of(head: &Head) -> Result<PageRequest, HeadError> {
+        head.bodiless()?;
+        Ok(PageRequest {
+            path: head.path().to_string(),
+            head: head.method == "HEAD",
+            if_none_match: head
+                .header("If-None-Match")
+                .filter(|v| v.len() <= MAX_IF_NONE_MATCH_BYTES)
+                .map(str::to_string),
+            gzip: head.header("Accept-Encoding").is_some_and(takes_gzip),
+            keep_alive: head.keep_alive(),
+        })
+    }
+}
+
+/// A `GET` or `HEAD` of the page or one of its files, its head read by the
+/// front: answered, and the connection kept for the next request when the
+/// client keeps it and the front allows one more.
+pub(crate) async fn serve_request<P>(mut x: Exchange<'_, P>) -> Served {
+    let page = match PageRequest::of(&x.head) {
+        Ok(page) => page,
+        Err(e) => return x.refuse(e).await,
+    };
+    let keep = page.keep_alive && x.may_keep_alive;
+    if !serve(&mut x.stream, &page, keep, x.front.https).await {
+        return Served::Closed(Outcome::WebPage);
+    }
+    Served::Kept(Kept {
+        stream: x.stream,
+        rest: x.rest,
+        source: x.source,
+        outcome: Outcome::WebPage,
+    })
 }
 
 /// One file as sent: its bytes, as they are or gzipped, and their entity

@@ -8,6 +8,7 @@
 mod front_door;
 mod front_door_bounds;
 mod fuzz;
+mod https;
 mod live;
 mod pdu;
 mod placer;

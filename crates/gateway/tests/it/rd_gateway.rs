@@ -159,7 +159,9 @@ pub(crate) async fn farm_with(hosts: Vec<Option<Host>>, config: GatewayConfig) -
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let gateway = listener.local_addr().expect("addr").to_string();
     let placer = Arc::new(InProcess::new(broker.clone()));
-    tokio::spawn(rd_gateway::serve(listener, None, placer, config, stopped));
+    tokio::spawn(gateway::https::serve(
+        listener, None, placer, config, stopped,
+    ));
     Farm {
         gateway,
         broker,
@@ -639,11 +641,22 @@ async fn requests_that_are_not_a_gateways_are_refused_over_http() {
     let mut tcp = TcpStream::connect(&farm.gateway).await.expect("connect");
     let long = format!(
         "RDG_OUT_DATA /remoteDesktopGateway/ HTTP/1.1\r\nX: {}\r\n",
-        "a".repeat(rd_gateway::MAX_HEAD_BYTES)
+        "a".repeat(gateway::https::MAX_HEAD_BYTES)
     );
     let _ = tcp.write_all(long.as_bytes()).await;
     assert!(read_head(&mut tcp).await.starts_with("HTTP/1.1 400 "));
     assert_eq!(farm.host_connections(), 0);
+}
+
+/// What a request head asks of the gateway: the head read by the front,
+/// then the gateway's reading of it.
+fn gateway_request(
+    bytes: &[u8],
+) -> Result<Option<(rd_gateway::Request, usize)>, gateway::https::HeadError> {
+    let Some((head, taken)) = gateway::https::parse_head(bytes)? else {
+        return Ok(None);
+    };
+    Ok(Some((rd_gateway::Request::of(&head)?, taken)))
 }
 
 #[test]
@@ -651,7 +664,7 @@ fn freerdps_request_heads_parse_as_what_they_are() {
     use rd_gateway::{InBody, Request};
     let id = "{37f51d44-8eea-f654-2cdf-caa345ae8fc9}".to_string();
     let ws = fixture_in("tsgu", "xfreerdp-2.11.7-websocket-head.txt");
-    let (request, taken) = rd_gateway::parse_head(&ws)
+    let (request, taken) = gateway_request(&ws)
         .expect("a gateway request")
         .expect("complete");
     assert_eq!(
@@ -662,7 +675,7 @@ fn freerdps_request_heads_parse_as_what_they_are() {
     );
     assert_eq!(taken, ws.len());
     // Incomplete: asks for more.
-    assert_eq!(rd_gateway::parse_head(&ws[..ws.len() - 1]), Ok(None));
+    assert_eq!(gateway_request(&ws[..ws.len() - 1]), Ok(None));
     for (name, want) in [
         (
             "xfreerdp-2.11.7-legacy-out-head.txt",
@@ -687,7 +700,7 @@ fn freerdps_request_heads_parse_as_what_they_are() {
     ] {
         let bytes = fixture_in("tsgu", name);
         assert_eq!(
-            rd_gateway::parse_head(&bytes),
+            gateway_request(&bytes),
             Ok(Some((want, bytes.len()))),
             "{name}"
         );
@@ -730,9 +743,13 @@ fn the_in_channels_chunked_body_reads_as_the_stream_split_anywhere() {
     assert!(reader.feed(b"d", &mut out).is_err());
 }
 
+/// The head of a browser's request, read as its endpoint reads it. Which
+/// endpoint takes which method, path and upgrade is the front's table's
+/// (`https::route`'s tests, and `https.rs` over sockets).
 #[test]
-fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
-    use rd_gateway::{HeadError, Request};
+fn a_browsers_requests_read_as_what_they_are() {
+    use gateway::https::parse_head;
+    use gateway::web::page::PageRequest;
     let upgrade = |method: &str, path: &str, upgrade: bool| {
         let mut head =
             format!("{method} {path} HTTP/1.1\r\nHost: gw\r\nSec-WebSocket-Key: abc==\r\n");
@@ -742,39 +759,20 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
         head.push_str("\r\n");
         head.into_bytes()
     };
+    let read = |bytes: &[u8]| {
+        let (head, taken) = parse_head(bytes).expect("a head").expect("complete");
+        assert_eq!(taken, bytes.len());
+        head
+    };
+    // The WebSocket's key, with or without a query; none without the
+    // upgrade.
     for path in ["/web/rdp", "/web/rdp?session=1"] {
-        let head = upgrade("GET", path, true);
-        assert_eq!(
-            rd_gateway::parse_head(&head),
-            Ok(Some((
-                Request::WebRdp {
-                    key: "abc==".into()
-                },
-                head.len()
-            ))),
-            "{path}"
-        );
+        let head = read(&upgrade("GET", path, true));
+        assert_eq!(head.path(), "/web/rdp", "{path}");
+        assert_eq!(head.websocket_key(), Some("abc=="), "{path}");
+        assert_eq!(read(&upgrade("GET", path, false)).websocket_key(), None);
     }
-    for (method, path, up) in [
-        ("GET", "/web/rdp", false),
-        ("POST", "/web/rdp", true),
-        ("GET", "/web/rdp/", true),
-        ("GET", "/WEB/RDP", true),
-        ("GET", "/web", true),
-        ("GET", "/web/", false),
-        ("GET", "/web/../web", false),
-        ("POST", "/web", false),
-        ("GET", "/web/page.js/x", false),
-    ] {
-        assert!(
-            matches!(
-                rd_gateway::parse_head(&upgrade(method, path, up)),
-                Err(HeadError::NotGateway(..))
-            ),
-            "{method} {path} upgrade={up}"
-        );
-    }
-    // The browser's page and its files, without an upgrade.
+    // The browser's page and its files.
     for (method, path, bare) in [
         ("GET", "/web", "/web"),
         ("HEAD", "/web", "/web"),
@@ -784,19 +782,15 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
             "/web/webclient_bg.wasm",
         ),
     ] {
-        let head = upgrade(method, path, false);
         assert_eq!(
-            rd_gateway::parse_head(&head),
-            Ok(Some((
-                Request::WebPage(gateway::web::page::PageRequest {
-                    path: bare.into(),
-                    head: method == "HEAD",
-                    if_none_match: None,
-                    gzip: false,
-                    keep_alive: true,
-                }),
-                head.len()
-            ))),
+            PageRequest::of(&read(&upgrade(method, path, false))),
+            Ok(PageRequest {
+                path: bare.into(),
+                head: method == "HEAD",
+                if_none_match: None,
+                gzip: false,
+                keep_alive: true,
+            }),
             "{method} {path}"
         );
     }
@@ -815,9 +809,7 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
             None,
         ),
     ] {
-        let Ok(Some((Request::WebPage(page), _))) = rd_gateway::parse_head(head.as_bytes()) else {
-            panic!("{head:?} is not a page request");
-        };
+        let page = PageRequest::of(&read(head.as_bytes())).expect("a page request");
         assert_eq!(page.keep_alive, keep_alive, "{head:?}");
         assert_eq!(page.if_none_match.as_deref(), tag, "{head:?}");
     }
@@ -828,7 +820,19 @@ fn a_browsers_upgrade_to_web_rdp_parses_as_such_and_nothing_else_does() {
 /// as the next request on the connection.
 #[test]
 fn a_head_whose_body_could_be_read_two_ways_or_a_browsers_request_with_a_body_is_refused() {
-    use rd_gateway::{HeadError, InBody, Request};
+    use gateway::https::{Head, HeadError, parse_head};
+    use rd_gateway::{InBody, Request};
+    // What the browser's endpoints ask of a head: the page reads it as a
+    // page request, `/web/rdp` takes it without a body.
+    let browsers = |bytes: &[u8]| -> Result<Head, HeadError> {
+        let (head, _) = parse_head(bytes)?.expect("complete");
+        if head.path() == gateway::web::PATH {
+            head.bodiless()?;
+        } else {
+            gateway::web::page::PageRequest::of(&head)?;
+        }
+        Ok(head)
+    };
     let upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: abc==\r\n";
     let id = "RDG-Connection-Id: {37f51d44-8eea-f654-2cdf-caa345ae8fc9}\r\n";
     let head =
@@ -846,10 +850,7 @@ fn a_head_whose_body_could_be_read_two_ways_or_a_browsers_request_with_a_body_is
     ] {
         let head = head(start, headers);
         assert!(
-            matches!(
-                rd_gateway::parse_head(head.as_bytes()),
-                Err(HeadError::Body(..))
-            ),
+            matches!(browsers(head.as_bytes()), Err(HeadError::Body(..))),
             "{head:?}"
         );
     }
@@ -859,13 +860,7 @@ fn a_head_whose_body_could_be_read_two_ways_or_a_browsers_request_with_a_body_is
         ("GET /web/rdp", upgrade_empty.as_str()),
     ] {
         let head = head(start, headers);
-        assert!(
-            matches!(
-                rd_gateway::parse_head(head.as_bytes()),
-                Ok(Some((Request::WebPage(_) | Request::WebRdp { .. }, _)))
-            ),
-            "{head:?}"
-        );
+        assert!(browsers(head.as_bytes()).is_ok(), "{head:?}");
     }
     // Framing that could be read two ways, on any request.
     for headers in [
@@ -890,12 +885,9 @@ fn a_head_whose_body_could_be_read_two_ways_or_a_browsers_request_with_a_body_is
         ] {
             let head = head(start, &format!("{id}{headers}"));
             assert!(
-                matches!(
-                    rd_gateway::parse_head(head.as_bytes()),
-                    Err(HeadError::Framing(_))
-                ),
+                matches!(parse_head(head.as_bytes()), Err(HeadError::Framing(_))),
                 "{head:?}: {:?}",
-                rd_gateway::parse_head(head.as_bytes())
+                parse_head(head.as_bytes())
             );
         }
     }
@@ -911,7 +903,7 @@ fn a_head_whose_body_could_be_read_two_ways_or_a_browsers_request_with_a_body_is
         );
         assert!(
             matches!(
-                rd_gateway::parse_head(head.as_bytes()),
+                gateway_request(head.as_bytes()),
                 Ok(Some((Request::In { body: b, .. }, _))) if b == body
             ),
             "{head:?}"
