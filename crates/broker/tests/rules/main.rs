@@ -4,6 +4,7 @@
 //! on the wall clock; each rule is checked on both sides of its deadline.
 //! One module per family of rules (docs/rules.md).
 
+mod access;
 mod heartbeat_loss;
 mod kit;
 mod lifetimes;
