@@ -5,6 +5,7 @@
 //! One module per family of rules (docs/rules.md).
 
 mod access;
+mod audit;
 mod entitlements;
 mod heartbeat_loss;
 mod kit;
