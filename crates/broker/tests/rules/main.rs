@@ -6,6 +6,7 @@
 
 mod access;
 mod audit;
+mod audit_abuse;
 mod entitlements;
 mod heartbeat_loss;
 mod kit;
