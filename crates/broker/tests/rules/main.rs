@@ -16,5 +16,6 @@ mod pending;
 mod power;
 mod registration;
 mod scaling_plans;
+mod sessions_ended;
 mod start_on_connect;
 mod tickets;
