@@ -8,6 +8,7 @@ mod access;
 mod audit;
 mod audit_abuse;
 mod entitlements;
+mod heartbeat_authority;
 mod heartbeat_loss;
 mod kit;
 mod lifetimes;
