@@ -200,7 +200,7 @@ async fn each_end_is_listed_and_audited_with_its_reason() {
             200,
         )
         .await;
-    assert_eq!(ids(&v), [carol.clone()]);
+    assert_eq!(ids(&v), std::slice::from_ref(&carol));
     // Paged like the other lists.
     let v = kit
         .ok(
