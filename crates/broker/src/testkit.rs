@@ -33,6 +33,7 @@
 //! steps most rule tests start with, each through the API as a client
 //! would take it, and each asserting that the broker accepted it.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -213,7 +214,7 @@ impl Kit {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Vec<u8>) {
-        let (status, _, bytes) = self.exchange(bearer, method, path, body).await;
+        let (status, _, bytes) = self.exchange(None, bearer, method, path, body).await;
         (status, bytes)
     }
 
@@ -227,15 +228,38 @@ impl Kit {
         path: &str,
         body: Option<Value>,
     ) -> (u16, HeaderMap, Value) {
-        let (status, headers, bytes) = self.exchange(bearer, method, path, body).await;
+        let (status, headers, bytes) = self.exchange(None, bearer, method, path, body).await;
         let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         (status, headers, v)
     }
 
-    /// One request through the router: the answer's status, headers and
-    /// body as it came.
+    /// Calls the API with `bearer` as the token from the client address
+    /// `source`, as the listener hands a request on (what the audit log
+    /// records as its source, and what the limits per source count): the
+    /// answer's status and JSON body (`Null` when it has none or it is not
+    /// JSON). The other calls come from no address, as in-process calls do.
+    pub async fn call_from(
+        &self,
+        source: SocketAddr,
+        bearer: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let (status, _, bytes) = self
+            .exchange(Some(source), bearer, method, path, body)
+            .await;
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    /// One request through the router, from `source` if any: the answer's
+    /// status, headers and body as it came.
     async fn exchange(
         &self,
+        source: Option<SocketAddr>,
         bearer: Option<&str>,
         method: &str,
         path: &str,
@@ -252,6 +276,12 @@ impl Kit {
             None => request.body(Body::empty()),
         }
         .unwrap_or_else(|e| panic!("{method} {path}: not a request: {e}"));
+        let mut request = request;
+        if let Some(addr) = source {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(addr));
+        }
         let answer = self
             .router
             .clone()
@@ -289,6 +319,45 @@ impl Kit {
             200,
         )
         .await
+    }
+
+    /// Calls the API as the admin and asserts a refusal: `status` with the
+    /// error `code`; answers the body.
+    pub async fn refused(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        status: u16,
+        code: &str,
+    ) -> Value {
+        let (got, v) = self.call(method, path, body).await;
+        assert_eq!(
+            (got, v["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{method} {path}: {v}"
+        );
+        v
+    }
+
+    /// Creates the pooled pool `name`, `lb` balanced with `limit` sessions
+    /// a host, and `hosts` hosts h1… at 10.0.0.1:3389… (added by the
+    /// admin, no agents).
+    pub async fn pool_with_hosts(&self, name: &str, lb: &str, limit: u32, hosts: usize) {
+        self.create_pool(
+            name,
+            json!({"hostPoolType": "Pooled", "loadBalancerType": lb, "maxSessionLimit": limit}),
+        )
+        .await;
+        for i in 1..=hosts {
+            self.ok(
+                "PUT",
+                &format!("/api/v1/hostPools/{name}/sessionHosts/h{i}"),
+                Some(json!({"address": format!("10.0.0.{i}:3389")})),
+                201,
+            )
+            .await;
+        }
     }
 
     /// A new registration token for `pool`, living `expires_in_seconds`.
