@@ -135,7 +135,8 @@ pub struct AgentArgs {
     pub logoff_command: Option<String>,
     /// A TOML file with any of the settings above, named with underscores
     /// (host_pool = "farm"); flags and DESKBROKER_* variables win over it.
-    /// Without it, /etc/deskbroker/agent.toml is read if it exists. With a
+    /// Without it no file is read, not even the packaged
+    /// /etc/deskbroker/agent.toml (its systemd unit names it). With a
     /// registration_token in it, only this user may read it (mode 0600 or
     /// 0400).
     #[arg(long, env = "DESKBROKER_AGENT_CONFIG", value_name = "FILE")]
@@ -395,17 +396,17 @@ pub enum ConfigError {
     },
 }
 
-/// The configuration file `deskbroker agent` reads when neither `--config`
-/// nor `DESKBROKER_AGENT_CONFIG` names one, if it exists: the one the
-/// package installs, as `serve` and `gateway` read theirs.
+/// The configuration file the package installs for `deskbroker agent`,
+/// which its systemd unit names with `--config`. The agent never reads it
+/// unless told to: a program's behaviour must not depend on a file it was
+/// not told about (an agent started by hand or by a test on a machine with
+/// the package would otherwise join the installed agent's pool).
 pub const PACKAGED_CONFIG: &str = "/etc/deskbroker/agent.toml";
 
-/// The file to read: the one given, else `packaged` when it exists.
-pub fn config_path(given: Option<&Path>, packaged: &Path) -> Option<PathBuf> {
-    match given {
-        Some(path) => Some(path.to_path_buf()),
-        None => packaged.exists().then(|| packaged.to_path_buf()),
-    }
+/// The file to read: the one named by `--config` or
+/// `DESKBROKER_AGENT_CONFIG`, and no other.
+pub fn config_path(given: Option<&Path>) -> Option<PathBuf> {
+    given.map(Path::to_path_buf)
 }
 
 impl ConfigError {
@@ -419,7 +420,8 @@ impl ConfigError {
                 read: match read {
                     Some(path) => format!("the config file read was {}", path.display()),
                     None => format!(
-                        "no config file was read: pass --config FILE, or write {PACKAGED_CONFIG}"
+                        "no config file was read: name one with --config FILE \
+                         (the package's is {PACKAGED_CONFIG})"
                     ),
                 },
             },
@@ -447,7 +449,7 @@ impl Config {
     /// Reads the `--config` file if any, asks the machine for what is left
     /// to defaults, and validates everything.
     pub fn load(args: AgentArgs) -> Result<Config, ConfigError> {
-        let path = config_path(args.config.as_deref(), Path::new(PACKAGED_CONFIG));
+        let path = config_path(args.config.as_deref());
         let file = FileConfig::read(path.as_deref())?;
         Config::resolve(args, file, machine_hostname, primary_ipv4)
             .map_err(|e| e.with_file_read(path.as_deref()))
@@ -1170,15 +1172,18 @@ mod tests {
     }
 
     #[test]
-    fn the_packaged_file_is_read_when_none_is_named_and_a_missing_setting_says_which_was() {
+    fn only_a_named_file_is_read_and_a_missing_setting_says_which_was() {
         let dir = tempfile::tempdir().unwrap();
         let packaged = dir.path().join("agent.toml");
         let named = dir.path().join("mine.toml");
-        assert_eq!(config_path(None, &packaged), None);
-        assert_eq!(config_path(Some(&named), &packaged), Some(named.clone()));
+        assert_eq!(config_path(None), None);
+        assert_eq!(config_path(Some(&named)), Some(named.clone()));
         std::fs::write(&packaged, "host_pool = \"p\"\n").unwrap();
-        assert_eq!(config_path(None, &packaged), Some(packaged.clone()));
-        assert_eq!(config_path(Some(&named), &packaged), Some(named));
+        assert_eq!(config_path(None), None);
+        // Nothing named: the agent reads no file, even where the package
+        // installed one, and says so.
+        let e = Config::load(AgentArgs::default()).unwrap_err();
+        assert!(e.to_string().contains("no config file was read"), "{e}");
 
         let missing = || ConfigError::Missing {
             what: "broker URL",
@@ -1189,8 +1194,8 @@ mod tests {
         assert_eq!(
             missing().with_file_read(None).to_string(),
             "no broker URL: pass --broker (or DESKBROKER_URL), or set broker in the config \
-             file (no config file was read: pass --config FILE, or write \
-             /etc/deskbroker/agent.toml)"
+             file (no config file was read: name one with --config FILE (the package's is \
+             /etc/deskbroker/agent.toml))"
         );
         assert_eq!(
             missing().with_file_read(Some(&packaged)).to_string(),

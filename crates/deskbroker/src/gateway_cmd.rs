@@ -38,8 +38,10 @@ pub struct GatewayArgs {
     pub token_file: Option<std::path::PathBuf>,
     /// A TOML file with any of these settings, named with underscores
     /// (`rdp_listen = "0.0.0.0:3389"`); flags and DESKBROKER_* variables
-    /// win over it. Default: /etc/deskbroker/deskbroker.toml when it
-    /// exists. Secrets only by file (`token_file`).
+    /// win over it. Without it no file is read, not even the packaged
+    /// /etc/deskbroker/gateway.toml (its systemd unit names it), so that
+    /// what runs depends only on what it was told. Secrets only by file
+    /// (`token_file`).
     #[arg(long, env = "DESKBROKER_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address RDP clients connect to (port 0 picks a free port; printed).

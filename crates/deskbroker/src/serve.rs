@@ -48,8 +48,10 @@ pub struct ServeArgs {
     pub database_url_file: Option<PathBuf>,
     /// A TOML file with any of these settings, named with underscores
     /// (`data_dir = "/var/lib/deskbroker"`); flags and DESKBROKER_*
-    /// variables win over it. Default: /etc/deskbroker/deskbroker.toml
-    /// when it exists. Secrets only by file (`admin_token_file`, …).
+    /// variables win over it. Without it no file is read, not even the
+    /// packaged /etc/deskbroker/deskbroker.toml (its systemd unit names
+    /// it), so that what runs depends only on what it was told. Secrets
+    /// only by file (`admin_token_file`, …).
     #[arg(long, env = "DESKBROKER_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The admin bearer token (at least 32 characters, no blanks); generated
