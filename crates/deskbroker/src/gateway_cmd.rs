@@ -4,7 +4,6 @@
 //! (`serve --rdp-listen` and `serve --gateway-listen` run the same inside
 //! the broker instead).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -116,7 +115,8 @@ impl RdGatewayFlags {
     }
 }
 
-/// Prints the RD Gateway's address; scripts and tests read this line.
+/// Prints the RD Gateway's address for people (programs read the ready
+/// line, [`deskbroker::ready`]).
 pub fn announce_rd_gateway(listener: &tokio::net::TcpListener) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "rd gateway listening");
@@ -237,7 +237,15 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(l) = &rd_gateway_listener {
         announce_rd_gateway(l)?;
     }
-    std::io::stdout().flush()?;
+    deskbroker::ready::Ready {
+        api: None,
+        rdp: rdp_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+        gateway: rd_gateway_listener
+            .as_ref()
+            .map(|l| l.local_addr())
+            .transpose()?,
+    }
+    .print()?;
     // A stand-alone front door's redirection key comes from its own
     // credential (random, made by the broker): never a secret a person chose.
     let config = args.front_door.config(

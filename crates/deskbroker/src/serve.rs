@@ -437,6 +437,22 @@ fn announce_tls(tls: Option<&Arc<broker::tls::Tls>>) {
     }
 }
 
+/// Prints the ready line ([`deskbroker::ready`]), once every listener is
+/// bound and after the lines for people: what programs read.
+fn announce_ready(
+    api: &str,
+    rdp: Option<&tokio::net::TcpListener>,
+    rd_gateway: Option<&tokio::net::TcpListener>,
+) -> anyhow::Result<()> {
+    deskbroker::ready::Ready {
+        api: Some(api.to_string()),
+        rdp: rdp.map(|l| l.local_addr()).transpose()?,
+        gateway: rd_gateway.map(|l| l.local_addr()).transpose()?,
+    }
+    .print()?;
+    Ok(())
+}
+
 /// Serves `listener` with `tls`, or plain.
 fn listening(
     listener: tokio::net::TcpListener,
@@ -552,14 +568,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .front_door
         .config(args.rdp_default_pool.clone(), broker.keys().redirect_keys());
     tracing::info!(%addr, store = %store_name, scheme, "deskbroker listening");
-    // Tests and scripts read these lines to find port-0 listeners.
+    // For people; programs read the ready line that follows.
     println!("listening on {scheme}://{addr}");
     announce_rdp(rdp_listener.as_ref())?;
     if let Some((l, _)) = &rd_gateway {
         crate::gateway_cmd::announce_rd_gateway(l)?;
     }
     announce_tls(tls.as_ref());
-    std::io::stdout().flush()?;
+    announce_ready(
+        &format!("{scheme}://{addr}"),
+        rdp_listener.as_ref(),
+        rd_gateway.as_ref().map(|(l, _)| l),
+    )?;
 
     // One signal stops both: the HTTP API finishes in-flight requests, the
     // front door stops accepting (relayed connections are dropped with the
@@ -678,7 +698,11 @@ async fn run_replica(args: ServeArgs, database_url: &str, token: String) -> anyh
         crate::gateway_cmd::announce_rd_gateway(l)?;
     }
     announce_tls(tls.as_ref());
-    std::io::stdout().flush()?;
+    announce_ready(
+        &format!("{scheme}://{addr}"),
+        rdp_listener.as_ref(),
+        rd_gateway.as_ref().map(|(l, _)| l),
+    )?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;

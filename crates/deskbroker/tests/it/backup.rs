@@ -565,7 +565,7 @@ fn a_first_start_makes_its_files_private_without_a_warning() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("start serve");
-    let started = crate::first_lines(&mut child, 1, Duration::from_secs(120));
+    let started = crate::ready_line(&mut child, Duration::from_secs(120));
     let _ = child.kill();
     let _ = child.wait();
     started.expect("serve started");

@@ -274,7 +274,7 @@ async fn console_adds_a_host_by_hand_and_shows_the_apis_refusals() {
 #[tokio::test]
 async fn console_gives_a_users_rdp_file_and_browser_link_and_a_hostile_name_stays_text() {
     let dir = tempfile::tempdir().unwrap();
-    let (app, lines) = App::spawn_with(
+    let (app, _) = App::spawn_with(
         &dir.path().join("data"),
         "127.0.0.1:0",
         &[
@@ -284,11 +284,7 @@ async fn console_gives_a_users_rdp_file_and_browser_link_and_a_hostile_name_stay
             "127.0.0.1:0",
         ],
     );
-    let gateway = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("rd gateway listening on "))
-        .unwrap_or_else(|| panic!("no RD Gateway among {lines:?}"))
-        .to_string();
+    let gateway = app.ready.gateway_addr().to_string();
     crate::web_rdp::pool(&app, "farm", true).await;
     let b = browser().await;
     let c = &b.client;

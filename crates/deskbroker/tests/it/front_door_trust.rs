@@ -26,12 +26,8 @@ const S9_PATIENCE: Duration = Duration::from_secs(150);
 pub(crate) fn spawn_with_front_door(data_dir: &Path, extra: &[&str]) -> (App, String) {
     let mut args = vec!["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", "farm"];
     args.extend_from_slice(extra);
-    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &args);
-    let rdp = lines
-        .first()
-        .and_then(|l| l.strip_prefix("rdp front door listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
+    let (app, _) = App::spawn_with(data_dir, "127.0.0.1:0", &args);
+    let rdp = app.ready.rdp_addr().to_string();
     (app, rdp)
 }
 

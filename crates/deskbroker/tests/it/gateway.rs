@@ -2,7 +2,6 @@
 //! users through the broker's HTTP API with a `gateway` credential (not the
 //! admin token), in front of a host that records what reaches it.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -112,15 +111,8 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(gw.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let front_door = line
-        .trim()
-        .strip_prefix("rdp front door listening on ")
-        .expect("listening line")
-        .to_string();
+    let (ready, _) = crate::ready_line(&mut gw, crate::SERVE_START).expect("the gateway starts");
+    let front_door = ready.rdp_addr().to_string();
 
     let pdu = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),

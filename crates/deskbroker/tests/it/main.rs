@@ -60,6 +60,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use deskbroker::ready::Ready;
 use serde_json::Value;
 
 /// The admin token of every test broker: random hex, as `openssl rand -hex
@@ -121,7 +122,14 @@ pub fn write_secret(path: &Path, text: &str) {
 
 /// How long `deskbroker serve` may take to print that it listens: it opens
 /// its store and binds in well under a second; this bounds a stuck start.
-const SERVE_START: Duration = Duration::from_secs(120);
+pub const SERVE_START: Duration = Duration::from_secs(120);
+
+/// The ready line of `child` (`serve` or `gateway`, its stdout piped) and
+/// the lines it printed before it; `Err` says how it failed to print it
+/// within `within`.
+pub fn ready_line(child: &mut Child, within: Duration) -> Result<(Ready, Vec<String>), String> {
+    Ready::wait(child.stdout.take().expect("stdout is piped"), within)
+}
 
 /// The first `wanted` lines `child` prints on its (piped) stdout, read on a
 /// thread of its own, so that a child that never prints them fails the
@@ -158,6 +166,8 @@ pub fn first_lines(
 /// A running broker.
 pub struct App {
     pub url: String,
+    /// Its ready line: the addresses of its listeners.
+    pub ready: Ready,
     pub http: reqwest::Client,
     pub child: Child,
     pub data_dir: PathBuf,
@@ -180,8 +190,8 @@ impl App {
 
     /// Starts a broker on `data_dir` listening on `listen` (the same port
     /// again after a restart, for clients that keep their URL), with extra
-    /// `serve` flags. Answers the app and the further lines serve printed
-    /// about its listeners (the RDP front door's, with `--rdp-listen`).
+    /// `serve` flags. Answers the app (its listeners' addresses in
+    /// `ready`) and the lines serve printed before its ready line.
     pub fn spawn_with(data_dir: &Path, listen: &str, extra: &[&str]) -> (App, Vec<String>) {
         App::spawn_opts(data_dir, listen, extra, Some(TOKEN))
     }
@@ -240,25 +250,15 @@ impl App {
             })
             .spawn()
             .expect("start deskbroker serve");
-        // `serve` prints one line per listener: the API's, then the RDP
-        // front door's and the RD Gateway's when asked for.
-        let wanted = 1
-            + usize::from(extra.contains(&"--rdp-listen"))
-            + usize::from(extra.contains(&"--gateway-listen"));
-        let mut lines = first_lines(&mut child, wanted, SERVE_START).unwrap_or_else(|e| {
+        let (ready, lines) = ready_line(&mut child, SERVE_START).unwrap_or_else(|e| {
             let _ = child.kill();
             let _ = child.wait();
             panic!("deskbroker serve {e}")
         });
-        let more = lines.split_off(1);
-        let line = lines.remove(0);
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line from serve: {line:?}"))
-            .to_string();
+        let url = ready.api_url().to_string();
         let app = App {
             url,
+            ready,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .build()
@@ -266,7 +266,7 @@ impl App {
             child,
             data_dir: data_dir.to_path_buf(),
         };
-        (app, more)
+        (app, lines)
     }
 
     /// The `host:port` this broker listens on.

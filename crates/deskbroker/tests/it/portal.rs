@@ -119,16 +119,6 @@ fn give_up(mut child: Child, log: &tempfile::NamedTempFile, what: &str) -> ! {
 /// A broker on `port` with the portal pointed at `issuer`, and a front
 /// door (the `.rdp` files need one).
 fn spawn_broker(dir: &tempfile::TempDir, port: u16, issuer: &str, extra: &[&str]) -> App {
-    spawn_broker_with_lines(dir, port, issuer, extra).0
-}
-
-/// [`spawn_broker`], with what `serve` printed about its listeners.
-fn spawn_broker_with_lines(
-    dir: &tempfile::TempDir,
-    port: u16,
-    issuer: &str,
-    extra: &[&str],
-) -> (App, Vec<String>) {
     let secret = dir.path().join("client-secret");
     crate::write_secret(&secret, &format!("{CLIENT_SECRET}\n"));
     let secret = secret.display().to_string();
@@ -150,6 +140,7 @@ fn spawn_broker_with_lines(
         &format!("127.0.0.1:{port}"),
         &args,
     )
+    .0
 }
 
 /// A pool with one host and the given settings.
@@ -754,17 +745,13 @@ async fn the_portal_opens_a_desktop_in_the_browser() {
         "127.0.0.2",
         json!({"alice": {"preferred_username": "alice@contoso.com", "groups": ["Staff"]}}),
     );
-    let (app, lines) = spawn_broker_with_lines(
+    let app = spawn_broker(
         &dir,
         port,
         &provider.issuer,
         &["--gateway-listen", "127.0.0.1:0"],
     );
-    let gateway = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("rd gateway listening on "))
-        .unwrap_or_else(|| panic!("no RD Gateway in {lines:?}"))
-        .to_string();
+    let gateway = app.ready.gateway_addr().to_string();
     let farm = crate::web_rdp::CountingHost::start().await;
     crate::web_rdp::pool(&app, "farm", true).await;
     crate::web_rdp::host(&app, "farm", "f1", &farm.address).await;

@@ -51,12 +51,8 @@ pub fn spawn_with(data_dir: &Path, extra: &[&str]) -> Result<App, String> {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start deskbroker serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read the listening line");
-    let Some(url) = line.trim().strip_prefix("listening on ") else {
+    let Ok((ready, _)) = crate::ready_line(&mut child, crate::SERVE_START) else {
+        let _ = child.kill();
         let out = child.wait_with_output().expect("wait for serve");
         return Err(format!(
             "{}: {}",
@@ -74,7 +70,8 @@ pub fn spawn_with(data_dir: &Path, extra: &[&str]) -> Result<App, String> {
         }
     });
     Ok(App {
-        url: url.to_string(),
+        url: ready.api_url().to_string(),
+        ready,
         http: reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()

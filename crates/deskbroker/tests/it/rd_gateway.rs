@@ -12,7 +12,6 @@
 
 use serde_json::json;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use crate::rdp::{
@@ -23,23 +22,13 @@ use crate::{App, eventually, exe, metrics_when};
 /// Starts `deskbroker serve` with the RD Gateway on a free port (its TLS
 /// the data dir's self-signed certificate, as the API listens on loopback).
 fn spawn_with_rd_gateway(data_dir: &std::path::Path) -> (App, String) {
-    let (app, lines) = App::spawn_with(
+    let (app, _) = App::spawn_with(
         data_dir,
         "127.0.0.1:0",
         &["--gateway-listen", "127.0.0.1:0"],
     );
-    let gateway = gateway_address(&lines);
+    let gateway = app.ready.gateway_addr().to_string();
     (app, gateway)
-}
-
-/// The RD Gateway's address, from the lines `serve` printed after its
-/// "listening on" line.
-pub(crate) fn gateway_address(lines: &[String]) -> String {
-    lines
-        .first()
-        .and_then(|l| l.strip_prefix("rd gateway listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string()
 }
 
 /// Pool `farm` (DepthFirst, reachable through the doors) with one host, h1
@@ -363,16 +352,12 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start deskbroker gateway");
-    let stdout = child.stdout.take().expect("stdout");
+    let started = crate::ready_line(&mut child, crate::SERVE_START);
     let _gateway_process = Killed(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the listening line");
-    let gateway = line
-        .trim()
-        .strip_prefix("rd gateway listening on ")
-        .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
+    let gateway = started
+        .expect("deskbroker gateway starts")
+        .0
+        .gateway_addr()
         .to_string();
 
     alice_reaches_h1(

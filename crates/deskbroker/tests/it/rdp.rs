@@ -301,12 +301,8 @@ fn spawn_with_front_door(data_dir: &Path, default_pool: &str) -> (App, String) {
         "--rdp-default-pool",
         default_pool,
     ];
-    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &extra);
-    let rdp = lines
-        .first()
-        .and_then(|l| l.strip_prefix("rdp front door listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
+    let (app, _) = App::spawn_with(data_dir, "127.0.0.1:0", &extra);
+    let rdp = app.ready.rdp_addr().to_string();
     (app, rdp)
 }
 

@@ -661,7 +661,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
     let leader =
         spawn_with(&dir.path().join("r0"), &["--database-url", db.url()]).expect("first replica");
     leader_index(&[&leader]).await;
-    let (follower, lines) = App::spawn_with(
+    let (follower, _) = App::spawn_with(
         &dir.path().join("r1"),
         "127.0.0.1:0",
         &[
@@ -673,12 +673,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
             "farm",
         ],
     );
-    let front_door = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("rdp front door listening on "))
-        .expect("the front door's address")
-        .trim()
-        .to_string();
+    let front_door = follower.ready.rdp_addr().to_string();
     let host = TcpListener::bind("127.0.0.1:0").await.unwrap();
     follower
         .ok(

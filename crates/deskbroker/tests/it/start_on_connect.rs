@@ -337,12 +337,8 @@ async fn a8_without_a_power_driver_a_connect_is_refused_as_before() {
 fn spawn_front_door(dir: &Path, extra: &[&str]) -> (App, String) {
     let mut args = vec!["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", "farm"];
     args.extend_from_slice(extra);
-    let (app, lines) = spawn(dir, &args);
-    let rdp = lines
-        .first()
-        .and_then(|l| l.strip_prefix("rdp front door listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
+    let (app, _) = spawn(dir, &args);
+    let rdp = app.ready.rdp_addr().to_string();
     (app, rdp)
 }
 
@@ -477,11 +473,11 @@ async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it()
     let log = dir.path().join("power.log");
     let host = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
     let display = Display::start(&xvfb);
-    let (app, lines) = spawn(
+    let (app, _) = spawn(
         &dir.path().join("data"),
         &["--gateway-listen", "127.0.0.1:0"],
     );
-    let gateway = crate::rd_gateway::gateway_address(&lines);
+    let gateway = app.ready.gateway_addr().to_string();
     pool_all_stopped(
         &app,
         "farm",

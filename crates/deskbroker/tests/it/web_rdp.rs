@@ -24,7 +24,6 @@ use tokio_rustls::client::TlsStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
-use crate::rd_gateway::gateway_address;
 use crate::rdp::{PATIENCE, Xrdp, require, wait_session};
 use crate::{App, eventually};
 
@@ -35,8 +34,8 @@ type Socket = WebSocketStream<TlsStream<TcpStream>>;
 pub(crate) fn spawn(data_dir: &std::path::Path, extra: &[&str]) -> (App, String) {
     let mut flags = vec!["--gateway-listen", "127.0.0.1:0"];
     flags.extend_from_slice(extra);
-    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &flags);
-    let gateway = gateway_address(&lines);
+    let (app, _) = App::spawn_with(data_dir, "127.0.0.1:0", &flags);
+    let gateway = app.ready.gateway_addr().to_string();
     (app, gateway)
 }
 
@@ -741,7 +740,6 @@ async fn bad_requests_silent_clients_and_crowds_never_reach_a_host() {
 /// through the broker's HTTP API with a `gateway` credential.
 #[tokio::test]
 async fn a_standalone_gateway_serves_the_browser_too() {
-    use std::io::BufRead;
     let xrdp = require("xrdp", "xrdp");
     let openssl = require("openssl", "openssl");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -779,16 +777,12 @@ async fn a_standalone_gateway_serves_the_browser_too() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start deskbroker gateway");
-    let stdout = child.stdout.take().expect("stdout");
+    let started = crate::ready_line(&mut child, crate::SERVE_START);
     let _gateway_process = crate::rdp::Killed(child);
-    let mut line = String::new();
-    std::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the listening line");
-    let gateway = line
-        .trim()
-        .strip_prefix("rd gateway listening on ")
-        .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
+    let gateway = started
+        .expect("deskbroker gateway starts")
+        .0
+        .gateway_addr()
         .to_string();
 
     let first = ticket(&app, "farm", "alice").await;
