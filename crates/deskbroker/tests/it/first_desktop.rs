@@ -39,7 +39,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::desktop::{DESKTOP_RGB, DesktopUser, Sesman, USER};
-use crate::rdp::{Killed, PATIENCE, Xrdp, require};
+use crate::{Killed, PATIENCE, Xrdp, require};
 
 const DOC: &str = "docs/first-desktop.md";
 

@@ -3,16 +3,11 @@
 //! admin token), in front of a host that records what reaches it.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{App, eventually, exe};
-
-/// How long to wait for what a working setup does in well under a second:
-/// a failure bound for a loaded machine, not a speed.
-const PATIENCE: Duration = Duration::from_secs(30);
+use crate::{App, PATIENCE, eventually, exe};
 
 #[tokio::test]
 async fn a_standalone_front_door_relays_to_the_chosen_host() {
@@ -189,7 +184,7 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     )
     .await;
     let mut bob = tokio::net::TcpStream::connect(&front_door).await.unwrap();
-    bob.write_all(&crate::front_door_trust::first_pdu("Cookie: mstshash=bob"))
+    bob.write_all(&crate::wire::first_pdu("Cookie: mstshash=bob"))
         .await
         .unwrap();
     // Refused, and told so: access refused (1002), then closed.
@@ -199,7 +194,7 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
         .expect("answered in time")
         .expect("bob without a ticket is answered");
     assert_eq!(
-        crate::front_door_trust::refusal(&mut bob, start).await,
+        crate::wire::refusal(&mut bob, start).await,
         1002,
         "bob without a ticket"
     );
@@ -215,7 +210,7 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     let forged = ticket.replace(":carol", ":mallory");
     let mut mallory = tokio::net::TcpStream::connect(&front_door).await.unwrap();
     mallory
-        .write_all(&crate::front_door_trust::first_pdu(&forged))
+        .write_all(&crate::wire::first_pdu(&forged))
         .await
         .unwrap();
     // Told: ticket refused (1001), through the stand-alone front door too.
@@ -225,11 +220,11 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
         .expect("answered in time")
         .expect("a forged ticket is answered");
     assert_eq!(
-        crate::front_door_trust::refusal(&mut mallory, start).await,
+        crate::wire::refusal(&mut mallory, start).await,
         1001,
         "a forged ticket"
     );
-    let pdu = crate::front_door_trust::first_pdu(ticket);
+    let pdu = crate::wire::first_pdu(ticket);
     let mut carol = tokio::net::TcpStream::connect(&front_door).await.unwrap();
     carol.write_all(&pdu).await.unwrap();
     let (mut upstream, _) = tokio::time::timeout(PATIENCE, host.accept())
@@ -282,7 +277,7 @@ async fn the_brokers_refusals_to_a_gateway_read_as_one_line() {
         201,
     )
     .await;
-    let gateway = crate::access::credential(&app, "edge", "gateway", &[]).await;
+    let gateway = crate::credential(&app, "edge", "gateway", &[]).await;
     let one_line =
         |message: &str| !message.is_empty() && !message.contains("  ") && !message.contains('\n');
     for (body, status, code) in [

@@ -136,8 +136,8 @@ async fn an_operator_messages_a_user_and_only_the_users_host_shows_it() {
     let (_a2, shown2) = agent(&app, &token, "h2", "bob@contoso.com", dir.path());
     let alice = session_of(&app, "alice@contoso.com").await;
     let bob = session_of(&app, "bob@contoso.com").await;
-    let operator = crate::access::credential(&app, "ops", "operator", &[]).await;
-    let reader = crate::access::credential(&app, "auditor", "reader", &[]).await;
+    let operator = crate::credential(&app, "ops", "operator", &[]).await;
+    let reader = crate::credential(&app, "auditor", "reader", &[]).await;
 
     // A reader may not send; nothing is queued for alice by it.
     let (status, v) = send(&app, &reader, &alice, "Reader", "from a reader").await;

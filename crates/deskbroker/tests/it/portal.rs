@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::console::{
+use crate::browser::{
     browser, click, js, screenshot, screenshot_dir, type_into, wait_js, wait_text,
 };
 use crate::{App, free_port};
@@ -352,7 +352,7 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     let c = &b.client;
     sign_in(c, &app, "alice").await;
     assert_eq!(
-        crate::console::text(c, "#user").await.as_deref(),
+        crate::browser::text(c, "#user").await.as_deref(),
         Some("alice@contoso.com")
     );
     // By name (any case), by group (any case), open to all; not the
@@ -368,7 +368,7 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     assert_eq!(style, "solid", "the stylesheet was not applied");
     // A friendly name is shown as text, markup and all (escaped).
     assert_eq!(
-        crate::console::text(c, "li[data-pool=by-group] .pool-name")
+        crate::browser::text(c, "li[data-pool=by-group] .pool-name")
             .await
             .as_deref(),
         Some("Finance <apps>")
@@ -508,7 +508,7 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     c.delete_all_cookies().await.unwrap();
     sign_in(c, &app, "bob").await;
     assert_eq!(
-        crate::console::text(c, "#user").await.as_deref(),
+        crate::browser::text(c, "#user").await.as_deref(),
         Some("bob@contoso.com")
     );
     assert_eq!(offered(c).await, ["open"]);
@@ -672,7 +672,7 @@ async fn a_portal_not_configured_or_a_provider_down_says_so() {
 
 #[tokio::test]
 async fn replicas_serve_the_portal_through_the_leader() {
-    let db = crate::postgres::scratch("portal_replicas").await;
+    let db = crate::pg::scratch("portal_replicas").await;
     let dir = tempfile::tempdir().unwrap();
     // Behind one address (a load balancer): the same public URL for all.
     let public = "http://desktops.contoso.test";
@@ -692,10 +692,10 @@ async fn replicas_serve_the_portal_through_the_leader() {
         "--public-url",
         public,
     ];
-    let leader = crate::postgres::spawn_with(&dir.path().join("r0"), &args).expect("replica 0");
+    let leader = crate::pg::spawn_with(&dir.path().join("r0"), &args).expect("replica 0");
     let leads = crate::eventually(Duration::from_secs(30), || async { leader.leads().await }).await;
     assert!(leads, "the first replica does not lead");
-    let follower = crate::postgres::spawn_with(&dir.path().join("r1"), &args).expect("replica 1");
+    let follower = crate::pg::spawn_with(&dir.path().join("r1"), &args).expect("replica 1");
 
     // Through the follower: the leader begins the login, and its redirect
     // and login cookie come back whole.
@@ -752,9 +752,9 @@ async fn the_portal_opens_a_desktop_in_the_browser() {
         &["--gateway-listen", "127.0.0.1:0"],
     );
     let gateway = app.ready.gateway_addr().to_string();
-    let farm = crate::web_rdp::CountingHost::start().await;
-    crate::web_rdp::pool(&app, "farm", true).await;
-    crate::web_rdp::host(&app, "farm", "f1", &farm.address).await;
+    let farm = crate::web::CountingHost::start().await;
+    crate::web::pool(&app, "farm", true).await;
+    crate::web::host(&app, "farm", "f1", &farm.address).await;
     pool(
         &app,
         "others",
@@ -782,15 +782,15 @@ async fn the_portal_opens_a_desktop_in_the_browser() {
     assert_eq!(status, 303, "{body}");
     assert_eq!(headers["cache-control"], "no-store");
     let location = headers["location"].to_str().unwrap();
-    let (page, ticket) = crate::web_url::split(location);
+    let (page, ticket) = crate::web::split(location);
     assert_eq!(page, format!("https://{gateway}/web"));
     assert!(
         ticket.starts_with("dbt1:farm:") && ticket.ends_with(":alice@contoso.com"),
         "{ticket}"
     );
-    let _ws = crate::web_url::knock(&gateway, &ticket).await;
+    let _ws = crate::web::knock(&gateway, &ticket).await;
     assert!(
-        crate::eventually(crate::rdp::PATIENCE, || async { farm.accepted() == 1 }).await,
+        crate::eventually(crate::PATIENCE, || async { farm.accepted() == 1 }).await,
         "the portal's ticket did not reach the host"
     );
     let log = app

@@ -14,22 +14,10 @@ use serde_json::json;
 
 use std::process::{Command, Stdio};
 
-use crate::rdp::{
-    Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, require, session_of, wait_session, wait_tls,
+use crate::{
+    App, Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, eventually, exe, metrics_when, require,
+    session_of, wait_session, wait_tls,
 };
-use crate::{App, eventually, exe, metrics_when};
-
-/// Starts `deskbroker serve` with the RD Gateway on a free port (its TLS
-/// the data dir's self-signed certificate, as the API listens on loopback).
-fn spawn_with_rd_gateway(data_dir: &std::path::Path) -> (App, String) {
-    let (app, _) = App::spawn_with(
-        data_dir,
-        "127.0.0.1:0",
-        &["--gateway-listen", "127.0.0.1:0"],
-    );
-    let gateway = app.ready.gateway_addr().to_string();
-    (app, gateway)
-}
 
 /// Pool `farm` (DepthFirst, reachable through the doors) with one host, h1
 /// at `address`.
@@ -111,7 +99,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     let display = Display::start(&xvfb);
     let client = |args: &[String]| Client::start(&xfreerdp, &display, &home, args);
 
-    let (app, gateway) = spawn_with_rd_gateway(&dir.path().join("data"));
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     // DepthFirst with a limit of 1: the first user goes to h1, the next to h2.
     for pool in ["farm", "other"] {
         app.ok(
@@ -393,7 +381,7 @@ async fn xfreerdp_with_the_gateway_connection_file_reaches_the_pool() {
     let home = dir.path().join("home");
     let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
     let display = Display::start(&xvfb);
-    let (app, gateway) = spawn_with_rd_gateway(&dir.path().join("data"));
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     farm_with_one_host(&app, &a.address).await;
 
     let file = app

@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 use api::ErrorCode;
 use serde_json::{Value, json};
 
-use crate::postgres::scratch;
-use crate::replicas::{PATIENCE, check_invariants, db_client, leader_index, signal};
-use crate::{App, eventually, pool_with_hosts};
+use crate::pg::{check_invariants, db_client, leader_index, scratch, signal};
+use crate::{App, PATIENCE, eventually, pool_with_hosts};
 
 /// Clients, half of them sent to each replica first.
 const CLIENTS: usize = 4;

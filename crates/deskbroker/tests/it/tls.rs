@@ -16,12 +16,8 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::postgres::scratch;
-use crate::{App, TOKEN, eventually, exe};
-
-/// How long to wait for what a working setup does within a second or two
-/// (a reload, a heartbeat, an election): a failure bound, not a speed.
-const PATIENCE: Duration = Duration::from_secs(30);
+use crate::pg::scratch;
+use crate::{App, PATIENCE, TOKEN, eventually, exe};
 
 /// A private CA and the files of certificates it issued.
 struct Ca {
@@ -639,7 +635,7 @@ async fn a_database_whose_certificate_is_not_the_trusted_one_is_refused() {
         db.url(),
         ca.pem.display()
     );
-    let err = crate::postgres::spawn_with(&dir.path().join("r"), &["--database-url", &url])
+    let err = crate::pg::spawn_with(&dir.path().join("r"), &["--database-url", &url])
         .err()
         .expect("a database it cannot verify is refused");
     assert!(
@@ -648,7 +644,7 @@ async fn a_database_whose_certificate_is_not_the_trusted_one_is_refused() {
     );
     // With the encryption asked for, the same database is used.
     let url = format!("{}{sep}sslmode=require", db.url());
-    let app = crate::postgres::spawn_with(&dir.path().join("ok"), &["--database-url", &url])
+    let app = crate::pg::spawn_with(&dir.path().join("ok"), &["--database-url", &url])
         .expect("sslmode=require connects");
     app.ok("GET", "/api/v1/hostPools", None, 200).await;
 }
@@ -703,7 +699,7 @@ async fn rdp_through(
         }
         read = client.read_exact(&mut start) => {
             read.expect("the front door answers a refused client");
-            crate::front_door_trust::refusal(&mut client, start).await;
+            crate::wire::refusal(&mut client, start).await;
             (false, client)
         }
     }
@@ -863,7 +859,7 @@ fn s_client(
 /// `RUST_LOG=info`; the connections themselves are in the log, at INFO.
 #[tokio::test]
 async fn ordinary_tls_clients_leave_no_warning_in_the_log() {
-    let openssl = crate::rdp::require("openssl", "openssl");
+    let openssl = crate::require("openssl", "openssl");
     let dir = tempfile::tempdir().expect("tempdir");
     for (n, rust_log) in [None, Some("info")].into_iter().enumerate() {
         let log = dir.path().join(format!("serve-{n}.log"));
@@ -879,7 +875,7 @@ async fn ordinary_tls_clients_leave_no_warning_in_the_log() {
             Some(level) => command.env("RUST_LOG", level),
             None => command.env_remove("RUST_LOG"),
         };
-        let mut broker = crate::rdp::Killed(command.spawn().expect("start serve"));
+        let mut broker = crate::Killed(command.spawn().expect("start serve"));
         let (ready, _) = crate::ready_line(&mut broker.0, PATIENCE * 4).expect("serve starts");
         let gateway = ready.gateway_addr().to_string();
         let read_log = || std::fs::read_to_string(&log).unwrap_or_default();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::{App, eventually};
+use crate::{App, BEAT, eventually};
 
 /// How a fake exporter answers.
 #[derive(Clone, PartialEq, Debug)]
@@ -324,10 +324,6 @@ impl WatchingAgent {
         WatchingAgent(child)
     }
 }
-
-/// Patience for anything that needs a heartbeat or two (interval 5 s): a
-/// failure bound for a loaded machine, not a speed.
-pub(crate) const BEAT: Duration = Duration::from_secs(90);
 
 async fn host(app: &App, name: &str) -> Value {
     app.ok(

@@ -206,7 +206,7 @@ impl Brokers {
     /// SIGSTOP or SIGCONT to replica `slot`, if it runs.
     pub async fn signal(&self, slot: usize, signal: nix::sys::signal::Signal) {
         if let Some(app) = self.slots[slot].app.lock().await.as_ref() {
-            crate::replicas::signal(app, signal);
+            crate::pg::signal(app, signal);
         }
     }
 
