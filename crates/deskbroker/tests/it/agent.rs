@@ -291,17 +291,10 @@ fn agent_with_config(config: &Path) -> (std::process::ExitStatus, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start deskbroker agent");
-    let deadline = std::time::Instant::now() + BEAT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the agent took {} and kept running", config.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = crate::eventually_blocking(BEAT, || child.try_wait().unwrap()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the agent took {} and kept running", config.display());
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();

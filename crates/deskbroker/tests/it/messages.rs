@@ -67,25 +67,19 @@ const BEAT: Duration = Duration::from_secs(60);
 
 /// The id of `user`'s session in `farm`, once there is one.
 async fn session_of(app: &App, user: &str) -> String {
-    let deadline = std::time::Instant::now() + BEAT;
-    loop {
-        let v = app
-            .ok(
-                "GET",
-                &format!("/api/v1/hostPools/farm/userSessions?user={user}"),
-                None,
-                200,
-            )
-            .await;
-        if let Some(id) = v["value"][0]["id"].as_str() {
-            return id.to_string();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{user}'s session was not adopted from the agent's list"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::eventually(BEAT, || async {
+        app.ok(
+            "GET",
+            &format!("/api/v1/hostPools/farm/userSessions?user={user}"),
+            None,
+            200,
+        )
+        .await["value"][0]["id"]
+            .as_str()
+            .map(str::to_string)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{user}'s session was not adopted from the agent's list"))
 }
 
 /// Pool `farm` (BreadthFirst, 10 sessions a host) and a registration token

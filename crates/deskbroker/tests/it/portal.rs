@@ -223,24 +223,22 @@ async fn sign_in(c: &fantoccini::Client, app: &App, login: &str) {
     type_into(c, "input[name=password]", "any password").await;
     click(c, "button[type=submit]").await;
     // The consent form, then back to the portal.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let seen = js(
+    let seen = crate::eventually(Duration::from_secs(20), || async {
+        js(
             c,
             "return !!document.querySelector('input[name=prompt][value=consent]') \
              || !!document.querySelector('#user');",
             vec![],
         )
-        .await;
-        if seen.as_bool() == Some(true) {
-            break;
-        }
-        if std::time::Instant::now() > deadline {
-            let url = c.current_url().await.map(|u| u.to_string());
-            let page = js(c, "return document.documentElement.outerHTML;", vec![]).await;
-            panic!("neither the consent form nor the portal: at {url:?}:\n{page}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        .await
+        .as_bool()
+            == Some(true)
+    })
+    .await;
+    if !seen {
+        let url = c.current_url().await.map(|u| u.to_string());
+        let page = js(c, "return document.documentElement.outerHTML;", vec![]).await;
+        panic!("neither the consent form nor the portal: at {url:?}:\n{page}");
     }
     if js(c, "return !!document.querySelector('#user');", vec![])
         .await

@@ -71,22 +71,20 @@ async fn actions(app: &App, pool: &str) -> Vec<Value> {
 
 /// Waits until the newest action is no longer Pending; answers it.
 async fn settled(app: &App, pool: &str) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
+    crate::eventually(WAIT, || async {
         let last = actions(app, pool)
             .await
             .first()
             .cloned()
             .unwrap_or_default();
         if last["outcome"] != "Pending" && !last.is_null() {
-            return last;
+            Ok(last)
+        } else {
+            Err(last)
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the action stayed Pending: {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|last| panic!("the action stayed Pending: {last}"))
 }
 
 #[tokio::test]

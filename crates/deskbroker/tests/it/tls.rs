@@ -561,19 +561,18 @@ async fn replicas_forward_over_https_and_reach_postgresql_over_tls() {
         })
         .collect();
     // One leads, the other follows it at its https:// address.
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let mut follower = None;
-    while follower.is_none() && std::time::Instant::now() < deadline {
+    let follower = eventually(PATIENCE, || async {
         for (i, app) in apps.iter().enumerate() {
             if let Some(h) = app.health().await
                 && h.role == "follower"
                 && h.leader.is_some_and(|l| l.starts_with("https://"))
             {
-                follower = Some(i);
+                return Some(i);
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        None
+    })
+    .await;
     let follower = &apps[follower.expect("a follower of an https:// leader")];
     // A write through the follower is forwarded to the leader over TLS,
     // with the client's token; without a token it is refused there.

@@ -215,16 +215,18 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
     assert_eq!(url.fragment(), None, "{url}");
 
     // The login screen, drawn whole and square.
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let (drawn, last) = loop {
+    let (drawn, last) = match crate::eventually(PATIENCE, || async {
         let s = probe(c).await;
         if s.as_ref().is_some_and(is_login_screen) {
-            break (true, s);
+            Ok(s)
+        } else {
+            Err(s)
         }
-        if std::time::Instant::now() > deadline {
-            break (false, s);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    })
+    .await
+    {
+        Ok(s) => (true, s),
+        Err(s) => (false, s),
     };
     assert!(
         drawn,

@@ -781,20 +781,15 @@ async fn one_ticket_holds_at_most_two_relays_at_once() {
     drop(first);
     // Polled: the gateway counts the connection out once it has recorded
     // the session's end.
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let again = loop {
-        match relayed(&gateway, &alice).await {
-            Ok(ws) => break ws,
-            Err(answer) => {
-                assert_eq!(refused_status(&answer), 429, "{answer:?}");
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the ticket's next connection was refused"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
+    let again = eventually(PATIENCE, || async {
+        let answer = relayed(&gateway, &alice).await;
+        if let Err(refused) = &answer {
+            assert_eq!(refused_status(refused), 429, "{refused:?}");
         }
-    };
+        answer
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the ticket's next connection was refused"));
     assert!(h1.holds(3).await, "alice's two and bob's");
     drop((held, bobs, again));
 }

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
@@ -104,14 +104,14 @@ pub async fn browser_with(extra: &[&str]) -> Browser {
         .spawn()
         .expect("start chromedriver");
     let profile = tempfile::tempdir().expect("profile dir");
-    let deadline = Instant::now() + DRIVER_START_TIMEOUT;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "chromedriver did not listen on {port} within {DRIVER_START_TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let listening = crate::eventually(DRIVER_START_TIMEOUT, || {
+        std::future::ready(TcpStream::connect(("127.0.0.1", port)).is_ok())
+    })
+    .await;
+    assert!(
+        listening,
+        "chromedriver did not listen on {port} within {DRIVER_START_TIMEOUT:?}"
+    );
     let args = vec![
         "--headless".to_string(),
         "--no-sandbox".into(),
@@ -187,18 +187,14 @@ pub async fn wait_value(
     what: &str,
     ok: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + PAGE_TIMEOUT;
-    loop {
+    crate::eventually(PAGE_TIMEOUT, || async {
         let v = js(c, script, args.clone()).await;
-        if ok(&v) {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the page did not show {what} within {PAGE_TIMEOUT:?} (last seen: {v})"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if ok(&v) { Ok(v) } else { Err(v) }
+    })
+    .await
+    .unwrap_or_else(|v| {
+        panic!("the page did not show {what} within {PAGE_TIMEOUT:?} (last seen: {v})")
+    })
 }
 
 /// Waits until the text of `css` satisfies `ok`; answers it.

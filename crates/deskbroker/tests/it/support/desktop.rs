@@ -194,15 +194,21 @@ impl Sesman {
             .spawn()
             .expect("start xrdp-sesman");
         let mut process = Killed(child);
-        let deadline = Instant::now() + PATIENCE;
-        while !listening(port) {
-            if Instant::now() > deadline || matches!(process.0.try_wait(), Ok(Some(_))) {
-                panic!(
-                    "xrdp-sesman did not listen on port {port}; its log:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
+        let up = crate::eventually_blocking(PATIENCE, || {
+            if matches!(process.0.try_wait(), Ok(Some(_))) {
+                return Err("exited");
             }
-            std::thread::sleep(Duration::from_millis(50));
+            if listening(port) {
+                Ok(())
+            } else {
+                Err("not yet")
+            }
+        });
+        if up.is_err() {
+            panic!(
+                "xrdp-sesman did not listen on port {port}; its log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
         }
         Sesman {
             process: Some(process),
@@ -401,22 +407,22 @@ impl NlaHost {
                 .spawn()
                 .expect("start freerdp-shadow-cli");
             let mut process = Killed(child);
-            let deadline = Instant::now() + PATIENCE;
-            while Instant::now() < deadline {
+            let listening = crate::eventually_blocking(PATIENCE, || {
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return NlaHost {
-                        _process: process,
-                        _display: display,
-                        address: format!("127.0.0.1:{port}"),
-                        user,
-                        password,
-                        log,
-                    };
+                    return Some(true);
                 }
-                if let Ok(Some(_)) = process.0.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+                // Exited: no use waiting.
+                matches!(process.0.try_wait(), Ok(Some(_))).then_some(false)
+            });
+            if listening == Some(true) {
+                return NlaHost {
+                    _process: process,
+                    _display: display,
+                    address: format!("127.0.0.1:{port}"),
+                    user,
+                    password,
+                    log,
+                };
             }
         }
         panic!("freerdp-shadow-cli did not start listening");

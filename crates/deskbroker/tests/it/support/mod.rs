@@ -449,36 +449,66 @@ pub async fn metrics_when(app: &App, ready: impl Fn(&str) -> bool) -> String {
 /// test that passes never waits it out.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Polls `check` until it is true or `timeout` passes, without blocking
-/// the thread (for code that is not async: a child's output, a file).
-pub fn eventually_blocking(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+/// What a check of [`eventually`] answers: whether it holds yet. A `bool`
+/// holds when true; an `Option` when `Some` (the value found); a `Result`
+/// when `Ok` (and an `Err` says what was seen instead, for the message of
+/// a test that waited in vain).
+pub trait Holds {
+    fn holds(&self) -> bool;
+}
+
+impl Holds for bool {
+    fn holds(&self) -> bool {
+        *self
     }
 }
 
-/// Polls `check` until it is true or `timeout` passes.
-pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
+impl<T> Holds for Option<T> {
+    fn holds(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl<T, E> Holds for Result<T, E> {
+    fn holds(&self) -> bool {
+        self.is_ok()
+    }
+}
+
+/// Runs `check` every 50 ms until what it answers holds or `timeout`
+/// passes; answers its last answer (`true`, `Some`, `Ok` when it held).
+/// Tests poll with this, never with fixed sleeps.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> T
 where
+    T: Holds,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: std::future::Future<Output = T>,
 {
     let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if check().await {
-            return true;
+    loop {
+        let answer = check().await;
+        if answer.holds() || Instant::now() >= deadline {
+            return answer;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(POLL).await;
     }
-    false
 }
+
+/// [`eventually`] for a check that is not async (a child process, a file,
+/// a port), blocking the thread between tries.
+pub fn eventually_blocking<T: Holds>(timeout: Duration, mut check: impl FnMut() -> T) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let answer = check();
+        if answer.holds() || Instant::now() >= deadline {
+            return answer;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// How often [`eventually`] and [`eventually_blocking`] try again.
+const POLL: Duration = Duration::from_millis(50);
 
 /// The user's one session in `pool`: (host, state), if any.
 pub async fn session_of(app: &App, pool: &str, user: &str) -> Option<(String, String)> {

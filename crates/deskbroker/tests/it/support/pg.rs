@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use store::postgres::{ScratchDatabase, test_server_url};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -113,16 +113,16 @@ pub fn replicas_through(
 
 /// The replica whose /healthz says it leads.
 pub async fn leader_index(apps: &[&App]) -> usize {
-    let deadline = Instant::now() + PATIENCE;
-    while Instant::now() < deadline {
+    crate::eventually(PATIENCE, || async {
         for (i, app) in apps.iter().enumerate() {
             if app.leads().await {
-                return i;
+                return Some(i);
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no replica leads after {PATIENCE:?}");
+        None
+    })
+    .await
+    .unwrap_or_else(|| panic!("no replica leads after {PATIENCE:?}"))
 }
 
 /// Connects `user` to pool `p` through `app`, expecting 200.

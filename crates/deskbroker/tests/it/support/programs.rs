@@ -7,7 +7,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use super::*;
 
@@ -69,20 +68,20 @@ impl Xrdp {
                 .expect("start xrdp");
             let mut process = Killed(child);
             let listening = format!("listening to port {port} on 127.0.0.1");
-            let deadline = std::time::Instant::now() + PATIENCE;
-            while std::time::Instant::now() < deadline {
+            let listens = crate::eventually_blocking(PATIENCE, || {
                 last_log = std::fs::read_to_string(&log).unwrap_or_default();
                 if last_log.contains(&listening) {
-                    return Xrdp {
-                        _process: process,
-                        address: format!("127.0.0.1:{port}"),
-                        log,
-                    };
+                    return Some(true);
                 }
-                if let Ok(Some(_)) = process.0.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+                // Exited (its port was taken meanwhile): try another.
+                matches!(process.0.try_wait(), Ok(Some(_))).then_some(false)
+            });
+            if listens == Some(true) {
+                return Xrdp {
+                    _process: process,
+                    address: format!("127.0.0.1:{port}"),
+                    log,
+                };
             }
         }
         panic!("xrdp did not start listening; its log:\n{last_log}");
