@@ -3,7 +3,9 @@
 //! broker they start ([`App`], whose spawners read its ready line), and the
 //! fixtures more than one file uses (`programs`: xrdp, Xvfb, xfreerdp;
 //! `wire`: RDP bytes and fake hosts; `web`: the browser's door; `pg`:
-//! PostgreSQL and replicas; `browser`: the web console in chromium).
+//! PostgreSQL and replicas; `browser`: the web console in chromium;
+//! `desktop`: a real desktop behind xrdp). The other files each test one
+//! area and export nothing to each other.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
