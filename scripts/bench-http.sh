@@ -48,14 +48,15 @@ cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "
 trap cleanup EXIT
 token=$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 48)
 
-# Starts "$@" (which prints "listening on http://ADDR"), sets pid and url.
+# Starts "$@" (which prints its ready line, `ready {"api":"http://ADDR"}`),
+# sets pid and url.
 start() {
   local log=$work/server.log
   "$@" >"$log" 2>&1 &
   pid=$!
   url=""
   for _ in $(seq 200); do
-    url=$(sed -n 's|^listening on \(http://[0-9.]*:[0-9]*\)$|\1|p' "$log" | head -n 1)
+    url=$(sed -n 's|^ready .*"api":"\(http://[0-9.]*:[0-9]*\)".*|\1|p' "$log" | head -n 1)
     [ -n "$url" ] && return 0
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.05

@@ -18,8 +18,8 @@ T=$(openssl rand -hex 32)
 DESKBROKER_ADMIN_TOKEN=$T "$BIN" serve --listen 127.0.0.1:0 --data-dir "$D" "$@" >"$D/out" 2>"$D/err" &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$D"' EXIT
-for _ in $(seq 1 300); do grep -qs "listening on" "$D/out" && break; sleep 0.1; done
-URL=$(grep -o "http://[0-9.:]*" "$D/out" | head -1)
+for _ in $(seq 1 300); do grep -qs "^ready " "$D/out" && break; sleep 0.1; done
+URL=$(sed -n 's/^ready .*"api":"\([^"]*\)".*/\1/p' "$D/out" | head -1)
 cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 TICKS=$(getconf CLK_TCK)
 C0=$(cpu)

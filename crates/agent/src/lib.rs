@@ -70,10 +70,7 @@ pub enum AgentError {
 /// `deskbroker agent`: validates the configuration and runs until SIGTERM
 /// or SIGINT.
 pub async fn run_with_args(args: AgentArgs) -> Result<(), AgentError> {
-    let path = config::config_path(
-        args.config.as_deref(),
-        std::path::Path::new(config::PACKAGED_CONFIG),
-    );
+    let path = config::config_path(args.config.as_deref());
     let read = path.as_deref();
     let file = config::FileConfig::read(read)?;
     if windows::WatchConfig::wanted(&file) {

@@ -25,7 +25,6 @@
 //! Connection Confirm selecting TLS, does TLS with a self-signed
 //! certificate, then answers every 8-byte big-endian N with N bytes.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -92,16 +91,14 @@ impl Broker {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start deskbroker serve");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut next = |prefix: &str| {
-            let line = lines.next().expect("a line").expect("a line");
-            line.strip_prefix(prefix)
-                .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-                .to_string()
-        };
-        let url = next("listening on ");
-        let rdp = next("rdp front door listening on ");
-        let gateway = next("rd gateway listening on ");
+        let (ready, _) = deskbroker::ready::Ready::wait(
+            child.stdout.take().expect("stdout"),
+            Duration::from_secs(120),
+        )
+        .unwrap_or_else(|e| panic!("deskbroker serve {e}"));
+        let url = ready.api_url().to_string();
+        let rdp = ready.rdp_addr().to_string();
+        let gateway = ready.gateway_addr().to_string();
         Broker {
             child,
             url,

@@ -1,11 +1,15 @@
 //! The configuration file of `serve` and `gateway`: TOML whose keys are
 //! the command's flags, named with underscores (`data_dir = "/var/lib/
 //! deskbroker"`), read with the agent's loader
-//! ([`agent::config::read_toml_file`]). The file is named by `--config
-//! FILE` or `DESKBROKER_CONFIG`, else the command's own file in
-//! `/etc/deskbroker` is read when it exists ([`default_config`]:
-//! `deskbroker.toml` for `serve`, `gateway.toml` for `gateway`, as the
-//! package installs them).
+//! ([`agent::config::read_toml_file`]). A file is read only when it is
+//! named, by `--config FILE` or `DESKBROKER_CONFIG`: never one the command
+//! was not told about, such as the file the package installs in
+//! `/etc/deskbroker`. A program's behaviour must not depend on a file
+//! nobody named: a broker started by hand or by a test on a machine where
+//! the package is installed would otherwise take the installed broker's
+//! ports and data directory. The packaged systemd units name their files
+//! (`--config /etc/deskbroker/deskbroker.toml` for `serve`,
+//! `/etc/deskbroker/gateway.toml` for `gateway`).
 //!
 //! Precedence is flags, then `DESKBROKER_*` variables, then the file, then
 //! defaults. The file's settings become flags appended to the command line
@@ -24,15 +28,6 @@ use std::path::{Path, PathBuf};
 
 use agent::ConfigError;
 
-/// The file `command` reads when neither `--config` nor `DESKBROKER_CONFIG`
-/// names one, if it exists: each command its own, since a file's unknown
-/// keys are refused and the broker's settings are not the gateway's.
-pub fn default_config(command: &str) -> &'static str {
-    match command {
-        "gateway" => "/etc/deskbroker/gateway.toml",
-        _ => deskbroker::token::BROKER_CONFIG,
-    }
-}
 /// The variable naming the config file.
 pub const CONFIG_ENV: &str = "DESKBROKER_CONFIG";
 /// The commands that read a config file.
@@ -101,7 +96,7 @@ pub fn apply(argv: Vec<OsString>, root: &clap::Command) -> Result<WithFile, Conf
     {
         return unchanged(argv);
     }
-    let Some(path) = config_path(&given, &name) else {
+    let Some(path) = config_path(&given, std::env::var_os(CONFIG_ENV)) else {
         return unchanged(argv);
     };
     let table: toml::Table = agent::config::read_toml_file(&path)?;
@@ -125,9 +120,9 @@ pub fn apply(argv: Vec<OsString>, root: &clap::Command) -> Result<WithFile, Conf
     })
 }
 
-/// `--config FILE` or `--config=FILE`, else `DESKBROKER_CONFIG`, else the
-/// command's default file when it exists.
-fn config_path(given: &[&OsStr], command: &str) -> Option<PathBuf> {
+/// `--config FILE` or `--config=FILE`, else `DESKBROKER_CONFIG` (`env`);
+/// None when neither names a file: no other file is ever read.
+fn config_path(given: &[&OsStr], env: Option<OsString>) -> Option<PathBuf> {
     let mut args = given.iter();
     while let Some(a) = args.next() {
         if *a == "--config" {
@@ -137,10 +132,7 @@ fn config_path(given: &[&OsStr], command: &str) -> Option<PathBuf> {
             return Some(PathBuf::from(p));
         }
     }
-    if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
-    }
-    Some(PathBuf::from(default_config(command))).filter(|p| p.exists())
+    env.filter(|p| !p.is_empty()).map(PathBuf::from)
 }
 
 /// The flag(s) standing for `key = value` of the file `path`: none when
@@ -273,19 +265,74 @@ mod tests {
         }
     }
 
-    /// Each command reads its own file, and the package installs an
-    /// example at each (so an installed gateway never reads the broker's).
+    /// Nothing is read unless named: not the packaged file, even where
+    /// the package is installed; `--config` wins over the variable.
     #[test]
-    fn each_command_reads_the_file_the_package_installs_for_it() {
-        let manifest = include_str!("../Cargo.toml");
-        for (command, example) in [("serve", "deskbroker.toml"), ("gateway", "gateway.toml")] {
-            let path = default_config(command);
-            let asset = format!(
-                "[\"../../deploy/{example}\", \"{}\"",
-                path.trim_start_matches('/')
-            );
-            assert!(manifest.contains(&asset), "{command}: no asset {asset}");
+    fn a_file_is_read_only_when_named() {
+        let os = |s: &str| OsString::from(s);
+        let none: [&OsStr; 0] = [];
+        assert_eq!(config_path(&none, None), None);
+        assert_eq!(config_path(&none, Some(os(""))), None);
+        let listen = [OsStr::new("--listen"), OsStr::new("127.0.0.1:0")];
+        assert_eq!(config_path(&listen, None), None);
+        assert_eq!(
+            config_path(&none, Some(os("/x/env.toml"))),
+            Some(PathBuf::from("/x/env.toml"))
+        );
+        let named = [OsStr::new("--config"), OsStr::new("/x/flag.toml")];
+        assert_eq!(
+            config_path(&named, Some(os("/x/env.toml"))),
+            Some(PathBuf::from("/x/flag.toml"))
+        );
+        let named = [OsStr::new("--config=/x/eq.toml")];
+        assert_eq!(config_path(&named, None), Some(PathBuf::from("/x/eq.toml")));
+    }
+
+    /// With nothing named, the command line is answered as it is, whatever
+    /// files exist on the machine.
+    #[test]
+    fn nothing_named_leaves_the_command_line_alone() {
+        use clap::CommandFactory as _;
+        if std::env::var_os(CONFIG_ENV).is_some() {
+            return;
         }
-        assert_ne!(default_config("serve"), default_config("gateway"));
+        let argv: Vec<OsString> = ["deskbroker", "serve", "--listen", "127.0.0.1:0"]
+            .map(OsString::from)
+            .to_vec();
+        let with = apply(argv.clone(), &crate::Args::command()).unwrap();
+        assert_eq!(with.argv, argv);
+        assert!(with.from_file.is_none());
+    }
+
+    /// Each packaged unit names the file the package installs for its
+    /// command (nothing else would make the unit read it), each command
+    /// its own (a gateway never reads the broker's).
+    #[test]
+    fn each_packaged_unit_names_the_file_the_package_installs_for_it() {
+        let manifest = include_str!("../Cargo.toml");
+        for (unit, command, example) in [
+            (
+                include_str!("../../../deploy/deskbroker.service"),
+                "serve",
+                "deskbroker.toml",
+            ),
+            (
+                include_str!("../../../deploy/deskbroker-gateway.service"),
+                "gateway",
+                "gateway.toml",
+            ),
+        ] {
+            let path = format!("/etc/deskbroker/{example}");
+            let asset = format!("[\"../../deploy/{example}\", \"{}\"", &path[1..]);
+            assert!(manifest.contains(&asset), "{command}: no asset {asset}");
+            let exec = unit
+                .lines()
+                .find(|l| l.starts_with("ExecStart="))
+                .unwrap_or_default();
+            assert!(
+                exec.contains(&format!("deskbroker {command} --config {path}")),
+                "{command}: the unit does not name {path}: {exec}"
+            );
+        }
     }
 }

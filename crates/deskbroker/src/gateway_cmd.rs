@@ -4,7 +4,6 @@
 //! (`serve --rdp-listen` and `serve --gateway-listen` run the same inside
 //! the broker instead).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,8 +37,10 @@ pub struct GatewayArgs {
     pub token_file: Option<std::path::PathBuf>,
     /// A TOML file with any of these settings, named with underscores
     /// (`rdp_listen = "0.0.0.0:3389"`); flags and DESKBROKER_* variables
-    /// win over it. Default: /etc/deskbroker/deskbroker.toml when it
-    /// exists. Secrets only by file (`token_file`).
+    /// win over it. Without it no file is read, not even the packaged
+    /// /etc/deskbroker/gateway.toml (its systemd unit names it), so that
+    /// what runs depends only on what it was told. Secrets only by file
+    /// (`token_file`).
     #[arg(long, env = "DESKBROKER_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address RDP clients connect to (port 0 picks a free port; printed).
@@ -114,7 +115,8 @@ impl RdGatewayFlags {
     }
 }
 
-/// Prints the RD Gateway's address; scripts and tests read this line.
+/// Prints the RD Gateway's address for people (programs read the ready
+/// line, [`deskbroker::ready`]).
 pub fn announce_rd_gateway(listener: &tokio::net::TcpListener) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "rd gateway listening");
@@ -241,7 +243,15 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(l) = &rd_gateway_listener {
         announce_rd_gateway(l)?;
     }
-    std::io::stdout().flush()?;
+    deskbroker::ready::Ready {
+        api: None,
+        rdp: rdp_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+        gateway: rd_gateway_listener
+            .as_ref()
+            .map(|l| l.local_addr())
+            .transpose()?,
+    }
+    .print()?;
     // A stand-alone front door's redirection key comes from its own
     // credential (random, made by the broker): never a secret a person chose.
     let config = args.front_door.config(

@@ -5,6 +5,8 @@
 //!
 //! - [`output`]: `--output table|json|tsv`, as every command prints.
 //! - [`token`]: which token a command sends to a broker.
+//! - [`ready`]: the line `serve` and `gateway` print once they listen, and
+//!   its one parser (tests, benchmarks and tools read it).
 //! - [`benchkit`]: the private brokers a benchmark starts and the API
 //!   calls it makes (`bench storm` and the development benchmarks).
 //!
@@ -13,4 +15,5 @@
 
 pub mod benchkit;
 pub mod output;
+pub mod ready;
 pub mod token;

@@ -21,7 +21,13 @@ pub struct CeilingArgs {
 pub async fn run(args: CeilingArgs) -> anyhow::Result<()> {
     let app = axum::Router::new().route("/api/v1/hostPools/{pool}/connect", post(connect));
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
-    println!("listening on http://{}", listener.local_addr()?);
+    let addr = listener.local_addr()?;
+    println!("listening on http://{addr}");
+    deskbroker::ready::Ready {
+        api: Some(format!("http://{addr}")),
+        ..Default::default()
+    }
+    .print()?;
     axum::serve(listener, app).await?;
     Ok(())
 }

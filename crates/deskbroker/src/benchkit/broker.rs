@@ -212,30 +212,15 @@ impl PrivateBroker {
         }
         command.env("DESKBROKER_ADMIN_TOKEN", &token);
         let (child, mut lines) = spawn_child(command, "a private broker")?;
-        // `serve` prints its HTTP address, then its front door's.
-        let (url, rdp) = tokio::time::timeout(START_TIMEOUT, async {
-            let mut url = None;
-            let mut rdp = None;
-            while let Some(line) = lines.next_line().await? {
-                if let Some(u) = line.strip_prefix("listening on ") {
-                    url = Some(u.trim().to_string());
-                } else if let Some(a) = line.strip_prefix("rdp front door listening on ") {
-                    let a = a.trim();
-                    rdp = Some(
-                        a.parse::<SocketAddr>()
-                            .with_context(|| format!("unreadable front door address {a:?}"))?,
-                    );
-                }
-                if let Some(url) = &url
-                    && (rdp_default_pool.is_none() || rdp.is_some())
-                {
-                    return Ok((url.clone(), rdp));
-                }
-            }
-            anyhow::bail!("the private broker exited before listening")
-        })
-        .await
-        .context("the private broker did not start in time")??;
+        let ready = ready_line(&mut lines, "the private broker").await?;
+        let url = ready
+            .api
+            .context("the private broker's ready line names no API")?;
+        let rdp = ready.rdp;
+        anyhow::ensure!(
+            rdp_default_pool.is_none() || rdp.is_some(),
+            "the private broker's ready line names no RDP front door"
+        );
         Ok(PrivateBroker {
             child,
             url,
@@ -310,6 +295,21 @@ pub fn spawn_child(
         .with_context(|| format!("cannot start {what}"))?;
     let stdout = child.stdout.take().context("no stdout")?;
     Ok((child, tokio::io::BufReader::new(stdout).lines()))
+}
+
+/// The ready line ([`crate::ready`]) of the child printing `lines`, within
+/// [`START_TIMEOUT`]; `what` names the child in errors.
+pub async fn ready_line(lines: &mut ChildLines, what: &str) -> anyhow::Result<crate::ready::Ready> {
+    tokio::time::timeout(START_TIMEOUT, async {
+        while let Some(line) = lines.next_line().await? {
+            if let Some(ready) = crate::ready::Ready::parse(&line) {
+                return Ok(ready);
+            }
+        }
+        anyhow::bail!("{what} exited before listening")
+    })
+    .await
+    .with_context(|| format!("{what} did not start in time"))?
 }
 
 /// A fresh admin token for private brokers.

@@ -10,27 +10,7 @@ use std::time::Duration;
 use broker::access::{Role, Scope, lookup};
 use serde_json::{Value, json};
 
-use crate::{App, eventually, pool_with_hosts};
-
-/// Creates a credential with the admin token; answers its token (also
-/// for the other tests of credentials).
-pub(crate) async fn credential(app: &App, name: &str, role: &str, pools: &[&str]) -> String {
-    let v = app
-        .ok(
-            "POST",
-            "/api/v1/credentials",
-            Some(json!({"name": name, "role": role, "hostPools": pools})),
-            201,
-        )
-        .await;
-    assert_eq!(v["role"], role, "{v}");
-    let token = v["token"].as_str().expect("token").to_string();
-    assert!(
-        token.starts_with("dbc_") && token.len() == 4 + 64,
-        "{token}"
-    );
-    token
-}
+use crate::{App, credential, eventually, pool_with_hosts};
 
 /// A concrete path for a route pattern: every name is one that does not
 /// exist, so an allowed call is refused by the handler (400 for the body,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{App, eventually};
+use crate::{App, eventually, set_heartbeat_timeout};
 
 /// A running agent, killed when dropped.
 struct Agent(Child);
@@ -90,16 +90,6 @@ const BEAT: Duration = Duration::from_secs(60);
 /// interval, so that a host whose heartbeat is late on a loaded machine
 /// does not flap to Unavailable.
 const HEARTBEAT_TIMEOUT_SECONDS: u32 = 60;
-
-async fn set_heartbeat_timeout(app: &App, seconds: u32) {
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/farm",
-        Some(json!({"heartbeatTimeoutSeconds": seconds})),
-        200,
-    )
-    .await;
-}
 
 #[tokio::test]
 async fn agents_register_report_and_survive_restarts() {
@@ -257,13 +247,13 @@ async fn agents_register_report_and_survive_restarts() {
         status.success(),
         "the agent stops cleanly on SIGTERM: {status}"
     );
-    set_heartbeat_timeout(&app, 5).await;
+    set_heartbeat_timeout(&app, "farm", 5).await;
     let down = eventually(BEAT, || async {
         host(&app, "h1").await["status"] == "Unavailable"
     })
     .await;
     assert!(down, "a silent host becomes Unavailable (S7)");
-    set_heartbeat_timeout(&app, HEARTBEAT_TIMEOUT_SECONDS).await;
+    set_heartbeat_timeout(&app, "farm", HEARTBEAT_TIMEOUT_SECONDS).await;
     let _a1 = Agent::start(
         &app,
         "dbr_not-needed-any-more",
@@ -301,17 +291,10 @@ fn agent_with_config(config: &Path) -> (std::process::ExitStatus, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start deskbroker agent");
-    let deadline = std::time::Instant::now() + BEAT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the agent took {} and kept running", config.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = crate::eventually_blocking(BEAT, || child.try_wait().unwrap()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the agent took {} and kept running", config.display());
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();

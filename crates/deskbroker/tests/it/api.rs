@@ -2,15 +2,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{App, TOKEN, eventually, pool_with_hosts};
-
-/// How long to wait for what the broker's ticker (every 500 ms) does within
-/// a second or two: a failure bound for a loaded machine, not a speed.
-const PATIENCE: Duration = Duration::from_secs(30);
+use crate::{App, PATIENCE, TOKEN, eventually, pool_with_hosts, set_heartbeat_timeout};
 
 /// Everything the broker holds about a pool, to check nothing changed.
 async fn state(app: &App, pool: &str) -> (Value, Value, Value) {
@@ -588,16 +583,6 @@ async fn pending_sessions_expire_and_confirmed_ones_stay() {
     assert_eq!(users, [json!("bob")], "the Active session stays");
 }
 
-async fn set_heartbeat_timeout(app: &App, seconds: u32) {
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/p",
-        Some(json!({"heartbeatTimeoutSeconds": seconds})),
-        200,
-    )
-    .await;
-}
-
 #[tokio::test]
 async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
     let dir = tempfile::tempdir().unwrap();
@@ -606,7 +591,7 @@ async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
     // alice is placed, so that h1 cannot go silent before; then the
     // shortest one (5 s), which applies to h1's last heartbeat.
     pool_with_hosts(&app, "p", "DepthFirst", 10, 2).await;
-    set_heartbeat_timeout(&app, 3600).await;
+    set_heartbeat_timeout(&app, "p", 3600).await;
     let hb = app
         .ok(
             "POST",
@@ -626,7 +611,7 @@ async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
         )
         .await;
     assert_eq!(a["sessionHost"], "h1");
-    set_heartbeat_timeout(&app, 5).await;
+    set_heartbeat_timeout(&app, "p", 5).await;
     let down = eventually(PATIENCE, || async {
         app.ok("GET", "/api/v1/hostPools/p/sessionHosts/h1", None, 200)
             .await["status"]
@@ -655,7 +640,7 @@ async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
     assert_eq!(status, 503);
     assert_eq!(v["error"]["code"], "SessionHostUnavailable");
     // Back to a long timeout, so that h1 stays up until alice reconnects.
-    set_heartbeat_timeout(&app, 3600).await;
+    set_heartbeat_timeout(&app, "p", 3600).await;
     app.ok(
         "POST",
         "/api/v1/hostPools/p/sessionHosts/h1/heartbeat",

@@ -6,9 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::{App, pool_with_hosts};
-
-use crate::access::credential;
+use crate::{App, credential, pool_with_hosts};
 
 /// The audit log's entries (first page) for `query`, with the admin token.
 async fn entries(app: &App, query: &str) -> Vec<Value> {
@@ -347,14 +345,14 @@ async fn entries_survive_a_restart_and_kill_9() {
 
 #[tokio::test]
 async fn the_log_is_kept_and_bounded_on_postgresql() {
-    let db = crate::postgres::scratch("audit").await;
+    let db = crate::pg::scratch("audit").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let args = ["--database-url", db.url(), "--audit-max-entries", "5"];
-    let app = crate::postgres::spawn_with(&dir.path().join("data"), &args).expect("serve");
+    let app = crate::pg::spawn_with(&dir.path().join("data"), &args).expect("serve");
     drain_and_refusals_are_recorded(&app).await;
     let before = entries(&app, "?pageSize=3").await;
     app.kill9();
-    let app = crate::postgres::spawn_with(&dir.path().join("data2"), &args).expect("restart");
+    let app = crate::pg::spawn_with(&dir.path().join("data2"), &args).expect("restart");
     assert_eq!(
         entries(&app, "?pageSize=3").await,
         before,

@@ -399,7 +399,7 @@ async fn refusals_are_folded_and_cannot_push_accepted_changes_out() {
     let pool = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
     app.ok("PUT", "/api/v1/hostPools/kept", Some(pool.clone()), 201)
         .await;
-    let reader = crate::access::credential(&app, "flooder", "reader", &[]).await;
+    let reader = crate::credential(&app, "flooder", "reader", &[]).await;
     for _ in 0..REFUSALS {
         let (status, v) = app
             .call_with("DELETE", "/api/v1/hostPools/kept", None, Some(&reader))
@@ -468,7 +468,7 @@ async fn refusals_with_ever_new_names_are_folded_by_route() {
     const REFUSALS: u64 = 40;
     let dir = tempfile::tempdir().expect("tempdir");
     let app = App::spawn(&dir);
-    let reader = crate::access::credential(&app, "namer", "reader", &[]).await;
+    let reader = crate::credential(&app, "namer", "reader", &[]).await;
     for i in 0..REFUSALS {
         let (status, v) = app
             .call_with(

@@ -396,12 +396,12 @@ async fn bad_backups_are_refused_with_a_clear_error() {
 /// served by a broker with every acknowledged session.
 #[tokio::test]
 async fn a_pg_dump_restores_into_a_fresh_database_that_serves_its_sessions() {
-    let source = crate::postgres::scratch("pgdump_source").await;
-    let target = crate::postgres::scratch("pgdump_target").await;
+    let source = crate::pg::scratch("pgdump_source").await;
+    let target = crate::pg::scratch("pgdump_target").await;
     let dir = tempfile::tempdir().unwrap();
-    let app = crate::postgres::spawn_with(&dir.path().join("a"), &["--database-url", source.url()])
+    let app = crate::pg::spawn_with(&dir.path().join("a"), &["--database-url", source.url()])
         .expect("serve on postgres");
-    let placed = crate::durability::acknowledge_before_crash(&app).await;
+    let placed = crate::acknowledge_before_crash(&app).await;
     let dump = dir.path().join("deskbroker.dump");
     let out = Command::new("pg_dump")
         .args([
@@ -435,11 +435,11 @@ async fn a_pg_dump_restores_into_a_fresh_database_that_serves_its_sessions() {
         String::from_utf8_lossy(&out.stderr)
     );
     app.kill9();
-    let app = crate::postgres::spawn_with(&dir.path().join("b"), &["--database-url", target.url()])
+    let app = crate::pg::spawn_with(&dir.path().join("b"), &["--database-url", target.url()])
         .expect("serve the restored database");
     let leads = crate::eventually(Duration::from_secs(30), || async { app.leads().await }).await;
     assert!(leads, "the broker on the restored database does not lead");
-    crate::durability::check_after_crash(&app, placed).await;
+    crate::check_after_crash(&app, placed).await;
 }
 
 /// The numeric id `id FLAG [USER]` prints.
@@ -565,7 +565,7 @@ fn a_first_start_makes_its_files_private_without_a_warning() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("start serve");
-    let started = crate::first_lines(&mut child, 1, Duration::from_secs(120));
+    let started = crate::ready_line(&mut child, Duration::from_secs(120));
     let _ = child.kill();
     let _ = child.wait();
     started.expect("serve started");

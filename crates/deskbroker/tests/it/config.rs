@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::{App, TOKEN, exe, first_lines, write_secret};
+use crate::{App, Ready, TOKEN, exe, ready_line, write_secret};
 
 /// `deskbroker ARGS` with `env` (and without the variables the tests'
 /// environment might carry); answers (success, stderr) once it exits.
@@ -30,16 +30,16 @@ fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     c
 }
 
-/// Starts `deskbroker ARGS`, waits for its first stdout line; answers the
-/// child and that line.
-fn started(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+/// Starts `deskbroker ARGS`, waits for its ready line; answers the child
+/// and that line's addresses.
+fn started(args: &[&str], env: &[(&str, &str)]) -> (Child, Ready) {
     let mut child = command(args, env)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start deskbroker");
-    match first_lines(&mut child, 1, Duration::from_secs(120)) {
-        Ok(mut lines) => (child, lines.remove(0)),
+    match ready_line(&mut child, Duration::from_secs(120)) {
+        Ok((ready, _)) => (child, ready),
         Err(e) => {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
@@ -49,10 +49,11 @@ fn started(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
 }
 
 /// An App for a broker started by hand (for its API and its cleanup).
-fn app(child: Child, line: &str, data_dir: &Path) -> App {
+fn app(child: Child, ready: Ready, data_dir: &Path) -> App {
     ::api::tls::install_default_provider();
     App {
-        url: line.strip_prefix("listening on ").expect(line).to_string(),
+        url: ready.api_url().to_string(),
+        ready,
         http: reqwest::Client::new(),
         child,
         data_dir: data_dir.to_path_buf(),
@@ -84,7 +85,7 @@ async fn serve_and_gateway_run_from_a_config_file() {
         ),
     )
     .unwrap();
-    let (mut child, line) = started(&["serve", "--config", s(&config)], &[]);
+    let (mut child, ready) = started(&["serve", "--config", s(&config)], &[]);
     // The log is JSON, one object a line.
     let stderr = child.stderr.take().unwrap();
     let mut logs = BufReader::new(stderr).lines();
@@ -96,7 +97,7 @@ async fn serve_and_gateway_run_from_a_config_file() {
         "{first}"
     );
     std::thread::spawn(move || logs.for_each(drop));
-    let broker = app(child, &line, &data);
+    let broker = app(child, ready, &data);
     broker.ok("GET", "/api/v1/hostPools", None, 200).await;
     assert!(
         data.join("deskbroker.sqlite3").exists(),
@@ -114,10 +115,10 @@ async fn serve_and_gateway_run_from_a_config_file() {
         ),
     )
     .unwrap();
-    let (mut gateway, line) = started(&["gateway"], &[("DESKBROKER_CONFIG", s(&gateway_config))]);
+    let (mut gateway, ready) = started(&["gateway"], &[("DESKBROKER_CONFIG", s(&gateway_config))]);
     assert!(
-        line.starts_with("rdp front door listening on 127.0.0.1:"),
-        "{line}"
+        ready.rdp_addr().ip().is_loopback() && ready.api.is_none(),
+        "{ready:?}"
     );
     let _ = gateway.kill();
     let _ = gateway.wait();
@@ -141,7 +142,7 @@ async fn flags_and_environment_win_over_the_file() {
     )
     .unwrap();
     let flag_dir = dir.path().join("from-flag");
-    let (child, line) = started(
+    let (child, ready) = started(
         &[
             "serve",
             "--config",
@@ -153,20 +154,20 @@ async fn flags_and_environment_win_over_the_file() {
         ],
         &[],
     );
-    let a = app(child, &line, &flag_dir);
+    let a = app(child, ready, &flag_dir);
     a.ok("GET", "/api/v1/hostPools", None, 200).await;
     assert!(flag_dir.join("deskbroker.sqlite3").exists());
     drop(a);
 
     let env_dir = dir.path().join("from-env");
-    let (child, line) = started(
+    let (child, ready) = started(
         &["serve", "--config", s(&config)],
         &[
             ("DESKBROKER_LISTEN", "127.0.0.1:0"),
             ("DESKBROKER_DATA_DIR", s(&env_dir)),
         ],
     );
-    let a = app(child, &line, &env_dir);
+    let a = app(child, ready, &env_dir);
     a.ok("GET", "/api/v1/hostPools", None, 200).await;
     assert!(env_dir.join("deskbroker.sqlite3").exists());
     assert!(
@@ -187,7 +188,7 @@ async fn flags_and_environment_win_over_the_file() {
     )
     .unwrap();
     let env_token_dir = dir.path().join("env-token");
-    let (child, line) = started(
+    let (child, ready) = started(
         &[
             "serve",
             "--config",
@@ -197,7 +198,7 @@ async fn flags_and_environment_win_over_the_file() {
         ],
         &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
     );
-    let a = app(child, &line, &env_token_dir);
+    let a = app(child, ready, &env_token_dir);
     a.ok("GET", "/api/v1/hostPools", None, 200).await;
     drop(a);
 
@@ -339,7 +340,7 @@ async fn the_example_config_is_accepted() {
     let token = dir.path().join("admin.token");
     write_secret(&token, &format!("{TOKEN}\n"));
     let data = dir.path().join("data");
-    let (child, line) = started(
+    let (child, ready) = started(
         &[
             "serve",
             "--config",
@@ -353,7 +354,7 @@ async fn the_example_config_is_accepted() {
         ],
         &[],
     );
-    let a = app(child, &line, &data);
+    let a = app(child, ready, &data);
     a.ok("GET", "/api/v1/hostPools", None, 200).await;
 }
 
@@ -450,8 +451,8 @@ fn a_tls_key_every_user_may_read_is_refused() {
     }
     // Readable by its group: taken.
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
-    let (mut child, line) = started(&serve_api, &env);
-    assert!(line.starts_with("listening on https://"), "{line}");
+    let (mut child, ready) = started(&serve_api, &env);
+    assert!(ready.api_url().starts_with("https://"), "{ready:?}");
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -507,11 +508,11 @@ async fn an_admin_token_must_be_random_text_not_a_passphrase() {
     .enumerate()
     {
         let data = dir.path().join(format!("strong{i}"));
-        let (child, line) = started(
+        let (child, ready) = started(
             &["serve", "--listen", "127.0.0.1:0", "--data-dir", &s(&data)],
             &[("DESKBROKER_ADMIN_TOKEN", strong)],
         );
-        let a = app(child, &line, &data);
+        let a = app(child, ready, &data);
         let (status, v) = a
             .call_with("GET", "/api/v1/hostPools", None, Some(strong))
             .await;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use fantoccini::Client;
 use serde_json::json;
 
-use crate::console::*;
+use crate::browser::*;
 use crate::{App, TOKEN};
 
 /// The whole story in the browser: sign in, create a pool, add

@@ -9,25 +9,10 @@
 
 use serde_json::{Value, json};
 
-use crate::access::credential;
-use crate::console::{
-    browser, click, count, go, is_shown, js, text, type_into, wait_js, wait_text,
+use crate::browser::{
+    browser, click, count, go, is_shown, js, sign_in_as, text, type_into, wait_js, wait_text,
 };
-use crate::{App, TOKEN};
-
-async fn sign_in_as(c: &fantoccini::Client, app: &App, token: &str) {
-    c.goto(&format!("{}/", app.url))
-        .await
-        .expect("open the console");
-    type_into(c, "#token", token).await;
-    click(c, "#signin button[type=submit]").await;
-    wait_js(
-        c,
-        "return !!document.querySelector('#pools-table');",
-        "the pools page after sign-in",
-    )
-    .await;
-}
+use crate::{App, TOKEN, credential};
 
 /// Opens pool `name`'s page and waits for its first refresh.
 async fn open_pool(c: &fantoccini::Client, name: &str) {
@@ -274,7 +259,7 @@ async fn console_adds_a_host_by_hand_and_shows_the_apis_refusals() {
 #[tokio::test]
 async fn console_gives_a_users_rdp_file_and_browser_link_and_a_hostile_name_stays_text() {
     let dir = tempfile::tempdir().unwrap();
-    let (app, lines) = App::spawn_with(
+    let (app, _) = App::spawn_with(
         &dir.path().join("data"),
         "127.0.0.1:0",
         &[
@@ -284,12 +269,8 @@ async fn console_gives_a_users_rdp_file_and_browser_link_and_a_hostile_name_stay
             "127.0.0.1:0",
         ],
     );
-    let gateway = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("rd gateway listening on "))
-        .unwrap_or_else(|| panic!("no RD Gateway among {lines:?}"))
-        .to_string();
-    crate::web_rdp::pool(&app, "farm", true).await;
+    let gateway = app.ready.gateway_addr().to_string();
+    crate::web::pool(&app, "farm", true).await;
     let b = browser().await;
     let c = &b.client;
     sign_in_as(c, &app, TOKEN).await;
@@ -341,7 +322,7 @@ async fn console_gives_a_users_rdp_file_and_browser_link_and_a_hostile_name_stay
 
     // The browser link: the RD Gateway's page with alice's ticket.
     click(c, "#link-web").await;
-    let url = crate::console::wait_value(
+    let url = crate::browser::wait_value(
         c,
         "const e = document.querySelector('#web-url-text'); return e ? e.value : null;",
         vec![],
@@ -350,7 +331,7 @@ async fn console_gives_a_users_rdp_file_and_browser_link_and_a_hostile_name_stay
     )
     .await;
     let url = url.as_str().unwrap();
-    let (page, ticket) = crate::web_url::split(url);
+    let (page, ticket) = crate::web::split(url);
     assert_eq!(page, format!("https://{gateway}/web"));
     assert!(ticket.ends_with(":alice@contoso.com"), "{ticket}");
     let href = js(c, "return document.querySelector('#web-url').href;", vec![]).await;
@@ -387,7 +368,7 @@ async fn console_gives_a_users_rdp_file_and_browser_link_and_a_hostile_name_stay
 
 /// Waits until the page has handed the browser `n` files.
 async fn wait_value_of_files(c: &fantoccini::Client, n: u64) {
-    crate::console::wait_value(
+    crate::browser::wait_value(
         c,
         "return window.__files.length;",
         vec![],
@@ -435,7 +416,7 @@ async fn console_offers_start_and_stop_only_where_the_pool_can_power_hosts() {
          return { start: shown('button.start'), stop: shown('button.stop') };";
     open_pool(c, "bare").await;
     let v =
-        crate::console::wait_value(c, buttons, vec![], "h1's power cell", |v| !v.is_null()).await;
+        crate::browser::wait_value(c, buttons, vec![], "h1's power cell", |v| !v.is_null()).await;
     assert_eq!(
         v,
         json!({"start": false, "stop": false}),
@@ -443,7 +424,7 @@ async fn console_offers_start_and_stop_only_where_the_pool_can_power_hosts() {
     );
     open_pool(c, "wol").await;
     let v =
-        crate::console::wait_value(c, buttons, vec![], "h1's power cell", |v| !v.is_null()).await;
+        crate::browser::wait_value(c, buttons, vec![], "h1's power cell", |v| !v.is_null()).await;
     assert_eq!(
         v,
         json!({"start": true, "stop": false}),

@@ -10,28 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::console::{browser, click, count, text, type_into, wait_js, wait_text};
-use crate::{App, eventually};
-
-use crate::access::credential;
-
-async fn sign_in_as(c: &fantoccini::Client, app: &App, token: &str) {
-    c.goto(&format!("{}/", app.url))
-        .await
-        .expect("open the console");
-    type_into(c, "#token", token).await;
-    click(c, "#signin button[type=submit]").await;
-    wait_js(
-        c,
-        "return !!document.querySelector('#pools-table');",
-        "the pools page after sign-in",
-    )
-    .await;
-}
-
-async fn go(c: &fantoccini::Client, hash: &str) {
-    crate::console::js(c, "location.hash = arguments[0];", vec![json!(hash)]).await;
-}
+use crate::browser::{browser, click, count, go, sign_in_as, text, type_into, wait_js, wait_text};
+use crate::{App, credential, eventually};
 
 fn log_lines(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()

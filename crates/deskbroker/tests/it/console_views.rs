@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use fantoccini::Client;
 use serde_json::{Value, json};
 
-use crate::console::*;
+use crate::browser::*;
 use crate::{App, pool_with_hosts};
 
 /// A pool of 10,000 hosts: the console shows it a page at a time (the
@@ -141,22 +140,6 @@ async fn console_shows_a_10000_host_pool() {
     .await;
     assert_eq!(count(c, "#sessions-table tbody tr").await, 100);
     b.client.clone().close().await.expect("close the browser");
-}
-
-/// Signs in through the form with `token` (any credential), and waits for
-/// the pools page.
-async fn sign_in_as(c: &Client, app: &App, token: &str) {
-    c.goto(&format!("{}/", app.url))
-        .await
-        .expect("open the console");
-    type_into(c, "#token", token).await;
-    click(c, "#signin button[type=submit]").await;
-    wait_js(
-        c,
-        "return !!document.querySelector('#pools-table');",
-        "the pools page after sign-in",
-    )
-    .await;
 }
 
 /// Rules T1 and T5 in the console: a reader signs in with its own

@@ -3,68 +3,7 @@
 
 use serde_json::json;
 
-use crate::{App, pool_with_hosts};
-
-/// What was acknowledged before a crash: (user, session id, host).
-pub type Placed = Vec<(String, serde_json::Value, serde_json::Value)>;
-
-/// Before the crash: a pool of 10 hosts (limit 50, h3 drained) and 100
-/// acknowledged connects. Shared by every store's kill -9 test.
-pub async fn acknowledge_before_crash(app: &App) -> Placed {
-    pool_with_hosts(app, "p", "BreadthFirst", 50, 10).await;
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/p/sessionHosts/h3",
-        Some(json!({"allowNewSession": false})),
-        200,
-    )
-    .await;
-    let mut placed = Vec::new();
-    for i in 0..100 {
-        let v = app
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({"user": format!("u{i}")})),
-                200,
-            )
-            .await;
-        placed.push((
-            format!("u{i}"),
-            v["sessionId"].clone(),
-            v["sessionHost"].clone(),
-        ));
-    }
-    placed
-}
-
-/// After the restart: settings, drain and every session are back, and
-/// each user reconnects to the same session on the same host (S1, S5).
-pub async fn check_after_crash(app: &App, placed: Placed) {
-    let pool = app.ok("GET", "/api/v1/hostPools/p", None, 200).await;
-    assert_eq!(pool["maxSessionLimit"], 50);
-    let h3 = app
-        .ok("GET", "/api/v1/hostPools/p/sessionHosts/h3", None, 200)
-        .await;
-    assert_eq!(h3["allowNewSession"], false, "drain survives");
-    let sessions = app
-        .ok("GET", "/api/v1/hostPools/p/userSessions", None, 200)
-        .await;
-    assert_eq!(sessions["value"].as_array().unwrap().len(), 100);
-    for (user, id, host) in placed {
-        let v = app
-            .ok(
-                "POST",
-                "/api/v1/hostPools/p/connect",
-                Some(json!({"user": user})),
-                200,
-            )
-            .await;
-        assert_eq!(v["reconnect"], true, "{v}");
-        assert_eq!(v["sessionId"], id);
-        assert_eq!(v["sessionHost"], host);
-    }
-}
+use crate::{App, acknowledge_before_crash, check_after_crash, pool_with_hosts};
 
 #[tokio::test]
 async fn acknowledged_connects_survive_kill_9() {

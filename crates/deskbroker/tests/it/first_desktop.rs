@@ -36,10 +36,10 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::desktop::{DESKTOP_RGB, DesktopUser, Sesman, USER};
-use crate::rdp::{Killed, PATIENCE, Xrdp, require};
+use crate::{Killed, PATIENCE, Xrdp, eventually_blocking, require};
 
 const DOC: &str = "docs/first-desktop.md";
 
@@ -280,17 +280,10 @@ impl Stage {
             .stderr(out)
             .spawn()
             .expect("start bash");
-        let deadline = Instant::now() + STEP;
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("step {name} did not finish within {STEP:?}: {script}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let Some(status) = eventually_blocking(STEP, || child.try_wait().expect("wait")) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("step {name} did not finish within {STEP:?}: {script}");
         };
         let said = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(
@@ -328,20 +321,18 @@ impl Stage {
         }
         let mut process = Killed(child);
         if let Some(until) = until {
-            let deadline = Instant::now() + STEP;
-            loop {
+            let said = eventually_blocking(STEP, || {
                 let said = std::fs::read_to_string(&log).unwrap_or_default();
                 if said.contains(until) {
-                    break;
+                    return Ok(said);
                 }
                 if let Ok(Some(status)) = process.0.try_wait() {
                     panic!("step {name} exited ({status}) before saying {until:?}:\n{said}");
                 }
-                assert!(
-                    Instant::now() < deadline,
-                    "step {name} did not say {until:?} within {STEP:?}:\n{said}"
-                );
-                std::thread::sleep(Duration::from_millis(20));
+                Err(said)
+            });
+            if let Err(said) = said {
+                panic!("step {name} did not say {until:?} within {STEP:?}:\n{said}");
             }
         }
         self.held.insert(name.to_string(), (process, log));
@@ -427,20 +418,6 @@ impl FrameBuffer {
             }
         }
         Some(near as f64 / (f64::from(width) * f64::from(height)))
-    }
-}
-
-/// Polls `check` until it holds or `within` passes.
-fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -676,7 +653,7 @@ fn the_first_desktop_walkthrough_reaches_a_desktop_as_written() {
         if b.name == "connect" {
             // The desktop: xrdp logged the user on, and the client's window
             // shows the user's desktop (its root window's colour).
-            let reached = wait_until(PATIENCE, || {
+            let reached = eventually_blocking(PATIENCE, || {
                 host.log()
                     .contains(&format!("login successful for user {USER}"))
                     && screen.share(DESKTOP_RGB).is_some_and(|s| s > 0.5)
@@ -709,7 +686,7 @@ fn the_first_desktop_walkthrough_reaches_a_desktop_as_written() {
         "the session is Active while the client is connected"
     );
     drop(stage.held.remove("connect"));
-    let kept = wait_until(PATIENCE * 2, || {
+    let kept = eventually_blocking(PATIENCE * 2, || {
         stage
             .run("session-after-close", session)
             .contains("Disconnected")

@@ -5,191 +5,18 @@
 //! Rules S9 (lifetimes, no session without a logon) and R3 (only what the
 //! broker issued); the bounds are `gateway::sources`'s.
 
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-use crate::{App, TOKEN, eventually, metrics_when};
+use crate::wire::{echo_host, first_pdu, log_on, open};
+use crate::{App, PATIENCE, TOKEN, eventually, metrics_when, sessions, states, wait_states};
 
-/// How long a test waits for what should happen at once.
-const PATIENCE: Duration = Duration::from_secs(15);
 /// S9's smallest timeout is 60 s: the broker's ticker (500 ms) ends the
 /// session soon after; this leaves room for a slow machine.
 const S9_PATIENCE: Duration = Duration::from_secs(150);
-
-/// `serve` with a front door whose default pool is `farm`, and `extra` flags.
-pub(crate) fn spawn_with_front_door(data_dir: &Path, extra: &[&str]) -> (App, String) {
-    let mut args = vec!["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", "farm"];
-    args.extend_from_slice(extra);
-    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &args);
-    let rdp = lines
-        .first()
-        .and_then(|l| l.strip_prefix("rdp front door listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
-    (app, rdp)
-}
-
-/// A fake RDP host: reads the first PDU, answers `CC` (its "Connection
-/// Confirm"), then echoes. Answers its address.
-pub(crate) async fn echo_host() -> String {
-    echo_host_counting().await.0
-}
-
-/// [`echo_host`], with the count of connections it accepted (each one the
-/// front door dialled for a client).
-pub(crate) async fn echo_host_counting() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let address = listener.local_addr().expect("addr").to_string();
-    let dialled = Arc::new(AtomicUsize::new(0));
-    let counter = dialled.clone();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut header = [0u8; 4];
-                if s.read_exact(&mut header).await.is_err() {
-                    return;
-                }
-                let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
-                let mut rest = vec![0u8; len.saturating_sub(4)];
-                if s.read_exact(&mut rest).await.is_err() {
-                    return;
-                }
-                if s.write_all(b"CC").await.is_err() {
-                    return;
-                }
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf).await {
-                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    (address, dialled)
-}
-
-/// An X.224 Connection Request with `line` as its cookie or routing token
-/// and an RDP_NEG_REQ asking for TLS or CredSSP, as mstsc sends it.
-pub(crate) fn first_pdu(line: &str) -> Vec<u8> {
-    let mut body = vec![0xE0, 0, 0, 0, 0, 0];
-    body.extend_from_slice(line.as_bytes());
-    body.extend_from_slice(b"\r\n");
-    body.extend_from_slice(&[0x01, 0x00, 0x08, 0x00, 0x03, 0x00, 0x00, 0x00]);
-    let mut pdu = vec![3, 0, 0, 0];
-    let total = (4 + 1 + body.len()) as u16;
-    pdu[2..4].copy_from_slice(&total.to_be_bytes());
-    pdu.push(body.len() as u8);
-    pdu.extend_from_slice(&body);
-    pdu
-}
-
-/// Opens a front-door connection with `line`; answers it once the host's
-/// `CC` came back, or `None` when the front door refused it instead (its
-/// RDP Negotiation Failure, then the close; see [`refusal`]).
-pub(crate) async fn open(front_door: &str, line: &str) -> Option<TcpStream> {
-    let mut c = TcpStream::connect(front_door).await.expect("connect");
-    c.write_all(&first_pdu(line)).await.expect("write");
-    let mut cc = [0u8; 2];
-    match tokio::time::timeout(PATIENCE, c.read_exact(&mut cc)).await {
-        Ok(Ok(_)) if &cc == b"CC" => Some(c),
-        Ok(Ok(_)) => {
-            let code = refusal(&mut c, cc).await;
-            assert!(
-                (1001..=1003).contains(&code),
-                "{line:?}: told an unknown failure code {code}"
-            );
-            None
-        }
-        Ok(Err(_)) => None,
-        Err(_) => panic!("the front door neither relayed nor closed {line:?}"),
-    }
-}
-
-/// Reads the rest of the front door's refusal, whose first two bytes are
-/// `start`: an X.224 Connection Confirm with an RDP Negotiation Failure,
-/// then the close; answers its failure code.
-pub(crate) async fn refusal(c: &mut TcpStream, start: [u8; 2]) -> u32 {
-    let mut answer = [0u8; 19];
-    answer[..2].copy_from_slice(&start);
-    tokio::time::timeout(PATIENCE, c.read_exact(&mut answer[2..]))
-        .await
-        .expect("the refusal in time")
-        .expect("the whole refusal");
-    assert_eq!(
-        answer[..15],
-        [3, 0, 0, 19, 14, 0xD0, 0, 0, 0, 0, 0, 3, 0, 8, 0],
-        "not a Connection Confirm with an RDP Negotiation Failure"
-    );
-    let mut more = [0u8; 1];
-    let closed = tokio::time::timeout(PATIENCE, c.read(&mut more))
-        .await
-        .expect("closed in time");
-    assert!(matches!(closed, Ok(0) | Err(_)), "bytes after the refusal");
-    u32::from_le_bytes([answer[15], answer[16], answer[17], answer[18]])
-}
-
-/// Plays a logon as far as the front door can see one (rule S9's
-/// evidence): enough bytes both ways through the echoing host.
-pub(crate) async fn log_on(c: &mut TcpStream) {
-    let n = gateway::front_door::LOGON_EVIDENCE_HOST_BYTES as usize;
-    let bytes = vec![0x42; n];
-    c.write_all(&bytes).await.expect("write");
-    let mut back = vec![0; n];
-    tokio::time::timeout(PATIENCE, c.read_exact(&mut back))
-        .await
-        .expect("in time")
-        .expect("echo");
-}
-
-/// Every session of `pool`, as the API lists them.
-pub(crate) async fn sessions(app: &App, pool: &str) -> Vec<Value> {
-    let v = app
-        .ok(
-            "GET",
-            &format!("/api/v1/hostPools/{pool}/userSessions"),
-            None,
-            200,
-        )
-        .await;
-    v["value"].as_array().cloned().unwrap_or_default()
-}
-
-/// The users with a session in `pool` and their states, sorted.
-pub(crate) async fn states(app: &App, pool: &str) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = sessions(app, pool)
-        .await
-        .iter()
-        .map(|s| {
-            (
-                s["userPrincipalName"].as_str().unwrap_or("").to_string(),
-                s["sessionState"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-pub(crate) async fn wait_states(app: &App, pool: &str, want: &[(&str, &str)]) {
-    let want: Vec<(String, String)> = want
-        .iter()
-        .map(|(u, s)| (u.to_string(), s.to_string()))
-        .collect();
-    let reached = eventually(PATIENCE, || async { states(app, pool).await == want }).await;
-    assert!(
-        reached,
-        "{pool}: want {want:?}, have {:?}",
-        states(app, pool).await
-    );
-}
 
 async fn pool(app: &App, name: &str, body: Value, host: &str) {
     app.ok("PUT", &format!("/api/v1/hostPools/{name}"), Some(body), 201)
@@ -206,7 +33,7 @@ async fn pool(app: &App, name: &str, body: Value, host: &str) {
 #[tokio::test]
 async fn connections_that_close_before_a_logon_leave_no_session_behind() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let host = echo_host().await;
     // Six sessions fill the pool: what six junk connections used to do for good.
     pool(
@@ -268,7 +95,7 @@ async fn connections_that_close_before_a_logon_leave_no_session_behind() {
 #[tokio::test]
 async fn an_impostor_cannot_disturb_a_live_session() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let host = echo_host().await;
     pool(
         &app,
@@ -366,7 +193,7 @@ async fn an_impostor_cannot_disturb_a_live_session() {
 #[tokio::test]
 async fn only_redirection_tokens_the_broker_signed_reach_a_host() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let host = echo_host().await;
     // h1 is drained: a forged token used to reach it anyway.
     pool(
@@ -426,7 +253,7 @@ async fn only_redirection_tokens_the_broker_signed_reach_a_host() {
 #[tokio::test]
 async fn a_pool_is_named_by_a_routing_token_only_when_it_allows_the_front_door() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let host = echo_host().await;
     let pooled = json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst"});
     pool(&app, "farm", pooled.clone(), &host).await;
@@ -469,8 +296,9 @@ async fn a_pool_is_named_by_a_routing_token_only_when_it_allows_the_front_door()
 #[tokio::test]
 async fn one_source_gets_a_bounded_share_of_new_sessions_and_handshakes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, front_door) = spawn_with_front_door(
+    let (app, front_door) = App::spawn_with_front_door(
         dir.path(),
+        "farm",
         &[
             "--rdp-new-sessions-per-source-per-minute",
             "3",
@@ -625,7 +453,7 @@ async fn place(app: &App, pool: &str, user: &str, state: &str) {
 #[tokio::test]
 async fn s9_lifetimes_end_sessions_even_across_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, _front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, _front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let host = echo_host().await;
     let pooled = json!({"hostPoolType": "Pooled", "allowedAddressRanges": ["127.0.0.0/8"], "loadBalancerType": "BreadthFirst"});
     pool(&app, "idle", pooled.clone(), &host).await;
@@ -666,7 +494,7 @@ async fn s9_lifetimes_end_sessions_even_across_a_restart() {
 
     // A restart does not forget the settings nor reset the clocks.
     drop(app);
-    let (app, _front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, _front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let v = app.ok("GET", "/api/v1/hostPools/life", None, 200).await;
     assert_eq!(v["maxSessionLifetimeSeconds"], 60);
 
@@ -692,7 +520,7 @@ async fn s9_lifetimes_end_sessions_even_across_a_restart() {
 #[tokio::test]
 async fn the_front_door_places_only_entitled_users() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let host = echo_host().await;
     pool(
         &app,
@@ -741,7 +569,7 @@ async fn the_front_door_places_only_entitled_users() {
 #[tokio::test]
 async fn s9_a_client_that_never_logged_on_holds_no_capacity_past_its_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let host = echo_host().await;
     app.ok(
         "PUT",
@@ -773,7 +601,7 @@ async fn s9_a_client_that_never_logged_on_holds_no_capacity_past_its_bound() {
     )
     .await;
     app.kill9();
-    let (app, front_door) = spawn_with_front_door(dir.path(), &[]);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     // The bound was stored with the session: it ends, and h1 (limit 1)
     // takes a real user again.
     wait_states(&app, "farm", &[]).await;

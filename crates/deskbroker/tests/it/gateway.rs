@@ -2,18 +2,12 @@
 //! users through the broker's HTTP API with a `gateway` credential (not the
 //! admin token), in front of a host that records what reaches it.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{App, eventually, exe};
-
-/// How long to wait for what a working setup does in well under a second:
-/// a failure bound for a loaded machine, not a speed.
-const PATIENCE: Duration = Duration::from_secs(30);
+use crate::{App, PATIENCE, eventually, exe};
 
 #[tokio::test]
 async fn a_standalone_front_door_relays_to_the_chosen_host() {
@@ -112,15 +106,8 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(gw.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let front_door = line
-        .trim()
-        .strip_prefix("rdp front door listening on ")
-        .expect("listening line")
-        .to_string();
+    let (ready, _) = crate::ready_line(&mut gw, crate::SERVE_START).expect("the gateway starts");
+    let front_door = ready.rdp_addr().to_string();
 
     let pdu = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -197,7 +184,7 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     )
     .await;
     let mut bob = tokio::net::TcpStream::connect(&front_door).await.unwrap();
-    bob.write_all(&crate::front_door_trust::first_pdu("Cookie: mstshash=bob"))
+    bob.write_all(&crate::wire::first_pdu("Cookie: mstshash=bob"))
         .await
         .unwrap();
     // Refused, and told so: access refused (1002), then closed.
@@ -207,7 +194,7 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
         .expect("answered in time")
         .expect("bob without a ticket is answered");
     assert_eq!(
-        crate::front_door_trust::refusal(&mut bob, start).await,
+        crate::wire::refusal(&mut bob, start).await,
         1002,
         "bob without a ticket"
     );
@@ -223,7 +210,7 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
     let forged = ticket.replace(":carol", ":mallory");
     let mut mallory = tokio::net::TcpStream::connect(&front_door).await.unwrap();
     mallory
-        .write_all(&crate::front_door_trust::first_pdu(&forged))
+        .write_all(&crate::wire::first_pdu(&forged))
         .await
         .unwrap();
     // Told: ticket refused (1001), through the stand-alone front door too.
@@ -233,11 +220,11 @@ async fn a_standalone_front_door_relays_to_the_chosen_host() {
         .expect("answered in time")
         .expect("a forged ticket is answered");
     assert_eq!(
-        crate::front_door_trust::refusal(&mut mallory, start).await,
+        crate::wire::refusal(&mut mallory, start).await,
         1001,
         "a forged ticket"
     );
-    let pdu = crate::front_door_trust::first_pdu(ticket);
+    let pdu = crate::wire::first_pdu(ticket);
     let mut carol = tokio::net::TcpStream::connect(&front_door).await.unwrap();
     carol.write_all(&pdu).await.unwrap();
     let (mut upstream, _) = tokio::time::timeout(PATIENCE, host.accept())
@@ -290,7 +277,7 @@ async fn the_brokers_refusals_to_a_gateway_read_as_one_line() {
         201,
     )
     .await;
-    let gateway = crate::access::credential(&app, "edge", "gateway", &[]).await;
+    let gateway = crate::credential(&app, "edge", "gateway", &[]).await;
     let one_line =
         |message: &str| !message.is_empty() && !message.contains("  ") && !message.contains('\n');
     for (body, status, code) in [

@@ -235,18 +235,17 @@ async fn idle_connections_do_not_hold_sigterm() {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(app.child.id()).expect("pid"));
     assert!(pid.as_raw() > 0);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = app.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
+    let child = &mut app.child;
+    let status = crate::eventually(Duration::from_secs(30), || {
+        std::future::ready(child.try_wait().expect("wait"))
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
             "deskbroker still running 30 s after SIGTERM with {} idle connections",
             held.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        )
+    });
     assert!(status.success(), "deskbroker exited {status}");
 }
 

@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::postgres::scratch;
-use crate::replicas::{
-    Outage, PATIENCE, check_invariants, connect, db_client, leader_index, replicas_through, signal,
+use crate::pg::{
+    Outage, check_invariants, connect, db_client, leader_index, replicas_through, scratch, signal,
     upstream_of,
 };
-use crate::{App, eventually, pool_with_hosts};
+use crate::{App, PATIENCE, eventually, pool_with_hosts};
 
 /// A new user placed through `app`, retried while no replica can decide.
 async fn placed_eventually(app: &App, user: &str) -> bool {

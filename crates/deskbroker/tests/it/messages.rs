@@ -67,25 +67,19 @@ const BEAT: Duration = Duration::from_secs(60);
 
 /// The id of `user`'s session in `farm`, once there is one.
 async fn session_of(app: &App, user: &str) -> String {
-    let deadline = std::time::Instant::now() + BEAT;
-    loop {
-        let v = app
-            .ok(
-                "GET",
-                &format!("/api/v1/hostPools/farm/userSessions?user={user}"),
-                None,
-                200,
-            )
-            .await;
-        if let Some(id) = v["value"][0]["id"].as_str() {
-            return id.to_string();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{user}'s session was not adopted from the agent's list"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::eventually(BEAT, || async {
+        app.ok(
+            "GET",
+            &format!("/api/v1/hostPools/farm/userSessions?user={user}"),
+            None,
+            200,
+        )
+        .await["value"][0]["id"]
+            .as_str()
+            .map(str::to_string)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{user}'s session was not adopted from the agent's list"))
 }
 
 /// Pool `farm` (BreadthFirst, 10 sessions a host) and a registration token
@@ -136,8 +130,8 @@ async fn an_operator_messages_a_user_and_only_the_users_host_shows_it() {
     let (_a2, shown2) = agent(&app, &token, "h2", "bob@contoso.com", dir.path());
     let alice = session_of(&app, "alice@contoso.com").await;
     let bob = session_of(&app, "bob@contoso.com").await;
-    let operator = crate::access::credential(&app, "ops", "operator", &[]).await;
-    let reader = crate::access::credential(&app, "auditor", "reader", &[]).await;
+    let operator = crate::credential(&app, "ops", "operator", &[]).await;
+    let reader = crate::credential(&app, "auditor", "reader", &[]).await;
 
     // A reader may not send; nothing is queued for alice by it.
     let (status, v) = send(&app, &reader, &alice, "Reader", "from a reader").await;

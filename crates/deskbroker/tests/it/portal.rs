@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::console::{
+use crate::browser::{
     browser, click, js, screenshot, screenshot_dir, type_into, wait_js, wait_text,
 };
 use crate::{App, free_port};
@@ -119,16 +119,6 @@ fn give_up(mut child: Child, log: &tempfile::NamedTempFile, what: &str) -> ! {
 /// A broker on `port` with the portal pointed at `issuer`, and a front
 /// door (the `.rdp` files need one).
 fn spawn_broker(dir: &tempfile::TempDir, port: u16, issuer: &str, extra: &[&str]) -> App {
-    spawn_broker_with_lines(dir, port, issuer, extra).0
-}
-
-/// [`spawn_broker`], with what `serve` printed about its listeners.
-fn spawn_broker_with_lines(
-    dir: &tempfile::TempDir,
-    port: u16,
-    issuer: &str,
-    extra: &[&str],
-) -> (App, Vec<String>) {
     let secret = dir.path().join("client-secret");
     crate::write_secret(&secret, &format!("{CLIENT_SECRET}\n"));
     let secret = secret.display().to_string();
@@ -150,6 +140,7 @@ fn spawn_broker_with_lines(
         &format!("127.0.0.1:{port}"),
         &args,
     )
+    .0
 }
 
 /// A pool with one host and the given settings.
@@ -232,24 +223,22 @@ async fn sign_in(c: &fantoccini::Client, app: &App, login: &str) {
     type_into(c, "input[name=password]", "any password").await;
     click(c, "button[type=submit]").await;
     // The consent form, then back to the portal.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let seen = js(
+    let seen = crate::eventually(Duration::from_secs(20), || async {
+        js(
             c,
             "return !!document.querySelector('input[name=prompt][value=consent]') \
              || !!document.querySelector('#user');",
             vec![],
         )
-        .await;
-        if seen.as_bool() == Some(true) {
-            break;
-        }
-        if std::time::Instant::now() > deadline {
-            let url = c.current_url().await.map(|u| u.to_string());
-            let page = js(c, "return document.documentElement.outerHTML;", vec![]).await;
-            panic!("neither the consent form nor the portal: at {url:?}:\n{page}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        .await
+        .as_bool()
+            == Some(true)
+    })
+    .await;
+    if !seen {
+        let url = c.current_url().await.map(|u| u.to_string());
+        let page = js(c, "return document.documentElement.outerHTML;", vec![]).await;
+        panic!("neither the consent form nor the portal: at {url:?}:\n{page}");
     }
     if js(c, "return !!document.querySelector('#user');", vec![])
         .await
@@ -361,7 +350,7 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     let c = &b.client;
     sign_in(c, &app, "alice").await;
     assert_eq!(
-        crate::console::text(c, "#user").await.as_deref(),
+        crate::browser::text(c, "#user").await.as_deref(),
         Some("alice@contoso.com")
     );
     // By name (any case), by group (any case), open to all; not the
@@ -377,7 +366,7 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     assert_eq!(style, "solid", "the stylesheet was not applied");
     // A friendly name is shown as text, markup and all (escaped).
     assert_eq!(
-        crate::console::text(c, "li[data-pool=by-group] .pool-name")
+        crate::browser::text(c, "li[data-pool=by-group] .pool-name")
             .await
             .as_deref(),
         Some("Finance <apps>")
@@ -517,7 +506,7 @@ async fn users_sign_in_at_a_real_provider_and_get_their_entitled_pools() {
     c.delete_all_cookies().await.unwrap();
     sign_in(c, &app, "bob").await;
     assert_eq!(
-        crate::console::text(c, "#user").await.as_deref(),
+        crate::browser::text(c, "#user").await.as_deref(),
         Some("bob@contoso.com")
     );
     assert_eq!(offered(c).await, ["open"]);
@@ -681,7 +670,7 @@ async fn a_portal_not_configured_or_a_provider_down_says_so() {
 
 #[tokio::test]
 async fn replicas_serve_the_portal_through_the_leader() {
-    let db = crate::postgres::scratch("portal_replicas").await;
+    let db = crate::pg::scratch("portal_replicas").await;
     let dir = tempfile::tempdir().unwrap();
     // Behind one address (a load balancer): the same public URL for all.
     let public = "http://desktops.contoso.test";
@@ -701,10 +690,10 @@ async fn replicas_serve_the_portal_through_the_leader() {
         "--public-url",
         public,
     ];
-    let leader = crate::postgres::spawn_with(&dir.path().join("r0"), &args).expect("replica 0");
+    let leader = crate::pg::spawn_with(&dir.path().join("r0"), &args).expect("replica 0");
     let leads = crate::eventually(Duration::from_secs(30), || async { leader.leads().await }).await;
     assert!(leads, "the first replica does not lead");
-    let follower = crate::postgres::spawn_with(&dir.path().join("r1"), &args).expect("replica 1");
+    let follower = crate::pg::spawn_with(&dir.path().join("r1"), &args).expect("replica 1");
 
     // Through the follower: the leader begins the login, and its redirect
     // and login cookie come back whole.
@@ -754,20 +743,16 @@ async fn the_portal_opens_a_desktop_in_the_browser() {
         "127.0.0.2",
         json!({"alice": {"preferred_username": "alice@contoso.com", "groups": ["Staff"]}}),
     );
-    let (app, lines) = spawn_broker_with_lines(
+    let app = spawn_broker(
         &dir,
         port,
         &provider.issuer,
         &["--gateway-listen", "127.0.0.1:0"],
     );
-    let gateway = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("rd gateway listening on "))
-        .unwrap_or_else(|| panic!("no RD Gateway in {lines:?}"))
-        .to_string();
-    let farm = crate::web_rdp::CountingHost::start().await;
-    crate::web_rdp::pool(&app, "farm", true).await;
-    crate::web_rdp::host(&app, "farm", "f1", &farm.address).await;
+    let gateway = app.ready.gateway_addr().to_string();
+    let farm = crate::web::CountingHost::start().await;
+    crate::web::pool(&app, "farm", true).await;
+    crate::web::host(&app, "farm", "f1", &farm.address).await;
     pool(
         &app,
         "others",
@@ -795,15 +780,15 @@ async fn the_portal_opens_a_desktop_in_the_browser() {
     assert_eq!(status, 303, "{body}");
     assert_eq!(headers["cache-control"], "no-store");
     let location = headers["location"].to_str().unwrap();
-    let (page, ticket) = crate::web_url::split(location);
+    let (page, ticket) = crate::web::split(location);
     assert_eq!(page, format!("https://{gateway}/web"));
     assert!(
         ticket.starts_with("dbt1:farm:") && ticket.ends_with(":alice@contoso.com"),
         "{ticket}"
     );
-    let _ws = crate::web_url::knock(&gateway, &ticket).await;
+    let _ws = crate::web::knock(&gateway, &ticket).await;
     assert!(
-        crate::eventually(crate::rdp::PATIENCE, || async { farm.accepted() == 1 }).await,
+        crate::eventually(crate::PATIENCE, || async { farm.accepted() == 1 }).await,
         "the portal's ticket did not reach the host"
     );
     let log = app

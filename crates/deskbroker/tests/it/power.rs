@@ -13,15 +13,6 @@ use crate::{App, eventually};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// A command that appends the action and the host to `log` (also for the
-/// other power tests).
-pub(crate) fn append_to(log: &Path) -> String {
-    format!(
-        "echo \"$DESKBROKER_ACTION $DESKBROKER_HOST\" >> '{}'",
-        log.display()
-    )
-}
-
 fn lines(log: &Path) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
@@ -80,22 +71,20 @@ async fn actions(app: &App, pool: &str) -> Vec<Value> {
 
 /// Waits until the newest action is no longer Pending; answers it.
 async fn settled(app: &App, pool: &str) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
+    crate::eventually(WAIT, || async {
         let last = actions(app, pool)
             .await
             .first()
             .cloned()
             .unwrap_or_default();
         if last["outcome"] != "Pending" && !last.is_null() {
-            return last;
+            Ok(last)
+        } else {
+            Err(last)
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the action stayed Pending: {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|last| panic!("the action stayed Pending: {last}"))
 }
 
 #[tokio::test]
@@ -431,7 +420,8 @@ async fn a9_wake_on_lan_sends_the_magic_packet() {
     }
 }
 
-use crate::access::credential;
+use crate::append_to;
+use crate::credential;
 
 #[tokio::test]
 async fn t1_a9_operators_start_and_stop_readers_cannot_and_only_a_full_admin_sets_commands() {

@@ -12,35 +12,12 @@
 
 use serde_json::json;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use crate::rdp::{
-    Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, require, session_of, wait_session, wait_tls,
+use crate::{
+    App, Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, eventually, exe, metrics_when, require,
+    session_of, wait_session, wait_tls,
 };
-use crate::{App, eventually, exe, metrics_when};
-
-/// Starts `deskbroker serve` with the RD Gateway on a free port (its TLS
-/// the data dir's self-signed certificate, as the API listens on loopback).
-fn spawn_with_rd_gateway(data_dir: &std::path::Path) -> (App, String) {
-    let (app, lines) = App::spawn_with(
-        data_dir,
-        "127.0.0.1:0",
-        &["--gateway-listen", "127.0.0.1:0"],
-    );
-    let gateway = gateway_address(&lines);
-    (app, gateway)
-}
-
-/// The RD Gateway's address, from the lines `serve` printed after its
-/// "listening on" line.
-pub(crate) fn gateway_address(lines: &[String]) -> String {
-    lines
-        .first()
-        .and_then(|l| l.strip_prefix("rd gateway listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string()
-}
 
 /// Pool `farm` (DepthFirst, reachable through the doors) with one host, h1
 /// at `address`.
@@ -122,7 +99,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
     let display = Display::start(&xvfb);
     let client = |args: &[String]| Client::start(&xfreerdp, &display, &home, args);
 
-    let (app, gateway) = spawn_with_rd_gateway(&dir.path().join("data"));
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     // DepthFirst with a limit of 1: the first user goes to h1, the next to h2.
     for pool in ["farm", "other"] {
         app.ok(
@@ -363,16 +340,12 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start deskbroker gateway");
-    let stdout = child.stdout.take().expect("stdout");
+    let started = crate::ready_line(&mut child, crate::SERVE_START);
     let _gateway_process = Killed(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the listening line");
-    let gateway = line
-        .trim()
-        .strip_prefix("rd gateway listening on ")
-        .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
+    let gateway = started
+        .expect("deskbroker gateway starts")
+        .0
+        .gateway_addr()
         .to_string();
 
     alice_reaches_h1(
@@ -408,7 +381,7 @@ async fn xfreerdp_with_the_gateway_connection_file_reaches_the_pool() {
     let home = dir.path().join("home");
     let a = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
     let display = Display::start(&xvfb);
-    let (app, gateway) = spawn_with_rd_gateway(&dir.path().join("data"));
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     farm_with_one_host(&app, &a.address).await;
 
     let file = app

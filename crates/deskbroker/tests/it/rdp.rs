@@ -15,380 +15,14 @@
 //! xrdp depends on openssl); without them the test fails and says so — it
 //! never passes untested.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::{App, eventually, free_port, metrics_when};
-
-/// How long to wait for anything a working setup does in a second or two.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
-
-/// Finds `program` on PATH (and in the sbin directories, where xrdp lives),
-/// or fails the test saying how to install it.
-pub(crate) fn require(program: &str, package: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let dirs = std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from));
-    for dir in dirs {
-        let candidate = dir.join(program);
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "the RDP end-to-end test needs `{program}` (Debian package {package}), which is not \
-         installed: run scripts/install-test-deps.sh"
-    );
-}
-
-/// A child process killed when the test ends, pass or fail.
-pub(crate) struct Killed(pub(crate) Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// One xrdp server, its configuration and log in a directory of its own.
-pub(crate) struct Xrdp {
-    _process: Killed,
-    pub(crate) address: String,
-    log: PathBuf,
-}
-
-impl Xrdp {
-    pub(crate) fn start(xrdp: &Path, openssl: &Path, dir: &Path) -> Xrdp {
-        std::fs::create_dir_all(dir).expect("xrdp dir");
-        let tls = TlsFiles::make(openssl, dir);
-        // A port picked by binding 0 could be taken before xrdp binds it: retry.
-        let mut last_log = String::new();
-        for _ in 0..3 {
-            let port = free_port();
-            let log = dir.join("xrdp.log");
-            let _ = std::fs::remove_file(&log);
-            let ini = dir.join("xrdp.ini");
-            std::fs::write(&ini, xrdp_ini(port, &log, &tls)).expect("write xrdp.ini");
-            let child = Command::new(xrdp)
-                .arg("--nodaemon")
-                .arg("--config")
-                .arg(&ini)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start xrdp");
-            let mut process = Killed(child);
-            let listening = format!("listening to port {port} on 127.0.0.1");
-            let deadline = std::time::Instant::now() + PATIENCE;
-            while std::time::Instant::now() < deadline {
-                last_log = std::fs::read_to_string(&log).unwrap_or_default();
-                if last_log.contains(&listening) {
-                    return Xrdp {
-                        _process: process,
-                        address: format!("127.0.0.1:{port}"),
-                        log,
-                    };
-                }
-                if let Ok(Some(_)) = process.0.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        panic!("xrdp did not start listening; its log:\n{last_log}");
-    }
-
-    pub(crate) fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Connections whose TLS handshake with this host completed.
-    pub(crate) fn tls_connections(&self) -> usize {
-        self.log().matches("TLS connection established").count()
-    }
-}
-
-/// A self-signed certificate and its key, for one xrdp (xfreerdp runs with
-/// `/cert:ignore`, so any certificate does).
-pub(crate) struct TlsFiles {
-    pub(crate) certificate: PathBuf,
-    pub(crate) key: PathBuf,
-}
-
-impl TlsFiles {
-    /// `openssl req -x509` into `dir`: an RSA key without a passphrase
-    /// (xrdp cannot ask for one) and a certificate for localhost valid for
-    /// a day.
-    pub(crate) fn make(openssl: &Path, dir: &Path) -> TlsFiles {
-        let files = TlsFiles {
-            certificate: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
-        };
-        let out = Command::new(openssl)
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            ])
-            .args(["-subj", "/CN=localhost", "-keyout"])
-            .arg(&files.key)
-            .arg("-out")
-            .arg(&files.certificate)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run openssl");
-        assert!(
-            out.status.success() && files.key.is_file() && files.certificate.is_file(),
-            "openssl could not make a certificate: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // A key only its owner reads, as the broker's doors require.
-        std::fs::set_permissions(
-            &files.key,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .expect("chmod 600 the key");
-        files
-    }
-}
-
-/// A minimal xrdp.ini: one loopback port, threads instead of forks (so
-/// killing the server ends its connections), the log, certificate and key
-/// in the test's dir.
-fn xrdp_ini(port: u16, log: &Path, tls: &TlsFiles) -> String {
-    format!(
-        "[Globals]\n\
-         ini_version=1\n\
-         fork=false\n\
-         port=tcp://127.0.0.1:{port}\n\
-         use_vsock=false\n\
-         security_layer=negotiate\n\
-         crypt_level=high\n\
-         certificate={certificate}\n\
-         key_file={key}\n\
-         ssl_protocols=TLSv1.2, TLSv1.3\n\
-         max_bpp=32\n\
-         allow_channels=true\n\
-         allow_multimon=true\n\
-         \n\
-         [Logging]\n\
-         LogFile={log}\n\
-         LogLevel=INFO\n\
-         EnableSyslog=false\n\
-         EnableConsole=false\n\
-         \n\
-         [Channels]\n\
-         rdpdr=true\n\
-         rdpsnd=true\n\
-         drdynvc=true\n\
-         cliprdr=true\n\
-         rail=true\n\
-         xrdpvr=true\n\
-         \n\
-         [Xorg]\n\
-         name=Xorg\n\
-         lib=libxup.so\n\
-         username=ask\n\
-         password=ask\n\
-         ip=127.0.0.1\n\
-         port=-1\n\
-         code=20\n",
-        log = log.display(),
-        certificate = tls.certificate.display(),
-        key = tls.key.display(),
-    )
-}
-
-/// An X display for xfreerdp, which needs one to draw its window.
-pub(crate) struct Display {
-    _process: Killed,
-    number: String,
-}
-
-impl Display {
-    pub(crate) fn start(xvfb: &Path) -> Display {
-        let mut child = Command::new(xvfb)
-            .args([
-                "-displayfd",
-                "1",
-                "-nolisten",
-                "tcp",
-                "-screen",
-                "0",
-                "1024x768x24",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start Xvfb");
-        let stdout = child.stdout.take().expect("stdout");
-        let process = Killed(child);
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("Xvfb prints its display number");
-        let number = line.trim().to_string();
-        assert!(
-            !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()),
-            "Xvfb did not start: {line:?}"
-        );
-        Display {
-            _process: process,
-            number,
-        }
-    }
-
-    /// The display's name, `:N`.
-    pub(crate) fn name(&self) -> String {
-        format!(":{}", self.number)
-    }
-}
-
-/// One xfreerdp client; killing it closes its connection.
-pub(crate) struct Client {
-    pub(crate) process: Killed,
-    log: PathBuf,
-}
-
-impl Client {
-    pub(crate) fn start(
-        xfreerdp: &Path,
-        display: &Display,
-        home: &Path,
-        args: &[String],
-    ) -> Client {
-        std::fs::create_dir_all(home).expect("client home");
-        let log = home.join(format!("xfreerdp-{}.log", free_port()));
-        let out = std::fs::File::create(&log).expect("client log");
-        let err = out.try_clone().expect("client log");
-        let child = Command::new(xfreerdp)
-            .args(args)
-            .arg("/cert:ignore")
-            .env("DISPLAY", display.name())
-            .env("HOME", home)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("start xfreerdp");
-        Client {
-            process: Killed(child),
-            log,
-        }
-    }
-
-    pub(crate) fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Whether the client gave up on its own.
-    pub(crate) fn exited(&mut self) -> bool {
-        matches!(self.process.0.try_wait(), Ok(Some(_)))
-    }
-}
-
-/// Starts `deskbroker serve` with the front door on a free port; answers
-/// the app and the front door's address (both read from stdout).
-fn spawn_with_front_door(data_dir: &Path, default_pool: &str) -> (App, String) {
-    let extra = [
-        "--rdp-listen",
-        "127.0.0.1:0",
-        "--rdp-default-pool",
-        default_pool,
-    ];
-    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &extra);
-    let rdp = lines
-        .first()
-        .and_then(|l| l.strip_prefix("rdp front door listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
-    (app, rdp)
-}
-
-/// The user's one session in `pool`: (host, state), if any.
-pub(crate) async fn session_of(app: &App, pool: &str, user: &str) -> Option<(String, String)> {
-    let v = app
-        .ok(
-            "GET",
-            &format!("/api/v1/hostPools/{pool}/userSessions?user={user}"),
-            None,
-            200,
-        )
-        .await;
-    let s = v["value"].as_array()?.first()?.clone();
-    Some((
-        s["sessionHost"].as_str()?.to_string(),
-        s["sessionState"].as_str()?.to_string(),
-    ))
-}
-
-async fn sessions(app: &App, pool: &str) -> Vec<Value> {
-    let v = app
-        .ok(
-            "GET",
-            &format!("/api/v1/hostPools/{pool}/userSessions"),
-            None,
-            200,
-        )
-        .await;
-    v["value"].as_array().cloned().unwrap_or_default()
-}
-
-/// Waits until `user` has a session on `host` in `state`.
-pub(crate) async fn wait_session(app: &App, pool: &str, user: &str, host: &str, state: &str) {
-    let want = Some((host.to_string(), state.to_string()));
-    let reached = eventually(PATIENCE, || async {
-        session_of(app, pool, user).await == want
-    })
-    .await;
-    assert!(
-        reached,
-        "{user} in {pool}: expected {want:?}, have {:?}",
-        session_of(app, pool, user).await
-    );
-}
-
-/// Waits until `host` has seen `n` TLS handshakes and `other` still `m`.
-pub(crate) async fn wait_tls(host: &Xrdp, n: usize, other: &Xrdp, m: usize, client: &Client) {
-    let reached = eventually(PATIENCE, || async { host.tls_connections() >= n }).await;
-    assert!(
-        reached,
-        "host {} saw {} TLS connections, expected {n}\nits log:\n{}\nclient log:\n{}",
-        host.address,
-        host.tls_connections(),
-        host.log(),
-        client.log()
-    );
-    assert_eq!(
-        other.tls_connections(),
-        m,
-        "the other host {} was reached",
-        other.address
-    );
-}
-
-/// The RDP_NEG_FAILURE codes the front door answers refusals with
-/// (`gateway::pdu::failure`; docs/gateway.md lists them for users).
-pub(crate) const TICKET_REFUSED: u32 = 1001;
-pub(crate) const ACCESS_REFUSED: u32 = 1002;
-pub(crate) const UNAVAILABLE: u32 = 1003;
-
-/// Asserts that xfreerdp 2.11 ended on the front door's negotiation
-/// failure `code` (its log names the code and the negotiation failure),
-/// not on a transport failure.
-pub(crate) fn assert_told(log: &str, code: u32, what: &impl std::fmt::Debug) {
-    assert!(
-        log.contains(&format!("Unknown protocol security error {code}"))
-            && log.contains("ERRCONNECT_SECURITY_NEGO_CONNECT_FAILED")
-            && !log.contains("ERRCONNECT_CONNECT_TRANSPORT_FAILED"),
-        "{what:?}: xfreerdp was not told failure {code}:\n{log}"
-    );
-}
+use crate::{
+    ACCESS_REFUSED, App, Client, Display, PATIENCE, TICKET_REFUSED, UNAVAILABLE, Xrdp, assert_told,
+    eventually, metrics_when, require, session_of, sessions, wait_session, wait_tls,
+};
 
 #[tokio::test]
 async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_restart() {
@@ -407,7 +41,7 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     };
 
     let data = dir.path().join("data");
-    let (app, front_door) = spawn_with_front_door(&data, "farm");
+    let (app, front_door) = App::spawn_with_front_door(&data, "farm", &[]);
     // DepthFirst with a limit of 1: the first user goes to h1, the next to h2.
     app.ok(
         "PUT",
@@ -472,7 +106,7 @@ async fn xfreerdp_reaches_the_chosen_xrdp_host_and_comes_back_to_it_after_a_rest
     // kill -9 (bob's relayed connection dies with it), then the same data dir.
     app.kill9();
     drop(bob);
-    let (app, front_door) = spawn_with_front_door(&data, "farm");
+    let (app, front_door) = App::spawn_with_front_door(&data, "farm", &[]);
     let v = format!("/v:{front_door}");
     let a_before = a.tls_connections();
     let alice = client(&[&v, "/u:alice"]);
@@ -568,7 +202,7 @@ async fn xfreerdp_is_placed_on_a_valid_connection_ticket_and_refused_on_any_othe
     };
     // The front door's default pool is `secure`: a client with a cookie
     // alone is meant for it.
-    let (app, front_door) = spawn_with_front_door(&dir.path().join("data"), "secure");
+    let (app, front_door) = App::spawn_with_front_door(&dir.path().join("data"), "secure", &[]);
     for pool in ["secure", "other"] {
         app.ok(
             "PUT",
@@ -758,7 +392,7 @@ async fn xfreerdp_with_an_expired_connection_file_is_told_its_ticket_was_refused
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         Client::start(&xfreerdp, &display, &home, &args)
     };
-    let (app, front_door) = spawn_with_front_door(&dir.path().join("data"), "secure");
+    let (app, front_door) = App::spawn_with_front_door(&dir.path().join("data"), "secure", &[]);
     // The shortest ticket lifetime a pool takes.
     app.ok(
         "PUT",

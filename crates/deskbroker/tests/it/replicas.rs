@@ -15,129 +15,11 @@ use serde_json::{Value, json};
 use store::postgres::{PING_TIMEOUT, ScratchDatabase};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::postgres::{scratch, spawn_with};
-use crate::{App, eventually, pool_with_hosts};
-
-/// How long to wait for what a working setup does within a few seconds (an
-/// election, a leader's takeover, noticing an outage): a failure bound for
-/// a loaded machine, not a speed.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
-
-/// `n` replicas on `database_url`, each with its own data dir.
-pub(crate) fn replicas(dir: &tempfile::TempDir, database_url: &str, n: usize) -> Vec<App> {
-    replicas_through(dir, database_url, &[], n, &[])
-}
-
-/// `n` replicas of `database_url` with `extra` arguments, the i-th reaching
-/// the database through `relays[i]` when given.
-pub(crate) fn replicas_through(
-    dir: &tempfile::TempDir,
-    database_url: &str,
-    relays: &[&Outage],
-    n: usize,
-    extra: &[&str],
-) -> Vec<App> {
-    (0..n)
-        .map(|i| {
-            let url = relays
-                .get(i)
-                .map_or(database_url.to_string(), |r| through(database_url, r.addr));
-            let mut args = vec!["--database-url", url.as_str()];
-            args.extend_from_slice(extra);
-            spawn_with(&dir.path().join(format!("r{i}")), &args)
-                .unwrap_or_else(|e| panic!("replica {i} did not start: {e}"))
-        })
-        .collect()
-}
-
-/// The replica whose /healthz says it leads.
-pub(crate) async fn leader_index(apps: &[&App]) -> usize {
-    let deadline = Instant::now() + PATIENCE;
-    while Instant::now() < deadline {
-        for (i, app) in apps.iter().enumerate() {
-            if app.leads().await {
-                return i;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no replica leads after {PATIENCE:?}");
-}
-
-/// Connects `user` to pool `p` through `app`, expecting 200.
-pub(crate) async fn connect(app: &App, user: &str) -> Value {
-    app.ok(
-        "POST",
-        "/api/v1/hostPools/p/connect",
-        Some(json!({"user": user})),
-        200,
-    )
-    .await
-}
-
-/// Every `(user, host)` reconnects, through the replicas in turn, to the
-/// same host (rule S1 across replicas).
-pub(crate) async fn all_reconnect(apps: &[&App], placed: &[(String, String)]) {
-    for (i, (user, host)) in placed.iter().enumerate() {
-        let v = connect(apps[i % apps.len()], user).await;
-        assert_eq!(v["sessionHost"].as_str(), Some(host.as_str()), "{user}");
-        assert_eq!(v["reconnect"], true, "{user}");
-    }
-}
-
-pub(crate) async fn db_client(db: &ScratchDatabase) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(conn);
-    client
-}
-
-/// Every session row of `pool`: (id, host, user, state).
-async fn sessions_in_db(
-    client: &tokio_postgres::Client,
-    pool: &str,
-) -> Vec<(String, String, String, String)> {
-    client
-        .query(
-            "SELECT id, host, record FROM sessions WHERE pool = $1",
-            &[&pool],
-        )
-        .await
-        .expect("read sessions")
-        .into_iter()
-        .map(|row| {
-            let record: Value = serde_json::from_str(row.get(2)).expect("session record");
-            (
-                row.get(0),
-                row.get(1),
-                record["user"].as_str().expect("user").to_string(),
-                record["state"].as_str().expect("state").to_string(),
-            )
-        })
-        .collect()
-}
-
-/// Checks rule S6 from the database: no host over the limit, one session
-/// per user and pool. Answers the number of sessions.
-pub(crate) async fn check_invariants(
-    client: &tokio_postgres::Client,
-    pool: &str,
-    limit: usize,
-) -> usize {
-    let sessions = sessions_in_db(client, pool).await;
-    let mut per_host: HashMap<&str, usize> = HashMap::new();
-    let mut per_user: HashMap<String, usize> = HashMap::new();
-    for (_, host, user, _) in &sessions {
-        *per_host.entry(host).or_default() += 1;
-        *per_user.entry(user.to_ascii_lowercase()).or_default() += 1;
-    }
-    let over: Vec<_> = per_host.iter().filter(|(_, n)| **n > limit).collect();
-    assert!(over.is_empty(), "hosts over the limit of {limit}: {over:?}");
-    let twice: Vec<_> = per_user.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "users with two sessions: {twice:?}");
-    sessions.len()
-}
+use crate::pg::{
+    Outage, all_reconnect, check_invariants, connect, counter, db_client, leader_index, replicas,
+    replicas_through, scratch, sessions_in_db, signal, spawn_with, through, upstream_of,
+};
+use crate::{App, PATIENCE, eventually, pool_with_hosts};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_replicas_keep_every_rule_under_concurrent_load() {
@@ -474,81 +356,6 @@ async fn killing_the_leader_mid_storm_loses_nothing_acknowledged() {
     all_reconnect(&survivors, &theirs).await;
 }
 
-/// A TCP relay to PostgreSQL that the test can cut: cutting closes every
-/// relayed connection and refuses new ones, as a database outage does.
-pub(crate) struct Outage {
-    pub(crate) addr: std::net::SocketAddr,
-    up: Arc<AtomicBool>,
-    cut: tokio::sync::watch::Sender<u64>,
-}
-
-impl Outage {
-    pub(crate) async fn start(upstream: String) -> Outage {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let up = Arc::new(AtomicBool::new(true));
-        let (cut, _) = tokio::sync::watch::channel(0u64);
-        let (up2, cut2) = (up.clone(), cut.clone());
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut inbound, _)) = listener.accept().await else {
-                    return;
-                };
-                if !up2.load(Ordering::SeqCst) {
-                    continue; // dropped: refused
-                }
-                let upstream = upstream.clone();
-                let mut cut = cut2.subscribe();
-                tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(&upstream).await else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = cut.changed() => {}
-                    }
-                });
-            }
-        });
-        Outage { addr, up, cut }
-    }
-
-    pub(crate) fn cut(&self) {
-        self.up.store(false, Ordering::SeqCst);
-        self.cut.send_modify(|n| *n += 1);
-    }
-
-    pub(crate) fn restore(&self) {
-        self.up.store(true, Ordering::SeqCst);
-    }
-}
-
-/// `url` with its `host:port` replaced by `addr`.
-pub(crate) fn through(url: &str, addr: std::net::SocketAddr) -> String {
-    let scheme_end = url.find("://").unwrap() + 3;
-    let rest = &url[scheme_end..];
-    let auth_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..auth_end];
-    let userinfo = authority.rfind('@').map_or("", |i| &authority[..=i]);
-    format!(
-        "{}{userinfo}{addr}{}",
-        &url[..scheme_end],
-        &rest[auth_end..]
-    )
-}
-
-/// The `host:port` of a postgres URL.
-pub(crate) fn upstream_of(url: &str) -> String {
-    let rest = &url[url.find("://").unwrap() + 3..];
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    let hostport = authority.rsplit('@').next().unwrap();
-    if hostport.contains(':') {
-        hostport.to_string()
-    } else {
-        format!("{hostport}:5432")
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_outage_keeps_reconnects_and_refuses_the_rest_at_once() {
     let db = scratch("replica_outage").await;
@@ -661,7 +468,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
     let leader =
         spawn_with(&dir.path().join("r0"), &["--database-url", db.url()]).expect("first replica");
     leader_index(&[&leader]).await;
-    let (follower, lines) = App::spawn_with(
+    let (follower, _) = App::spawn_with(
         &dir.path().join("r1"),
         "127.0.0.1:0",
         &[
@@ -673,12 +480,7 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
             "farm",
         ],
     );
-    let front_door = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("rdp front door listening on "))
-        .expect("the front door's address")
-        .trim()
-        .to_string();
+    let front_door = follower.ready.rdp_addr().to_string();
     let host = TcpListener::bind("127.0.0.1:0").await.unwrap();
     follower
         .ok(
@@ -777,21 +579,6 @@ async fn a_follower_front_door_places_through_the_leader_and_survives_it() {
     assert_eq!(got, pdu);
     let (again, _) = session_of_alice(&follower).await.expect("alice's session");
     assert_eq!(again, id, "the same session (S1), through the new leader");
-}
-
-/// Sends `signal` to `app`'s process (its own positive pid).
-pub(crate) fn signal(app: &App, signal: nix::sys::signal::Signal) {
-    let pid = nix::unistd::Pid::from_raw(app.child.id() as i32);
-    nix::sys::signal::kill(pid, signal).expect("signal the replica");
-}
-
-/// The counter `name` in a replica's own metrics (0 when absent).
-pub(crate) async fn counter(app: &App, name: &str) -> f64 {
-    app.text("/metrics")
-        .await
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 /// Rule L1 with the default lease: a leader frozen with SIGSTOP keeps its

@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 use api::ErrorCode;
 use serde_json::{Value, json};
 
-use crate::postgres::scratch;
-use crate::replicas::{PATIENCE, check_invariants, db_client, leader_index, signal};
-use crate::{App, eventually, pool_with_hosts};
+use crate::pg::{check_invariants, db_client, leader_index, scratch, signal};
+use crate::{App, PATIENCE, eventually, pool_with_hosts};
 
 /// Clients, half of them sent to each replica first.
 const CLIENTS: usize = 4;
@@ -205,18 +204,12 @@ async fn upgrade(slot: &mut Option<App>, args: &[String]) {
     let mut old = slot.take().expect("a running replica");
     let (data_dir, listen) = (old.data_dir.clone(), old.listen_addr());
     signal(&old, nix::sys::signal::Signal::SIGTERM);
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = old.child.try_wait().expect("wait for the replica") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} did not stop within {PATIENCE:?} of SIGTERM",
-            old.url
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let child = &mut old.child;
+    let status = crate::eventually(PATIENCE, || {
+        std::future::ready(child.try_wait().expect("wait for the replica"))
+    })
+    .await
+    .unwrap_or_else(|| panic!("{} did not stop within {PATIENCE:?} of SIGTERM", old.url));
     assert!(status.success(), "{} stopped with {status:?}", old.url);
     drop(old);
     let args = args.to_vec();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{App, eventually};
+use crate::{App, eventually, power_state};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -112,18 +112,6 @@ async fn actions(app: &App, pool: &str) -> Vec<Value> {
         )
         .await;
     v["value"].as_array().cloned().unwrap_or_default()
-}
-
-async fn power_state(app: &App, pool: &str, host: &str) -> String {
-    let h = app
-        .ok(
-            "GET",
-            &format!("/api/v1/hostPools/{pool}/sessionHosts/{host}"),
-            None,
-            200,
-        )
-        .await;
-    h["powerState"].as_str().unwrap_or_default().to_string()
 }
 
 async fn states(app: &App, pool: &str) -> Vec<String> {

@@ -70,12 +70,12 @@ async fn a_sqlite_store_of_the_previous_version_opens_migrates_and_serves() {
 
 #[tokio::test]
 async fn a_postgres_store_of_the_previous_version_opens_migrates_and_serves() {
-    let db = crate::postgres::scratch("previous_version").await;
+    let db = crate::pg::scratch("previous_version").await;
     store::fixtures::previous_postgres_store(db.url())
         .await
         .expect("the version-7 store");
     let dir = tempfile::tempdir().unwrap();
-    let app = crate::postgres::spawn_with(&dir.path().join("data"), &["--database-url", db.url()])
+    let app = crate::pg::spawn_with(&dir.path().join("data"), &["--database-url", db.url()])
         .expect("serve the version-7 database");
     let leads = crate::eventually(Duration::from_secs(30), || async { app.leads().await }).await;
     assert!(leads, "the broker does not lead");
@@ -187,7 +187,7 @@ async fn tables(url: &str) -> Vec<(String, i64)> {
 
 #[tokio::test]
 async fn a_postgres_store_from_a_newer_version_is_refused_and_left_unchanged() {
-    let db = crate::postgres::scratch("newer_version").await;
+    let db = crate::pg::scratch("newer_version").await;
     store::fixtures::previous_postgres_store(db.url())
         .await
         .expect("a store");

@@ -7,13 +7,9 @@
 //! shortest setting is a minute, are proved on a clock the test moves, in
 //! the broker crate's `tests/clock.rs`.)
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
-use crate::{App, enroll, eventually};
-
-const PATIENCE: Duration = Duration::from_secs(30);
+use crate::{App, PATIENCE, enroll, eventually};
 
 async fn pool(app: &App, name: &str) {
     app.ok(
@@ -326,7 +322,7 @@ async fn a_credential_of_other_pools_sees_none_of_their_ended_sessions() {
     )
     .await;
     for role in ["reader", "operator"] {
-        let token = crate::access::credential(&app, &format!("{role}-mine"), role, &["mine"]).await;
+        let token = crate::credential(&app, &format!("{role}-mine"), role, &["mine"]).await;
         let (status, v) = listed(&app, "secret", Some(&token)).await;
         assert_eq!(status, 403, "{role}: {v}");
         let (status, v) = listed(&app, "mine", Some(&token)).await;
@@ -430,7 +426,11 @@ async fn restored_sessions_are_put_right_by_their_hosts_first_list() {
 /// the recently ended ones with why each ended, as text.
 #[tokio::test]
 async fn the_console_shows_recently_ended_sessions_with_their_reason() {
-    use crate::console::{browser, go, sign_in, text, wait_text};
+    use crate::browser::browser;
+    use crate::browser::go;
+    use crate::browser::sign_in;
+    use crate::browser::text;
+    use crate::browser::wait_text;
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     pool(&app, "p").await;

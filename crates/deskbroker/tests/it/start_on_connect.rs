@@ -14,9 +14,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::front_door_trust::{echo_host, first_pdu};
-use crate::power::append_to;
-use crate::{App, TOKEN, eventually, metrics_when};
+use crate::wire::{echo_host, first_pdu};
+use crate::{App, TOKEN, append_to, eventually, metrics_when, power_state};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -76,19 +75,6 @@ async fn beat(app: &App, pool: &str, host: &str) {
         200,
     )
     .await;
-}
-
-async fn power_state(app: &App, pool: &str, host: &str) -> String {
-    app.ok(
-        "GET",
-        &format!("/api/v1/hostPools/{pool}/sessionHosts/{host}"),
-        None,
-        200,
-    )
-    .await["powerState"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// A connect through the API: (status, Retry-After, body).
@@ -334,18 +320,6 @@ async fn a8_without_a_power_driver_a_connect_is_refused_as_before() {
     );
 }
 
-fn spawn_front_door(dir: &Path, extra: &[&str]) -> (App, String) {
-    let mut args = vec!["--rdp-listen", "127.0.0.1:0", "--rdp-default-pool", "farm"];
-    args.extend_from_slice(extra);
-    let (app, lines) = spawn(dir, &args);
-    let rdp = lines
-        .first()
-        .and_then(|l| l.strip_prefix("rdp front door listening on "))
-        .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-        .to_string();
-    (app, rdp)
-}
-
 /// The front door holds a client while h1 starts; a client that gives up
 /// meanwhile frees its place at once (its socket is watched while held);
 /// the next is relayed to h1 once its heartbeat is in.
@@ -353,7 +327,11 @@ fn spawn_front_door(dir: &Path, extra: &[&str]) -> (App, String) {
 async fn a8_the_front_door_holds_a_client_while_its_host_starts_then_relays_it() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("power.log");
-    let (app, rdp) = spawn_front_door(&dir.path().join("data"), &[]);
+    let (app, rdp) = App::spawn_with_front_door(
+        &dir.path().join("data"),
+        "farm",
+        &["--allow-power-commands"],
+    );
     let host = echo_host().await;
     pool_all_stopped(
         &app,
@@ -418,9 +396,14 @@ async fn a8_the_front_door_holds_a_client_while_its_host_starts_then_relays_it()
 async fn a8_the_front_door_closes_a_client_whose_host_does_not_come_within_the_bound() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("power.log");
-    let (app, rdp) = spawn_front_door(
+    let (app, rdp) = App::spawn_with_front_door(
         &dir.path().join("data"),
-        &["--rdp-host-start-wait-seconds", "1"],
+        "farm",
+        &[
+            "--allow-power-commands",
+            "--rdp-host-start-wait-seconds",
+            "1",
+        ],
     );
     let host = echo_host().await;
     pool_all_stopped(
@@ -445,7 +428,7 @@ async fn a8_the_front_door_closes_a_client_whose_host_does_not_come_within_the_b
         .expect("answered past the bound")
         .expect("the refusal");
     assert_eq!(
-        crate::front_door_trust::refusal(&mut client, start).await,
+        crate::wire::refusal(&mut client, start).await,
         1003,
         "told the desktop is unavailable"
     );
@@ -468,7 +451,11 @@ async fn a8_the_front_door_closes_a_client_whose_host_does_not_come_within_the_b
 /// in, and the user lands there.
 #[tokio::test]
 async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it() {
-    use crate::rdp::{Client, Display, Xrdp, require, wait_session};
+    use crate::Client;
+    use crate::Display;
+    use crate::Xrdp;
+    use crate::require;
+    use crate::wait_session;
     let xrdp = require("xrdp", "xrdp");
     let xfreerdp = require("xfreerdp", "freerdp2-x11");
     let xvfb = require("Xvfb", "xvfb");
@@ -477,11 +464,11 @@ async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it()
     let log = dir.path().join("power.log");
     let host = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp-a"));
     let display = Display::start(&xvfb);
-    let (app, lines) = spawn(
+    let (app, _) = spawn(
         &dir.path().join("data"),
         &["--gateway-listen", "127.0.0.1:0"],
     );
-    let gateway = crate::rd_gateway::gateway_address(&lines);
+    let gateway = app.ready.gateway_addr().to_string();
     pool_all_stopped(
         &app,
         "farm",
@@ -524,7 +511,7 @@ async fn a8_the_rd_gateway_holds_a_channel_while_its_host_starts_then_opens_it()
         "deskbroker_rdg_tunnels_total",
     )
     .await;
-    assert_eq!(crate::rdp::session_of(&app, "farm", "alice").await, None);
+    assert_eq!(crate::session_of(&app, "farm", "alice").await, None);
 
     let alice = Client::start(&xfreerdp, &display, &home, &args);
     let held = holds_one(&app, "deskbroker_rdg_waiting_channels").await;

@@ -5,8 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::access::credential;
-use crate::{App, TOKEN};
+use crate::{App, TOKEN, credential};
 
 /// The `loadbalanceinfo` value of an `.rdp` file.
 fn load_balance_info(file: &str) -> String {

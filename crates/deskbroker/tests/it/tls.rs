@@ -16,12 +16,8 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::postgres::scratch;
-use crate::{App, TOKEN, eventually, exe};
-
-/// How long to wait for what a working setup does within a second or two
-/// (a reload, a heartbeat, an election): a failure bound, not a speed.
-const PATIENCE: Duration = Duration::from_secs(30);
+use crate::pg::scratch;
+use crate::{App, PATIENCE, TOKEN, eventually, exe};
 
 /// A private CA and the files of certificates it issued.
 struct Ca {
@@ -80,8 +76,8 @@ fn client(trust: &api::Trust) -> reqwest::Client {
 }
 
 /// `deskbroker serve` with `args`: the app (its client trusting `trust`)
-/// and the lines serve printed after "listening on" (up to the TLS
-/// fingerprint line, if it prints one).
+/// and the lines serve printed before its ready line (the TLS fingerprint
+/// line among them, if it prints one).
 fn serve(data_dir: &Path, args: &[&str], trust: &api::Trust) -> (App, Vec<String>) {
     let mut child = Command::new(exe())
         .arg("serve")
@@ -94,41 +90,22 @@ fn serve(data_dir: &Path, args: &[&str], trust: &api::Trust) -> (App, Vec<String
         .stderr(Stdio::null())
         .spawn()
         .expect("start deskbroker serve");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let url = read_line(&mut stdout, &mut child)
-        .strip_prefix("listening on ")
-        .map(str::to_string)
-        .expect("the listening line comes first");
-    let mut more = Vec::new();
-    if url.starts_with("https://") {
-        loop {
-            let line = read_line(&mut stdout, &mut child);
-            let done = line.starts_with("TLS certificate SHA-256 fingerprint ");
-            more.push(line);
-            if done {
-                break;
-            }
+    let (ready, lines) = match crate::ready_line(&mut child, crate::SERVE_START) {
+        Ok(started) => started,
+        Err(e) => {
+            let _ = child.kill();
+            let status = child.wait().expect("wait");
+            panic!("serve {e} ({status})");
         }
-    }
-    // Keep the pipe open (serve's later prints must not fail).
-    std::mem::forget(stdout);
+    };
     let app = App {
-        url,
+        url: ready.api_url().to_string(),
+        ready,
         http: client(trust),
         child,
         data_dir: data_dir.to_path_buf(),
     };
-    (app, more)
-}
-
-fn read_line(stdout: &mut BufReader<ChildStdout>, child: &mut Child) -> String {
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read serve's output");
-    if line.is_empty() {
-        let status = child.wait().expect("wait");
-        panic!("serve stopped before listening: {status}");
-    }
-    line.trim().to_string()
+    (app, lines)
 }
 
 /// The fingerprint serve printed.
@@ -536,7 +513,10 @@ async fn beyond_loopback_a_self_signed_certificate_is_generated_once_unless_plai
         &api::Trust::system(),
     );
     assert!(plain.url.starts_with("http://0.0.0.0:"), "{}", plain.url);
-    assert!(lines.is_empty());
+    assert!(
+        !lines.iter().any(|l| l.starts_with("TLS certificate")),
+        "{lines:?}"
+    );
 }
 
 /// The DER bytes of the first PEM block.
@@ -581,19 +561,18 @@ async fn replicas_forward_over_https_and_reach_postgresql_over_tls() {
         })
         .collect();
     // One leads, the other follows it at its https:// address.
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let mut follower = None;
-    while follower.is_none() && std::time::Instant::now() < deadline {
+    let follower = eventually(PATIENCE, || async {
         for (i, app) in apps.iter().enumerate() {
             if let Some(h) = app.health().await
                 && h.role == "follower"
                 && h.leader.is_some_and(|l| l.starts_with("https://"))
             {
-                follower = Some(i);
+                return Some(i);
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        None
+    })
+    .await;
     let follower = &apps[follower.expect("a follower of an https:// leader")];
     // A write through the follower is forwarded to the leader over TLS,
     // with the client's token; without a token it is refused there.
@@ -655,7 +634,7 @@ async fn a_database_whose_certificate_is_not_the_trusted_one_is_refused() {
         db.url(),
         ca.pem.display()
     );
-    let err = crate::postgres::spawn_with(&dir.path().join("r"), &["--database-url", &url])
+    let err = crate::pg::spawn_with(&dir.path().join("r"), &["--database-url", &url])
         .err()
         .expect("a database it cannot verify is refused");
     assert!(
@@ -664,7 +643,7 @@ async fn a_database_whose_certificate_is_not_the_trusted_one_is_refused() {
     );
     // With the encryption asked for, the same database is used.
     let url = format!("{}{sep}sslmode=require", db.url());
-    let app = crate::postgres::spawn_with(&dir.path().join("ok"), &["--database-url", &url])
+    let app = crate::pg::spawn_with(&dir.path().join("ok"), &["--database-url", &url])
         .expect("sslmode=require connects");
     app.ok("GET", "/api/v1/hostPools", None, 200).await;
 }
@@ -682,14 +661,14 @@ fn gateway(broker: &str, trust_flags: &[&str]) -> (Killed, String) {
         .stderr(Stdio::null())
         .spawn()
         .expect("start deskbroker gateway");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let line = read_line(&mut stdout, &mut child);
-    std::mem::forget(stdout);
-    let addr = line
-        .strip_prefix("rdp front door listening on ")
-        .expect("the listening line")
+    let started = crate::ready_line(&mut child, crate::SERVE_START);
+    let child = Killed(child);
+    let addr = started
+        .expect("the gateway starts")
+        .0
+        .rdp_addr()
         .to_string();
-    (Killed(child), addr)
+    (child, addr)
 }
 
 /// Sends a real client's first PDU to the front door at `front_door`;
@@ -719,7 +698,7 @@ async fn rdp_through(
         }
         read = client.read_exact(&mut start) => {
             read.expect("the front door answers a refused client");
-            crate::front_door_trust::refusal(&mut client, start).await;
+            crate::wire::refusal(&mut client, start).await;
             (false, client)
         }
     }
@@ -791,7 +770,7 @@ async fn a_replicas_own_front_door_follows_its_certificate_across_a_reload() {
     std::fs::copy(&cert, &live_cert).unwrap();
     std::fs::copy(&key, &live_key).unwrap();
     let trust = api::Trust::ca_file(&ca.pem).expect("CA");
-    let (app, lines) = serve(
+    let (app, _) = serve(
         &dir.path().join("r"),
         &[
             "--listen",
@@ -809,11 +788,7 @@ async fn a_replicas_own_front_door_follows_its_certificate_across_a_reload() {
         ],
         &trust,
     );
-    let door = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("rdp front door listening on "))
-        .expect("the front door's line")
-        .to_string();
+    let door = app.ready.rdp_addr().to_string();
     let leads = eventually(PATIENCE, || async { app.leads().await }).await;
     assert!(leads);
     let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -883,7 +858,7 @@ fn s_client(
 /// `RUST_LOG=info`; the connections themselves are in the log, at INFO.
 #[tokio::test]
 async fn ordinary_tls_clients_leave_no_warning_in_the_log() {
-    let openssl = crate::rdp::require("openssl", "openssl");
+    let openssl = crate::require("openssl", "openssl");
     let dir = tempfile::tempdir().expect("tempdir");
     for (n, rust_log) in [None, Some("info")].into_iter().enumerate() {
         let log = dir.path().join(format!("serve-{n}.log"));
@@ -899,12 +874,9 @@ async fn ordinary_tls_clients_leave_no_warning_in_the_log() {
             Some(level) => command.env("RUST_LOG", level),
             None => command.env_remove("RUST_LOG"),
         };
-        let mut broker = crate::rdp::Killed(command.spawn().expect("start serve"));
-        let lines = crate::first_lines(&mut broker.0, 2, PATIENCE * 4).expect("serve starts");
-        let gateway = lines[1]
-            .strip_prefix("rd gateway listening on ")
-            .unwrap_or_else(|| panic!("unexpected lines from serve: {lines:?}"))
-            .to_string();
+        let mut broker = crate::Killed(command.spawn().expect("start serve"));
+        let (ready, _) = crate::ready_line(&mut broker.0, PATIENCE * 4).expect("serve starts");
+        let gateway = ready.gateway_addr().to_string();
         let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
         let connections = || read_log().matches("rd gateway connection").count();
 

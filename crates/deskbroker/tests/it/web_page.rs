@@ -10,10 +10,10 @@
 use fantoccini::Client;
 use serde_json::Value;
 
-use crate::console::{browser_with, wait_text};
+use crate::browser::{browser_with, wait_text};
 use crate::desktop::{DESKTOP_RGB, DesktopUser, NlaHost, Sesman, USER};
-use crate::rdp::{PATIENCE, Xrdp, require, wait_session};
-use crate::web_rdp::{host, pool, session_id, spawn, ticket};
+use crate::web::{host, pool, session_id, ticket};
+use crate::{App, PATIENCE, Xrdp, require, wait_session};
 
 /// Reads the component's canvas: its size, its four corners, and for every
 /// row the first and last pixel that differs from the top-left corner's
@@ -191,7 +191,7 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
     let openssl = require("openssl", "openssl");
     let dir = tempfile::tempdir().expect("tempdir");
     let h1 = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp"));
-    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     pool(&app, "farm", true).await;
     host(&app, "farm", "h1", &h1.address).await;
     let good = ticket(&app, "farm", "alice").await;
@@ -215,16 +215,18 @@ async fn the_page_draws_the_hosts_login_screen_square_and_says_why_a_changed_tic
     assert_eq!(url.fragment(), None, "{url}");
 
     // The login screen, drawn whole and square.
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let (drawn, last) = loop {
+    let (drawn, last) = match crate::eventually(PATIENCE, || async {
         let s = probe(c).await;
         if s.as_ref().is_some_and(is_login_screen) {
-            break (true, s);
+            Ok(s)
+        } else {
+            Err(s)
         }
-        if std::time::Instant::now() > deadline {
-            break (false, s);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    })
+    .await
+    {
+        Ok(s) => (true, s),
+        Err(s) => (false, s),
     };
     assert!(
         drawn,
@@ -482,7 +484,7 @@ async fn desktop_share(c: &Client) -> Option<(i64, i64, f64, (i64, i64))> {
 /// A broker with the browser's door (its data under `dir`), a pool `farm`
 /// of one host, and the address that opens the pool's desktop for alice.
 async fn one_host_pool(dir: &std::path::Path, name: &str, address: &str) -> (crate::App, String) {
-    let (app, _gateway) = spawn(&dir.join("data"), &[]);
+    let (app, _gateway) = App::spawn_with_rd_gateway(&dir.join("data"), &[]);
     pool(&app, "farm", true).await;
     host(&app, "farm", name, address).await;
     let link = app
@@ -638,15 +640,13 @@ async fn a_host_that_requires_nla_gets_the_users_credentials_through_credssp() {
     );
     // The refused logon left no session behind (rule S9).
     let none = crate::eventually(PATIENCE, || async {
-        crate::rdp::session_of(&app, "farm", "alice")
-            .await
-            .is_none()
+        crate::session_of(&app, "farm", "alice").await.is_none()
     })
     .await;
     assert!(
         none,
         "a refused logon left {:?}",
-        crate::rdp::session_of(&app, "farm", "alice").await
+        crate::session_of(&app, "farm", "alice").await
     );
 
     // The right one: the connection sequence completes past CredSSP, and
@@ -725,8 +725,8 @@ async fn response<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> (String, V
 async fn the_pages_files_share_one_connection_and_a_current_copy_is_not_sent_again() {
     use tokio::io::AsyncWriteExt as _;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_app, gateway) = spawn(&dir.path().join("data"), &[]);
-    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    let (_app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
+    let mut tls = crate::web::tls(&gateway).await.expect("connect");
 
     // The page's files, one after another on one connection.
     let mut tag = String::new();
@@ -784,7 +784,7 @@ async fn the_pages_files_share_one_connection_and_a_current_copy_is_not_sent_aga
     );
 
     // A client that closes: the connection ends after the answer.
-    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    let mut tls = crate::web::tls(&gateway).await.expect("connect");
     tls.write_all(b"GET /web HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
         .await
         .expect("send");
@@ -795,7 +795,7 @@ async fn the_pages_files_share_one_connection_and_a_current_copy_is_not_sent_aga
     assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
 
     // A client that keeps asking is closed after 32 requests.
-    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    let mut tls = crate::web::tls(&gateway).await.expect("connect");
     for n in 1..=32 {
         tls.write_all(b"HEAD /web HTTP/1.1\r\nHost: gw\r\n\r\n")
             .await
@@ -820,7 +820,7 @@ const UPGRADE: &str = "GET /web/rdp HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\
 async fn a_page_request_with_a_body_is_refused_and_its_body_never_read_as_a_request() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let (_app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     let chunked = format!("{:x}\r\n{UPGRADE}\r\n0\r\n\r\n", UPGRADE.len());
     let length = format!("Content-Length: {}\r\n", UPGRADE.len());
     let upgrade_head = UPGRADE.trim_end_matches("\r\n");
@@ -841,7 +841,7 @@ async fn a_page_request_with_a_body_is_refused_and_its_body_never_read_as_a_requ
     for kept_alive in [false, true] {
         for (start, framing, body) in cases {
             let what = format!("{start} with {framing:?} (after a request: {kept_alive})");
-            let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+            let mut tls = crate::web::tls(&gateway).await.expect("connect");
             if kept_alive {
                 tls.write_all(b"GET /web HTTP/1.1\r\nHost: gw\r\n\r\n")
                     .await
@@ -863,13 +863,13 @@ async fn a_page_request_with_a_body_is_refused_and_its_body_never_read_as_a_requ
         }
     }
     // The desktop's socket with a body: refused too, not upgraded.
-    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    let mut tls = crate::web::tls(&gateway).await.expect("connect");
     let request = format!("{upgrade_head}\r\n{length}\r\n{UPGRADE}");
     tls.write_all(request.as_bytes()).await.expect("send");
     let head = response_head(&mut tls).await;
     assert!(head.starts_with("HTTP/1.1 400 "), "{head}");
     // Still served without one.
-    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    let mut tls = crate::web::tls(&gateway).await.expect("connect");
     tls.write_all(b"GET /web HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\n\r\n")
         .await
         .expect("send");
@@ -885,8 +885,8 @@ async fn a_page_request_with_a_body_is_refused_and_its_body_never_read_as_a_requ
 async fn the_pages_answers_over_https_carry_strict_transport_security() {
     use tokio::io::AsyncWriteExt as _;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_app, gateway) = spawn(&dir.path().join("data"), &[]);
-    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    let (_app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
+    let mut tls = crate::web::tls(&gateway).await.expect("connect");
     for request in [
         "GET /web HTTP/1.1\r\nHost: gw\r\n\r\n",
         "HEAD /web/webclient_bg.wasm HTTP/1.1\r\nHost: gw\r\nAccept-Encoding: gzip\r\n\r\n",
@@ -912,8 +912,8 @@ async fn the_pages_answers_over_https_carry_strict_transport_security() {
 async fn a_browsers_icon_request_is_not_found_not_refused() {
     use tokio::io::AsyncWriteExt as _;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_app, gateway) = spawn(&dir.path().join("data"), &[]);
-    let mut tls = crate::web_rdp::tls(&gateway).await.expect("connect");
+    let (_app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
+    let mut tls = crate::web::tls(&gateway).await.expect("connect");
     tls.write_all(b"GET /favicon.ico HTTP/1.1\r\nHost: gw\r\n\r\n")
         .await
         .expect("send");

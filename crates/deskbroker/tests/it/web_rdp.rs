@@ -8,155 +8,20 @@
 //! show that none reaches it. The rig (xrdp, openssl) is the front door's,
 //! in `rdp.rs`; like it, this fails when those programs are missing.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::{SinkExt, StreamExt};
-use ironrdp_connector::{
-    ClientConnector, ClientConnectorState, Credentials, DesktopSize, Sequence,
-};
+use ironrdp_connector::{ClientConnector, ClientConnectorState, Sequence};
 use ironrdp_pdu::WriteBuf;
 use ironrdp_rdcleanpath::{RDCleanPathMessage, RDCleanPathPdu};
 use serde_json::json;
-use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
-use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
-use crate::rd_gateway::gateway_address;
-use crate::rdp::{PATIENCE, Xrdp, require, wait_session};
-use crate::{App, eventually};
-
-type Socket = WebSocketStream<TlsStream<TcpStream>>;
-
-/// `deskbroker serve` with the RD Gateway's listener, where `/web/rdp` is
-/// served, and `extra` flags; answers the app and the listener's address.
-pub(crate) fn spawn(data_dir: &std::path::Path, extra: &[&str]) -> (App, String) {
-    let mut flags = vec!["--gateway-listen", "127.0.0.1:0"];
-    flags.extend_from_slice(extra);
-    let (app, lines) = App::spawn_with(data_dir, "127.0.0.1:0", &flags);
-    let gateway = gateway_address(&lines);
-    (app, gateway)
-}
-
-/// A pool reachable through the doors, DepthFirst, two sessions a host.
-pub(crate) async fn pool(app: &App, name: &str, allow_front_door: bool) {
-    app.ok(
-        "PUT",
-        &format!("/api/v1/hostPools/{name}"),
-        Some(
-            json!({"hostPoolType": "Pooled", "loadBalancerType": "DepthFirst",
-                    "maxSessionLimit": 2, "allowFrontDoor": allow_front_door,
-                    "allowedAddressRanges": ["127.0.0.0/8"]}),
-        ),
-        201,
-    )
-    .await;
-}
-
-pub(crate) async fn host(app: &App, pool: &str, name: &str, address: &str) {
-    app.ok(
-        "PUT",
-        &format!("/api/v1/hostPools/{pool}/sessionHosts/{name}"),
-        Some(json!({ "address": address })),
-        201,
-    )
-    .await;
-}
-
-/// The ticket of `user`'s RD Gateway connection file for `pool`, as the
-/// portal hands it out.
-pub(crate) async fn ticket(app: &App, pool: &str, user: &str) -> String {
-    let file = app
-        .ok(
-            "GET",
-            &format!("/api/v1/hostPools/{pool}/rdpFile?user={user}&gateway=true"),
-            None,
-            200,
-        )
-        .await;
-    let file = file.as_str().expect("an .rdp file").to_string();
-    file.split("\r\n")
-        .find_map(|l| l.strip_prefix("gatewayaccesstoken:s:"))
-        .unwrap_or_else(|| panic!("no access token in {file:?}"))
-        .to_string()
-}
-
-/// A session "host" that accepts connections and counts them, and says
-/// nothing: where refused requests must never arrive.
-pub(crate) struct CountingHost {
-    pub(crate) address: String,
-    accepted: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl CountingHost {
-    pub(crate) async fn start() -> CountingHost {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = listener.local_addr().expect("addr").to_string();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let count = accepted.clone();
-        let task = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                held.push(stream);
-            }
-        });
-        CountingHost {
-            address,
-            accepted,
-            task,
-        }
-    }
-
-    pub(crate) fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for CountingHost {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Opens `wss://gateway/web/rdp` (the gateway's certificate is the data
-/// dir's self-signed one: any is taken, as a browser told to trust it).
-pub(crate) async fn open(gateway: &str) -> Result<Socket, String> {
-    let tls = tls(gateway).await?;
-    let (ws, _) = tokio_tungstenite::client_async(format!("wss://{gateway}/web/rdp"), tls)
-        .await
-        .map_err(|e| format!("websocket: {e}"))?;
-    Ok(ws)
-}
-
-/// A TLS connection to the gateway's listener, taking any certificate.
-pub(crate) async fn tls(
-    gateway: &str,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
-    let tcp = TcpStream::connect(gateway)
-        .await
-        .map_err(|e| e.to_string())?;
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let verifier = api::tls::SignatureChecked::new(provider.clone(), |_, _, _, _, _| {
-        Ok(tokio_rustls::rustls::client::danger::ServerCertVerified::assertion())
-    });
-    let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
-    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").expect("name");
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("TLS: {e}"))
-}
+use crate::web::{
+    CountingHost, Socket, connector, host, open, pool, request, session_id, ticket, x224_request,
+};
+use crate::{App, PATIENCE, Xrdp, eventually, require, wait_session};
 
 /// The next binary message, or `None` once the socket has closed.
 async fn next_binary(ws: &mut Socket) -> Option<Vec<u8>> {
@@ -194,73 +59,6 @@ fn refused_status(answer: &RDCleanPathMessage) -> u16 {
         RDCleanPathMessage::GeneralErr(e) => e.http_status_code.expect("an HTTP status"),
         other => panic!("not a refusal: {other:?}"),
     }
-}
-
-/// IronRDP's connector as the browser's wasm sets it up: TLS, no NLA
-/// (xrdp has none), `user` in the X.224 cookie.
-fn connector(user: &str) -> ClientConnector {
-    use ironrdp_pdu::gcc::{ConnectionType, KeyboardType};
-    use ironrdp_pdu::rdp::capability_sets::{MajorPlatformType, RailSupportLevel};
-    use ironrdp_pdu::rdp::client_info::{PerformanceFlags, TimezoneInfo};
-    let config = ironrdp_connector::Config {
-        desktop_size: DesktopSize {
-            width: 1024,
-            height: 768,
-        },
-        monitor_layout: None,
-        desktop_scale_factor: 0,
-        desktop_physical_size: None,
-        desktop_orientation: None,
-        device_scale_factor: None,
-        monitor_extended_layout: None,
-        relative_mouse_input: false,
-        enable_tls: true,
-        enable_credssp: false,
-        enable_standard_rdp_security: false,
-        credentials: Credentials::UsernamePassword {
-            username: user.to_string(),
-            password: "not-used".to_string(),
-        },
-        domain: None,
-        client_build: 0,
-        client_name: "deskbroker-test".to_string(),
-        keyboard_type: KeyboardType::IBM_ENHANCED,
-        keyboard_subtype: 0,
-        keyboard_functional_keys_count: 12,
-        keyboard_layout: 0,
-        connection_type: ConnectionType::Lan,
-        ime_file_name: String::new(),
-        bitmap: None,
-        dig_product_id: String::new(),
-        client_dir: "C:\\Windows\\System32\\mstscax.dll".to_string(),
-        alternate_shell: String::new(),
-        work_dir: String::new(),
-        remote_application_mode: false,
-        rail_support_level: RailSupportLevel::empty(),
-        platform: MajorPlatformType::UNIX,
-        hardware_id: None,
-        request_data: None,
-        autologon: false,
-        enable_audio_playback: false,
-        enable_audio_capture: false,
-        performance_flags: PerformanceFlags::default(),
-        license_cache: None,
-        timezone_info: TimezoneInfo::default(),
-        compression_type: None,
-        enable_server_pointer: false,
-        pointer_software_rendering: true,
-        multitransport_flags: None,
-        support_dyn_vc_gfx_protocol: false,
-    };
-    let browser: SocketAddr = "127.0.0.1:33899".parse().expect("addr");
-    ClientConnector::new(config, browser)
-}
-
-/// The X.224 Connection Request the connector starts with.
-fn x224_request(connector: &mut ClientConnector) -> Vec<u8> {
-    let mut buf = WriteBuf::new();
-    let written = connector.step_no_input(&mut buf).expect("X.224 request");
-    buf.filled()[..written.size().expect("bytes")].to_vec()
 }
 
 /// A browser's connection up to the RDCleanPath response: the connector,
@@ -345,27 +143,6 @@ fn xrdp_certificate(dir: &std::path::Path) -> Vec<u8> {
         .to_vec()
 }
 
-/// One session of `user` in `pool`: its id and host.
-pub(crate) async fn session_id(app: &App, pool: &str, user: &str) -> (String, String) {
-    let v = app
-        .ok(
-            "GET",
-            &format!("/api/v1/hostPools/{pool}/userSessions?user={user}"),
-            None,
-            200,
-        )
-        .await;
-    let sessions = v["value"].as_array().cloned().unwrap_or_default();
-    assert_eq!(sessions.len(), 1, "{v}");
-    (
-        sessions[0]["id"].as_str().expect("id").to_string(),
-        sessions[0]["sessionHost"]
-            .as_str()
-            .expect("host")
-            .to_string(),
-    )
-}
-
 async fn session_count(app: &App, pool: &str) -> usize {
     app.ok(
         "GET",
@@ -391,7 +168,7 @@ async fn a_browser_reaches_the_host_the_broker_places_it_on_and_comes_back_to_it
     let dead = tokio::net::TcpSocket::new_v4().expect("socket");
     dead.bind(([127, 0, 0, 1], 0).into()).expect("bind");
     let dead_address = dead.local_addr().expect("addr").to_string();
-    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     pool(&app, "farm", true).await;
     // h0 cannot be reached; bob's session there makes it DepthFirst's
     // first choice for alice, so her connection must pass over it (R5).
@@ -480,29 +257,13 @@ fn now() -> u64 {
         .as_secs()
 }
 
-/// An RDCleanPath request with the connector's X.224 request for `user`.
-pub(crate) fn request(ticket: Option<&str>, destination: &str) -> RDCleanPathPdu {
-    let x224 = x224_request(&mut connector("alice"));
-    let mut pdu = RDCleanPathPdu::new_request(
-        x224,
-        destination.to_string(),
-        ticket.unwrap_or_default().to_string(),
-        None,
-    )
-    .expect("request");
-    if ticket.is_none() {
-        pdu.proxy_auth = None;
-    }
-    pdu
-}
-
 /// Rule T3 at the browser's door: whatever is wrong with the ticket, the
 /// answer is an RDCleanPath error with the broker's status, the socket
 /// closes, and no host is dialled nor session made.
 #[tokio::test]
 async fn refused_tickets_get_the_brokers_status_and_reach_no_host() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     let hosts = [
         CountingHost::start().await,
         CountingHost::start().await,
@@ -620,7 +381,7 @@ async fn refusing_host() -> (String, tokio::task::JoinHandle<()>) {
 #[tokio::test]
 async fn bad_requests_silent_clients_and_crowds_never_reach_a_host() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, gateway) = spawn(
+    let (app, gateway) = App::spawn_with_rd_gateway(
         &dir.path().join("data"),
         &["--rdp-max-handshakes-per-source", "3"],
     );
@@ -741,7 +502,6 @@ async fn bad_requests_silent_clients_and_crowds_never_reach_a_host() {
 /// through the broker's HTTP API with a `gateway` credential.
 #[tokio::test]
 async fn a_standalone_gateway_serves_the_browser_too() {
-    use std::io::BufRead;
     let xrdp = require("xrdp", "xrdp");
     let openssl = require("openssl", "openssl");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -766,7 +526,7 @@ async fn a_standalone_gateway_serves_the_browser_too() {
     let token = credential["token"].as_str().expect("token").to_string();
     let tls_dir = dir.path().join("gateway-tls");
     std::fs::create_dir_all(&tls_dir).expect("tls dir");
-    let tls = crate::rdp::TlsFiles::make(&openssl, &tls_dir);
+    let tls = crate::TlsFiles::make(&openssl, &tls_dir);
     let mut child = std::process::Command::new(crate::exe())
         .args(["gateway", "--broker", &app.url, "--token", &token])
         .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
@@ -779,16 +539,12 @@ async fn a_standalone_gateway_serves_the_browser_too() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start deskbroker gateway");
-    let stdout = child.stdout.take().expect("stdout");
-    let _gateway_process = crate::rdp::Killed(child);
-    let mut line = String::new();
-    std::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the listening line");
-    let gateway = line
-        .trim()
-        .strip_prefix("rd gateway listening on ")
-        .unwrap_or_else(|| panic!("unexpected line: {line:?}"))
+    let started = crate::ready_line(&mut child, crate::SERVE_START);
+    let _gateway_process = crate::Killed(child);
+    let gateway = started
+        .expect("deskbroker gateway starts")
+        .0
+        .gateway_addr()
         .to_string();
 
     let first = ticket(&app, "farm", "alice").await;
@@ -827,7 +583,7 @@ async fn a_silent_session_is_closed_at_the_idle_bound_and_ended() {
     let openssl = require("openssl", "openssl");
     let dir = tempfile::tempdir().expect("tempdir");
     let h1 = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp"));
-    let (app, gateway) = spawn(
+    let (app, gateway) = App::spawn_with_rd_gateway(
         &dir.path().join("data"),
         &["--rdp-idle-timeout-without-logon-seconds", "1"],
     );
@@ -982,7 +738,7 @@ async fn relayed(gateway: &str, ticket: &str) -> Result<Socket, RDCleanPathMessa
 #[tokio::test]
 async fn one_ticket_holds_at_most_two_relays_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     let h1 = TlsHost::start().await;
     pool(&app, "farm", true).await;
     host(&app, "farm", "h1", &h1.address).await;
@@ -1025,20 +781,15 @@ async fn one_ticket_holds_at_most_two_relays_at_once() {
     drop(first);
     // Polled: the gateway counts the connection out once it has recorded
     // the session's end.
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let again = loop {
-        match relayed(&gateway, &alice).await {
-            Ok(ws) => break ws,
-            Err(answer) => {
-                assert_eq!(refused_status(&answer), 429, "{answer:?}");
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the ticket's next connection was refused"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
+    let again = eventually(PATIENCE, || async {
+        let answer = relayed(&gateway, &alice).await;
+        if let Err(refused) = &answer {
+            assert_eq!(refused_status(refused), 429, "{refused:?}");
         }
-    };
+        answer
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the ticket's next connection was refused"));
     assert!(h1.holds(3).await, "alice's two and bob's");
     drop((held, bobs, again));
 }

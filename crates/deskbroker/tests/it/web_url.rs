@@ -6,43 +6,13 @@
 
 use serde_json::json;
 
-use crate::access::credential;
-use crate::rdp::PATIENCE;
-use crate::web_rdp::{CountingHost, host, open, pool, request, spawn};
-use crate::{App, eventually};
-
-/// The ticket in a webUrl's fragment, after the page's own decoding
-/// (`URLSearchParams`), and the page's address before the fragment.
-pub(crate) fn split(url: &str) -> (String, String) {
-    let (page, fragment) = url.split_once('#').expect("a fragment");
-    let parsed = reqwest::Url::parse(&format!("https://x/?{fragment}")).expect("a query");
-    let ticket = parsed
-        .query_pairs()
-        .find(|(k, _)| k == "ticket")
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_else(|| panic!("no ticket in {url}"));
-    (page.to_string(), ticket)
-}
-
-/// Opens the browser's door with `ticket` and sends its request, as the
-/// page does; answers the open socket (the host is a silent one, so no
-/// answer is awaited).
-pub(crate) async fn knock(gateway: &str, ticket: &str) -> impl std::any::Any + use<> {
-    use futures_util::SinkExt;
-    let mut ws = open(gateway).await.expect("the socket opens");
-    let der = request(Some(ticket), "ignored.example:3389")
-        .to_der()
-        .expect("encode");
-    ws.send(tokio_tungstenite::tungstenite::Message::Binary(der.into()))
-        .await
-        .expect("send");
-    ws
-}
+use crate::web::{CountingHost, host, knock, pool, split};
+use crate::{App, PATIENCE, credential, eventually};
 
 #[tokio::test]
 async fn a_web_url_opens_the_browsers_door_for_its_user_only() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (app, gateway) = spawn(&dir.path().join("data"), &[]);
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &[]);
     let farm = CountingHost::start().await;
     pool(&app, "farm", true).await;
     host(&app, "farm", "f1", &farm.address).await;

@@ -5,12 +5,11 @@
 
 use serde_json::json;
 
-use crate::windows::BEAT;
-use crate::{App, eventually};
+use crate::{App, BEAT, eventually};
 
 /// Each session of `pool` as (user, host, state), sorted.
 async fn placed(app: &App, pool: &str) -> Vec<(String, String, String)> {
-    let mut out: Vec<(String, String, String)> = crate::front_door_trust::sessions(app, pool)
+    let mut out: Vec<(String, String, String)> = crate::sessions(app, pool)
         .await
         .iter()
         .map(|s| {
@@ -36,12 +35,15 @@ async fn placed(app: &App, pool: &str) -> Vec<(String, String, String)> {
 /// is dialled, and administrator's own ticket takes him back to his host.
 #[tokio::test]
 async fn w6_a_cookie_that_only_prefixes_a_name_never_draws_that_user() {
-    use crate::front_door_trust::{echo_host_counting, first_pdu, log_on, open};
+    use crate::wire::echo_host_counting;
+    use crate::wire::first_pdu;
+    use crate::wire::log_on;
+    use crate::wire::open;
     use std::sync::atomic::Ordering::SeqCst;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     let dir = tempfile::tempdir().unwrap();
-    let (app, front_door) = crate::front_door_trust::spawn_with_front_door(dir.path(), &[]);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &[]);
     let (a, a_dialled) = echo_host_counting().await;
     let (b, b_dialled) = echo_host_counting().await;
     app.ok(

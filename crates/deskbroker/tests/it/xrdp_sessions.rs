@@ -11,8 +11,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::json;
 
 use crate::desktop::{DesktopUser, Sesman, USER};
-use crate::rdp::{Client, Display, PATIENCE, Xrdp, require, session_of, wait_session};
-use crate::{App, eventually};
+use crate::{App, Client, Display, PATIENCE, Xrdp, eventually, require, session_of, wait_session};
 
 /// The agent, stopped by its own pid when the test ends.
 struct Agent(Child);

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
-use deskbroker::benchkit::broker::{START_TIMEOUT, spawn_child};
+use deskbroker::benchkit::broker::{ready_line, spawn_child};
 use gateway::{ConnectInput, FrontDoorPolicy, Placer, PlacerError};
 use placement::{Placement, SessionState};
 
@@ -44,6 +44,11 @@ pub async fn run(args: RdpCeilingArgs) -> anyhow::Result<()> {
     broker::telemetry::init();
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     println!("rdp front door listening on {}", listener.local_addr()?);
+    deskbroker::ready::Ready {
+        rdp: Some(listener.local_addr()?),
+        ..Default::default()
+    }
+    .print()?;
     let placer = Arc::new(Sticky::new(args.hosts));
     gateway::serve(listener, placer, config(), async {
         let _ = tokio::signal::ctrl_c().await;
@@ -59,7 +64,7 @@ pub async fn run(args: RdpCeilingArgs) -> anyhow::Result<()> {
 /// redirection token.
 fn config() -> gateway::Config {
     let mut config = gateway::Config::new(Some(POOL.to_string()));
-    config.source_limits = gateway::sources::Limits {
+    config.bounds.source_limits = gateway::sources::Limits {
         max_connections: u32::MAX as usize,
         max_handshakes: u32::MAX as usize,
         handshakes_per_minute: u32::MAX,
@@ -87,19 +92,10 @@ impl Ceiling {
             command.arg("--host").arg(h.to_string());
         }
         let (child, mut lines) = spawn_child(command, "the front door's ceiling")?;
-        let address = tokio::time::timeout(START_TIMEOUT, async {
-            while let Some(line) = lines.next_line().await? {
-                if let Some(a) = line.strip_prefix("rdp front door listening on ") {
-                    return a
-                        .trim()
-                        .parse::<SocketAddr>()
-                        .with_context(|| format!("unreadable front door address {a:?}"));
-                }
-            }
-            anyhow::bail!("the front door's ceiling exited before listening")
-        })
-        .await
-        .context("the front door's ceiling did not start in time")??;
+        let address = ready_line(&mut lines, "the front door's ceiling")
+            .await?
+            .rdp
+            .context("the front door's ceiling's ready line names no address")?;
         Ok(Ceiling { child, address })
     }
 
@@ -197,6 +193,10 @@ impl Placer for Sticky {
             allowed: true,
             require_ticket: false,
         })
+    }
+
+    fn now_unix_seconds(&self) -> u64 {
+        gateway::placer::system_unix_seconds()
     }
 
     async fn host_at(&self, _pool: &str, _address: &str) -> Result<Option<String>, PlacerError> {

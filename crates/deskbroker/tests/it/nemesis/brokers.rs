@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::history::{History, Op, Outcome, PROBE_CLIENT, Placed, Req};
 use super::relay::Relay;
-use crate::{App, TOKEN, exe, first_lines};
+use crate::{App, TOKEN, exe, ready_line};
 
 pub const REPLICAS: usize = 3;
 /// How long a replica may take to print that it listens (one campaign).
@@ -155,8 +155,8 @@ impl Brokers {
                 .stderr(log)
                 .spawn()
                 .map_err(|e| format!("cannot start deskbroker serve: {e}"))?;
-            let lines = match first_lines(&mut child, 1, START_WITHIN) {
-                Ok(lines) => lines,
+            let ready = match ready_line(&mut child, START_WITHIN) {
+                Ok((ready, _)) => ready,
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -166,12 +166,13 @@ impl Brokers {
                     ));
                 }
             };
-            let url = lines[0]
-                .strip_prefix("listening on ")
-                .ok_or_else(|| format!("unexpected first line from serve: {:?}", lines[0]))?
-                .to_string();
+            let url = ready
+                .api
+                .clone()
+                .ok_or_else(|| format!("serve's ready line names no API: {ready:?}"))?;
             Ok(App {
                 url,
+                ready,
                 http: reqwest::Client::builder()
                     .timeout(Duration::from_secs(30))
                     .build()
@@ -205,7 +206,7 @@ impl Brokers {
     /// SIGSTOP or SIGCONT to replica `slot`, if it runs.
     pub async fn signal(&self, slot: usize, signal: nix::sys::signal::Signal) {
         if let Some(app) = self.slots[slot].app.lock().await.as_ref() {
-            crate::replicas::signal(app, signal);
+            crate::pg::signal(app, signal);
         }
     }
 

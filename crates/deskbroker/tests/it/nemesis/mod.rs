@@ -351,19 +351,12 @@ async fn replicas_under_faults_keep_every_rule() {
 
 /// The database at the end (it was healed: a few tries at most).
 async fn final_state(url: &str) -> DbState {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match observe::connect(url).await {
-            Ok(mut client) => match observe::read_db(&mut client).await {
-                Ok(state) => return state,
-                Err(e) => last = e,
-            },
-            Err(e) => last = e,
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("cannot read the database at the end: {last}");
+    crate::eventually(Duration::from_secs(60), || async {
+        let mut client = observe::connect(url).await?;
+        observe::read_db(&mut client).await
+    })
+    .await
+    .unwrap_or_else(|last| panic!("cannot read the database at the end: {last}"))
 }
 
 /// The table printed after every run.

@@ -20,13 +20,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::rdp::{Killed, PATIENCE, require};
+use crate::{Killed, PATIENCE, require};
 
 /// The test user's name.
-pub(crate) const USER: &str = "deskbroker-web";
+pub const USER: &str = "deskbroker-web";
 
 /// The test user's desktop colour (its root window), as RGB.
-pub(crate) const DESKTOP_RGB: [u8; 3] = [0x1f, 0x6f, 0x5c];
+pub const DESKTOP_RGB: [u8; 3] = [0x1f, 0x6f, 0x5c];
 
 /// The test user, with a fresh password and a session script that paints
 /// the root window [`DESKTOP_RGB`] and runs twm.
@@ -36,8 +36,8 @@ pub(crate) const DESKTOP_RGB: [u8; 3] = [0x1f, 0x6f, 0x5c];
 /// waits for the others, through a lock on a file that threads and
 /// processes alike see (`cargo test` runs tests as threads, nextest as
 /// processes).
-pub(crate) struct DesktopUser {
-    pub(crate) password: String,
+pub struct DesktopUser {
+    pub password: String,
     /// Locked while this test has the user; unlocked when it is closed,
     /// after the password is locked again (fields drop after `drop`).
     _turn: std::fs::File,
@@ -72,7 +72,7 @@ fn take_turn() -> std::fs::File {
 }
 
 impl DesktopUser {
-    pub(crate) fn prepare() -> DesktopUser {
+    pub fn prepare() -> DesktopUser {
         let turn = take_turn();
         let twm = require("twm", "twm");
         let xsetroot = require("xsetroot", "x11-xserver-utils");
@@ -164,13 +164,13 @@ fn passwd_entry(user: &str) -> Option<Vec<String>> {
 
 /// xrdp's session manager, started by the test (or the one already
 /// listening where xrdp looks for it).
-pub(crate) struct Sesman {
+pub struct Sesman {
     process: Option<Killed>,
     log: Option<PathBuf>,
 }
 
 impl Sesman {
-    pub(crate) fn start(dir: &Path) -> Sesman {
+    pub fn start(dir: &Path) -> Sesman {
         let program = require("xrdp-sesman", "xrdp");
         let port = listen_port();
         if listening(port) {
@@ -194,15 +194,21 @@ impl Sesman {
             .spawn()
             .expect("start xrdp-sesman");
         let mut process = Killed(child);
-        let deadline = Instant::now() + PATIENCE;
-        while !listening(port) {
-            if Instant::now() > deadline || matches!(process.0.try_wait(), Ok(Some(_))) {
-                panic!(
-                    "xrdp-sesman did not listen on port {port}; its log:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
+        let up = crate::eventually_blocking(PATIENCE, || {
+            if matches!(process.0.try_wait(), Ok(Some(_))) {
+                return Err("exited");
             }
-            std::thread::sleep(Duration::from_millis(50));
+            if listening(port) {
+                Ok(())
+            } else {
+                Err("not yet")
+            }
+        });
+        if up.is_err() {
+            panic!(
+                "xrdp-sesman did not listen on port {port}; its log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
         }
         Sesman {
             process: Some(process),
@@ -210,7 +216,7 @@ impl Sesman {
         }
     }
 
-    pub(crate) fn log(&self) -> String {
+    pub fn log(&self) -> String {
         self.log
             .as_ref()
             .and_then(|l| std::fs::read_to_string(l).ok())
@@ -354,22 +360,22 @@ fn descendants(root: u32) -> Vec<u32> {
 /// A session host that requires Network Level Authentication: FreeRDP's
 /// shadow server sharing an X display of its own, which takes one NTLM
 /// user from a SAM file of its own, with a fresh random password.
-pub(crate) struct NlaHost {
+pub struct NlaHost {
     _process: Killed,
-    _display: crate::rdp::Display,
-    pub(crate) address: String,
-    pub(crate) user: String,
-    pub(crate) password: String,
+    _display: crate::Display,
+    pub address: String,
+    pub user: String,
+    pub password: String,
     log: PathBuf,
 }
 
 impl NlaHost {
-    pub(crate) fn start(dir: &Path) -> NlaHost {
+    pub fn start(dir: &Path) -> NlaHost {
         let shadow = require("freerdp-shadow-cli", "freerdp2-shadow-x11");
         let hash = require("winpr-hash", "winpr-utils");
         let xvfb = require("Xvfb", "xvfb");
         std::fs::create_dir_all(dir).expect("nla host dir");
-        let display = crate::rdp::Display::start(&xvfb);
+        let display = crate::Display::start(&xvfb);
 
         let user = "nla-user".to_string();
         let password = random_password();
@@ -401,28 +407,28 @@ impl NlaHost {
                 .spawn()
                 .expect("start freerdp-shadow-cli");
             let mut process = Killed(child);
-            let deadline = Instant::now() + PATIENCE;
-            while Instant::now() < deadline {
+            let listening = crate::eventually_blocking(PATIENCE, || {
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return NlaHost {
-                        _process: process,
-                        _display: display,
-                        address: format!("127.0.0.1:{port}"),
-                        user,
-                        password,
-                        log,
-                    };
+                    return Some(true);
                 }
-                if let Ok(Some(_)) = process.0.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+                // Exited: no use waiting.
+                matches!(process.0.try_wait(), Ok(Some(_))).then_some(false)
+            });
+            if listening == Some(true) {
+                return NlaHost {
+                    _process: process,
+                    _display: display,
+                    address: format!("127.0.0.1:{port}"),
+                    user,
+                    password,
+                    log,
+                };
             }
         }
         panic!("freerdp-shadow-cli did not start listening");
     }
 
-    pub(crate) fn log(&self) -> String {
+    pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
