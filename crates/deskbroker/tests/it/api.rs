@@ -1,11 +1,13 @@
-//! The HTTP API: bad input, concurrency, time-driven rules, service endpoints.
+//! The HTTP API through the real binary: bad input, concurrency, service
+//! endpoints. The rules that depend on time (S4's pending timeout, S7's
+//! heartbeat loss) are proved in process, in the broker's `rules` tests.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::{App, PATIENCE, TOKEN, eventually, pool_with_hosts, set_heartbeat_timeout};
+use crate::{App, TOKEN, pool_with_hosts};
 
 /// Everything the broker holds about a pool, to check nothing changed.
 async fn state(app: &App, pool: &str) -> (Value, Value, Value) {
@@ -507,157 +509,6 @@ async fn put_if_none_match_star_only_creates() {
     let body = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
     let p = app.ok("PUT", "/api/v1/hostPools/p", Some(body), 200).await;
     assert_eq!(p["loadBalancerType"], "BreadthFirst");
-}
-
-#[tokio::test]
-async fn pending_sessions_expire_and_confirmed_ones_stay() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
-    // The default pendingTimeoutSeconds (120) while both users are placed
-    // and bob is confirmed, so that no machine is too slow to confirm him
-    // in time; then one second, which the pool applies to the sessions it
-    // already has: alice's Pending session is overdue, bob's Active one is
-    // not concerned.
-    pool_with_hosts(&app, "p", "BreadthFirst", 10, 1).await;
-    let a = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/p/connect",
-            Some(json!({"user": "alice"})),
-            200,
-        )
-        .await;
-    let b = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/p/connect",
-            Some(json!({"user": "bob"})),
-            200,
-        )
-        .await;
-    let bob = b["sessionId"].as_str().unwrap();
-    let confirmed = app
-        .ok(
-            "PATCH",
-            &format!("/api/v1/hostPools/p/userSessions/{bob}"),
-            Some(json!({"sessionState": "Active"})),
-            200,
-        )
-        .await;
-    assert_eq!(confirmed["sessionState"], "Active");
-    let alice = a["sessionId"].as_str().unwrap().to_string();
-    app.ok(
-        "GET",
-        &format!("/api/v1/hostPools/p/userSessions/{alice}"),
-        None,
-        200,
-    )
-    .await;
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/p",
-        Some(json!({"pendingTimeoutSeconds": 1})),
-        200,
-    )
-    .await;
-    let gone = eventually(PATIENCE, || async {
-        app.call(
-            "GET",
-            &format!("/api/v1/hostPools/p/userSessions/{alice}"),
-            None,
-        )
-        .await
-        .0 == 404
-    })
-    .await;
-    assert!(gone, "alice's Pending session expired (S4)");
-    let sessions = app
-        .ok("GET", "/api/v1/hostPools/p/userSessions", None, 200)
-        .await;
-    let users: Vec<_> = sessions["value"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["userPrincipalName"].clone())
-        .collect();
-    assert_eq!(users, [json!("bob")], "the Active session stays");
-}
-
-#[tokio::test]
-async fn a_silent_host_becomes_unavailable_and_returns_on_heartbeat() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = App::spawn(&dir);
-    // A heartbeat timeout far above the time between two requests while
-    // alice is placed, so that h1 cannot go silent before; then the
-    // shortest one (5 s), which applies to h1's last heartbeat.
-    pool_with_hosts(&app, "p", "DepthFirst", 10, 2).await;
-    set_heartbeat_timeout(&app, "p", 3600).await;
-    let hb = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/p/sessionHosts/h1/heartbeat",
-            Some(json!({"cpuPercent": 12.5, "futureField": 1})),
-            200,
-        )
-        .await;
-    assert_eq!(hb["status"], "Available");
-    assert_eq!(hb["metrics"]["cpuPercent"], 12.5);
-    let a = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/p/connect",
-            Some(json!({"user": "alice"})),
-            200,
-        )
-        .await;
-    assert_eq!(a["sessionHost"], "h1");
-    set_heartbeat_timeout(&app, "p", 5).await;
-    let down = eventually(PATIENCE, || async {
-        app.ok("GET", "/api/v1/hostPools/p/sessionHosts/h1", None, 200)
-            .await["status"]
-            == "Unavailable"
-    })
-    .await;
-    assert!(down, "h1 went silent for heartbeatTimeoutSeconds (S7)");
-    // h2 never sent a heartbeat: it stays Available and takes new users.
-    let b = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/p/connect",
-            Some(json!({"user": "bob"})),
-            200,
-        )
-        .await;
-    assert_eq!(b["sessionHost"], "h2");
-    // Alice's session is on the unavailable host: refused, never moved (S1).
-    let (status, v) = app
-        .call(
-            "POST",
-            "/api/v1/hostPools/p/connect",
-            Some(json!({"user": "alice"})),
-        )
-        .await;
-    assert_eq!(status, 503);
-    assert_eq!(v["error"]["code"], "SessionHostUnavailable");
-    // Back to a long timeout, so that h1 stays up until alice reconnects.
-    set_heartbeat_timeout(&app, "p", 3600).await;
-    app.ok(
-        "POST",
-        "/api/v1/hostPools/p/sessionHosts/h1/heartbeat",
-        Some(json!({})),
-        200,
-    )
-    .await;
-    let again = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/p/connect",
-            Some(json!({"user": "alice"})),
-            200,
-        )
-        .await;
-    assert_eq!(again["sessionHost"], "h1");
-    assert_eq!(again["reconnect"], true);
 }
 
 #[tokio::test]

@@ -26,7 +26,6 @@ mod entitlements;
 mod first_desktop;
 mod front_door_trust;
 mod gateway;
-mod heartbeat_authority;
 mod http_edge;
 mod leases;
 mod load_index;

@@ -3,9 +3,11 @@
 //! `$DESKBROKER_ACTION $DESKBROKER_HOST` to a file). A connect that finds
 //! no host starts one, once, and is answered 503 `SessionHostStarting`
 //! with `Retry-After`; once the host has sent its heartbeat, the same
-//! connect is placed there. Personal pools start the user's own host. The
-//! RDP front door holds a client while its host starts and relays it
-//! once the host is available, and closes one past its bound.
+//! connect is placed there (and counted in the metrics). The RDP front door
+//! and the RD Gateway hold a client while its host starts and relay it once
+//! the host is available, and close one past its bound. Personal pools and
+//! pools without a power driver are proved in process, in the broker's
+//! `rules` tests.
 
 use std::path::Path;
 use std::time::Duration;
@@ -245,78 +247,6 @@ async fn a8_a_pooled_connect_starts_one_stopped_host_and_is_placed_there_after_i
     assert!(
         metrics.contains("deskbroker_start_on_connect_total{decision=\"started\"} 2"),
         "{metrics}"
-    );
-}
-
-#[tokio::test]
-async fn a8_a_personal_connect_starts_the_users_own_host_and_no_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("power.log");
-    let (app, _) = spawn(&dir.path().join("data"), &[]);
-    pool_all_stopped(
-        &app,
-        "desks",
-        json!({"hostPoolType": "Personal", "personalDesktopAssignmentType": "Automatic",
-               "loadBalancerType": "Persistent", "startVmOnConnect": true}),
-        &log,
-        &[
-            (
-                "bobs",
-                json!({"address": "10.0.1.1:3389", "assignedUser": "bob@contoso.com"}),
-            ),
-            ("free", json!({"address": "10.0.1.2:3389"})),
-            (
-                "alices",
-                json!({"address": "10.0.1.3:3389", "assignedUser": "alice@contoso.com"}),
-            ),
-        ],
-    )
-    .await;
-    starting(&app, "desks", "alice@contoso.com").await;
-    running(&app, "desks", "alices").await;
-    starting(&app, "desks", "ALICE@contoso.com").await;
-    assert_eq!(starts(&log), ["start alices"]);
-    beat(&app, "desks", "alices").await;
-    let (status, _, v) = connect(&app, "desks", "alice@contoso.com").await;
-    assert_eq!(
-        (status, v["sessionHost"].as_str()),
-        (200, Some("alices")),
-        "{v}"
-    );
-    assert_eq!(starts(&log), ["start alices"], "nobody else's host started");
-    for h in ["bobs", "free"] {
-        assert_eq!(power_state(&app, "desks", h).await, "Stopped", "{h}");
-    }
-}
-
-#[tokio::test]
-async fn a8_without_a_power_driver_a_connect_is_refused_as_before() {
-    let dir = tempfile::tempdir().unwrap();
-    let (app, _) = spawn(&dir.path().join("data"), &[]);
-    // startVmOnConnect on, but no driver: nothing can be started, and a
-    // drained-only pool answers today's refusal.
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/nd",
-        Some(
-            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-                    "startVmOnConnect": true}),
-        ),
-        201,
-    )
-    .await;
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/nd/sessionHosts/h1",
-        Some(json!({"address": "10.0.0.1:3389", "allowNewSession": false})),
-        201,
-    )
-    .await;
-    let (status, retry, v) = connect(&app, "nd", "alice@contoso.com").await;
-    assert_eq!(
-        (status, v["error"]["code"].as_str(), retry),
-        (503, Some("NoSessionHostAvailable"), None),
-        "{v}"
     );
 }
 
