@@ -1,16 +1,17 @@
-//! Rules A9 and A10 through the real binary: a pool's command driver
-//! (scripted commands appending `$DESKBROKER_ACTION $DESKBROKER_HOST` to a
-//! file) driven by the API and the CLI, and the record of each action.
-//! Retries, timeouts, Wake-on-LAN's packet, who may do what, and a kill -9
-//! in the middle of an action are proved in process, in the broker's
-//! `rules` tests.
+//! Rules A9 and A10 through the real binary's CLI: `deskbroker sessionhost
+//! start` and `update` and `deskbroker hostpool scaling-actions` on a pool
+//! whose command driver runs scripted commands (appending
+//! `$DESKBROKER_ACTION $DESKBROKER_HOST` to a file). The API's starts,
+//! stops and refusals, retries, timeouts, Wake-on-LAN's packet, who may do
+//! what, and a kill -9 in the middle of an action are proved in process,
+//! in the broker's `rules` tests.
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::App;
+use crate::{App, append_to};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -88,6 +89,10 @@ async fn settled(app: &App, pool: &str) -> Value {
     .unwrap_or_else(|last| panic!("the action stayed Pending: {last}"))
 }
 
+/// The CLI starts a stopped host (its command runs once), lists the
+/// pool's actions newest first, and updates a host's tags, MAC address
+/// and drain. (The same actions through the API, and what is refused, are
+/// proved in process, in the broker's `rules` tests.)
 #[tokio::test]
 async fn a9_a10_the_command_driver_stops_and_starts_hosts_through_the_api_and_the_cli() {
     let dir = tempfile::tempdir().unwrap();
@@ -100,65 +105,15 @@ async fn a9_a10_the_command_driver_stops_and_starts_hosts_through_the_api_and_th
         json!({"driver": "command", "powerOnCommand": cmd, "powerOffCommand": cmd}),
     )
     .await;
-    let h = host(&app, "p").await;
-    assert_eq!(
-        (
-            &h["powerState"],
-            &h["tags"],
-            &h["macAddress"],
-            &h["drainedBy"]
-        ),
-        (
-            &json!("Running"),
-            &json!(["gpu-room"]),
-            &json!("52:54:00:ab:cd:01"),
-            &Value::Null
-        ),
-        "{h}"
-    );
-    let pool = app.ok("GET", "/api/v1/hostPools/p", None, 200).await;
-    assert_eq!(pool["startVmOnConnect"], false);
-    assert_eq!(pool["powerSettings"]["timeoutSeconds"], 120);
-
-    // A running host cannot be started.
-    app.refused(
+    app.ok(
         "POST",
-        "/api/v1/hostPools/p/sessionHosts/h1/start",
+        "/api/v1/hostPools/p/sessionHosts/h1/stop",
         None,
-        409,
-        "Conflict",
+        202,
     )
     .await;
-    let pending = app
-        .ok(
-            "POST",
-            "/api/v1/hostPools/p/sessionHosts/h1/stop",
-            None,
-            202,
-        )
-        .await;
-    assert_eq!(
-        (&pending["action"], &pending["outcome"], &pending["actor"]),
-        (&json!("Stop"), &json!("Pending"), &json!("admin")),
-        "{pending}"
-    );
     let done = settled(&app, "p").await;
     assert_eq!(done["outcome"], "Succeeded", "{done}");
-    assert_eq!(done["id"], pending["id"]);
-    let h = host(&app, "p").await;
-    assert_eq!(
-        (&h["powerState"], &h["status"]),
-        (&json!("Stopped"), &json!("Shutdown"))
-    );
-    // A stopped host takes nobody.
-    app.refused(
-        "POST",
-        "/api/v1/hostPools/p/connect",
-        Some(json!({"user": "alice@contoso.com"})),
-        503,
-        "NoSessionHostAvailable",
-    )
-    .await;
 
     let (ok, out, err) = app.cli(&[
         "sessionhost",
@@ -179,22 +134,6 @@ async fn a9_a10_the_command_driver_stops_and_starts_hosts_through_the_api_and_th
     );
     assert_eq!(host(&app, "p").await["powerState"], "Running");
     assert_eq!(lines(&log), ["stop h1", "start h1"], "each action once");
-    app.ok(
-        "POST",
-        "/api/v1/hostPools/p/connect",
-        Some(json!({"user": "alice@contoso.com"})),
-        200,
-    )
-    .await;
-    // With a session, a stop is refused unless forced.
-    app.refused(
-        "POST",
-        "/api/v1/hostPools/p/sessionHosts/h1/stop",
-        None,
-        409,
-        "Conflict",
-    )
-    .await;
 
     let (ok, out, err) = app.cli(&[
         "hostpool",
@@ -213,21 +152,8 @@ async fn a9_a10_the_command_driver_stops_and_starts_hosts_through_the_api_and_th
         .map(|a| a["action"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["Start", "Stop"], "newest first: {out}");
-    // The audit log has the manual actions too.
-    let audit = app.ok("GET", "/api/v1/auditLog", None, 200).await;
-    assert!(
-        audit["value"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(
-                |e| e["action"] == "POST /api/v1/hostPools/p/sessionHosts/h1/stop"
-                    && e["outcome"] == 202
-            ),
-        "{audit}"
-    );
-    // Tags and macAddress through the CLI; a drain through the API is the
-    // operator's, an undrain clears it.
+
+    // Tags and macAddress through the CLI; a drain there is the operator's.
     let (ok, out, err) = app.cli(&[
         "sessionhost",
         "update",
@@ -251,22 +177,4 @@ async fn a9_a10_the_command_driver_stops_and_starts_hosts_through_the_api_and_th
         (&json!(["no-autoscale"]), &Value::Null, &json!("operator")),
         "{h}"
     );
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/p/sessionHosts/h1",
-        Some(json!({"allowNewSession": true})),
-        200,
-    )
-    .await;
-    assert_eq!(host(&app, "p").await["drainedBy"], Value::Null);
-    app.refused(
-        "PATCH",
-        "/api/v1/hostPools/p/sessionHosts/h1",
-        Some(json!({"macAddress": "52:54:00"})),
-        400,
-        "InvalidParameter",
-    )
-    .await;
 }
-
-use crate::append_to;

@@ -1,13 +1,13 @@
 //! Rule A8 end to end through the real binary: a pool with
 //! `startVmOnConnect` and the command driver (its power-on command appends
 //! `$DESKBROKER_ACTION $DESKBROKER_HOST` to a file). A connect that finds
-//! no host starts one, once, and is answered 503 `SessionHostStarting`
-//! with `Retry-After`; once the host has sent its heartbeat, the same
-//! connect is placed there (and counted in the metrics). The RDP front door
-//! and the RD Gateway hold a client while its host starts and relay it once
-//! the host is available, and close one past its bound. Personal pools and
-//! pools without a power driver are proved in process, in the broker's
-//! `rules` tests.
+//! no host starts one and is answered 503 `SessionHostStarting` with
+//! `Retry-After`, counted in the metrics by its decision. The RDP front
+//! door and the RD Gateway hold a client while its host starts and relay
+//! it once the host is available, and close one past its bound. Which
+//! host a connect starts, that it is placed there after the host's
+//! heartbeat, personal pools and pools without a power driver are proved
+//! in process, in the broker's `rules` tests.
 
 use std::path::Path;
 use std::time::Duration;
@@ -99,33 +99,13 @@ async fn connect(app: &App, pool: &str, user: &str) -> (u16, Option<String>, Val
 }
 
 /// Asserts 503 `SessionHostStarting` with `Retry-After: 30`.
-async fn starting(app: &App, pool: &str, user: &str) -> Value {
+async fn starting(app: &App, pool: &str, user: &str) {
     let (status, retry, v) = connect(app, pool, user).await;
     assert_eq!(
         (status, v["error"]["code"].as_str(), retry.as_deref()),
         (503, Some("SessionHostStarting"), Some("30")),
         "{v}"
     );
-    v
-}
-
-/// The start actions recorded for `pool`, newest first.
-async fn start_actions(app: &App, pool: &str) -> Vec<Value> {
-    let v = app
-        .ok(
-            "GET",
-            &format!("/api/v1/hostPools/{pool}/scalingActions"),
-            None,
-            200,
-        )
-        .await;
-    v["value"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|a| a["action"] == "Start")
-        .collect()
 }
 
 /// Waits until `host` is `Running` (its power-on command succeeded).
@@ -172,6 +152,11 @@ fn spawn(dir: &Path, extra: &[&str]) -> (App, Vec<String>) {
     App::spawn_with(dir, "127.0.0.1:0", &args)
 }
 
+/// Each start on connect is counted in `deskbroker_start_on_connect_total`
+/// by its decision: the first connect that finds no host starts one, the
+/// next finds it already starting. (A8 itself, which host is started,
+/// once, and that the connect is placed there after its heartbeat, is
+/// proved in process, in the broker's `rules` tests.)
 #[tokio::test]
 async fn a8_a_pooled_connect_starts_one_stopped_host_and_is_placed_there_after_its_heartbeat() {
     let dir = tempfile::tempdir().unwrap();
@@ -181,73 +166,19 @@ async fn a8_a_pooled_connect_starts_one_stopped_host_and_is_placed_there_after_i
         &app,
         "p",
         json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
-               "maxSessionLimit": 2}),
+               "startVmOnConnect": true}),
         &log,
-        &[
-            ("h1", json!({"address": "10.0.0.1:3389"})),
-            ("h2", json!({"address": "10.0.0.2:3389"})),
-        ],
+        &[("h1", json!({"address": "10.0.0.1:3389"}))],
     )
     .await;
-
-    // The setting off: today's refusal, and nothing started.
-    let (status, retry, v) = connect(&app, "p", "alice@contoso.com").await;
-    assert_eq!(
-        (status, v["error"]["code"].as_str(), retry),
-        (503, Some("NoSessionHostAvailable"), None),
-        "{v}"
-    );
-    assert!(start_actions(&app, "p").await.is_empty());
-
-    app.ok(
-        "PATCH",
-        "/api/v1/hostPools/p",
-        Some(json!({"startVmOnConnect": true})),
-        200,
-    )
-    .await;
-    let v = starting(&app, "p", "alice@contoso.com").await;
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(message.contains("session host h1 is starting"), "{message}");
-    let recorded = start_actions(&app, "p").await;
-    assert_eq!(recorded.len(), 1, "{recorded:?}");
-    assert_eq!(
-        (&recorded[0]["sessionHost"], &recorded[0]["actor"]),
-        (&json!("h1"), &json!("startOnConnect"))
-    );
-
-    // Another connect while h1 starts (or runs without a heartbeat yet)
-    // waits for it: nothing else is started.
+    starting(&app, "p", "alice@contoso.com").await;
     starting(&app, "p", "bob@contoso.com").await;
-    running(&app, "p", "h1").await;
-    starting(&app, "p", "bob@contoso.com").await;
-    assert_eq!(starts(&log), ["start h1"], "one host started, once");
-    assert_eq!(start_actions(&app, "p").await.len(), 1);
-    assert_eq!(power_state(&app, "p", "h2").await, "Stopped");
-
-    // Its agent's heartbeat makes it available: the same connects are placed.
-    beat(&app, "p", "h1").await;
-    for user in ["alice@contoso.com", "bob@contoso.com"] {
-        let (status, _, v) = connect(&app, "p", user).await;
-        assert_eq!(
-            (status, v["sessionHost"].as_str()),
-            (200, Some("h1")),
-            "{v}"
-        );
-    }
-    // h1 is full (limit 2): the next user starts h2, one more host.
-    starting(&app, "p", "carol@contoso.com").await;
-    assert!(
-        eventually(WAIT, || async { starts(&log).len() == 2 }).await,
-        "{:?}",
-        starts(&log)
-    );
-    assert_eq!(starts(&log), ["start h1", "start h2"]);
-    let metrics = app.text("/metrics").await;
-    assert!(
-        metrics.contains("deskbroker_start_on_connect_total{decision=\"started\"} 2"),
-        "{metrics}"
-    );
+    let wanted = [
+        "deskbroker_start_on_connect_total{decision=\"started\"} 1",
+        "deskbroker_start_on_connect_total{decision=\"already_starting\"} 1",
+    ];
+    let metrics = metrics_when(&app, |m| wanted.iter().all(|w| m.contains(w))).await;
+    assert!(wanted.iter().all(|w| metrics.contains(w)), "{metrics}");
 }
 
 /// The front door holds a client while h1 starts; a client that gives up
