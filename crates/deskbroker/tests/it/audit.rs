@@ -31,15 +31,20 @@ async fn all_pages(app: &App, query: &str) -> Vec<Value> {
     }
 }
 
-/// Seven changes, so seven entries: pool p made, then changed six times.
-async fn seven_changes(app: &App) {
+/// Makes the pooled pool `name`.
+async fn pool(app: &App, name: &str) {
     app.ok(
         "PUT",
-        "/api/v1/hostPools/p",
+        &format!("/api/v1/hostPools/{name}"),
         Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
         201,
     )
     .await;
+}
+
+/// Seven changes, so seven entries: pool p made, then changed six times.
+async fn seven_changes(app: &App) {
+    pool(app, "p").await;
     for limit in 1..=6 {
         app.ok(
             "PATCH",
@@ -89,13 +94,7 @@ async fn the_log_is_kept_and_bounded_on_postgresql() {
 async fn the_cli_lists_the_log_with_filters() {
     let dir = tempfile::tempdir().expect("tempdir");
     let app = App::spawn(&dir);
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/p",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
-        201,
-    )
-    .await;
+    pool(&app, "p").await;
     let reader = credential(&app, "watcher", "reader", &[]).await;
     // A reader may not change the pool: refused, and recorded.
     let (status, _) = app
@@ -115,13 +114,7 @@ async fn the_cli_lists_the_log_with_filters() {
     )
     .await;
     // The newest entry is of another pool.
-    app.ok(
-        "PUT",
-        "/api/v1/hostPools/q",
-        Some(json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"})),
-        201,
-    )
-    .await;
+    pool(&app, "q").await;
 
     let (ok, out, err) = app.cli(&["audit", "list", "--actor", "credential:watcher"]);
     assert!(ok, "{err}");
