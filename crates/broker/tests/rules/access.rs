@@ -61,7 +61,6 @@ fn junk_body(method: &str) -> Option<Value> {
     (method != "GET" && method != "DELETE").then(|| json!({"no": 1}))
 }
 
-/// The end-to-end `every_role_against_every_endpoint_follows_the_table`.
 #[tokio::test(start_paused = true)]
 async fn every_role_against_every_endpoint_follows_the_table() {
     let kit = Kit::open().await;
@@ -175,7 +174,6 @@ async fn every_role_against_every_endpoint_follows_the_table() {
     );
 }
 
-/// The end-to-end `operators_drain_but_do_not_reconfigure_hosts`.
 #[tokio::test(start_paused = true)]
 async fn operators_drain_but_do_not_reconfigure_hosts() {
     let kit = Kit::open().await;
@@ -211,8 +209,6 @@ async fn operators_drain_but_do_not_reconfigure_hosts() {
     assert_eq!(v["allowNewSession"], false, "{v}");
 }
 
-/// The end-to-end
-/// `a_credential_limited_to_some_pools_sees_and_acts_only_on_those`.
 #[tokio::test(start_paused = true)]
 async fn a_credential_limited_to_some_pools_sees_and_acts_only_on_those() {
     let kit = Kit::open().await;
@@ -254,9 +250,8 @@ async fn a_credential_limited_to_some_pools_sees_and_acts_only_on_those() {
     assert_eq!(status, 200, "{v}");
 }
 
-/// The end-to-end
-/// `revocation_takes_effect_at_once_and_credentials_survive_kill_9`, the
-/// restart being the kit's (as `kill -9`).
+/// Revocation takes effect at once, and credentials survive a restart (the
+/// kit's, as after `kill -9`).
 #[tokio::test(start_paused = true)]
 async fn revocation_takes_effect_at_once_and_credentials_survive_a_restart() {
     let mut kit = Kit::open().await;
@@ -300,9 +295,8 @@ async fn revocation_takes_effect_at_once_and_credentials_survive_a_restart() {
     );
 }
 
-/// The end-to-end `an_expired_credential_is_refused`, to the
-/// millisecond: a credential of one second works until its second is
-/// over, and from then on is refused as expired.
+/// A credential of one second works until its second is over, and from then
+/// on is refused as expired.
 #[tokio::test(start_paused = true)]
 async fn an_expired_credential_is_refused_from_its_expiry_on() {
     let kit = Kit::open().await;
@@ -333,7 +327,6 @@ async fn an_expired_credential_is_refused_from_its_expiry_on() {
     kit.ok("GET", list, None, 200).await;
 }
 
-/// The end-to-end `only_an_admin_steers_a_placement_with_exclude`.
 #[tokio::test(start_paused = true)]
 async fn only_an_admin_steers_a_placement_with_exclude() {
     let kit = Kit::open().await;

@@ -129,8 +129,6 @@ async fn drain_and_refusals_are_recorded(kit: &Kit) -> String {
     reader
 }
 
-/// The end-to-end
-/// `changes_and_refusals_are_recorded_and_secrets_never`.
 #[tokio::test(start_paused = true)]
 async fn changes_and_refusals_are_recorded_and_secrets_never() {
     let kit = Kit::open().await;
@@ -208,8 +206,8 @@ async fn changes_and_refusals_are_recorded_and_secrets_never() {
     assert_eq!(log[0]["after"], Value::Null, "{log:?}");
 }
 
-/// The end-to-end `filters_pages_and_pool_limited_readers`; the drain
-/// comes a minute after the rest, so `since` is shown to cut between them.
+/// Filters, pages and pool-limited readers; the drain comes a minute after
+/// the rest, so `since` is shown to cut between them.
 #[tokio::test(start_paused = true)]
 async fn filters_pages_and_pool_limited_readers() {
     let kit = Kit::open().await;
@@ -319,7 +317,6 @@ async fn filters_pages_and_pool_limited_readers() {
     assert_eq!(me["role"], "admin");
 }
 
-/// The end-to-end `entries_survive_a_restart_and_kill_9`.
 #[tokio::test(start_paused = true)]
 async fn entries_survive_a_restart() {
     let mut kit = Kit::open().await;

@@ -29,8 +29,6 @@ async fn counter(kit: &Kit, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The end-to-end
-/// `a_refused_request_with_a_huge_body_adds_a_few_hundred_bytes`.
 #[tokio::test(start_paused = true)]
 async fn a_refused_request_with_a_huge_body_adds_a_few_hundred_bytes() {
     let kit = Kit::open().await;
@@ -71,7 +69,6 @@ async fn a_refused_request_with_a_huge_body_adds_a_few_hundred_bytes() {
     assert_eq!(entries[0]["after"], Value::Null);
 }
 
-/// The end-to-end `a_host_credential_cannot_flood_the_log`.
 #[tokio::test(start_paused = true)]
 async fn a_host_credential_cannot_flood_the_log() {
     let kit = Kit::open().await;
@@ -109,7 +106,6 @@ async fn a_host_credential_cannot_flood_the_log() {
     assert_eq!(status, 200, "{v}");
 }
 
-/// The end-to-end `tickets_and_the_admin_tokens_heartbeats_are_recorded`.
 #[tokio::test(start_paused = true)]
 async fn tickets_and_the_admin_tokens_heartbeats_are_recorded() {
     let kit = Kit::open_with(|s| s.rdp_front_door = Some("127.0.0.1:3389".into())).await;
@@ -172,8 +168,8 @@ async fn tickets_and_the_admin_tokens_heartbeats_are_recorded() {
     assert_eq!(log(&kit).await.len(), before, "a host's own heartbeat");
 }
 
-/// The end-to-end `the_log_is_bounded_in_bytes` (`--audit-max-bytes`):
-/// once the entries take more, the next prune removes the oldest.
+/// The log is bounded in bytes (`--audit-max-bytes`): once the entries
+/// take more, the next prune removes the oldest.
 #[tokio::test(start_paused = true)]
 async fn the_log_is_bounded_in_bytes() {
     let kit = Kit::open_with(|s| s.audit_retention.max_bytes = 20_000).await;
@@ -206,12 +202,10 @@ async fn the_log_is_bounded_in_bytes() {
     assert!(bytes <= 20_000, "{bytes} bytes kept");
 }
 
-/// The end-to-end
-/// `refusals_are_folded_and_cannot_push_accepted_changes_out`, on the
-/// broker's clock: 300 refusals in one minute are one entry counting
-/// them, the next minute's refusal a new entry; a log bounded to four
-/// entries keeps the accepted change; and entries the bound removes while
-/// younger than the retention are counted.
+/// 300 refusals in one minute are one entry counting them, the next
+/// minute's refusal a new entry; a log bounded to four entries keeps the
+/// accepted change; and entries the bound removes while younger than the
+/// retention are counted.
 #[tokio::test(start_paused = true)]
 async fn refusals_are_folded_per_minute_and_cannot_push_accepted_changes_out() {
     const REFUSALS: u64 = 300;
@@ -280,9 +274,8 @@ async fn refusals_are_folded_per_minute_and_cannot_push_accepted_changes_out() {
     assert!(after >= before + 1.0, "{before} then {after}");
 }
 
-/// The end-to-end `refusals_with_ever_new_names_are_folded_by_route`,
-/// in one minute: 16 entries with their names, then one by route pattern
-/// counting the rest.
+/// Refusals with ever new names, in one minute: 16 entries with their
+/// names, then one by route pattern counting the rest.
 #[tokio::test(start_paused = true)]
 async fn refusals_with_ever_new_names_are_folded_by_route() {
     const REFUSALS: u64 = 40;

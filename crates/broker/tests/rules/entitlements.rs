@@ -14,7 +14,6 @@ async fn connect(kit: &Kit, user: &str, groups: &[&str]) -> (u16, Value) {
     .await
 }
 
-/// The end-to-end `only_entitled_users_and_groups_get_new_sessions`.
 #[tokio::test(start_paused = true)]
 async fn only_entitled_users_and_groups_get_new_sessions() {
     let kit = Kit::open().await;

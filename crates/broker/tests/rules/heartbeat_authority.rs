@@ -68,8 +68,6 @@ async fn metric(kit: &Kit, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The end-to-end
-/// `s8_a_host_listing_3002_users_in_a_limit_3_pool_adopts_3_and_takes_nobody`.
 #[tokio::test(start_paused = true)]
 async fn s8_a_host_listing_3002_users_in_a_limit_3_pool_adopts_3_and_takes_nobody() {
     let kit = Kit::open().await;
@@ -97,8 +95,6 @@ async fn s8_a_host_listing_3002_users_in_a_limit_3_pool_adopts_3_and_takes_nobod
     assert_eq!(metric(&kit, series).await - before, 2999.0);
 }
 
-/// The end-to-end
-/// `s8_a_host_cannot_take_a_user_who_has_a_session_on_another_host`.
 #[tokio::test(start_paused = true)]
 async fn s8_a_host_cannot_take_a_user_who_has_a_session_on_another_host() {
     let kit = Kit::open().await;
@@ -121,8 +117,6 @@ async fn s8_a_host_cannot_take_a_user_who_has_a_session_on_another_host() {
     assert!(!connect(&kit, "p", "bob").await.1, "a new session");
 }
 
-/// The end-to-end
-/// `s8_a_user_who_never_logged_on_is_not_sent_to_the_host_that_lists_them`.
 #[tokio::test(start_paused = true)]
 async fn s8_a_user_who_never_logged_on_is_not_sent_to_the_host_that_lists_them() {
     let kit = Kit::open().await;
@@ -154,7 +148,6 @@ async fn s8_a_user_who_never_logged_on_is_not_sent_to_the_host_that_lists_them()
     assert_eq!(connect(&kit, "p", "carol").await, ("h1".into(), true));
 }
 
-/// The end-to-end `s8_mallorys_desktop_cannot_take_alice_in_a_persistent_pool`.
 #[tokio::test(start_paused = true)]
 async fn s8_mallorys_desktop_cannot_take_alice_in_a_persistent_pool() {
     let kit = Kit::open().await;
@@ -196,7 +189,6 @@ async fn s8_mallorys_desktop_cannot_take_alice_in_a_persistent_pool() {
     assert_eq!(connect(&kit, "desks", "mallory").await.0, "mallory-pc");
 }
 
-/// The end-to-end `s8_a_list_longer_than_the_bound_is_refused_whole`.
 #[tokio::test(start_paused = true)]
 async fn s8_a_list_longer_than_the_bound_is_refused_whole() {
     let kit = Kit::open().await;
@@ -214,8 +206,6 @@ async fn s8_a_list_longer_than_the_bound_is_refused_whole() {
     assert_eq!(v["sessions"], 4096);
 }
 
-/// The end-to-end
-/// `s8_a_host_beyond_its_heartbeat_budget_is_told_to_retry_and_others_are_served`.
 #[tokio::test(start_paused = true)]
 async fn s8_a_host_beyond_its_heartbeat_budget_is_told_to_retry_and_others_are_served() {
     let kit = Kit::open().await;

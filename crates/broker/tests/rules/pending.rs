@@ -67,9 +67,9 @@ async fn pending_sessions_expire_and_confirmed_ones_stay() {
     assert_eq!(users, [json!("bob")], "the Active session stays");
 }
 
-/// The end of a Pending session, as `sessions_ended`'s end-to-end test
-/// shows it: listed with `includeEnded=true` as `pendingTimeout` in the
-/// state it ended in, and audited as the broker's own `END` of it.
+/// The end of a Pending session: listed with `includeEnded=true` as
+/// `pendingTimeout` in the state it ended in, and audited as the broker's
+/// own `END` of it.
 #[tokio::test(start_paused = true)]
 async fn a_pending_timeout_is_listed_and_audited_as_the_brokers() {
     let kit = Kit::open().await;

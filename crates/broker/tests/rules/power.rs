@@ -102,9 +102,9 @@ async fn refused(
 const STOP: &str = "/api/v1/hostPools/p/sessionHosts/h1/stop";
 const START: &str = "/api/v1/hostPools/p/sessionHosts/h1/start";
 
-/// The API part of the end-to-end
-/// `a9_a10_the_command_driver_stops_and_starts_hosts_through_the_api_and_the_cli`
-/// (its CLI part stays end to end).
+/// A9 and A10 through the API: the command driver stops and starts hosts,
+/// and each action is recorded (the CLI's power commands are proved end to
+/// end).
 #[tokio::test(start_paused = true)]
 async fn a9_a10_the_command_driver_stops_and_starts_hosts() {
     let kit = kit_with_power().await;
@@ -232,11 +232,8 @@ async fn a9_a10_the_command_driver_stops_and_starts_hosts() {
     .await;
 }
 
-/// The end-to-end
-/// `a9_a_failing_command_is_retried_then_recorded_failed_and_a_hanging_one_is_killed`:
-/// three attempts, a second then two apart, the
-/// output kept; the host goes back to where it was. A command past its
-/// timeout is killed.
+/// Three attempts, a second then two apart, the output kept; the host goes
+/// back to where it was. A command past its timeout is killed.
 #[tokio::test(start_paused = true)]
 async fn a9_a_failing_command_is_retried_then_recorded_failed_and_a_hanging_one_is_killed() {
     let kit = kit_with_power().await;
@@ -298,7 +295,6 @@ async fn a9_a_failing_command_is_retried_then_recorded_failed_and_a_hanging_one_
     );
 }
 
-/// The end-to-end `a9_wake_on_lan_sends_the_magic_packet`.
 #[tokio::test(start_paused = true)]
 async fn a9_wake_on_lan_sends_the_magic_packet() {
     let kit = kit_with_power().await;
@@ -374,8 +370,6 @@ async fn a9_wake_on_lan_sends_the_magic_packet() {
     }
 }
 
-/// The end-to-end
-/// `t1_a9_operators_start_and_stop_readers_cannot_and_only_a_full_admin_sets_commands`.
 #[tokio::test(start_paused = true)]
 async fn t1_a9_operators_start_and_stop_readers_cannot_and_only_a_full_admin_sets_commands() {
     let kit = kit_with_power().await;
@@ -488,8 +482,7 @@ async fn t1_a9_operators_start_and_stop_readers_cannot_and_only_a_full_admin_set
     }
 }
 
-/// The end-to-end `a10_a_kill_9_mid_action_is_not_repeated_after_the_restart`:
-/// a start whose command is still running when the broker is killed is
+/// A start whose command is still running when the broker is killed is
 /// recorded Failed by the restart, its host Unknown (Unavailable), and
 /// neither that restart nor the next runs it again.
 #[tokio::test(start_paused = true)]
@@ -551,8 +544,7 @@ async fn a10_a_kill_9_mid_action_is_not_repeated_after_the_restart() {
     assert_eq!(log.lines(), ["stop h1", "start h1"]);
 }
 
-/// The end-to-end `without_allow_power_commands_not_even_the_admin_sets_a_command`:
-/// a broker that runs no shell refuses even the admin a command, and
+/// A broker that runs no shell refuses even the admin a command, and
 /// Wake-on-LAN still works.
 #[tokio::test(start_paused = true)]
 async fn without_allow_power_commands_not_even_the_admin_sets_a_command() {

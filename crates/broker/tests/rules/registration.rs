@@ -19,9 +19,9 @@ fn message(v: &Value) -> &str {
     v["error"]["message"].as_str().unwrap_or("")
 }
 
-/// The end-to-end `expired_revoked_or_foreign_tokens_register_nothing`
-/// without its wait: a one-second token is refused for another pool (403)
-/// until its second is over, then refused as expired (401).
+/// Expired, revoked and foreign tokens register nothing: a one-second
+/// token is refused for another pool (403) until its second is over, then
+/// refused as expired (401).
 #[tokio::test(start_paused = true)]
 async fn expired_revoked_or_foreign_tokens_register_nothing() {
     let kit = Kit::open().await;

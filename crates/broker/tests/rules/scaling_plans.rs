@@ -77,7 +77,7 @@ async fn states(kit: &Kit, pool: &str) -> Vec<String> {
 
 /// Lets the plan evaluate, a second at a time with every driver answered
 /// in between, until `pool`'s hosts h1..h5 are in `want` (within a
-/// minute of the kit's time, as the end-to-end test waits a minute).
+/// minute of the kit's time).
 async fn until_states(kit: &Kit, pool: &str, want: [&str; 5]) {
     for _ in 0..60 {
         kit.power_settled(pool).await;
@@ -92,8 +92,6 @@ async fn until_states(kit: &Kit, pool: &str, want: [&str; 5]) {
     );
 }
 
-/// The end-to-end `a3_a6_a10_off_peak_stops_idle_hosts_and_a_raised_minimum_starts_them`
-/// on the kit's clock.
 #[tokio::test(start_paused = true)]
 async fn a3_a6_a10_off_peak_stops_idle_hosts_and_a_raised_minimum_starts_them() {
     let kit = kit_with_power().await;
@@ -192,10 +190,9 @@ async fn a3_a6_a10_off_peak_stops_idle_hosts_and_a_raised_minimum_starts_them() 
     assert_eq!(log.sorted(), want);
 }
 
-/// The end-to-end `a10_a_kill_9_mid_action_then_a_restart_repeats_no_action`:
-/// the plan's stops are under way (their commands wait for a gate) when
-/// the broker is killed; the restart records them Failed and runs none
-/// again, and its own evaluations go on.
+/// The plan's stops are under way (their commands wait for a gate) when the
+/// broker is killed; the restart records them Failed and runs none again,
+/// and its own evaluations go on.
 #[tokio::test(start_paused = true)]
 async fn a10_a_kill_9_mid_action_then_a_restart_repeats_no_action() {
     let mut kit = kit_with_power().await;
@@ -280,9 +277,9 @@ async fn a10_a_kill_9_mid_action_then_a_restart_repeats_no_action() {
     );
 }
 
-/// The API part of the end-to-end
-/// `a1_plans_are_refused_for_two_plans_one_pool_a_personal_pool_and_bad_fields`
-/// (its CLI part stays end to end).
+/// A1 through the API: a second plan for a pool, a plan for a personal
+/// pool and bad fields are refused whole (the CLI's plan commands are
+/// proved end to end).
 #[tokio::test(start_paused = true)]
 async fn a1_plans_are_refused_for_two_plans_one_pool_a_personal_pool_and_bad_fields() {
     let kit = Kit::open().await;

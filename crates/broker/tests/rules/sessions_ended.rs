@@ -94,9 +94,9 @@ fn ids(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The API part of the end-to-end
-/// `each_end_is_listed_and_audited_with_its_reason` (its CLI part stays
-/// end to end); the ends come a second apart, so their order is the
+/// Each way a session ends is listed with its reason and audited with who
+/// ended it, through the API (the CLI's listing is proved end to end); the
+/// ends come a second apart, so their order is the
 /// broker's clock's.
 #[tokio::test(start_paused = true)]
 async fn each_end_is_listed_and_audited_with_its_reason() {
@@ -219,8 +219,6 @@ async fn each_end_is_listed_and_audited_with_its_reason() {
     );
 }
 
-/// The end-to-end
-/// `a_credential_of_other_pools_sees_none_of_their_ended_sessions`.
 #[tokio::test(start_paused = true)]
 async fn a_credential_of_other_pools_sees_none_of_their_ended_sessions() {
     let kit = Kit::open().await;
@@ -275,12 +273,10 @@ async fn a_credential_of_other_pools_sees_none_of_their_ended_sessions() {
     }
 }
 
-/// The broker-level part of the end-to-end
-/// `restored_sessions_are_put_right_by_their_hosts_first_list` (the
-/// backup and restore commands stay end to end): sessions a broker loads
-/// as Active are put right by their host's next list after a restart,
-/// one listed Disconnected becomes Disconnected, one no longer listed
-/// ends as `notListed`.
+/// Sessions a broker loads as Active are put right by their host's next
+/// list after a restart,
+/// one listed Disconnected becomes Disconnected, one no longer listed ends
+/// as `notListed`.
 #[tokio::test(start_paused = true)]
 async fn loaded_sessions_are_put_right_by_their_hosts_next_list() {
     let mut kit = Kit::open().await;
@@ -321,7 +317,6 @@ async fn loaded_sessions_are_put_right_by_their_hosts_next_list() {
     );
 }
 
-/// The end-to-end `the_openapi_document_describes_ended_sessions`.
 #[tokio::test(start_paused = true)]
 async fn the_openapi_document_describes_ended_sessions() {
     let kit = Kit::open().await;

@@ -122,9 +122,9 @@ async fn two_stopped_hosts(kit: &Kit, log: &PowerLog) {
     .await;
 }
 
-/// The end-to-end
-/// `a8_a_pooled_connect_starts_one_stopped_host_and_is_placed_there_after_its_heartbeat`
-/// (but for its metric, which stays end to end).
+/// A connect to a pooled pool with every host stopped starts one host,
+/// once, and is placed there after its heartbeat (the metric that counts
+/// it is read end to end, where one process holds one set of metrics).
 #[tokio::test(start_paused = true)]
 async fn a8_a_pooled_connect_starts_one_stopped_host_and_is_placed_there_after_its_heartbeat() {
     let kit = kit_with_power().await;
@@ -222,7 +222,6 @@ async fn a8_a_silent_started_host_holds_connects_back_for_its_boot_window_only()
     assert_eq!(starts(&log), ["start h1", "start h2"]);
 }
 
-/// The end-to-end `a8_a_personal_connect_starts_the_users_own_host_and_no_other`.
 #[tokio::test(start_paused = true)]
 async fn a8_a_personal_connect_starts_the_users_own_host_and_no_other() {
     let kit = kit_with_power().await;
@@ -265,7 +264,6 @@ async fn a8_a_personal_connect_starts_the_users_own_host_and_no_other() {
     }
 }
 
-/// The end-to-end `a8_without_a_power_driver_a_connect_is_refused_as_before`.
 #[tokio::test(start_paused = true)]
 async fn a8_without_a_power_driver_a_connect_is_refused_as_before() {
     let kit = kit_with_power().await;

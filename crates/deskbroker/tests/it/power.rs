@@ -94,7 +94,7 @@ async fn settled(app: &App, pool: &str) -> Value {
 /// and drain. (The same actions through the API, and what is refused, are
 /// proved in process, in the broker's `rules` tests.)
 #[tokio::test]
-async fn a9_a10_the_command_driver_stops_and_starts_hosts_through_the_api_and_the_cli() {
+async fn a9_a10_the_cli_starts_lists_and_updates_hosts() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("power.log");
     let app = spawn(&dir.path().join("data"));

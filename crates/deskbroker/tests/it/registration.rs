@@ -170,7 +170,7 @@ async fn a_host_credential_acts_only_as_its_host() {
 /// foreign token registers nothing, is proved in process, in the broker's
 /// `rules` tests.)
 #[tokio::test]
-async fn expired_revoked_or_foreign_tokens_register_nothing() {
+async fn the_cli_makes_a_registration_token_valid_for_the_time_asked() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     pool_with_hosts(&app, "p", "BreadthFirst", 10, 0).await;

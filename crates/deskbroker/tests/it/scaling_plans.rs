@@ -36,7 +36,7 @@ fn plan() -> Value {
 /// API's refusals of bad plans, A1, are proved in process, in the broker's
 /// `rules` tests.)
 #[tokio::test]
-async fn a1_plans_are_refused_for_two_plans_one_pool_a_personal_pool_and_bad_fields() {
+async fn a1_the_plan_commands_create_show_update_and_delete() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     let file = dir.path().join("plan.json");

@@ -110,7 +110,7 @@ fn cli_sessions(app: &App, pool: &str) -> Vec<(String, String, Option<String>)> 
 /// ended what. (The rules of each end are proved in process, in the
 /// broker's `rules` tests; here two ends give the table two reasons.)
 #[tokio::test]
-async fn each_end_is_listed_and_audited_with_its_reason() {
+async fn the_cli_lists_each_end_with_its_reason() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::spawn(&dir);
     pool(&app, "p").await;

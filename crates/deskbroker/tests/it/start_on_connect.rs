@@ -158,7 +158,7 @@ fn spawn(dir: &Path, extra: &[&str]) -> (App, Vec<String>) {
 /// once, and that the connect is placed there after its heartbeat, is
 /// proved in process, in the broker's `rules` tests.)
 #[tokio::test]
-async fn a8_a_pooled_connect_starts_one_stopped_host_and_is_placed_there_after_its_heartbeat() {
+async fn a8_starts_on_connect_are_counted_in_the_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("power.log");
     let (app, _) = spawn(&dir.path().join("data"), &[]);
