@@ -176,7 +176,10 @@ async fn a5_ramp_down_with_force_logoff_notifies_then_logs_off_after_the_wait_th
     // The first evaluation drains h2 and notifies its user.
     the_one(&kit, "Drain", start, "Succeeded").await;
     let notify = the_one(&kit, "Notify", start, "Succeeded").await;
-    assert!(text(&notify, "message").contains("sent to 1 of 1"), "{notify}");
+    assert!(
+        text(&notify, "message").contains("sent to 1 of 1"),
+        "{notify}"
+    );
     assert!(
         text(&notify, "reason").contains("logged off in 10 minute(s)"),
         "{notify}"
@@ -210,7 +213,10 @@ async fn a5_ramp_down_with_force_logoff_notifies_then_logs_off_after_the_wait_th
     assert_eq!(actions(&kit, "Logoff").await, Vec::<Value>::new());
     assert_eq!(
         kit.states("p").await,
-        [("alice".into(), "Active".into()), ("bob".into(), "Active".into())]
+        [
+            ("alice".into(), "Active".into()),
+            ("bob".into(), "Active".into())
+        ]
     );
     let answer = beat(&kit, "h2", &farm.h2, &["bob"]).await;
     assert_eq!(list(&answer, "logoffs"), Vec::<Value>::new(), "{answer}");
@@ -233,7 +239,10 @@ async fn a5_ramp_down_with_force_logoff_notifies_then_logs_off_after_the_wait_th
         json!([{"sessionId": farm.bob, "user": "bob"}]),
         "{answer}"
     );
-    assert_eq!(the_one(&kit, "Notify", start, "Succeeded").await["id"], notify["id"]);
+    assert_eq!(
+        the_one(&kit, "Notify", start, "Succeeded").await["id"],
+        notify["id"]
+    );
 
     // Once h2's agent has ended the logon, h2 is empty: the plan stops it.
     beat(&kit, "h2", &farm.h2, &[]).await;
@@ -288,7 +297,10 @@ async fn a5_ramp_down_without_force_logoff_stops_the_drained_host_only_once_it_i
     }
     assert_eq!(
         kit.states("p").await,
-        [("alice".into(), "Active".into()), ("bob".into(), "Active".into())]
+        [
+            ("alice".into(), "Active".into()),
+            ("bob".into(), "Active".into())
+        ]
     );
     assert_eq!(kit.power_state("p", "h2").await, "Running");
     assert_eq!(kit.host("p", "h2").await["drainedBy"], "scalingPlan");

@@ -364,8 +364,13 @@ async fn a10_a_host_whose_start_failed_is_held_back_60_s_then_twice_as_long() {
         201,
     )
     .await;
-    kit.ok("POST", "/api/v1/hostPools/p/sessionHosts/h1/stop", None, 202)
-        .await;
+    kit.ok(
+        "POST",
+        "/api/v1/hostPools/p/sessionHosts/h1/stop",
+        None,
+        202,
+    )
+    .await;
     kit.power_settled("p").await;
     assert_eq!(kit.power_state("p", "h1").await, "Stopped");
 
