@@ -12,6 +12,8 @@
 //! (its ticker, the writer's pauses) fires as it would (tokio's time).
 //! While the test awaits, paused time jumps to the next timer only once
 //! every task is idle, so nothing the broker does is cut short.
+//! [`Kit::hold`] moves tokio's time alone: the broker's timers fire again
+//! at one date, to see what it decides at exactly that millisecond.
 //!
 //! [`Kit::reopen`] is a restart: the broker is dropped without a word
 //! (as `kill -9` would stop it) and a new one opened on the same storage
@@ -153,6 +155,16 @@ impl Kit {
     /// moving its clock.
     pub async fn settle(&self) {
         tokio::time::sleep(crate::TICK_INTERVAL).await;
+    }
+
+    /// Lets tokio's time run on by `by` while the broker's clock stands
+    /// still, then settles: whatever the broker does on its timers (its
+    /// ticker, the plans' evaluations every `--autoscale-interval`, a power
+    /// driver's pause between attempts) runs again, all at the same date.
+    /// So a test sees what the broker decides at exactly this millisecond.
+    pub async fn hold(&self, by: Duration) {
+        tokio::time::sleep(by).await;
+        self.settle().await;
     }
 
     /// A restart on the same store: the broker stops without flushing
@@ -532,6 +544,26 @@ impl Kit {
     /// found an action still Pending, time moves on by `step` (clock and
     /// tokio's together), then the kit looks again.
     pub async fn power_settled_over_time(&self, pool: &str, step: Duration) -> Vec<Value> {
+        self.power_settled_stepping(pool, step, true).await
+    }
+
+    /// As [`Kit::power_settled_over_time`], with the broker's clock
+    /// standing still: tokio's time moves on by `step` ([`Kit::hold`]), so
+    /// a driver's pauses between attempts pass, and every outcome is
+    /// recorded at the date the action began.
+    pub async fn power_settled_holding_clock(&self, pool: &str, step: Duration) -> Vec<Value> {
+        self.power_settled_stepping(pool, step, false).await
+    }
+
+    /// Waits until no action of `pool` is `Pending`, moving tokio's time
+    /// on by `step` whenever a few polls found one, and the clock with it
+    /// when `with_clock`.
+    async fn power_settled_stepping(
+        &self,
+        pool: &str,
+        step: Duration,
+        with_clock: bool,
+    ) -> Vec<Value> {
         let deadline = std::time::Instant::now() + PATIENCE;
         loop {
             for _ in 0..4 {
@@ -546,7 +578,11 @@ impl Kit {
                 "actions of {pool} stayed Pending for {PATIENCE:?}: {:?}",
                 self.scaling_actions(pool).await
             );
-            self.advance(step).await;
+            if with_clock {
+                self.advance(step).await;
+            } else {
+                self.hold(step).await;
+            }
         }
     }
 

@@ -16,6 +16,7 @@ mod lifetimes;
 mod messages;
 mod pending;
 mod power;
+mod ramp_down;
 mod registration;
 mod scaling_plans;
 mod sessions_ended;

@@ -4,11 +4,15 @@
 //! `$DESKBROKER_ACTION $DESKBROKER_HOST` to a file. The phase in force
 //! follows the plan's local time to the millisecond; off-peak stops idle
 //! hosts, a raised minimum starts them, operator drains and excluded hosts
-//! are left alone, and a restart in the middle of an action repeats
-//! nothing. Also the API's refusals of plans.
+//! are left alone, a host whose start failed is held back 60 s, then twice
+//! as long, and a restart in the middle of an action repeats nothing. Also
+//! the API's refusals of plans.
 
 use std::time::Duration;
 
+use api::types::rfc3339_ms;
+use broker::autoscale::{MIN_AUTOSCALE_INTERVAL, POWER_FAILURE_BACKOFF_BASE};
+use broker::power::MAX_POWER_ATTEMPTS;
 use broker::testkit::Kit;
 use serde_json::{Value, json};
 
@@ -275,6 +279,139 @@ async fn a10_a_kill_9_mid_action_then_a_restart_repeats_no_action() {
         states(&kit, "p").await[..3],
         ["Unknown", "Unknown", "Unknown"]
     );
+}
+
+/// Pool p's Start actions, newest first.
+async fn starts(kit: &Kit) -> Vec<Value> {
+    kit.scaling_actions("p")
+        .await
+        .into_iter()
+        .filter(|a| a["action"] == "Start")
+        .collect()
+}
+
+/// How many times the driver ran a start.
+fn start_runs(log: &PowerLog) -> usize {
+    log.lines().iter().filter(|l| *l == "start h1").count()
+}
+
+/// Lets the plan evaluate at the clock's present date (`at_ms`), asserts
+/// that it started h1 then (its `n`th Start) and answers the start once
+/// its driver is done; the driver's own pauses between attempts pass
+/// with the clock standing still, so the outcome is known at `at_ms` too.
+async fn started_at(kit: &Kit, at_ms: i64, n: usize) -> Value {
+    assert_eq!(kit.now_ms(), at_ms);
+    kit.hold(MIN_AUTOSCALE_INTERVAL * 2).await;
+    kit.power_settled_holding_clock("p", Duration::from_secs(1))
+        .await;
+    let all = starts(kit).await;
+    assert_eq!(all.len(), n, "{all:?}");
+    let s = all[0].clone();
+    assert_eq!(
+        (&s["time"], &s["finishedTime"], &s["actor"], &s["phase"]),
+        (
+            &json!(rfc3339_ms(at_ms)),
+            &json!(rfc3339_ms(at_ms)),
+            &json!("scalingPlan"),
+            &json!("OffPeak")
+        ),
+        "{s}"
+    );
+    s
+}
+
+/// Moves the clock on to a millisecond before `until_ms`, the plan
+/// evaluating every second on the way and at that millisecond, and
+/// asserts it started h1 no more than the `n` times it had.
+async fn not_started_before(kit: &Kit, log: &PowerLog, until_ms: i64, n: usize) {
+    let runs = start_runs(log);
+    kit.advance(Duration::from_millis((until_ms - 1 - kit.now_ms()) as u64))
+        .await;
+    kit.hold(MIN_AUTOSCALE_INTERVAL * 2).await;
+    assert_eq!(kit.now_ms(), until_ms - 1);
+    let all = starts(kit).await;
+    assert_eq!(all.len(), n, "tried again before {until_ms}: {all:?}");
+    assert_eq!(start_runs(log), runs);
+    assert_eq!(kit.power_state("p", "h1").await, "Stopped");
+}
+
+/// A10: a host whose start failed (after the power path's own attempts) is
+/// not started again by the plan before 60 s from the failure are over, to
+/// the millisecond, then is; after a second failure it waits twice as
+/// long (120 s).
+#[tokio::test(start_paused = true)]
+async fn a10_a_host_whose_start_failed_is_held_back_60_s_then_twice_as_long() {
+    let kit = kit_with_power().await;
+    let log = PowerLog::new();
+    let works = log.beside("works");
+    // A start is logged, and fails until `works` exists; a stop works.
+    let on = format!("{}; [ -e '{}' ]", log.command(), works.display());
+    kit.create_pool(
+        "p",
+        json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+               "maxSessionLimit": 4,
+               "powerSettings": {"driver": "command", "powerOnCommand": on,
+                                 "powerOffCommand": log.command(), "timeoutSeconds": 120}}),
+    )
+    .await;
+    kit.ok(
+        "PUT",
+        "/api/v1/hostPools/p/sessionHosts/h1",
+        Some(json!({"address": "10.0.0.1:3389"})),
+        201,
+    )
+    .await;
+    kit.ok(
+        "POST",
+        "/api/v1/hostPools/p/sessionHosts/h1/stop",
+        None,
+        202,
+    )
+    .await;
+    kit.power_settled("p").await;
+    assert_eq!(kit.power_state("p", "h1").await, "Stopped");
+
+    // Off-peak's minimum is every host: the plan starts h1, which fails
+    // after the power path's attempts and is Stopped again.
+    kit.ok(
+        "PUT",
+        "/api/v1/scalingPlans/nightly",
+        Some(off_peak_plan(&["p"], 100)),
+        201,
+    )
+    .await;
+    let base = POWER_FAILURE_BACKOFF_BASE.as_millis() as i64;
+    let first = kit.now_ms();
+    let s = started_at(&kit, first, 1).await;
+    assert_eq!(
+        (&s["outcome"], &s["attempts"]),
+        (&json!("Failed"), &json!(MAX_POWER_ATTEMPTS)),
+        "{s}"
+    );
+    assert_eq!(kit.power_state("p", "h1").await, "Stopped");
+    assert_eq!(start_runs(&log), MAX_POWER_ATTEMPTS as usize);
+
+    // Held back for 60 s from the failure: not a millisecond less.
+    not_started_before(&kit, &log, first + base, 1).await;
+    kit.clock().advance(Duration::from_millis(1));
+    let s = started_at(&kit, first + base, 2).await;
+    assert_eq!(s["outcome"], "Failed", "{s}");
+    assert_eq!(start_runs(&log), 2 * MAX_POWER_ATTEMPTS as usize);
+
+    // The second failure holds it back twice as long; then the start,
+    // which now works, goes ahead.
+    let second = first + base;
+    not_started_before(&kit, &log, second + 2 * base, 2).await;
+    std::fs::write(&works, b"").expect("the flag that lets starts work");
+    kit.clock().advance(Duration::from_millis(1));
+    let s = started_at(&kit, second + 2 * base, 3).await;
+    assert_eq!(
+        (&s["outcome"], &s["attempts"]),
+        (&json!("Succeeded"), &json!(1)),
+        "{s}"
+    );
+    assert_eq!(kit.power_state("p", "h1").await, "Running");
+    assert_eq!(start_runs(&log), 2 * MAX_POWER_ATTEMPTS as usize + 1);
 }
 
 /// A1 through the API: a second plan for a pool, a plan for a personal
