@@ -77,11 +77,15 @@ pub enum ErrorCode {
     /// 431: the request head (request line and headers) is larger than the
     /// broker reads.
     HeadersTooLarge,
+    /// 503, rule AD1: the decision needs the user's directory groups and
+    /// the directory cannot be reached; nothing was changed. Users entitled
+    /// by name and users going back to their session are not affected.
+    DirectoryUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 27] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -108,6 +112,7 @@ impl ErrorCode {
         ErrorCode::IdentityProviderUnavailable,
         ErrorCode::SessionHostStarting,
         ErrorCode::HeadersTooLarge,
+        ErrorCode::DirectoryUnavailable,
     ];
 
     /// The HTTP status this code is answered with.
@@ -128,7 +133,8 @@ impl ErrorCode {
             | StoreUnavailable
             | ServiceBusy
             | LeaderUnavailable
-            | SessionHostStarting => 503,
+            | SessionHostStarting
+            | DirectoryUnavailable => 503,
             LeaderTimeout => 504,
             MethodNotAllowed => 405,
             UriTooLong => 414,
@@ -167,6 +173,7 @@ impl ErrorCode {
             IdentityProviderUnavailable => "IdentityProviderUnavailable",
             SessionHostStarting => "SessionHostStarting",
             HeadersTooLarge => "HeadersTooLarge",
+            DirectoryUnavailable => "DirectoryUnavailable",
         }
     }
 

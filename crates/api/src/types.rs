@@ -821,6 +821,28 @@ pub struct WhoAmIOutput {
     pub host_pools: Vec<String>,
 }
 
+/// A user as the directory sees them (`GET /api/v1/users/{name}`, rule
+/// AD1): the groups that decide their entitlements.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UserOutput {
+    /// The name asked about.
+    pub name: String,
+    /// Whether the directory has an entry for the name; a user it does not
+    /// know belongs to no group.
+    pub found: bool,
+    /// The user's entry.
+    pub distinguished_name: Option<String>,
+    /// The user's groups, nested ones included (by `sAMAccountName`, else
+    /// `cn`), sorted.
+    pub groups: Vec<String>,
+    /// How old the answer is, in seconds (0: read just now).
+    pub cached_seconds: Option<u64>,
+    /// How long an answer is used before the directory is read again.
+    pub cache_seconds: u64,
+}
+
 /// A power or scaling action on a host (rule A10), as
 /// `GET /api/v1/hostPools/{pool}/scalingActions` and the manual
 /// `…/start` and `…/stop` answer it.

@@ -219,6 +219,9 @@ pub const TABLE: &[Rule] = &[
     // (the handler narrows the query).
     rule("GET", "/api/v1/auditLog", READERS, false, Scope::PoolList),
     rule("GET", "/api/v1/whoami", ALL, false, Scope::PoolList),
+    // Rule AD1: a user's directory groups, for those who read everything;
+    // a user spans pools, so a credential limited to some does not.
+    rule("GET", "/api/v1/users/{name}", READERS, false, Scope::Global),
     // Rule A9: operators start and stop hosts (T1); the record of what
     // was done is for every reader (A10).
     rule(

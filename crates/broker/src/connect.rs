@@ -22,6 +22,7 @@ use placement::{
 };
 
 use crate::core::Core;
+use crate::directory::Directory;
 use crate::error::BrokerError;
 use crate::keys::SigningKeys;
 use crate::power::Power;
@@ -145,6 +146,8 @@ pub struct Connector {
     rdp_front_door: Option<String>,
     /// Where RDP clients reach this broker's RD Gateway, if it knows one.
     rd_gateway: Option<String>,
+    /// The directory whose groups decide entitlements (rule AD1), if any.
+    directory: Option<Arc<Directory>>,
 }
 
 impl Connector {
@@ -162,7 +165,39 @@ impl Connector {
             keys,
             rdp_front_door: settings.rdp_front_door.clone(),
             rd_gateway: settings.rd_gateway.clone(),
+            directory: settings.directory.clone(),
         }
+    }
+
+    /// The groups that decide whether `user` may get a new session in
+    /// `pool` (rule T2): with a directory (AD1), the directory's, read only
+    /// when the decision needs a group (the pool lists groups, the user is
+    /// not listed by name and has no session to go back to, S1), so that
+    /// those decisions stand while the directory is down; without one,
+    /// the groups the caller vouches for (`claimed`).
+    pub async fn deciding_groups(
+        &self,
+        pool: &str,
+        user: &str,
+        claimed: &[String],
+        session_host: Option<&str>,
+    ) -> Result<Vec<String>, BrokerError> {
+        let Some(directory) = &self.directory else {
+            return Ok(claimed.to_vec());
+        };
+        let needs_groups = self.core.peek(pool, |p| {
+            Ok(!p.config().entitled_groups.is_empty()
+                && p.check_entitled(user, &[], session_host).is_err())
+        })?;
+        if !needs_groups {
+            return Ok(Vec::new());
+        }
+        Ok(directory.groups(user).await?.groups.clone())
+    }
+
+    /// The directory, when one decides groups (rule AD1).
+    pub fn directory(&self) -> Option<&Arc<Directory>> {
+        self.directory.as_ref()
     }
 
     /// Places a user (rules S1–S4, B, D, H, P7) and answers once the new
@@ -197,34 +232,55 @@ impl Connector {
     async fn place(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
         // Time-ordered ids: new sessions append at the end of the store's index.
         let session_id = uuid::Uuid::now_v7().to_string();
-        let mut start = None;
-        let placed = self
-            .core
-            .write(pool, |p, now| {
-                let req = ConnectRequest {
-                    user: &c.user,
-                    requires: &c.requires,
-                    session_host: c.session_host.as_deref(),
-                };
-                // T2 before the placement, on the pool as time has left it (an
-                // expired session is no reason to let an unentitled user in).
-                // A verified ticket (T3) was issued only to an entitled user.
-                p.tick(now);
-                if c.ticket.is_none() {
-                    p.check_entitled(&c.user, &c.groups, c.session_host.as_deref())?;
+        let mut groups = if c.ticket.is_none() {
+            self.deciding_groups(pool, &c.user, &c.groups, c.session_host.as_deref())
+                .await?
+        } else {
+            Vec::new()
+        };
+        let mut looked_again = false;
+        let (placed, start) = loop {
+            let mut start = None;
+            let placed = self
+                .core
+                .write(pool, |p, now| {
+                    let req = ConnectRequest {
+                        user: &c.user,
+                        requires: &c.requires,
+                        session_host: c.session_host.as_deref(),
+                    };
+                    // T2 before the placement, on the pool as time has left it (an
+                    // expired session is no reason to let an unentitled user in).
+                    // A verified ticket (T3) was issued only to an entitled user.
+                    p.tick(now);
+                    if c.ticket.is_none() {
+                        p.check_entitled(&c.user, &groups, c.session_host.as_deref())?;
+                    }
+                    let engine_started = Instant::now();
+                    let random = p.counters().placement_random();
+                    let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
+                    crate::telemetry::hot()
+                        .placement_engine
+                        .record(engine_started.elapsed());
+                    if let Err(e) = &r {
+                        start = start_for(p, &req, e, now);
+                    }
+                    Ok(r?)
+                })
+                .await;
+            // The session that let the decision go without the directory
+            // ended in between (AD1): the groups decide after all.
+            if let (Some(directory), Err(BrokerError::Engine(placement::Error::NotEntitled(_)))) =
+                (&self.directory, &placed)
+            {
+                if c.ticket.is_none() && groups.is_empty() && !looked_again {
+                    looked_again = true;
+                    groups = directory.groups(&c.user).await?.groups.clone();
+                    continue;
                 }
-                let engine_started = Instant::now();
-                let random = p.counters().placement_random();
-                let r = p.connect_excluding(&req, &c.exclude, now, random, &session_id);
-                crate::telemetry::hot()
-                    .placement_engine
-                    .record(engine_started.elapsed());
-                if let Err(e) = &r {
-                    start = start_for(p, &req, e, now);
-                }
-                Ok(r?)
-            })
-            .await;
+            }
+            break (placed, start);
+        };
         let (refusal, start) = match (placed, start) {
             (Ok(p), _) => return Ok(p),
             (Err(e), None) => return Err(e),
@@ -373,6 +429,7 @@ impl Connector {
         door_only: bool,
     ) -> Result<IssuedTicket, BrokerError> {
         placement::validate_user("user", user)?;
+        let groups = &self.deciding_groups(pool, user, groups, None).await?;
         // One look at the pool: its name, the entitlement, the lifetime.
         let (name, lifetime) = self
             .core

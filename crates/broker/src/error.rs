@@ -45,6 +45,10 @@ pub enum BrokerError {
     /// starting (this connect started it, or another did).
     #[error("{0}")]
     HostStarting(String),
+    /// Rule AD1: the decision needs the user's directory groups and the
+    /// directory cannot be reached.
+    #[error("{0}")]
+    DirectoryUnavailable(String),
 }
 
 impl BrokerError {
@@ -62,6 +66,7 @@ impl BrokerError {
             BrokerError::Overloaded => ErrorCode::ServiceBusy,
             BrokerError::TooManyRequests(_) => ErrorCode::TooManyRequests,
             BrokerError::HostStarting(_) => ErrorCode::SessionHostStarting,
+            BrokerError::DirectoryUnavailable(_) => ErrorCode::DirectoryUnavailable,
         }
     }
 

@@ -19,6 +19,7 @@ pub mod clock;
 pub mod connect;
 pub mod core;
 pub mod credentials;
+pub mod directory;
 pub mod enroll;
 pub mod error;
 pub mod front_door;

@@ -93,6 +93,9 @@ pub struct Settings {
     /// The user portal's sign-in (`serve --oidc-issuer`); None: `/portal`
     /// answers that it is not configured.
     pub portal: Option<Arc<crate::portal::Portal>>,
+    /// The directory whose groups decide entitlements (`serve
+    /// --directory-url`, rule AD1); None: the groups a caller vouches for.
+    pub directory: Option<Arc<crate::directory::Directory>>,
     /// The time every rule reads: the system's, or a test's.
     pub clock: Clock,
 }
@@ -111,6 +114,7 @@ impl Settings {
             autoscale_interval: crate::autoscale::DEFAULT_AUTOSCALE_INTERVAL,
             allow_power_commands: false,
             portal: None,
+            directory: None,
             clock: Clock::system(),
         }
     }
@@ -132,6 +136,7 @@ impl std::fmt::Debug for Settings {
             .field("autoscale_interval", &self.autoscale_interval)
             .field("allow_power_commands", &self.allow_power_commands)
             .field("portal", &self.portal.is_some())
+            .field("directory", &self.directory.is_some())
             .field("clock", &self.clock)
             .finish()
     }

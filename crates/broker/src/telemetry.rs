@@ -169,6 +169,7 @@ fn describe() {
         "deskbroker_replica_elections_won_total",
         "Times this replica became the leader of the replicas sharing its PostgreSQL database."
     );
+    crate::directory::describe_metrics();
 }
 
 /// The recorded metrics in Prometheus text format.

@@ -107,8 +107,8 @@ pub fn apply(argv: Vec<OsString>, root: &clap::Command) -> Result<WithFile, Conf
         .expect("serve and gateway are subcommands");
     let mut flags = argv.clone();
     let mut longs = Vec::new();
-    for (key, value) in &table {
-        let more = flag_of(command, &root, &path, key, value, &given)?;
+    for (key, value) in settings(&table) {
+        let more = flag_of(command, &root, &path, &key, value, &given)?;
         if !more.is_empty() {
             longs.push(key.replace('_', "-"));
         }
@@ -118,6 +118,22 @@ pub fn apply(argv: Vec<OsString>, root: &clap::Command) -> Result<WithFile, Conf
         argv: flags,
         from_file: Some((path, longs)),
     })
+}
+
+/// The file's settings as flag names and values: a table's keys are
+/// named after it (`[directory]` `url = …` is `directory_url`), so that
+/// the settings of one feature sit together in the file.
+fn settings(table: &toml::Table) -> Vec<(String, &toml::Value)> {
+    let mut out = Vec::new();
+    for (key, value) in table {
+        match value {
+            toml::Value::Table(inner) => {
+                out.extend(inner.iter().map(|(k, v)| (format!("{key}_{k}"), v)))
+            }
+            _ => out.push((key.clone(), value)),
+        }
+    }
+    out
 }
 
 /// `--config FILE` or `--config=FILE`, else `DESKBROKER_CONFIG` (`env`);
@@ -200,6 +216,19 @@ fn flag_of(
         arg.get_action(),
         clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
     );
+    if let toml::Value::Array(items) = value {
+        if !matches!(arg.get_action(), clap::ArgAction::Append) {
+            return Err(refuse(format!("`{key}` takes one value, not a list")));
+        }
+        return items
+            .iter()
+            .map(|item| match item {
+                toml::Value::String(s) => Ok(format!("{flag}={s}").into()),
+                toml::Value::Integer(n) => Ok(format!("{flag}={n}").into()),
+                _ => Err(refuse(format!("`{key}` must be a list of strings"))),
+            })
+            .collect();
+    }
     let text = match value {
         toml::Value::Boolean(b) if takes_no_value => {
             return Ok(if *b { vec![flag.into()] } else { Vec::new() });
@@ -267,6 +296,17 @@ mod tests {
 
     /// Nothing is read unless named: not the packaged file, even where
     /// the package is installed; `--config` wins over the variable.
+    #[test]
+    fn a_tables_keys_are_named_after_it() {
+        let table: toml::Table = toml::from_str(
+            "listen = \"127.0.0.1:1\"\n[directory]\nurl = [\"ldaps://a\", \"ldaps://b\"]\nbase_dn = \"DC=x\"\n",
+        )
+        .unwrap();
+        let mut keys: Vec<String> = settings(&table).into_iter().map(|(k, _)| k).collect();
+        keys.sort();
+        assert_eq!(keys, ["directory_base_dn", "directory_url", "listen"]);
+    }
+
     #[test]
     fn a_file_is_read_only_when_named() {
         let os = |s: &str| OsString::from(s);

@@ -98,6 +98,8 @@ enum Command {
     Scalingplan(cli::scalingplan::ScalingPlanArgs),
     /// List the audit log: who changed what, newest first (rule T5).
     Audit(cli::audit::AuditArgs),
+    /// A user's directory groups, nested ones included (rule AD1).
+    User(cli::user::UserArgs),
 }
 
 impl Command {
@@ -159,6 +161,7 @@ async fn main() -> ExitCode {
         Command::Credential(credential_args) => cli::credential::run(credential_args).await,
         Command::Scalingplan(a) => cli::scalingplan::run(a).await,
         Command::Audit(audit_args) => cli::audit::run(audit_args).await,
+        Command::User(user_args) => cli::user::run(user_args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -23,6 +23,7 @@ use anyhow::Context;
 
 mod admin_token;
 mod args;
+mod directory;
 mod listeners;
 mod private;
 
@@ -139,12 +140,14 @@ async fn build(args: ServeArgs, token: String, backend: Backend) -> anyhow::Resu
         Backend::Sqlite(store) => Joined::Sqlite(store),
     };
     let portal = args.portal.portal(scheme, addr)?;
+    let directory = args.directory.directory()?;
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
     let rd_gateway = bind_rd_gateway(&args, tls.as_ref(), addr).await?;
     let settings = broker::Settings {
         rdp_front_door: rdp_public_address(&args, rdp_listener.as_ref())?,
         rd_gateway: gateway_public_address(&args, rd_gateway.as_ref().map(|(l, _)| l))?,
         portal,
+        directory,
         ..args::broker_settings(&args, token.clone())
     };
     let opened = match backend {

@@ -20,6 +20,7 @@ pub(crate) use service::health;
 mod sessions;
 pub mod throttle;
 pub mod types;
+mod users;
 mod web;
 
 use std::sync::Arc;
@@ -206,6 +207,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/v1/signingKeys/revoke", post(keys::revoke))
         .route("/api/v1/auditLog", get(audit::list))
         .route("/api/v1/whoami", get(audit::whoami))
+        .route("/api/v1/users/{name}", get(users::show))
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(middleware::from_fn_with_state(gate.clone(), authenticate));
     // Registration carries its token in the body: no bearer token.

@@ -174,22 +174,43 @@ struct Offered {
 }
 
 /// The pools `session`'s user may get a desktop in (rule T2 with the ID
-/// token's groups), that the RDP front door may reach (`allowFrontDoor`:
-/// the `.rdp` file goes through it, so another pool's file would be
-/// refused there), sorted by name.
+/// token's groups, or the directory's where one is configured, AD1), that
+/// the RDP front door may reach (`allowFrontDoor`: the `.rdp` file goes
+/// through it, so another pool's file would be refused there), sorted by
+/// name. The directory is asked only when a pool's decision needs a group.
 async fn entitled_pools(b: &Broker, session: &UserSession) -> Result<Vec<Offered>, ApiError> {
-    let mut offered = Vec::new();
-    b.core().for_each_pool(|p| {
-        if p.config().allow_front_door
-            && p.check_entitled(&session.user, &session.groups, None)
-                .is_ok()
-        {
-            offered.push(Offered {
-                name: p.name().to_string(),
-                friendly_name: p.config().friendly_name.clone(),
-            });
-        }
-    });
+    let directory = b.connector().directory();
+    let offered_with = |groups: &[String]| {
+        let mut offered = Vec::new();
+        let mut needs_groups = false;
+        b.core().for_each_pool(|p| {
+            if !p.config().allow_front_door {
+                return;
+            }
+            if p.check_entitled(&session.user, groups, None).is_ok() {
+                offered.push(Offered {
+                    name: p.name().to_string(),
+                    friendly_name: p.config().friendly_name.clone(),
+                });
+            } else if !p.config().entitled_groups.is_empty() {
+                needs_groups = true;
+            }
+        });
+        (offered, needs_groups)
+    };
+    let mut offered = match directory {
+        None => offered_with(&session.groups).0,
+        Some(directory) => match offered_with(&[]) {
+            (offered, false) => offered,
+            (_, true) => {
+                let user = directory
+                    .groups(&session.user)
+                    .await
+                    .map_err(crate::BrokerError::from)?;
+                offered_with(&user.groups).0
+            }
+        },
+    };
     // Nothing is shown that a crash could take back.
     b.core().writer().flush().await?;
     offered.sort_by(|a, b| a.name.cmp(&b.name));
@@ -301,6 +322,10 @@ async fn rdp_file(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (session, issuer) = requester(&b, &headers, &extensions)?;
+    let groups = b
+        .connector()
+        .deciding_groups(&pool, &session.user, &session.groups, None)
+        .await?;
     b.core().read(&pool, |p| {
         if !p.config().allow_front_door {
             return Err(crate::BrokerError::Forbidden(format!(
@@ -308,7 +333,7 @@ async fn rdp_file(
                 p.name()
             )));
         }
-        Ok(p.check_entitled(&session.user, &session.groups, None)?)
+        Ok(p.check_entitled(&session.user, &groups, None)?)
     })
     .await?;
     let file = super::pools::rdp_file_for(

@@ -11,7 +11,9 @@ use utoipa::OpenApi;
 use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
-use super::{audit, credentials, hosts, keys, plans, pools, power, registration, sessions, web};
+use super::{
+    audit, credentials, hosts, keys, plans, pools, power, registration, sessions, users, web,
+};
 use crate::core::Core;
 
 /// The OpenAPI document, generated from the handlers and types.
@@ -24,7 +26,7 @@ use crate::core::Core;
                 sessions::connect, sessions::list, sessions::show, sessions::patch, sessions::logoff,
         registration::create_token, registration::revoke_tokens, registration::register,
         credentials::create, credentials::list, credentials::revoke, keys::rotate, keys::revoke,
-        audit::list, audit::whoami,
+        audit::list, audit::whoami, users::show,
         power::start, power::stop, power::list,
         sessions::send_message,
         plans::list, plans::show, plans::put, plans::patch, plans::delete, plans::status,
@@ -35,7 +37,7 @@ use crate::core::Core;
         types::ConnectInput, types::ConnectOutput,
         types::SessionOutput, types::SessionPatch,
         types::CredentialInput, types::CredentialOutput, types::SigningKeysOutput,
-        types::AuditEntryOutput, types::WhoAmIOutput, types::WebUrlOutput,
+        types::AuditEntryOutput, types::WhoAmIOutput, types::UserOutput, types::WebUrlOutput,
         types::PowerSettingsInput, types::ScalingActionOutput,
         types::HostMessage, types::LogoffOrder, types::SendMessageInput,
         plans::ScalingPlanOutput, plans::ScalingPlanStatus, plans::PoolScalingStatus)),

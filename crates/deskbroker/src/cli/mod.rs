@@ -16,6 +16,7 @@ pub mod hostpool;
 pub mod scalingplan;
 pub mod session;
 pub mod sessionhost;
+pub mod user;
 
 /// The output formats, shared with `bench` and the development benchmarks
 /// (the package's library).

@@ -224,6 +224,8 @@ pub struct ServeArgs {
     pub rd_gateway: crate::gateway_cmd::RdGatewayFlags,
     #[command(flatten)]
     pub portal: PortalFlags,
+    #[command(flatten)]
+    pub directory: super::directory::DirectoryFlags,
 }
 
 /// The user portal's flags (`/portal`, OpenID Connect sign-in); without

@@ -1,0 +1,511 @@
+//! The directory's LDAP: one connection over TLS (LDAPS, or StartTLS on an
+//! `ldap://` URL: never a plain bind), bound as the configured account,
+//! made again when it breaks; a user's entry found by name; their groups,
+//! nested ones included.
+//!
+//! Nested groups are followed the way the server does best: Active
+//! Directory (and Samba AD) answer them in one search with the
+//! "in chain" matching rule (`member:1.2.840.113556.1.4.1941:=`); other
+//! servers are walked, one search a level, bounded by [`MAX_GROUPS`]. In
+//! Active Directory a user's primary group (`Domain Users`, usually) is
+//! not in any `member` list: it is found from the user's `primaryGroupID`
+//! and SID, and the groups it is nested in are followed too.
+//!
+//! Every value put in a filter is escaped (RFC 4515), so no user name can
+//! change what a search asks.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use ldap3::adapters::{Adapter, EntriesOnly, PagedResults};
+use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, Scope, SearchEntry};
+
+use super::{DirectoryError, DirectorySettings, DirectoryUser, MAX_GROUPS};
+
+/// The rule Active Directory follows `member` links with, to any depth.
+const IN_CHAIN: &str = "1.2.840.113556.1.4.1941";
+/// The capability a server's root DSE lists when it is Active Directory.
+const ACTIVE_DIRECTORY_CAPABILITY: &str = "1.2.840.113556.1.4.800";
+/// Entries asked for a page of a search.
+const PAGE_SIZE: i32 = 500;
+/// LDAP operations in flight at once on the connection.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// How nested groups are followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupSearch {
+    /// The in-chain rule where the server is Active Directory, else a walk.
+    Auto,
+    /// Active Directory's in-chain rule, one search.
+    InChain,
+    /// One search a level of nesting, on any LDAP server.
+    Walk,
+}
+
+impl std::str::FromStr for GroupSearch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<GroupSearch, String> {
+        match s {
+            "auto" => Ok(GroupSearch::Auto),
+            "in-chain" => Ok(GroupSearch::InChain),
+            "walk" => Ok(GroupSearch::Walk),
+            _ => Err(format!("{s:?}: auto, in-chain or walk")),
+        }
+    }
+}
+
+/// How a user name is looked up: `name@suffix` by `userPrincipalName`,
+/// `DOMAIN\name` (for a domain this directory answers for) and a bare
+/// `name` by the account attribute (`sAMAccountName` by default).
+#[derive(Debug, Clone)]
+pub struct NameMap {
+    /// The NetBIOS names of the domains this directory answers for, in
+    /// upper case; a `DOMAIN\name` of another domain has no groups here.
+    pub domains: Vec<String>,
+    /// The attribute that holds a bare account name.
+    pub account_attribute: String,
+}
+
+impl NameMap {
+    /// The filter that finds `user`'s entry, or None when the name belongs
+    /// to a domain this directory does not answer for.
+    pub fn filter(&self, user: &str) -> Option<String> {
+        if let Some((domain, name)) = user.split_once('\\') {
+            let domain = domain.to_ascii_uppercase();
+            if !self.domains.iter().any(|d| *d == domain) || name.is_empty() {
+                return None;
+            }
+            return Some(format!(
+                "({}={})",
+                self.account_attribute,
+                ldap3::ldap_escape(name)
+            ));
+        }
+        if user.contains('@') {
+            return Some(format!("(userPrincipalName={})", ldap3::ldap_escape(user)));
+        }
+        Some(format!(
+            "({}={})",
+            self.account_attribute,
+            ldap3::ldap_escape(user)
+        ))
+    }
+}
+
+/// The connection, and what the server said it is.
+#[derive(Clone)]
+struct Session {
+    ldap: Ldap,
+    in_chain: bool,
+}
+
+/// The LDAP client of a [`super::Directory`].
+pub(super) struct Client {
+    settings: DirectorySettings,
+    tls: Arc<rustls::ClientConfig>,
+    session: tokio::sync::Mutex<Option<Session>>,
+    in_flight: tokio::sync::Semaphore,
+}
+
+impl Client {
+    /// A client of `settings`' servers; checks the URLs and the trust.
+    pub(super) fn new(settings: DirectorySettings) -> Result<Client, String> {
+        if settings.urls.is_empty() {
+            return Err("the directory needs at least one URL".into());
+        }
+        for url in &settings.urls {
+            check_url(url)?;
+        }
+        let attribute = &settings.names.account_attribute;
+        if !attribute.starts_with(|c: char| c.is_ascii_alphabetic())
+            || !attribute.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(format!(
+                "the account attribute {attribute:?} is not an LDAP attribute name"
+            ));
+        }
+        if settings.base_dn.trim().is_empty() {
+            return Err("the directory needs a base DN".into());
+        }
+        let tls = settings
+            .trust
+            .client_config()
+            .map_err(|e| format!("the directory's TLS trust: {e}"))?;
+        Ok(Client {
+            settings,
+            tls: Arc::new(tls),
+            session: tokio::sync::Mutex::new(None),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+        })
+    }
+
+    /// What the directory says of `user`, within the query timeout.
+    pub(super) async fn user(&self, user: &str) -> Result<DirectoryUser, DirectoryError> {
+        let Some(filter) = self.settings.names.filter(user) else {
+            return Ok(DirectoryUser {
+                dn: None,
+                groups: Vec::new(),
+            });
+        };
+        let timeout = self.settings.query_timeout;
+        let work = async {
+            let _permit = self
+                .in_flight
+                .acquire()
+                .await
+                .map_err(|_| DirectoryError::Unavailable("the directory client is closed".into()))?;
+            // A connection kept from before may have broken meanwhile: one
+            // more try on a new one.
+            let (session, reused) = self.session().await?;
+            match self.read_user(session, &filter).await {
+                Err(DirectoryError::Unavailable(_)) if reused => {
+                    self.forget().await;
+                    let (session, _) = self.session().await?;
+                    self.read_user(session, &filter).await
+                }
+                other => other,
+            }
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(Err(e @ DirectoryError::Unavailable(_))) => {
+                self.forget().await;
+                Err(e)
+            }
+            Ok(r) => r,
+            Err(_) => {
+                self.forget().await;
+                Err(DirectoryError::Unavailable(format!(
+                    "no answer within {} s",
+                    timeout.as_secs_f64()
+                )))
+            }
+        }
+    }
+
+    /// The connection: the one kept (true), or a new one (false).
+    async fn session(&self) -> Result<(Session, bool), DirectoryError> {
+        let mut kept = self.session.lock().await;
+        if let Some(s) = kept.as_mut() {
+            if !s.ldap.is_closed() {
+                return Ok((s.clone(), true));
+            }
+        }
+        let mut failures = Vec::new();
+        for url in &self.settings.urls {
+            match self.connect(url).await {
+                Ok(s) => {
+                    *kept = Some(s.clone());
+                    return Ok((s, false));
+                }
+                Err(e) => failures.push(format!("{url}: {e}")),
+            }
+        }
+        Err(DirectoryError::Unavailable(failures.join("; ")))
+    }
+
+    /// Drops the kept connection (it failed).
+    async fn forget(&self) {
+        if let Some(mut s) = self.session.lock().await.take() {
+            let _ = s.ldap.unbind().await;
+        }
+    }
+
+    /// A new connection to `url`, over TLS, bound.
+    async fn connect(&self, url: &str) -> Result<Session, String> {
+        let settings = LdapConnSettings::new()
+            .set_conn_timeout(self.settings.query_timeout)
+            .set_config(self.tls.clone())
+            .set_starttls(url.starts_with("ldap://"));
+        let (conn, mut ldap) = LdapConnAsync::with_settings(settings, url)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.drive().await {
+                tracing::debug!(error = %e, "directory connection ended");
+            }
+        });
+        ldap.simple_bind(&self.settings.bind_dn, &self.settings.bind_password)
+            .await
+            .and_then(|r| r.success())
+            .map_err(|e| format!("binding as {}: {e}", self.settings.bind_dn))?;
+        let in_chain = match self.settings.group_search {
+            GroupSearch::InChain => true,
+            GroupSearch::Walk => false,
+            GroupSearch::Auto => is_active_directory(&mut ldap).await?,
+        };
+        tracing::info!(url, in_chain, "directory connected");
+        Ok(Session { ldap, in_chain })
+    }
+
+    /// `user`'s entry (by `filter`) and their groups.
+    async fn read_user(
+        &self,
+        session: Session,
+        filter: &str,
+    ) -> Result<DirectoryUser, DirectoryError> {
+        let mut ldap = session.ldap;
+        let base = &self.settings.base_dn;
+        let entries = search(
+            &mut ldap,
+            base,
+            filter,
+            vec!["primaryGroupID", "objectSid"],
+            2,
+        )
+        .await?;
+        let entry = match entries.as_slice() {
+            [] => {
+                return Ok(DirectoryUser {
+                    dn: None,
+                    groups: Vec::new(),
+                })
+            }
+            [one] => one,
+            _ => {
+                return Err(DirectoryError::Ambiguous(format!(
+                    "the directory has more than one entry for {filter}: no groups are read"
+                )))
+            }
+        };
+        // The groups by DN, with their names.
+        let mut groups: BTreeMap<String, String> = BTreeMap::new();
+        let mut roots = vec![entry.dn.clone()];
+        if let Some(primary) = primary_group_filter(entry) {
+            for g in search(&mut ldap, base, &primary, group_attrs(), 1).await? {
+                roots.push(g.dn.clone());
+                groups.insert(g.dn.clone(), group_name(&g));
+            }
+        }
+        if session.in_chain {
+            for root in &roots {
+                let filter = format!("(member:{IN_CHAIN}:={})", ldap3::ldap_escape(root.as_str()));
+                for g in search(&mut ldap, base, &filter, group_attrs(), MAX_GROUPS).await? {
+                    groups.insert(g.dn.clone(), group_name(&g));
+                    check_bound(groups.len())?;
+                }
+            }
+        } else {
+            walk(&mut ldap, base, roots, &mut groups).await?;
+        }
+        let mut names: Vec<String> = groups.into_values().collect();
+        names.sort_by_key(|n| n.to_ascii_lowercase());
+        names.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+        Ok(DirectoryUser {
+            dn: Some(entry.dn.clone()),
+            groups: names,
+        })
+    }
+}
+
+/// The groups that hold any of `roots`, and those that hold them, one
+/// search a level; each group searched once, so cycles end.
+async fn walk(
+    ldap: &mut Ldap,
+    base: &str,
+    roots: Vec<String>,
+    groups: &mut BTreeMap<String, String>,
+) -> Result<(), DirectoryError> {
+    let mut seen: HashSet<String> = roots.iter().map(|d| d.to_ascii_lowercase()).collect();
+    let mut queue: VecDeque<String> = roots.into();
+    while let Some(dn) = queue.pop_front() {
+        let filter = format!("(member={})", ldap3::ldap_escape(dn.as_str()));
+        for g in search(ldap, base, &filter, group_attrs(), MAX_GROUPS).await? {
+            if seen.insert(g.dn.to_ascii_lowercase()) {
+                groups.insert(g.dn.clone(), group_name(&g));
+                check_bound(groups.len())?;
+                queue.push_back(g.dn);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_bound(groups: usize) -> Result<(), DirectoryError> {
+    if groups > MAX_GROUPS {
+        return Err(DirectoryError::Ambiguous(format!(
+            "the user is in more than {MAX_GROUPS} groups: no groups are read"
+        )));
+    }
+    Ok(())
+}
+
+fn group_attrs() -> Vec<&'static str> {
+    vec!["sAMAccountName", "cn"]
+}
+
+/// A group's name: its `sAMAccountName` (Active Directory's), else `cn`,
+/// else its DN.
+fn group_name(g: &SearchEntry) -> String {
+    ["sAMAccountName", "cn"]
+        .iter()
+        .find_map(|a| g.attrs.get(*a).and_then(|v| v.first()).cloned())
+        .unwrap_or_else(|| g.dn.clone())
+}
+
+/// The filter that finds an Active Directory user's primary group: the
+/// group whose SID is the user's domain SID with the `primaryGroupID` as
+/// its last part.
+fn primary_group_filter(user: &SearchEntry) -> Option<String> {
+    let rid: u32 = user.attrs.get("primaryGroupID")?.first()?.parse().ok()?;
+    let sid = user.bin_attrs.get("objectSid")?.first()?;
+    let group = sid_with_rid(sid, rid)?;
+    let escaped: String = group.iter().map(|b| format!("\\{b:02x}")).collect();
+    Some(format!("(objectSid={escaped})"))
+}
+
+/// A binary SID with its last sub-authority replaced by `rid`.
+fn sid_with_rid(sid: &[u8], rid: u32) -> Option<Vec<u8>> {
+    let count = usize::from(*sid.get(1)?);
+    if count == 0 || sid.len() != 8 + 4 * count {
+        return None;
+    }
+    let mut group = sid.to_vec();
+    let at = sid.len() - 4;
+    group[at..].copy_from_slice(&rid.to_le_bytes());
+    Some(group)
+}
+
+/// Every entry a subtree search of `base` finds (paged), at most `limit`.
+async fn search(
+    ldap: &mut Ldap,
+    base: &str,
+    filter: &str,
+    attrs: Vec<&'static str>,
+    limit: usize,
+) -> Result<Vec<SearchEntry>, DirectoryError> {
+    let unavailable = |e: ldap3::LdapError| DirectoryError::Unavailable(e.to_string());
+    let adapters: Vec<Box<dyn Adapter<_, _>>> = vec![
+        Box::new(EntriesOnly::new()),
+        Box::new(PagedResults::new(PAGE_SIZE)),
+    ];
+    let mut stream = ldap
+        .streaming_search_with(adapters, base, Scope::Subtree, filter, attrs)
+        .await
+        .map_err(unavailable)?;
+    let mut found = Vec::new();
+    while let Some(entry) = stream.next().await.map_err(unavailable)? {
+        if found.len() == limit {
+            let _ = stream.finish().await;
+            return Err(DirectoryError::Ambiguous(format!(
+                "the search {filter} finds more than {limit} entries"
+            )));
+        }
+        found.push(SearchEntry::construct(entry));
+    }
+    stream.finish().await.success().map_err(unavailable)?;
+    Ok(found)
+}
+
+/// Whether the server's root DSE says it is Active Directory.
+async fn is_active_directory(ldap: &mut Ldap) -> Result<bool, String> {
+    let (entries, _) = ldap
+        .search("", Scope::Base, "(objectClass=*)", vec!["supportedCapabilities"])
+        .await
+        .and_then(|r| r.success())
+        .map_err(|e| format!("reading the root DSE: {e}"))?;
+    Ok(entries.into_iter().any(|e| {
+        SearchEntry::construct(e)
+            .attrs
+            .get("supportedCapabilities")
+            .is_some_and(|c| c.iter().any(|c| c == ACTIVE_DIRECTORY_CAPABILITY))
+    }))
+}
+
+/// Refuses a URL the directory is not reached over TLS with.
+fn check_url(url: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!("directory URL {url:?}: ldaps://host[:port] or ldap://host[:port]"));
+    };
+    match scheme {
+        "ldaps" | "ldap" => {}
+        _ => {
+            return Err(format!(
+                "directory URL {url:?}: only ldaps:// or ldap:// (upgraded with StartTLS); the \
+                 broker never sends a password over plain LDAP"
+            ))
+        }
+    }
+    let host = rest.trim_end_matches('/');
+    if host.is_empty() || host.contains(['/', '?', '@', ' ']) {
+        return Err(format!(
+            "directory URL {url:?}: a host and an optional port, nothing else"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> NameMap {
+        NameMap {
+            domains: vec!["CONTOSO".into()],
+            account_attribute: "sAMAccountName".into(),
+        }
+    }
+
+    #[test]
+    fn names_map_to_escaped_filters() {
+        let n = names();
+        assert_eq!(n.filter("alice").unwrap(), "(sAMAccountName=alice)");
+        assert_eq!(n.filter("contoso\\alice").unwrap(), "(sAMAccountName=alice)");
+        assert_eq!(
+            n.filter("alice@contoso.com").unwrap(),
+            "(userPrincipalName=alice@contoso.com)"
+        );
+        assert_eq!(n.filter("FABRIKAM\\alice"), None);
+        assert_eq!(n.filter("CONTOSO\\"), None);
+        // What could widen or change a search is escaped.
+        assert_eq!(
+            n.filter("*)(objectClass=*").unwrap(),
+            "(sAMAccountName=\\2a\\29\\28objectClass=\\2a)"
+        );
+        assert_eq!(
+            n.filter("bob@x)(cn=*").unwrap(),
+            "(userPrincipalName=bob@x\\29\\28cn=\\2a)"
+        );
+        // A backslash names a domain: one this directory does not answer
+        // for has no entry here, whatever follows it.
+        assert_eq!(n.filter("x\\*"), None);
+    }
+
+    #[test]
+    fn a_primary_group_sid_is_the_users_domain_and_its_rid() {
+        // S-1-5-21-1-2-3-1105 → S-1-5-21-1-2-3-513.
+        let mut sid = vec![1u8, 5, 0, 0, 0, 0, 0, 5];
+        for sub in [21u32, 1, 2, 3, 1105] {
+            sid.extend_from_slice(&sub.to_le_bytes());
+        }
+        let group = sid_with_rid(&sid, 513).unwrap();
+        assert_eq!(&group[..sid.len() - 4], &sid[..sid.len() - 4]);
+        assert_eq!(&group[sid.len() - 4..], &513u32.to_le_bytes());
+        assert_eq!(sid_with_rid(&sid[..10], 513), None);
+        assert_eq!(sid_with_rid(&[1, 0, 0, 0, 0, 0, 0, 5], 513), None);
+    }
+
+    #[test]
+    fn only_tls_urls_are_taken() {
+        check_url("ldaps://dc1.contoso.com").unwrap();
+        check_url("ldap://dc1.contoso.com:389").unwrap();
+        check_url("ldaps://127.0.0.1:6360/").unwrap();
+        for bad in [
+            "http://dc1",
+            "ldapi:///var/run/slapd",
+            "dc1.contoso.com",
+            "ldaps://",
+            "ldaps://dc1/dc=contoso?x",
+            "ldaps://user@dc1",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn group_search_is_named() {
+        assert_eq!("auto".parse::<GroupSearch>().unwrap(), GroupSearch::Auto);
+        assert_eq!("in-chain".parse::<GroupSearch>().unwrap(), GroupSearch::InChain);
+        assert_eq!("walk".parse::<GroupSearch>().unwrap(), GroupSearch::Walk);
+        assert!("deep".parse::<GroupSearch>().is_err());
+    }
+}

@@ -1,0 +1,177 @@
+//! The directory's flags of `serve` (rule AD1): where the organisation's
+//! directory is and how to read a user's groups from it. In the config
+//! file they sit in a `[directory]` table (`url`, `ca_file`, `bind_dn`,
+//! `bind_password_file`, `base_dn`, …).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+/// Without `--directory-url` there is no directory: the groups that decide
+/// entitlements are those a portal or a caller vouches for.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DirectoryFlags {
+    /// The directory's LDAP URL: `ldaps://dc1.example.com` or
+    /// `ldap://dc1.example.com` (always upgraded with StartTLS; the broker
+    /// never binds over plain LDAP). Repeat it (or separate with commas)
+    /// for more domain controllers, tried in order. With it, the groups of
+    /// a pool's entitledGroups are the directory's, nested groups included,
+    /// at every door, the portal and the API.
+    #[arg(
+        long = "directory-url",
+        env = "DESKBROKER_DIRECTORY_URL",
+        value_name = "URL",
+        value_delimiter = ','
+    )]
+    pub directory_url: Vec<String>,
+    /// PEM file of the CA the directory's certificate chains to (an
+    /// enterprise CA); default the system's roots.
+    #[arg(
+        long = "directory-ca-file",
+        env = "DESKBROKER_DIRECTORY_CA_FILE",
+        value_name = "FILE"
+    )]
+    pub directory_ca_file: Option<PathBuf>,
+    /// The account the broker binds as (a DN, or a UPN such as
+    /// `deskbroker@example.com` for Active Directory): an ordinary user
+    /// that may read users and groups.
+    #[arg(
+        long = "directory-bind-dn",
+        env = "DESKBROKER_DIRECTORY_BIND_DN",
+        value_name = "DN"
+    )]
+    pub directory_bind_dn: Option<String>,
+    /// File holding the bind account's password (its first line); only
+    /// this user may read it (mode 0600 or 0400), or serve refuses it.
+    #[arg(
+        long = "directory-bind-password-file",
+        env = "DESKBROKER_DIRECTORY_BIND_PASSWORD_FILE",
+        value_name = "FILE"
+    )]
+    pub directory_bind_password_file: Option<PathBuf>,
+    /// Where users and groups are searched (`DC=example,DC=com`).
+    #[arg(
+        long = "directory-base-dn",
+        env = "DESKBROKER_DIRECTORY_BASE_DN",
+        value_name = "DN"
+    )]
+    pub directory_base_dn: Option<String>,
+    /// NetBIOS names of the domains the directory answers for, so that
+    /// `DOMAIN\name` users are looked up by their account name (repeat, or
+    /// separate with commas). A `DOMAIN\name` of another domain has no
+    /// groups. `name@suffix` is looked up by userPrincipalName, a bare
+    /// name by the account attribute.
+    #[arg(
+        long = "directory-domain",
+        env = "DESKBROKER_DIRECTORY_DOMAIN",
+        value_name = "NETBIOS",
+        value_delimiter = ','
+    )]
+    pub directory_domain: Vec<String>,
+    /// The attribute holding a bare account name (`uid` on most LDAP
+    /// servers other than Active Directory).
+    #[arg(
+        long = "directory-account-attribute",
+        env = "DESKBROKER_DIRECTORY_ACCOUNT_ATTRIBUTE",
+        value_name = "ATTRIBUTE",
+        default_value = "sAMAccountName"
+    )]
+    pub directory_account_attribute: String,
+    /// How nested groups are followed: `in-chain` (Active Directory's
+    /// matching rule, one search), `walk` (one search a level, any LDAP
+    /// server), or `auto` (in-chain where the server says it is Active
+    /// Directory).
+    #[arg(
+        long = "directory-group-search",
+        env = "DESKBROKER_DIRECTORY_GROUP_SEARCH",
+        value_name = "HOW",
+        default_value = "auto"
+    )]
+    pub directory_group_search: broker::directory::GroupSearch,
+    /// How long a user's groups are used before they are read again: a
+    /// user removed from a group loses what it gave them within this
+    /// bound.
+    #[arg(
+        long = "directory-group-cache-seconds",
+        env = "DESKBROKER_DIRECTORY_GROUP_CACHE_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = 300,
+        value_parser = clap::value_parser!(u32).range(
+            i64::from(broker::directory::MIN_CACHE_SECONDS)..=i64::from(broker::directory::MAX_CACHE_SECONDS)
+        )
+    )]
+    pub directory_group_cache_seconds: u32,
+    /// Most users whose groups are cached.
+    #[arg(
+        long = "directory-group-cache-entries",
+        env = "DESKBROKER_DIRECTORY_GROUP_CACHE_ENTRIES",
+        value_name = "USERS",
+        default_value_t = broker::directory::DEFAULT_CACHE_ENTRIES,
+        value_parser = clap::value_parser!(u64).range(1..=10_000_000)
+    )]
+    pub directory_group_cache_entries: u64,
+    /// How long one lookup of a user's groups may take before it counts as
+    /// the directory being unreachable.
+    #[arg(
+        long = "directory-timeout-seconds",
+        env = "DESKBROKER_DIRECTORY_TIMEOUT_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u32).range(1..=120)
+    )]
+    pub directory_timeout_seconds: u32,
+}
+
+impl DirectoryFlags {
+    /// The directory, with `--directory-url`; checked whole (every flag it
+    /// needs, the password file's mode, the URLs, the CA file).
+    pub(super) fn directory(&self) -> anyhow::Result<Option<Arc<broker::directory::Directory>>> {
+        if self.directory_url.is_empty() {
+            return Ok(None);
+        }
+        let need = |v: &Option<String>, flag: &str| {
+            v.clone()
+                .filter(|v| !v.trim().is_empty())
+                .with_context(|| format!("--directory-url needs {flag}"))
+        };
+        let bind_dn = need(&self.directory_bind_dn, "--directory-bind-dn")?;
+        let base_dn = need(&self.directory_base_dn, "--directory-base-dn")?;
+        let password_file = self
+            .directory_bind_password_file
+            .as_deref()
+            .context("--directory-url needs --directory-bind-password-file")?;
+        let bind_password = crate::secret_file::read(
+            password_file,
+            "--directory-bind-password-file",
+            "the directory bind account's password",
+        )?;
+        let trust = match &self.directory_ca_file {
+            Some(path) => api::Trust::ca_file(path)?,
+            None => api::Trust::system(),
+        };
+        let settings = broker::directory::DirectorySettings {
+            urls: self.directory_url.clone(),
+            trust,
+            bind_dn,
+            bind_password,
+            base_dn,
+            names: broker::directory::NameMap {
+                domains: self
+                    .directory_domain
+                    .iter()
+                    .map(|d| d.trim().to_ascii_uppercase())
+                    .filter(|d| !d.is_empty())
+                    .collect(),
+                account_attribute: self.directory_account_attribute.clone(),
+            },
+            group_search: self.directory_group_search,
+            cache_ttl: std::time::Duration::from_secs(self.directory_group_cache_seconds.into()),
+            cache_entries: self.directory_group_cache_entries,
+            query_timeout: std::time::Duration::from_secs(self.directory_timeout_seconds.into()),
+        };
+        let directory =
+            broker::directory::Directory::new(settings).map_err(anyhow::Error::msg)?;
+        Ok(Some(Arc::new(directory)))
+    }
+}
