@@ -21,6 +21,7 @@ mod console_browser;
 mod console_day_one;
 mod console_power;
 mod console_views;
+mod domain;
 mod durability;
 mod entitlements;
 mod first_desktop;
