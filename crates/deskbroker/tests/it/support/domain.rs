@@ -86,7 +86,8 @@ pub struct Domain {
     dir: tempfile::TempDir,
     conf: PathBuf,
     netns: String,
-    samba: Option<Child>,
+    /// The DC's process (`None` once killed).
+    samba: Mutex<Option<Child>>,
     ldaps: Forward,
     ldap: Forward,
     kdc: Forward,
@@ -136,10 +137,10 @@ impl Domain {
             .spawn()
             .expect("start samba");
         let connector = Connector::enter(&netns);
-        let mut domain = Domain {
+        let domain = Domain {
             conf,
             netns,
-            samba: Some(child),
+            samba: Mutex::new(Some(child)),
             ldaps: Forward::start(connector.clone(), 636),
             ldap: Forward::start(connector.clone(), 389),
             kdc: Forward::start(connector, 88),
@@ -147,9 +148,11 @@ impl Domain {
         };
         write_secret(&domain.dir.path().join("bind-password"), BIND_PASSWORD);
         let up = eventually_blocking(PATIENCE, || {
-            if let Some(status) = domain.samba.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            let mut samba = domain.samba.lock().unwrap();
+            if let Some(status) = samba.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 return Err(format!("samba exited: {status}"));
             }
+            drop(samba);
             domain.search(&format!("(sAMAccountName={BIND_USER})"), &["dn"])
         });
         if let Err(e) = up {
@@ -361,7 +364,7 @@ impl Domain {
 
 impl Drop for Domain {
     fn drop(&mut self) {
-        if let Some(mut samba) = self.samba.take() {
+        if let Some(mut samba) = self.samba.lock().unwrap().take() {
             let _ = samba.kill();
             let _ = samba.wait();
         }
