@@ -35,10 +35,7 @@ fn ldapsearch(domain: &Domain, url: &str, filter: &str) -> Result<Vec<String>, S
 
 /// The DNs whose in-chain (nested) membership includes `group`'s DN.
 fn in_chain(domain: &Domain, group: &str) -> Vec<String> {
-    let filter = format!(
-        "(memberOf:1.2.840.113556.1.4.1941:={})",
-        domain.dn(group)
-    );
+    let filter = format!("(memberOf:1.2.840.113556.1.4.1941:={})", domain.dn(group));
     let mut found = ldapsearch(domain, &domain.ldaps_url(), &filter).expect("in-chain search");
     found.sort();
     found
@@ -59,7 +56,10 @@ fn users_nested_groups_and_tickets_come_from_a_real_domain() {
     assert_eq!(domain.netbios(), "DESKBROKER");
     let (_, password_file) = domain.bind_account();
     use std::os::unix::fs::PermissionsExt as _;
-    let mode = std::fs::metadata(&password_file).unwrap().permissions().mode();
+    let mode = std::fs::metadata(&password_file)
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600, "the bind password file's mode");
 
     domain.add_user("alice", "Alice-Pass-1234");

@@ -27,14 +27,16 @@
 //! - **Lifetime.** The DC's stdin is a pipe held by the test: if the test
 //!   dies, Samba reads end of file and exits. Dropping a [`Domain`] kills
 //!   the DC by its pid, stops the forwarders and deletes the namespace and
-//!   the directory; a namespace left by a killed test (its pid, in the
-//!   namespace's name, is gone) is deleted by the next [`Domain::start`].
+//!   the directory; the namespace and directory of a killed test (its
+//!   pid, in their names, is gone) are deleted by the next
+//!   [`Domain::start`].
 //!
-//! Cost, measured on a 2-core machine: provisioning the template ~10 s
-//! and 33 MB on disk, once per build; each DC then ~1.5 s to start
-//! (copy and first LDAPS bind), 33 MB of disk and ~55 MB of memory (one
-//! process: only the `ldap` and `kdc` services run). Each `samba-tool`
-//! change takes about half a second.
+//! Cost, measured on a 2-core machine: provisioning the template 8–10 s
+//! idle (about 20 s under a full load) and 33 MB on disk, once per build;
+//! each DC then 1.5–2.6 s to start (copy, start, first LDAPS bind), 33 MB
+//! of disk in the temporary directory and 55 MB of memory (one process:
+//! only the `ldap` and `kdc` services run). Each `samba-tool` change
+//! takes 0.5–1 s.
 //!
 //! Needs (scripts/install-test-deps.sh installs them): samba and
 //! samba-ad-provision (the DC), ldap-utils (`ldapsearch`, which also tells
@@ -83,7 +85,8 @@ const MAX_CONNECTIONS: usize = 64;
 /// A Samba AD domain controller of the test's own; see the module's
 /// documentation.
 pub struct Domain {
-    dir: tempfile::TempDir,
+    /// The DC's directory, named as its namespace.
+    dir: PathBuf,
     conf: PathBuf,
     netns: String,
     /// The DC's process (`None` once killed).
@@ -100,31 +103,39 @@ impl Domain {
     pub fn start() -> Domain {
         let samba = require("samba", "samba");
         require("ldapsearch", "ldap-utils");
-        remove_stale_namespaces();
+        remove_stale();
         let template = template();
-        let dir = tempfile::Builder::new()
-            .prefix("deskbroker-dc-")
-            .tempdir()
-            .expect("the DC's directory");
-        let root = dir.path().join("dc");
-        run(Command::new("cp").arg("-a").arg(&template).arg(&root), "copy the template");
-        let conf = root.join("etc/smb.conf");
-        let text = std::fs::read_to_string(&conf).expect("read the template's smb.conf");
-        let text = text.replace(template.to_str().expect("a UTF-8 path"), root.to_str().expect("a UTF-8 path"));
-        std::fs::write(&conf, text).expect("write the DC's smb.conf");
-
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let netns = format!(
             "{NETNS_PREFIX}{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::SeqCst)
         );
-        run(Command::new(ip()).args(["netns", "add", &netns]), "add the DC's network namespace");
+        let dir = std::env::temp_dir().join(&netns);
+        let _ = std::fs::remove_dir_all(&dir); // left by an earlier process of this pid
+        std::fs::create_dir(&dir).expect("the DC's directory");
+        let root = dir.join("dc");
+        run(
+            Command::new("cp").arg("-a").arg(&template).arg(&root),
+            "copy the template",
+        );
+        let conf = root.join("etc/smb.conf");
+        let text = std::fs::read_to_string(&conf).expect("read the template's smb.conf");
+        let text = text.replace(
+            template.to_str().expect("a UTF-8 path"),
+            root.to_str().expect("a UTF-8 path"),
+        );
+        std::fs::write(&conf, text).expect("write the DC's smb.conf");
+
+        run(
+            Command::new(ip()).args(["netns", "add", &netns]),
+            "add the DC's network namespace",
+        );
         run(
             Command::new(ip()).args(["netns", "exec", &netns, "ip", "link", "set", "lo", "up"]),
             "bring up the namespace's loopback",
         );
-        let log = File::create(dir.path().join("samba.log")).expect("the DC's log");
+        let log = File::create(dir.join("samba.log")).expect("the DC's log");
         // `ip netns exec` runs samba in place: the child's pid is samba's.
         let child = Command::new(ip())
             .args(["netns", "exec", &netns])
@@ -146,7 +157,7 @@ impl Domain {
             kdc: Forward::start(connector, 88),
             dir,
         };
-        write_secret(&domain.dir.path().join("bind-password"), BIND_PASSWORD);
+        write_secret(&domain.dir.join("bind-password"), BIND_PASSWORD);
         let up = eventually_blocking(PATIENCE, || {
             let mut samba = domain.samba.lock().unwrap();
             if let Some(status) = samba.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
@@ -156,7 +167,10 @@ impl Domain {
             domain.search(&format!("(sAMAccountName={BIND_USER})"), &["dn"])
         });
         if let Err(e) = up {
-            panic!("the domain controller did not answer an LDAPS bind: {e}\n{}", domain.log());
+            panic!(
+                "the domain controller did not answer an LDAPS bind: {e}\n{}",
+                domain.log()
+            );
         }
         domain
     }
@@ -206,7 +220,7 @@ impl Domain {
     /// An ordinary domain account for the broker to bind as: its DN and a
     /// file (mode 0600) holding its password, with no newline.
     pub fn bind_account(&self) -> (String, PathBuf) {
-        (self.dn(BIND_USER), self.dir.path().join("bind-password"))
+        (self.dn(BIND_USER), self.dir.join("bind-password"))
     }
 
     /// Adds the user `name` (UPN `name@deskbroker.test`, in CN=Users). The
@@ -217,7 +231,12 @@ impl Domain {
 
     /// Sets `name`'s password, as an administrator resets it.
     pub fn set_password(&self, name: &str, password: &str) {
-        self.tool(&["user", "setpassword", name, &format!("--newpassword={password}")]);
+        self.tool(&[
+            "user",
+            "setpassword",
+            name,
+            &format!("--newpassword={password}"),
+        ]);
     }
 
     /// Adds the security group `name` (in CN=Users).
@@ -270,7 +289,8 @@ impl Domain {
             "export the keytab",
         );
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600 the keytab");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod 600 the keytab");
     }
 
     /// Writes `dir/krb5.conf`, a client configuration for the realm whose
@@ -300,7 +320,13 @@ impl Domain {
 
     /// Runs MIT `kinit` for `user` (a name or a principal) with
     /// `krb5_conf`, storing the ticket in the cache file `ccache`.
-    pub fn kinit(&self, krb5_conf: &Path, user: &str, password: &str, ccache: &Path) -> Result<(), String> {
+    pub fn kinit(
+        &self,
+        krb5_conf: &Path,
+        user: &str,
+        password: &str,
+        ccache: &Path,
+    ) -> Result<(), String> {
         let kinit = require("kinit", "krb5-user");
         let mut cmd = Command::new(kinit);
         cmd.arg(user)
@@ -331,23 +357,34 @@ impl Domain {
     pub fn search(&self, filter: &str, attributes: &[&str]) -> Result<String, String> {
         let (dn, password) = self.bind_account();
         let mut cmd = Command::new("ldapsearch");
-        cmd.args(["-LLL", "-x", "-o", "nettimeout=10", "-l", "10", "-H", &self.ldaps_url(), "-D", &dn])
-            .arg("-y")
-            .arg(password)
-            .args(["-b", BASE_DN, filter])
-            .args(attributes)
-            .env("LDAPTLS_CACERT", self.ca_file())
-            .env("LDAPTLS_REQCERT", "demand");
+        cmd.args([
+            "-LLL",
+            "-x",
+            "-o",
+            "nettimeout=10",
+            "-l",
+            "10",
+            "-H",
+            &self.ldaps_url(),
+            "-D",
+            &dn,
+        ])
+        .arg("-y")
+        .arg(password)
+        .args(["-b", BASE_DN, filter])
+        .args(attributes)
+        .env("LDAPTLS_CACERT", self.ca_file())
+        .env("LDAPTLS_REQCERT", "demand");
         output(&mut cmd, "")
     }
 
     /// The DC's log so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("samba.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.join("samba.log")).unwrap_or_default()
     }
 
     fn root(&self) -> PathBuf {
-        self.dir.path().join("dc")
+        self.dir.join("dc")
     }
 
     fn sam(&self) -> PathBuf {
@@ -357,7 +394,11 @@ impl Domain {
     /// Runs `samba-tool ARGS` on this DC's database.
     fn tool(&self, args: &[&str]) {
         let mut cmd = Command::new("samba-tool");
-        cmd.args(args).arg("-s").arg(&self.conf).arg("-H").arg(self.sam());
+        cmd.args(args)
+            .arg("-s")
+            .arg(&self.conf)
+            .arg("-H")
+            .arg(self.sam());
         run(&mut cmd, &format!("samba-tool {}", args[..2].join(" ")));
     }
 }
@@ -374,6 +415,7 @@ impl Drop for Domain {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -383,7 +425,8 @@ fn template() -> PathBuf {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(tmp).expect("CARGO_TARGET_TMPDIR");
     let dir = tmp.join(format!("samba-dc-template-{RECIPE}"));
-    let lock_file = File::create(tmp.join(format!("samba-dc-template-{RECIPE}.lock"))).expect("the template's lock file");
+    let lock_file = File::create(tmp.join(format!("samba-dc-template-{RECIPE}.lock")))
+        .expect("the template's lock file");
     let mut lock_file = Some(lock_file);
     let lock = eventually_blocking(PROVISIONING, || {
         let file = lock_file.take().expect("the lock file");
@@ -411,13 +454,22 @@ fn provision(dir: &Path) {
     let _ = std::fs::remove_dir_all(&scratch);
     let _ = std::fs::remove_dir_all(dir);
     let mut cmd = Command::new("samba-tool");
-    cmd.args(["domain", "provision", "--server-role=dc", "--dns-backend=NONE", "--host-name=dc"])
-        .arg(format!("--realm={REALM}"))
-        .arg(format!("--domain={NETBIOS}"))
-        .arg(format!("--adminpass={ADMIN_PASSWORD}"))
-        .arg("--targetdir")
-        .arg(&scratch)
-        .args(["--option=interfaces = lo", "--option=bind interfaces only = yes"]);
+    cmd.args([
+        "domain",
+        "provision",
+        "--server-role=dc",
+        "--dns-backend=NONE",
+        "--host-name=dc",
+    ])
+    .arg(format!("--realm={REALM}"))
+    .arg(format!("--domain={NETBIOS}"))
+    .arg(format!("--adminpass={ADMIN_PASSWORD}"))
+    .arg("--targetdir")
+    .arg(&scratch)
+    .args([
+        "--option=interfaces = lo",
+        "--option=bind interfaces only = yes",
+    ]);
     if let Err(e) = output_within(&mut cmd, "", PROVISIONING) {
         panic!(
             "provisioning the test domain failed (are samba and samba-ad-provision installed? run \
@@ -428,13 +480,25 @@ fn provision(dir: &Path) {
     let sam = scratch.join("private/sam.ldb");
     let tool = |args: &[&str]| {
         run(
-            Command::new("samba-tool").args(args).arg("-s").arg(&conf).arg("-H").arg(&sam),
+            Command::new("samba-tool")
+                .args(args)
+                .arg("-s")
+                .arg(&conf)
+                .arg("-H")
+                .arg(&sam),
             &format!("samba-tool {}", args[..2].join(" ")),
         )
     };
     // Passwords that never expire and may be set back: tests set them as
     // they need.
-    tool(&["domain", "passwordsettings", "set", "--max-pwd-age=0", "--min-pwd-age=0", "--history-length=0"]);
+    tool(&[
+        "domain",
+        "passwordsettings",
+        "set",
+        "--max-pwd-age=0",
+        "--min-pwd-age=0",
+        "--history-length=0",
+    ]);
     tool(&["user", "add", BIND_USER, BIND_PASSWORD]);
 
     let tls = scratch.join("tls");
@@ -484,7 +548,8 @@ fn write_certificates(tls: &Path) {
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "deskbroker test domain CA");
+    ca.distinguished_name
+        .push(DnType::CommonName, "deskbroker test domain CA");
     let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
     std::fs::write(tls.join("ca.pem"), ca_cert.pem()).expect("write the CA");
     let issuer = Issuer::new(ca, ca_key);
@@ -495,27 +560,40 @@ fn write_certificates(tls: &Path) {
         "dc.deskbroker.test".into(),
     ])
     .expect("DC params");
-    params.distinguished_name.push(DnType::CommonName, "dc.deskbroker.test");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "dc.deskbroker.test");
     let cert = params.signed_by(&key, &issuer).expect("DC certificate");
     std::fs::write(tls.join("dc.pem"), cert.pem()).expect("write the DC's certificate");
     write_secret(&tls.join("dc-key.pem"), &key.serialize_pem());
 }
 
-/// Deletes the namespaces of DCs whose test process is gone (killed before
-/// its drop ran), first killing whatever still runs in them.
-fn remove_stale_namespaces() {
+/// Deletes the namespaces and directories of DCs whose test process is
+/// gone (killed before its drop ran), first killing whatever still runs in
+/// such a namespace.
+fn remove_stale() {
+    let stale = |name: &str| {
+        let pid = name
+            .strip_prefix(NETNS_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok());
+        pid.is_some_and(|pid| pid > 0 && !Path::new(&format!("/proc/{pid}")).exists())
+    };
+    for entry in std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if stale(&entry.file_name().to_string_lossy()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
     let Ok(entries) = std::fs::read_dir("/run/netns") else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(NETNS_PREFIX) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid <= 0 || Path::new(&format!("/proc/{pid}")).exists() {
+        if !stale(&name) {
             continue;
         }
         if let Ok(out) = Command::new(ip()).args(["netns", "pids", &name]).output() {
@@ -523,7 +601,10 @@ fn remove_stale_namespaces() {
                 if let Ok(p) = p.parse::<i32>()
                     && p > 0
                 {
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
                 }
             }
         }
@@ -599,7 +680,8 @@ struct Connector {
 impl Connector {
     fn enter(netns: &str) -> Connector {
         let ns = File::open(format!("/run/netns/{netns}")).expect("open the DC's namespace");
-        let (requests, incoming) = mpsc::channel::<(u16, mpsc::Sender<std::io::Result<TcpStream>>)>();
+        let (requests, incoming) =
+            mpsc::channel::<(u16, mpsc::Sender<std::io::Result<TcpStream>>)>();
         let (entered, entered_rx) = mpsc::channel();
         std::thread::spawn(move || {
             let joined = nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET);
@@ -608,7 +690,8 @@ impl Connector {
                 return;
             }
             for (port, reply) in incoming {
-                let stream = TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), PATIENCE);
+                let stream =
+                    TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), PATIENCE);
                 let _ = reply.send(stream);
             }
         });
@@ -667,8 +750,12 @@ impl Forward {
             .unwrap_or_else(|e| panic!("listen on 127.0.0.1:{port} for the DC: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, connections2, connector, target) =
-            (stop.clone(), connections.clone(), self.connector.clone(), self.target);
+        let (stop2, connections2, connector, target) = (
+            stop.clone(),
+            connections.clone(),
+            self.connector.clone(),
+            self.target,
+        );
         let accept = std::thread::spawn(move || {
             let next = AtomicU64::new(0);
             for inbound in listener.incoming() {
@@ -710,21 +797,30 @@ impl Forward {
 /// Copies both ways between `inbound` and `outbound` on two threads,
 /// listed in `connections` (both ends, to be shut down by a stop) until
 /// either side closes.
-fn relay(id: u64, inbound: TcpStream, outbound: TcpStream, connections: &Arc<Mutex<Vec<(u64, TcpStream)>>>) {
-    let (Ok(in2), Ok(out2), Ok(in3), Ok(out3)) =
-        (inbound.try_clone(), outbound.try_clone(), inbound.try_clone(), outbound.try_clone())
-    else {
+fn relay(
+    id: u64,
+    inbound: TcpStream,
+    outbound: TcpStream,
+    connections: &Arc<Mutex<Vec<(u64, TcpStream)>>>,
+) {
+    let (Ok(in2), Ok(out2), Ok(in3), Ok(out3)) = (
+        inbound.try_clone(),
+        outbound.try_clone(),
+        inbound.try_clone(),
+        outbound.try_clone(),
+    ) else {
         return;
     };
     connections.lock().unwrap().extend([(id, in3), (id, out3)]);
-    let pump = |mut from: TcpStream, mut to: TcpStream, connections: Arc<Mutex<Vec<(u64, TcpStream)>>>| {
-        move || {
-            let _ = std::io::copy(&mut from, &mut to);
-            let _ = to.shutdown(Shutdown::Both);
-            let _ = from.shutdown(Shutdown::Both);
-            connections.lock().unwrap().retain(|(i, _)| *i != id);
-        }
-    };
+    let pump =
+        |mut from: TcpStream, mut to: TcpStream, connections: Arc<Mutex<Vec<(u64, TcpStream)>>>| {
+            move || {
+                let _ = std::io::copy(&mut from, &mut to);
+                let _ = to.shutdown(Shutdown::Both);
+                let _ = from.shutdown(Shutdown::Both);
+                connections.lock().unwrap().retain(|(i, _)| *i != id);
+            }
+        };
     std::thread::spawn(pump(inbound, out2, connections.clone()));
     std::thread::spawn(pump(outbound, in2, connections.clone()));
 }
