@@ -118,7 +118,9 @@ impl Client {
         }
         let attribute = &settings.names.account_attribute;
         if !attribute.starts_with(|c: char| c.is_ascii_alphabetic())
-            || !attribute.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            || !attribute
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
         {
             return Err(format!(
                 "the account attribute {attribute:?} is not an LDAP attribute name"
@@ -149,11 +151,9 @@ impl Client {
         };
         let timeout = self.settings.query_timeout;
         let work = async {
-            let _permit = self
-                .in_flight
-                .acquire()
-                .await
-                .map_err(|_| DirectoryError::Unavailable("the directory client is closed".into()))?;
+            let _permit = self.in_flight.acquire().await.map_err(|_| {
+                DirectoryError::Unavailable("the directory client is closed".into())
+            })?;
             // A connection kept from before may have broken meanwhile: one
             // more try on a new one.
             let (session, reused) = self.session().await?;
@@ -258,13 +258,13 @@ impl Client {
                 return Ok(DirectoryUser {
                     dn: None,
                     groups: Vec::new(),
-                })
+                });
             }
             [one] => one,
             _ => {
                 return Err(DirectoryError::Ambiguous(format!(
                     "the directory has more than one entry for {filter}: no groups are read"
-                )))
+                )));
             }
         };
         // The groups by DN, with their names.
@@ -399,7 +399,12 @@ async fn search(
 /// Whether the server's root DSE says it is Active Directory.
 async fn is_active_directory(ldap: &mut Ldap) -> Result<bool, String> {
     let (entries, _) = ldap
-        .search("", Scope::Base, "(objectClass=*)", vec!["supportedCapabilities"])
+        .search(
+            "",
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["supportedCapabilities"],
+        )
         .await
         .and_then(|r| r.success())
         .map_err(|e| format!("reading the root DSE: {e}"))?;
@@ -414,7 +419,9 @@ async fn is_active_directory(ldap: &mut Ldap) -> Result<bool, String> {
 /// Refuses a URL the directory is not reached over TLS with.
 fn check_url(url: &str) -> Result<(), String> {
     let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(format!("directory URL {url:?}: ldaps://host[:port] or ldap://host[:port]"));
+        return Err(format!(
+            "directory URL {url:?}: ldaps://host[:port] or ldap://host[:port]"
+        ));
     };
     match scheme {
         "ldaps" | "ldap" => {}
@@ -422,7 +429,7 @@ fn check_url(url: &str) -> Result<(), String> {
             return Err(format!(
                 "directory URL {url:?}: only ldaps:// or ldap:// (upgraded with StartTLS); the \
                  broker never sends a password over plain LDAP"
-            ))
+            ));
         }
     }
     let host = rest.trim_end_matches('/');
@@ -449,7 +456,10 @@ mod tests {
     fn names_map_to_escaped_filters() {
         let n = names();
         assert_eq!(n.filter("alice").unwrap(), "(sAMAccountName=alice)");
-        assert_eq!(n.filter("contoso\\alice").unwrap(), "(sAMAccountName=alice)");
+        assert_eq!(
+            n.filter("contoso\\alice").unwrap(),
+            "(sAMAccountName=alice)"
+        );
         assert_eq!(
             n.filter("alice@contoso.com").unwrap(),
             "(userPrincipalName=alice@contoso.com)"
@@ -504,7 +514,10 @@ mod tests {
     #[test]
     fn group_search_is_named() {
         assert_eq!("auto".parse::<GroupSearch>().unwrap(), GroupSearch::Auto);
-        assert_eq!("in-chain".parse::<GroupSearch>().unwrap(), GroupSearch::InChain);
+        assert_eq!(
+            "in-chain".parse::<GroupSearch>().unwrap(),
+            GroupSearch::InChain
+        );
         assert_eq!("walk".parse::<GroupSearch>().unwrap(), GroupSearch::Walk);
         assert!("deep".parse::<GroupSearch>().is_err());
     }

@@ -170,8 +170,7 @@ impl DirectoryFlags {
             cache_entries: self.directory_group_cache_entries,
             query_timeout: std::time::Duration::from_secs(self.directory_timeout_seconds.into()),
         };
-        let directory =
-            broker::directory::Directory::new(settings).map_err(anyhow::Error::msg)?;
+        let directory = broker::directory::Directory::new(settings).map_err(anyhow::Error::msg)?;
         Ok(Some(Arc::new(directory)))
     }
 }

@@ -11,7 +11,7 @@ use crate::{App, Ready, TOKEN, exe, ready_line, write_secret};
 
 /// `deskbroker ARGS` with `env` (and without the variables the tests'
 /// environment might carry); answers (success, stderr) once it exits.
-fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
+pub(crate) fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
     let out = command(args, env).output().expect("run deskbroker");
     assert!(!out.status.success(), "{args:?} started");
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -1,0 +1,344 @@
+//! Rule AD1 against a real Active Directory domain controller (Samba, in a
+//! network namespace of its own, reached through forwarders on 127.0.0.1:
+//! `support::domain`): a user's groups are the directory's, nested ones
+//! included; they decide entitlements at the front door and the API; a
+//! caller's claimed groups no longer count; a change in the directory
+//! shows within the cache's bound; a directory that cannot be reached
+//! refuses decisions by group and ends no session.
+
+use serde_json::{Value, json};
+
+use crate::support::domain::Domain;
+use crate::support::wire::{echo_host, open};
+use crate::*;
+
+const PASSWORD: &str = "Sesame-0pen!";
+
+/// A domain with alice in Sales, Sales in RDS-Users, carol in Sales too,
+/// and bob, dave in no group of ours.
+fn domain() -> Domain {
+    let dc = Domain::start();
+    for user in ["alice", "bob", "carol", "dave"] {
+        dc.add_user(user, PASSWORD);
+    }
+    dc.add_group("RDS-Users");
+    dc.add_group("Sales");
+    dc.add_member("Sales", "alice");
+    dc.add_member("Sales", "carol");
+    dc.add_member("RDS-Users", "Sales");
+    dc
+}
+
+/// `serve`'s flags for `dc`, over `url` (its LDAPS or its StartTLS URL),
+/// groups kept `cache_seconds`.
+fn directory_flags(dc: &Domain, url: &str, cache_seconds: u32) -> Vec<String> {
+    let (bind_dn, password_file) = dc.bind_account();
+    vec![
+        "--directory-url".into(),
+        url.into(),
+        "--directory-ca-file".into(),
+        dc.ca_file().display().to_string(),
+        "--directory-bind-dn".into(),
+        bind_dn,
+        "--directory-bind-password-file".into(),
+        password_file.display().to_string(),
+        "--directory-base-dn".into(),
+        dc.base_dn().into(),
+        "--directory-domain".into(),
+        dc.netbios().into(),
+        "--directory-group-cache-seconds".into(),
+        cache_seconds.to_string(),
+    ]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The pool `farm`, entitled to the group RDS-Users (written in another
+/// case, as names in a directory are matched) and to `users` by name, with
+/// one echoing host.
+async fn farm(app: &App, users: &[&str]) {
+    let host = echo_host().await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm",
+        Some(
+            json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst",
+            "allowedAddressRanges": ["127.0.0.0/8"],
+            "entitledGroups": ["rds-users"], "entitledUsers": users}),
+        ),
+        201,
+    )
+    .await;
+    app.ok(
+        "PUT",
+        "/api/v1/hostPools/farm/sessionHosts/h1",
+        Some(json!({"address": host})),
+        201,
+    )
+    .await;
+}
+
+async fn connect(app: &App, user: &str, groups: &[&str]) -> (u16, Value) {
+    app.call(
+        "POST",
+        "/api/v1/hostPools/farm/connect",
+        Some(json!({"userPrincipalName": user, "groups": groups})),
+    )
+    .await
+}
+
+fn groups_of(user: &Value) -> Vec<String> {
+    user["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .map(|g| g.as_str().expect("a name").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_nested_group_entitles_at_the_front_door_and_the_api_and_claims_do_not() {
+    let dc = domain();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flags = directory_flags(&dc, &dc.ldaps_url(), 300);
+    let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &strs(&flags));
+    farm(&app, &[]).await;
+
+    // alice is in RDS-Users only through Sales: the front door lets her in
+    // on her name alone, which the directory resolves.
+    assert!(
+        open(&front_door, "Cookie: mstshash=alice").await.is_some(),
+        "alice, in RDS-Users through Sales, is let in at the front door"
+    );
+    assert!(
+        open(&front_door, "Cookie: mstshash=bob").await.is_none(),
+        "bob, in no group of the pool, is refused at the front door"
+    );
+    // Through the API, by UPN and by DOMAIN\name.
+    let (status, placed) = connect(&app, "carol@deskbroker.test", &[]).await;
+    assert_eq!(status, 200, "{placed}");
+    let (status, placed) = connect(&app, "DESKBROKER\\carol", &[]).await;
+    assert_eq!(status, 200, "{placed}");
+    // What bob claims counts for nothing: the directory decides.
+    app.refused(
+        "POST",
+        "/api/v1/hostPools/farm/connect",
+        Some(json!({"userPrincipalName": "bob", "groups": ["RDS-Users"]})),
+        403,
+        "NotEntitled",
+    )
+    .await;
+    // A name from another domain belongs to no group here.
+    let (status, refused) = connect(&app, "ELSEWHERE\\alice", &[]).await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (403, Some("NotEntitled"))
+    );
+
+    // The groups the broker uses, nested and primary ones included.
+    let alice = app.ok("GET", "/api/v1/users/alice", None, 200).await;
+    assert_eq!(alice["found"], true, "{alice}");
+    assert_eq!(alice["distinguishedName"], dc.dn("alice"));
+    let groups = groups_of(&alice);
+    for g in ["Domain Users", "RDS-Users", "Sales"] {
+        assert!(groups.iter().any(|x| x == g), "{g} not in {groups:?}");
+    }
+    let bob = app.ok("GET", "/api/v1/users/bob", None, 200).await;
+    assert_eq!(groups_of(&bob), ["Domain Users"], "{bob}");
+    // A name that would widen a search is only a name nobody has.
+    for name in ["*", "alice)(cn=*", "*%29%28objectClass=*"] {
+        let nobody = app
+            .ok("GET", &format!("/api/v1/users/{name}"), None, 200)
+            .await;
+        assert_eq!(
+            (&nobody["found"], groups_of(&nobody).len()),
+            (&json!(false), 0),
+            "{name}: {nobody}"
+        );
+    }
+    // The CLI shows the same.
+    let (ok, out, err) = app.cli(&["user", "show", "alice", "--output", "json", "--refresh"]);
+    assert!(ok, "{err}");
+    let shown: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(groups_of(&shown), groups, "{out}");
+    // A reader may look; a portal credential may not.
+    let portal = credential(&app, "portal-1", "portal", &[]).await;
+    let (status, _) = app
+        .call_with("GET", "/api/v1/users/alice", None, Some(portal.as_str()))
+        .await;
+    assert_eq!(status, 403);
+
+    // Another broker on the same domain over StartTLS, walking the nesting
+    // one level a search as on a directory that is not Active Directory,
+    // finds the same groups.
+    let walk_dir = tempfile::tempdir().expect("tempdir");
+    let mut flags = directory_flags(&dc, &dc.ldap_url(), 300);
+    flags.extend(["--directory-group-search".to_string(), "walk".to_string()]);
+    let (walker, _) = App::spawn_with(walk_dir.path(), "127.0.0.1:0", &strs(&flags));
+    let walked = walker.ok("GET", "/api/v1/users/alice", None, 200).await;
+    assert_eq!(groups_of(&walked), groups, "{walked}");
+}
+
+#[tokio::test]
+async fn a_user_taken_out_of_a_group_is_refused_within_the_cache_bound() {
+    let dc = domain();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flags = directory_flags(&dc, &dc.ldaps_url(), 1);
+    let (app, _front_door) = App::spawn_with_front_door(dir.path(), "farm", &strs(&flags));
+    farm(&app, &[]).await;
+    let file = "/api/v1/hostPools/farm/rdpFile?user=alice";
+    let (status, _) = app.call("GET", file, None).await;
+    assert_eq!(status, 200, "alice's file, through Sales in RDS-Users");
+
+    dc.remove_member("RDS-Users", "Sales");
+    // Within the cache's bound (1 s here), the directory's word holds.
+    eventually(PATIENCE, || async {
+        let (status, body) = app.call("GET", file, None).await;
+        (status == 403 && body["error"]["code"] == "NotEntitled").then_some(())
+    })
+    .await
+    .expect("alice refused once the cache's second has passed");
+    let alice = app.ok("GET", "/api/v1/users/alice", None, 200).await;
+    assert!(
+        !groups_of(&alice).iter().any(|g| g == "RDS-Users"),
+        "{alice}"
+    );
+}
+
+#[tokio::test]
+async fn a_directory_that_cannot_be_reached_refuses_decisions_by_group_and_ends_no_session() {
+    let mut dc = domain();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flags = directory_flags(&dc, &dc.ldaps_url(), 1);
+    let (app, _front_door) = App::spawn_with_front_door(dir.path(), "farm", &strs(&flags));
+    farm(&app, &["dave"]).await;
+    let (status, alice) = connect(&app, "alice", &[]).await;
+    assert_eq!(status, 200, "{alice}");
+
+    dc.cut_off();
+    // carol's decision needs her groups: 503, and nothing is written.
+    let refused = eventually(PATIENCE, || async {
+        let (status, body) = connect(&app, "carol", &[]).await;
+        (status == 503).then_some(body)
+    })
+    .await
+    .expect("carol refused while the directory is away");
+    assert_eq!(
+        refused["error"]["code"], "DirectoryUnavailable",
+        "{refused}"
+    );
+    app.refused(
+        "GET",
+        "/api/v1/users/carol",
+        None,
+        503,
+        "DirectoryUnavailable",
+    )
+    .await;
+    // alice goes back to her session (S1), dave is entitled by name: neither
+    // needs the directory.
+    let (status, again) = connect(&app, "alice", &[]).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["sessionId"], alice["sessionId"], "{again}");
+    let (status, dave) = connect(&app, "dave", &[]).await;
+    assert_eq!(status, 200, "{dave}");
+    let mut users: Vec<String> = sessions(&app, "farm")
+        .await
+        .iter()
+        .map(|s| s["userPrincipalName"].as_str().expect("user").to_string())
+        .collect();
+    users.sort();
+    assert_eq!(
+        users,
+        ["alice", "dave"],
+        "no session ended, none added for carol"
+    );
+    let metrics = app.text("/metrics").await;
+    assert!(
+        metrics.contains("deskbroker_directory_lookups_total{outcome=\"unavailable\"}"),
+        "{metrics}"
+    );
+
+    // Back: carol is let in again.
+    dc.restore();
+    eventually(PATIENCE, || async {
+        let (status, _) = connect(&app, "carol", &[]).await;
+        (status == 200).then_some(())
+    })
+    .await
+    .expect("carol let in once the directory is back");
+}
+
+/// What serve refuses to start with: a directory it would reach without
+/// TLS, a bind password others may read, missing settings.
+#[cfg(unix)]
+#[test]
+fn serve_refuses_a_directory_it_cannot_bind_to_safely() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let password = dir.path().join("bind-password");
+    write_secret(&password, "secret");
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf-8");
+    let password_path = password.to_str().expect("utf-8");
+    let base = |url: &str| {
+        vec![
+            "serve".to_string(),
+            "--data-dir".into(),
+            data.into(),
+            "--directory-url".into(),
+            url.into(),
+            "--directory-bind-dn".into(),
+            "CN=broker,DC=example,DC=com".into(),
+            "--directory-bind-password-file".into(),
+            password_path.into(),
+            "--directory-base-dn".into(),
+            "DC=example,DC=com".into(),
+        ]
+    };
+    let err = crate::config::refused(
+        &strs(&base("http://dc1.example.com")),
+        &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
+    );
+    assert!(err.contains("only ldaps:// or ldap://"), "{err}");
+    let mut no_base = base("ldaps://dc1.example.com");
+    no_base.truncate(no_base.len() - 2);
+    let err = crate::config::refused(&strs(&no_base), &[("DESKBROKER_ADMIN_TOKEN", TOKEN)]);
+    assert!(err.contains("--directory-base-dn"), "{err}");
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let err = crate::config::refused(
+        &strs(&base("ldaps://dc1.example.com")),
+        &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
+    );
+    assert!(
+        err.contains("has mode 644") && err.contains("--directory-bind-password-file"),
+        "{err}"
+    );
+    // The same settings from the config file's [directory] table.
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let config = dir.path().join("deskbroker.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[directory]\nurl = [\"ldaps://dc1.example.com\", \"ftp://dc2\"]\nbind_dn = \"CN=b\"\n\
+             bind_password_file = \"{password_path}\"\nbase_dn = \"DC=x\"\n"
+        ),
+    )
+    .expect("config");
+    let err = crate::config::refused(
+        &[
+            "serve",
+            "--data-dir",
+            data,
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+        &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
+    );
+    assert!(
+        err.contains("\"ftp://dc2\"") && err.contains("only ldaps://"),
+        "{err}"
+    );
+}
