@@ -763,7 +763,8 @@ impl Forward {
                     return;
                 }
                 let Ok(inbound) = inbound else { continue };
-                if connections2.lock().unwrap().len() >= MAX_CONNECTIONS {
+                // Both ends of each relayed connection are listed.
+                if connections2.lock().unwrap().len() >= 2 * MAX_CONNECTIONS {
                     continue; // dropped: refused
                 }
                 let Ok(outbound) = connector.connect(target) else {
