@@ -84,7 +84,7 @@ async fn connect(app: &App, user: &str, groups: &[&str]) -> (u16, Value) {
     app.call(
         "POST",
         "/api/v1/hostPools/farm/connect",
-        Some(json!({"userPrincipalName": user, "groups": groups})),
+        Some(json!({"user": user, "groups": groups})),
     )
     .await
 }
@@ -102,7 +102,8 @@ fn groups_of(user: &Value) -> Vec<String> {
 async fn a_nested_group_entitles_at_the_front_door_and_the_api_and_claims_do_not() {
     let dc = domain();
     let dir = tempfile::tempdir().expect("tempdir");
-    let flags = directory_flags(&dc, &dc.ldaps_url(), 300);
+    let mut flags = directory_flags(&dc, &dc.ldaps_url(), 300);
+    flags.extend(["--gateway-listen".to_string(), "127.0.0.1:0".to_string()]);
     let (app, front_door) = App::spawn_with_front_door(dir.path(), "farm", &strs(&flags));
     farm(&app, &[]).await;
 
@@ -121,11 +122,19 @@ async fn a_nested_group_entitles_at_the_front_door_and_the_api_and_claims_do_not
     assert_eq!(status, 200, "{placed}");
     let (status, placed) = connect(&app, "DESKBROKER\\carol", &[]).await;
     assert_eq!(status, 200, "{placed}");
+    // The tickets of the RD Gateway's and the browser's files are issued
+    // on the same groups.
+    for door in ["rdpFile?gateway=true&", "webUrl?"] {
+        let path = format!("/api/v1/hostPools/farm/{door}user=alice");
+        app.ok("GET", &path, None, 200).await;
+        let path = format!("/api/v1/hostPools/farm/{door}user=bob&groups=RDS-Users");
+        app.refused("GET", &path, None, 403, "NotEntitled").await;
+    }
     // What bob claims counts for nothing: the directory decides.
     app.refused(
         "POST",
         "/api/v1/hostPools/farm/connect",
-        Some(json!({"userPrincipalName": "bob", "groups": ["RDS-Users"]})),
+        Some(json!({"user": "bob", "groups": ["RDS-Users"]})),
         403,
         "NotEntitled",
     )
@@ -142,11 +151,12 @@ async fn a_nested_group_entitles_at_the_front_door_and_the_api_and_claims_do_not
     assert_eq!(alice["found"], true, "{alice}");
     assert_eq!(alice["distinguishedName"], dc.dn("alice"));
     let groups = groups_of(&alice);
-    for g in ["Domain Users", "RDS-Users", "Sales"] {
+    for g in ["Domain Users", "RDS-Users", "Sales", "Users"] {
         assert!(groups.iter().any(|x| x == g), "{g} not in {groups:?}");
     }
     let bob = app.ok("GET", "/api/v1/users/bob", None, 200).await;
-    assert_eq!(groups_of(&bob), ["Domain Users"], "{bob}");
+    // bob's primary group, and the built-in Users group it is nested in.
+    assert_eq!(groups_of(&bob), ["Domain Users", "Users"], "{bob}");
     // A name that would widen a search is only a name nobody has.
     for name in ["*", "alice)(cn=*", "*%29%28objectClass=*"] {
         let nobody = app
