@@ -68,7 +68,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker: the HTTP API on the embedded SQLite store or PostgreSQL.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run on a session host: register with the broker, then send heartbeats
     /// with metrics and sessions.
     Agent(agent::AgentArgs),
@@ -147,7 +147,7 @@ async fn main() -> ExitCode {
     api::tls::install_default_provider();
 
     let result = match args.command {
-        Command::Serve(serve_args) => serve::run(serve_args).await,
+        Command::Serve(serve_args) => serve::run(*serve_args).await,
         Command::Agent(agent_args) => agent::run_with_args(agent_args).await.map_err(Into::into),
         Command::Gateway(gateway_args) => gateway_cmd::run(gateway_args).await,
         Command::Backup(a) => tokio::task::block_in_place(|| backup_cmd::backup(a)),
