@@ -218,7 +218,9 @@ fn flag_of(
     );
     if let toml::Value::Array(items) = value {
         if !matches!(arg.get_action(), clap::ArgAction::Append) {
-            return Err(refuse(format!("`{key}` takes one value, not a list")));
+            return Err(refuse(format!(
+                "`{key}` must be a string, a number or true/false, not a list"
+            )));
         }
         return items
             .iter()
