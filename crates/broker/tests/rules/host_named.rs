@@ -151,7 +151,10 @@ async fn a_host_without_a_dns_name_is_named_by_its_address_and_gateway_files_nam
     .await;
     let file = file(&kit, true).await;
     assert_eq!(setting(&file, "full address:"), Some("10.0.0.2:3390"));
-    assert_eq!(setting(&file, "gatewayhostname:"), Some("gw.contoso.com:443"));
+    assert_eq!(
+        setting(&file, "gatewayhostname:"),
+        Some("gw.contoso.com:443")
+    );
     let ticket = Ticket::parse(&ticket_of(&file)).expect("a ticket");
     assert_eq!(ticket.host.as_deref(), Some("h2"));
     // Through the gateway, the target the file names is what the client
@@ -162,7 +165,11 @@ async fn a_host_without_a_dns_name_is_named_by_its_address_and_gateway_files_nam
             json!({"user": "alice", "ticket": ticket_of(&file), "target": target}),
         )
         .await;
-        assert_eq!((status, v["sessionHost"].as_str()), (200, Some("h2")), "{v}");
+        assert_eq!(
+            (status, v["sessionHost"].as_str()),
+            (200, Some("h2")),
+            "{v}"
+        );
     }
 }
 
@@ -176,7 +183,11 @@ async fn a_host_bound_ticket_is_refused_for_any_other_target() {
         json!({"user": "alice", "ticket": ticket, "target": "H1.Contoso.COM"}),
     )
     .await;
-    assert_eq!((status, v["sessionHost"].as_str()), (200, Some("h1")), "{v}");
+    assert_eq!(
+        (status, v["sessionHost"].as_str()),
+        (200, Some("h1")),
+        "{v}"
+    );
     // Another host's name or address, the pool's name: refused, whatever
     // the pool could otherwise do for alice.
     for target in ["h2", "10.0.0.2", "named", "h1.contoso.com.evil.example", ""] {
@@ -239,7 +250,11 @@ async fn a_ticket_whose_host_is_gone_never_lands_on_another() {
     )
     .await;
     let (status, v) = connect(&kit, json!({"user": "alice", "ticket": ticket})).await;
-    assert_eq!((status, v["sessionHost"].as_str()), (200, Some("h1")), "{v}");
+    assert_eq!(
+        (status, v["sessionHost"].as_str()),
+        (200, Some("h1")),
+        "{v}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -259,7 +274,11 @@ async fn after_the_session_ended_the_ticket_opens_its_host_only_while_it_can_tak
     .await;
     // h1 can take alice: a new session there.
     let (status, v) = connect(&kit, json!({"user": "alice", "ticket": ticket})).await;
-    assert_eq!((status, v["sessionHost"].as_str()), (200, Some("h1")), "{v}");
+    assert_eq!(
+        (status, v["sessionHost"].as_str()),
+        (200, Some("h1")),
+        "{v}"
+    );
     let id = v["sessionId"].as_str().expect("id").to_string();
     kit.ok(
         "DELETE",
@@ -330,7 +349,10 @@ async fn tickets_without_a_host_keep_working_and_pool_files_place_nobody() {
         .await;
     let file = file(&kit, false).await;
     // Today's file: the front door, a ticket without a host, nobody placed.
-    assert_eq!(setting(&file, "full address:"), Some("rdp.contoso.com:3389"));
+    assert_eq!(
+        setting(&file, "full address:"),
+        Some("rdp.contoso.com:3389")
+    );
     let ticket = ticket_of(&file);
     assert_eq!(Ticket::parse(&ticket).expect("a ticket").host, None);
     assert_eq!(kit.sessions("named").await, Vec::<Value>::new());
@@ -340,14 +362,23 @@ async fn tickets_without_a_host_keep_working_and_pool_files_place_nobody() {
     kit.patch_pool("named", json!({"connectionTarget": "Host"}))
         .await;
     let (status, v) = connect(&kit, json!({"user": "alice", "ticket": ticket})).await;
-    assert_eq!((status, v["sessionHost"].as_str()), (200, Some("h1")), "{v}");
+    assert_eq!(
+        (status, v["sessionHost"].as_str()),
+        (200, Some("h1")),
+        "{v}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_browser_address_places_the_user_and_binds_its_ticket() {
     let kit = named_pool().await;
     let v = kit
-        .ok("GET", "/api/v1/hostPools/named/webUrl?user=carol", None, 200)
+        .ok(
+            "GET",
+            "/api/v1/hostPools/named/webUrl?user=carol",
+            None,
+            200,
+        )
         .await;
     let url = v["url"].as_str().expect("a url");
     let encoded = url.split_once("#ticket=").expect("a ticket").1;
@@ -359,13 +390,19 @@ async fn a_browser_address_places_the_user_and_binds_its_ticket() {
         Ticket::parse(&ticket).expect("a ticket").host.as_deref(),
         Some("h1")
     );
-    assert_eq!(kit.states("named").await, [("carol".into(), "Pending".into())]);
+    assert_eq!(
+        kit.states("named").await,
+        [("carol".into(), "Pending".into())]
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn dns_names_and_connection_targets_are_checked_and_kept() {
     let kit = named_pool().await;
-    assert_eq!(kit.host("named", "h1").await["dnsName"], json!("h1.contoso.com"));
+    assert_eq!(
+        kit.host("named", "h1").await["dnsName"],
+        json!("h1.contoso.com")
+    );
     assert_eq!(kit.host("named", "h2").await["dnsName"], json!(null));
     let long = format!("{}.com", ["a".repeat(63); 4].join("."));
     assert!(long.len() > 253);
@@ -448,18 +485,21 @@ async fn a_host_reports_its_dns_name_at_registration_and_does_not_rename_itself(
             None,
             "POST",
             "/api/v1/register",
-            Some(json!({"token": token, "name": "h3", "address": "10.0.0.3:3389",
-                        "dnsName": "h3.contoso.com"})),
+            Some(
+                json!({"token": token, "name": "h3", "address": "10.0.0.3:3389",
+                        "dnsName": "h3.contoso.com"}),
+            ),
         )
         .await;
     assert_eq!(status, 201, "{v}");
     assert_eq!(v["sessionHost"]["dnsName"], json!("h3.contoso.com"));
-    let credential = v["hostCredential"].as_str().expect("credential").to_string();
+    let credential = v["hostCredential"]
+        .as_str()
+        .expect("credential")
+        .to_string();
     // Registering again with its credential: the same name is fine, another
     // is the administrator's to give.
-    let again = |dns: &str| {
-        json!({"token": token, "name": "h3", "address": "10.0.0.3:3389", "dnsName": dns})
-    };
+    let again = |dns: &str| json!({"token": token, "name": "h3", "address": "10.0.0.3:3389", "dnsName": dns});
     let (status, v) = kit
         .call_as(
             Some(&credential),
@@ -477,16 +517,25 @@ async fn a_host_reports_its_dns_name_at_registration_and_does_not_rename_itself(
             Some(again("h1.contoso.com")),
         )
         .await;
-    assert_eq!((status, v["error"]["code"].as_str()), (403, Some("Forbidden")), "{v}");
-    assert_eq!(kit.host("named", "h3").await["dnsName"], json!("h3.contoso.com"));
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (403, Some("Forbidden")),
+        "{v}"
+    );
+    assert_eq!(
+        kit.host("named", "h3").await["dnsName"],
+        json!("h3.contoso.com")
+    );
     // A bad one is refused naming the field.
     let (status, v) = kit
         .call_as(
             None,
             "POST",
             "/api/v1/register",
-            Some(json!({"token": token, "name": "h4", "address": "10.0.0.4:3389",
-                        "dnsName": "h4.contoso.com/x"})),
+            Some(
+                json!({"token": token, "name": "h4", "address": "10.0.0.4:3389",
+                        "dnsName": "h4.contoso.com/x"}),
+            ),
         )
         .await;
     assert_eq!(

@@ -49,7 +49,12 @@ async fn a_host_named_file_opens_its_host_through_the_gateway_and_the_front_door
     let (app, _) = App::spawn_with(
         &dir.path().join("data"),
         "127.0.0.1:0",
-        &["--gateway-listen", "127.0.0.1:0", "--rdp-listen", "127.0.0.1:0"],
+        &[
+            "--gateway-listen",
+            "127.0.0.1:0",
+            "--rdp-listen",
+            "127.0.0.1:0",
+        ],
     );
     let gateway = app.ready.gateway_addr().to_string();
     let front_door = app.ready.rdp_addr().to_string();
@@ -80,7 +85,11 @@ async fn a_host_named_file_opens_its_host_through_the_gateway_and_the_front_door
         .text("/api/v1/hostPools/farm/rdpFile?user=alice&gateway=true")
         .await;
     let named = format!("h1.farm.test:{}", port(&a.address));
-    assert_eq!(setting(&file, "full address"), Some(named.as_str()), "{file}");
+    assert_eq!(
+        setting(&file, "full address"),
+        Some(named.as_str()),
+        "{file}"
+    );
     assert_eq!(setting(&file, "gatewayhostname"), Some(gateway.as_str()));
     assert_eq!(
         session_of(&app, "farm", "alice").await,
@@ -104,8 +113,9 @@ async fn a_host_named_file_opens_its_host_through_the_gateway_and_the_front_door
     let edited = format!("h2.farm.test:{}", port(&b.address));
     let log = gave_up(client(&through_gateway(&edited)), "another target").await;
     assert!(
-        log.lines().any(|l| l.contains("[ERROR][com.freerdp.core.gateway")
-            && l.contains("E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED")),
+        log.lines()
+            .any(|l| l.contains("[ERROR][com.freerdp.core.gateway")
+                && l.contains("E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED")),
         "xfreerdp was not told its ticket was refused:\n{log}"
     );
     assert_eq!((a.tls_connections(), b.tls_connections()), (0, 0));
@@ -142,7 +152,11 @@ async fn a_host_named_file_opens_its_host_through_the_gateway_and_the_front_door
     .await;
     let log = gave_up(client(&at_front_door), "a ticket for a removed host").await;
     assert_told(&log, TICKET_REFUSED, &at_front_door);
-    let log = gave_up(client(&through_gateway(&named)), "a ticket for a removed host").await;
+    let log = gave_up(
+        client(&through_gateway(&named)),
+        "a ticket for a removed host",
+    )
+    .await;
     assert!(
         log.contains("E_PROXY_COOKIE_AUTHENTICATION_ACCESS_DENIED"),
         "{log}"

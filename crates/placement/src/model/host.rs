@@ -148,7 +148,7 @@ pub struct HostSpec {
     /// file of a pool whose `connectionTarget` is `Host` names. None: such
     /// a file names the host's address. Absent in hosts stored before it
     /// existed, hence the serde default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub dns_name: Option<String>,
 }
 
@@ -185,7 +185,10 @@ pub fn validate_dns_name(field: &str, name: &str) -> Result<(), Error> {
         if label.len() > MAX_DNS_LABEL_BYTES {
             return Err(bad("a label longer than 63 characters"));
         }
-        if !label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
             return Err(bad("only letters, digits, '-' and '.' are allowed"));
         }
         if label.starts_with('-') || label.ends_with('-') {
