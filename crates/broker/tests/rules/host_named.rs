@@ -533,6 +533,7 @@ async fn a_host_reports_its_dns_name_at_registration_and_does_not_rename_itself(
         json!("H3.contoso.com")
     );
     // A bad one is refused naming the field.
+    let token = kit.registration_token("named", 3600).await;
     let (status, v) = kit
         .call_as(
             None,
