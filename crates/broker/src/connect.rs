@@ -286,7 +286,9 @@ impl Connector {
     }
 
     /// Rule AD4: a connect on a host-bound ticket, placed on that `host`
-    /// only (`Pool::connect_on_host`): when the host is gone, the client
+    /// only (`Pool::connect_on_host`); a Pending session there (the one the
+    /// file's fetch made) is answered as new (`reconnect: false`), so that
+    /// the door that carries the connection owns it: when the host is gone, the client
     /// asked for another (`target`), the door could not reach it, the
     /// user's session is elsewhere or the host cannot take them, refused
     /// as the ticket, saying to fetch the file again. Nothing is started
@@ -332,6 +334,16 @@ impl Connector {
                     session_host: None,
                 };
                 p.connect_on_host(&req, host, now, &session_id)
+                    // The Pending session the file's fetch made is the
+                    // ticket's own: the door that brings its connection
+                    // takes it as one it made (marks it Active, ends it if
+                    // no logon shows, R4, S9).
+                    .map(|mut placed| {
+                        if placed.state == SessionState::Pending {
+                            placed.reconnect = false;
+                        }
+                        placed
+                    })
                     .map_err(|e| match e {
                         placement::Error::NoSessionHostAvailable(m)
                         | placement::Error::SessionHostUnavailable(m)

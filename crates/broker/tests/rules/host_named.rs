@@ -116,12 +116,18 @@ async fn fetching_a_file_places_a_pending_session_on_the_host_it_names() {
     assert_eq!(setting(&again, "full address:"), Some("h1.contoso.com"));
     assert_eq!(kit.sessions("named").await.len(), 1);
 
-    // The ticket's connect is sent back to that session (as the doors' is).
+    // The ticket's connect is sent back to that session (as the doors' is),
+    // answered as the ticket's own (not a reconnect), so that the door that
+    // carries it owns the session's marks.
     let (status, v) = connect(&kit, json!({"user": "alice", "ticket": ticket_of(&file)})).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(
-        (v["sessionHost"].as_str(), v["sessionId"].as_str()),
-        (Some("h1"), sessions[0]["id"].as_str())
+        (
+            v["sessionHost"].as_str(),
+            v["sessionId"].as_str(),
+            &v["reconnect"]
+        ),
+        (Some("h1"), sessions[0]["id"].as_str(), &json!(false))
     );
 
     // The placement is recorded as a connect's is, with its session.
