@@ -235,6 +235,7 @@ impl Agent {
             address: c.address.clone(),
             capabilities: c.capabilities.clone(),
             policy: (!policy_is_empty(&c.policy)).then(|| c.policy.clone()),
+            dns_name: None,
         };
         let answer = self.client.register(&request).await;
         forget(&mut request.token);

@@ -9,12 +9,21 @@
 //!
 //! ```text
 //! dbt1:<pool>:<expires>:<mac>:<user>
-//!   pool     the pool's name (letters, digits, '.', '-', '_': never ':')
+//! dbt1:<pool>/<host>:<expires>:<mac>:<user>
+//!   pool     the pool's name (letters, digits, '.', '-', '_': never ':' or '/')
+//!   host     a host-bound ticket's session host (rule AD4; a name as a pool's)
 //!   expires  Unix seconds, decimal
 //!   mac      the first 16 bytes of HMAC-SHA256(key, "deskbroker-ticket-v1\0<pool>\0<user>\0<expires>"),
+//!            or for a host-bound ticket of HMAC-SHA256(key,
+//!            "deskbroker-host-ticket-v1\0<pool>\0<host>\0<user>\0<expires>"),
 //!            base64url without padding (22 characters)
 //!   user     the user, percent-encoded where it is not printable ASCII or is '%' (last, so it may hold ':')
 //! ```
+//!
+//! A host-bound ticket (a pool whose `connectionTarget` is `Host`) opens
+//! its host only: the host is under the MAC, in a context of its own, so
+//! neither removing it nor changing it leaves a valid ticket. Tickets
+//! without a host keep their form and meaning.
 //!
 //! The largest first PDU is 259 bytes; its fixed parts (TPKT and X.224
 //! headers, CR LF, the negotiation request, the 36-byte correlation info
@@ -50,6 +59,11 @@ pub const TICKET_MAC_BYTES: usize = 16;
 pub const TICKET_LEEWAY_SECONDS: u64 = 2;
 /// Domain separation of the MAC.
 const MAC_CONTEXT: &[u8] = b"deskbroker-ticket-v1\0";
+/// Domain separation of a host-bound ticket's MAC: no ticket of one kind
+/// has the MAC of a ticket of the other.
+const HOST_MAC_CONTEXT: &[u8] = b"deskbroker-host-ticket-v1\0";
+/// What separates a host-bound ticket's pool from its host.
+const HOST_SEPARATOR: char = '/';
 /// What the derived key is for, mixed into its derivation.
 const KEY_CONTEXT: &[u8] = b"deskbroker connection ticket key v1";
 
@@ -59,6 +73,8 @@ type HmacSha256 = hmac::Hmac<Sha256>;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ticket {
     pub pool: String,
+    /// Rule AD4: the one session host a host-bound ticket opens.
+    pub host: Option<String>,
     pub user: String,
     pub expires_unix_seconds: u64,
     mac: [u8; TICKET_MAC_BYTES],
@@ -78,6 +94,13 @@ pub enum TicketRefusal {
     OtherPool(String),
     #[error("the connection ticket is for another user")]
     OtherUser,
+    /// Rule AD4: a host-bound ticket presented for another host, or whose
+    /// host can no longer take its user.
+    #[error(
+        "the connection ticket opens session host {host} only, {why}: fetch the connection \
+         file again"
+    )]
+    OtherHost { host: String, why: String },
 }
 
 impl TicketRefusal {
@@ -89,6 +112,7 @@ impl TicketRefusal {
             TicketRefusal::Expired => "expired_ticket",
             TicketRefusal::OtherPool(_) => "foreign_ticket",
             TicketRefusal::OtherUser => "foreign_ticket",
+            TicketRefusal::OtherHost { .. } => "other_host_ticket",
         }
     }
 }
@@ -98,7 +122,8 @@ impl TicketRefusal {
 pub enum IssueError {
     #[error(
         "a connection ticket for this user in this host pool would be {0} bytes; an RDP \
-         client's first PDU has room for {MAX_TICKET_BYTES} (shorten the pool or user name)"
+         client's first PDU has room for {MAX_TICKET_BYTES} (shorten the pool, session host \
+         or user name)"
     )]
     TooLong(usize),
 }
@@ -122,11 +147,25 @@ impl TicketKey {
         TicketKey(mac.finalize().into_bytes().into())
     }
 
-    fn mac(&self, pool: &str, user: &str, expires: u64) -> [u8; TICKET_MAC_BYTES] {
+    fn mac(
+        &self,
+        pool: &str,
+        host: Option<&str>,
+        user: &str,
+        expires: u64,
+    ) -> [u8; TICKET_MAC_BYTES] {
         let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
-        mac.update(MAC_CONTEXT);
+        mac.update(if host.is_some() {
+            HOST_MAC_CONTEXT
+        } else {
+            MAC_CONTEXT
+        });
         mac.update(pool.as_bytes());
         mac.update(b"\0");
+        if let Some(host) = host {
+            mac.update(host.as_bytes());
+            mac.update(b"\0");
+        }
         mac.update(user.as_bytes());
         mac.update(b"\0");
         mac.update(expires.to_string().as_bytes());
@@ -143,9 +182,26 @@ impl TicketKey {
         user: &str,
         expires_unix_seconds: u64,
     ) -> Result<String, IssueError> {
-        let mac = self.mac(pool, user, expires_unix_seconds);
+        self.issue_bound(pool, None, user, expires_unix_seconds)
+    }
+
+    /// The ticket that lets `user` into `pool` until
+    /// `expires_unix_seconds`, on session host `host` only when one is
+    /// given (rule AD4).
+    pub fn issue_bound(
+        &self,
+        pool: &str,
+        host: Option<&str>,
+        user: &str,
+        expires_unix_seconds: u64,
+    ) -> Result<String, IssueError> {
+        let mac = self.mac(pool, host, user, expires_unix_seconds);
+        let target = match host {
+            Some(host) => format!("{pool}{HOST_SEPARATOR}{host}"),
+            None => pool.to_string(),
+        };
         let ticket = format!(
-            "{TICKET_PREFIX}{pool}:{expires_unix_seconds}:{}:{}",
+            "{TICKET_PREFIX}{target}:{expires_unix_seconds}:{}:{}",
             base64url(&mac),
             percent_encode(user)
         );
@@ -165,7 +221,12 @@ impl TicketKey {
         pool: &str,
         now_unix_seconds: u64,
     ) -> Result<String, TicketRefusal> {
-        let expected = self.mac(&ticket.pool, &ticket.user, ticket.expires_unix_seconds);
+        let expected = self.mac(
+            &ticket.pool,
+            ticket.host.as_deref(),
+            &ticket.user,
+            ticket.expires_unix_seconds,
+        );
         let differs = expected
             .iter()
             .zip(ticket.mac.iter())
@@ -209,7 +270,13 @@ impl Ticket {
         else {
             return Err(TicketRefusal::Malformed);
         };
-        if placement::validate_name("pool", pool).is_err() {
+        let (pool, host) = match pool.split_once(HOST_SEPARATOR) {
+            Some((pool, host)) => (pool, Some(host)),
+            None => (pool, None),
+        };
+        if placement::validate_name("pool", pool).is_err()
+            || host.is_some_and(|h| placement::validate_name("host", h).is_err())
+        {
             return Err(TicketRefusal::Malformed);
         }
         let expires_unix_seconds = (!expires.is_empty()
@@ -225,6 +292,7 @@ impl Ticket {
         }
         Ok(Ticket {
             pool: pool.to_string(),
+            host: host.map(str::to_string),
             user,
             expires_unix_seconds,
             mac,
@@ -346,6 +414,43 @@ mod tests {
     }
 
     #[test]
+    fn a_host_bound_ticket_names_its_host_under_the_signature() {
+        let t = key()
+            .issue_bound("farm-1", Some("sh-7"), "alice", NOW + 300)
+            .unwrap();
+        assert!(t.starts_with("dbt1:farm-1/sh-7:"), "{t}");
+        let parsed = Ticket::parse(&t).unwrap();
+        assert_eq!(
+            (parsed.pool.as_str(), parsed.host.as_deref()),
+            ("farm-1", Some("sh-7"))
+        );
+        assert_eq!(key().verify(&parsed, "farm-1", NOW).unwrap(), "alice");
+        // Another host, or no host at all: the MAC no longer fits.
+        for forged in [t.replace("/sh-7:", "/sh-8:"), t.replace("/sh-7:", ":")] {
+            let f = Ticket::parse(&forged).unwrap();
+            assert_eq!(
+                key().verify(&f, "farm-1", NOW),
+                Err(TicketRefusal::BadSignature),
+                "{forged}"
+            );
+        }
+        // An unbound ticket given a host does not verify either.
+        let unbound = key().issue("farm-1", "alice", NOW + 300).unwrap();
+        let f = Ticket::parse(&unbound.replacen("farm-1:", "farm-1/sh-7:", 1)).unwrap();
+        assert_eq!(
+            key().verify(&f, "farm-1", NOW),
+            Err(TicketRefusal::BadSignature)
+        );
+        assert_eq!(Ticket::parse(&unbound).unwrap().host, None);
+        // The host counts towards the length a first PDU has room for.
+        let user = "u".repeat(64);
+        assert!(matches!(
+            key().issue_bound(&"p".repeat(90), Some("host-0001"), &user, NOW),
+            Err(IssueError::TooLong(_))
+        ));
+    }
+
+    #[test]
     fn malformed_tickets_are_refused_before_any_mac_is_computed() {
         let good = key().issue("p", "alice", NOW).unwrap();
         let mac = good.split(':').nth(3).unwrap().to_string();
@@ -358,6 +463,9 @@ mod tests {
             format!("dbt1:p:1:{}:alice", &mac[..21]),
             format!("dbt1:p:1:{mac}=:alice"),
             format!("dbt1:-p:1:{mac}:alice"),
+            format!("dbt1:p/:1:{mac}:alice"),
+            format!("dbt1:p/h/i:1:{mac}:alice"),
+            format!("dbt1:/h:1:{mac}:alice"),
             format!("dbt1:p:1:{mac}:a%0Ab"),
             format!("dbt1:p:1:{mac}:a%zz"),
             format!("dbt1:p:1:{mac}:a%F"),

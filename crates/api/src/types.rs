@@ -132,6 +132,10 @@ pub struct HostPoolInput {
     pub start_vm_on_connect: Option<bool>,
     /// Rule A9. Setting a command needs an administrator of every pool.
     pub power_settings: Option<PowerSettingsInput>,
+    /// Rule AD4: what connection files and browser addresses name: `Pool`
+    /// (the default) or `Host` (the user is placed when the file is fetched,
+    /// and the file names that host).
+    pub connection_target: Option<placement::ConnectionTarget>,
     pub name: Option<String>,
 }
 
@@ -260,6 +264,9 @@ pub struct SessionHostInput {
     pub tags: Option<Vec<String>>,
     /// `aa:bb:cc:dd:ee:ff`, for Wake-on-LAN (rule A9).
     pub mac_address: Option<String>,
+    /// The host's fully qualified DNS name (rule AD4), e.g.
+    /// `host1.contoso.com`: what host-named connection files name.
+    pub dns_name: Option<String>,
     /// Accepted for symmetry with the output; must match the path.
     pub name: Option<String>,
 }
@@ -284,6 +291,10 @@ pub struct SessionHostPatch {
     #[serde(default, with = "double_option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub mac_address: Option<Option<String>>,
+    /// Absent: unchanged; `null`: none; a DNS name: set (rule AD4).
+    #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub dns_name: Option<Option<String>>,
 }
 
 /// Distinguishes a field that is absent (`None`) from one set to `null`
@@ -336,6 +347,9 @@ pub struct SessionHostOutput {
     pub tags: Vec<String>,
     #[serde(default)]
     pub mac_address: Option<String>,
+    /// The host's fully qualified DNS name (rule AD4), if it has one.
+    #[serde(default)]
+    pub dns_name: Option<String>,
     /// Read-only (rule A9): set by power actions, never by the host. A
     /// `Stopped` or `Stopping` host's `status` is `Shutdown`.
     #[serde(default)]
@@ -377,6 +391,7 @@ impl From<&Host> for SessionHostOutput {
             metrics: h.metrics.clone(),
             tags: h.spec.tags.clone(),
             mac_address: h.spec.mac_address.clone(),
+            dns_name: h.spec.dns_name.clone(),
             power_state: h.power_state,
             drained_by: h.spec.drained_by,
             heartbeat_source: h.heartbeat_source,
@@ -561,6 +576,9 @@ pub struct RegisterInput {
     pub address: String,
     pub capabilities: Option<Vec<String>>,
     pub policy: Option<HostPolicy>,
+    /// The host's fully qualified DNS name (rule AD4), when the agent
+    /// knows it; absent leaves a registered host's as it is.
+    pub dns_name: Option<String>,
 }
 
 /// The answer to a registration.
@@ -599,6 +617,12 @@ pub struct ConnectInput {
     /// entitlements were checked when it was issued.
     #[serde(default)]
     pub ticket: Option<String>,
+    /// Rule AD4: the name the client asked to reach (the RD Gateway's
+    /// channel target). A ticket bound to a host is honoured only when
+    /// this names that host (its `dnsName`, in any case, or its
+    /// `address`); absent, the ticket's host is the only place it opens.
+    #[serde(default)]
+    pub target: Option<String>,
 }
 
 /// The answer to `connect`.

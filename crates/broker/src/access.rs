@@ -419,11 +419,12 @@ pub fn operator_may_patch_host(patch: &api::types::SessionHostPatch) -> Result<(
         || patch.policy.is_some()
         || patch.assigned_user.is_some()
         || patch.tags.is_some()
-        || patch.mac_address.is_some();
+        || patch.mac_address.is_some()
+        || patch.dns_name.is_some();
     if others {
         Err(
             "an operator may only change allowNewSession (drain and undrain); changing \
-             address, capabilities, policy, assignedUser, tags or macAddress needs the \
+             address, capabilities, policy, assignedUser, tags, macAddress or dnsName needs the \
              admin role"
                 .into(),
         )

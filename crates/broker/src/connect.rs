@@ -17,8 +17,8 @@ use std::time::Instant;
 use api::types::ConnectInput;
 use placement::autoscale::{StartOnConnect, start_on_connect};
 use placement::{
-    ConnectRequest, DrainedBy, HostPoolType, HostPower, Placement, PowerDriver, PowerState,
-    ScalingActionKind, SessionState,
+    ConnectRequest, ConnectionTarget, DrainedBy, HostPoolType, HostPower, Placement, PowerDriver,
+    PowerState, ScalingActionKind, SessionState,
 };
 
 use crate::core::Core;
@@ -96,6 +96,46 @@ struct IssuedTicket {
     ticket: String,
     /// When it expires, in Unix seconds.
     expires_s: u64,
+    /// Rule AD4: the host a host-bound ticket opens.
+    host: Option<NamedHost>,
+}
+
+/// Rule AD4: the host a host-named file sends its user to.
+struct NamedHost {
+    /// The host's name in its pool (what its ticket is bound to).
+    name: String,
+    /// What the file's `full address` says: the host's DNS name (or the
+    /// host part of its address), with the port when it is not 3389.
+    full_address: String,
+}
+
+/// How a host-named file writes the host of `address` (`HOST:PORT`): its
+/// DNS name when it has one, else the address's own host; with `:PORT`
+/// unless the port is 3389, which RDP clients assume.
+fn full_address(dns_name: Option<&str>, address: &str) -> String {
+    let (host, port) = address.rsplit_once(':').unwrap_or((address, "3389"));
+    let host = dns_name.unwrap_or(host);
+    if port == "3389" {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Rule AD4: whether the name a client asked for (an RD Gateway channel's
+/// target) names the host of `spec`: its DNS name, in any ASCII case, or
+/// its address, with or without the port.
+pub fn names_host(target: &str, spec: &placement::HostSpec) -> bool {
+    let target = target.trim_end_matches('.');
+    let address_host = spec
+        .address
+        .rsplit_once(':')
+        .map_or(spec.address.as_str(), |(h, _)| h);
+    spec.dns_name
+        .as_deref()
+        .is_some_and(|d| d.eq_ignore_ascii_case(target))
+        || target == spec.address
+        || target.eq_ignore_ascii_case(address_host)
 }
 
 /// The browser's address of a pool's desktop for one user, with a fresh
@@ -206,12 +246,11 @@ impl Connector {
     pub async fn connect(&self, pool: &str, c: &ConnectInput) -> Result<Placement, BrokerError> {
         let started = Instant::now();
         let from_memory = self.core.writer().failure().is_some();
-        let result = if let Err(e) = self.check_ticket(pool, c) {
-            Err(e)
-        } else if from_memory {
-            self.reconnect_from_memory(pool, c)
-        } else {
-            self.place(pool, c).await
+        let result = match self.check_ticket(pool, c) {
+            Err(e) => Err(e),
+            Ok(bound) if from_memory => self.reconnect_from_memory(pool, c, bound.as_deref()),
+            Ok(Some(host)) => self.place_on_host(pool, c, &host).await,
+            Ok(None) => self.place(pool, c).await,
         };
         let hot = crate::telemetry::hot();
         match &result {
@@ -301,6 +340,78 @@ impl Connector {
              starting for it (startVmOnConnect): retry this connect after {} s",
             c.user, HOST_STARTING_RETRY_AFTER_SECONDS
         )))
+    }
+
+    /// Rule AD4: a connect on a host-bound ticket, placed on that `host`
+    /// only (`Pool::connect_on_host`); a Pending session there (the one the
+    /// file's fetch made) is answered as new (`reconnect: false`), so that
+    /// the door that carries the connection owns it: when the host is gone, the client
+    /// asked for another (`target`), the door could not reach it, the
+    /// user's session is elsewhere or the host cannot take them, refused
+    /// as the ticket, saying to fetch the file again. Nothing is started
+    /// for it (A8 starts a host for a connect that may take any).
+    async fn place_on_host(
+        &self,
+        pool: &str,
+        c: &ConnectInput,
+        host: &str,
+    ) -> Result<Placement, BrokerError> {
+        let session_id = uuid::Uuid::now_v7().to_string();
+        let refused = |why: String| {
+            let r = api::ticket::TicketRefusal::OtherHost {
+                host: host.to_string(),
+                why,
+            };
+            metrics::counter!("deskbroker_ticket_refusals_total", "reason" => r.reason())
+                .increment(1);
+            BrokerError::Ticket(r.to_string())
+        };
+        self.core
+            .write(pool, |p, now| {
+                let Some(h) = p.host(host) else {
+                    return Err(refused(format!(
+                        "which is no longer in host pool {}",
+                        p.name()
+                    )));
+                };
+                if let Some(target) = c.target.as_deref()
+                    && !names_host(target, &h.spec)
+                {
+                    return Err(refused(format!(
+                        "and the client asked for {:?}",
+                        target.chars().take(64).collect::<String>()
+                    )));
+                }
+                if c.exclude.iter().any(|e| e == host) {
+                    return Err(refused("which the door could not reach".into()));
+                }
+                let req = ConnectRequest {
+                    user: &c.user,
+                    requires: &c.requires,
+                    session_host: None,
+                };
+                p.connect_on_host(&req, host, now, &session_id)
+                    // The Pending session the file's fetch made is the
+                    // ticket's own: the door that brings its connection
+                    // takes it as one it made (marks it Active, ends it if
+                    // no logon shows, R4, S9).
+                    .map(|mut placed| {
+                        if placed.state == SessionState::Pending {
+                            placed.reconnect = false;
+                        }
+                        placed
+                    })
+                    .map_err(|e| match e {
+                        placement::Error::NoSessionHostAvailable(m)
+                        | placement::Error::SessionHostUnavailable(m)
+                        | placement::Error::NoPersonalDesktopAssigned(m)
+                        | placement::Error::SessionHostNotFound(m) => {
+                            refused(format!("which cannot take {} now ({m})", c.user))
+                        }
+                        e => e.into(),
+                    })
+            })
+            .await
     }
 
     /// Starts `host` through the power driver (rule A9) for a refused
@@ -396,10 +507,11 @@ impl Connector {
     /// Rule T3: a request that carries a connection ticket is placed only if
     /// this broker signed it, for this pool and this user, and it has not
     /// expired. Nothing is read from the pool: a ticket is checked before
-    /// any host is considered.
-    fn check_ticket(&self, pool: &str, c: &ConnectInput) -> Result<(), BrokerError> {
+    /// any host is considered. Answers the host a host-bound ticket opens
+    /// (rule AD4).
+    fn check_ticket(&self, pool: &str, c: &ConnectInput) -> Result<Option<String>, BrokerError> {
         let Some(raw) = &c.ticket else {
-            return Ok(());
+            return Ok(None);
         };
         let refused = |r: api::ticket::TicketRefusal| {
             metrics::counter!("deskbroker_ticket_refusals_total", "reason" => r.reason())
@@ -414,7 +526,7 @@ impl Connector {
         if user != c.user {
             return Err(refused(api::ticket::TicketRefusal::OtherUser));
         }
-        Ok(())
+        Ok(ticket.host)
     }
 
     /// A connection ticket for `user` of `pool` (rule T3), with the groups
@@ -422,6 +534,12 @@ impl Connector {
     /// (T2), living the pool's `ticketLifetimeSeconds`. With `door_only`,
     /// only for a pool the doors may reach (`allowFrontDoor`), since the
     /// ticket is good for nothing else.
+    ///
+    /// In a pool whose `connectionTarget` is `Host` (rule AD4), the user is
+    /// placed now, through [`Connector::connect`] and every rule of a
+    /// connect (a Pending session, S4; the existing one, S1), and the
+    /// ticket is bound to the host chosen, whose name for clients it
+    /// answers too.
     async fn issue_ticket(
         &self,
         pool: &str,
@@ -432,7 +550,7 @@ impl Connector {
         placement::validate_user("user", user)?;
         let groups = &self.deciding_groups(pool, user, groups, None).await?;
         // One look at the pool: its name, the entitlement, the lifetime.
-        let (name, lifetime) = self
+        let (name, lifetime, target) = self
             .core
             .read(pool, |p| {
                 if door_only && !p.config().allow_front_door {
@@ -442,19 +560,61 @@ impl Connector {
                     )));
                 }
                 p.check_entitled(user, groups, None)?;
-                Ok((p.name().to_string(), p.config().ticket_lifetime_seconds))
+                Ok((
+                    p.name().to_string(),
+                    p.config().ticket_lifetime_seconds,
+                    p.config().connection_target,
+                ))
             })
             .await?;
+        let host = match target {
+            ConnectionTarget::Pool => None,
+            ConnectionTarget::Host => Some(self.place_for_file(&name, user, groups).await?),
+        };
         let expires_s = self.core.clock().now_secs() + u64::from(lifetime);
         let ticket = self
             .keys
             .ticket_signer()
-            .issue(&name, user, expires_s)
+            .issue_bound(
+                &name,
+                host.as_ref().map(|h| h.name.as_str()),
+                user,
+                expires_s,
+            )
             .map_err(|e| BrokerError::Invalid(e.to_string()))?;
         Ok(IssuedTicket {
             pool: name,
             ticket,
             expires_s,
+            host,
+        })
+    }
+
+    /// Rule AD4: places `user` for a host-named file or browser address,
+    /// as a connect would, and answers the host chosen and how clients
+    /// name it: its `dnsName`, else the host part of its address, with
+    /// the address's port unless it is RDP's own 3389.
+    async fn place_for_file(
+        &self,
+        pool: &str,
+        user: &str,
+        groups: &[String],
+    ) -> Result<NamedHost, BrokerError> {
+        let input = ConnectInput {
+            user: user.to_string(),
+            groups: groups.to_vec(),
+            ..ConnectInput::default()
+        };
+        let placed = self.connect(pool, &input).await?;
+        let dns_name = self
+            .core
+            .peek(pool, |p| {
+                Ok(p.host(&placed.host).and_then(|h| h.spec.dns_name.clone()))
+            })
+            .unwrap_or_default();
+        Ok(NamedHost {
+            full_address: full_address(dns_name.as_deref(), &placed.address),
+            name: placed.host,
         })
     }
 
@@ -500,10 +660,30 @@ impl Connector {
                 ticket_expires_s: None,
             });
         };
+        // Checked before a host-named file places anyone.
+        let door = match (&gateway, self.connection_target(pool)?) {
+            (None, ConnectionTarget::Pool) => Some(front_door()?),
+            _ => None,
+        };
         let issued = self.issue_ticket(pool, user, groups, false).await?;
-        let body = match &gateway {
-            Some(gateway) => api::rdp_file::gateway_rdp_file(gateway, &issued.pool, &issued.ticket),
-            None => api::rdp_file::rdp_file_with_ticket(&front_door()?, &issued.ticket),
+        // Rule AD4: a host-named file names its host, through the gateway
+        // as its target, or as the address the client dials itself.
+        let body = match (&gateway, &issued.host, door) {
+            (Some(gateway), host, _) => api::rdp_file::gateway_rdp_file(
+                gateway,
+                host.as_ref().map_or(&issued.pool, |h| &h.full_address),
+                &issued.ticket,
+            ),
+            (None, Some(host), _) => {
+                api::rdp_file::rdp_file_with_ticket(&host.full_address, &issued.ticket)
+            }
+            (None, None, door) => {
+                let door = match door {
+                    Some(door) => door,
+                    None => front_door()?,
+                };
+                api::rdp_file::rdp_file_with_ticket(&door, &issued.ticket)
+            }
         };
         Ok(ConnectionFile {
             pool: issued.pool,
@@ -550,6 +730,11 @@ impl Connector {
         })
     }
 
+    /// The pool's `connectionTarget` (rule AD4), as memory holds it.
+    fn connection_target(&self, pool: &str) -> Result<ConnectionTarget, BrokerError> {
+        self.core.peek(pool, |p| Ok(p.config().connection_target))
+    }
+
     /// Where clients reach the RD Gateway; refused with 400
     /// `InvalidParameter` when this broker knows of none (`serve
     /// --gateway-listen` or `--gateway-public-address`).
@@ -566,10 +751,12 @@ impl Connector {
     /// While the store is unreachable: a user whose session is known (and
     /// durable) is sent back to it from memory, nothing is written; anyone
     /// else is refused with 503 `StoreUnavailable`, at once.
+    /// A host-bound ticket (rule AD4) is sent back only to its `bound` host.
     fn reconnect_from_memory(
         &self,
         pool: &str,
         c: &ConnectInput,
+        bound: Option<&str>,
     ) -> Result<Placement, BrokerError> {
         let unavailable = || {
             BrokerError::store_unavailable(format!(
@@ -582,7 +769,12 @@ impl Connector {
             Ok(p.existing_placement(&c.user, c.session_host.as_deref())?)
         })?;
         match found {
-            Some(placed) if self.core.writer().is_saved(pool, &placed.session_id) => Ok(placed),
+            Some(placed)
+                if self.core.writer().is_saved(pool, &placed.session_id)
+                    && bound.is_none_or(|b| b == placed.host) =>
+            {
+                Ok(placed)
+            }
             _ => Err(unavailable()),
         }
     }

@@ -689,6 +689,19 @@ fn reregistered_spec(
         }
         check_address(p.config(), &input.address)?;
     }
+    // Rule AD4: host-named files send users to the DNS name, so a host
+    // does not rename itself once it has one; an administrator does.
+    if let (Some(old), Some(new)) = (&h.spec.dns_name, &input.dns_name)
+        && !old.eq_ignore_ascii_case(new)
+        && !caller.is_some_and(|c| c.is_admin_of(p.name()))
+    {
+        return Err(BrokerError::Forbidden(format!(
+            "dnsName: session host {name} is registered as {old}; only an administrator \
+             changes the DNS name of a registered host (PATCH \
+             /api/v1/hostPools/{}/sessionHosts/{name})",
+            p.name()
+        )));
+    }
     Ok(HostSpec {
         address: input.address.clone(),
         capabilities: input
@@ -696,6 +709,7 @@ fn reregistered_spec(
             .clone()
             .unwrap_or(h.spec.capabilities.clone()),
         policy: input.policy.clone().unwrap_or(h.spec.policy.clone()),
+        dns_name: input.dns_name.clone().or(h.spec.dns_name.clone()),
         ..h.spec.clone()
     })
 }
@@ -723,6 +737,7 @@ fn new_spec(
             .clone()
             .unwrap_or_else(|| vec!["rdp".to_string()]),
         policy: input.policy.clone().unwrap_or_default(),
+        dns_name: input.dns_name.clone(),
         ..HostSpec::new(name, &input.address)
     })
 }

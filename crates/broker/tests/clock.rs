@@ -46,6 +46,7 @@ async fn pool_with_a_host(b: &Arc<Broker>) {
                 address: "10.0.0.1:3389".into(),
                 capabilities: None,
                 policy: None,
+                dns_name: None,
             },
             None,
         )

@@ -70,6 +70,18 @@ async fn check_migrated(store: &dyn Store, version: usize) {
     assert_eq!(pool.config.name, "p", "{what}");
     let hosts: Vec<&str> = pool.hosts.iter().map(|h| h.spec.name.as_str()).collect();
     assert_eq!(hosts, ["h1", "h2", "h3"], "{what}");
+    // Rule AD4's fields live in the records, which a store written before
+    // them holds without: their defaults come back, no DNS name and files
+    // that name the pool.
+    assert!(
+        pool.hosts.iter().all(|h| h.spec.dns_name.is_none()),
+        "{what}"
+    );
+    assert_eq!(
+        pool.config.connection_target,
+        placement::ConnectionTarget::Pool,
+        "{what}"
+    );
     let users: Vec<&str> = pool.sessions.iter().map(|s| s.user.as_str()).collect();
     assert_eq!(users, ["alice@contoso.com", "bob@contoso.com"], "{what}");
     if version >= 2 {

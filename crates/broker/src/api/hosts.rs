@@ -89,6 +89,7 @@ pub async fn put(
         assigned_user: input.assigned_user,
         tags: input.tags.unwrap_or_default(),
         mac_address: input.mac_address,
+        dns_name: input.dns_name,
         // A6: a drain through the API is an operator's (or admin's).
         drained_by: (input.allow_new_session == Some(false)).then_some(DrainedBy::Operator),
         ..defaults
@@ -159,6 +160,9 @@ pub async fn patch(
             }
             if let Some(m) = input.mac_address {
                 spec.mac_address = m;
+            }
+            if let Some(d) = input.dns_name {
+                spec.dns_name = d;
             }
             if let Some(c) = input.capabilities {
                 spec.capabilities = c;

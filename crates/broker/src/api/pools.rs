@@ -327,7 +327,14 @@ pub(crate) async fn rdp_file_for(
     gateway: bool,
     issuer: &Issuer,
 ) -> Result<crate::connect::ConnectionFile, ApiError> {
-    let file = b.connector().connection_file(pool, user, gateway).await?;
+    let file = placing(
+        b,
+        issuer,
+        pool,
+        "rdpFile",
+        b.connector().connection_file(pool, user, gateway),
+    )
+    .await?;
     if let (Some((user, _)), Some(expires_s)) = (user, file.ticket_expires_s) {
         audit_ticket(
             b,
@@ -341,6 +348,40 @@ pub(crate) async fn rdp_file_for(
         .await;
     }
     Ok(file)
+}
+
+/// Runs `f`, a file's or browser address's making, so that the placement
+/// a host-named one makes (rule AD4) is recorded in the audit log as a
+/// connect's is (T5), in the placement's own batch: the caller is the
+/// actor, the session placed the target. Nothing is recorded when nothing
+/// is placed (a pool's files, a reconnect).
+pub(crate) async fn placing<F: std::future::Future>(
+    b: &Broker,
+    issuer: &Issuer,
+    pool: &str,
+    what: &str,
+    f: F,
+) -> F::Output {
+    let scope = crate::audit::Scope {
+        entry: store::AuditEntry {
+            time_ms: b.now_ms(),
+            actor: issuer.actor.clone(),
+            action: format!("GET {}/{pool}/{what}", issuer.action_prefix),
+            target: format!("hostPools/{pool}"),
+            host_pool: Some(pool.to_string()),
+            before: None,
+            after: None,
+            outcome: 0,
+            source: issuer.source.clone(),
+            end_reason: None,
+        },
+        method: "POST".to_string(),
+        resource: crate::audit::Resource::Connect {
+            pool: pool.to_string(),
+        },
+        recorded: None,
+    };
+    crate::audit::with_scope(scope, f).await.0
 }
 
 /// An `.rdp` file as a download named after its pool.

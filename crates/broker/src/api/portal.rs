@@ -360,10 +360,14 @@ async fn web(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (session, issuer) = requester(&b, &headers, &extensions)?;
-    let web = b
-        .connector()
-        .web_url(&pool, &session.user, &session.groups)
-        .await?;
+    let web = super::pools::placing(
+        &b,
+        &issuer,
+        &pool,
+        "web",
+        b.connector().web_url(&pool, &session.user, &session.groups),
+    )
+    .await?;
     super::pools::audit_ticket(
         &b,
         &issuer,

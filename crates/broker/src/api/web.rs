@@ -46,7 +46,14 @@ pub async fn web_url(
     let caller = caller.as_ref().map(|c| &c.0);
     let issuer = Issuer::api(caller, &extensions);
     let (user, groups) = ticket_user(caller, &pool, q.user, q.groups.as_deref(), "webUrl")?;
-    let web = b.connector().web_url(&pool, &user, &groups).await?;
+    let web = super::pools::placing(
+        &b,
+        &issuer,
+        &pool,
+        "webUrl",
+        b.connector().web_url(&pool, &user, &groups),
+    )
+    .await?;
     audit_ticket(&b, &issuer, "webUrl", &web.pool, &user, web.expires_s, None).await;
     Ok(axum::Json(WebUrlOutput {
         url: web.url,

@@ -11,6 +11,7 @@ mod audit_abuse;
 mod entitlements;
 mod heartbeat_authority;
 mod heartbeat_loss;
+mod host_named;
 mod kit;
 mod lifetimes;
 mod messages;

@@ -202,6 +202,12 @@ struct PoolSettings {
     /// default 300).
     #[arg(long, value_name = "SECONDS")]
     ticket_lifetime_seconds: Option<u32>,
+    /// What connection files and browser addresses name (rule AD4): Pool
+    /// (the default: the door places the user when they connect) or Host
+    /// (the user is placed when the file is fetched, and the file names
+    /// that host's dnsName, or its address when it has none).
+    #[arg(long, value_name = "Pool|Host")]
+    connection_target: Option<String>,
     /// CIDR ranges session hosts' addresses must lie in, comma-separated
     /// (rule E4), e.g. 10.0.0.0/8; an empty value clears the list (any
     /// routable address).
@@ -312,6 +318,7 @@ impl PoolSettings {
             .set("allowFrontDoor", self.allow_front_door)
             .set("requireConnectionTicket", self.require_connection_ticket)
             .set("ticketLifetimeSeconds", self.ticket_lifetime_seconds)
+            .set("connectionTarget", self.connection_target)
             .set(
                 "allowedAddressRanges",
                 non_empty(self.allowed_address_ranges),

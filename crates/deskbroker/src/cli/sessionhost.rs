@@ -117,6 +117,10 @@ struct AddArgs {
     /// The host's MAC address, aa:bb:cc:dd:ee:ff, for Wake-on-LAN.
     #[arg(long, value_name = "MAC")]
     mac_address: Option<String>,
+    /// The host's fully qualified DNS name, e.g. host1.contoso.com: what a
+    /// host-named connection file names (rule AD4).
+    #[arg(long, value_name = "FQDN")]
+    dns_name: Option<String>,
     #[command(flatten)]
     policy: PolicyFlags,
 }
@@ -184,6 +188,9 @@ struct UpdateArgs {
     /// The host's MAC address, aa:bb:cc:dd:ee:ff ("" clears it).
     #[arg(long, value_name = "MAC")]
     mac_address: Option<String>,
+    /// The host's fully qualified DNS name (rule AD4; "" clears it).
+    #[arg(long, value_name = "FQDN")]
+    dns_name: Option<String>,
     // A threshold not given keeps its current value: the host is read first,
     // since the broker's PATCH replaces the whole policy object.
     #[command(flatten)]
@@ -205,6 +212,7 @@ impl AddArgs {
             .set("capabilities", self.capabilities.clone())
             .set("tags", self.tags.clone())
             .set("macAddress", self.mac_address.clone())
+            .set("dnsName", self.dns_name.clone())
             .set(
                 "policy",
                 (!self.policy.is_empty()).then(|| self.policy.apply_to(Map::new())),
@@ -263,11 +271,21 @@ impl UpdateArgs {
                         m.clone().into()
                     }
                 }),
+            )
+            .set(
+                "dnsName",
+                self.dns_name.as_ref().map(|d| {
+                    if d.is_empty() {
+                        Value::Null
+                    } else {
+                        d.clone().into()
+                    }
+                }),
             );
         if body.is_empty() {
             anyhow::bail!(
                 "sessionhost update: nothing to change; give --allow-new-session, \
-                 --assigned-user, --unassign, --tags, --mac-address, \
+                 --assigned-user, --unassign, --tags, --mac-address, --dns-name, \
                  --policy-load-index-threshold, --policy-connecting-session-threshold or \
                  --clear-policy"
             );

@@ -31,6 +31,7 @@ mod entitlements;
 mod first_desktop;
 mod front_door_trust;
 mod gateway;
+mod host_named;
 mod http_edge;
 mod leases;
 mod load_index;

@@ -204,7 +204,8 @@ fn fail(report: &mut Report, detail: String) -> Outcome {
 }
 
 /// Channel create: places the ticket's user in the ticket's pool (the
-/// resource must name it) and dials the host, trying the next one when a
+/// resource must name it; for a host-bound ticket, the ticket's host, which
+/// the broker checks) and dials the host, trying the next one when a
 /// new session's host cannot be reached (R5); answers the client either way.
 async fn open_channel<P>(
     ws: &mut Link,
@@ -229,7 +230,11 @@ where
             let _ = send(ws, &answer).await;
         }
     };
-    if !resource.eq_ignore_ascii_case(&pool) {
+    // A host-bound ticket (rule AD4) names its host as the target: the
+    // broker judges whether the target names that host, and the host is
+    // dialled at the address the broker knows, never at the target.
+    let host_bound = ticket.host.is_some();
+    if !host_bound && !resource.eq_ignore_ascii_case(&pool) {
         report.detail = Some(format!(
             "resource {resource:?} is not the ticket's pool {pool}"
         ));
@@ -257,6 +262,7 @@ where
     let request = ConnectInput {
         user: ticket.user,
         ticket: Some(raw),
+        target: host_bound.then_some(resource),
         ..ConnectInput::default()
     };
     let door = Door::new(

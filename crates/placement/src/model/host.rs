@@ -143,6 +143,65 @@ pub struct HostSpec {
     /// (rule A9) and `DESKBROKER_MAC` of the command driver.
     #[serde(default)]
     pub mac_address: Option<String>,
+    /// The host's fully qualified DNS name (rule AD4), as its Kerberos
+    /// service name and certificate know it: what a host-named connection
+    /// file of a pool whose `connectionTarget` is `Host` names. None: such
+    /// a file names the host's address. Absent in hosts stored before it
+    /// existed, hence the serde default.
+    #[serde(default)]
+    pub dns_name: Option<String>,
+}
+
+/// The longest DNS name, in bytes (RFC 1035: 255 octets on the wire, 253
+/// characters written out).
+pub const MAX_DNS_NAME_BYTES: usize = 253;
+/// The longest label of a DNS name, in bytes.
+pub const MAX_DNS_LABEL_BYTES: usize = 63;
+
+/// A DNS name as RFC 1123 writes host names: dot-separated labels of 1 to
+/// [`MAX_DNS_LABEL_BYTES`] ASCII letters, digits and hyphens, none
+/// beginning or ending with a hyphen, at most [`MAX_DNS_NAME_BYTES`] in
+/// all, without a trailing dot; the last label is not all digits (so an
+/// IPv4 address is not one). Refused with `InvalidParameter` naming
+/// `field`.
+pub fn validate_dns_name(field: &str, name: &str) -> Result<(), Error> {
+    let bad = |why: &str| {
+        Error::InvalidParameter(format!(
+            "{field}: {name:?} is not a DNS name ({why}); write a fully qualified name such \
+             as host1.contoso.com"
+        ))
+    };
+    if name.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if name.len() > MAX_DNS_NAME_BYTES {
+        return Err(bad("longer than 253 characters"));
+    }
+    let labels: Vec<&str> = name.split('.').collect();
+    for label in &labels {
+        if label.is_empty() {
+            return Err(bad("an empty label"));
+        }
+        if label.len() > MAX_DNS_LABEL_BYTES {
+            return Err(bad("a label longer than 63 characters"));
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(bad("only letters, digits, '-' and '.' are allowed"));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(bad("a label begins or ends with '-'"));
+        }
+    }
+    if labels
+        .last()
+        .is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(bad("its last label is all digits"));
+    }
+    Ok(())
 }
 
 /// The most tags a host carries: a scaling plan scans them per host.
@@ -206,6 +265,7 @@ impl HostSpec {
             tags: Vec::new(),
             mac_address: None,
             drained_by: None,
+            dns_name: None,
         }
     }
 
@@ -218,6 +278,9 @@ impl HostSpec {
             validate_user("assignedUser", u)?;
         }
         validate_tags("tags", &self.tags)?;
+        if let Some(d) = &self.dns_name {
+            validate_dns_name("dnsName", d)?;
+        }
         if let Some(m) = &self.mac_address
             && parse_mac(m).is_none()
         {

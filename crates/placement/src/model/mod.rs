@@ -245,6 +245,28 @@ pub struct PoolConfig {
     /// Rule A9: how the broker powers this pool's hosts on and off.
     #[serde(default)]
     pub power_settings: PowerSettings,
+    /// Rule AD4: what a connection file or browser address of this pool
+    /// names: the pool (`Pool`, the default: the doors place the user when
+    /// they connect), or the host the user is placed on when the file is
+    /// fetched (`Host`). Absent in settings stored before it existed, hence
+    /// the serde default.
+    #[serde(default)]
+    pub connection_target: ConnectionTarget,
+}
+
+/// Rule AD4: what a pool's connection files and browser addresses name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ConnectionTarget {
+    /// The pool: a file names the door, and the door places the user when
+    /// they connect.
+    #[default]
+    Pool,
+    /// The host: fetching a file places the user at once (a Pending
+    /// session, or their existing one), the file names that host's DNS
+    /// name (its address when it has none), and its ticket opens that
+    /// host only.
+    Host,
 }
 
 /// Rule A9: how a pool's hosts are powered on and off.
@@ -486,6 +508,7 @@ impl PoolConfig {
             ticket_lifetime_seconds: ticket_lifetime_default(),
             start_vm_on_connect: false,
             power_settings: PowerSettings::default(),
+            connection_target: ConnectionTarget::Pool,
         }
     }
 

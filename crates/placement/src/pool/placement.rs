@@ -54,6 +54,62 @@ impl Pool {
         Ok(self.reserve(seq, req.user, session_id, now_ms))
     }
 
+    /// Rule AD4: a connect that may land on session host `host` only (a
+    /// host-bound connection ticket): the user's existing session there
+    /// (S1), or a new session on `host` when it can take one now (every
+    /// filter of a placement: available, not drained, below the limit, the
+    /// capabilities, not refusing logons; in a personal pool, assigned to
+    /// the user). A user whose session (S1) is on another host, a host that
+    /// is gone or that cannot take them is refused: never another host.
+    pub fn connect_on_host(
+        &mut self,
+        req: &ConnectRequest,
+        host: &str,
+        now_ms: TimestampMs,
+        session_id: &str,
+    ) -> Result<Placement, Error> {
+        let seq = self.seq_of(host)?;
+        if self.config.host_pool_type == HostPoolType::Personal {
+            let req = ConnectRequest {
+                session_host: Some(host),
+                ..req.clone()
+            };
+            return self.connect_excluding(&req, &[], now_ms, 0, session_id);
+        }
+        if let Some(p) = self.check_connect(req, now_ms, session_id)? {
+            if p.host != host {
+                return Err(Error::SessionHostUnavailable(format!(
+                    "{} has a session on session host {}, not on {host}",
+                    req.user, p.host
+                )));
+            }
+            return Ok(p);
+        }
+        let h = &self.hosts[&seq];
+        let why = if !has_all(h, req.requires) {
+            Some("lacks a capability the connection requires".to_string())
+        } else if h.status != HostStatus::Available {
+            Some(format!("is {:?}", h.status))
+        } else if !h.spec.allow_new_session {
+            Some("is in drain mode".to_string())
+        } else if h.sessions >= self.config.max_session_limit {
+            Some(format!(
+                "is at the session limit ({})",
+                self.config.max_session_limit
+            ))
+        } else if self.rejects(h) {
+            Some("refuses new logons (its load index)".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::NoSessionHostAvailable(format!(
+                "session host {host} {why}"
+            )));
+        }
+        Ok(self.reserve(seq, req.user, session_id, now_ms))
+    }
+
     /// What every connect does before a host is chosen, in this order: the
     /// request's fields are checked, the session id must be new, time is
     /// applied (`tick`: S4 expiry, S7 health); the user's unconfirmed

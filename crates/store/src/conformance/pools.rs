@@ -323,13 +323,15 @@ pub async fn a_token_keeps_its_bound_and_count(open: Opener<'_>) {
 
 /// The host and pool fields added for power control and autoscale (tags,
 /// MAC address, drain origin, power state, heartbeat source, power
-/// settings) come back after a reopen.
+/// settings) and for host-named connections (DNS name, connection target)
+/// come back after a reopen.
 pub async fn new_host_fields_come_back(open: Opener<'_>) {
     let case = "new_host_fields_come_back";
     let store = open("host-fields");
     let mut h = host("h1", 1);
     h.spec.tags = vec!["no-autoscale".into()];
     h.spec.mac_address = Some("52:54:00:ab:cd:01".into());
+    h.spec.dns_name = Some("h1.contoso.com".into());
     h.spec.allow_new_session = false;
     h.spec.drained_by = Some(placement::DrainedBy::Operator);
     h.power_state = placement::PowerState::Stopped;
@@ -338,6 +340,7 @@ pub async fn new_host_fields_come_back(open: Opener<'_>) {
     h.scrape_error = Some("windows_exporter 0.30.5 is too old — ünïcode".into());
     let mut config = pool("p");
     config.start_vm_on_connect = true;
+    config.connection_target = placement::ConnectionTarget::Host;
     config.power_settings.driver = placement::PowerDriver::Command;
     config.power_settings.power_on_command = Some("virsh start \"$DESKBROKER_HOST\"".into());
     store
