@@ -40,6 +40,7 @@ mod messages;
 mod nemesis;
 mod observability;
 mod portal;
+mod portal_directory;
 mod postgres;
 mod power;
 mod rd_gateway;
