@@ -88,7 +88,8 @@ export function usersView(params) {
   };
 
   const render = (u) => {
-    say(errorEl, '', '');
+    // An answer ends the error it replaces; "Read again"'s note stays.
+    if (errorEl.classList.contains('error')) say(errorEl, '', '');
     result.hidden = false;
     result.dataset.found = String(u.found);
     setText(heading, inert(u.name));
@@ -110,7 +111,7 @@ export function usersView(params) {
   again.addEventListener('click', async () => {
     again.disabled = true;
     try {
-      if (await look(true)) say(errorEl, `Read ${name} from the directory just now.`, 'ok');
+      if (await look(true)) say(errorEl, `Read ${name} from the directory again at ${new Date().toLocaleTimeString('en-GB')}.`, 'ok');
     } catch (ex) {
       v.failed(ex);
     } finally {
