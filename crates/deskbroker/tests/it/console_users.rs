@@ -27,8 +27,13 @@ async fn groups_shown(c: &fantoccini::Client) -> Vec<String> {
 
 #[tokio::test]
 async fn a_reader_sees_a_users_directory_groups_nested_ones_included() {
-    // alice is in Sales, and Sales in RDS-Users.
+    // alice is in Sales, and Sales in RDS-Users; and in a group whose name,
+    // shown raw, would read as "RDS-Users" (a right-to-left override
+    // before "sresU-SDR"): whoever may name groups chose that text.
     let mut dc = domain();
+    let lookalike = "\u{202e}sresU-SDR";
+    dc.add_group(lookalike);
+    dc.add_member(lookalike, "alice");
     let dir = tempfile::tempdir().expect("tempdir");
     let flags = directory_flags(&dc, &dc.ldaps_url(), 300);
     let (app, _) = App::spawn_with(&dir.path().join("data"), "127.0.0.1:0", &strs(&flags));
@@ -64,9 +69,20 @@ async fn a_reader_sees_a_users_directory_groups_nested_ones_included() {
     for g in ["RDS-Users", "Sales", "Domain Users"] {
         assert!(groups.iter().any(|x| x == g), "{g} not in {groups:?}");
     }
-    // Exactly the groups the API answers, in its order.
+    // Exactly the groups the API answers, in its order, the override
+    // written as an escape: the look-alike cannot pass for RDS-Users.
     let api = app.ok("GET", "/api/v1/users/alice", None, 200).await;
-    assert_eq!(json!(groups), api["groups"], "{api}");
+    let escaped: Vec<String> = api["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .map(|g| g.as_str().expect("a name").replace('\u{202e}', "\\u{202e}"))
+        .collect();
+    assert_eq!(groups, escaped, "{api}");
+    assert!(
+        groups.iter().any(|g| g == "\\u{202e}sresU-SDR"),
+        "{groups:?}"
+    );
     let age = text(c, "#user-age").await.unwrap_or_default();
     assert!(
         age.starts_with("read from the directory") && age.contains("kept 300 s"),
