@@ -1,6 +1,7 @@
 // app.js — the deskbroker web console: sign-in, host pools, a pool's session
 // hosts (with power start/stop), sessions (with messages to their users);
-// a pool's scaling actions and the audit log are in records.js. Plain ES
+// a pool's scaling actions and the audit log are in records.js, a user's
+// directory groups in users.js. Plain ES
 // modules, no build step, no third-party code.
 //
 // Every number on screen comes from the public API (api.js). The pages
@@ -13,6 +14,7 @@ import { api, ApiError, onUnauthorized, query, seg, token } from './api.js';
 import { CONFIRM_MS, DEFAULT_PAGE_SIZE, ago, bar, field, h, keyedRows, message, num, numberOrText, pageParams, pager, replace, say, select, setBar, setText, sparkline, th } from './dom.js';
 import { auditView, scalingView } from './records.js';
 import { dayOneTools } from './dayone.js';
+import { usersView } from './users.js';
 
 /** How often the page in view is refreshed. */
 const POLL_INTERVAL_MS = 2000;
@@ -39,7 +41,7 @@ const may = {
   edit: () => me !== null && me.role === 'admin',
   /** Drain, undrain, log off, start and stop hosts, message users (admin, operator). */
   operate: () => me !== null && (me.role === 'admin' || me.role === 'operator'),
-  /** Hosts, sessions, the audit log (all but portal). */
+  /** Hosts, sessions, the audit log, users' groups (all but portal). */
   read: () => me !== null && me.role !== 'portal',
 };
 
@@ -197,7 +199,7 @@ function route() {
       });
     return;
   }
-  for (const a of nav.querySelectorAll('a[data-nav="sessions"], a[data-nav="audit"]')) a.hidden = !may.read();
+  for (const a of nav.querySelectorAll('a[data-nav="sessions"], a[data-nav="audit"], a[data-nav="users"]')) a.hidden = !may.read();
   setText(document.getElementById('whoami'), `${me.name} (${me.role})`);
   const { parts, params } = parseHash();
   if (parts[0] === 'pools' && parts.length === 1) show(poolsView(), 'pools');
@@ -205,6 +207,7 @@ function route() {
   else if (parts[0] === 'pools' && parts.length === 3 && parts[2] === 'scaling' && may.read()) show(scalingView(parts[1], params), 'pools');
   else if (parts[0] === 'sessions' && may.read()) show(sessionsView(params), 'sessions');
   else if (parts[0] === 'audit' && may.read()) show(auditView(params), 'audit');
+  else if (parts[0] === 'users' && may.read()) show(usersView(params), 'users');
   else location.hash = '#/pools';
 }
 

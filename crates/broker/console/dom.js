@@ -22,6 +22,20 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/**
+ * `text` with every control character (C0, DEL, C1) and every Unicode
+ * bidirectional mark, embedding, override and isolate written as an escape
+ * (`\x1b`, `\u{202e}`): an audit entry or a name from the directory may
+ * hold text someone else chose, and shown raw a bidi override could make a
+ * row read as another.
+ */
+export function inert(text) {
+  return String(text ?? '').replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
+    const n = c.charCodeAt(0);
+    return n <= 0xff ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u{${n.toString(16)}}`;
+  });
+}
+
 /** Sets an element's text only when it changed (keeps selections stable). */
 export function setText(el, text) {
   const t = String(text);

@@ -3,7 +3,7 @@
 // public API's records, newest first, refreshed like every view (app.js).
 
 import { api, query, seg } from './api.js';
-import { DEFAULT_PAGE_SIZE, PAGE_SIZES, field, h, keyedRows, message, say, setText, th } from './dom.js';
+import { DEFAULT_PAGE_SIZE, PAGE_SIZES, field, h, inert, keyedRows, message, say, setText, th } from './dom.js';
 
 // ---------------------------------------------------------------- scaling actions
 
@@ -127,19 +127,6 @@ export function auditView(params) {
   };
   v.failed = (e) => say(errorEl, e.toString(), 'error');
   return v;
-}
-
-/**
- * `text` with every control character (C0, DEL, C1) and every Unicode
- * bidirectional mark, embedding, override and isolate written as an escape
- * (`\x1b`, `\u{202e}`): an entry may hold text a caller chose, and shown
- * raw a bidi override could make a row read as another.
- */
-function inert(text) {
-  return String(text ?? '').replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
-    const n = c.charCodeAt(0);
-    return n <= 0xff ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u{${n.toString(16)}}`;
-  });
 }
 
 /** What changed between two JSON objects, as `field: old → new`, briefly. */

@@ -31,6 +31,7 @@ use serde::Deserialize;
 
 use super::Query;
 use super::error::ApiError;
+use crate::directory::DirectoryError;
 use crate::portal::{Portal, PortalError, UserSession};
 use crate::state::Broker;
 
@@ -162,9 +163,12 @@ async fn page(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Respon
         )
             .into_response());
     };
-    let pools = entitled_pools(&b, &session).await?;
+    let (pools, unlisted) = entitled_pools(&b, &session).await?;
     let gateway = b.connector().rd_gateway_address().is_ok();
-    Ok(html(StatusCode::OK, &pools_page(&session, &pools, gateway)))
+    Ok(html(
+        StatusCode::OK,
+        &pools_page(&session, &pools, gateway, unlisted),
+    ))
 }
 
 /// A pool as the page shows it.
@@ -178,7 +182,15 @@ struct Offered {
 /// the RDP front door may reach (`allowFrontDoor`: the `.rdp` file goes
 /// through it, so another pool's file would be refused there), sorted by
 /// name. The directory is asked only when a pool's decision needs a group.
-async fn entitled_pools(b: &Broker, session: &UserSession) -> Result<Vec<Offered>, ApiError> {
+///
+/// When the directory cannot give the user's groups, the pools decided
+/// without a group (open to all, or naming the user) are still offered, as
+/// AD1 keeps those decisions standing; the second value then says, for the
+/// user, why pools given through a group are not listed.
+async fn entitled_pools(
+    b: &Broker,
+    session: &UserSession,
+) -> Result<(Vec<Offered>, Option<&'static str>), ApiError> {
     let directory = b.connector().directory();
     let offered_with = |groups: &[String]| {
         let mut offered = Vec::new();
@@ -198,23 +210,35 @@ async fn entitled_pools(b: &Broker, session: &UserSession) -> Result<Vec<Offered
         });
         (offered, needs_groups)
     };
-    let mut offered = match directory {
-        None => offered_with(&session.groups).0,
+    let (mut offered, unlisted) = match directory {
+        None => (offered_with(&session.groups).0, None),
         Some(directory) => match offered_with(&[]) {
-            (offered, false) => offered,
-            (_, true) => {
-                let user = directory
-                    .groups(&session.user)
-                    .await
-                    .map_err(crate::BrokerError::from)?;
-                offered_with(&user.groups).0
-            }
+            (offered, false) => (offered, None),
+            (offered, true) => match directory.groups(&session.user).await {
+                Ok(user) => (offered_with(&user.groups).0, None),
+                // The directory's own words (its servers, an entry's name)
+                // are for the operator's log, where `groups` put them.
+                Err(DirectoryError::Unavailable(_)) => (
+                    offered,
+                    Some(
+                        "Desktops you get through a group are not listed: the directory that \
+                         holds your groups cannot be reached. Try again in a few minutes.",
+                    ),
+                ),
+                Err(DirectoryError::Ambiguous(_)) => (
+                    offered,
+                    Some(
+                        "Desktops you get through a group are not listed: your groups could \
+                         not be read from the directory. Ask your administrator.",
+                    ),
+                ),
+            },
         },
     };
     // Nothing is shown that a crash could take back.
     b.core().writer().flush().await?;
     offered.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(offered)
+    Ok((offered, unlisted))
 }
 
 #[derive(Deserialize)]
@@ -414,7 +438,8 @@ align-items:baseline;gap:1rem;flex-wrap:wrap}ul{list-style:none;padding:0}\
 li{display:flex;justify-content:space-between;align-items:center;padding:.75rem 0;\
 border-bottom:1px solid #d0d7de}.pool-name{font-weight:600}.pool-id{color:#57606a;\
 font-size:.9em;margin-left:.5rem}a.download{padding:.35rem .8rem;border:1px solid #0969da;\
-border-radius:6px;color:#0969da;text-decoration:none}button{font:inherit;padding:.3rem .8rem}";
+border-radius:6px;color:#0969da;text-decoration:none}button{font:inherit;padding:.3rem .8rem}\
+.notice{padding:.5rem .75rem;border-left:4px solid #9a6700;background:#fff8c5}";
 
 /// `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted
 /// attributes.
@@ -466,19 +491,34 @@ fn document(title: &str, body: &str) -> String {
 /// The signed-in user's pools, each with its `.rdp` file, and with
 /// `gateway` (the broker knows of an RD Gateway) its file through the
 /// gateway too, for use outside the office, and a link that opens the
-/// desktop in a new browser tab (the page is the gateway's).
-fn pools_page(session: &UserSession, pools: &[Offered], gateway: bool) -> String {
+/// desktop in a new browser tab (the page is the gateway's). `unlisted`
+/// says why pools given through a group could not be listed, if so.
+fn pools_page(
+    session: &UserSession,
+    pools: &[Offered],
+    gateway: bool,
+    unlisted: Option<&str>,
+) -> String {
     let mut body = format!(
         "<header>\n<h1>Your desktops</h1>\n<p>Signed in as <strong id=\"user\">{}</strong></p>\n\
          <form method=\"post\" action=\"/portal/logout\"><button id=\"signout\" \
          type=\"submit\">Sign out</button></form>\n</header>\n<main>\n",
         escape(&session.user)
     );
+    if let Some(why) = unlisted {
+        body.push_str(&format!(
+            "<p id=\"unlisted\" class=\"notice\">{}</p>\n",
+            escape(why)
+        ));
+    }
     if pools.is_empty() {
-        body.push_str(
-            "<p id=\"none\">No desktop is available to you. Ask your administrator to \
-             entitle you to a host pool.</p>\n",
-        );
+        // With a notice, it says why nothing is listed.
+        if unlisted.is_none() {
+            body.push_str(
+                "<p id=\"none\">No desktop is available to you. Ask your administrator to \
+                 entitle you to a host pool.</p>\n",
+            );
+        }
     } else {
         body.push_str("<ul id=\"pools\">\n");
         for p in pools {
@@ -545,6 +585,7 @@ mod tests {
                 friendly_name: "<img src=x onerror=alert(1)>".into(),
             }],
             true,
+            None,
         );
         assert!(!page.contains("<b>eve"), "{page}");
         assert!(!page.contains("<img"), "{page}");
@@ -559,13 +600,35 @@ mod tests {
             friendly_name: String::new(),
         }];
         let link = "href=\"/portal/pools/p1/rdpFile?gateway=true\"";
-        let with = pools_page(&session, &pools, true);
+        let with = pools_page(&session, &pools, true, None);
         assert!(with.contains(link), "{with}");
         assert!(with.contains("href=\"/portal/pools/p1/web\""), "{with}");
-        let without = pools_page(&session, &pools, false);
+        let without = pools_page(&session, &pools, false, None);
         assert!(!without.contains("gateway"), "{without}");
         assert!(!without.contains("/web"), "{without}");
         assert!(without.contains("href=\"/portal/pools/p1/rdpFile\""));
+    }
+
+    #[test]
+    fn pools_a_group_gives_that_could_not_be_decided_are_said_to_be_unlisted() {
+        let session = UserSession::for_test("alice", &[]);
+        let why = "not listed: <the directory> is away";
+        let pools = [Offered {
+            name: "p1".into(),
+            friendly_name: String::new(),
+        }];
+        let page = pools_page(&session, &pools, false, Some(why));
+        assert!(
+            page.contains("id=\"unlisted\"") && page.contains("&lt;the directory&gt;"),
+            "{page}"
+        );
+        assert!(page.contains("data-pool=\"p1\""), "{page}");
+        // Nothing listed: the notice alone, not "no desktop is available".
+        let page = pools_page(&session, &[], false, Some(why));
+        assert!(page.contains("id=\"unlisted\""), "{page}");
+        assert!(!page.contains("id=\"none\""), "{page}");
+        let page = pools_page(&session, &[], false, None);
+        assert!(page.contains("id=\"none\"") && !page.contains("unlisted"));
     }
 
     #[test]

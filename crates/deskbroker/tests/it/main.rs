@@ -20,6 +20,7 @@ mod console;
 mod console_browser;
 mod console_day_one;
 mod console_power;
+mod console_users;
 mod console_views;
 mod directory;
 // The tests of support's `domain` (the test domain controller), which this
@@ -40,6 +41,7 @@ mod messages;
 mod nemesis;
 mod observability;
 mod portal;
+mod portal_directory;
 mod postgres;
 mod power;
 mod rd_gateway;

@@ -60,9 +60,9 @@ fn install_provider() {
 }
 
 /// A running provider, ended (by its own pid) on drop.
-struct Provider {
+pub(crate) struct Provider {
     child: Child,
-    issuer: String,
+    pub(crate) issuer: String,
 }
 
 impl Drop for Provider {
@@ -75,7 +75,7 @@ impl Drop for Provider {
 /// Starts the provider with the broker's client (redirect URI under
 /// `broker_url`) and `accounts` (login → claims), listening on the
 /// loopback address `host` (its issuer names it).
-fn start_provider(broker_url: &str, host: &str, accounts: Value) -> Provider {
+pub(crate) fn start_provider(broker_url: &str, host: &str, accounts: Value) -> Provider {
     install_provider();
     // What node says on stderr goes to a file, to be shown if it fails.
     let log = tempfile::NamedTempFile::new().expect("a file for the provider's stderr");
@@ -118,7 +118,12 @@ fn give_up(mut child: Child, log: &tempfile::NamedTempFile, what: &str) -> ! {
 
 /// A broker on `port` with the portal pointed at `issuer`, and a front
 /// door (the `.rdp` files need one).
-fn spawn_broker(dir: &tempfile::TempDir, port: u16, issuer: &str, extra: &[&str]) -> App {
+pub(crate) fn spawn_broker(
+    dir: &tempfile::TempDir,
+    port: u16,
+    issuer: &str,
+    extra: &[&str],
+) -> App {
     let secret = dir.path().join("client-secret");
     crate::write_secret(&secret, &format!("{CLIENT_SECRET}\n"));
     let secret = secret.display().to_string();
@@ -144,7 +149,7 @@ fn spawn_broker(dir: &tempfile::TempDir, port: u16, issuer: &str, extra: &[&str]
 }
 
 /// A pool with one host and the given settings.
-async fn pool(app: &App, name: &str, settings: Value) {
+pub(crate) async fn pool(app: &App, name: &str, settings: Value) {
     let mut body = json!({"hostPoolType": "Pooled", "loadBalancerType": "BreadthFirst"});
     for (k, v) in settings.as_object().unwrap() {
         body[k] = v.clone();
@@ -176,7 +181,10 @@ fn raw_client() -> reqwest::Client {
 }
 
 /// `GET url` with `cookie` (a `name=value` header): (status, headers, body).
-async fn get(url: &str, cookie: Option<&str>) -> (u16, reqwest::header::HeaderMap, String) {
+pub(crate) async fn get(
+    url: &str,
+    cookie: Option<&str>,
+) -> (u16, reqwest::header::HeaderMap, String) {
     let mut r = raw_client().get(url);
     if let Some(c) = cookie {
         r = r.header("Cookie", c);
@@ -188,7 +196,7 @@ async fn get(url: &str, cookie: Option<&str>) -> (u16, reqwest::header::HeaderMa
 }
 
 /// The contract's error code of a body.
-fn code(body: &str) -> String {
+pub(crate) fn code(body: &str) -> String {
     serde_json::from_str::<Value>(body).unwrap_or_default()["error"]["code"]
         .as_str()
         .unwrap_or_default()
@@ -209,7 +217,7 @@ fn set_cookie(headers: &reqwest::header::HeaderMap, name: &str) -> Option<(Strin
 }
 
 /// Signs in through the provider's forms in the browser, from `/portal`.
-async fn sign_in(c: &fantoccini::Client, app: &App, login: &str) {
+pub(crate) async fn sign_in(c: &fantoccini::Client, app: &App, login: &str) {
     c.goto(&format!("{}/portal", app.url))
         .await
         .expect("open /portal");
@@ -251,7 +259,7 @@ async fn sign_in(c: &fantoccini::Client, app: &App, login: &str) {
 }
 
 /// The pools the page offers, in order.
-async fn offered(c: &fantoccini::Client) -> Vec<String> {
+pub(crate) async fn offered(c: &fantoccini::Client) -> Vec<String> {
     let v = js(
         c,
         "return [...document.querySelectorAll('li.pool')].map(e => e.dataset.pool);",
@@ -262,7 +270,7 @@ async fn offered(c: &fantoccini::Client) -> Vec<String> {
 }
 
 /// The browser's portal session cookie, as a `Cookie` header value.
-async fn session_cookie(c: &fantoccini::Client) -> Option<String> {
+pub(crate) async fn session_cookie(c: &fantoccini::Client) -> Option<String> {
     c.get_all_cookies()
         .await
         .expect("cookies")
