@@ -77,11 +77,14 @@ pub enum ErrorCode {
     /// 431: the request head (request line and headers) is larger than the
     /// broker reads.
     HeadersTooLarge,
+    /// 502, rule AD3: no KDC of the realm a KDC proxy message names could
+    /// be reached, or none answered in time.
+    KdcUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 27] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -108,6 +111,7 @@ impl ErrorCode {
         ErrorCode::IdentityProviderUnavailable,
         ErrorCode::SessionHostStarting,
         ErrorCode::HeadersTooLarge,
+        ErrorCode::KdcUnavailable,
     ];
 
     /// The HTTP status this code is answered with.
@@ -133,7 +137,7 @@ impl ErrorCode {
             MethodNotAllowed => 405,
             UriTooLong => 414,
             HeadersTooLarge => 431,
-            IdentityProviderUnavailable => 502,
+            IdentityProviderUnavailable | KdcUnavailable => 502,
         }
     }
 
@@ -167,6 +171,7 @@ impl ErrorCode {
             IdentityProviderUnavailable => "IdentityProviderUnavailable",
             SessionHostStarting => "SessionHostStarting",
             HeadersTooLarge => "HeadersTooLarge",
+            KdcUnavailable => "KdcUnavailable",
         }
     }
 

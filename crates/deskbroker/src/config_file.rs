@@ -200,6 +200,19 @@ fn flag_of(
         arg.get_action(),
         clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
     );
+    // A flag given more than once (`kdc_proxy_realm = ["…", "…"]`): one
+    // flag an item.
+    if let toml::Value::Array(items) = value
+        && matches!(arg.get_action(), clap::ArgAction::Append)
+    {
+        return items
+            .iter()
+            .map(|item| match item {
+                toml::Value::String(s) => Ok(format!("{flag}={s}").into()),
+                _ => Err(refuse(format!("`{key}` must be a list of strings"))),
+            })
+            .collect();
+    }
     let text = match value {
         toml::Value::Boolean(b) if takes_no_value => {
             return Ok(if *b { vec![flag.into()] } else { Vec::new() });
@@ -213,7 +226,8 @@ fn flag_of(
         toml::Value::Boolean(b) => b.to_string(),
         _ => {
             return Err(refuse(format!(
-                "`{key}` must be a string, a number or true/false"
+                "`{key}` must be a string, a number or true/false (a list only for a \
+                 setting that may be given more than once)"
             )));
         }
     };
