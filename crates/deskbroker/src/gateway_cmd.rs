@@ -119,14 +119,12 @@ impl RdGatewayFlags {
         &self,
         front_door: &FrontDoorFlags,
     ) -> anyhow::Result<gateway::rd_gateway::GatewayConfig> {
-        let kdc_proxy =
+        let mut kdc_proxy =
             gateway::kdc_proxy::KdcProxyConfig::with_realms(self.kdc_proxy_realm.clone())
                 .map_err(|e| anyhow::anyhow!("--kdc-proxy-realm: {e}"))?;
+        kdc_proxy.messages_per_source_per_minute = self.kdc_proxy_messages_per_source_per_minute;
         Ok(gateway::rd_gateway::GatewayConfig {
-            kdc_proxy: gateway::kdc_proxy::KdcProxyConfig {
-                messages_per_source_per_minute: self.kdc_proxy_messages_per_source_per_minute,
-                ..kdc_proxy
-            },
+            kdc_proxy,
             ..front_door.rd_gateway_config()
         })
     }
