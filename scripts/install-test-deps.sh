@@ -28,6 +28,18 @@
 #   DESKBROKER_TEST_DATABASE_URL names a server; the nemesis always makes
 #   a cluster of its own, since it stops and restarts it. (Debian's
 #   package also creates and starts its own "main" cluster.)
+# - for the Windows domain tests, which start a real Active Directory
+#   domain controller (crates/deskbroker/tests/it/support/domain.rs):
+#   samba and samba-ad-provision (the DC, and the files `samba-tool domain
+#   provision` needs), iproute2 (`ip netns`: the DC runs in a network
+#   namespace of its own), ldap-utils (ldapsearch, which the tests query
+#   the directory with), krb5-user (MIT kinit, kvno, klist: tickets
+#   through the KDC and the KDC proxy), krb5-k5tls (MIT's TLS plugin, for
+#   a `kdc = https://…/KdcProxy`), winbind (ntlm_auth and winbindd: a
+#   domain member that checks NTLM sign-ins), libnss-wrapper (gives
+#   Samba's tools run inside a DC's namespace the domain's users and hosts
+#   without touching the system's name service) and socat (a relay, to
+#   reach into a DC's namespace by hand when looking into one);
 # - for the browser page's check (scripts/build-web --check, run by
 #   scripts/test): rustup's wasm32-unknown-unknown target (added with
 #   rustup when rustup is there; build-web installs wasm-bindgen-cli
@@ -125,6 +137,17 @@ else
   # Even with DESKBROKER_TEST_DATABASE_URL: the nemesis restarts a server of
   # its own.
   have_postgres_server || need+=(postgresql)
+  # The Windows domain tests: a Samba AD domain controller in a network
+  # namespace, and the clients that talk to it.
+  have samba || need+=(samba)
+  [ -d /usr/share/samba/setup/ad-schema ] || need+=(samba-ad-provision)
+  have ip || need+=(iproute2)
+  have ldapsearch || need+=(ldap-utils)
+  have kinit || need+=(krb5-user)
+  compgen -G '/usr/lib/*/krb5/plugins/tls/k5tls.so' >/dev/null || need+=(krb5-k5tls)
+  have ntlm_auth || need+=(winbind)
+  compgen -G '/usr/lib/*/libnss_wrapper.so' >/dev/null || need+=(libnss-wrapper)
+  have socat || need+=(socat)
   # The browser page's WebAssembly (scripts/build-web --check).
   if command -v rustup >/dev/null 2>&1 &&
     ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
@@ -132,7 +155,7 @@ else
     rustup target add wasm32-unknown-unknown
   fi
   if [ ${#need[@]} -eq 0 ]; then
-    echo "install-test-deps: xrdp, xorgxrdp, twm, xfreerdp, FreeRDP's shadow server, Xvfb, chromium, chromedriver, node, npm, a PostgreSQL server, lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
+    echo "install-test-deps: xrdp, xorgxrdp, twm, xfreerdp, FreeRDP's shadow server, Xvfb, chromium, chromedriver, node, npm, a PostgreSQL server, Samba's domain controller, ldap-utils, MIT Kerberos' clients, winbind, nss_wrapper, socat, lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
     make_desktop_user
     exit 0
   fi

@@ -4,7 +4,8 @@
 //! fixtures more than one file uses (`programs`: xrdp, Xvfb, xfreerdp;
 //! `wire`: RDP bytes and fake hosts; `web`: the browser's door; `pg`:
 //! PostgreSQL and replicas; `browser`: the web console in chromium;
-//! `desktop`: a real desktop behind xrdp). The other files each test one
+//! `desktop`: a real desktop behind xrdp; `domain`: a Samba Active
+//! Directory domain controller). The other files each test one
 //! area and export nothing to each other.
 
 use std::io::{BufRead, BufReader};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 pub mod browser;
 pub mod desktop;
+pub mod domain;
 pub mod pg;
 pub mod programs;
 pub mod web;
