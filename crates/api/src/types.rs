@@ -132,6 +132,9 @@ pub struct HostPoolInput {
     pub start_vm_on_connect: Option<bool>,
     /// Rule A9. Setting a command needs an administrator of every pool.
     pub power_settings: Option<PowerSettingsInput>,
+    /// Rule AD3: whether the pool's gateway connection files name the
+    /// gateway as the KDC proxy (`kdcproxyname`; default false).
+    pub kdc_proxy: Option<bool>,
     pub name: Option<String>,
 }
 

@@ -444,7 +444,16 @@ impl Connector {
         };
         let issued = self.issue_ticket(pool, user, groups, false).await?;
         let body = match &gateway {
-            Some(gateway) => api::rdp_file::gateway_rdp_file(gateway, &issued.pool, &issued.ticket),
+            Some(gateway) => {
+                let mut file =
+                    api::rdp_file::gateway_rdp_file(gateway, &issued.pool, &issued.ticket);
+                // Rule AD3: the pool's clients get their Kerberos tickets
+                // through the gateway.
+                if self.core.read(pool, |p| Ok(p.config().kdc_proxy)).await? {
+                    file.push_str(&api::rdp_file::kdc_proxy_line(gateway));
+                }
+                file
+            }
             None => api::rdp_file::rdp_file_with_ticket(&front_door()?, &issued.ticket),
         };
         Ok(ConnectionFile {

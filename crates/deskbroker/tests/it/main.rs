@@ -31,6 +31,7 @@ mod first_desktop;
 mod front_door_trust;
 mod gateway;
 mod http_edge;
+mod kdc_proxy;
 mod leases;
 mod load_index;
 mod logoffs;

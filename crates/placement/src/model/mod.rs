@@ -245,6 +245,13 @@ pub struct PoolConfig {
     /// Rule A9: how the broker powers this pool's hosts on and off.
     #[serde(default)]
     pub power_settings: PowerSettings,
+    /// Rule AD3: whether the pool's connection files through the RD
+    /// Gateway name the gateway as the client's KDC proxy
+    /// (`kdcproxyname`), so that clients outside the domain's network get
+    /// Kerberos tickets through it. False by default (the gateway must
+    /// then serve the domain's realm, `--kdc-proxy-realm`).
+    #[serde(default)]
+    pub kdc_proxy: bool,
 }
 
 /// Rule A9: how a pool's hosts are powered on and off.
@@ -486,6 +493,7 @@ impl PoolConfig {
             ticket_lifetime_seconds: ticket_lifetime_default(),
             start_vm_on_connect: false,
             power_settings: PowerSettings::default(),
+            kdc_proxy: false,
         }
     }
 
