@@ -112,9 +112,9 @@ pub fn encode_reply(reply: &[u8]) -> Vec<u8> {
 /// The realm of a Kerberos request (`req-body`'s `realm`), when `message`
 /// is an AS-REQ or a TGS-REQ in DER.
 fn request_realm(message: &[u8]) -> Option<String> {
-    let request: KdcReq = match message.first()? {
-        &AS_REQ_TAG => picky_asn1_der::from_bytes::<AsReq>(message).ok()?.0,
-        &TGS_REQ_TAG => picky_asn1_der::from_bytes::<TgsReq>(message).ok()?.0,
+    let request: KdcReq = match *message.first()? {
+        AS_REQ_TAG => picky_asn1_der::from_bytes::<AsReq>(message).ok()?.0,
+        TGS_REQ_TAG => picky_asn1_der::from_bytes::<TgsReq>(message).ok()?.0,
         _ => return None,
     };
     realm_text(request.req_body.0.realm.0.0.as_bytes())
