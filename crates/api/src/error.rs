@@ -81,11 +81,14 @@ pub enum ErrorCode {
     /// the directory cannot be reached; nothing was changed. Users entitled
     /// by name and users going back to their session are not affected.
     DirectoryUnavailable,
+    /// 502, rule AD3: no KDC of the realm a KDC proxy message names could
+    /// be reached, or none answered in time.
+    KdcUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 27] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::InvalidParameter,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -113,6 +116,7 @@ impl ErrorCode {
         ErrorCode::SessionHostStarting,
         ErrorCode::HeadersTooLarge,
         ErrorCode::DirectoryUnavailable,
+        ErrorCode::KdcUnavailable,
     ];
 
     /// The HTTP status this code is answered with.
@@ -139,7 +143,7 @@ impl ErrorCode {
             MethodNotAllowed => 405,
             UriTooLong => 414,
             HeadersTooLarge => 431,
-            IdentityProviderUnavailable => 502,
+            IdentityProviderUnavailable | KdcUnavailable => 502,
         }
     }
 
@@ -174,6 +178,7 @@ impl ErrorCode {
             SessionHostStarting => "SessionHostStarting",
             HeadersTooLarge => "HeadersTooLarge",
             DirectoryUnavailable => "DirectoryUnavailable",
+            KdcUnavailable => "KdcUnavailable",
         }
     }
 

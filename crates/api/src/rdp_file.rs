@@ -53,6 +53,13 @@ pub fn gateway_rdp_file(gateway: &str, pool: &str, ticket: &str) -> String {
     lines(settings)
 }
 
+/// The line that makes a gateway's `.rdp` file (from [`gateway_rdp_file`])
+/// name `gateway` as the client's KDC proxy too (rule AD3): mstsc then
+/// asks `https://<gateway>/KdcProxy` for its Kerberos tickets.
+pub fn kdc_proxy_line(gateway: &str) -> String {
+    format!("kdcproxyname:s:{}\r\n", clean(gateway))
+}
+
 /// What every file of ours asks for besides where to connect.
 fn common_settings() -> [String; 4] {
     [
@@ -161,6 +168,16 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "a setting twice: {names:?}");
+    }
+
+    #[test]
+    fn a_kdc_proxy_line_names_the_gateway_and_adds_one_line() {
+        let mut file = gateway_rdp_file("gw.contoso.com", "contosohp01", "dbt1:x");
+        file.push_str(&kdc_proxy_line("gw.contoso.com"));
+        let s = settings(&file);
+        assert!(s.contains(&("kdcproxyname".into(), "s".into(), "gw.contoso.com".into())));
+        assert!(file.ends_with("\r\n"));
+        assert_eq!(kdc_proxy_line("gw\r\nx:i:1"), "kdcproxyname:s:gwx:i:1\r\n");
     }
 
     #[test]

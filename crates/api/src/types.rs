@@ -136,6 +136,9 @@ pub struct HostPoolInput {
     /// (the default) or `Host` (the user is placed when the file is fetched,
     /// and the file names that host).
     pub connection_target: Option<placement::ConnectionTarget>,
+    /// Rule AD3: whether the pool's gateway connection files name the
+    /// gateway as the KDC proxy (`kdcproxyname`; default false).
+    pub kdc_proxy: Option<bool>,
     pub name: Option<String>,
 }
 

@@ -669,11 +669,19 @@ impl Connector {
         // Rule AD4: a host-named file names its host, through the gateway
         // as its target, or as the address the client dials itself.
         let body = match (&gateway, &issued.host, door) {
-            (Some(gateway), host, _) => api::rdp_file::gateway_rdp_file(
-                gateway,
-                host.as_ref().map_or(&issued.pool, |h| &h.full_address),
-                &issued.ticket,
-            ),
+            (Some(gateway), host, _) => {
+                let mut file = api::rdp_file::gateway_rdp_file(
+                    gateway,
+                    host.as_ref().map_or(&issued.pool, |h| &h.full_address),
+                    &issued.ticket,
+                );
+                // Rule AD3: the pool's clients get their Kerberos tickets
+                // through the gateway.
+                if self.core.read(pool, |p| Ok(p.config().kdc_proxy)).await? {
+                    file.push_str(&api::rdp_file::kdc_proxy_line(gateway));
+                }
+                file
+            }
             (None, Some(host), _) => {
                 api::rdp_file::rdp_file_with_ticket(&host.full_address, &issued.ticket)
             }

@@ -216,12 +216,11 @@ fn flag_of(
         arg.get_action(),
         clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
     );
-    if let toml::Value::Array(items) = value {
-        if !matches!(arg.get_action(), clap::ArgAction::Append) {
-            return Err(refuse(format!(
-                "`{key}` must be a string, a number or true/false, not a list"
-            )));
-        }
+    // A flag given more than once (`kdc_proxy_realm = ["…", "…"]`): one
+    // flag an item.
+    if let toml::Value::Array(items) = value
+        && matches!(arg.get_action(), clap::ArgAction::Append)
+    {
         return items
             .iter()
             .map(|item| match item {
@@ -244,7 +243,8 @@ fn flag_of(
         toml::Value::Boolean(b) => b.to_string(),
         _ => {
             return Err(refuse(format!(
-                "`{key}` must be a string, a number or true/false"
+                "`{key}` must be a string, a number or true/false (a list only for a \
+                 setting that may be given more than once)"
             )));
         }
     };
@@ -344,6 +344,53 @@ mod tests {
         let with = apply(argv.clone(), &crate::Args::command()).unwrap();
         assert_eq!(with.argv, argv);
         assert!(with.from_file.is_none());
+    }
+
+    /// A setting that may be given more than once takes a list in the
+    /// file, one flag an item; a list anywhere else, or of anything but
+    /// strings, is refused naming the key.
+    #[test]
+    fn a_list_gives_a_repeatable_flag_once_an_item() {
+        use clap::CommandFactory as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let argv = |command: &str| -> Vec<OsString> {
+            ["deskbroker", command, "--config", path.to_str().unwrap()]
+                .map(OsString::from)
+                .to_vec()
+        };
+        std::fs::write(
+            &path,
+            "kdc_proxy_realm = [\"A.TEST=dc1:88\", \"B.TEST=dc2,dc3\"]\n",
+        )
+        .unwrap();
+        for command in ["serve", "gateway"] {
+            let with = apply(argv(command), &crate::Args::command()).unwrap();
+            let flags: Vec<_> = with.argv[4..].to_vec();
+            assert_eq!(
+                flags,
+                [
+                    "--kdc-proxy-realm=A.TEST=dc1:88",
+                    "--kdc-proxy-realm=B.TEST=dc2,dc3"
+                ]
+                .map(OsString::from),
+                "{command}"
+            );
+        }
+        for (text, says) in [
+            ("kdc_proxy_realm = [1]\n", "must be a list of strings"),
+            (
+                "rdp_listen = [\"127.0.0.1:0\"]\n",
+                "a list only for a setting",
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let e = apply(argv("serve"), &crate::Args::command())
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 
     /// Each packaged unit names the file the package installs for its

@@ -91,9 +91,44 @@ pub struct RdGatewayFlags {
         requires = "gateway_tls_cert"
     )]
     pub gateway_tls_key: Option<PathBuf>,
+    /// A realm whose Kerberos requests the KDC proxy relays (`POST
+    /// /KdcProxy` on the --gateway-listen listener, MS-KKDCP: mstsc's
+    /// `kdcproxyname`, MIT's `kdc = https://…/KdcProxy`), and its KDCs, tried
+    /// in turn: `REALM=HOST:PORT[,HOST:PORT…]` (port 88 when left out).
+    /// Repeat it for more realms (`kdc_proxy_realm = ["…", "…"]` in the
+    /// config file; the variable gives one). Requests for any other realm
+    /// are refused and reach no KDC; without this flag there is no KDC proxy.
+    #[arg(
+        long = "kdc-proxy-realm",
+        env = "DESKBROKER_KDC_PROXY_REALM",
+        value_name = "REALM=KDC[,KDC…]",
+        requires = "gateway_listen"
+    )]
+    pub kdc_proxy_realm: Vec<gateway::kdc_proxy::KdcRealm>,
+    /// Messages one source address may send the KDC proxy per minute.
+    #[arg(long, value_name = "N",
+          default_value_t = gateway::kdc_proxy::MESSAGES_PER_SOURCE_PER_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub kdc_proxy_messages_per_source_per_minute: u32,
 }
 
 impl RdGatewayFlags {
+    /// The settings of the gateway's HTTPS listener: `front_door`'s bounds,
+    /// and the KDC proxy's realms (each named once).
+    pub fn config(
+        &self,
+        front_door: &FrontDoorFlags,
+    ) -> anyhow::Result<gateway::rd_gateway::GatewayConfig> {
+        let mut kdc_proxy =
+            gateway::kdc_proxy::KdcProxyConfig::with_realms(self.kdc_proxy_realm.clone())
+                .map_err(|e| anyhow::anyhow!("--kdc-proxy-realm: {e}"))?;
+        kdc_proxy.messages_per_source_per_minute = self.kdc_proxy_messages_per_source_per_minute;
+        Ok(gateway::rd_gateway::GatewayConfig {
+            kdc_proxy,
+            ..front_door.rd_gateway_config()
+        })
+    }
+
     /// The listener, with `--gateway-listen`.
     pub async fn bind(&self) -> anyhow::Result<Option<tokio::net::TcpListener>> {
         let Some(addr) = self.gateway_listen else {
@@ -220,6 +255,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("no token: pass --token (DESKBROKER_TOKEN) or --token-file"),
     };
     let trust = args.tls.trust()?;
+    let rd_gateway_config = args.rd_gateway.config(&args.front_door)?;
     let placer = Arc::new(
         gateway::Http::with_trust(args.broker.clone(), &token, &trust)
             .map_err(|e| anyhow::anyhow!("broker {}: {e}", args.broker))?,
@@ -270,7 +306,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 l,
                 Some(tls.acceptor()),
                 placer.clone(),
-                args.front_door.rd_gateway_config(),
+                rd_gateway_config,
                 crate::serve::shutdown_signal(),
             )
             .await;

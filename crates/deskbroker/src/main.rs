@@ -85,7 +85,7 @@ enum Command {
     /// Compare placement policies on a simulated storm, day, failure or trace.
     Sim(sim_cmd::SimArgs),
     /// Create, change, show, list and delete host pools.
-    Hostpool(cli::hostpool::HostpoolArgs),
+    Hostpool(Box<cli::hostpool::HostpoolArgs>),
     /// Register, drain, assign, show, list and remove session hosts.
     Sessionhost(cli::sessionhost::SessionhostArgs),
     /// List, show, update and log off user sessions.
@@ -154,7 +154,7 @@ async fn main() -> ExitCode {
         Command::Restore(a) => tokio::task::block_in_place(|| backup_cmd::restore(a)),
         Command::Bench(bench_command) => bench::run(bench_command).await,
         Command::Sim(sim_args) => tokio::task::block_in_place(|| sim_cmd::run(sim_args)),
-        Command::Hostpool(hostpool_args) => cli::hostpool::run(hostpool_args).await,
+        Command::Hostpool(hostpool_args) => cli::hostpool::run(*hostpool_args).await,
         Command::Sessionhost(sessionhost_args) => cli::sessionhost::run(sessionhost_args).await,
         Command::Session(session_args) => cli::session::run(session_args).await,
         Command::Connect(connect_args) => cli::connect::run(connect_args).await,

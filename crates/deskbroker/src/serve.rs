@@ -141,6 +141,7 @@ async fn build(args: ServeArgs, token: String, backend: Backend) -> anyhow::Resu
     };
     let portal = args.portal.portal(scheme, addr)?;
     let directory = args.directory.directory()?;
+    let rd_gateway_config = args.rd_gateway.config(&args.front_door)?;
     let rdp_listener = bind_rdp(args.rdp_listen).await?;
     let rd_gateway = bind_rd_gateway(&args, tls.as_ref(), addr).await?;
     let settings = broker::Settings {
@@ -209,6 +210,7 @@ async fn build(args: ServeArgs, token: String, backend: Backend) -> anyhow::Resu
         args: &args,
         rdp: rdp_listener,
         rd_gateway,
+        rd_gateway_config,
         stop: stop_rx.clone(),
     };
     let (served, what) = match opened {
@@ -302,6 +304,7 @@ struct Doors<'a> {
     args: &'a ServeArgs,
     rdp: Option<tokio::net::TcpListener>,
     rd_gateway: Option<(tokio::net::TcpListener, Arc<broker::tls::Tls>)>,
+    rd_gateway_config: gateway::rd_gateway::GatewayConfig,
     stop: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -324,7 +327,7 @@ impl Doors<'_> {
                 l,
                 Some(gateway_tls.acceptor()),
                 placer()?,
-                self.args.front_door.rd_gateway_config(),
+                self.rd_gateway_config,
                 stopped(self.stop.clone()),
             )));
         }

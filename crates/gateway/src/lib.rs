@@ -25,6 +25,9 @@
 //!   over a WebSocket (IronRDP's web client), the ticket placed through
 //!   the same [`Placer`], TLS with the host done here, the session's
 //!   plaintext relayed; and its page, `/web`.
+//! - [`kdc_proxy`]: the KDC proxy on the front, `POST /KdcProxy`
+//!   (MS-KKDCP, rule AD3): Kerberos requests relayed to the KDCs of the
+//!   configured realms only.
 //! - [`tsgu`]: MS-TSGU, the RD Gateway protocol (RDP tunnelled in HTTPS):
 //!   its packets, a strict bounded decoder and the gateway's state machine,
 //!   without IO.
@@ -37,6 +40,7 @@ pub mod door;
 pub mod front_door;
 mod hold;
 pub mod https;
+pub mod kdc_proxy;
 pub mod pdu;
 pub mod placer;
 pub mod rd_gateway;

@@ -13,6 +13,7 @@
 //! | [`HANDSHAKES_PER_SOURCE_PER_MINUTE`] | 120 | new connections per minute |
 //! | [`NEW_SESSIONS_PER_SOURCE_PER_MINUTE`] | 20 | new sessions placed per minute (reconnects are not counted) |
 //! | [`MAX_WAITING_PER_SOURCE`] | 4 | connections held while a host starts for them (rule A8) |
+//! | `kdc_proxy::MESSAGES_PER_SOURCE_PER_MINUTE` | 120 | messages sent to the KDC proxy per minute (rule AD3) |
 //!
 //! and one for the table itself, [`MAX_TRACKED_SOURCES`]. The minute is a
 //! fixed window per source, started by its first connection.
@@ -99,6 +100,7 @@ pub enum SourceRefusal {
     SessionRate,
     TableFull,
     Waiting,
+    KdcMessageRate,
 }
 
 impl SourceRefusal {
@@ -110,6 +112,7 @@ impl SourceRefusal {
             SourceRefusal::SessionRate => "source_session_rate",
             SourceRefusal::TableFull => "source_table_full",
             SourceRefusal::Waiting => "source_waiting",
+            SourceRefusal::KdcMessageRate => "source_kdc_message_rate",
         }
     }
 }
@@ -121,6 +124,7 @@ struct Entry {
     window_start: Instant,
     handshakes_in_window: u32,
     sessions_in_window: u32,
+    kdc_messages_in_window: u32,
     waiting: usize,
 }
 
@@ -130,6 +134,7 @@ impl Entry {
             self.window_start = now;
             self.handshakes_in_window = 0;
             self.sessions_in_window = 0;
+            self.kdc_messages_in_window = 0;
         }
     }
 }
@@ -174,6 +179,7 @@ impl Sources {
             window_start: now,
             handshakes_in_window: 0,
             sessions_in_window: 0,
+            kdc_messages_in_window: 0,
             waiting: 0,
         });
         e.roll(now);
@@ -237,6 +243,22 @@ impl SourceGuard {
             return Err(SourceRefusal::SessionRate);
         }
         e.sessions_in_window += 1;
+        Ok(())
+    }
+
+    /// Counts a message sent to the KDC proxy (rule AD3) by this source,
+    /// or refuses it when the source has sent `per_minute` this minute.
+    pub fn kdc_message(&self, per_minute: u32) -> Result<(), SourceRefusal> {
+        let now = Instant::now();
+        let mut table = self.sources.table();
+        let Some(e) = table.get_mut(&self.ip) else {
+            return Err(SourceRefusal::KdcMessageRate);
+        };
+        e.roll(now);
+        if e.kdc_messages_in_window >= per_minute {
+            return Err(SourceRefusal::KdcMessageRate);
+        }
+        e.kdc_messages_in_window += 1;
         Ok(())
     }
 

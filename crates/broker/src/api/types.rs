@@ -52,7 +52,8 @@ pub fn apply_pool_input(
             require_connection_ticket,
             ticket_lifetime_seconds,
             start_vm_on_connect,
-            connection_target
+            connection_target,
+            kdc_proxy
         ]
     );
     if let Some(ps) = input.power_settings {

@@ -234,6 +234,10 @@ struct PoolSettings {
     /// default false).
     #[arg(long, value_name = "true|false")]
     start_vm_on_connect: Option<bool>,
+    /// Whether the pool's connection files through the RD Gateway name it
+    /// as the KDC proxy too (`kdcproxyname`, rule AD3; default false).
+    #[arg(long, value_name = "true|false")]
+    kdc_proxy: Option<bool>,
     #[command(flatten)]
     power: PowerFlags,
     #[command(flatten)]
@@ -329,6 +333,7 @@ impl PoolSettings {
             .set("description", self.description)
             .set("friendlyName", self.friendly_name)
             .set("startVmOnConnect", self.start_vm_on_connect)
+            .set("kdcProxy", self.kdc_proxy)
             .set_object("powerSettings", self.power.into_body())
             .set_object("loadIndexSettings", self.load_index.into_body())
             .set_object("logonStormSettings", self.logon_storm.into_body());

@@ -34,6 +34,7 @@ mod front_door_trust;
 mod gateway;
 mod host_named;
 mod http_edge;
+mod kdc_proxy;
 mod leases;
 mod load_index;
 mod logoffs;

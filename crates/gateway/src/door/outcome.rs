@@ -79,6 +79,9 @@ pub enum Outcome {
     Web,
     /// The browser's page or one of its files, served.
     WebPage,
+    /// KDC proxy requests (rule AD3), each counted by its own outcome in
+    /// `deskbroker_kdc_proxy_messages_total`.
+    KdcProxy,
 }
 
 impl Outcome {
@@ -115,6 +118,7 @@ impl Outcome {
             Outcome::HostTlsFailed => "host_tls_failed",
             Outcome::Web => "web",
             Outcome::WebPage => "web_page",
+            Outcome::KdcProxy => "kdc_proxy",
         }
     }
 
@@ -143,6 +147,7 @@ pub fn describe_metrics() {
     describe_front_door();
     describe_rd_gateway();
     describe_web();
+    crate::kdc_proxy::describe_metrics();
 }
 
 fn describe_front_door() {
@@ -194,7 +199,8 @@ fn describe_rd_gateway() {
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
          resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
          source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left, \
-         web (a browser's /web/rdp connection: see deskbroker_web_connections_total)."
+         web (a browser's /web/rdp connection: see deskbroker_web_connections_total), \
+         web_page, kdc_proxy (see deskbroker_kdc_proxy_messages_total)."
     );
     metrics::describe_gauge!(
         "deskbroker_rdg_waiting_channels",

@@ -13,6 +13,7 @@
 //!        RDG_OUT_DATA / RDG_IN_DATA /remoteDesktopGateway/ ─► the RD Gateway (crate::rd_gateway)
 //!        GET /web/rdp, Upgrade: websocket                  ─► the browser's door (crate::web)
 //!        GET or HEAD of /web and its files, no upgrade     ─► the page (crate::web::page)
+//!        POST /KdcProxy, when a realm is configured        ─► the KDC proxy (crate::kdc_proxy)
 //!        anything else                                     ─► 400, closed
 //!   ─► the endpoint answers; one that keeps the connection (the page's
 //!      files) hands it back, and its next request is read and routed the same way
@@ -167,6 +168,8 @@ pub(crate) struct Front<P> {
     pub pairing: Pairing,
     /// The browser's door (`GET /web/rdp`).
     pub web: crate::web::Web,
+    /// The KDC proxy (`POST /KdcProxy`).
+    pub kdc: crate::kdc_proxy::KdcProxy,
     routes: Vec<Route<P>>,
 }
 
@@ -179,8 +182,9 @@ impl<P: Placer> Front<P> {
             waiting: Arc::new(Semaphore::new(config.bounds.max_waiting_connections)),
             pairing: Pairing::default(),
             web: crate::web::Web::new(crate::web::WebConfig::of(&config)),
+            kdc: crate::kdc_proxy::KdcProxy::new(config.kdc_proxy.clone()),
+            routes: route::routes(&config),
             config,
-            routes: route::routes(),
         }
     }
 }

@@ -15,6 +15,7 @@ use std::time::Instant;
 use super::{BoxIo, Front, Head, HeadError};
 use crate::door::{Outcome, Report};
 use crate::placer::Placer;
+use crate::rd_gateway::GatewayConfig;
 use crate::sources::SourceGuard;
 
 /// Which paths a route takes.
@@ -74,8 +75,8 @@ pub(crate) struct Route<P> {
 }
 
 /// The table: every endpoint the listener serves.
-pub(crate) fn routes<P: Placer>() -> Vec<Route<P>> {
-    vec![
+pub(crate) fn routes<P: Placer>(config: &GatewayConfig) -> Vec<Route<P>> {
+    let mut routes = vec![
         Route {
             name: "rd gateway",
             methods: &["RDG_OUT_DATA", "RDG_IN_DATA"],
@@ -97,7 +98,19 @@ pub(crate) fn routes<P: Placer>() -> Vec<Route<P>> {
             upgrade: Upgrade::None,
             handler: |x| Box::pin(crate::web::page::serve_request(x)),
         },
-    ]
+    ];
+    // Without a realm there is no KDC proxy: `/KdcProxy` is refused as any
+    // unknown path is.
+    if config.kdc_proxy.serves_any() {
+        routes.push(Route {
+            name: "kdc proxy",
+            methods: &["POST"],
+            path: Path::Is(crate::kdc_proxy::PATH),
+            upgrade: Upgrade::None,
+            handler: |x| Box::pin(crate::kdc_proxy::serve_request(x)),
+        });
+    }
+    routes
 }
 
 /// The route that takes `head`, if one does.
@@ -159,8 +172,41 @@ mod tests {
         let (head, _) = parse_head(head.as_bytes())
             .expect("a head")
             .expect("complete");
-        let routes = routes::<crate::Http>();
+        let routes = routes::<crate::Http>(&GatewayConfig::default());
         find(&routes, &head).map(|r| r.name)
+    }
+
+    /// With a realm configured, `POST /KdcProxy` reaches the KDC proxy,
+    /// and nothing else does; without one it reaches nothing.
+    #[test]
+    fn the_kdc_proxy_is_routed_only_when_a_realm_is_configured() {
+        let realm = "EXAMPLE.COM=127.0.0.1:88".parse().expect("realm");
+        let config = GatewayConfig {
+            kdc_proxy: crate::kdc_proxy::KdcProxyConfig::with_realms(vec![realm]).expect("ok"),
+            ..GatewayConfig::default()
+        };
+        let routes = routes::<crate::Http>(&config);
+        let kerberos = "Content-Type: application/kerberos\r\nContent-Length: 5\r\n";
+        for (start, headers, want) in [
+            ("POST /KdcProxy", kerberos, Some("kdc proxy")),
+            ("POST /KdcProxy?x", kerberos, Some("kdc proxy")),
+            ("POST /KdcProxy", "", Some("kdc proxy")),
+            ("GET /KdcProxy", "", None),
+            ("POST /kdcproxy", kerberos, None),
+            ("POST /KdcProxy/", kerberos, None),
+            ("POST /KdcProxy", "Upgrade: websocket\r\n", None),
+            ("GET /web", "", Some("web page")),
+        ] {
+            let text = format!("{start} HTTP/1.1\r\nHost: gw\r\n{headers}\r\n");
+            let (head, _) = parse_head(text.as_bytes())
+                .expect("a head")
+                .expect("complete");
+            assert_eq!(find(&routes, &head).map(|r| r.name), want, "{text:?}");
+        }
+        assert_eq!(
+            route_of("POST /KdcProxy HTTP/1.1\r\nHost: gw\r\n\r\n"),
+            None
+        );
     }
 
     #[test]

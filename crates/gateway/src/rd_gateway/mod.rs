@@ -141,6 +141,9 @@ pub struct GatewayConfig {
     pub max_waiting_out_channels_per_source: usize,
     /// What the protocol tells every client (idle timeout, redirection).
     pub tsgu: ServerConfig,
+    /// The KDC proxy on the same listener (`POST /KdcProxy`, rule AD3):
+    /// served only when it names a realm.
+    pub kdc_proxy: crate::kdc_proxy::KdcProxyConfig,
 }
 
 impl Default for GatewayConfig {
@@ -155,6 +158,7 @@ impl Default for GatewayConfig {
             max_waiting_out_channels: MAX_WAITING_OUT_CHANNELS,
             max_waiting_out_channels_per_source: MAX_WAITING_OUT_CHANNELS_PER_SOURCE,
             tsgu: ServerConfig::default(),
+            kdc_proxy: crate::kdc_proxy::KdcProxyConfig::default(),
         }
     }
 }

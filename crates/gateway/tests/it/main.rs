@@ -9,6 +9,7 @@ mod front_door;
 mod front_door_bounds;
 mod fuzz;
 mod https;
+mod kdc_proxy;
 mod live;
 mod pdu;
 mod placer;

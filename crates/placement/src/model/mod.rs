@@ -252,6 +252,13 @@ pub struct PoolConfig {
     /// the serde default.
     #[serde(default)]
     pub connection_target: ConnectionTarget,
+    /// Rule AD3: whether the pool's connection files through the RD
+    /// Gateway name the gateway as the client's KDC proxy
+    /// (`kdcproxyname`), so that clients outside the domain's network get
+    /// Kerberos tickets through it. False by default (the gateway must
+    /// then serve the domain's realm, `--kdc-proxy-realm`).
+    #[serde(default)]
+    pub kdc_proxy: bool,
 }
 
 /// Rule AD4: what a pool's connection files and browser addresses name.
@@ -509,6 +516,7 @@ impl PoolConfig {
             start_vm_on_connect: false,
             power_settings: PowerSettings::default(),
             connection_target: ConnectionTarget::Pool,
+            kdc_proxy: false,
         }
     }
 
