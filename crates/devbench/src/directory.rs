@@ -120,10 +120,18 @@ pub async fn run(deskbroker: &Deskbroker, args: DirectoryArgs) -> anyhow::Result
 }
 
 /// The three storms and their ratios to the baseline.
-async fn storms(broker: &PrivateBroker, args: &DirectoryArgs, users: &[String]) -> anyhow::Result<Value> {
+async fn storms(
+    broker: &PrivateBroker,
+    args: &DirectoryArgs,
+    users: &[String],
+) -> anyhow::Result<Value> {
     let client = Arc::new(broker.client()?);
-    let names: Arc<Vec<String>> =
-        Arc::new(users.iter().map(|u| format!("{u}@deskbroker.test")).collect());
+    let names: Arc<Vec<String>> = Arc::new(
+        users
+            .iter()
+            .map(|u| format!("{u}@deskbroker.test"))
+            .collect(),
+    );
     let mut results = Vec::new();
     for (name, entitled) in [("baseline", false), ("cold", true), ("warm", true)] {
         let before = lookups(broker).await?;
@@ -279,7 +287,10 @@ async fn lookups(broker: &PrivateBroker) -> anyhow::Result<(u64, u64)> {
 /// in ms) and the ratios to the baseline.
 fn print(report: &Value, output: &str) {
     if output == "json" {
-        println!("{}", serde_json::to_string_pretty(report).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).unwrap_or_default()
+        );
         return;
     }
     let s = &report["setup"];
@@ -289,7 +300,16 @@ fn print(report: &Value, output: &str) {
     );
     println!(
         "{:<9}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>8}{:>10}{:>8}{:>8}",
-        "storm", "connect/s", "p50", "p90", "p99", "max", "placed", "errors", "sessions", "reads",
+        "storm",
+        "connect/s",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "placed",
+        "errors",
+        "sessions",
+        "reads",
         "cached"
     );
     for name in ["baseline", "cold", "warm"] {
@@ -297,19 +317,21 @@ fn print(report: &Value, output: &str) {
         let errors: u64 = r["errors"]
             .as_object()
             .map_or(0, |e| e.values().filter_map(Value::as_u64).sum());
+        // A JSON value's `Display` ignores widths: each is a string first.
+        let f = |v: &Value| v.to_string();
         println!(
             "{:<9}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>8}{:>10}{:>8}{:>8}",
             name,
-            r["connectsPerSecond"],
-            r["latencyMs"]["p50"],
-            r["latencyMs"]["p90"],
-            r["latencyMs"]["p99"],
-            r["latencyMs"]["max"],
-            r["placed"],
+            f(&r["connectsPerSecond"]),
+            f(&r["latencyMs"]["p50"]),
+            f(&r["latencyMs"]["p90"]),
+            f(&r["latencyMs"]["p99"]),
+            f(&r["latencyMs"]["max"]),
+            f(&r["placed"]),
             errors,
-            r["sessionsInPool"],
-            r["directoryReads"],
-            r["directoryCached"]
+            f(&r["sessionsInPool"]),
+            f(&r["directoryReads"]),
+            f(&r["directoryCached"])
         );
     }
     let q = &report["ratios"];
