@@ -254,7 +254,7 @@ impl Domain {
     /// Adds the users `names` (UPN `name@deskbroker.test`, in CN=Users, no
     /// password: they cannot sign in, but are found and have groups) and
     /// makes them members of `group` (made with [`Domain::add_group`]), in
-    /// one transaction of one process: 10–25 ms a user, where
+    /// one transaction of one process: 5–25 ms a user, where
     /// [`Domain::add_user`] takes 0.5–1 s each.
     pub fn add_users(&self, names: &[String], group: &str) {
         let mut ldif = String::new();
@@ -286,7 +286,7 @@ impl Domain {
             db.transaction_commit()\n";
         let mut cmd = Command::new("/usr/bin/python3");
         cmd.args(["-c", script]).arg(&self.conf).arg(self.sam());
-        // 10–25 ms a user, measured on a busy 2-core machine: a generous
+        // 5–25 ms a user, measured on a busy 2-core machine: a generous
         // bound.
         let limit = PATIENCE + Duration::from_millis(100 * names.len() as u64);
         if let Err(e) = output_within(&mut cmd, &format!("{ldif}\0{members}"), limit) {
