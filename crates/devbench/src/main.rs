@@ -10,7 +10,10 @@
 //!   `scripts/bench-http.sh`, which loads it and a durable broker with
 //!   `wrk`;
 //! - `rdp-ceiling-server` ([`rdp::ceiling`]): the RDP front door without
-//!   the broker, the `ceiling` target of `rdp`.
+//!   the broker, the `ceiling` target of `rdp`;
+//! - `directory` ([`directory`]): a logon storm into a pool entitled to a
+//!   directory group, read from a real Samba AD domain controller, cold
+//!   and warm, against the same storm without a group.
 //!
 //! They start a `deskbroker` binary (`serve`, `agent`) as children: by
 //! default the one beside this binary, as cargo builds them. What they
@@ -18,6 +21,7 @@
 //! calls, the output formats) is the `deskbroker` package's library.
 
 mod ceiling;
+mod directory;
 mod rdp;
 mod windows;
 
@@ -63,6 +67,11 @@ enum Command {
     /// and writes nothing: the ceiling `rdp --targets ceiling` compares the
     /// broker's front door with.
     RdpCeilingServer(rdp::ceiling::RdpCeilingArgs),
+    /// A logon storm into a pool entitled to a directory group (rule AD1),
+    /// the groups read from a real Samba AD domain controller (needs root):
+    /// the same storm without a group, then with the broker's group cache
+    /// cold, then warm.
+    Directory(directory::DirectoryArgs),
 }
 
 #[tokio::main]
@@ -93,6 +102,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         Command::WindowsAgent(a) => windows::run(&deskbroker, a).await,
         Command::CeilingServer(a) => ceiling::run(a).await,
         Command::RdpCeilingServer(a) => rdp::ceiling::run(a).await,
+        Command::Directory(a) => directory::run(&deskbroker, a).await,
     }
 }
 

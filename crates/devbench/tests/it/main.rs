@@ -2,6 +2,7 @@
 //! loads, against the real `deskbroker` binary (built here, as
 //! `deskbroker-devbench` finds it beside itself in `target/`).
 
+mod directory;
 mod http_script;
 mod rdp;
 

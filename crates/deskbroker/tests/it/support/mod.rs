@@ -22,6 +22,9 @@ pub mod web;
 pub mod wire;
 
 pub use programs::*;
+// Waiting with a deadline, secret files and free ports, shared with the
+// test domain controller (`domain`).
+pub use testdomain::{Holds, PATIENCE, POLL, eventually_blocking, free_port, write_secret};
 
 pub use deskbroker::ready::Ready;
 use serde_json::{Value, json};
@@ -70,17 +73,6 @@ pub async fn signing_secret(data_dir: &Path) -> String {
     keys.expect("the broker made a signing key").keys[0]
         .secret
         .clone()
-}
-
-/// Writes a secret file (a token, a client secret) readable by its owner
-/// only (0600): the broker refuses one that others may read.
-pub fn write_secret(path: &Path, text: &str) {
-    std::fs::write(path, text).expect("write the secret file");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
-    }
 }
 
 /// How long `deskbroker serve` may take to print that it listens: it opens
@@ -423,15 +415,6 @@ pub async fn pool_with_hosts(app: &App, pool: &str, lb: &str, limit: u32, hosts:
     }
 }
 
-/// A free loopback port (released for the program that will bind it:
-/// chromedriver, xrdp).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// The broker's metrics once `ready` holds for them, or as they stand after
 /// a minute: a connection's counters are updated just after it is closed,
 /// so a test that saw the close may otherwise read them a moment too
@@ -444,38 +427,6 @@ pub async fn metrics_when(app: &App, ready: impl Fn(&str) -> bool) -> String {
             return text;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// How long to wait for anything a working setup does in a second or two
-/// (a broker answering, a session reaching a state, a host's TLS
-/// handshake): generous, so that a slow machine does not fail a test; a
-/// test that passes never waits it out.
-pub const PATIENCE: Duration = Duration::from_secs(30);
-
-/// What a check of [`eventually`] answers: whether it holds yet. A `bool`
-/// holds when true; an `Option` when `Some` (the value found); a `Result`
-/// when `Ok` (and an `Err` says what was seen instead, for the message of
-/// a test that waited in vain).
-pub trait Holds {
-    fn holds(&self) -> bool;
-}
-
-impl Holds for bool {
-    fn holds(&self) -> bool {
-        *self
-    }
-}
-
-impl<T> Holds for Option<T> {
-    fn holds(&self) -> bool {
-        self.is_some()
-    }
-}
-
-impl<T, E> Holds for Result<T, E> {
-    fn holds(&self) -> bool {
-        self.is_ok()
     }
 }
 
@@ -497,22 +448,6 @@ where
         tokio::time::sleep(POLL).await;
     }
 }
-
-/// [`eventually`] for a check that is not async (a child process, a file,
-/// a port), blocking the thread between tries.
-pub fn eventually_blocking<T: Holds>(timeout: Duration, mut check: impl FnMut() -> T) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let answer = check();
-        if answer.holds() || Instant::now() >= deadline {
-            return answer;
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// How often [`eventually`] and [`eventually_blocking`] try again.
-const POLL: Duration = Duration::from_millis(50);
 
 /// The user's one session in `pool`: (host, state), if any.
 pub async fn session_of(app: &App, pool: &str, user: &str) -> Option<(String, String)> {

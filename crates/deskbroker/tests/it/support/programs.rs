@@ -10,23 +10,7 @@ use std::process::{Child, Command, Stdio};
 
 use super::*;
 
-/// Finds `program` on PATH (and in the sbin directories, where xrdp lives),
-/// or fails the test saying how to install it.
-pub fn require(program: &str, package: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let dirs = std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from));
-    for dir in dirs {
-        let candidate = dir.join(program);
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "the RDP end-to-end test needs `{program}` (Debian package {package}), which is not \
-         installed: run scripts/install-test-deps.sh"
-    );
-}
+pub use testdomain::require;
 
 /// A child process killed when the test ends, pass or fail.
 pub struct Killed(pub Child);
