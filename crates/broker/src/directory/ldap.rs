@@ -28,8 +28,12 @@ const IN_CHAIN: &str = "1.2.840.113556.1.4.1941";
 const ACTIVE_DIRECTORY_CAPABILITY: &str = "1.2.840.113556.1.4.800";
 /// Entries asked for a page of a search.
 const PAGE_SIZE: i32 = 500;
-/// LDAP operations in flight at once on the connection.
-const MAX_IN_FLIGHT: usize = 64;
+/// Lookups in flight at once on the connection; more wait their turn
+/// (within their timeout), so a logon storm queues here rather than at the
+/// directory.
+const MAX_IN_FLIGHT: usize = 16;
+/// Most primary groups whose nesting is kept (a domain has a handful).
+const MAX_PRIMARY_GROUPS: u64 = 1024;
 
 /// How nested groups are followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +101,8 @@ impl NameMap {
 struct Session {
     ldap: Ldap,
     in_chain: bool,
+    /// Tells one connection from the next.
+    id: u64,
 }
 
 /// The LDAP client of a [`super::Directory`].
@@ -105,6 +111,11 @@ pub(super) struct Client {
     tls: Arc<rustls::ClientConfig>,
     session: tokio::sync::Mutex<Option<Session>>,
     in_flight: tokio::sync::Semaphore,
+    /// Connections made so far (each one's id).
+    connections: std::sync::atomic::AtomicU64,
+    /// Primary groups (by the filter that finds them) and the groups they
+    /// are nested in, kept as long as users' groups are.
+    primary_groups: moka::future::Cache<String, Arc<BTreeMap<String, String>>>,
 }
 
 impl Client {
@@ -133,11 +144,17 @@ impl Client {
             .trust
             .client_config()
             .map_err(|e| format!("the directory's TLS trust: {e}"))?;
+        let cache_ttl = settings.cache_ttl;
         Ok(Client {
             settings,
             tls: Arc::new(tls),
             session: tokio::sync::Mutex::new(None),
             in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+            connections: std::sync::atomic::AtomicU64::new(0),
+            primary_groups: moka::future::Cache::builder()
+                .max_capacity(MAX_PRIMARY_GROUPS)
+                .time_to_live(cache_ttl)
+                .build(),
         })
     }
 
@@ -155,30 +172,32 @@ impl Client {
                 DirectoryError::Unavailable("the directory client is closed".into())
             })?;
             // A connection kept from before may have broken meanwhile: one
-            // more try on a new one.
+            // more try on a new one. A lookup that failed on a connection
+            // still open (the server refused it, or it was slow) leaves the
+            // connection to the lookups beside it.
             let (session, reused) = self.session().await?;
-            match self.read_user(session, &filter).await {
-                Err(DirectoryError::Unavailable(_)) if reused => {
-                    self.forget().await;
+            match self.read_user(session.clone(), &filter).await {
+                Err(DirectoryError::Unavailable(_))
+                    if reused && self.drop_if_closed(&session).await =>
+                {
                     let (session, _) = self.session().await?;
-                    self.read_user(session, &filter).await
+                    let result = self.read_user(session.clone(), &filter).await;
+                    self.drop_if_closed(&session).await;
+                    result
                 }
-                other => other,
+                Err(e) => {
+                    self.drop_if_closed(&session).await;
+                    Err(e)
+                }
+                ok => ok,
             }
         };
         match tokio::time::timeout(timeout, work).await {
-            Ok(Err(e @ DirectoryError::Unavailable(_))) => {
-                self.forget().await;
-                Err(e)
-            }
             Ok(r) => r,
-            Err(_) => {
-                self.forget().await;
-                Err(DirectoryError::Unavailable(format!(
-                    "no answer within {} s",
-                    timeout.as_secs_f64()
-                )))
-            }
+            Err(_) => Err(DirectoryError::Unavailable(format!(
+                "no answer within {} s",
+                timeout.as_secs_f64()
+            ))),
         }
     }
 
@@ -203,11 +222,19 @@ impl Client {
         Err(DirectoryError::Unavailable(failures.join("; ")))
     }
 
-    /// Drops the kept connection (it failed).
-    async fn forget(&self) {
-        if let Some(mut s) = self.session.lock().await.take() {
-            let _ = s.ldap.unbind().await;
+    /// Forgets `failed` when its connection has closed (and it is still
+    /// the one kept), so that the next lookup makes a new one; answers
+    /// whether it had closed.
+    async fn drop_if_closed(&self, failed: &Session) -> bool {
+        let mut probe = failed.ldap.clone();
+        if !probe.is_closed() {
+            return false;
         }
+        let mut kept = self.session.lock().await;
+        if kept.as_ref().is_some_and(|k| k.id == failed.id) {
+            *kept = None;
+        }
+        true
     }
 
     /// A new connection to `url`, over TLS, bound.
@@ -234,7 +261,10 @@ impl Client {
             GroupSearch::Auto => is_active_directory(&mut ldap).await?,
         };
         tracing::info!(url, in_chain, "directory connected");
-        Ok(Session { ldap, in_chain })
+        let id = self
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Session { ldap, in_chain, id })
     }
 
     /// `user`'s entry (by `filter`) and their groups.
@@ -267,26 +297,36 @@ impl Client {
                 )));
             }
         };
-        // The groups by DN, with their names.
+        // The groups by DN, with their names: the primary group's (shared
+        // by most users, so read once a cache life), then the user's own.
         let mut groups: BTreeMap<String, String> = BTreeMap::new();
-        let mut roots = vec![entry.dn.clone()];
         if let Some(primary) = primary_group_filter(entry) {
-            for g in search(&mut ldap, base, &primary, group_attrs(), 1).await? {
-                roots.push(g.dn.clone());
-                groups.insert(g.dn.clone(), group_name(&g));
-            }
+            let mut conn = ldap.clone();
+            let in_chain = session.in_chain;
+            let held = self
+                .primary_groups
+                .try_get_with(primary.clone(), async move {
+                    let mut found = BTreeMap::new();
+                    let mut roots = Vec::new();
+                    for g in search(&mut conn, base, &primary, group_attrs(), 1).await? {
+                        roots.push(g.dn.clone());
+                        found.insert(g.dn.clone(), group_name(&g));
+                    }
+                    nested(&mut conn, base, in_chain, roots, &mut found).await?;
+                    Ok::<_, DirectoryError>(Arc::new(found))
+                })
+                .await
+                .map_err(|e: Arc<DirectoryError>| (*e).clone())?;
+            groups.extend(held.iter().map(|(d, n)| (d.clone(), n.clone())));
         }
-        if session.in_chain {
-            for root in &roots {
-                let filter = format!("(member:{IN_CHAIN}:={})", ldap3::ldap_escape(root.as_str()));
-                for g in search(&mut ldap, base, &filter, group_attrs(), MAX_GROUPS).await? {
-                    groups.insert(g.dn.clone(), group_name(&g));
-                    check_bound(groups.len())?;
-                }
-            }
-        } else {
-            walk(&mut ldap, base, roots, &mut groups).await?;
-        }
+        nested(
+            &mut ldap,
+            base,
+            session.in_chain,
+            vec![entry.dn.clone()],
+            &mut groups,
+        )
+        .await?;
         let mut names: Vec<String> = groups.into_values().collect();
         names.sort_by_key(|n| n.to_ascii_lowercase());
         names.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
@@ -295,6 +335,28 @@ impl Client {
             groups: names,
         })
     }
+}
+
+/// The groups that hold any of `roots`, to any depth, into `groups`: by
+/// Active Directory's in-chain rule (`in_chain`), else by [`walk`].
+async fn nested(
+    ldap: &mut Ldap,
+    base: &str,
+    in_chain: bool,
+    roots: Vec<String>,
+    groups: &mut BTreeMap<String, String>,
+) -> Result<(), DirectoryError> {
+    if !in_chain {
+        return walk(ldap, base, roots, groups).await;
+    }
+    for root in &roots {
+        let filter = format!("(member:{IN_CHAIN}:={})", ldap3::ldap_escape(root.as_str()));
+        for g in search(ldap, base, &filter, group_attrs(), MAX_GROUPS).await? {
+            groups.insert(g.dn.clone(), group_name(&g));
+            check_bound(groups.len())?;
+        }
+    }
+    Ok(())
 }
 
 /// The groups that hold any of `roots`, and those that hold them, one
