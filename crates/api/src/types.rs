@@ -132,6 +132,10 @@ pub struct HostPoolInput {
     pub start_vm_on_connect: Option<bool>,
     /// Rule A9. Setting a command needs an administrator of every pool.
     pub power_settings: Option<PowerSettingsInput>,
+    /// Rule AD2: `Ticket` (the default: the RD Gateway admits only a
+    /// connection ticket) or `TicketOrWindows` (also the client's Windows
+    /// sign-in, where the gateway has a keytab).
+    pub gateway_sign_in: Option<placement::GatewaySignIn>,
     pub name: Option<String>,
 }
 

@@ -51,7 +51,8 @@ pub fn apply_pool_input(
             entitled_groups,
             require_connection_ticket,
             ticket_lifetime_seconds,
-            start_vm_on_connect
+            start_vm_on_connect,
+            gateway_sign_in
         ]
     );
     if let Some(ps) = input.power_settings {

@@ -228,6 +228,11 @@ struct PoolSettings {
     /// default false).
     #[arg(long, value_name = "true|false")]
     start_vm_on_connect: Option<bool>,
+    /// What signs RD Gateway clients in for this pool (rule AD2): Ticket
+    /// (the default: only a connection ticket) or TicketOrWindows (also
+    /// the client's Windows sign-in, on a gateway with --gateway-keytab).
+    #[arg(long, value_name = "Ticket|TicketOrWindows")]
+    gateway_sign_in: Option<String>,
     #[command(flatten)]
     power: PowerFlags,
     #[command(flatten)]
@@ -322,6 +327,7 @@ impl PoolSettings {
             .set("description", self.description)
             .set("friendlyName", self.friendly_name)
             .set("startVmOnConnect", self.start_vm_on_connect)
+            .set("gatewaySignIn", self.gateway_sign_in)
             .set_object("powerSettings", self.power.into_body())
             .set_object("loadIndexSettings", self.load_index.into_body())
             .set_object("logonStormSettings", self.logon_storm.into_body());

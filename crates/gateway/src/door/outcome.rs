@@ -79,6 +79,18 @@ pub enum Outcome {
     Web,
     /// The browser's page or one of its files, served.
     WebPage,
+    /// An RD Gateway request without a ticket or a sign-in, answered 401
+    /// `Negotiate` (rule AD2): the client signs in on its next request.
+    SignInChallenged,
+    /// A Windows sign-in refused (a bad, expired or foreign Kerberos
+    /// ticket): answered 401.
+    SignInRefused,
+    /// A source or user with too many failed sign-ins this minute:
+    /// answered 429 untried.
+    SignInThrottled,
+    /// A Windows-signed-in tunnel asked for a pool whose `gatewaySignIn` is
+    /// `Ticket`.
+    WindowsSignInNotAllowed,
 }
 
 impl Outcome {
@@ -115,6 +127,10 @@ impl Outcome {
             Outcome::HostTlsFailed => "host_tls_failed",
             Outcome::Web => "web",
             Outcome::WebPage => "web_page",
+            Outcome::SignInChallenged => "sign_in_challenged",
+            Outcome::SignInRefused => "sign_in_refused",
+            Outcome::SignInThrottled => "sign_in_throttled",
+            Outcome::WindowsSignInNotAllowed => "windows_sign_in_not_allowed",
         }
     }
 
@@ -194,6 +210,7 @@ fn describe_rd_gateway() {
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
          resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
          source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left, \
+         sign_in_challenged, sign_in_refused, sign_in_throttled, windows_sign_in_not_allowed, \
          web (a browser's /web/rdp connection: see deskbroker_web_connections_total)."
     );
     metrics::describe_gauge!(

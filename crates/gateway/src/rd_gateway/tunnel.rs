@@ -25,17 +25,22 @@ pub(super) async fn tunnel<P: Placer>(
     deadline: Instant,
     front: &Front<P>,
     source: &SourceGuard,
+    signed_in: Option<String>,
     report: &mut Report,
 ) -> Outcome {
     let placer = front.placer.as_ref();
+    let tsgu = front.config.tsgu.clone();
     let mut tunnel = Tunnel {
-        server: Server::new(front.config.tsgu.clone()),
+        server: match signed_in {
+            Some(_) => Server::signed_in(tsgu),
+            None => Server::new(tsgu),
+        },
         decoder: Decoder::new(),
         pending: VecDeque::new(),
     };
     let idle = front.config.bounds.handshake_timeout;
-    let setup =
-        tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, idle, report)).await;
+    let setup = setup(&mut link, &mut tunnel, idle, signed_in, report);
+    let setup = tokio::time::timeout_at(deadline.into(), setup).await;
     let asked = match setup {
         Ok(Ok(asked)) => asked,
         Ok(Err(outcome)) => {
@@ -107,11 +112,22 @@ pub(super) async fn send(link: &mut Link, packet: &Packet) -> Result<(), String>
     link.send(bytes).await
 }
 
-/// A channel request, with the ticket of its tunnel.
+/// A channel request, with what signed its tunnel in.
 struct ChannelAsked {
     resource: String,
-    ticket: api::ticket::Ticket,
-    raw: String,
+    by: SignedInBy,
+}
+
+/// What signed a tunnel in: a ticket (its access token), or Windows
+/// sign-in over HTTP (rule AD2) and the user it named.
+enum SignedInBy {
+    Ticket {
+        ticket: api::ticket::Ticket,
+        raw: String,
+    },
+    Windows {
+        user: String,
+    },
 }
 
 /// From the handshake to the channel request, or the outcome of a refusal
@@ -121,6 +137,7 @@ async fn setup(
     ws: &mut Link,
     tunnel: &mut Tunnel,
     idle: Duration,
+    signed_in: Option<String>,
     report: &mut Report,
 ) -> Result<ChannelAsked, Outcome> {
     let mut ticket: Option<(api::ticket::Ticket, String)> = None;
@@ -185,14 +202,14 @@ async fn setup(
                 }
             },
             Action::OpenChannel { resource, .. } => {
-                let Some((t, raw)) = ticket.take() else {
-                    return Err(fail(report, "channel without a token".into()));
+                // A ticket, when the client sent one, decides (it names its
+                // pool and user); otherwise the Windows sign-in.
+                let by = match (ticket.take(), &signed_in) {
+                    (Some((ticket, raw)), _) => SignedInBy::Ticket { ticket, raw },
+                    (None, Some(user)) => SignedInBy::Windows { user: user.clone() },
+                    (None, None) => return Err(fail(report, "channel without a token".into())),
                 };
-                return Ok(ChannelAsked {
-                    resource,
-                    ticket: t,
-                    raw,
-                });
+                return Ok(ChannelAsked { resource, by });
             }
         }
     }
@@ -218,17 +235,18 @@ where
     P: Placer,
 {
     let (placer, config) = (front.placer.as_ref(), &front.config);
-    let ChannelAsked {
-        resource,
-        ticket,
-        raw,
-    } = asked;
-    let pool = ticket.pool;
+    let ChannelAsked { resource, by } = asked;
     let refuse = async |ws: &mut Link, tunnel: &mut Tunnel, code: u32| {
         if let Ok(answer) = tunnel.server.refuse_channel(code) {
             let _ = send(ws, &answer).await;
         }
     };
+    let (pool, user, raw) = match by {
+        SignedInBy::Ticket { ticket, raw } => (ticket.pool, ticket.user, Some(raw)),
+        // Rule AD2: the pool is the tunnel's target, as a ticket's is.
+        SignedInBy::Windows { user } => (resource.clone(), user, None),
+    };
+    let windows = raw.is_none();
     if !resource.eq_ignore_ascii_case(&pool) {
         report.detail = Some(format!(
             "resource {resource:?} is not the ticket's pool {pool}"
@@ -241,6 +259,22 @@ where
     // tell a genuine ticket from a forged one, so a client without one
     // must not learn which pools exist (the log and the outcome say which).
     match placer.front_door_policy(&pool).await {
+        // Rule AD2: a pool takes Windows sign-in only when it says so.
+        Ok(policy) if policy.allowed && windows && !policy.windows_sign_in => {
+            report.detail = Some(format!(
+                "host pool {pool} takes only connection tickets at the RD Gateway \
+                 (gatewaySignIn is Ticket), not a Windows sign-in"
+            ));
+            if let Some(sign_in) = &config.windows_sign_in {
+                sign_in.user_refused(&user);
+            }
+            let reason = "a pool that takes only tickets";
+            placer
+                .sign_in_refused(source.key(), Some(&user), reason)
+                .await;
+            refuse(ws, tunnel, E_PROXY_RAP_ACCESSDENIED).await;
+            return Err(Outcome::WindowsSignInNotAllowed);
+        }
         Ok(policy) if policy.allowed => {}
         Ok(_) => {
             report.detail = Some(format!("host pool {pool} does not allow the front door"));
@@ -254,9 +288,13 @@ where
             return Err(outcome);
         }
     }
+    report.user = Some(user.clone());
+    report.pool = Some(pool.clone());
+    // Without a ticket the broker decides the user's entitlement itself,
+    // from the directory's groups (AD1).
     let request = ConnectInput {
-        user: ticket.user,
-        ticket: Some(raw),
+        user,
+        ticket: raw,
         ..ConnectInput::default()
     };
     let door = Door::new(

@@ -245,6 +245,24 @@ pub struct PoolConfig {
     /// Rule A9: how the broker powers this pool's hosts on and off.
     #[serde(default)]
     pub power_settings: PowerSettings,
+    /// Rule AD2: how the RD Gateway may sign a client in for this pool:
+    /// only with a connection ticket (the default), or also with the
+    /// client's Windows sign-in (Kerberos against the gateway's keytab).
+    #[serde(default)]
+    pub gateway_sign_in: GatewaySignIn,
+}
+
+/// Rule AD2: what signs a client of the RD Gateway in for a pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum GatewaySignIn {
+    /// Only a signed connection ticket (the `.rdp` file's access token).
+    #[default]
+    Ticket,
+    /// A ticket, or the client's Windows sign-in (HTTP `Negotiate`): the
+    /// signed-in user is placed, the pool's entitlements deciding with the
+    /// directory's groups (AD1).
+    TicketOrWindows,
 }
 
 /// Rule A9: how a pool's hosts are powered on and off.
@@ -486,6 +504,7 @@ impl PoolConfig {
             ticket_lifetime_seconds: ticket_lifetime_default(),
             start_vm_on_connect: false,
             power_settings: PowerSettings::default(),
+            gateway_sign_in: GatewaySignIn::Ticket,
         }
     }
 
