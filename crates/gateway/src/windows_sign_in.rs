@@ -53,7 +53,7 @@ use std::time::Instant;
 use base64::Engine as _;
 use libgssapi::context::{SecurityContext, ServerCtx};
 use libgssapi::credential::{Cred, CredUsage};
-use libgssapi::oid::{GSS_MECH_KRB5, OidSet};
+use libgssapi::oid::{GSS_MECH_KRB5, GSS_MECH_SPNEGO, OidSet};
 use tokio::sync::Semaphore;
 
 /// The largest `Negotiate` token taken, decoded (a Kerberos AP-REQ with
@@ -265,8 +265,12 @@ fn acquire(keytab: &Path) -> Result<Cred, String> {
         ));
     }
     std::fs::File::open(keytab).map_err(|e| e.to_string())?;
+    // SPNEGO (what HTTP Negotiate carries) and Kerberos under it; which
+    // mechanism a sign-in used is checked once it is accepted.
     let mut mechs = OidSet::new();
-    mechs.add(GSS_MECH_KRB5).map_err(|e| e.to_string())?;
+    for mech in [GSS_MECH_SPNEGO, GSS_MECH_KRB5] {
+        mechs.add(mech).map_err(|e| e.to_string())?;
+    }
     Cred::acquire(None, None, CredUsage::Accept, Some(&mechs)).map_err(|e| e.to_string())
 }
 

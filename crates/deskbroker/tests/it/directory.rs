@@ -16,7 +16,7 @@ const PASSWORD: &str = "Sesame-0pen!";
 
 /// A domain with alice in Sales, Sales in RDS-Users, carol in Sales too,
 /// and bob, dave in no group of ours.
-fn domain() -> Domain {
+pub(crate) fn domain() -> Domain {
     let dc = Domain::start();
     for user in ["alice", "bob", "carol", "dave"] {
         dc.add_user(user, PASSWORD);
@@ -31,7 +31,7 @@ fn domain() -> Domain {
 
 /// `serve`'s flags for `dc`, over `url` (its LDAPS or its StartTLS URL),
 /// groups kept `cache_seconds`.
-fn directory_flags(dc: &Domain, url: &str, cache_seconds: u32) -> Vec<String> {
+pub(crate) fn directory_flags(dc: &Domain, url: &str, cache_seconds: u32) -> Vec<String> {
     let (bind_dn, password_file) = dc.bind_account();
     vec![
         "--directory-url".into(),
