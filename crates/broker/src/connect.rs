@@ -272,12 +272,13 @@ impl Connector {
             // ended in between (AD1): the groups decide after all.
             if let (Some(directory), Err(BrokerError::Engine(placement::Error::NotEntitled(_)))) =
                 (&self.directory, &placed)
+                && c.ticket.is_none()
+                && groups.is_empty()
+                && !looked_again
             {
-                if c.ticket.is_none() && groups.is_empty() && !looked_again {
-                    looked_again = true;
-                    groups = directory.groups(&c.user).await?.groups.clone();
-                    continue;
-                }
+                looked_again = true;
+                groups = directory.groups(&c.user).await?.groups.clone();
+                continue;
             }
             break (placed, start);
         };

@@ -68,7 +68,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker: the HTTP API on the embedded SQLite store or PostgreSQL.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run on a session host: register with the broker, then send heartbeats
     /// with metrics and sessions.
     Agent(agent::AgentArgs),
@@ -85,7 +85,7 @@ enum Command {
     /// Compare placement policies on a simulated storm, day, failure or trace.
     Sim(sim_cmd::SimArgs),
     /// Create, change, show, list and delete host pools.
-    Hostpool(cli::hostpool::HostpoolArgs),
+    Hostpool(Box<cli::hostpool::HostpoolArgs>),
     /// Register, drain, assign, show, list and remove session hosts.
     Sessionhost(cli::sessionhost::SessionhostArgs),
     /// List, show, update and log off user sessions.
@@ -147,14 +147,14 @@ async fn main() -> ExitCode {
     api::tls::install_default_provider();
 
     let result = match args.command {
-        Command::Serve(serve_args) => serve::run(serve_args).await,
+        Command::Serve(serve_args) => serve::run(*serve_args).await,
         Command::Agent(agent_args) => agent::run_with_args(agent_args).await.map_err(Into::into),
         Command::Gateway(gateway_args) => gateway_cmd::run(gateway_args).await,
         Command::Backup(a) => tokio::task::block_in_place(|| backup_cmd::backup(a)),
         Command::Restore(a) => tokio::task::block_in_place(|| backup_cmd::restore(a)),
         Command::Bench(bench_command) => bench::run(bench_command).await,
         Command::Sim(sim_args) => tokio::task::block_in_place(|| sim_cmd::run(sim_args)),
-        Command::Hostpool(hostpool_args) => cli::hostpool::run(hostpool_args).await,
+        Command::Hostpool(hostpool_args) => cli::hostpool::run(*hostpool_args).await,
         Command::Sessionhost(sessionhost_args) => cli::sessionhost::run(sessionhost_args).await,
         Command::Session(session_args) => cli::session::run(session_args).await,
         Command::Connect(connect_args) => cli::connect::run(connect_args).await,

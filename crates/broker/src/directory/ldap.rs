@@ -72,7 +72,7 @@ impl NameMap {
     pub fn filter(&self, user: &str) -> Option<String> {
         if let Some((domain, name)) = user.split_once('\\') {
             let domain = domain.to_ascii_uppercase();
-            if !self.domains.iter().any(|d| *d == domain) || name.is_empty() {
+            if !self.domains.contains(&domain) || name.is_empty() {
                 return None;
             }
             return Some(format!(
@@ -185,10 +185,10 @@ impl Client {
     /// The connection: the one kept (true), or a new one (false).
     async fn session(&self) -> Result<(Session, bool), DirectoryError> {
         let mut kept = self.session.lock().await;
-        if let Some(s) = kept.as_mut() {
-            if !s.ldap.is_closed() {
-                return Ok((s.clone(), true));
-            }
+        if let Some(s) = kept.as_mut()
+            && !s.ldap.is_closed()
+        {
+            return Ok((s.clone(), true));
         }
         let mut failures = Vec::new();
         for url in &self.settings.urls {

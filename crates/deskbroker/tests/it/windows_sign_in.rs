@@ -422,6 +422,32 @@ async fn failed_windows_sign_ins_are_throttled_per_source_and_a_loose_keytab_is_
         ],
     );
     pool(&app, "farm", "TicketOrWindows").await;
+    // The setting through the CLI, refused when it is no value of its own,
+    // and described in the OpenAPI document.
+    let (ok, _, err) = app.cli(&[
+        "hostpool",
+        "update",
+        "--name",
+        "farm",
+        "--gateway-sign-in",
+        "Ticket",
+    ]);
+    assert!(ok, "{err}");
+    let shown = app.ok("GET", "/api/v1/hostPools/farm", None, 200).await;
+    assert_eq!(shown["gatewaySignIn"], "Ticket", "{shown}");
+    app.refused(
+        "PATCH",
+        "/api/v1/hostPools/farm",
+        Some(json!({"gatewaySignIn": "Kerberos"})),
+        400,
+        "InvalidParameter",
+    )
+    .await;
+    let doc = app.ok("GET", "/openapi.json", None, 200).await;
+    assert!(
+        doc["components"]["schemas"]["GatewaySignIn"].is_object(),
+        "no GatewaySignIn in the OpenAPI document"
+    );
 
     // Tokens that are no Kerberos ticket, from one source: refused, until
     // the source has had its share of failures this minute; then refused
