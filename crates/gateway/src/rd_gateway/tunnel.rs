@@ -329,6 +329,15 @@ where
             outcome => (hresult(outcome), outcome),
         },
     };
+    // A signed-in user the pool does not entitle counts against the user's
+    // share of failures (rule AD2), so that one account cannot probe pool
+    // after pool without bound.
+    if windows
+        && outcome == Outcome::Refused(api::ErrorCode::NotEntitled)
+        && let (Some(sign_in), Some(user)) = (&config.windows_sign_in, &report.user)
+    {
+        sign_in.user_refused(user);
+    }
     refuse(ws, tunnel, code).await;
     Err(outcome)
 }
