@@ -67,6 +67,17 @@
 //! it, and a reconnect to a session live elsewhere is relayed, its state
 //! left alone.
 //!
+//! Windows sign-in (rule AD2, `crate::windows_sign_in`), on a gateway
+//! with a keytab: before its upgrade (or its 200), a tunnel's
+//! `RDG_OUT_DATA` that is not a ticket client's (`RDG-Auth-Scheme: PAA`)
+//! must carry `Authorization: Negotiate` with a Kerberos ticket for the
+//! gateway, or is answered 401 `WWW-Authenticate: Negotiate`; a refused
+//! one 401, a source or user over its failures 429. The signed-in tunnel
+//! needs no access token; its channel opens only a pool whose
+//! `gatewaySignIn` is `TicketOrWindows`, and the broker places the user
+//! by the pool's entitlements and the directory's groups. The sign-in is
+//! within the setup timeout.
+//!
 //! The modules, one job each: `head` (what a request head asks of the
 //! gateway, and the legacy chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
 //! (MS-TSGU setup, placement through the door path shared with the front
@@ -189,9 +200,11 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
     let signed_in = match (&front.config.windows_sign_in, &request) {
         (Some(sign_in), Request::WebSocket { .. } | Request::Out { .. }) => {
             let placer = front.placer.as_ref();
-            match windows_sign_in(sign_in, placer, &head, &mut stream, &source, report).await {
-                Ok(signed_in) => signed_in,
-                Err(outcome) => return Served::Closed(outcome),
+            let check = windows_sign_in(sign_in, placer, &head, &mut stream, &source, report);
+            match tokio::time::timeout_at(deadline.into(), check).await {
+                Ok(Ok(signed_in)) => signed_in,
+                Ok(Err(outcome)) => return Served::Closed(outcome),
+                Err(_) => return Served::Closed(Outcome::Timeout),
             }
         }
         _ => None,
