@@ -44,6 +44,14 @@
 #   scripts/test): rustup's wasm32-unknown-unknown target (added with
 #   rustup when rustup is there; build-web installs wasm-bindgen-cli
 #   itself, under target/) and npm (above);
+# - for building at all (every mode, and alone with `--build`, which CI
+#   runs before its first build): the RD Gateway's Windows sign-in links
+#   MIT Kerberos' GSSAPI through the libgssapi crate, whose build reads
+#   MIT's headers (libkrb5-dev, found with pkg-config) and generates its
+#   bindings with bindgen (libclang-dev);
+# - for the RD Gateway's Windows sign-in test (tests/it/windows_sign_in.rs):
+#   curl (Debian's is built with GSSAPI: `--negotiate` makes the
+#   client's SPNEGO token);
 # - for the Debian package's check (scripts/package-check): lintian,
 #   systemd-analyze (systemd), dpkg-shlibdeps (dpkg-dev, which cargo-deb
 #   runs for the binary's library dependencies) and python3. With
@@ -53,11 +61,13 @@
 set -euo pipefail
 
 only_package=false
+only_build=false
 case "${1:-}" in
   --package) only_package=true ;;
+  --build) only_build=true ;;
   "") ;;
   *)
-    echo "usage: $0 [--package]" >&2
+    echo "usage: $0 [--package | --build]" >&2
     exit 2
     ;;
 esac
@@ -99,12 +109,27 @@ make_desktop_user() {
 }
 
 need=()
+# Every build: MIT's GSSAPI headers and pkg-config file, and libclang for
+# bindgen (the libgssapi-sys crate).
+[ -e /usr/include/gssapi/gssapi.h ] || [ -e /usr/include/mit-krb5/gssapi/gssapi.h ] || need+=(libkrb5-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null || compgen -G '/usr/lib/*/libclang*.so*' >/dev/null || need+=(libclang-dev)
+if $only_build; then
+  if [ ${#need[@]} -eq 0 ]; then
+    echo "install-test-deps: MIT's GSSAPI headers, pkg-config and libclang are installed"
+    exit 0
+  fi
+fi
 # The package check (scripts/package-check).
-command -v lintian >/dev/null 2>&1 || need+=(lintian)
-command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
-command -v dpkg-shlibdeps >/dev/null 2>&1 || need+=(dpkg-dev)
-command -v python3 >/dev/null 2>&1 || need+=(python3)
-if $only_package; then
+if ! $only_build; then
+  command -v lintian >/dev/null 2>&1 || need+=(lintian)
+  command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+  command -v dpkg-shlibdeps >/dev/null 2>&1 || need+=(dpkg-dev)
+  command -v python3 >/dev/null 2>&1 || need+=(python3)
+fi
+if $only_build; then
+  :
+elif $only_package; then
   if [ ${#need[@]} -eq 0 ]; then
     echo "install-test-deps: lintian, systemd-analyze, dpkg-shlibdeps and python3 are installed"
     exit 0
@@ -148,6 +173,7 @@ else
   have ntlm_auth || need+=(winbind)
   compgen -G '/usr/lib/*/libnss_wrapper.so' >/dev/null || need+=(libnss-wrapper)
   have socat || need+=(socat)
+  have curl || need+=(curl)
   # The browser page's WebAssembly (scripts/build-web --check).
   if command -v rustup >/dev/null 2>&1 &&
     ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
@@ -175,4 +201,4 @@ echo "install-test-deps: installing ${need[*]} (Debian packages)"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -q
 "${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}"
-$only_package || make_desktop_user
+$only_package || $only_build || make_desktop_user

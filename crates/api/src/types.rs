@@ -139,6 +139,10 @@ pub struct HostPoolInput {
     /// Rule AD3: whether the pool's gateway connection files name the
     /// gateway as the KDC proxy (`kdcproxyname`; default false).
     pub kdc_proxy: Option<bool>,
+    /// Rule AD2: `Ticket` (the default: the RD Gateway admits only a
+    /// connection ticket) or `TicketOrWindows` (also the client's Windows
+    /// sign-in, where the gateway has a keytab).
+    pub gateway_sign_in: Option<placement::GatewaySignIn>,
     pub name: Option<String>,
 }
 

@@ -15,7 +15,7 @@
 //! Lookups are cached ([`DirectorySettings::cache_ttl`], at most
 //! [`DirectorySettings::cache_entries`] users), and concurrent lookups of
 //! one user share one query (a logon storm asks the directory once a user);
-//! a failure is never cached. The LDAP side is [`ldap`].
+//! a failure is never cached. The LDAP side is the module `ldap`.
 
 mod ldap;
 

@@ -108,6 +108,27 @@ impl Placer for InProcess {
             .map_err(refused)
     }
 
+    /// Rule AD2: one audit entry per source, user, reason and minute (the
+    /// refusals' fold), by the actor `rd-gateway`.
+    async fn sign_in_refused(&self, source: std::net::IpAddr, user: Option<&str>, reason: &str) {
+        let entry = store::AuditEntry {
+            time_ms: self.broker.now_ms(),
+            actor: "rd-gateway".to_string(),
+            action: format!("Windows sign-in refused: {reason}"),
+            target: format!("users/{}", user.unwrap_or("-")),
+            host_pool: None,
+            before: None,
+            after: None,
+            outcome: 401,
+            source: Some(source.to_string()),
+            end_reason: None,
+        };
+        self.broker
+            .audit()
+            .append_refusal(entry, "Windows sign-in refused", "users")
+            .await;
+    }
+
     /// The broker's own clock (a test's manual clock governs the doors).
     fn now_unix_seconds(&self) -> u64 {
         self.broker.now_ms().max(0) as u64 / 1000

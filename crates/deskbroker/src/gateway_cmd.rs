@@ -110,9 +110,87 @@ pub struct RdGatewayFlags {
           default_value_t = gateway::kdc_proxy::MESSAGES_PER_SOURCE_PER_MINUTE,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub kdc_proxy_messages_per_source_per_minute: u32,
+    /// Keytab holding the key of the gateway's service principal
+    /// `HTTP/<--gateway-service-name>` (rule AD2; from `samba-tool domain
+    /// exportkeytab` or `ktpass`), readable by the gateway's user only.
+    /// With it, RD Gateway clients without a connection ticket sign in
+    /// with Windows (Kerberos, HTTP `Negotiate`), for pools whose
+    /// `gatewaySignIn` is `TicketOrWindows`.
+    #[arg(
+        long = "gateway-keytab",
+        env = "DESKBROKER_GATEWAY_KEYTAB",
+        value_name = "FILE",
+        requires = "gateway_service_name"
+    )]
+    pub gateway_keytab: Option<PathBuf>,
+    /// The host name clients reach the RD Gateway by (their `/g:` or
+    /// `gatewayhostname`), which names the gateway's service principal
+    /// `HTTP/<name>`. Given, not guessed: clients build the principal
+    /// from the name they dialled, which only the operator knows.
+    #[arg(
+        long = "gateway-service-name",
+        env = "DESKBROKER_GATEWAY_SERVICE_NAME",
+        value_name = "HOST",
+        requires = "gateway_keytab"
+    )]
+    pub gateway_service_name: Option<String>,
 }
 
 impl RdGatewayFlags {
+    /// Windows sign-in (rule AD2), with `--gateway-keytab`: the keytab
+    /// must be readable by this user only (a stolen keytab lets anyone
+    /// mint tickets to the gateway for any user).
+    pub fn windows_sign_in(
+        &self,
+    ) -> anyhow::Result<Option<Arc<gateway::windows_sign_in::WindowsSignIn>>> {
+        let (Some(keytab), Some(host)) = (&self.gateway_keytab, &self.gateway_service_name) else {
+            return Ok(None);
+        };
+        agent::config::check_secret_file(
+            keytab,
+            "--gateway-keytab",
+            "the gateway's Kerberos keys",
+        )?;
+        let sign_in = gateway::windows_sign_in::WindowsSignIn::new(
+            gateway::windows_sign_in::SignInSettings {
+                keytab: keytab.clone(),
+                service_host: host.to_ascii_lowercase(),
+            },
+        )
+        .map_err(anyhow::Error::msg)?;
+        tracing::info!(
+            principal = %sign_in.service_principal(),
+            "rd gateway: Windows sign-in with the keytab {}",
+            keytab.display()
+        );
+        Ok(Some(Arc::new(sign_in)))
+    }
+
+    /// MIT Kerberos reads the acceptor's keytab from the process's
+    /// environment (`KRB5_KTNAME`), and this workspace does not change its
+    /// own environment while it runs: with `--gateway-keytab` and an
+    /// environment that does not name it yet, the process starts itself
+    /// again, the same arguments, with it named. Returns only when no
+    /// start was needed (or the new start failed: the error).
+    pub fn name_keytab_for_kerberos(&self) -> anyhow::Result<()> {
+        use std::os::unix::process::CommandExt;
+        let Some(keytab) = &self.gateway_keytab else {
+            return Ok(());
+        };
+        let keytab = std::path::absolute(keytab)?;
+        let var = gateway::windows_sign_in::KEYTAB_VARIABLE;
+        let value = gateway::windows_sign_in::keytab_variable_value(&keytab);
+        if std::env::var_os(var).as_ref() == Some(&value) {
+            return Ok(());
+        }
+        let exe = std::env::current_exe()?;
+        let err = std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(var, value)
+            .exec();
+        Err(anyhow::anyhow!("starting again with {var} set: {err}"))
+    }
+
     /// The settings of the gateway's HTTPS listener: `front_door`'s bounds,
     /// and the KDC proxy's realms (each named once).
     pub fn config(
@@ -125,7 +203,7 @@ impl RdGatewayFlags {
         kdc_proxy.messages_per_source_per_minute = self.kdc_proxy_messages_per_source_per_minute;
         Ok(gateway::rd_gateway::GatewayConfig {
             kdc_proxy,
-            ..front_door.rd_gateway_config()
+            ..front_door.rd_gateway_config(self.windows_sign_in()?)
         })
     }
 
@@ -234,16 +312,21 @@ impl FrontDoorFlags {
 
     /// The RD Gateway's settings: the same per-source bounds, and the same
     /// hold while a host starts (A8).
-    pub fn rd_gateway_config(&self) -> gateway::rd_gateway::GatewayConfig {
+    pub fn rd_gateway_config(
+        &self,
+        windows_sign_in: Option<Arc<gateway::windows_sign_in::WindowsSignIn>>,
+    ) -> gateway::rd_gateway::GatewayConfig {
         let config = gateway::rd_gateway::GatewayConfig::default();
         gateway::rd_gateway::GatewayConfig {
             bounds: self.bounds(config.bounds),
+            windows_sign_in,
             ..config
         }
     }
 }
 
 pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
+    args.rd_gateway.name_keytab_for_kerberos()?;
     if let Some(pool) = &args.rdp_default_pool {
         placement::validate_name("--rdp-default-pool", pool).map_err(anyhow::Error::msg)?;
     }

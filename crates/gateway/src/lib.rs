@@ -48,6 +48,7 @@ pub mod redirect;
 pub mod sources;
 pub mod tsgu;
 pub mod web;
+pub mod windows_sign_in;
 
 pub use api::rdp_file::{rdp_file, routing_token};
 pub use front_door::{

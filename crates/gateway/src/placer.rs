@@ -58,6 +58,9 @@ pub struct FrontDoorPolicy {
     pub allowed: bool,
     /// `requireConnectionTicket` (T3): only tickets place users here.
     pub require_ticket: bool,
+    /// `gatewaySignIn: TicketOrWindows` (AD2): the RD Gateway may place a
+    /// client signed in with Windows (Kerberos) here, without a ticket.
+    pub windows_sign_in: bool,
 }
 
 impl FrontDoorPolicy {
@@ -65,6 +68,7 @@ impl FrontDoorPolicy {
         FrontDoorPolicy {
             allowed: config.allow_front_door,
             require_ticket: config.require_connection_ticket,
+            windows_sign_in: config.gateway_sign_in == placement::GatewaySignIn::TicketOrWindows,
         }
     }
 }
@@ -112,6 +116,17 @@ pub trait Placer: Send + Sync + 'static {
         pool: &str,
         address: &str,
     ) -> impl Future<Output = Result<Option<String>, PlacerError>> + Send;
+
+    /// Records a refused Windows sign-in at the RD Gateway (rule AD2) in
+    /// the audit log: from `source`, of `user` when the refusal names one,
+    /// for `reason` (never a token). The broker folds them into one entry
+    /// per source, user and reason a minute.
+    fn sign_in_refused(
+        &self,
+        source: std::net::IpAddr,
+        user: Option<&str>,
+        reason: &str,
+    ) -> impl Future<Output = ()> + Send;
 
     /// Now, in whole seconds since the Unix epoch, by the broker's clock:
     /// what the doors check the lifetimes of redirection tokens against
@@ -192,6 +207,13 @@ impl Placer for Http {
         let out: api::types::HostPoolOutput = serde_json::from_str(&text)
             .map_err(|e| PlacerError::Unreachable(format!("host pool {pool}: {e}")))?;
         Ok(FrontDoorPolicy::of(&out.config))
+    }
+
+    /// A stand-alone gateway's refused sign-ins go to its own log (warn),
+    /// with the source and reason; the broker's audit log has those of the
+    /// gateway in its process.
+    async fn sign_in_refused(&self, source: std::net::IpAddr, user: Option<&str>, reason: &str) {
+        tracing::warn!(%source, user = user.unwrap_or("-"), reason, "rd gateway: Windows sign-in refused");
     }
 
     /// A broker reached over HTTP keeps the time of day of its machine;

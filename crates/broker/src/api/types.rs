@@ -53,7 +53,8 @@ pub fn apply_pool_input(
             ticket_lifetime_seconds,
             start_vm_on_connect,
             connection_target,
-            kdc_proxy
+            kdc_proxy,
+            gateway_sign_in
         ]
     );
     if let Some(ps) = input.power_settings {

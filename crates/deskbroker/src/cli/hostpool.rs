@@ -238,6 +238,11 @@ struct PoolSettings {
     /// as the KDC proxy too (`kdcproxyname`, rule AD3; default false).
     #[arg(long, value_name = "true|false")]
     kdc_proxy: Option<bool>,
+    /// What signs RD Gateway clients in for this pool (rule AD2): Ticket
+    /// (the default: only a connection ticket) or TicketOrWindows (also
+    /// the client's Windows sign-in, on a gateway with --gateway-keytab).
+    #[arg(long, value_name = "Ticket|TicketOrWindows")]
+    gateway_sign_in: Option<String>,
     #[command(flatten)]
     power: PowerFlags,
     #[command(flatten)]
@@ -334,6 +339,7 @@ impl PoolSettings {
             .set("friendlyName", self.friendly_name)
             .set("startVmOnConnect", self.start_vm_on_connect)
             .set("kdcProxy", self.kdc_proxy)
+            .set("gatewaySignIn", self.gateway_sign_in)
             .set_object("powerSettings", self.power.into_body())
             .set_object("loadIndexSettings", self.load_index.into_body())
             .set_object("logonStormSettings", self.logon_storm.into_body());

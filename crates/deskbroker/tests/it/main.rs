@@ -65,6 +65,7 @@ mod web_rdp;
 mod web_url;
 mod windows;
 mod windows_clients;
+mod windows_sign_in;
 mod xrdp_sessions;
 
 pub use support::*;

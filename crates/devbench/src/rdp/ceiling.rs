@@ -192,7 +192,11 @@ impl Placer for Sticky {
         Ok(FrontDoorPolicy {
             allowed: true,
             require_ticket: false,
+            windows_sign_in: false,
         })
+    }
+
+    async fn sign_in_refused(&self, _source: std::net::IpAddr, _user: Option<&str>, _reason: &str) {
     }
 
     fn now_unix_seconds(&self) -> u64 {

@@ -82,6 +82,18 @@ pub enum Outcome {
     /// KDC proxy requests (rule AD3), each counted by its own outcome in
     /// `deskbroker_kdc_proxy_messages_total`.
     KdcProxy,
+    /// An RD Gateway request without a ticket or a sign-in, answered 401
+    /// `Negotiate` (rule AD2): the client signs in on its next request.
+    SignInChallenged,
+    /// A Windows sign-in refused (a bad, expired or foreign Kerberos
+    /// ticket): answered 401.
+    SignInRefused,
+    /// A source or user with too many failed sign-ins this minute:
+    /// answered 429 untried.
+    SignInThrottled,
+    /// A Windows-signed-in tunnel asked for a pool whose `gatewaySignIn` is
+    /// `Ticket`.
+    WindowsSignInNotAllowed,
 }
 
 impl Outcome {
@@ -119,6 +131,10 @@ impl Outcome {
             Outcome::Web => "web",
             Outcome::WebPage => "web_page",
             Outcome::KdcProxy => "kdc_proxy",
+            Outcome::SignInChallenged => "sign_in_challenged",
+            Outcome::SignInRefused => "sign_in_refused",
+            Outcome::SignInThrottled => "sign_in_throttled",
+            Outcome::WindowsSignInNotAllowed => "windows_sign_in_not_allowed",
         }
     }
 
@@ -199,6 +215,7 @@ fn describe_rd_gateway() {
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
          resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
          source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left, \
+         sign_in_challenged, sign_in_refused, sign_in_throttled, windows_sign_in_not_allowed, \
          web (a browser's /web/rdp connection: see deskbroker_web_connections_total), \
          web_page, kdc_proxy (see deskbroker_kdc_proxy_messages_total)."
     );

@@ -67,6 +67,17 @@
 //! it, and a reconnect to a session live elsewhere is relayed, its state
 //! left alone.
 //!
+//! Windows sign-in (rule AD2, `crate::windows_sign_in`), on a gateway
+//! with a keytab: before its upgrade (or its 200), a tunnel's
+//! `RDG_OUT_DATA` that is not a ticket client's (`RDG-Auth-Scheme: PAA`)
+//! must carry `Authorization: Negotiate` with a Kerberos ticket for the
+//! gateway, or is answered 401 `WWW-Authenticate: Negotiate`; a refused
+//! one 401, a source or user over its failures 429. The signed-in tunnel
+//! needs no access token; its channel opens only a pool whose
+//! `gatewaySignIn` is `TicketOrWindows`, and the broker places the user
+//! by the pool's entitlements and the directory's groups. The sign-in is
+//! within the setup timeout.
+//!
 //! The modules, one job each: `head` (what a request head asks of the
 //! gateway, and the legacy chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
 //! (MS-TSGU setup, placement through the door path shared with the front
@@ -77,6 +88,7 @@ mod link;
 mod relay;
 mod tunnel;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
@@ -89,6 +101,7 @@ use crate::https::{BoxIo, Exchange, Front, Served, answer_status, within};
 use crate::placer::Placer;
 use crate::sources::SourceGuard;
 use crate::tsgu::ServerConfig;
+use crate::windows_sign_in::{SignInError, WindowsSignIn};
 
 pub use head::{BodyReader, InBody, MAX_CONNECTION_ID_BYTES, Request};
 pub use link::Pairing;
@@ -144,6 +157,9 @@ pub struct GatewayConfig {
     /// The KDC proxy on the same listener (`POST /KdcProxy`, rule AD3):
     /// served only when it names a realm.
     pub kdc_proxy: crate::kdc_proxy::KdcProxyConfig,
+    /// Windows sign-in (rule AD2; `--gateway-keytab`): clients without a
+    /// ticket are challenged with `Negotiate`. None: tickets only.
+    pub windows_sign_in: Option<Arc<WindowsSignIn>>,
 }
 
 impl Default for GatewayConfig {
@@ -159,6 +175,7 @@ impl Default for GatewayConfig {
             max_waiting_out_channels_per_source: MAX_WAITING_OUT_CHANNELS_PER_SOURCE,
             tsgu: ServerConfig::default(),
             kdc_proxy: crate::kdc_proxy::KdcProxyConfig::default(),
+            windows_sign_in: None,
         }
     }
 }
@@ -173,17 +190,36 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
     };
     let Exchange {
         front,
-        stream,
+        mut stream,
         rest,
         source,
         deadline,
         report,
+        head,
         ..
     } = x;
+    // Rule AD2: a tunnel's OUT side (or its WebSocket) without a ticket
+    // signs in with Windows first; the IN channel of a pair joins its OUT
+    // channel's tunnel, which is signed in already.
+    let signed_in = match (&front.config.windows_sign_in, &request) {
+        (Some(sign_in), Request::WebSocket { .. } | Request::Out { .. }) => {
+            let placer = front.placer.as_ref();
+            let check = windows_sign_in(sign_in, placer, &head, &mut stream, &source, report);
+            match tokio::time::timeout_at(deadline.into(), check).await {
+                Ok(Ok(signed_in)) => signed_in,
+                Ok(Err(outcome)) => return Served::Closed(outcome),
+                Err(_) => return Served::Closed(Outcome::Timeout),
+            }
+        }
+        _ => None,
+    };
+    let reply = signed_in.as_ref().and_then(|s| s.reply.clone());
+    let user = signed_in.map(|s| s.user);
     let idle = front.config.bounds.handshake_timeout;
     let link = match request {
         Request::WebSocket { key } => {
-            match websocket(stream, rest, &key, (deadline, idle), report).await {
+            let limits = (deadline, idle);
+            match websocket(stream, rest, &key, reply.as_deref(), limits, report).await {
                 Ok(link) => link,
                 Err(outcome) => return Served::Closed(outcome),
             }
@@ -198,13 +234,73 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
             return Served::Closed(paired.await);
         }
         Request::Out { connection_id } => {
-            match out_channel(stream, &connection_id, deadline, front, &source, report).await {
+            let out = out_channel(
+                stream,
+                &connection_id,
+                reply.as_deref(),
+                deadline,
+                front,
+                &source,
+                report,
+            );
+            match out.await {
                 Ok(link) => link,
                 Err(outcome) => return Served::Closed(outcome),
             }
         }
     };
-    Served::Closed(tunnel(link, deadline, front, &source, report).await)
+    Served::Closed(tunnel(link, deadline, front, &source, user, report).await)
+}
+
+/// Rule AD2 on a request of a gateway with a keytab: a ticket client
+/// (`RDG-Auth-Scheme: PAA`) goes on as it is (None); `Authorization:
+/// Negotiate` is checked (the signed-in user, or 401 / 429); a request
+/// with neither is challenged with 401 `WWW-Authenticate: Negotiate`.
+async fn windows_sign_in<P: Placer>(
+    sign_in: &WindowsSignIn,
+    placer: &P,
+    head: &crate::https::Head,
+    stream: &mut BoxIo,
+    source: &SourceGuard,
+    report: &mut Report,
+) -> Result<Option<crate::windows_sign_in::SignedIn>, Outcome> {
+    if head
+        .header("RDG-Auth-Scheme")
+        .is_some_and(|s| s.trim().eq_ignore_ascii_case("PAA"))
+    {
+        return Ok(None);
+    }
+    let token = head.header("Authorization").and_then(|a| {
+        let (scheme, token) = a.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("Negotiate").then_some(token)
+    });
+    let challenge = "401 Unauthorized\r\nWWW-Authenticate: Negotiate";
+    let Some(token) = token else {
+        answer_status(stream, challenge).await;
+        report.detail = Some("no ticket and no Windows sign-in: challenged".into());
+        return Err(Outcome::SignInChallenged);
+    };
+    match sign_in.accept(source.key(), token).await {
+        Ok(signed_in) => {
+            tracing::info!(user = %signed_in.user, source = %source.key(), "rd gateway: Windows sign-in");
+            report.user = Some(signed_in.user.clone());
+            Ok(Some(signed_in))
+        }
+        Err(e @ SignInError::Refused(_)) => {
+            answer_status(stream, challenge).await;
+            report.detail = Some(format!("Windows sign-in refused: {e}"));
+            // Kerberos names no user in a ticket it could not open.
+            placer
+                .sign_in_refused(source.key(), None, sign_in_reason(&e))
+                .await;
+            Err(Outcome::SignInRefused)
+        }
+        Err(e @ SignInError::Throttled(_)) => {
+            answer_status(stream, "429 Too Many Requests\r\nRetry-After: 60").await;
+            report.detail = Some(e.to_string());
+            Err(Outcome::SignInThrottled)
+        }
+    }
 }
 
 /// `RDG_OUT_DATA` with `Upgrade: websocket`: answers the upgrade, and the
@@ -213,10 +309,11 @@ async fn websocket(
     mut stream: BoxIo,
     rest: Vec<u8>,
     key: &str,
+    reply: Option<&str>,
     (deadline, idle): (Instant, Duration),
     report: &mut Report,
 ) -> Result<Link, Outcome> {
-    let response = crate::https::switching_protocols(key);
+    let response = with_reply(crate::https::switching_protocols(key), reply);
     let step = "the WebSocket upgrade";
     let upgrade = within(
         idle,
@@ -239,6 +336,7 @@ async fn websocket(
 async fn out_channel<P>(
     mut stream: BoxIo,
     connection_id: &str,
+    reply: Option<&str>,
     deadline: Instant,
     front: &Front<P>,
     source: &SourceGuard,
@@ -257,7 +355,7 @@ async fn out_channel<P>(
     // 200 and a seed of 10 random bytes, no length (MS-TSGU 3.3.5.1; what
     // FreeRDP 2 reads), then packets unframed.
     let seed = uuid::Uuid::new_v4();
-    let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+    let mut answer = with_reply("HTTP/1.1 200 OK\r\n\r\n".into(), reply).into_bytes();
     answer.extend_from_slice(&seed.as_bytes()[..10]);
     let paired = async {
         stream.write_all(&answer).await.map_err(|e| e.to_string())?;
@@ -281,4 +379,30 @@ async fn out_channel<P>(
         buf: half.rest,
         _in_source: half.source,
     })
+}
+
+/// `response` (a head ending in an empty line) with the sign-in's answer,
+/// `WWW-Authenticate: Negotiate <reply>` (RFC 4559 §5: the gateway's
+/// proof of itself), when there is one.
+fn with_reply(mut response: String, reply: Option<&str>) -> String {
+    if let Some(reply) = reply
+        && response.ends_with("\r\n\r\n")
+    {
+        response.truncate(response.len() - 2);
+        response.push_str(&format!("WWW-Authenticate: Negotiate {reply}\r\n\r\n"));
+    }
+    response
+}
+
+/// The audit log's reason for a refused sign-in: its kind, not its
+/// details (which may vary per request and would defeat the fold).
+fn sign_in_reason(e: &SignInError) -> &'static str {
+    match e {
+        SignInError::Refused(why) if why.contains("is for") => "a ticket for another service",
+        SignInError::Refused(why) if why.contains("base64") || why.contains("long") => {
+            "a malformed token"
+        }
+        SignInError::Refused(_) => "a Kerberos ticket refused",
+        SignInError::Throttled(_) => "throttled",
+    }
 }

@@ -25,17 +25,22 @@ pub(super) async fn tunnel<P: Placer>(
     deadline: Instant,
     front: &Front<P>,
     source: &SourceGuard,
+    signed_in: Option<String>,
     report: &mut Report,
 ) -> Outcome {
     let placer = front.placer.as_ref();
+    let tsgu = front.config.tsgu.clone();
     let mut tunnel = Tunnel {
-        server: Server::new(front.config.tsgu.clone()),
+        server: match signed_in {
+            Some(_) => Server::signed_in(tsgu),
+            None => Server::new(tsgu),
+        },
         decoder: Decoder::new(),
         pending: VecDeque::new(),
     };
     let idle = front.config.bounds.handshake_timeout;
-    let setup =
-        tokio::time::timeout_at(deadline.into(), setup(&mut link, &mut tunnel, idle, report)).await;
+    let setup = setup(&mut link, &mut tunnel, idle, signed_in, report);
+    let setup = tokio::time::timeout_at(deadline.into(), setup).await;
     let asked = match setup {
         Ok(Ok(asked)) => asked,
         Ok(Err(outcome)) => {
@@ -107,11 +112,22 @@ pub(super) async fn send(link: &mut Link, packet: &Packet) -> Result<(), String>
     link.send(bytes).await
 }
 
-/// A channel request, with the ticket of its tunnel.
+/// A channel request, with what signed its tunnel in.
 struct ChannelAsked {
     resource: String,
-    ticket: api::ticket::Ticket,
-    raw: String,
+    by: SignedInBy,
+}
+
+/// What signed a tunnel in: a ticket (its access token), or Windows
+/// sign-in over HTTP (rule AD2) and the user it named.
+enum SignedInBy {
+    Ticket {
+        ticket: api::ticket::Ticket,
+        raw: String,
+    },
+    Windows {
+        user: String,
+    },
 }
 
 /// From the handshake to the channel request, or the outcome of a refusal
@@ -121,6 +137,7 @@ async fn setup(
     ws: &mut Link,
     tunnel: &mut Tunnel,
     idle: Duration,
+    signed_in: Option<String>,
     report: &mut Report,
 ) -> Result<ChannelAsked, Outcome> {
     let mut ticket: Option<(api::ticket::Ticket, String)> = None;
@@ -185,14 +202,14 @@ async fn setup(
                 }
             },
             Action::OpenChannel { resource, .. } => {
-                let Some((t, raw)) = ticket.take() else {
-                    return Err(fail(report, "channel without a token".into()));
+                // A ticket, when the client sent one, decides (it names its
+                // pool and user); otherwise the Windows sign-in.
+                let by = match (ticket.take(), &signed_in) {
+                    (Some((ticket, raw)), _) => SignedInBy::Ticket { ticket, raw },
+                    (None, Some(user)) => SignedInBy::Windows { user: user.clone() },
+                    (None, None) => return Err(fail(report, "channel without a token".into())),
                 };
-                return Ok(ChannelAsked {
-                    resource,
-                    ticket: t,
-                    raw,
-                });
+                return Ok(ChannelAsked { resource, by });
             }
         }
     }
@@ -219,21 +236,24 @@ where
     P: Placer,
 {
     let (placer, config) = (front.placer.as_ref(), &front.config);
-    let ChannelAsked {
-        resource,
-        ticket,
-        raw,
-    } = asked;
-    let pool = ticket.pool;
+    let ChannelAsked { resource, by } = asked;
     let refuse = async |ws: &mut Link, tunnel: &mut Tunnel, code: u32| {
         if let Ok(answer) = tunnel.server.refuse_channel(code) {
             let _ = send(ws, &answer).await;
         }
     };
+    let (pool, user, raw, host_bound) = match by {
+        SignedInBy::Ticket { ticket, raw } => {
+            let host_bound = ticket.host.is_some();
+            (ticket.pool, ticket.user, Some(raw), host_bound)
+        }
+        // Rule AD2: the pool is the tunnel's target, as a ticket's is.
+        SignedInBy::Windows { user } => (resource.clone(), user, None, false),
+    };
+    let windows = raw.is_none();
     // A host-bound ticket (rule AD4) names its host as the target: the
     // broker judges whether the target names that host, and the host is
     // dialled at the address the broker knows, never at the target.
-    let host_bound = ticket.host.is_some();
     if !host_bound && !resource.eq_ignore_ascii_case(&pool) {
         report.detail = Some(format!(
             "resource {resource:?} is not the ticket's pool {pool}"
@@ -246,6 +266,22 @@ where
     // tell a genuine ticket from a forged one, so a client without one
     // must not learn which pools exist (the log and the outcome say which).
     match placer.front_door_policy(&pool).await {
+        // Rule AD2: a pool takes Windows sign-in only when it says so.
+        Ok(policy) if policy.allowed && windows && !policy.windows_sign_in => {
+            report.detail = Some(format!(
+                "host pool {pool} takes only connection tickets at the RD Gateway \
+                 (gatewaySignIn is Ticket), not a Windows sign-in"
+            ));
+            if let Some(sign_in) = &config.windows_sign_in {
+                sign_in.user_refused(&user);
+            }
+            let reason = "a pool that takes only tickets";
+            placer
+                .sign_in_refused(source.key(), Some(&user), reason)
+                .await;
+            refuse(ws, tunnel, E_PROXY_RAP_ACCESSDENIED).await;
+            return Err(Outcome::WindowsSignInNotAllowed);
+        }
         Ok(policy) if policy.allowed => {}
         Ok(_) => {
             report.detail = Some(format!("host pool {pool} does not allow the front door"));
@@ -259,9 +295,13 @@ where
             return Err(outcome);
         }
     }
+    report.user = Some(user.clone());
+    report.pool = Some(pool.clone());
+    // Without a ticket the broker decides the user's entitlement itself,
+    // from the directory's groups (AD1).
     let request = ConnectInput {
-        user: ticket.user,
-        ticket: Some(raw),
+        user,
+        ticket: raw,
         target: host_bound.then_some(resource),
         ..ConnectInput::default()
     };
@@ -297,6 +337,15 @@ where
             outcome => (hresult(outcome), outcome),
         },
     };
+    // A signed-in user the pool does not entitle counts against the user's
+    // share of failures (rule AD2), so that one account cannot probe pool
+    // after pool without bound.
+    if windows
+        && outcome == Outcome::Refused(api::ErrorCode::NotEntitled)
+        && let (Some(sign_in), Some(user)) = (&config.windows_sign_in, &report.user)
+    {
+        sign_in.user_refused(user);
+    }
     refuse(ws, tunnel, code).await;
     Err(outcome)
 }

@@ -118,6 +118,9 @@ pub struct StateError {
 pub struct Server {
     state: State,
     config: ServerConfig,
+    /// The client signed in over HTTP (Windows sign-in, rule AD2): it may
+    /// go without an access token.
+    signed_in: bool,
 }
 
 impl Server {
@@ -125,6 +128,17 @@ impl Server {
         Server {
             state: State::Start,
             config,
+            signed_in: false,
+        }
+    }
+
+    /// A tunnel whose client signed in over HTTP (rule AD2): its handshake
+    /// may offer no extended authentication, and its tunnel needs no access
+    /// token (one it sends anyway is checked, and decides).
+    pub fn signed_in(config: ServerConfig) -> Server {
+        Server {
+            signed_in: true,
+            ..Server::new(config)
         }
     }
 
@@ -193,14 +207,21 @@ impl Server {
         if p.version_major != VERSION_MAJOR {
             return Err(refuse(E_PROXY_CAPABILITYMISMATCH, "protocol version"));
         }
-        if p.extended_auth & HTTP_EXTENDED_AUTH_PAA == 0 {
+        let paa = p.extended_auth & HTTP_EXTENDED_AUTH_PAA != 0;
+        if !paa && !self.signed_in {
             return Err(refuse(
                 E_PROXY_UNSUPPORTED_AUTHENTICATION_METHOD,
                 "no access token offered",
             ));
         }
         self.state = State::Handshaken;
-        Ok(Action::Send(handshake_response(S_OK)))
+        let mut answer = handshake_response(S_OK);
+        if let Packet::HandshakeResponse(r) = &mut answer
+            && !paa
+        {
+            r.extended_auth = 0;
+        }
+        Ok(Action::Send(answer))
     }
 
     fn tunnel_create(&mut self, p: TunnelCreate) -> Result<Action, Refusal> {
@@ -217,6 +238,10 @@ impl Server {
             Some(token) if !token.is_empty() => {
                 self.state = State::CheckingToken;
                 Ok(Action::CheckToken { token })
+            }
+            _ if self.signed_in => {
+                self.state = State::TunnelCreated;
+                Ok(Action::Send(tunnel_response(S_OK, Some(1))))
             }
             _ => Err(refuse(E_PROXY_COOKIE_BADPACKET, "no access token")),
         }

@@ -198,7 +198,11 @@ impl Placer for Recorder {
         Ok(gateway::FrontDoorPolicy {
             allowed: !pool.starts_with("private"),
             require_ticket: pool.starts_with("ticketed"),
+            windows_sign_in: false,
         })
+    }
+
+    async fn sign_in_refused(&self, _source: std::net::IpAddr, _user: Option<&str>, _reason: &str) {
     }
 
     /// The recorder's clock: the system's, or the time a test set.

@@ -890,3 +890,47 @@ fn debug_output_never_shows_the_access_token() {
         "{shown}"
     );
 }
+
+/// Rule AD2: a tunnel whose client signed in over HTTP needs no access
+/// token; one it sends anyway is checked as any other's. A tunnel that did
+/// not sign in still needs one.
+#[test]
+fn a_tunnel_signed_in_over_http_goes_without_an_access_token() {
+    let mut s = Server::signed_in(ServerConfig::default());
+    let Action::Send(Packet::HandshakeResponse(r)) = s.receive(handshake(0)).unwrap() else {
+        panic!("a handshake response")
+    };
+    assert_eq!((r.error_code, r.extended_auth), (S_OK, 0));
+    let Action::Send(answer) = s.receive(tunnel_create(None)).unwrap() else {
+        panic!("a tunnel response")
+    };
+    assert_eq!(code_of(&answer), (PKT_TYPE_TUNNEL_RESPONSE, S_OK));
+    assert_eq!(s.state(), State::TunnelCreated);
+    assert!(matches!(
+        s.receive(tunnel_auth()).unwrap(),
+        Action::Send(Packet::TunnelAuthResponse(_))
+    ));
+    assert!(matches!(
+        s.receive(channel_create("pool", 3)).unwrap(),
+        Action::OpenChannel { .. }
+    ));
+
+    // Signed in, with a token as well: the token is checked.
+    let mut s = Server::signed_in(ServerConfig::default());
+    s.receive(handshake(HTTP_EXTENDED_AUTH_PAA)).unwrap();
+    assert_eq!(
+        s.receive(tunnel_create(Some(TOKEN))).unwrap(),
+        Action::CheckToken {
+            token: TOKEN.into()
+        }
+    );
+
+    // Not signed in: no token offered is refused, as before.
+    let mut s = Server::new(ServerConfig::default());
+    let refusal = s.receive(handshake(0)).unwrap_err();
+    assert_eq!(refusal.code, E_PROXY_UNSUPPORTED_AUTHENTICATION_METHOD);
+    let mut s = Server::new(ServerConfig::default());
+    s.receive(handshake(HTTP_EXTENDED_AUTH_PAA)).unwrap();
+    let refusal = s.receive(tunnel_create(None)).unwrap_err();
+    assert_eq!(refusal.code, E_PROXY_COOKIE_BADPACKET);
+}

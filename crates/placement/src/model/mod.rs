@@ -259,6 +259,11 @@ pub struct PoolConfig {
     /// then serve the domain's realm, `--kdc-proxy-realm`).
     #[serde(default)]
     pub kdc_proxy: bool,
+    /// Rule AD2: how the RD Gateway may sign a client in for this pool:
+    /// only with a connection ticket (the default), or also with the
+    /// client's Windows sign-in (Kerberos against the gateway's keytab).
+    #[serde(default)]
+    pub gateway_sign_in: GatewaySignIn,
 }
 
 /// Rule AD4: what a pool's connection files and browser addresses name.
@@ -274,6 +279,19 @@ pub enum ConnectionTarget {
     /// name (its address when it has none), and its ticket opens that
     /// host only.
     Host,
+}
+
+/// Rule AD2: what signs a client of the RD Gateway in for a pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum GatewaySignIn {
+    /// Only a signed connection ticket (the `.rdp` file's access token).
+    #[default]
+    Ticket,
+    /// A ticket, or the client's Windows sign-in (HTTP `Negotiate`): the
+    /// signed-in user is placed, the pool's entitlements deciding with the
+    /// directory's groups (AD1).
+    TicketOrWindows,
 }
 
 /// Rule A9: how a pool's hosts are powered on and off.
@@ -517,6 +535,7 @@ impl PoolConfig {
             power_settings: PowerSettings::default(),
             connection_target: ConnectionTarget::Pool,
             kdc_proxy: false,
+            gateway_sign_in: GatewaySignIn::Ticket,
         }
     }
 

@@ -323,8 +323,8 @@ pub async fn a_token_keeps_its_bound_and_count(open: Opener<'_>) {
 
 /// The host and pool fields added for power control and autoscale (tags,
 /// MAC address, drain origin, power state, heartbeat source, power
-/// settings) and for host-named connections (DNS name, connection target)
-/// come back after a reopen.
+/// settings), for host-named connections (DNS name, connection target)
+/// and the pool's `gatewaySignIn` (AD2) come back after a reopen.
 pub async fn new_host_fields_come_back(open: Opener<'_>) {
     let case = "new_host_fields_come_back";
     let store = open("host-fields");
@@ -341,6 +341,7 @@ pub async fn new_host_fields_come_back(open: Opener<'_>) {
     let mut config = pool("p");
     config.start_vm_on_connect = true;
     config.connection_target = placement::ConnectionTarget::Host;
+    config.gateway_sign_in = placement::GatewaySignIn::TicketOrWindows;
     config.power_settings.driver = placement::PowerDriver::Command;
     config.power_settings.power_on_command = Some("virsh start \"$DESKBROKER_HOST\"".into());
     store

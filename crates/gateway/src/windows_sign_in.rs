@@ -1,0 +1,372 @@
+//! Windows sign-in at the RD Gateway (rule AD2): HTTP `Negotiate`
+//! (RFC 4559) with Kerberos, checked against the gateway's keytab.
+//!
+//! A client that brings no connection ticket (its request carries no
+//! `RDG-Auth-Scheme: PAA`, which every ticket client sends) and no
+//! `Authorization` is answered `401` with `WWW-Authenticate: Negotiate`;
+//! its next request carries `Authorization: Negotiate <SPNEGO token>`,
+//! whose Kerberos AP-REQ is accepted here: the ticket must be for the
+//! gateway's service principal `HTTP/<service host>` (any realm) and
+//! decrypt with a key of the keytab, be within its lifetime and the clock
+//! skew, and not be a replay. The signed-in user is named
+//! `name@realm` with the realm in lower case (`alice@deskbroker.test`
+//! for `alice@DESKBROKER.TEST`): Active Directory gives every account that
+//! `userPrincipalName` by default, and the directory (AD1) looks a name
+//! with an `@` up by it. An account whose UPN has another suffix is not
+//! found there, so a pool's `entitledGroups` do not admit it (its
+//! `entitledUsers` can).
+//!
+//! **Why MIT's GSSAPI** (`libgssapi`, bindings to `libgssapi_krb5`): it is
+//! the acceptor every Linux web server uses (Apache's mod_auth_gssapi,
+//! nginx's spnego module), and it checks AP-REQs fully (keytab key and
+//! version, ticket times, clock skew, a replay cache, SPNEGO). Its safe
+//! Rust API names the acceptor's keytab only through the process's
+//! `KRB5_KTNAME` (the call that names it per credential would need
+//! `unsafe`, which this workspace forbids), so the binary sets that for
+//! itself at start ([`KEYTAB_VARIABLE`]). The pure-Rust `sspi` crate has an acceptor
+//! too, but takes one raw key rather than a keytab, and its server side is
+//! young; `cross-krb5` is a wrapper over the same `libgssapi`. The cost:
+//! building needs MIT's headers (`libkrb5-dev`) and libclang (bindgen),
+//! and the binary links `libgssapi_krb5.so.2` (the Debian package gains
+//! `libgssapi-krb5-2` through dpkg-shlibdeps).
+//!
+//! **Bounds.** A token is at most [`MAX_TOKEN_BYTES`] (the request head is
+//! bounded anyway); each acceptance runs on the blocking pool, at most
+//! [`MAX_CONCURRENT_ACCEPTS`] at once. Failed sign-ins are counted per
+//! source (and per user, where a failure names one) in one-minute windows:
+//! past [`MAX_FAILURES_PER_MINUTE`] a source's or user's sign-ins are
+//! refused without being tried until the minute ends (`429`), so a
+//! source cannot guess at the gateway's key or flood its KDC-free checks.
+//! The tables are bounded ([`MAX_TRACKED`] keys a minute; past it, new
+//! keys are refused as throttled, which only the sources making the
+//! table full can cause within its minute).
+//!
+//! **Never logged**: tokens, or anything of the exchange; only the
+//! outcome and, for a success, the user.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use base64::Engine as _;
+use libgssapi::context::{SecurityContext, ServerCtx};
+use libgssapi::credential::{Cred, CredUsage};
+use libgssapi::oid::{GSS_MECH_KRB5, GSS_MECH_SPNEGO, OidSet};
+use tokio::sync::Semaphore;
+
+/// The largest `Negotiate` token taken, decoded (a Kerberos AP-REQ with
+/// a large PAC is a few KiB; the request head's bound comes first).
+pub const MAX_TOKEN_BYTES: usize = 6 * 1024;
+/// Sign-ins checked at once; more wait for a turn.
+pub const MAX_CONCURRENT_ACCEPTS: usize = 16;
+/// Failed sign-ins a source, or a user, may have in one minute; past it,
+/// its sign-ins are refused untried until the minute ends.
+pub const MAX_FAILURES_PER_MINUTE: u32 = 10;
+/// Sources and users counted in one minute.
+pub const MAX_TRACKED: usize = 10_000;
+
+/// How the gateway signs Windows clients in: `--gateway-keytab` and the
+/// service's host name.
+#[derive(Clone, Debug)]
+pub struct SignInSettings {
+    /// The keytab holding the key of `HTTP/<service_host>`; readable by the
+    /// gateway's user only.
+    pub keytab: PathBuf,
+    /// The host name clients reach the gateway by, which names its
+    /// service principal `HTTP/<service_host>`.
+    pub service_host: String,
+}
+
+/// A signed-in Windows user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignedIn {
+    /// The name the user is placed under: `name@realm` in lower case.
+    pub user: String,
+    /// The token to send back (`WWW-Authenticate: Negotiate <reply>`), the
+    /// gateway's proof of itself (mutual authentication), if any.
+    pub reply: Option<String>,
+}
+
+/// Why a sign-in failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SignInError {
+    /// The token was not accepted (bad, expired, for another service, a
+    /// replay, not Kerberos, …): answered 401.
+    #[error("{0}")]
+    Refused(String),
+    /// The source or user failed too often this minute: answered 429.
+    #[error("too many failed sign-ins from {0} this minute")]
+    Throttled(String),
+}
+
+/// The gateway's Windows sign-in: its keytab, service, and the failures'
+/// counts.
+pub struct WindowsSignIn {
+    settings: SignInSettings,
+    turns: Arc<Semaphore>,
+    failures: Mutex<Failures>,
+}
+
+#[derive(Default)]
+struct Failures {
+    /// When the current minute began.
+    since: Option<Instant>,
+    counts: HashMap<String, u32>,
+}
+
+impl std::fmt::Debug for WindowsSignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowsSignIn")
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl WindowsSignIn {
+    /// Checks that the keytab can be used as the acceptor's credential
+    /// (it exists, is a keytab and MIT can read it), so that a wrong path
+    /// stops the gateway at start rather than failing each sign-in.
+    pub fn new(settings: SignInSettings) -> Result<WindowsSignIn, String> {
+        if settings.service_host.is_empty()
+            || settings.service_host.len() > 253
+            || !settings
+                .service_host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        {
+            return Err(format!(
+                "the gateway's service host name {:?} is not a DNS name",
+                settings.service_host
+            ));
+        }
+        acquire(&settings.keytab).map_err(|e| {
+            format!(
+                "the gateway keytab {} cannot be used: {e}",
+                settings.keytab.display()
+            )
+        })?;
+        Ok(WindowsSignIn {
+            settings,
+            turns: Arc::new(Semaphore::new(MAX_CONCURRENT_ACCEPTS)),
+            failures: Mutex::new(Failures::default()),
+        })
+    }
+
+    /// The service principal clients must ask a ticket for.
+    pub fn service_principal(&self) -> String {
+        format!("HTTP/{}", self.settings.service_host)
+    }
+
+    /// Checks `Authorization: Negotiate <token>` (the part after the
+    /// scheme) from `source`.
+    pub async fn accept(&self, source: IpAddr, token: &str) -> Result<SignedIn, SignInError> {
+        let source_key = format!("source {source}");
+        if self.throttled(&source_key) {
+            return Err(SignInError::Throttled(source.to_string()));
+        }
+        let result = self.check(token).await;
+        if let Err(SignInError::Refused(_)) = &result {
+            self.failed(&source_key);
+        }
+        if let Ok(signed_in) = &result
+            && self.throttled(&format!("user {}", signed_in.user))
+        {
+            return Err(SignInError::Throttled(signed_in.user.clone()));
+        }
+        result
+    }
+
+    /// Counts a refusal of a signed-in user (a pool that does not take
+    /// Windows sign-in, a user the pool does not entitle) against the user.
+    pub fn user_refused(&self, user: &str) {
+        self.failed(&format!("user {user}"));
+    }
+
+    async fn check(&self, token: &str) -> Result<SignedIn, SignInError> {
+        let refused = |why: &str| SignInError::Refused(why.to_string());
+        let token = token.trim();
+        if token.len() > MAX_TOKEN_BYTES * 4 / 3 + 4 {
+            return Err(refused("the Negotiate token is too long"));
+        }
+        let token = base64::engine::general_purpose::STANDARD
+            .decode(token)
+            .map_err(|_| refused("the Negotiate token is not base64"))?;
+        if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
+            return Err(refused("the Negotiate token is empty or too long"));
+        }
+        let _turn = self
+            .turns
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| refused("the gateway is stopping"))?;
+        let keytab = self.settings.keytab.clone();
+        let host = self.settings.service_host.clone();
+        tokio::task::spawn_blocking(move || accept_blocking(&keytab, &host, &token))
+            .await
+            .map_err(|_| refused("the sign-in check failed"))?
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Failures> {
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if f.since
+            .is_none_or(|s| now.duration_since(s).as_secs() >= 60)
+        {
+            f.since = Some(now);
+            f.counts.clear();
+        }
+        f
+    }
+
+    fn throttled(&self, key: &str) -> bool {
+        let f = self.lock();
+        match f.counts.get(key) {
+            Some(n) => *n >= MAX_FAILURES_PER_MINUTE,
+            None => false,
+        }
+    }
+
+    fn failed(&self, key: &str) {
+        let mut f = self.lock();
+        if let Some(n) = f.counts.get_mut(key) {
+            *n = n.saturating_add(1);
+        } else if f.counts.len() < MAX_TRACKED {
+            f.counts.insert(key.to_string(), 1);
+        }
+    }
+}
+
+/// The environment variable MIT Kerberos reads the acceptor's keytab from.
+pub const KEYTAB_VARIABLE: &str = "KRB5_KTNAME";
+
+/// What [`KEYTAB_VARIABLE`] must say for `keytab`: `FILE:` and the path,
+/// so that a path is never read as another keytab type.
+pub fn keytab_variable_value(keytab: &Path) -> std::ffi::OsString {
+    let mut value = std::ffi::OsString::from("FILE:");
+    value.push(keytab.as_os_str());
+    value
+}
+
+/// The acceptor's credential: every key of the keytab (the principal is
+/// checked after acceptance, so that the error says which was asked).
+/// MIT takes the keytab from the process's environment, which the binary
+/// sets when it starts (`deskbroker` starts itself again with it when
+/// `--gateway-keytab` is given and the environment does not name it yet):
+/// the environment is the process's, so it is checked, not assumed.
+fn acquire(keytab: &Path) -> Result<Cred, String> {
+    let wanted = keytab_variable_value(keytab);
+    if std::env::var_os(KEYTAB_VARIABLE).as_ref() != Some(&wanted) {
+        return Err(format!(
+            "{KEYTAB_VARIABLE} must be {} in the gateway's environment",
+            wanted.to_string_lossy()
+        ));
+    }
+    std::fs::File::open(keytab).map_err(|e| e.to_string())?;
+    // SPNEGO (what HTTP Negotiate carries) and Kerberos under it; which
+    // mechanism a sign-in used is checked once it is accepted.
+    let mut mechs = OidSet::new();
+    for mech in [GSS_MECH_SPNEGO, GSS_MECH_KRB5] {
+        mechs.add(mech).map_err(|e| e.to_string())?;
+    }
+    Cred::acquire(None, None, CredUsage::Accept, Some(&mechs)).map_err(|e| e.to_string())
+}
+
+/// One acceptance, on a blocking thread: MIT reads the keytab and the
+/// replay cache.
+fn accept_blocking(keytab: &Path, host: &str, token: &[u8]) -> Result<SignedIn, SignInError> {
+    let refused = |why: String| SignInError::Refused(why);
+    let cred = acquire(keytab).map_err(|e| refused(format!("the keytab: {e}")))?;
+    let mut ctx = ServerCtx::new(Some(cred));
+    let reply = ctx
+        .step(token, None)
+        .map_err(|e| refused(format!("the Kerberos ticket was refused: {e}")))?;
+    if !ctx.is_complete() {
+        // Kerberos completes in one leg; a mechanism wanting more is not
+        // one this gateway takes.
+        return Err(refused(
+            "the sign-in needs more than one leg (not Kerberos)".into(),
+        ));
+    }
+    let info = ctx
+        .info()
+        .map_err(|e| refused(format!("the signed-in context: {e}")))?;
+    if info.mechanism != GSS_MECH_KRB5 {
+        return Err(refused("the sign-in is not Kerberos".into()));
+    }
+    if info
+        .flags
+        .contains(libgssapi::context::CtxFlags::GSS_C_ANON_FLAG)
+    {
+        return Err(refused("an anonymous sign-in".into()));
+    }
+    let target = display(&info.target_name)?;
+    let wanted = format!("HTTP/{host}@");
+    let matches = target.len() > wanted.len()
+        && target.as_bytes()[..wanted.len()].eq_ignore_ascii_case(wanted.as_bytes());
+    if !matches {
+        return Err(refused(format!(
+            "the ticket is for {target}, not for HTTP/{host}"
+        )));
+    }
+    let principal = display(&info.source_name)?;
+    let user = user_name(&principal)
+        .ok_or_else(|| refused(format!("the principal {principal:?} is not a user's")))?;
+    Ok(SignedIn {
+        user,
+        reply: reply.map(|b| base64::engine::general_purpose::STANDARD.encode(&*b)),
+    })
+}
+
+fn display(name: &libgssapi::name::Name) -> Result<String, SignInError> {
+    let buf = name
+        .display_name()
+        .map_err(|e| SignInError::Refused(format!("a name: {e}")))?;
+    String::from_utf8(buf.to_vec())
+        .map_err(|_| SignInError::Refused("a name that is not UTF-8".into()))
+}
+
+/// `name@REALM` (a user's principal: one component) as `name@realm`.
+pub fn user_name(principal: &str) -> Option<String> {
+    let (name, realm) = principal.rsplit_once('@')?;
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 256
+            && !s
+                .chars()
+                .any(|c| c.is_control() || matches!(c, '/' | '\\' | '@'))
+    };
+    if !plain(name) || !plain(realm) || realm.eq_ignore_ascii_case("WELLKNOWN:ANONYMOUS") {
+        return None;
+    }
+    Some(format!("{name}@{}", realm.to_lowercase()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn principals_become_upn_like_names() {
+        assert_eq!(
+            user_name("alice@DESKBROKER.TEST").as_deref(),
+            Some("alice@deskbroker.test")
+        );
+        assert_eq!(user_name("HTTP/gw.example@EXAMPLE"), None);
+        assert_eq!(user_name("WELLKNOWN/ANONYMOUS@WELLKNOWN:ANONYMOUS"), None);
+        assert_eq!(user_name("alice"), None);
+        assert_eq!(user_name("@REALM"), None);
+    }
+
+    #[test]
+    fn a_missing_keytab_stops_the_gateway_at_start() {
+        let e = WindowsSignIn::new(SignInSettings {
+            keytab: "/nonexistent/gateway.keytab".into(),
+            service_host: "gw.example".into(),
+        })
+        .unwrap_err();
+        assert!(e.contains("/nonexistent/gateway.keytab"), "{e}");
+    }
+}
