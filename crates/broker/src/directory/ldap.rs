@@ -34,13 +34,21 @@ const PAGE_SIZE: i32 = 500;
 const MAX_IN_FLIGHT: usize = 16;
 /// Most primary groups whose nesting is kept (a domain has a handful).
 const MAX_PRIMARY_GROUPS: u64 = 1024;
+/// Most group SIDs whose names are kept.
+const MAX_KNOWN_GROUPS: u64 = 100_000;
 
 /// How nested groups are followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupSearch {
-    /// The in-chain rule where the server is Active Directory, else a walk.
+    /// Token groups where the server is Active Directory, else a walk.
     Auto,
-    /// Active Directory's in-chain rule, one search.
+    /// Active Directory's `tokenGroups`: every group of the user's logon
+    /// token (nested, primary and built-in ones included) read from the
+    /// user's own entry, the way Windows itself reads them; then their
+    /// names, remembered. Two indexed reads a user.
+    TokenGroups,
+    /// Active Directory's in-chain rule, one search (costly on large
+    /// directories: the server follows every group's members).
     InChain,
     /// One search a level of nesting, on any LDAP server.
     Walk,
@@ -51,9 +59,10 @@ impl std::str::FromStr for GroupSearch {
     fn from_str(s: &str) -> Result<GroupSearch, String> {
         match s {
             "auto" => Ok(GroupSearch::Auto),
+            "token-groups" => Ok(GroupSearch::TokenGroups),
             "in-chain" => Ok(GroupSearch::InChain),
             "walk" => Ok(GroupSearch::Walk),
-            _ => Err(format!("{s:?}: auto, in-chain or walk")),
+            _ => Err(format!("{s:?}: auto, token-groups, in-chain or walk")),
         }
     }
 }
@@ -100,7 +109,7 @@ impl NameMap {
 #[derive(Clone)]
 struct Session {
     ldap: Ldap,
-    in_chain: bool,
+    search: GroupSearch,
     /// Tells one connection from the next.
     id: u64,
 }
@@ -116,6 +125,9 @@ pub(super) struct Client {
     /// Primary groups (by the filter that finds them) and the groups they
     /// are nested in, kept as long as users' groups are.
     primary_groups: moka::future::Cache<String, Arc<BTreeMap<String, String>>>,
+    /// Groups by SID (token groups), with their DN and name (None: not
+    /// found under the base DN), kept as long as users' groups are.
+    group_names: moka::future::Cache<Vec<u8>, Option<(String, String)>>,
 }
 
 impl Client {
@@ -153,6 +165,10 @@ impl Client {
             connections: std::sync::atomic::AtomicU64::new(0),
             primary_groups: moka::future::Cache::builder()
                 .max_capacity(MAX_PRIMARY_GROUPS)
+                .time_to_live(cache_ttl)
+                .build(),
+            group_names: moka::future::Cache::builder()
+                .max_capacity(MAX_KNOWN_GROUPS)
                 .time_to_live(cache_ttl)
                 .build(),
         })
@@ -255,16 +271,16 @@ impl Client {
             .await
             .and_then(|r| r.success())
             .map_err(|e| format!("binding as {}: {e}", self.settings.bind_dn))?;
-        let in_chain = match self.settings.group_search {
-            GroupSearch::InChain => true,
-            GroupSearch::Walk => false,
-            GroupSearch::Auto => is_active_directory(&mut ldap).await?,
+        let search = match self.settings.group_search {
+            GroupSearch::Auto if is_active_directory(&mut ldap).await? => GroupSearch::TokenGroups,
+            GroupSearch::Auto => GroupSearch::Walk,
+            other => other,
         };
-        tracing::info!(url, in_chain, "directory connected");
+        tracing::info!(url, ?search, "directory connected");
         let id = self
             .connections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(Session { ldap, in_chain, id })
+        Ok(Session { ldap, search, id })
     }
 
     /// `user`'s entry (by `filter`) and their groups.
@@ -297,36 +313,41 @@ impl Client {
                 )));
             }
         };
-        // The groups by DN, with their names: the primary group's (shared
-        // by most users, so read once a cache life), then the user's own.
         let mut groups: BTreeMap<String, String> = BTreeMap::new();
-        if let Some(primary) = primary_group_filter(entry) {
-            let mut conn = ldap.clone();
-            let in_chain = session.in_chain;
-            let held = self
-                .primary_groups
-                .try_get_with(primary.clone(), async move {
-                    let mut found = BTreeMap::new();
-                    let mut roots = Vec::new();
-                    for g in search(&mut conn, base, &primary, group_attrs(), 1).await? {
-                        roots.push(g.dn.clone());
-                        found.insert(g.dn.clone(), group_name(&g));
-                    }
-                    nested(&mut conn, base, in_chain, roots, &mut found).await?;
-                    Ok::<_, DirectoryError>(Arc::new(found))
-                })
-                .await
-                .map_err(|e: Arc<DirectoryError>| (*e).clone())?;
-            groups.extend(held.iter().map(|(d, n)| (d.clone(), n.clone())));
+        if session.search == GroupSearch::TokenGroups {
+            self.token_groups(&mut ldap, &entry.dn, &mut groups).await?;
+        } else {
+            // The groups by DN, with their names: the primary group's
+            // (shared by most users, so read once a cache life), then the
+            // user's own.
+            let in_chain = session.search == GroupSearch::InChain;
+            if let Some(primary) = primary_group_filter(entry) {
+                let mut conn = ldap.clone();
+                let held = self
+                    .primary_groups
+                    .try_get_with(primary.clone(), async move {
+                        let mut found = BTreeMap::new();
+                        let mut roots = Vec::new();
+                        for g in search(&mut conn, base, &primary, group_attrs(), 1).await? {
+                            roots.push(g.dn.clone());
+                            found.insert(g.dn.clone(), group_name(&g));
+                        }
+                        nested(&mut conn, base, in_chain, roots, &mut found).await?;
+                        Ok::<_, DirectoryError>(Arc::new(found))
+                    })
+                    .await
+                    .map_err(|e: Arc<DirectoryError>| (*e).clone())?;
+                groups.extend(held.iter().map(|(d, n)| (d.clone(), n.clone())));
+            }
+            nested(
+                &mut ldap,
+                base,
+                in_chain,
+                vec![entry.dn.clone()],
+                &mut groups,
+            )
+            .await?;
         }
-        nested(
-            &mut ldap,
-            base,
-            session.in_chain,
-            vec![entry.dn.clone()],
-            &mut groups,
-        )
-        .await?;
         let mut names: Vec<String> = groups.into_values().collect();
         names.sort_by_key(|n| n.to_ascii_lowercase());
         names.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
@@ -334,6 +355,72 @@ impl Client {
             dn: Some(entry.dn.clone()),
             groups: names,
         })
+    }
+
+    /// The groups of `user_dn`'s logon token (its `tokenGroups`: nested,
+    /// primary and built-in groups, as Active Directory computes them for
+    /// a logon), by name. Names come from the cache of group SIDs, the
+    /// ones not known yet from one search a hundred.
+    async fn token_groups(
+        &self,
+        ldap: &mut Ldap,
+        user_dn: &str,
+        groups: &mut BTreeMap<String, String>,
+    ) -> Result<(), DirectoryError> {
+        let unavailable = |e: ldap3::LdapError| DirectoryError::Unavailable(e.to_string());
+        let (entries, _) = ldap
+            .search(user_dn, Scope::Base, "(objectClass=*)", vec!["tokenGroups"])
+            .await
+            .and_then(|r| r.success())
+            .map_err(unavailable)?;
+        let sids: Vec<Vec<u8>> = entries
+            .into_iter()
+            .next()
+            .map(SearchEntry::construct)
+            .and_then(|mut e| e.bin_attrs.remove("tokenGroups"))
+            .unwrap_or_default();
+        check_bound(sids.len())?;
+        let mut unknown = Vec::new();
+        for sid in sids {
+            match self.group_names.get(&sid).await {
+                Some(Some((dn, name))) => {
+                    groups.insert(dn, name);
+                }
+                Some(None) => {}
+                None => unknown.push(sid),
+            }
+        }
+        for chunk in unknown.chunks(100) {
+            let filter: String = chunk
+                .iter()
+                .map(|sid| format!("(objectSid={})", escape_binary(sid)))
+                .collect();
+            let found = search(
+                ldap,
+                &self.settings.base_dn,
+                &format!("(|{filter})"),
+                vec!["sAMAccountName", "cn", "objectSid"],
+                chunk.len(),
+            )
+            .await?;
+            for sid in chunk {
+                let named = found
+                    .iter()
+                    .find(|g| {
+                        g.bin_attrs
+                            .get("objectSid")
+                            .is_some_and(|v| v.iter().any(|s| s == sid))
+                    })
+                    .map(|g| (g.dn.clone(), group_name(g)));
+                if let Some((dn, name)) = &named {
+                    groups.insert(dn.clone(), name.clone());
+                }
+                // A SID outside the base DN (another domain's group) has no
+                // name here: remembered as such.
+                self.group_names.insert(sid.clone(), named).await;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -411,8 +498,12 @@ fn primary_group_filter(user: &SearchEntry) -> Option<String> {
     let rid: u32 = user.attrs.get("primaryGroupID")?.first()?.parse().ok()?;
     let sid = user.bin_attrs.get("objectSid")?.first()?;
     let group = sid_with_rid(sid, rid)?;
-    let escaped: String = group.iter().map(|b| format!("\\{b:02x}")).collect();
-    Some(format!("(objectSid={escaped})"))
+    Some(format!("(objectSid={})", escape_binary(&group)))
+}
+
+/// Bytes as an LDAP filter's value: every byte escaped (RFC 4515).
+fn escape_binary(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("\\{b:02x}")).collect()
 }
 
 /// A binary SID with its last sub-authority replaced by `rid`.
