@@ -3,13 +3,18 @@
 //! made again when it breaks; a user's entry found by name; their groups,
 //! nested ones included.
 //!
-//! Nested groups are followed the way the server does best: Active
-//! Directory (and Samba AD) answer them in one search with the
-//! "in chain" matching rule (`member:1.2.840.113556.1.4.1941:=`); other
-//! servers are walked, one search a level, bounded by [`MAX_GROUPS`]. In
-//! Active Directory a user's primary group (`Domain Users`, usually) is
-//! not in any `member` list: it is found from the user's `primaryGroupID`
-//! and SID, and the groups it is nested in are followed too.
+//! Nested groups are followed the way the server does best. Active
+//! Directory (and Samba AD) computes a user's `tokenGroups`, the groups of
+//! their logon token (nested and primary ones included), on the user's own
+//! entry: one base read, then the names of groups not seen yet, one search
+//! a hundred, remembered by SID. Its "in chain" matching rule
+//! (`member:1.2.840.113556.1.4.1941:=`) answers the same in one search,
+//! which large directories answer slowly (chosen only by name). Other
+//! servers are walked, one search a level, bounded by [`MAX_GROUPS`]. Off
+//! token groups, an Active Directory user's primary group (`Domain Users`,
+//! usually), which no `member` list holds, is found from the user's
+//! `primaryGroupID` and SID, and the groups it is nested in are followed
+//! too.
 //!
 //! Every value put in a filter is escaped (RFC 4515), so no user name can
 //! change what a search asks.

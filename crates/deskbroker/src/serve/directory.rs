@@ -78,10 +78,13 @@ pub struct DirectoryFlags {
         default_value = "sAMAccountName"
     )]
     pub directory_account_attribute: String,
-    /// How nested groups are followed: `in-chain` (Active Directory's
-    /// matching rule, one search), `walk` (one search a level, any LDAP
-    /// server), or `auto` (in-chain where the server says it is Active
-    /// Directory).
+    /// How nested groups are followed: `token-groups` (Active Directory's
+    /// tokenGroups: the groups of the user's logon token, nested and
+    /// primary ones included, read from the user's own entry: two indexed
+    /// reads a user), `in-chain` (Active Directory's matching rule, one
+    /// search the server finds costly on large directories), `walk` (one
+    /// search a level, any LDAP server), or `auto` (token-groups where the
+    /// server says it is Active Directory, else walk).
     #[arg(
         long = "directory-group-search",
         env = "DESKBROKER_DIRECTORY_GROUP_SEARCH",
