@@ -85,24 +85,8 @@ pub async fn run(deskbroker: &Deskbroker, args: DirectoryArgs) -> anyhow::Result
         .context("the domain controller could not be set up")?
     };
 
-    let (bind_dn, password_file) = dc.bind_account();
-    let flags = vec![
-        "--directory-url".to_string(),
-        dc.ldaps_url(),
-        "--directory-ca-file".into(),
-        dc.ca_file().display().to_string(),
-        "--directory-bind-dn".into(),
-        bind_dn,
-        "--directory-bind-password-file".into(),
-        password_file.display().to_string(),
-        "--directory-base-dn".into(),
-        dc.base_dn().into(),
-        "--directory-domain".into(),
-        dc.netbios().into(),
-        // Longer than the three storms: the warm one finds every answer.
-        "--directory-group-cache-seconds".into(),
-        "86400".into(),
-    ];
+    // Longer than the three storms: the warm one finds every answer.
+    let flags = dc.serve_flags(&dc.ldaps_url(), 86_400);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let broker = PrivateBroker::start(&program, None, &flags).await?;
     let result = storms(&broker, &args, &users).await;

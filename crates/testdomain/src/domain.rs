@@ -224,6 +224,28 @@ impl Domain {
         (self.dn(BIND_USER), self.dir.join("bind-password"))
     }
 
+    /// The flags of `deskbroker serve` that read this domain's groups over
+    /// `url` (its LDAPS or its StartTLS URL), keeping them `cache_seconds`.
+    pub fn serve_flags(&self, url: &str, cache_seconds: u32) -> Vec<String> {
+        let (bind_dn, password_file) = self.bind_account();
+        vec![
+            "--directory-url".into(),
+            url.into(),
+            "--directory-ca-file".into(),
+            self.ca_file().display().to_string(),
+            "--directory-bind-dn".into(),
+            bind_dn,
+            "--directory-bind-password-file".into(),
+            password_file.display().to_string(),
+            "--directory-base-dn".into(),
+            self.base_dn().into(),
+            "--directory-domain".into(),
+            self.netbios().into(),
+            "--directory-group-cache-seconds".into(),
+            cache_seconds.to_string(),
+        ]
+    }
+
     /// Adds the user `name` (UPN `name@deskbroker.test`, in CN=Users). The
     /// domain's password rules hold: at least 7 characters of three kinds.
     pub fn add_user(&self, name: &str, password: &str) {

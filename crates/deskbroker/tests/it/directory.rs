@@ -32,23 +32,7 @@ pub(crate) fn domain() -> Domain {
 /// `serve`'s flags for `dc`, over `url` (its LDAPS or its StartTLS URL),
 /// groups kept `cache_seconds`.
 pub(crate) fn directory_flags(dc: &Domain, url: &str, cache_seconds: u32) -> Vec<String> {
-    let (bind_dn, password_file) = dc.bind_account();
-    vec![
-        "--directory-url".into(),
-        url.into(),
-        "--directory-ca-file".into(),
-        dc.ca_file().display().to_string(),
-        "--directory-bind-dn".into(),
-        bind_dn,
-        "--directory-bind-password-file".into(),
-        password_file.display().to_string(),
-        "--directory-base-dn".into(),
-        dc.base_dn().into(),
-        "--directory-domain".into(),
-        dc.netbios().into(),
-        "--directory-group-cache-seconds".into(),
-        cache_seconds.to_string(),
-    ]
+    dc.serve_flags(url, cache_seconds)
 }
 
 pub(crate) fn strs(v: &[String]) -> Vec<&str> {
