@@ -225,7 +225,6 @@ fn flag_of(
             .iter()
             .map(|item| match item {
                 toml::Value::String(s) => Ok(format!("{flag}={s}").into()),
-                toml::Value::Integer(n) => Ok(format!("{flag}={n}").into()),
                 _ => Err(refuse(format!("`{key}` must be a list of strings"))),
             })
             .collect();
