@@ -76,7 +76,7 @@ async fn connect(kit: &Kit, body: Value) -> (u16, Value) {
 
 /// Asserts a refusal as a host-bound ticket's: 403
 /// `InvalidConnectionTicket`, saying to fetch the file again.
-fn assert_fetch_again(status: u16, v: &Value) {
+fn assert_fetch_again(status: u16, v: &Value, why: &str) {
     assert_eq!(
         (status, v["error"]["code"].as_str()),
         (403, Some("InvalidConnectionTicket")),
@@ -84,7 +84,7 @@ fn assert_fetch_again(status: u16, v: &Value) {
     );
     let message = v["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("fetch the connection file again"),
+        message.contains("fetch the connection file again") && message.contains(why),
         "{message}"
     );
 }
@@ -202,7 +202,7 @@ async fn a_host_bound_ticket_is_refused_for_any_other_target() {
             json!({"user": "alice", "ticket": ticket, "target": target}),
         )
         .await;
-        assert_fetch_again(status, &v);
+        assert_fetch_again(status, &v, "");
     }
     // A client that edits the ticket's host: the signature no longer fits.
     let forged = ticket.replacen("named/h1:", "named/h2:", 1);
@@ -238,13 +238,7 @@ async fn a_ticket_whose_host_is_gone_never_lands_on_another() {
     .await;
     // h2 could take alice, but the ticket opens h1 only.
     let (status, v) = connect(&kit, json!({"user": "alice", "ticket": ticket})).await;
-    assert_fetch_again(status, &v);
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("no longer in host pool named")),
-        "{v}"
-    );
+    assert_fetch_again(status, &v, "no longer in host pool named");
     assert_eq!(kit.sessions("named").await, Vec::<Value>::new());
     // A host registered again under the name is that name's host: the
     // ticket opens it (the operator chose to give it the name).
@@ -302,13 +296,7 @@ async fn after_the_session_ended_the_ticket_opens_its_host_only_while_it_can_tak
     )
     .await;
     let (status, v) = connect(&kit, json!({"user": "alice", "ticket": ticket})).await;
-    assert_fetch_again(status, &v);
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("drain mode")),
-        "{v}"
-    );
+    assert_fetch_again(status, &v, "drain mode");
     assert_eq!(kit.sessions("named").await, Vec::<Value>::new());
     // The user's session on another host (placed without the ticket) is
     // no reason to open h1, nor to send the ticket there.
@@ -327,7 +315,7 @@ async fn after_the_session_ended_the_ticket_opens_its_host_only_while_it_can_tak
     )
     .await;
     let (status, v) = connect(&kit, json!({"user": "alice", "ticket": ticket})).await;
-    assert_fetch_again(status, &v);
+    assert_fetch_again(status, &v, "");
     // A door that could not reach the ticket's host does not get another
     // host for it.
     let bob = ticket_for(&kit, "bob").await;
@@ -337,7 +325,7 @@ async fn after_the_session_ended_the_ticket_opens_its_host_only_while_it_can_tak
         json!({"user": "bob", "ticket": bob, "exclude": [bound]}),
     )
     .await;
-    assert_fetch_again(status, &v);
+    assert_fetch_again(status, &v, "");
 }
 
 /// `user`'s front-door file's ticket in pool `named`.
