@@ -30,9 +30,10 @@
 #   package also creates and starts its own "main" cluster.)
 # - for the Windows domain tests, which start a real Active Directory
 #   domain controller (crates/deskbroker/tests/it/support/domain.rs):
-#   samba and samba-ad-provision (the DC, and the files `samba-tool domain
-#   provision` needs), iproute2 (`ip netns`: the DC runs in a network
-#   namespace of its own), ldap-utils (ldapsearch, which the tests query
+#   samba, samba-dsdb-modules, samba-vfs-modules and samba-ad-provision
+#   (the DC, its database and file-system modules, and the files
+#   `samba-tool domain provision` needs),
+#   iproute2 (`ip netns`: the DC runs in a network namespace of its own), ldap-utils (ldapsearch, which the tests query
 #   the directory with), krb5-user (MIT kinit, kvno, klist: tickets
 #   through the KDC and the KDC proxy), krb5-k5tls (MIT's TLS plugin, for
 #   a `kdc = https://…/KdcProxy`), winbind (ntlm_auth and winbindd: a
@@ -113,7 +114,7 @@ need=()
 # bindgen (the libgssapi-sys crate).
 [ -e /usr/include/gssapi/gssapi.h ] || [ -e /usr/include/mit-krb5/gssapi/gssapi.h ] || need+=(libkrb5-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null || compgen -G '/usr/lib/*/libclang*.so*' >/dev/null || need+=(libclang-dev)
+compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || compgen -G '/usr/lib/*/libclang-[0-9]*.so*' >/dev/null || need+=(libclang-dev)
 if $only_build; then
   if [ ${#need[@]} -eq 0 ]; then
     echo "install-test-deps: MIT's GSSAPI headers, pkg-config and libclang are installed"
@@ -166,6 +167,10 @@ else
   # namespace, and the clients that talk to it.
   have samba || need+=(samba)
   [ -d /usr/share/samba/setup/ad-schema ] || need+=(samba-ad-provision)
+  # The DC's database and file-system modules (samba only recommends them;
+  # provisioning sets the sysvol's ACLs through acl_xattr).
+  compgen -G '/usr/lib/*/samba/ldb/samba_secrets.so' >/dev/null || need+=(samba-dsdb-modules)
+  compgen -G '/usr/lib/*/samba/vfs/acl_xattr.so' >/dev/null || need+=(samba-vfs-modules)
   have ip || need+=(iproute2)
   have ldapsearch || need+=(ldap-utils)
   have kinit || need+=(krb5-user)
