@@ -134,35 +134,95 @@ pub struct RdGatewayFlags {
         requires = "gateway_keytab"
     )]
     pub gateway_service_name: Option<String>,
+    /// A domain whose users sign in to the RD Gateway with NTLM (rule
+    /// AD2), checked by the domain through Samba's `ntlm_auth` on this
+    /// machine (a domain member running winbind): `NETBIOS=dns.name`, e.g.
+    /// `CONTOSO=contoso.com`. Its users are placed as `name@dns.name` (in
+    /// lower case), the name their Kerberos sign-in gets. Repeat it for
+    /// more domains (`gateway_ntlm_domain = ["…"]` in the config file);
+    /// users of other domains are refused. Without it, no NTLM.
+    #[arg(
+        long = "gateway-ntlm-domain",
+        env = "DESKBROKER_GATEWAY_NTLM_DOMAIN",
+        value_name = "NETBIOS=DNS",
+        value_parser = parse_ntlm_domain,
+        requires = "gateway_listen"
+    )]
+    pub gateway_ntlm_domain: Vec<(String, String)>,
+    /// The NTLM helper: Samba's `ntlm_auth`, run once per sign-in with
+    /// `--helper-protocol=squid-2.5-ntlmssp` after the arguments of
+    /// `--gateway-ntlm-helper-arg`. Its user must be able to use winbind's
+    /// privileged pipe (on Debian: the group `winbindd_priv`).
+    #[arg(
+        long = "gateway-ntlm-helper",
+        env = "DESKBROKER_GATEWAY_NTLM_HELPER",
+        value_name = "PROGRAM",
+        default_value = "/usr/bin/ntlm_auth"
+    )]
+    pub gateway_ntlm_helper: PathBuf,
+    /// An argument for the NTLM helper before its protocol (e.g.
+    /// `--configfile=/etc/samba/smb.conf`); repeat it for more.
+    #[arg(
+        long = "gateway-ntlm-helper-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true
+    )]
+    pub gateway_ntlm_helper_arg: Vec<String>,
+}
+
+/// `NETBIOS=dns.name`, an NTLM domain of `--gateway-ntlm-domain`.
+fn parse_ntlm_domain(s: &str) -> Result<(String, String), String> {
+    let (netbios, dns) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NETBIOS=dns.name"))?;
+    let (netbios, dns) = (netbios.trim(), dns.trim().trim_end_matches('.'));
+    if netbios.is_empty() || dns.is_empty() {
+        return Err(format!("{s:?} is not NETBIOS=dns.name"));
+    }
+    Ok((netbios.to_ascii_uppercase(), dns.to_ascii_lowercase()))
 }
 
 impl RdGatewayFlags {
-    /// Windows sign-in (rule AD2), with `--gateway-keytab`: the keytab
-    /// must be readable by this user only (a stolen keytab lets anyone
-    /// mint tickets to the gateway for any user).
+    /// Windows sign-in (rule AD2), with `--gateway-keytab` (Kerberos)
+    /// and/or `--gateway-ntlm-domain` (NTLM): the keytab must be readable
+    /// by this user only (a stolen keytab lets anyone mint tickets to the
+    /// gateway for any user).
     pub fn windows_sign_in(
         &self,
     ) -> anyhow::Result<Option<Arc<gateway::windows_sign_in::WindowsSignIn>>> {
-        let (Some(keytab), Some(host)) = (&self.gateway_keytab, &self.gateway_service_name) else {
-            return Ok(None);
+        use gateway::windows_sign_in::{KerberosSettings, SignInSettings, ntlm::NtlmSettings};
+        let kerberos = match (&self.gateway_keytab, &self.gateway_service_name) {
+            (Some(keytab), Some(host)) => {
+                agent::config::check_secret_file(
+                    keytab,
+                    "--gateway-keytab",
+                    "the gateway's Kerberos keys",
+                )?;
+                Some(KerberosSettings {
+                    keytab: keytab.clone(),
+                    service_host: host.to_ascii_lowercase(),
+                })
+            }
+            _ => None,
         };
-        agent::config::check_secret_file(
-            keytab,
-            "--gateway-keytab",
-            "the gateway's Kerberos keys",
-        )?;
-        let sign_in = gateway::windows_sign_in::WindowsSignIn::new(
-            gateway::windows_sign_in::SignInSettings {
-                keytab: keytab.clone(),
-                service_host: host.to_ascii_lowercase(),
-            },
-        )
-        .map_err(anyhow::Error::msg)?;
-        tracing::info!(
-            principal = %sign_in.service_principal(),
-            "rd gateway: Windows sign-in with the keytab {}",
-            keytab.display()
-        );
+        let ntlm = (!self.gateway_ntlm_domain.is_empty()).then(|| NtlmSettings {
+            helper: std::iter::once(self.gateway_ntlm_helper.clone().into_os_string())
+                .chain(self.gateway_ntlm_helper_arg.iter().map(Into::into))
+                .collect(),
+            domains: self.gateway_ntlm_domain.clone(),
+        });
+        if kerberos.is_none() && ntlm.is_none() {
+            return Ok(None);
+        }
+        let sign_in =
+            gateway::windows_sign_in::WindowsSignIn::new(SignInSettings { kerberos, ntlm })
+                .map_err(anyhow::Error::msg)?;
+        if let Some(principal) = sign_in.service_principal() {
+            tracing::info!(%principal, "rd gateway: Windows sign-in with Kerberos");
+        }
+        for (netbios, dns) in &self.gateway_ntlm_domain {
+            tracing::info!(domain = %netbios, users = %format!("name@{dns}"), "rd gateway: Windows sign-in with NTLM");
+        }
         Ok(Some(Arc::new(sign_in)))
     }
 

@@ -102,6 +102,18 @@ impl Domain {
     /// has none) and answers once an LDAPS bind through its forwarder
     /// works. Fails the test, saying why, if it cannot.
     pub fn start() -> Domain {
+        Domain::start_with(false)
+    }
+
+    /// [`Domain::start`], with the DC's winbind running too, for NTLM
+    /// checks through `ntlm_auth` ([`Domain::ntlm_helper`]): winbind is a
+    /// process of its own (about 20 MB more), so only the tests that check
+    /// NTLM start it.
+    pub fn start_with_winbind() -> Domain {
+        Domain::start_with(true)
+    }
+
+    fn start_with(winbind: bool) -> Domain {
         let samba = require("samba", "samba");
         require("ldapsearch", "ldap-utils");
         remove_stale();
@@ -122,10 +134,16 @@ impl Domain {
         );
         let conf = root.join("etc/smb.conf");
         let text = std::fs::read_to_string(&conf).expect("read the template's smb.conf");
-        let text = text.replace(
+        let mut text = text.replace(
             template.to_str().expect("a UTF-8 path"),
             root.to_str().expect("a UTF-8 path"),
         );
+        if winbind {
+            text = text.replace(
+                "server services = ldap, kdc\n",
+                "server services = ldap, kdc, winbindd\n",
+            );
+        }
         std::fs::write(&conf, text).expect("write the DC's smb.conf");
 
         run(
@@ -173,7 +191,49 @@ impl Domain {
                 domain.log()
             );
         }
+        if winbind {
+            let pipe = domain.root().join("run/winbindd/pipe");
+            let up = eventually_blocking(PATIENCE, || {
+                pipe.exists().then_some(()).ok_or("no winbind pipe yet")
+            });
+            if let Err(e) = up {
+                panic!("the DC's winbind did not start: {e}\n{}", domain.log());
+            }
+        }
         domain
+    }
+
+    /// The NTLM helper of this DC (for `--gateway-ntlm-helper` and its
+    /// `--gateway-ntlm-helper-arg`s): Samba's `ntlm_auth` run with this
+    /// DC's smb.conf, asking the DC's own winbind (started with
+    /// [`Domain::start_with_winbind`]) through its socket, which is a file,
+    /// not a network address: Samba's client library finds a socket
+    /// outside its usual directory only under nss_wrapper
+    /// (`SELFTEST_WINBINDD_SOCKET_DIR`, Samba's own test suite's way), so
+    /// `env` starts it preloaded with the system's own users and groups.
+    pub fn ntlm_helper(&self) -> (PathBuf, Vec<String>) {
+        let ntlm_auth = require("ntlm_auth", "winbind");
+        let wrapper = [
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib",
+        ]
+        .iter()
+        .map(|d| Path::new(d).join("libnss_wrapper.so"))
+        .find(|p| p.exists())
+        .expect("libnss_wrapper.so (the libnss-wrapper package)");
+        let args = vec![
+            format!("LD_PRELOAD={}", wrapper.display()),
+            "NSS_WRAPPER_PASSWD=/etc/passwd".into(),
+            "NSS_WRAPPER_GROUP=/etc/group".into(),
+            format!(
+                "SELFTEST_WINBINDD_SOCKET_DIR={}",
+                self.root().join("run/winbindd").display()
+            ),
+            ntlm_auth.display().to_string(),
+            format!("--configfile={}", self.conf.display()),
+        ];
+        (PathBuf::from("/usr/bin/env"), args)
     }
 
     /// The realm, "DESKBROKER.TEST".

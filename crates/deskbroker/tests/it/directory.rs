@@ -18,6 +18,13 @@ const PASSWORD: &str = "Sesame-0pen!";
 /// and bob, dave in no group of ours.
 pub(crate) fn domain() -> Domain {
     let dc = Domain::start();
+    people(&dc);
+    dc
+}
+
+/// The users and groups of [`domain`]: alice and carol in Sales, which is
+/// in RDS-Users; bob and dave in neither.
+pub(crate) fn people(dc: &Domain) {
     for user in ["alice", "bob", "carol", "dave"] {
         dc.add_user(user, PASSWORD);
     }
@@ -26,7 +33,6 @@ pub(crate) fn domain() -> Domain {
     dc.add_member("Sales", "alice");
     dc.add_member("Sales", "carol");
     dc.add_member("RDS-Users", "Sales");
-    dc
 }
 
 /// `serve`'s flags for `dc`, over `url` (its LDAPS or its StartTLS URL),

@@ -11,8 +11,8 @@
 use serde_json::json;
 
 use crate::{
-    App, Client, Display, PATIENCE, TICKET_REFUSED, Xrdp, assert_told, eventually, require,
-    session_of, wait_session, wait_tls,
+    App, Client, Display, TICKET_REFUSED, Xrdp, assert_told, gave_up, require, session_of,
+    wait_session, wait_tls,
 };
 
 /// The value of `name` in an `.rdp` file (`name:type:value` per line).
@@ -21,17 +21,6 @@ fn setting<'a>(file: &'a str, name: &str) -> Option<&'a str> {
         let mut parts = line.splitn(3, ':');
         (parts.next() == Some(name)).then(|| parts.nth(1)).flatten()
     })
-}
-
-/// Waits until xfreerdp gave up; answers its log.
-async fn gave_up(mut c: Client, what: &str) -> String {
-    let exited = eventually(PATIENCE, || {
-        let exited = c.exited();
-        async move { exited }
-    })
-    .await;
-    assert!(exited, "{what} was not refused: {}", c.log());
-    c.log()
 }
 
 #[tokio::test]

@@ -40,6 +40,7 @@ mod load_index;
 mod logoffs;
 mod messages;
 mod nemesis;
+mod ntlm_sign_in;
 mod observability;
 mod portal;
 mod portal_directory;

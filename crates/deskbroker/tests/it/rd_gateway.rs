@@ -15,8 +15,8 @@ use serde_json::json;
 use std::process::{Command, Stdio};
 
 use crate::{
-    App, Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, eventually, exe, metrics_when, require,
-    session_of, wait_session, wait_tls,
+    App, Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, eventually, exe, gave_up, metrics_when,
+    require, session_of, wait_session, wait_tls,
 };
 
 /// Pool `farm` (DepthFirst, reachable through the doors) with one host, h1
@@ -176,14 +176,7 @@ async fn xfreerdp_through_the_rd_gateway_lands_where_the_broker_places_it() {
         (through_gateway("farm", "not-a-ticket", "alice"), denied),
     ];
     for (args, hresult) in refused {
-        let mut c = client(&args);
-        let gave_up = eventually(PATIENCE, || {
-            let exited = c.exited();
-            async move { exited }
-        })
-        .await;
-        assert!(gave_up, "{args:?} was not refused: {}", c.log());
-        let log = c.log();
+        let log = gave_up(client(&args), &format!("{args:?}")).await;
         assert!(
             log.lines()
                 .any(|l| l.contains("[ERROR][com.freerdp.core.gateway") && l.contains(hresult)),

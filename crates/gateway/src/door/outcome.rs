@@ -91,6 +91,9 @@ pub enum Outcome {
     /// A source or user with too many failed sign-ins this minute:
     /// answered 429 untried.
     SignInThrottled,
+    /// A Windows sign-in could not be checked (the NTLM helper or the
+    /// domain did not answer): answered 503.
+    SignInUnavailable,
     /// A Windows-signed-in tunnel asked for a pool whose `gatewaySignIn` is
     /// `Ticket`.
     WindowsSignInNotAllowed,
@@ -134,6 +137,7 @@ impl Outcome {
             Outcome::SignInChallenged => "sign_in_challenged",
             Outcome::SignInRefused => "sign_in_refused",
             Outcome::SignInThrottled => "sign_in_throttled",
+            Outcome::SignInUnavailable => "sign_in_unavailable",
             Outcome::WindowsSignInNotAllowed => "windows_sign_in_not_allowed",
         }
     }
@@ -215,7 +219,8 @@ fn describe_rd_gateway() {
         "RD Gateway connections by outcome: relayed, paired (a legacy IN channel), bad_request, protocol, token_refused, \
          resource_refused, pool_not_allowed, unknown_pool, refused, host_unreachable, broker_unreachable, timeout, idle, \
          source_limit, host_start_timeout, waiting_limit, out_channel_limit, client_left, \
-         sign_in_challenged, sign_in_refused, sign_in_throttled, windows_sign_in_not_allowed, \
+         sign_in_challenged, sign_in_refused, sign_in_throttled, sign_in_unavailable, \
+         windows_sign_in_not_allowed, \
          web (a browser's /web/rdp connection: see deskbroker_web_connections_total), \
          web_page, kdc_proxy (see deskbroker_kdc_proxy_messages_total)."
     );

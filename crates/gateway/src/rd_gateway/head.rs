@@ -19,6 +19,27 @@ pub enum Request {
     In { connection_id: String, body: InBody },
 }
 
+impl Request {
+    /// Whether `other` asks for the same: the same kind of request, and a
+    /// legacy channel's same connection id (an NTLM sign-in's second
+    /// request must be its first's).
+    pub fn same_kind(&self, other: &Request) -> bool {
+        match (self, other) {
+            (Request::WebSocket { .. }, Request::WebSocket { .. }) => true,
+            (Request::Out { connection_id: a }, Request::Out { connection_id: b }) => a == b,
+            (
+                Request::In {
+                    connection_id: a, ..
+                },
+                Request::In {
+                    connection_id: b, ..
+                },
+            ) => a == b,
+            _ => false,
+        }
+    }
+}
+
 /// How an `RDG_IN_DATA` request's body is framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InBody {

@@ -47,10 +47,20 @@ pub struct Pairing {
 struct PairingTable {
     /// Each waiting OUT channel: its source, its own number (so that it
     /// removes only itself), and where its IN channel is to be sent.
-    channels: HashMap<String, (IpAddr, u64, oneshot::Sender<InHalf>)>,
+    channels: HashMap<String, Waiting>,
     /// How many OUT channels each source has waiting.
     per_source: HashMap<IpAddr, usize>,
     next: u64,
+}
+
+/// An OUT channel waiting for its IN channel.
+struct Waiting {
+    source: IpAddr,
+    number: u64,
+    /// The Windows-signed-in user of the OUT channel, whom its IN channel
+    /// must be signed in as too (None: a ticket client's).
+    user: Option<String>,
+    sender: oneshot::Sender<InHalf>,
 }
 
 impl PairingTable {
@@ -85,6 +95,7 @@ impl Pairing {
         &self,
         id: &str,
         source: IpAddr,
+        user: Option<&str>,
         sender: oneshot::Sender<InHalf>,
         config: &GatewayConfig,
     ) -> Result<u64, &'static str> {
@@ -101,28 +112,40 @@ impl Pairing {
         }
         table.next += 1;
         let number = table.next;
-        table
-            .channels
-            .insert(id.to_string(), (source, number, sender));
+        let user = user.map(str::to_string);
+        let waiting = Waiting {
+            source,
+            number,
+            user,
+            sender,
+        };
+        table.channels.insert(id.to_string(), waiting);
         *table.per_source.entry(source).or_insert(0) += 1;
         Ok(number)
     }
 
-    /// Takes the OUT channel waiting under `id`, for its IN channel.
-    fn take(&self, id: &str) -> Option<oneshot::Sender<InHalf>> {
+    /// Takes the OUT channel waiting under `id` for its IN channel,
+    /// signed in as `user`: an OUT channel of a Windows-signed-in user
+    /// pairs only with an IN channel of the same user (and is left waiting
+    /// for it otherwise).
+    fn take(&self, id: &str, user: Option<&str>) -> Option<oneshot::Sender<InHalf>> {
         let mut table = self.lock();
-        let (source, _, sender) = table.channels.remove(id)?;
-        table.forget(source);
-        Some(sender)
+        let waiting = table.channels.get(id)?;
+        if waiting.user.is_some() && waiting.user.as_deref() != user {
+            return None;
+        }
+        let waiting = table.channels.remove(id)?;
+        table.forget(waiting.source);
+        Some(waiting.sender)
     }
 
     /// Removes OUT channel `number` under `id` if it still waits.
     pub(super) fn cancel(&self, id: &str, number: u64) {
         let mut table = self.lock();
-        if table.channels.get(id).is_some_and(|(_, n, _)| *n == number)
-            && let Some((source, _, _)) = table.channels.remove(id)
+        if table.channels.get(id).is_some_and(|w| w.number == number)
+            && let Some(waiting) = table.channels.remove(id)
         {
-            table.forget(source);
+            table.forget(waiting.source);
         }
     }
 }
@@ -210,7 +233,7 @@ impl Link {
 pub(super) async fn in_channel(
     mut stream: BoxIo,
     mut rest: Vec<u8>,
-    connection_id: String,
+    (connection_id, user): (String, Option<String>),
     mut body: InBody,
     (deadline, idle): (Instant, Duration),
     pairing: &Pairing,
@@ -259,9 +282,11 @@ pub(super) async fn in_channel(
             Err(_) => return Outcome::Timeout,
         }
     }
-    let Some(out) = pairing.take(&connection_id) else {
+    let Some(out) = pairing.take(&connection_id, user.as_deref()) else {
         answer_status(&mut stream, "404 Not Found").await;
-        report.detail = Some(format!("no RDG_OUT_DATA waits for {connection_id}"));
+        report.detail = Some(format!(
+            "no RDG_OUT_DATA of this user waits for {connection_id}"
+        ));
         return Outcome::BadRequest;
     };
     // The IN channel is never answered by a host: not a handshake to count.

@@ -86,6 +86,7 @@
 mod head;
 mod link;
 mod relay;
+mod sign_in;
 mod tunnel;
 
 use std::sync::Arc;
@@ -101,7 +102,8 @@ use crate::https::{BoxIo, Exchange, Front, Served, answer_status, within};
 use crate::placer::Placer;
 use crate::sources::SourceGuard;
 use crate::tsgu::ServerConfig;
-use crate::windows_sign_in::{SignInError, WindowsSignIn};
+use crate::windows_sign_in::WindowsSignIn;
+use sign_in::with_reply;
 
 pub use head::{BodyReader, InBody, MAX_CONNECTION_ID_BYTES, Request};
 pub use link::Pairing;
@@ -184,7 +186,7 @@ impl Default for GatewayConfig {
 /// WebSocket, or one of a legacy pair of channels (the OUT channel's task
 /// runs the tunnel once its IN channel comes).
 pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
-    let request = match Request::of(&x.head) {
+    let first = match Request::of(&x.head) {
         Ok(request) => request,
         Err(e) => return x.refuse(e).await,
     };
@@ -198,24 +200,51 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
         head,
         ..
     } = x;
+    let idle = front.config.bounds.handshake_timeout;
     // Rule AD2: a tunnel's OUT side (or its WebSocket) without a ticket
-    // signs in with Windows first; the IN channel of a pair joins its OUT
-    // channel's tunnel, which is signed in already.
-    let signed_in = match (&front.config.windows_sign_in, &request) {
-        (Some(sign_in), Request::WebSocket { .. } | Request::Out { .. }) => {
+    // signs in with Windows first; a legacy IN channel may sign in too
+    // (FreeRDP's NTLM does), and then must be its OUT channel's user.
+    let (signed_in, request, rest) = match &front.config.windows_sign_in {
+        Some(windows) => {
+            let optional = matches!(first, Request::In { .. });
             let placer = front.placer.as_ref();
-            let check = windows_sign_in(sign_in, placer, &head, &mut stream, &source, report);
-            match tokio::time::timeout_at(deadline.into(), check).await {
-                Ok(Ok(signed_in)) => signed_in,
+            let limits = (deadline, idle);
+            let signed = sign_in::sign_in(
+                windows,
+                placer,
+                (head, rest),
+                &mut stream,
+                &source,
+                limits,
+                optional,
+                report,
+            );
+            let signed = match tokio::time::timeout_at(deadline.into(), signed).await {
+                Ok(Ok(signed)) => signed,
                 Ok(Err(outcome)) => return Served::Closed(outcome),
                 Err(_) => return Served::Closed(Outcome::Timeout),
+            };
+            // An NTLM sign-in's second request is the one that goes on.
+            match Request::of(&signed.head) {
+                Ok(request) if request.same_kind(&first) => {
+                    (signed.signed_in, request, signed.rest)
+                }
+                Ok(_) => {
+                    answer_status(&mut stream, "400 Bad Request").await;
+                    report.detail = Some("the signed-in request is not the first's".into());
+                    return Served::Closed(Outcome::BadRequest);
+                }
+                Err(e) => {
+                    answer_status(&mut stream, "400 Bad Request").await;
+                    report.detail = Some(e.to_string());
+                    return Served::Closed(Outcome::BadRequest);
+                }
             }
         }
-        _ => None,
+        None => (None, first, rest),
     };
     let reply = signed_in.as_ref().and_then(|s| s.reply.clone());
     let user = signed_in.map(|s| s.user);
-    let idle = front.config.bounds.handshake_timeout;
     let link = match request {
         Request::WebSocket { key } => {
             let limits = (deadline, idle);
@@ -229,14 +258,14 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
             body,
         } => {
             let pairing = &front.pairing;
-            let (limits, id) = ((deadline, idle), connection_id);
+            let (limits, id) = ((deadline, idle), (connection_id, user));
             let paired = in_channel(stream, rest, id, body, limits, pairing, source, report);
             return Served::Closed(paired.await);
         }
         Request::Out { connection_id } => {
             let out = out_channel(
                 stream,
-                &connection_id,
+                (&connection_id, user.as_deref()),
                 reply.as_deref(),
                 deadline,
                 front,
@@ -250,57 +279,6 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
         }
     };
     Served::Closed(tunnel(link, deadline, front, &source, user, report).await)
-}
-
-/// Rule AD2 on a request of a gateway with a keytab: a ticket client
-/// (`RDG-Auth-Scheme: PAA`) goes on as it is (None); `Authorization:
-/// Negotiate` is checked (the signed-in user, or 401 / 429); a request
-/// with neither is challenged with 401 `WWW-Authenticate: Negotiate`.
-async fn windows_sign_in<P: Placer>(
-    sign_in: &WindowsSignIn,
-    placer: &P,
-    head: &crate::https::Head,
-    stream: &mut BoxIo,
-    source: &SourceGuard,
-    report: &mut Report,
-) -> Result<Option<crate::windows_sign_in::SignedIn>, Outcome> {
-    if head
-        .header("RDG-Auth-Scheme")
-        .is_some_and(|s| s.trim().eq_ignore_ascii_case("PAA"))
-    {
-        return Ok(None);
-    }
-    let token = head.header("Authorization").and_then(|a| {
-        let (scheme, token) = a.trim().split_once(' ')?;
-        scheme.eq_ignore_ascii_case("Negotiate").then_some(token)
-    });
-    let challenge = "401 Unauthorized\r\nWWW-Authenticate: Negotiate";
-    let Some(token) = token else {
-        answer_status(stream, challenge).await;
-        report.detail = Some("no ticket and no Windows sign-in: challenged".into());
-        return Err(Outcome::SignInChallenged);
-    };
-    match sign_in.accept(source.key(), token).await {
-        Ok(signed_in) => {
-            tracing::info!(user = %signed_in.user, source = %source.key(), "rd gateway: Windows sign-in");
-            report.user = Some(signed_in.user.clone());
-            Ok(Some(signed_in))
-        }
-        Err(e @ SignInError::Refused(_)) => {
-            answer_status(stream, challenge).await;
-            report.detail = Some(format!("Windows sign-in refused: {e}"));
-            // Kerberos names no user in a ticket it could not open.
-            placer
-                .sign_in_refused(source.key(), None, sign_in_reason(&e))
-                .await;
-            Err(Outcome::SignInRefused)
-        }
-        Err(e @ SignInError::Throttled(_)) => {
-            answer_status(stream, "429 Too Many Requests\r\nRetry-After: 60").await;
-            report.detail = Some(e.to_string());
-            Err(Outcome::SignInThrottled)
-        }
-    }
 }
 
 /// `RDG_OUT_DATA` with `Upgrade: websocket`: answers the upgrade, and the
@@ -335,7 +313,7 @@ async fn websocket(
 /// pair is the tunnel's link.
 async fn out_channel<P>(
     mut stream: BoxIo,
-    connection_id: &str,
+    (connection_id, user): (&str, Option<&str>),
     reply: Option<&str>,
     deadline: Instant,
     front: &Front<P>,
@@ -344,7 +322,7 @@ async fn out_channel<P>(
 ) -> Result<Link, Outcome> {
     let (pairing, idle) = (&front.pairing, front.config.bounds.handshake_timeout);
     let (tx, rx) = oneshot::channel();
-    let number = match pairing.register(connection_id, source.key(), tx, &front.config) {
+    let number = match pairing.register(connection_id, source.key(), user, tx, &front.config) {
         Ok(number) => number,
         Err(why) => {
             answer_status(&mut stream, "503 Service Unavailable").await;
@@ -379,30 +357,4 @@ async fn out_channel<P>(
         buf: half.rest,
         _in_source: half.source,
     })
-}
-
-/// `response` (a head ending in an empty line) with the sign-in's answer,
-/// `WWW-Authenticate: Negotiate <reply>` (RFC 4559 §5: the gateway's
-/// proof of itself), when there is one.
-fn with_reply(mut response: String, reply: Option<&str>) -> String {
-    if let Some(reply) = reply
-        && response.ends_with("\r\n\r\n")
-    {
-        response.truncate(response.len() - 2);
-        response.push_str(&format!("WWW-Authenticate: Negotiate {reply}\r\n\r\n"));
-    }
-    response
-}
-
-/// The audit log's reason for a refused sign-in: its kind, not its
-/// details (which may vary per request and would defeat the fold).
-fn sign_in_reason(e: &SignInError) -> &'static str {
-    match e {
-        SignInError::Refused(why) if why.contains("is for") => "a ticket for another service",
-        SignInError::Refused(why) if why.contains("base64") || why.contains("long") => {
-            "a malformed token"
-        }
-        SignInError::Refused(_) => "a Kerberos ticket refused",
-        SignInError::Throttled(_) => "throttled",
-    }
 }

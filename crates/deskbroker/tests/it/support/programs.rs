@@ -207,6 +207,18 @@ impl Client {
     }
 }
 
+/// Waits until xfreerdp `c` gave up on its own (a refusal); answers its
+/// log. `what` names the attempt when it did not.
+pub async fn gave_up(mut c: Client, what: &str) -> String {
+    let exited = crate::eventually(crate::PATIENCE, || {
+        let exited = c.exited();
+        async move { exited }
+    })
+    .await;
+    assert!(exited, "{what} was not refused: {}", c.log());
+    c.log()
+}
+
 /// Waits until `host` has seen `n` TLS handshakes and `other` still `m`.
 pub async fn wait_tls(host: &Xrdp, n: usize, other: &Xrdp, m: usize, client: &Client) {
     let reached = eventually(PATIENCE, || async { host.tls_connections() >= n }).await;

@@ -1,20 +1,27 @@
 //! Windows sign-in at the RD Gateway (rule AD2): HTTP `Negotiate`
-//! (RFC 4559) with Kerberos, checked against the gateway's keytab.
+//! (RFC 4559) with Kerberos, checked against the gateway's keytab, and
+//! `NTLM`, checked by the domain through Samba's `ntlm_auth` ([`ntlm`]).
 //!
 //! A client that brings no connection ticket (its request carries no
 //! `RDG-Auth-Scheme: PAA`, which every ticket client sends) and no
-//! `Authorization` is answered `401` with `WWW-Authenticate: Negotiate`;
-//! its next request carries `Authorization: Negotiate <SPNEGO token>`,
-//! whose Kerberos AP-REQ is accepted here: the ticket must be for the
-//! gateway's service principal `HTTP/<service host>` (any realm) and
-//! decrypt with a key of the keytab, be within its lifetime and the clock
-//! skew, and not be a replay. The signed-in user is named
-//! `name@realm` with the realm in lower case (`alice@deskbroker.test`
-//! for `alice@DESKBROKER.TEST`): Active Directory gives every account that
+//! `Authorization` is answered `401` with `WWW-Authenticate: Negotiate`
+//! (with a keytab) and `WWW-Authenticate: NTLM` (with NTLM domains).
+//!
+//! **Kerberos.** The client's next request carries `Authorization:
+//! Negotiate <SPNEGO token>`, whose Kerberos AP-REQ is accepted here: the
+//! ticket must be for the gateway's service principal `HTTP/<service
+//! host>` (any realm) and decrypt with a key of the keytab, be within its
+//! lifetime and the clock skew, and not be a replay. The signed-in user is
+//! named `name@realm` in lower case (`alice@deskbroker.test` for
+//! `alice@DESKBROKER.TEST`): Active Directory gives every account that
 //! `userPrincipalName` by default, and the directory (AD1) looks a name
 //! with an `@` up by it. An account whose UPN has another suffix is not
 //! found there, so a pool's `entitledGroups` do not admit it (its
 //! `entitledUsers` can).
+//!
+//! **NTLM** takes two round trips on one connection; the domain judges
+//! the client's answer and the user gets the same name a Kerberos sign-in
+//! of the account gets (see [`ntlm`]).
 //!
 //! **Why MIT's GSSAPI** (`libgssapi`, bindings to `libgssapi_krb5`): it is
 //! the acceptor every Linux web server uses (Apache's mod_auth_gssapi,
@@ -31,18 +38,22 @@
 //! `libgssapi-krb5-2` through dpkg-shlibdeps).
 //!
 //! **Bounds.** A token is at most [`MAX_TOKEN_BYTES`] (the request head is
-//! bounded anyway); each acceptance runs on the blocking pool, at most
-//! [`MAX_CONCURRENT_ACCEPTS`] at once. Failed sign-ins are counted per
-//! source (and per user, where a failure names one) in one-minute windows:
-//! past [`MAX_FAILURES_PER_MINUTE`] a source's or user's sign-ins are
-//! refused without being tried until the minute ends (`429`), so a
-//! source cannot guess at the gateway's key or flood its KDC-free checks.
-//! The tables are bounded ([`MAX_TRACKED`] keys a minute; past it, new
-//! keys are refused as throttled, which only the sources making the
-//! table full can cause within its minute).
+//! bounded anyway); each Kerberos acceptance runs on the blocking pool, at
+//! most [`MAX_CONCURRENT_ACCEPTS`] at once, and at most
+//! [`ntlm::MAX_HANDSHAKES`] NTLM handshakes hold a helper at once. Failed
+//! sign-ins are counted per source and per user (the user a refused NTLM
+//! answer claims) in one-minute windows: past [`MAX_FAILURES_PER_MINUTE`]
+//! a source's or user's sign-ins are refused without being tried until
+//! the minute ends (`429`), so a source cannot guess at a password or the
+//! gateway's key, nor flood the domain with checks. The tables are bounded
+//! ([`MAX_TRACKED`] keys a minute; past it, new keys are refused as
+//! throttled, which only the sources making the table full can cause
+//! within its minute).
 //!
 //! **Never logged**: tokens, or anything of the exchange; only the
 //! outcome and, for a success, the user.
+
+pub mod ntlm;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -67,10 +78,19 @@ pub const MAX_FAILURES_PER_MINUTE: u32 = 10;
 /// Sources and users counted in one minute.
 pub const MAX_TRACKED: usize = 10_000;
 
-/// How the gateway signs Windows clients in: `--gateway-keytab` and the
-/// service's host name.
-#[derive(Clone, Debug)]
+/// How the gateway signs Windows clients in: Kerberos, NTLM, or both.
+#[derive(Clone, Debug, Default)]
 pub struct SignInSettings {
+    /// Kerberos (`Negotiate`): `--gateway-keytab` and the service's name.
+    pub kerberos: Option<KerberosSettings>,
+    /// NTLM, checked by the domain (`--gateway-ntlm-domain`).
+    pub ntlm: Option<ntlm::NtlmSettings>,
+}
+
+/// Kerberos at the gateway: `--gateway-keytab` and the service's host
+/// name.
+#[derive(Clone, Debug)]
+pub struct KerberosSettings {
     /// The keytab holding the key of `HTTP/<service_host>`; readable by the
     /// gateway's user only.
     pub keytab: PathBuf,
@@ -93,9 +113,13 @@ pub struct SignedIn {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SignInError {
     /// The token was not accepted (bad, expired, for another service, a
-    /// replay, not Kerberos, …): answered 401.
+    /// replay, a wrong password, …): answered 401.
     #[error("{0}")]
     Refused(String),
+    /// The sign-in could not be checked (the NTLM helper or the domain did
+    /// not answer): answered 503, not counted as a failure.
+    #[error("{0}")]
+    Unavailable(String),
     /// The source or user failed too often this minute: answered 429.
     #[error("too many failed sign-ins from {0} this minute")]
     Throttled(String),
@@ -106,6 +130,7 @@ pub enum SignInError {
 pub struct WindowsSignIn {
     settings: SignInSettings,
     turns: Arc<Semaphore>,
+    handshakes: Arc<Semaphore>,
     failures: Mutex<Failures>,
 }
 
@@ -125,44 +150,156 @@ impl std::fmt::Debug for WindowsSignIn {
 }
 
 impl WindowsSignIn {
-    /// Checks that the keytab can be used as the acceptor's credential
-    /// (it exists, is a keytab and MIT can read it), so that a wrong path
-    /// stops the gateway at start rather than failing each sign-in.
+    /// Checks the settings: the keytab can be used as the acceptor's
+    /// credential (it exists, is a keytab and MIT can read it), and the
+    /// NTLM domains are names, so that a mistake stops the gateway at start
+    /// rather than failing each sign-in.
     pub fn new(settings: SignInSettings) -> Result<WindowsSignIn, String> {
-        if settings.service_host.is_empty()
-            || settings.service_host.len() > 253
-            || !settings
-                .service_host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        {
-            return Err(format!(
-                "the gateway's service host name {:?} is not a DNS name",
-                settings.service_host
-            ));
+        if settings.kerberos.is_none() && settings.ntlm.is_none() {
+            return Err("Windows sign-in needs a keytab or NTLM domains".into());
         }
-        acquire(&settings.keytab).map_err(|e| {
-            format!(
-                "the gateway keytab {} cannot be used: {e}",
-                settings.keytab.display()
-            )
-        })?;
+        if let Some(kerberos) = &settings.kerberos {
+            if !is_dns_name(&kerberos.service_host) {
+                return Err(format!(
+                    "the gateway's service host name {:?} is not a DNS name",
+                    kerberos.service_host
+                ));
+            }
+            acquire(&kerberos.keytab).map_err(|e| {
+                format!(
+                    "the gateway keytab {} cannot be used: {e}",
+                    kerberos.keytab.display()
+                )
+            })?;
+        }
+        if let Some(ntlm) = &settings.ntlm {
+            if ntlm.helper.is_empty() {
+                return Err("NTLM sign-in needs its helper program (ntlm_auth)".into());
+            }
+            for (netbios, dns) in &ntlm.domains {
+                let netbios_ok = !netbios.is_empty()
+                    && netbios.len() <= 15
+                    && netbios
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                if !netbios_ok || !is_dns_name(dns) {
+                    return Err(format!(
+                        "the NTLM domain {netbios}={dns} is not a NetBIOS name and a DNS name"
+                    ));
+                }
+            }
+            if ntlm.domains.is_empty() {
+                return Err("NTLM sign-in needs at least one domain".into());
+            }
+        }
         Ok(WindowsSignIn {
             settings,
             turns: Arc::new(Semaphore::new(MAX_CONCURRENT_ACCEPTS)),
+            handshakes: Arc::new(Semaphore::new(ntlm::MAX_HANDSHAKES)),
             failures: Mutex::new(Failures::default()),
         })
     }
 
-    /// The service principal clients must ask a ticket for.
-    pub fn service_principal(&self) -> String {
-        format!("HTTP/{}", self.settings.service_host)
+    /// The service principal clients must ask a ticket for, with Kerberos.
+    pub fn service_principal(&self) -> Option<String> {
+        let kerberos = self.settings.kerberos.as_ref()?;
+        Some(format!("HTTP/{}", kerberos.service_host))
+    }
+
+    /// The schemes a client is offered (`WWW-Authenticate`), in the order
+    /// it should prefer them.
+    pub fn schemes(&self) -> Vec<&'static str> {
+        let mut schemes = Vec::new();
+        if self.settings.kerberos.is_some() {
+            schemes.push("Negotiate");
+        }
+        if self.settings.ntlm.is_some() {
+            schemes.push("NTLM");
+        }
+        schemes
+    }
+
+    /// Whether NTLM sign-in is on.
+    pub fn takes_ntlm(&self) -> bool {
+        self.settings.ntlm.is_some()
+    }
+
+    /// The first leg of an NTLM sign-in from `source`: the client's
+    /// NEGOTIATE message `token` (base64) gets a helper and a challenge.
+    pub async fn ntlm_challenge(
+        &self,
+        source: IpAddr,
+        token: &str,
+    ) -> Result<(ntlm::Handshake, String), SignInError> {
+        let Some(settings) = &self.settings.ntlm else {
+            return Err(SignInError::Refused("NTLM is not taken here".into()));
+        };
+        if self.throttled(&source_key(source)) {
+            return Err(SignInError::Throttled(source.to_string()));
+        }
+        let turn = self
+            .handshakes
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| SignInError::Unavailable("the gateway is stopping".into()))?;
+        let result = ntlm::Handshake::start(settings, turn, token).await;
+        if let Err(SignInError::Refused(_)) = &result {
+            self.failed(&source_key(source));
+        }
+        result
+    }
+
+    /// The second leg: the client's AUTHENTICATE message `token` judged by
+    /// the domain. A user (as the message claims it) or source over its
+    /// failures is refused before the domain is asked.
+    pub async fn ntlm_finish(
+        &self,
+        source: IpAddr,
+        handshake: ntlm::Handshake,
+        token: &str,
+    ) -> Result<SignedIn, SignInError> {
+        let Some(settings) = &self.settings.ntlm else {
+            return Err(SignInError::Refused("NTLM is not taken here".into()));
+        };
+        let claimed = ntlm::claimed_account(token)
+            .map(|account| settings.user_name(&account).unwrap_or(account));
+        if self.throttled(&source_key(source)) {
+            return Err(SignInError::Throttled(source.to_string()));
+        }
+        if let Some(user) = &claimed
+            && self.throttled(&user_key(user))
+        {
+            return Err(SignInError::Throttled(user.clone()));
+        }
+        let result = match handshake.finish(token).await {
+            Ok(account) => settings
+                .user_name(&account)
+                .map(|user| SignedIn { user, reply: None })
+                .map_err(SignInError::Refused),
+            Err(e) => Err(e),
+        };
+        if let Err(SignInError::Refused(_)) = &result {
+            self.failed(&source_key(source));
+            if let Some(user) = &claimed {
+                self.failed(&user_key(user));
+            }
+        }
+        result
+    }
+
+    /// The user an NTLM AUTHENTICATE message claims, by the gateway's
+    /// naming (for the audit of a refusal; not proof of anything).
+    pub fn ntlm_claimed_user(&self, token: &str) -> Option<String> {
+        let settings = self.settings.ntlm.as_ref()?;
+        let account = ntlm::claimed_account(token)?;
+        Some(settings.user_name(&account).unwrap_or(account))
     }
 
     /// Checks `Authorization: Negotiate <token>` (the part after the
     /// scheme) from `source`.
     pub async fn accept(&self, source: IpAddr, token: &str) -> Result<SignedIn, SignInError> {
-        let source_key = format!("source {source}");
+        let source_key = source_key(source);
         if self.throttled(&source_key) {
             return Err(SignInError::Throttled(source.to_string()));
         }
@@ -171,7 +308,7 @@ impl WindowsSignIn {
             self.failed(&source_key);
         }
         if let Ok(signed_in) = &result
-            && self.throttled(&format!("user {}", signed_in.user))
+            && self.throttled(&user_key(&signed_in.user))
         {
             return Err(SignInError::Throttled(signed_in.user.clone()));
         }
@@ -181,7 +318,7 @@ impl WindowsSignIn {
     /// Counts a refusal of a signed-in user (a pool that does not take
     /// Windows sign-in, a user the pool does not entitle) against the user.
     pub fn user_refused(&self, user: &str) {
-        self.failed(&format!("user {user}"));
+        self.failed(&user_key(user));
     }
 
     async fn check(&self, token: &str) -> Result<SignedIn, SignInError> {
@@ -196,14 +333,17 @@ impl WindowsSignIn {
         if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
             return Err(refused("the Negotiate token is empty or too long"));
         }
+        let Some(kerberos) = &self.settings.kerberos else {
+            return Err(refused("Kerberos is not taken here (no keytab)"));
+        };
         let _turn = self
             .turns
             .clone()
             .acquire_owned()
             .await
             .map_err(|_| refused("the gateway is stopping"))?;
-        let keytab = self.settings.keytab.clone();
-        let host = self.settings.service_host.clone();
+        let keytab = kerberos.keytab.clone();
+        let host = kerberos.service_host.clone();
         tokio::task::spawn_blocking(move || accept_blocking(&keytab, &host, &token))
             .await
             .map_err(|_| refused("the sign-in check failed"))?
@@ -237,6 +377,22 @@ impl WindowsSignIn {
             f.counts.insert(key.to_string(), 1);
         }
     }
+}
+
+fn source_key(source: IpAddr) -> String {
+    format!("source {source}")
+}
+
+fn user_key(user: &str) -> String {
+    format!("user {user}")
+}
+
+fn is_dns_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
 }
 
 /// The environment variable MIT Kerberos reads the acceptor's keytab from.
@@ -341,7 +497,9 @@ pub fn user_name(principal: &str) -> Option<String> {
     if !plain(name) || !plain(realm) || realm.eq_ignore_ascii_case("WELLKNOWN:ANONYMOUS") {
         return None;
     }
-    Some(format!("{name}@{}", realm.to_lowercase()))
+    // Windows account names are case-insensitive: one case, so that one
+    // account is one user whatever case it was typed in.
+    Some(format!("{}@{}", name.to_lowercase(), realm.to_lowercase()))
 }
 
 #[cfg(test)]
@@ -354,6 +512,10 @@ mod tests {
             user_name("alice@DESKBROKER.TEST").as_deref(),
             Some("alice@deskbroker.test")
         );
+        assert_eq!(
+            user_name("Alice@DESKBROKER.TEST").as_deref(),
+            Some("alice@deskbroker.test")
+        );
         assert_eq!(user_name("HTTP/gw.example@EXAMPLE"), None);
         assert_eq!(user_name("WELLKNOWN/ANONYMOUS@WELLKNOWN:ANONYMOUS"), None);
         assert_eq!(user_name("alice"), None);
@@ -363,8 +525,11 @@ mod tests {
     #[test]
     fn a_missing_keytab_stops_the_gateway_at_start() {
         let e = WindowsSignIn::new(SignInSettings {
-            keytab: "/nonexistent/gateway.keytab".into(),
-            service_host: "gw.example".into(),
+            kerberos: Some(KerberosSettings {
+                keytab: "/nonexistent/gateway.keytab".into(),
+                service_host: "gw.example".into(),
+            }),
+            ntlm: None,
         })
         .unwrap_err();
         assert!(e.contains("/nonexistent/gateway.keytab"), "{e}");

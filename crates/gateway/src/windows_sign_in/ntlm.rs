@@ -1,0 +1,363 @@
+//! NTLM sign-in at the RD Gateway (rule AD2), checked by the domain: each
+//! handshake runs one Samba `ntlm_auth` (`--helper-protocol=squid-2.5-ntlmssp`,
+//! the helper Squid and FreeRADIUS use), which asks the winbind of the
+//! domain member it runs on, which asks a domain controller. The gateway
+//! holds no password and no hash of any user: it passes the client's
+//! messages along and reads the verdict.
+//!
+//! NTLM takes two round trips on one connection (RFC 4559 §4, MS-NLMP):
+//! the client's NEGOTIATE message (type 1) is answered `401` with the
+//! helper's CHALLENGE (type 2), and the client's AUTHENTICATE message (type
+//! 3), on the same connection, is the helper's to judge: `AF DOMAIN\user`
+//! signs the user in, anything else refuses.
+//!
+//! **Bounds.** A handshake holds one helper process from its challenge to
+//! its verdict, at most [`MAX_HANDSHAKES`] at once (more wait for a turn),
+//! each answer of the helper bounded by [`HELPER_TIMEOUT`] and
+//! [`MAX_HELPER_LINE`] bytes; the helper is killed when its handshake ends
+//! however it ends (a client that leaves, a timeout). The messages are
+//! checked to be NTLM messages of the expected type, at most
+//! [`super::MAX_TOKEN_BYTES`], before the helper sees them.
+//!
+//! **Names.** The helper names the user `DOMAIN\name` in the domain's
+//! NetBIOS name; the gateway places it as `name@dns-domain`, in lower case,
+//! the name a Kerberos sign-in of the same account gets (so a user finds
+//! their session again whichever way they signed in, S1), for the domains
+//! it is given (`--gateway-ntlm-domain NETBIOS=dns.name`). A user of any
+//! other domain (a trusted one) is refused.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use base64::Engine as _;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{MAX_TOKEN_BYTES, SignInError};
+
+/// Handshakes in progress at once (each holds one helper process).
+pub const MAX_HANDSHAKES: usize = 32;
+/// How long the helper may take for one answer (it asks a domain
+/// controller for the verdict).
+pub const HELPER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest answer line read from the helper.
+pub const MAX_HELPER_LINE: u64 = 8 * 1024;
+/// The helper protocol spoken with `ntlm_auth`.
+pub const HELPER_PROTOCOL: &str = "--helper-protocol=squid-2.5-ntlmssp";
+
+/// How the gateway checks NTLM: the helper and the domains whose users it
+/// signs in.
+#[derive(Clone, Debug)]
+pub struct NtlmSettings {
+    /// The helper program (Samba's `ntlm_auth`) and the arguments it is
+    /// given before [`HELPER_PROTOCOL`].
+    pub helper: Vec<OsString>,
+    /// Each domain signed in: its NetBIOS name (upper case) and its DNS
+    /// name (lower case), the suffix of its users' names.
+    pub domains: Vec<(String, String)>,
+}
+
+impl NtlmSettings {
+    /// `name@dns-domain` (lower case) for the helper's `DOMAIN\name`, when
+    /// DOMAIN is one of [`NtlmSettings::domains`].
+    pub fn user_name(&self, account: &str) -> Result<String, String> {
+        let (domain, name) = account
+            .split_once('\\')
+            .ok_or_else(|| format!("the account {account:?} names no domain"))?;
+        let dns = self
+            .domains
+            .iter()
+            .find(|(netbios, _)| netbios.eq_ignore_ascii_case(domain))
+            .map(|(_, dns)| dns)
+            .ok_or_else(|| format!("the domain {domain:?} is not one this gateway signs in"))?;
+        super::user_name(&format!("{name}@{dns}"))
+            .ok_or_else(|| format!("the account {account:?} is not a user's name"))
+    }
+}
+
+/// The NTLM message types (MS-NLMP 2.2.1).
+const NEGOTIATE: u32 = 1;
+const AUTHENTICATE: u32 = 3;
+const SIGNATURE: &[u8; 8] = b"NTLMSSP\0";
+
+/// Whether `token` (base64) is an NTLM message, as some clients send under
+/// the `Negotiate` scheme as well as under `NTLM`.
+pub fn is_ntlm(token: &str) -> bool {
+    decode(token).is_ok_and(|m| m.starts_with(SIGNATURE))
+}
+
+/// The message in `token` (base64), checked to be NTLM of type `kind`.
+fn message(token: &str, kind: u32) -> Result<Vec<u8>, SignInError> {
+    let refused = |why: &str| SignInError::Refused(why.to_string());
+    let m = decode(token).map_err(|e| refused(&e))?;
+    if m.len() < 12 || !m.starts_with(SIGNATURE) {
+        return Err(refused("not an NTLM message"));
+    }
+    let found = u32::from_le_bytes([m[8], m[9], m[10], m[11]]);
+    if found != kind {
+        return Err(refused(&format!(
+            "an NTLM message of type {found} where type {kind} belongs"
+        )));
+    }
+    Ok(m)
+}
+
+fn decode(token: &str) -> Result<Vec<u8>, String> {
+    let token = token.trim();
+    if token.len() > MAX_TOKEN_BYTES * 4 / 3 + 4 {
+        return Err("the NTLM message is too long".into());
+    }
+    let m = base64::engine::general_purpose::STANDARD
+        .decode(token)
+        .map_err(|_| "the NTLM message is not base64".to_string())?;
+    if m.is_empty() || m.len() > MAX_TOKEN_BYTES {
+        return Err("the NTLM message is empty or too long".into());
+    }
+    Ok(m)
+}
+
+/// The account an AUTHENTICATE message claims, `DOMAIN\name` (what the
+/// client sent, not yet proven): the key failed sign-ins are counted by
+/// per user, so that a user being guessed at is throttled before the
+/// domain is asked.
+pub fn claimed_account(token: &str) -> Option<String> {
+    let m = message(token, AUTHENTICATE).ok()?;
+    // MS-NLMP 2.2.1.3: DomainNameFields at 28, UserNameFields at 36, each
+    // a length (u16), a maximum length (u16) and an offset (u32); the
+    // strings are UTF-16LE when NEGOTIATE_UNICODE (0x1) is in the flags at
+    // 60, which every current client sets.
+    let field = |at: usize| -> Option<String> {
+        let len = u16::from_le_bytes(m.get(at..at + 2)?.try_into().ok()?) as usize;
+        let offset = u32::from_le_bytes(m.get(at + 4..at + 8)?.try_into().ok()?) as usize;
+        let bytes = m.get(offset..offset.checked_add(len)?)?;
+        let flags = u32::from_le_bytes(m.get(60..64)?.try_into().ok()?);
+        if flags & 1 == 1 {
+            let units: Vec<u16> = bytes
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            String::from_utf16(&units).ok()
+        } else {
+            Some(bytes.iter().map(|&b| b as char).collect())
+        }
+    };
+    let (domain, user) = (field(28)?, field(36)?);
+    if user.is_empty() || user.chars().any(char::is_control) || domain.chars().any(char::is_control)
+    {
+        return None;
+    }
+    Some(format!(
+        "{}\\{}",
+        domain.to_uppercase(),
+        user.to_lowercase()
+    ))
+}
+
+/// One NTLM handshake in progress: its helper, between the challenge and
+/// the verdict. Dropping it kills the helper.
+pub struct Handshake {
+    helper: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    _turn: OwnedSemaphorePermit,
+}
+
+impl std::fmt::Debug for Handshake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handshake").finish_non_exhaustive()
+    }
+}
+
+impl Handshake {
+    /// Starts a helper for the client's NEGOTIATE message `token` (base64)
+    /// and returns the handshake with the CHALLENGE to send (base64).
+    pub(super) async fn start(
+        settings: &NtlmSettings,
+        turn: OwnedSemaphorePermit,
+        token: &str,
+    ) -> Result<(Handshake, String), SignInError> {
+        message(token, NEGOTIATE)?;
+        let unavailable = |e: String| {
+            SignInError::Unavailable(format!("the NTLM helper could not be started: {e}"))
+        };
+        let (program, args) = settings
+            .helper
+            .split_first()
+            .ok_or_else(|| unavailable("no helper is configured".into()))?;
+        // The helper gets no environment of the gateway's (its keytab's
+        // name, its settings): only what its command line says.
+        let mut helper = Command::new(program)
+            .args(args)
+            .arg(HELPER_PROTOCOL)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| unavailable(e.to_string()))?;
+        let (Some(input), Some(output)) = (helper.stdin.take(), helper.stdout.take()) else {
+            return Err(unavailable("its pipes".into()));
+        };
+        let mut handshake = Handshake {
+            helper,
+            input,
+            output: BufReader::new(output),
+            _turn: turn,
+        };
+        let answer = handshake.ask(&format!("YR {}", token.trim())).await?;
+        match answer.split_once(' ') {
+            Some(("TT", challenge)) if decode(challenge).is_ok() => {
+                Ok((handshake, challenge.trim().to_string()))
+            }
+            _ => Err(SignInError::Refused(format!(
+                "the NTLM helper gave no challenge: {}",
+                verdict_reason(&answer)
+            ))),
+        }
+    }
+
+    /// The verdict on the client's AUTHENTICATE message `token` (base64):
+    /// the account, `DOMAIN\name`.
+    pub(super) async fn finish(mut self, token: &str) -> Result<String, SignInError> {
+        message(token, AUTHENTICATE)?;
+        let answer = self.ask(&format!("KK {}", token.trim())).await?;
+        let _ = self.helper.start_kill();
+        match answer.split_once(' ') {
+            Some(("AF", account)) => Ok(account.trim().to_string()),
+            _ => Err(SignInError::Refused(format!(
+                "the domain refused the NTLM sign-in: {}",
+                verdict_reason(&answer)
+            ))),
+        }
+    }
+
+    /// One line to the helper and its one-line answer, bounded.
+    async fn ask(&mut self, line: &str) -> Result<String, SignInError> {
+        let unavailable =
+            |e: String| SignInError::Unavailable(format!("the NTLM helper failed: {e}"));
+        let exchange = async {
+            self.input
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            self.input
+                .flush()
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            let mut answer = String::new();
+            let read = (&mut self.output)
+                .take(MAX_HELPER_LINE)
+                .read_line(&mut answer)
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            if read == 0 || !answer.ends_with('\n') {
+                return Err(unavailable("it closed or said too much".into()));
+            }
+            Ok(answer.trim_end().to_string())
+        };
+        tokio::time::timeout(HELPER_TIMEOUT, exchange)
+            .await
+            .map_err(|_| unavailable("no answer in time".into()))?
+    }
+}
+
+/// What a helper's refusal says (`NA reason`, `BH reason`), for the log.
+fn verdict_reason(answer: &str) -> String {
+    let reason: String = answer
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    if reason.is_empty() {
+        "no answer".into()
+    } else {
+        reason
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> NtlmSettings {
+        NtlmSettings {
+            helper: vec!["ntlm_auth".into()],
+            domains: vec![("CONTOSO".into(), "contoso.com".into())],
+        }
+    }
+
+    #[test]
+    fn accounts_of_the_given_domains_become_upn_like_names() {
+        let s = settings();
+        assert_eq!(s.user_name("CONTOSO\\Alice").unwrap(), "alice@contoso.com");
+        assert_eq!(s.user_name("contoso\\bob").unwrap(), "bob@contoso.com");
+        assert!(
+            s.user_name("FABRIKAM\\alice")
+                .unwrap_err()
+                .contains("FABRIKAM")
+        );
+        assert!(s.user_name("alice").is_err());
+        assert!(s.user_name("CONTOSO\\").is_err());
+        assert!(s.user_name("CONTOSO\\a/b").is_err());
+    }
+
+    /// An AUTHENTICATE message naming `domain\user` (UTF-16), with empty
+    /// responses: enough for [`claimed_account`], nothing for a DC.
+    fn authenticate(domain: &str, user: &str) -> String {
+        let utf16 = |s: &str| -> Vec<u8> { s.encode_utf16().flat_map(u16::to_le_bytes).collect() };
+        let (d, u) = (utf16(domain), utf16(user));
+        let mut m = Vec::new();
+        m.extend_from_slice(SIGNATURE);
+        m.extend_from_slice(&AUTHENTICATE.to_le_bytes());
+        let field = |m: &mut Vec<u8>, len: usize, offset: usize| {
+            m.extend_from_slice(&(len as u16).to_le_bytes());
+            m.extend_from_slice(&(len as u16).to_le_bytes());
+            m.extend_from_slice(&(offset as u32).to_le_bytes());
+        };
+        field(&mut m, 0, 64); // LM response
+        field(&mut m, 0, 64); // NT response
+        field(&mut m, d.len(), 64);
+        field(&mut m, u.len(), 64 + d.len());
+        field(&mut m, 0, 64); // workstation
+        field(&mut m, 0, 64); // session key
+        m.extend_from_slice(&1u32.to_le_bytes()); // NEGOTIATE_UNICODE
+        m.extend_from_slice(&d);
+        m.extend_from_slice(&u);
+        base64::engine::general_purpose::STANDARD.encode(m)
+    }
+
+    #[test]
+    fn the_claimed_account_is_read_from_an_authenticate_message() {
+        assert_eq!(
+            claimed_account(&authenticate("contoso", "Alice")).as_deref(),
+            Some("CONTOSO\\alice")
+        );
+        // Not type 3, not NTLM, not base64, or fields out of the message.
+        let negotiate = base64::engine::general_purpose::STANDARD
+            .encode([&SIGNATURE[..], &NEGOTIATE.to_le_bytes()[..], &[0u8; 52]].concat());
+        assert_eq!(claimed_account(&negotiate), None);
+        assert_eq!(claimed_account("YWJj"), None);
+        assert_eq!(claimed_account("not base64!"), None);
+        let mut short = base64::engine::general_purpose::STANDARD
+            .decode(authenticate("contoso", "alice"))
+            .unwrap();
+        short.truncate(70);
+        let short = base64::engine::general_purpose::STANDARD.encode(short);
+        assert_eq!(claimed_account(&short), None);
+    }
+
+    #[test]
+    fn only_ntlm_messages_of_the_expected_type_reach_the_helper() {
+        let authenticate = authenticate("contoso", "alice");
+        assert!(is_ntlm(&authenticate));
+        assert!(message(&authenticate, AUTHENTICATE).is_ok());
+        let e = message(&authenticate, NEGOTIATE).unwrap_err();
+        assert!(e.to_string().contains("type 3"), "{e}");
+        assert!(!is_ntlm("YIIBhgYGKwYBBQUCoIIBejCCAXY="));
+        let long = "A".repeat(MAX_TOKEN_BYTES * 2);
+        assert!(message(&long, NEGOTIATE).is_err());
+    }
+}
