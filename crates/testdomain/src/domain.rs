@@ -36,8 +36,9 @@
 //! idle (about 20 s under a full load) and 33 MB on disk, once per build;
 //! each DC then 1.5–2.6 s to start (copy, start, first LDAPS bind), 33 MB
 //! of disk in the temporary directory and 55 MB of memory (one process:
-//! only the `ldap` and `kdc` services run). Each `samba-tool` change
-//! takes 0.5–1 s.
+//! only the `ldap` and `kdc` services run; [`Domain::start_with_winbind`]
+//! adds winbind, for NTLM checks, as a process of its own). Each
+//! `samba-tool` change takes 0.5–1 s.
 //!
 //! Needs (scripts/install-test-deps.sh installs them): samba and
 //! samba-ad-provision (the DC), ldap-utils (`ldapsearch`, which also tells
