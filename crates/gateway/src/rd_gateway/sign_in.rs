@@ -4,7 +4,8 @@
 //! - a ticket client (`RDG-Auth-Scheme: PAA`) goes on as it is;
 //! - `Authorization: Negotiate <Kerberos>` is checked at once;
 //! - `Authorization: NTLM <NEGOTIATE message>` (or the same message under
-//!   `Negotiate`, as some clients send it) is answered `401` with the
+//!   `Negotiate`, as it is or inside SPNEGO, as Windows sends it when it
+//!   gets no Kerberos ticket) is answered `401` with the
 //!   domain's challenge on the same connection, kept open; the client's
 //!   next request there, the same request with its AUTHENTICATE message,
 //!   is judged by the domain and, signed in, goes on as the request;
@@ -70,7 +71,7 @@ pub(super) async fn sign_in<P: Placer>(
         report.detail = Some("no ticket and no Windows sign-in: challenged".into());
         return Err(Outcome::SignInChallenged);
     };
-    let ntlm = scheme.eq_ignore_ascii_case("NTLM") || ntlm::is_ntlm(&token);
+    let ntlm = scheme.eq_ignore_ascii_case("NTLM") || ntlm::wrapping(&token).is_some();
     if ntlm && sign_in.takes_ntlm() {
         let second = ntlm_handshake(sign_in, &head, rest, &scheme, &token, stream, source, idle);
         let second = tokio::time::timeout_at(deadline.into(), second)

@@ -273,9 +273,9 @@ impl WindowsSignIn {
             return Err(SignInError::Throttled(user.clone()));
         }
         let result = match handshake.finish(token).await {
-            Ok(account) => settings
+            Ok((account, reply)) => settings
                 .user_name(&account)
-                .map(|user| SignedIn { user, reply: None })
+                .map(|user| SignedIn { user, reply })
                 .map_err(SignInError::Refused),
             Err(e) => Err(e),
         };

@@ -11,6 +11,12 @@
 //! 3), on the same connection, is the helper's to judge: `AF DOMAIN\user`
 //! signs the user in, anything else refuses.
 //!
+//! Windows also sends NTLM inside SPNEGO under `Negotiate` (what mstsc
+//! does when it offers Kerberos but gets no ticket): those messages go to
+//! the helper's `gss-spnego` protocol, which unwraps them and wraps its
+//! answers, and whose last answer (the server's SPNEGO completion) goes
+//! back to the client with the signed-in answer.
+//!
 //! **Bounds.** A handshake holds one helper process from its challenge to
 //! its verdict, at most [`MAX_HANDSHAKES`] at once (more wait for a turn),
 //! each answer of the helper bounded by [`HELPER_TIMEOUT`] and
@@ -43,8 +49,10 @@ pub const MAX_HANDSHAKES: usize = 32;
 pub const HELPER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest answer line read from the helper.
 pub const MAX_HELPER_LINE: u64 = 8 * 1024;
-/// The helper protocol spoken with `ntlm_auth`.
+/// The helper protocol spoken with `ntlm_auth` for plain NTLM messages.
 pub const HELPER_PROTOCOL: &str = "--helper-protocol=squid-2.5-ntlmssp";
+/// The helper protocol for NTLM wrapped in SPNEGO.
+pub const SPNEGO_HELPER_PROTOCOL: &str = "--helper-protocol=gss-spnego";
 
 /// How the gateway checks NTLM: the helper and the domains whose users it
 /// signs in.
@@ -81,20 +89,41 @@ const NEGOTIATE: u32 = 1;
 const AUTHENTICATE: u32 = 3;
 const SIGNATURE: &[u8; 8] = b"NTLMSSP\0";
 
-/// Whether `token` (base64) is an NTLM message, as some clients send under
-/// the `Negotiate` scheme as well as under `NTLM`.
-pub fn is_ntlm(token: &str) -> bool {
-    decode(token).is_ok_and(|m| m.starts_with(SIGNATURE))
+/// How a client's NTLM messages travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wrapping {
+    /// As they are (`Authorization: NTLM`, or under `Negotiate`).
+    Plain,
+    /// Inside SPNEGO tokens (`Negotiate`, Windows' fallback from Kerberos).
+    Spnego,
 }
 
-/// The message in `token` (base64), checked to be NTLM of type `kind`.
+/// Whether `token` (base64) carries an NTLM message, and how: plain, or
+/// inside SPNEGO (an NTLM message's signature in a Kerberos token would
+/// be an 8-byte coincidence in a few KiB).
+pub fn wrapping(token: &str) -> Option<Wrapping> {
+    let m = decode(token).ok()?;
+    if m.starts_with(SIGNATURE) {
+        Some(Wrapping::Plain)
+    } else {
+        inner(&m).map(|_| Wrapping::Spnego)
+    }
+}
+
+/// The NTLM message in `m` (itself, or inside a SPNEGO token).
+fn inner(m: &[u8]) -> Option<&[u8]> {
+    let at = m.windows(SIGNATURE.len()).position(|w| w == SIGNATURE)?;
+    Some(&m[at..])
+}
+
+/// The message in `token` (base64), checked to carry NTLM of type `kind`.
 fn message(token: &str, kind: u32) -> Result<Vec<u8>, SignInError> {
     let refused = |why: &str| SignInError::Refused(why.to_string());
     let m = decode(token).map_err(|e| refused(&e))?;
-    if m.len() < 12 || !m.starts_with(SIGNATURE) {
+    let Some(ntlm) = inner(&m).filter(|n| n.len() >= 12) else {
         return Err(refused("not an NTLM message"));
-    }
-    let found = u32::from_le_bytes([m[8], m[9], m[10], m[11]]);
+    };
+    let found = u32::from_le_bytes([ntlm[8], ntlm[9], ntlm[10], ntlm[11]]);
     if found != kind {
         return Err(refused(&format!(
             "an NTLM message of type {found} where type {kind} belongs"
@@ -122,7 +151,8 @@ fn decode(token: &str) -> Result<Vec<u8>, String> {
 /// per user, so that a user being guessed at is throttled before the
 /// domain is asked.
 pub fn claimed_account(token: &str) -> Option<String> {
-    let m = message(token, AUTHENTICATE).ok()?;
+    let whole = message(token, AUTHENTICATE).ok()?;
+    let m = inner(&whole)?;
     // MS-NLMP 2.2.1.3: DomainNameFields at 28, UserNameFields at 36, each
     // a length (u16), a maximum length (u16) and an offset (u32); the
     // strings are UTF-16LE when NEGOTIATE_UNICODE (0x1) is in the flags at
@@ -157,6 +187,7 @@ pub fn claimed_account(token: &str) -> Option<String> {
 /// One NTLM handshake in progress: its helper, between the challenge and
 /// the verdict. Dropping it kills the helper.
 pub struct Handshake {
+    wrapping: Wrapping,
     helper: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
@@ -178,6 +209,11 @@ impl Handshake {
         token: &str,
     ) -> Result<(Handshake, String), SignInError> {
         message(token, NEGOTIATE)?;
+        let wrapping = wrapping(token).unwrap_or(Wrapping::Plain);
+        let protocol = match wrapping {
+            Wrapping::Plain => HELPER_PROTOCOL,
+            Wrapping::Spnego => SPNEGO_HELPER_PROTOCOL,
+        };
         let unavailable = |e: String| {
             SignInError::Unavailable(format!("the NTLM helper could not be started: {e}"))
         };
@@ -189,7 +225,7 @@ impl Handshake {
         // name, its settings): only what its command line says.
         let mut helper = Command::new(program)
             .args(args)
-            .arg(HELPER_PROTOCOL)
+            .arg(protocol)
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
             .stdin(std::process::Stdio::piped())
@@ -202,6 +238,7 @@ impl Handshake {
             return Err(unavailable("its pipes".into()));
         };
         let mut handshake = Handshake {
+            wrapping,
             helper,
             input,
             output: BufReader::new(output),
@@ -220,13 +257,21 @@ impl Handshake {
     }
 
     /// The verdict on the client's AUTHENTICATE message `token` (base64):
-    /// the account, `DOMAIN\name`.
-    pub(super) async fn finish(mut self, token: &str) -> Result<String, SignInError> {
+    /// the account, `DOMAIN\name`, and (inside SPNEGO) the last token to
+    /// send back.
+    pub(super) async fn finish(
+        mut self,
+        token: &str,
+    ) -> Result<(String, Option<String>), SignInError> {
         message(token, AUTHENTICATE)?;
         let answer = self.ask(&format!("KK {}", token.trim())).await?;
         let _ = self.helper.start_kill();
-        match answer.split_once(' ') {
-            Some(("AF", account)) => Ok(account.trim().to_string()),
+        let mut words = answer.splitn(3, ' ');
+        match (self.wrapping, words.next(), words.next(), words.next()) {
+            (Wrapping::Plain, Some("AF"), Some(account), None) => Ok((account.to_string(), None)),
+            (Wrapping::Spnego, Some("AF"), Some(reply), Some(account)) if decode(reply).is_ok() => {
+                Ok((account.trim().to_string(), Some(reply.to_string())))
+            }
             _ => Err(SignInError::Refused(format!(
                 "the domain refused the NTLM sign-in: {}",
                 verdict_reason(&answer)
@@ -352,11 +397,16 @@ mod tests {
     #[test]
     fn only_ntlm_messages_of_the_expected_type_reach_the_helper() {
         let authenticate = authenticate("contoso", "alice");
-        assert!(is_ntlm(&authenticate));
+        assert_eq!(wrapping(&authenticate), Some(Wrapping::Plain));
         assert!(message(&authenticate, AUTHENTICATE).is_ok());
         let e = message(&authenticate, NEGOTIATE).unwrap_err();
         assert!(e.to_string().contains("type 3"), "{e}");
-        assert!(!is_ntlm("YIIBhgYGKwYBBQUCoIIBejCCAXY="));
+        // A SPNEGO token with a Kerberos mechanism: no NTLM.
+        assert_eq!(wrapping("YIIBhgYGKwYBBQUCoIIBejCCAXY="), None);
+        // Samba's SPNEGO NegTokenInit around an NTLM NEGOTIATE message.
+        let spnego = "YEgGBisGAQUFAqA+MDygDjAMBgorBgEEAYI3AgIKoioEKE5UTE1TU1AAAQAAAAWCCGIAAAAAKAAAAAAAAAAoAAAABgEAAAAAAA8=";
+        assert_eq!(wrapping(spnego), Some(Wrapping::Spnego));
+        assert!(message(spnego, NEGOTIATE).is_ok());
         let long = "A".repeat(MAX_TOKEN_BYTES * 2);
         assert!(message(&long, NEGOTIATE).is_err());
     }
