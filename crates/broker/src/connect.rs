@@ -656,7 +656,9 @@ impl Connector {
         let Some((user, groups)) = user else {
             let (name, properties) = self
                 .core
-                .read(pool, |p| Ok((p.name().to_string(), p.config().rdp_properties())))
+                .read(pool, |p| {
+                    Ok((p.name().to_string(), p.config().rdp_properties()))
+                })
                 .await?;
             let file = api::rdp_file::rdp_file(&front_door()?, &name);
             return Ok(ConnectionFile {
@@ -675,7 +677,9 @@ impl Connector {
         // file is made.
         let (kdc_proxy, properties) = self
             .core
-            .read(pool, |p| Ok((p.config().kdc_proxy, p.config().rdp_properties())))
+            .read(pool, |p| {
+                Ok((p.config().kdc_proxy, p.config().rdp_properties()))
+            })
             .await?;
         // Rule AD4: a host-named file names its host, through the gateway
         // as its target, or as the address the client dials itself.

@@ -155,8 +155,7 @@ fn dns_name_and_port(v: &str) -> bool {
         None => (v, None),
     };
     if let Some(port) = port
-        && !(port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u16>().is_ok_and(|p| p > 0))
+        && !(port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok_and(|p| p > 0))
     {
         return false;
     }
@@ -167,7 +166,9 @@ fn dns_name_and_port(v: &str) -> bool {
                 && label.len() <= 63
                 && !label.starts_with('-')
                 && !label.ends_with('-')
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         })
 }
 

@@ -89,14 +89,20 @@ fn the_brokers_own_properties_are_refused_as_such() {
     ] {
         let p = problems(list);
         assert_eq!(p.len(), 1, "{list}: {p:?}");
-        assert!(p[0].contains("the broker writes this property"), "{list}: {p:?}");
+        assert!(
+            p[0].contains("the broker writes this property"),
+            "{list}: {p:?}"
+        );
     }
 }
 
 #[test]
 fn wrong_types_are_named() {
     let p = problems("audiomode:s:0");
-    assert!(p[0].contains("\"audiomode\"") && p[0].contains("it takes i"), "{p:?}");
+    assert!(
+        p[0].contains("\"audiomode\"") && p[0].contains("it takes i"),
+        "{p:?}"
+    );
     let p = problems("drivestoredirect:i:1");
     assert!(p[0].contains("it takes s"), "{p:?}");
     let p = problems("audiomode:b:0");
@@ -129,7 +135,10 @@ fn bad_values_are_named_with_what_is_allowed() {
     ] {
         let p = problems(list);
         assert_eq!(p.len(), 1, "{list}: {p:?}");
-        assert!(p[0].contains("is not allowed") && p[0].contains(says), "{list}: {p:?}");
+        assert!(
+            p[0].contains("is not allowed") && p[0].contains(says),
+            "{list}: {p:?}"
+        );
     }
 }
 
@@ -150,7 +159,10 @@ fn control_characters_are_refused_wherever_they_are() {
     ] {
         let p = problems(list);
         assert!(p.iter().any(|p| p.contains("control")), "{list:?}: {p:?}");
-        assert!(p.iter().all(|p| !p.contains('\n') && !p.contains('\r')), "{p:?}");
+        assert!(
+            p.iter().all(|p| !p.contains('\n') && !p.contains('\r')),
+            "{p:?}"
+        );
     }
 }
 
@@ -170,7 +182,10 @@ fn separator_misuse_is_named() {
     assert!(p[0].contains("no name"), "{p:?}");
     // A drive list in the .rdp file's own syntax splits into entries.
     let p = problems("drivestoredirect:s:C:\\;D:\\");
-    assert!(p[0].contains("entry 2") && p[0].contains("not name:type:value"), "{p:?}");
+    assert!(
+        p[0].contains("entry 2") && p[0].contains("not name:type:value"),
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -181,7 +196,9 @@ fn every_bad_entry_is_named_in_one_refusal() {
 
 #[test]
 fn bounds_hold() {
-    let many: Vec<String> = (0..=MAX_RDP_PROPERTIES).map(|_| "audiomode:i:0".into()).collect();
+    let many: Vec<String> = (0..=MAX_RDP_PROPERTIES)
+        .map(|_| "audiomode:i:0".into())
+        .collect();
     let p = problems(&many.join(";"));
     assert_eq!(p, [format!("65 properties; at most {MAX_RDP_PROPERTIES}")]);
 
