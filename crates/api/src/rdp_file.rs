@@ -9,6 +9,9 @@
 //! With `?gateway=true` the file points the client at the RD Gateway
 //! instead ([`gateway_rdp_file`]): the pool is the target, a connection
 //! ticket the gateway access token.
+//!
+//! A pool's own RDP properties (rule F3, `customRdpProperties`) are laid
+//! over any of these files by [`with_properties`].
 
 /// The routing token that names a pool (rule R1), without its CR LF.
 pub fn routing_token(pool: &str) -> String {
