@@ -49,6 +49,21 @@ async fn a_pools_rdp_properties_reach_its_files_and_a_bad_list_changes_nothing()
         )
         .await;
     assert_eq!(created["customRdpProperties"], list, "{created}");
+    let doc = app.ok("GET", "/openapi.json", None, 200).await;
+    let schemas = &doc["components"]["schemas"];
+    for (schema, kind) in [
+        ("HostPoolInput", json!(["string", "null"])),
+        ("PoolConfig", json!("string")),
+    ] {
+        let field = &schemas[schema]["properties"]["customRdpProperties"];
+        assert_eq!(field["type"], kind, "{schema}: {field}");
+        assert!(
+            field["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("F3")),
+            "{field}"
+        );
+    }
 
     for query in ["", "?user=alice", "?user=alice&gateway=true"] {
         let file = app
