@@ -9,6 +9,9 @@
 //! With `?gateway=true` the file points the client at the RD Gateway
 //! instead ([`gateway_rdp_file`]): the pool is the target, a connection
 //! ticket the gateway access token.
+//!
+//! A pool's own RDP properties (rule F3, `customRdpProperties`) are laid
+//! over any of these files by [`with_properties`].
 
 /// The routing token that names a pool (rule R1), without its CR LF.
 pub fn routing_token(pool: &str) -> String {
@@ -58,6 +61,41 @@ pub fn gateway_rdp_file(gateway: &str, pool: &str, ticket: &str) -> String {
 /// asks `https://<gateway>/KdcProxy` for its Kerberos tickets.
 pub fn kdc_proxy_line(gateway: &str) -> String {
     format!("kdcproxyname:s:{}\r\n", clean(gateway))
+}
+
+/// `file` (one of the files above) with a pool's own RDP properties (rule
+/// F3): each replaces the file's line of the same name, where there is one
+/// (`screen mode id`, `redirectclipboard`, …), in its place; the others
+/// are added at the end. A property is one of the list a pool may set
+/// (`placement::parse_rdp_properties` made it), so none can say where or
+/// as whom the client connects; its line is cleaned all the same.
+pub fn with_properties(file: &str, properties: &[placement::RdpProperty]) -> String {
+    if properties.is_empty() {
+        return file.to_string();
+    }
+    let mut written = vec![false; properties.len()];
+    let mut settings = Vec::new();
+    for line in file.split("\r\n").filter(|l| !l.is_empty()) {
+        let name = line.split(':').next().unwrap_or_default();
+        match properties
+            .iter()
+            .position(|p| p.name().eq_ignore_ascii_case(name))
+        {
+            Some(i) => {
+                if !written[i] {
+                    settings.push(clean(&properties[i].to_string()));
+                    written[i] = true;
+                }
+            }
+            None => settings.push(line.to_string()),
+        }
+    }
+    for (p, done) in properties.iter().zip(written) {
+        if !done {
+            settings.push(clean(&p.to_string()));
+        }
+    }
+    lines(settings)
 }
 
 /// What every file of ours asks for besides where to connect.
@@ -178,6 +216,56 @@ mod tests {
         assert!(s.contains(&("kdcproxyname".into(), "s".into(), "gw.contoso.com".into())));
         assert!(file.ends_with("\r\n"));
         assert_eq!(kdc_proxy_line("gw\r\nx:i:1"), "kdcproxyname:s:gwx:i:1\r\n");
+    }
+
+    #[test]
+    fn a_pools_properties_replace_ours_and_the_rest_are_added() {
+        let properties = placement::parse_rdp_properties(
+            "redirectclipboard:i:0;audiomode:i:2;screen mode id:i:1;kdcproxyname:s:kdc.contoso.com",
+        )
+        .expect("valid");
+        let mut file = gateway_rdp_file("gw.contoso.com", "contosohp01", "dbt1:x");
+        file.push_str(&kdc_proxy_line("gw.contoso.com"));
+        let file = with_properties(&file, &properties);
+        assert!(file.ends_with("\r\n"));
+        assert_eq!(file.matches("\r\n").count(), settings(&file).len());
+        let s = settings(&file);
+        for (name, kind, value) in [
+            ("redirectclipboard", "i", "0"),
+            ("audiomode", "i", "2"),
+            ("screen mode id", "i", "1"),
+            ("kdcproxyname", "s", "kdc.contoso.com"),
+            ("full address", "s", "contosohp01"),
+            ("gatewayaccesstoken", "s", "dbt1:x"),
+            ("authentication level", "i", "2"),
+        ] {
+            assert!(
+                s.contains(&(name.into(), kind.into(), value.into())),
+                "{name}:{kind}:{value} missing from {file:?}"
+            );
+        }
+        let mut names: Vec<&str> = s.iter().map(|(n, _, _)| n.as_str()).collect();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "a setting twice: {file:?}");
+        // A replaced line keeps its place; a new one comes last.
+        let plain = with_properties(&rdp_file("rdp.contoso.com", "p"), &properties);
+        let order: Vec<String> = settings(&plain).into_iter().map(|(n, _, _)| n).collect();
+        assert_eq!(
+            order,
+            [
+                "full address",
+                "loadbalanceinfo",
+                "screen mode id",
+                "authentication level",
+                "prompt for credentials",
+                "redirectclipboard",
+                "audiomode",
+                "kdcproxyname",
+            ]
+        );
+        assert_eq!(with_properties(&plain, &[]), plain);
     }
 
     #[test]

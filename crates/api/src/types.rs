@@ -143,6 +143,12 @@ pub struct HostPoolInput {
     /// connection ticket) or `TicketOrWindows` (also the client's Windows
     /// sign-in, where the gateway has a keytab).
     pub gateway_sign_in: Option<placement::GatewaySignIn>,
+    /// Rule F3 (AVD's `customRdpProperty`): RDP properties for the pool's
+    /// `.rdp` files, `name:type:value` separated by `;`
+    /// (`"audiomode:i:0;redirectclipboard:i:0"`), from the list of
+    /// properties clients honour, each value checked; the whole list is
+    /// refused, naming each bad entry, if one is wrong. Empty: none.
+    pub custom_rdp_properties: Option<String>,
     pub name: Option<String>,
 }
 

@@ -623,6 +623,7 @@ impl Connector {
     /// connection ticket (`Connector::issue_ticket`); without, the pool's
     /// routing token (R1). With `gateway`, through this broker's RD
     /// Gateway instead, the ticket as its access token (a user is needed).
+    /// The pool's own RDP properties (rule F3) are written into every file.
     /// The API's `rdpFile` and the user portal both serve this.
     pub async fn connection_file(
         &self,
@@ -653,9 +654,15 @@ impl Connector {
             })
         };
         let Some((user, groups)) = user else {
-            let name = self.core.read(pool, |p| Ok(p.name().to_string())).await?;
+            let (name, properties) = self
+                .core
+                .read(pool, |p| {
+                    Ok((p.name().to_string(), p.config().rdp_properties()))
+                })
+                .await?;
+            let file = api::rdp_file::rdp_file(&front_door()?, &name);
             return Ok(ConnectionFile {
-                body: api::rdp_file::rdp_file(&front_door()?, &name),
+                body: api::rdp_file::with_properties(&file, &properties),
                 pool: name,
                 ticket_expires_s: None,
             });
@@ -666,6 +673,14 @@ impl Connector {
             _ => None,
         };
         let issued = self.issue_ticket(pool, user, groups, false).await?;
+        // Rule AD3's line and the pool's own properties (F3), read as the
+        // file is made.
+        let (kdc_proxy, properties) = self
+            .core
+            .read(pool, |p| {
+                Ok((p.config().kdc_proxy, p.config().rdp_properties()))
+            })
+            .await?;
         // Rule AD4: a host-named file names its host, through the gateway
         // as its target, or as the address the client dials itself.
         let body = match (&gateway, &issued.host, door) {
@@ -676,8 +691,9 @@ impl Connector {
                     &issued.ticket,
                 );
                 // Rule AD3: the pool's clients get their Kerberos tickets
-                // through the gateway.
-                if self.core.read(pool, |p| Ok(p.config().kdc_proxy)).await? {
+                // through the gateway (unless the pool's own `kdcproxyname`,
+                // rule F3, replaces the line below).
+                if kdc_proxy {
                     file.push_str(&api::rdp_file::kdc_proxy_line(gateway));
                 }
                 file
@@ -695,7 +711,7 @@ impl Connector {
         };
         Ok(ConnectionFile {
             pool: issued.pool,
-            body,
+            body: api::rdp_file::with_properties(&body, &properties),
             ticket_expires_s: Some(issued.expires_s),
         })
     }

@@ -54,7 +54,8 @@ pub fn apply_pool_input(
             start_vm_on_connect,
             connection_target,
             kdc_proxy,
-            gateway_sign_in
+            gateway_sign_in,
+            custom_rdp_properties
         ]
     );
     if let Some(ps) = input.power_settings {

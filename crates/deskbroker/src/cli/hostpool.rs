@@ -243,6 +243,12 @@ struct PoolSettings {
     /// the client's Windows sign-in, on a gateway with --gateway-keytab).
     #[arg(long, value_name = "Ticket|TicketOrWindows")]
     gateway_sign_in: Option<String>,
+    /// RDP properties for the pool's .rdp files, AVD's syntax
+    /// 'name:type:value;…' (rule F3), e.g. 'audiomode:i:0;redirectclipboard:i:0',
+    /// from the properties clients honour (docs/gateway.md lists them). An
+    /// empty value clears them.
+    #[arg(long, value_name = "NAME:TYPE:VALUE;…")]
+    custom_rdp_properties: Option<String>,
     #[command(flatten)]
     power: PowerFlags,
     #[command(flatten)]
@@ -340,6 +346,7 @@ impl PoolSettings {
             .set("startVmOnConnect", self.start_vm_on_connect)
             .set("kdcProxy", self.kdc_proxy)
             .set("gatewaySignIn", self.gateway_sign_in)
+            .set("customRdpProperties", self.custom_rdp_properties)
             .set_object("powerSettings", self.power.into_body())
             .set_object("loadIndexSettings", self.load_index.into_body())
             .set_object("logonStormSettings", self.logon_storm.into_body());

@@ -48,6 +48,7 @@ mod postgres;
 mod power;
 mod rd_gateway;
 mod rdp;
+mod rdp_properties;
 mod registration;
 mod replicas;
 mod rolling_upgrade;

@@ -6,11 +6,16 @@
 //! created or changed.
 
 mod host;
+mod rdp_properties;
 
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
 pub use host::*;
+pub use rdp_properties::{
+    MAX_RDP_PROPERTIES, MAX_RDP_PROPERTIES_BYTES, MAX_RDP_STRING_VALUE_CHARS, RdpPropertiesError,
+    RdpProperty, format_rdp_properties, parse_rdp_properties,
+};
 
 /// The highest `maxSessionLimit`, and its default (rule P4). A pool with this
 /// limit has, in practice, no limit.
@@ -264,6 +269,14 @@ pub struct PoolConfig {
     /// client's Windows sign-in (Kerberos against the gateway's keytab).
     #[serde(default)]
     pub gateway_sign_in: GatewaySignIn,
+    /// Rule F3 (AVD's `customRdpProperty`): RDP properties written into
+    /// every `.rdp` file of the pool, `name:type:value` separated by `;`,
+    /// from the list of properties clients honour
+    /// ([`parse_rdp_properties`]); each replaces the broker's own line of
+    /// the same name. Empty (the default): none. Kept as given; absent in
+    /// settings stored before it existed, hence the serde default.
+    #[serde(default)]
+    pub custom_rdp_properties: String,
 }
 
 /// Rule AD4: what a pool's connection files and browser addresses name.
@@ -503,6 +516,13 @@ pub const DEFAULT_DISCONNECTED_TIMEOUT_SECONDS: u32 = 8 * 3600;
 pub const MAX_SESSION_TIMEOUT_SECONDS: u32 = 31_536_000;
 
 impl PoolConfig {
+    /// Rule F3: the pool's RDP properties, checked. A configuration that
+    /// passed [`PoolConfig::validate`] always parses; one that does not
+    /// (none is ever stored) has none.
+    pub fn rdp_properties(&self) -> Vec<RdpProperty> {
+        parse_rdp_properties(&self.custom_rdp_properties).unwrap_or_default()
+    }
+
     /// A pool with every default of the contract; personal pools get the
     /// `Automatic` assignment type (rule P7).
     pub fn new(name: &str, host_pool_type: HostPoolType, lb: LoadBalancerType) -> PoolConfig {
@@ -536,6 +556,7 @@ impl PoolConfig {
             connection_target: ConnectionTarget::Pool,
             kdc_proxy: false,
             gateway_sign_in: GatewaySignIn::Ticket,
+            custom_rdp_properties: String::new(),
         }
     }
 
@@ -663,6 +684,8 @@ impl PoolConfig {
         self.power_settings.validate()?;
         check_text("description", &self.description, 1024)?;
         check_text("friendlyName", &self.friendly_name, 256)?;
+        parse_rdp_properties(&self.custom_rdp_properties)
+            .map_err(|e| Error::InvalidParameter(format!("customRdpProperties: {e}")))?;
 
         let mut warnings = Vec::new();
         if self.require_connection_ticket && !self.allow_front_door {

@@ -324,7 +324,8 @@ pub async fn a_token_keeps_its_bound_and_count(open: Opener<'_>) {
 /// The host and pool fields added for power control and autoscale (tags,
 /// MAC address, drain origin, power state, heartbeat source, power
 /// settings), for host-named connections (DNS name, connection target)
-/// and the pool's `gatewaySignIn` (AD2) come back after a reopen.
+/// and the pool's `gatewaySignIn` (AD2) and `customRdpProperties` (F3)
+/// come back after a reopen.
 pub async fn new_host_fields_come_back(open: Opener<'_>) {
     let case = "new_host_fields_come_back";
     let store = open("host-fields");
@@ -342,6 +343,7 @@ pub async fn new_host_fields_come_back(open: Opener<'_>) {
     config.start_vm_on_connect = true;
     config.connection_target = placement::ConnectionTarget::Host;
     config.gateway_sign_in = placement::GatewaySignIn::TicketOrWindows;
+    config.custom_rdp_properties = "audiomode:i:2;drivestoredirect:s:*".into();
     config.power_settings.driver = placement::PowerDriver::Command;
     config.power_settings.power_on_command = Some("virsh start \"$DESKBROKER_HOST\"".into());
     store
