@@ -5,13 +5,32 @@
 //! transport, and reaches the real xrdp host the broker places the domain
 //! user on, by the directory's nested groups; a wrong password, a user of
 //! no entitled group and a domain the gateway does not sign in are refused,
-//! and the refusals audited.
+//! and the refusals audited. Windows' own fallback, NTLM inside SPNEGO
+//! under `Negotiate` (made by Samba's SPNEGO client), signs in beside
+//! Kerberos on one gateway.
 
 use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::directory::{directory_flags, people};
 use crate::support::domain::Domain;
+use crate::windows_sign_in::{GATEWAY_NAME, negotiate, out_request, pool, services, upgraded};
 use crate::*;
+
+/// `serve`'s flags for NTLM sign-in through `dc`'s winbind.
+fn ntlm_flags(dc: &Domain) -> Vec<String> {
+    let (helper, helper_args) = dc.ntlm_helper();
+    let mut flags = vec![
+        "--gateway-ntlm-domain".to_string(),
+        format!("{}=deskbroker.test", dc.netbios()),
+        "--gateway-ntlm-helper".into(),
+        helper.display().to_string(),
+    ];
+    for arg in helper_args {
+        flags.extend(["--gateway-ntlm-helper-arg".to_string(), arg]);
+    }
+    flags
+}
 
 const PASSWORD: &str = "Sesame-0pen!";
 
@@ -51,16 +70,7 @@ async fn xfreerdp_signs_in_with_ntlm_at_the_rd_gateway_and_reaches_the_placed_xr
     let client = |args: &[String]| Client::start(&xfreerdp, &display, &home, args);
 
     let mut flags = directory_flags(&dc, &dc.ldaps_url(), 300);
-    let (helper, helper_args) = dc.ntlm_helper();
-    flags.extend([
-        "--gateway-ntlm-domain".to_string(),
-        format!("{}=deskbroker.test", dc.netbios()),
-        "--gateway-ntlm-helper".into(),
-        helper.display().to_string(),
-    ]);
-    for arg in helper_args {
-        flags.extend(["--gateway-ntlm-helper-arg".to_string(), arg]);
-    }
+    flags.extend(ntlm_flags(&dc));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &flags);
     app.ok(
@@ -139,5 +149,142 @@ async fn xfreerdp_signs_in_with_ntlm_at_the_rd_gateway_and_reaches_the_placed_xr
     assert!(
         !text.contains("Wrong-Passw0rd") && !text.contains("TlRMTVNT"),
         "{text}"
+    );
+}
+
+/// Samba's SPNEGO client (`ntlm_auth --helper-protocol=gss-spnego-client`)
+/// signing in as `DESKBROKER\user` with `password`: NTLM inside SPNEGO,
+/// as Windows sends it under `Negotiate` when it gets no Kerberos ticket.
+struct SpnegoClient {
+    child: tokio::process::Child,
+    input: tokio::process::ChildStdin,
+    output: BufReader<tokio::process::ChildStdout>,
+}
+
+impl SpnegoClient {
+    async fn start(dc: &Domain, user: &str, password: &str) -> SpnegoClient {
+        use base64::Engine as _;
+        let (program, args) = dc.ntlm_helper();
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .args(["--helper-protocol=gss-spnego-client", "--domain=DESKBROKER"])
+            .arg(format!("--username={user}"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start ntlm_auth's SPNEGO client");
+        let input = child.stdin.take().expect("stdin");
+        let output = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut client = SpnegoClient {
+            child,
+            input,
+            output,
+        };
+        let password = base64::engine::general_purpose::STANDARD.encode(password);
+        let said = client.ask(&format!("PW {password}")).await;
+        assert_eq!(said, "OK", "the SPNEGO client took no password");
+        client
+    }
+
+    /// One line to the client and the token of its answer (`YR t`, `KK t`).
+    async fn ask(&mut self, line: &str) -> String {
+        self.input
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write");
+        let mut answer = String::new();
+        tokio::time::timeout(PATIENCE, self.output.read_line(&mut answer))
+            .await
+            .expect("an answer in time")
+            .expect("read");
+        let answer = answer.trim_end();
+        match answer.split_once(' ') {
+            Some(("YR" | "KK", token)) => token.to_string(),
+            _ => answer.to_string(),
+        }
+    }
+}
+
+impl Drop for SpnegoClient {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Both legs of a SPNEGO-wrapped NTLM sign-in on one connection to
+/// `gateway`, as `user` with `password`: the gateway's last answer, and
+/// the tunnel when it opened.
+async fn spnego_sign_in(
+    dc: &Domain,
+    gateway: &str,
+    user: &str,
+    password: &str,
+) -> (String, Option<crate::windows_sign_in::Tunnel>) {
+    let mut client = SpnegoClient::start(dc, user, password).await;
+    let first = client.ask("YR").await;
+    let mut tls = crate::support::web::tls(gateway).await.expect("TLS");
+    let id = 7_000 + u64::from(free_port());
+    let answer = out_request(&mut tls, id, &negotiate(&first)).await;
+    let challenge = answer
+        .lines()
+        .find_map(|l| l.strip_prefix("WWW-Authenticate: Negotiate "))
+        .unwrap_or_else(|| panic!("no Negotiate challenge in {answer}"))
+        .to_string();
+    assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
+    let second = client.ask(&format!("TT {challenge}")).await;
+    let answer = out_request(&mut tls, id, &negotiate(&second)).await;
+    upgraded(answer, tls).await
+}
+
+#[tokio::test]
+async fn ntlm_inside_spnego_signs_in_beside_kerberos_on_one_gateway() {
+    let dc = Domain::start_with_winbind();
+    people(&dc);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keytab = services(&dc, dir.path());
+    let mut flags = directory_flags(&dc, &dc.ldaps_url(), 300);
+    flags.extend(ntlm_flags(&dc));
+    flags.extend([
+        "--gateway-keytab".to_string(),
+        keytab.display().to_string(),
+        "--gateway-service-name".into(),
+        GATEWAY_NAME.into(),
+    ]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (app, gateway) = App::spawn_with_rd_gateway(&dir.path().join("data"), &flags);
+    pool(&app, "farm", "TicketOrWindows").await;
+
+    // A client with nothing is offered both schemes, Kerberos first.
+    let mut tls = crate::support::web::tls(&gateway).await.expect("TLS");
+    let answer = out_request(&mut tls, 1, "").await;
+    assert!(
+        answer.contains("WWW-Authenticate: Negotiate\r\nWWW-Authenticate: NTLM\r\n"),
+        "{answer}"
+    );
+
+    // alice's NTLM inside SPNEGO: signed in, the gateway's SPNEGO
+    // completion in its answer, and her tunnel placed as
+    // alice@deskbroker.test.
+    let (answer, tunnel) = spnego_sign_in(&dc, &gateway, "alice", PASSWORD).await;
+    assert!(answer.contains("WWW-Authenticate: Negotiate "), "{answer}");
+    let mut tunnel = tunnel.unwrap_or_else(|| panic!("not upgraded: {answer}"));
+    assert_eq!(
+        tunnel.setup(None, "farm").await,
+        ::gateway::tsgu::hresult::S_OK
+    );
+    let first = crate::support::wire::first_pdu("Cookie: mstshash=alice");
+    assert_eq!(tunnel.exchange(&first, 2).await, b"CC");
+    let placed = session_of(&app, "farm", "alice@deskbroker.test").await;
+    assert_eq!(placed.map(|(host, _)| host), Some("h1".to_string()));
+
+    // A wrong password: refused with the schemes offered again, untunnelled.
+    let (answer, tunnel) = spnego_sign_in(&dc, &gateway, "carol", "Wrong-Passw0rd").await;
+    assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
+    assert!(tunnel.is_none());
+    assert_eq!(
+        session_of(&app, "farm", "carol@deskbroker.test").await,
+        None
     );
 }

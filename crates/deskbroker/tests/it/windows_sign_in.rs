@@ -26,7 +26,7 @@ use crate::support::domain::Domain;
 use crate::*;
 
 const PASSWORD: &str = "Sesame-0pen!";
-const GATEWAY_NAME: &str = "gateway.deskbroker.test";
+pub(crate) const GATEWAY_NAME: &str = "gateway.deskbroker.test";
 
 /// The SPNEGO token MIT curl makes for `HTTP/<name>` as the user of
 /// `ccache`: curl sends it to a listener of this test (plain HTTP, `name`
@@ -87,7 +87,7 @@ async fn negotiate_token(krb5_conf: &Path, ccache: &Path, name: &str) -> String 
 }
 
 /// A request head, read byte by byte up to its empty line.
-async fn read_head<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
+pub(crate) async fn read_head<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
         let mut b = [0u8; 1];
@@ -100,10 +100,10 @@ async fn read_head<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
     String::from_utf8_lossy(&head).into_owned()
 }
 
-type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+pub(crate) type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
 /// An RD Gateway tunnel on a WebSocket, driven packet by packet.
-struct Tunnel {
+pub(crate) struct Tunnel {
     ws: WebSocketStream<Tls>,
     decoder: Decoder,
     pending: Vec<Packet>,
@@ -111,10 +111,17 @@ struct Tunnel {
 
 /// `RDG_OUT_DATA` with the WebSocket upgrade and `headers`: the answer's
 /// head, and the tunnel when it was upgraded.
-async fn open(gateway: &str, headers: &str) -> (String, Option<Tunnel>) {
+pub(crate) async fn open(gateway: &str, headers: &str) -> (String, Option<Tunnel>) {
     let mut tls = crate::support::web::tls(gateway).await.expect("TLS");
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let id = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let answer = out_request(&mut tls, id, headers).await;
+    upgraded(answer, tls).await
+}
+
+/// Sends `RDG_OUT_DATA` with the WebSocket upgrade, the connection id
+/// `id` and `headers` on `tls`; reads the answer's head.
+pub(crate) async fn out_request(tls: &mut Tls, id: u64, headers: &str) -> String {
     let head = format!(
         "RDG_OUT_DATA /remoteDesktopGateway/ HTTP/1.1\r\nHost: {GATEWAY_NAME}\r\n\
          Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
@@ -122,7 +129,11 @@ async fn open(gateway: &str, headers: &str) -> (String, Option<Tunnel>) {
          {headers}\r\n"
     );
     tls.write_all(head.as_bytes()).await.expect("head");
-    let answer = read_head(&mut tls).await;
+    read_head(tls).await
+}
+
+/// The tunnel on `tls`, when `answer` upgraded it.
+pub(crate) async fn upgraded(answer: String, tls: Tls) -> (String, Option<Tunnel>) {
     if !answer.starts_with("HTTP/1.1 101 ") {
         return (answer, None);
     }
@@ -167,7 +178,7 @@ impl Tunnel {
     /// Handshake, tunnel (with `token` as its access token when given),
     /// tunnel auth, channel to `resource`: the HRESULT of the first answer
     /// that refused, or the channel's.
-    async fn setup(&mut self, token: Option<&str>, resource: &str) -> u32 {
+    pub(crate) async fn setup(&mut self, token: Option<&str>, resource: &str) -> u32 {
         self.send(Packet::HandshakeRequest(HandshakeRequest {
             version_major: 1,
             version_minor: 0,
@@ -218,7 +229,7 @@ impl Tunnel {
     }
 
     /// Sends `data` through the channel; what comes back, `want` bytes.
-    async fn exchange(&mut self, data: &[u8], want: usize) -> Vec<u8> {
+    pub(crate) async fn exchange(&mut self, data: &[u8], want: usize) -> Vec<u8> {
         self.send(Packet::Data(data.to_vec())).await;
         let mut got = Vec::new();
         while got.len() < want {
@@ -231,13 +242,13 @@ impl Tunnel {
     }
 }
 
-fn negotiate(token: &str) -> String {
+pub(crate) fn negotiate(token: &str) -> String {
     format!("Authorization: Negotiate {token}\r\n")
 }
 
 /// The pool `name` with one echoing host, entitled to the group RDS-Users,
 /// its `gatewaySignIn` as given.
-async fn pool(app: &App, name: &str, sign_in: &str) {
+pub(crate) async fn pool(app: &App, name: &str, sign_in: &str) {
     let host = crate::support::wire::echo_host().await;
     app.ok(
         "PUT",
@@ -261,7 +272,7 @@ async fn pool(app: &App, name: &str, sign_in: &str) {
 
 /// The gateway's service account with its keytab, and another service
 /// whose keys the gateway does not hold.
-fn services(dc: &Domain, dir: &Path) -> std::path::PathBuf {
+pub(crate) fn services(dc: &Domain, dir: &Path) -> std::path::PathBuf {
     for account in ["gateway-svc", "other-svc"] {
         dc.add_user(account, PASSWORD);
     }

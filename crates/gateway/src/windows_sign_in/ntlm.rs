@@ -245,9 +245,11 @@ impl Handshake {
             _turn: turn,
         };
         let answer = handshake.ask(&format!("YR {}", token.trim())).await?;
-        match answer.split_once(' ') {
-            Some(("TT", challenge)) if decode(challenge).is_ok() => {
-                Ok((handshake, challenge.trim().to_string()))
+        // `TT <challenge>` (the SPNEGO protocol may add a word after it).
+        let mut words = answer.split(' ');
+        match (words.next(), words.next()) {
+            (Some("TT"), Some(challenge)) if decode(challenge).is_ok() => {
+                Ok((handshake, challenge.to_string()))
             }
             _ => Err(SignInError::Refused(format!(
                 "the NTLM helper gave no challenge: {}",
@@ -309,18 +311,19 @@ impl Handshake {
     }
 }
 
-/// What a helper's refusal says (`NA reason`, `BH reason`), for the log.
+/// What a helper's refusal says, for the log: its code (`NA`, `BH`) and
+/// any NT status it names, never the tokens it carries.
 fn verdict_reason(answer: &str) -> String {
-    let reason: String = answer
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
-    if reason.is_empty() {
-        "no answer".into()
-    } else {
-        reason
-    }
+    let mut words = answer.split_whitespace();
+    let code = words.next().unwrap_or("no answer");
+    let status: Vec<&str> = words.filter(|w| w.starts_with("NT_STATUS_")).collect();
+    let mut reason: String = std::iter::once(code)
+        .chain(status)
+        .collect::<Vec<_>>()
+        .join(" ");
+    reason.retain(|c| !c.is_control());
+    reason.truncate(200);
+    reason
 }
 
 #[cfg(test)]
@@ -332,6 +335,16 @@ mod tests {
             helper: vec!["ntlm_auth".into()],
             domains: vec![("CONTOSO".into(), "contoso.com".into())],
         }
+    }
+
+    #[test]
+    fn a_refusal_is_logged_by_its_code_and_status_never_its_tokens() {
+        assert_eq!(
+            verdict_reason("NA oQcwBaADCgEC NT_STATUS_WRONG_PASSWORD"),
+            "NA NT_STATUS_WRONG_PASSWORD"
+        );
+        assert_eq!(verdict_reason("TT TlRMTVNTUAACAAAA *"), "TT");
+        assert_eq!(verdict_reason(""), "no answer");
     }
 
     #[test]
