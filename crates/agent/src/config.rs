@@ -98,6 +98,14 @@ pub struct AgentArgs {
     /// address, port 3389].
     #[arg(long, value_name = "HOST:PORT")]
     pub address: Option<String>,
+    /// The host's DNS name, its fully qualified name (file key dns_name):
+    /// what host-named connections send users to (rule AD4), so that
+    /// Kerberos to `TERMSRV/<name>` and the host's own certificate match.
+    /// Given at registration; once the broker has one, only an
+    /// administrator changes it [default: none; the host is named by its
+    /// address].
+    #[arg(long, value_name = "FQDN")]
+    pub dns_name: Option<String>,
     /// Directory of the agent's state file, agent.json, which holds the host
     /// credential [default: /var/lib/deskbroker-agent].
     #[arg(long, value_name = "DIR")]
@@ -166,6 +174,7 @@ pub struct FileConfig {
     pub registration_token: Option<String>,
     pub name: Option<String>,
     pub address: Option<String>,
+    pub dns_name: Option<String>,
     pub state_dir: Option<PathBuf>,
     #[serde(alias = "interval_seconds")]
     pub interval: Option<u64>,
@@ -254,6 +263,8 @@ pub struct Config {
     pub name: String,
     /// `HOST:PORT` where RDP clients reach this host.
     pub address: String,
+    /// The host's fully qualified DNS name, when given (rule AD4).
+    pub dns_name: Option<String>,
     pub state_dir: PathBuf,
     pub interval: Duration,
     pub load_script: Option<String>,
@@ -456,6 +467,8 @@ impl Config {
             }
         };
 
+        let dns_name = dns_name(args.dns_name.or(file.dns_name), "dns_name (--dns-name)")?;
+
         let state_dir = args
             .state_dir
             .or(file.state_dir)
@@ -541,6 +554,7 @@ impl Config {
             registration_token,
             name,
             address,
+            dns_name,
             state_dir,
             interval: Duration::from_secs(interval_seconds),
             load_script,
@@ -551,6 +565,20 @@ impl Config {
             logoff_command: given(args.logoff_command.or(file.logoff_command)),
         })
     }
+}
+
+/// A host's DNS name as given (rule AD4): none when empty, else lower
+/// case without a trailing dot, and a DNS name (`what` names the setting).
+pub(crate) fn dns_name(
+    given_name: Option<String>,
+    what: &str,
+) -> Result<Option<String>, ConfigError> {
+    let Some(name) = given(given_name) else {
+        return Ok(None);
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    placement::validate_dns_name(what, &name).map_err(|e| invalid("dns_name", e.to_string()))?;
+    Ok(Some(name))
 }
 
 /// Checks the broker URL once, up front, with the contract's one parser

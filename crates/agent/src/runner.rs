@@ -110,6 +110,8 @@ pub struct Identity {
     pub name: String,
     /// `HOST:PORT` where RDP clients reach the host.
     pub address: String,
+    /// The host's DNS name, given at registration (rule AD4).
+    pub dns_name: Option<String>,
     /// `None` lets the broker apply its default (`["rdp"]`).
     pub capabilities: Option<Vec<String>>,
     pub policy: HostPolicy,
@@ -125,6 +127,7 @@ impl Identity {
             host_pool: config.host_pool.clone(),
             name: config.name.clone(),
             address: config.address.clone(),
+            dns_name: config.dns_name.clone(),
             capabilities: config.capabilities.clone(),
             policy: config.policy.clone(),
             registration_token: config.registration_token.clone(),
@@ -235,7 +238,7 @@ impl Agent {
             address: c.address.clone(),
             capabilities: c.capabilities.clone(),
             policy: (!policy_is_empty(&c.policy)).then(|| c.policy.clone()),
-            dns_name: None,
+            dns_name: c.dns_name.clone(),
         };
         let answer = self.client.register(&request).await;
         forget(&mut request.token);

@@ -54,6 +54,10 @@ pub struct ExporterFile {
 pub struct WindowsHostFile {
     pub name: String,
     pub address: String,
+    /// The host's fully qualified DNS name (rule AD4), e.g.
+    /// `rdsh1.contoso.com`: what host-named connections send users to.
+    #[serde(default)]
+    pub dns_name: Option<String>,
     pub metrics_url: String,
     pub username: Option<String>,
     pub password_file: Option<PathBuf>,
@@ -83,6 +87,8 @@ pub struct Exporter {
 pub struct WindowsHost {
     pub name: String,
     pub address: String,
+    /// The host's DNS name, checked (rule AD4).
+    pub dns_name: Option<String>,
     pub exporter: Exporter,
     pub capabilities: Option<Vec<String>>,
     pub policy: HostPolicy,
@@ -371,9 +377,11 @@ fn resolve_host(
             format!("host {name}: a threshold is out of range (rule H6)"),
         ));
     }
+    let dns_name = crate::config::dns_name(entry.dns_name, "windows_host.dns_name")?;
     Ok(WindowsHost {
         name,
         address,
+        dns_name,
         exporter: Exporter {
             url,
             basic_auth,

@@ -229,6 +229,7 @@ pub async fn run(
             host_pool: config.host_pool.clone(),
             name: host.name.clone(),
             address: host.address.clone(),
+            dns_name: host.dns_name.clone(),
             capabilities: host.capabilities.clone(),
             policy: host.policy.clone(),
             registration_token: config.registration_token.clone(),

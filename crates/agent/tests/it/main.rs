@@ -34,6 +34,7 @@ fn config(broker: &str, state_dir: &Path) -> Config {
         registration_token: Some("regtoken".into()),
         name: "h7".into(),
         address: "10.0.0.7:3389".into(),
+        dns_name: Some("h7.contoso.com".into()),
         state_dir: state_dir.to_path_buf(),
         // Below the 5 s users may set: tests build the Config directly.
         interval: Duration::from_millis(200),
@@ -110,7 +111,8 @@ async fn registers_saves_the_credential_and_sends_heartbeats() {
         json!({
             "token": "regtoken", "hostPool": "farm", "name": "h7",
             "address": "10.0.0.7:3389", "capabilities": ["rdp", "gpu"],
-            "policy": {"loadIndexThreshold": 80, "connectingSessionThreshold": null}
+            "policy": {"loadIndexThreshold": 80, "connectingSessionThreshold": null},
+            "dnsName": "h7.contoso.com"
         })
     );
 

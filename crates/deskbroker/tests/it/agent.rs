@@ -434,6 +434,8 @@ async fn the_agent_reads_its_registration_token_from_the_file_its_help_names() {
             "h1",
             "--address",
             "10.9.0.1:3389",
+            "--dns-name",
+            "H1.Contoso.com.",
             "--interval",
             "5",
         ])
@@ -454,4 +456,7 @@ async fn the_agent_reads_its_registration_token_from_the_file_its_help_names() {
     })
     .await;
     assert!(registered, "{}", host(&app, "h1").await);
+    // Its DNS name, as the agent was given it, for host-named connections
+    // (rule AD4), in one case and without the root's dot.
+    assert_eq!(host(&app, "h1").await["dnsName"], "h1.contoso.com");
 }
