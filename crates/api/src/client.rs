@@ -23,7 +23,7 @@ use crate::error::ErrorCode;
 use crate::tls::{Trust, tls_failure};
 use crate::types::{
     ConnectInput, ConnectOutput, HeartbeatInput, HeartbeatOutput, Page, RegisterInput,
-    RegisterOutput, SessionHostOutput, SessionOutput, SessionPatch,
+    RegisterOutput, SessionHostOutput, SessionOutput, SessionPatch, SignInRefusalInput,
 };
 use crate::url::BrokerUrl;
 
@@ -280,6 +280,15 @@ impl Client {
     pub async fn logoff(&self, pool: &str, id: &str) -> Result<(), ClientError> {
         let segments = ["hostPools", pool, "userSessions", id];
         self.call(Method::DELETE, &segments, &[], None::<&()>)
+            .await
+            .map(drop)
+    }
+
+    /// Reports a refused Windows sign-in at a stand-alone RD Gateway, for
+    /// the broker's audit log (rule AD2).
+    pub async fn sign_in_refused(&self, input: &SignInRefusalInput) -> Result<(), ClientError> {
+        let segments = ["auditLog", "signInRefusals"];
+        self.call(Method::POST, &segments, &[], Some(input))
             .await
             .map(drop)
     }

@@ -781,6 +781,25 @@ pub fn parse_rfc3339(s: &str) -> Option<TimestampMs> {
         .map(|t| t.timestamp_millis())
 }
 
+/// A stand-alone RD Gateway's refused Windows sign-in (rule AD2), for the
+/// broker's audit log (`POST /api/v1/auditLog/signInRefusals`): folded
+/// there into one entry per gateway, source, user and reason a minute.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SignInRefusalInput {
+    /// The client's IP address.
+    pub source: String,
+    /// The user the sign-in named, when it named one (a refused Kerberos
+    /// ticket names none).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Why, one of the gateway's kinds of refusal: `a ticket for another
+    /// service`, `a malformed token`, `an NTLM sign-in refused`, `a
+    /// Kerberos ticket refused`, `a pool that takes only tickets`.
+    pub reason: String,
+}
+
 /// One entry of the audit log (rule T5): who changed, or tried to change,
 /// what, the resource as the API showed it before and after (never a
 /// secret), and the HTTP status of the answer.

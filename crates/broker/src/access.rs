@@ -218,6 +218,14 @@ pub const TABLE: &[Rule] = &[
     // Rule T5: a credential limited to some pools sees their entries only
     // (the handler narrows the query).
     rule("GET", "/api/v1/auditLog", READERS, false, Scope::PoolList),
+    // A stand-alone RD Gateway's refused sign-ins (rule AD2).
+    rule(
+        "POST",
+        "/api/v1/auditLog/signInRefusals",
+        &[Admin, Gateway],
+        false,
+        Scope::Global,
+    ),
     rule("GET", "/api/v1/whoami", ALL, false, Scope::PoolList),
     // Rule AD1: a user's directory groups, for those who read everything;
     // a user spans pools, so a credential limited to some does not.

@@ -137,6 +137,33 @@ impl Audit {
         }
     }
 
+    /// Rule AD2: a Windows sign-in an RD Gateway refused, folded into one
+    /// entry per gateway (`actor`: `rd-gateway` for the gateway in the
+    /// broker's process), source, user and reason a minute.
+    pub async fn sign_in_refused(
+        &self,
+        time_ms: i64,
+        actor: String,
+        source: std::net::IpAddr,
+        user: Option<&str>,
+        reason: &str,
+    ) {
+        let entry = AuditEntry {
+            time_ms,
+            actor,
+            action: format!("Windows sign-in refused: {reason}"),
+            target: format!("users/{}", user.unwrap_or("-")),
+            host_pool: None,
+            before: None,
+            after: None,
+            outcome: 401,
+            source: Some(source.to_string()),
+            end_reason: None,
+        };
+        self.append_refusal(entry, "Windows sign-in refused", "users")
+            .await;
+    }
+
     /// Counts a refusal into its entry of the minute, and waits until that
     /// is durable: the entry of the same caller, action, target, pool,
     /// source and outcome this minute when there is one (its count grows),

@@ -111,21 +111,10 @@ impl Placer for InProcess {
     /// Rule AD2: one audit entry per source, user, reason and minute (the
     /// refusals' fold), by the actor `rd-gateway`.
     async fn sign_in_refused(&self, source: std::net::IpAddr, user: Option<&str>, reason: &str) {
-        let entry = store::AuditEntry {
-            time_ms: self.broker.now_ms(),
-            actor: "rd-gateway".to_string(),
-            action: format!("Windows sign-in refused: {reason}"),
-            target: format!("users/{}", user.unwrap_or("-")),
-            host_pool: None,
-            before: None,
-            after: None,
-            outcome: 401,
-            source: Some(source.to_string()),
-            end_reason: None,
-        };
+        let now = self.broker.now_ms();
         self.broker
             .audit()
-            .append_refusal(entry, "Windows sign-in refused", "users")
+            .sign_in_refused(now, "rd-gateway".into(), source, user, reason)
             .await;
     }
 

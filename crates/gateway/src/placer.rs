@@ -209,11 +209,23 @@ impl Placer for Http {
         Ok(FrontDoorPolicy::of(&out.config))
     }
 
-    /// A stand-alone gateway's refused sign-ins go to its own log (warn),
-    /// with the source and reason; the broker's audit log has those of the
-    /// gateway in its process.
+    /// A stand-alone gateway's refused sign-ins go to the broker's audit
+    /// log, as its credential (`POST /api/v1/auditLog/signInRefusals`),
+    /// and to its own log; a broker that does not take the report leaves
+    /// only the latter.
     async fn sign_in_refused(&self, source: std::net::IpAddr, user: Option<&str>, reason: &str) {
         tracing::warn!(%source, user = user.unwrap_or("-"), reason, "rd gateway: Windows sign-in refused");
+        let input = api::types::SignInRefusalInput {
+            source: source.to_string(),
+            // A claimed name the broker would refuse is reported as none.
+            user: user
+                .filter(|u| placement::validate_user("user", u).is_ok())
+                .map(str::to_string),
+            reason: reason.to_string(),
+        };
+        if let Err(e) = self.client.sign_in_refused(&input).await {
+            tracing::warn!(error = %e, "rd gateway: the broker did not take a refused sign-in for its audit log");
+        }
     }
 
     /// A broker reached over HTTP keeps the time of day of its machine;

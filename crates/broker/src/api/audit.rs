@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use api::ErrorBody;
-use api::types::{AuditEntryOutput, Page, WhoAmIOutput};
+use api::types::{AuditEntryOutput, Page, SignInRefusalInput, WhoAmIOutput};
 use store::{AuditEntry, AuditQuery};
 
 use super::error::ApiError;
@@ -50,7 +50,56 @@ pub fn is_audited(method: &Method, route: Option<&str>, own_host: bool) -> bool 
         && route.is_some_and(|r| {
             r.starts_with("/api/v1/")
                 && !(own_host && r.ends_with("/sessionHosts/{host}/heartbeat"))
+                // Writes its own (folded) entry: see `sign_in_refused`.
+                && r != SIGN_IN_REFUSALS
         })
+}
+
+/// The route a stand-alone RD Gateway reports refused sign-ins to.
+pub const SIGN_IN_REFUSALS: &str = "/api/v1/auditLog/signInRefusals";
+
+/// A stand-alone RD Gateway's refused Windows sign-in (rule AD2), written
+/// to the audit log as the gateway's credential, folded as the broker's
+/// own gateway's are: one entry per gateway, source, user and reason a
+/// minute, and at most a bounded number of entries per caller a minute
+/// (`Audit::append_refusal`), so a leaked gateway credential cannot push
+/// other entries out of the log. Every field is checked: the source is an
+/// IP address, the user a valid user name, the reason one of the
+/// gateway's kinds; the request is not recorded a second time.
+#[utoipa::path(post, path = "/api/v1/auditLog/signInRefusals", tag = "auditLog",
+    request_body = SignInRefusalInput,
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn sign_in_refused(
+    State(b): State<Arc<crate::state::Broker>>,
+    caller: Option<axum::Extension<Caller>>,
+    super::Json(input): super::Json<SignInRefusalInput>,
+) -> Result<StatusCode, ApiError> {
+    let source: std::net::IpAddr = input.source.parse().map_err(|_| {
+        ApiError::invalid(format!("source: {:?} is not an IP address", input.source))
+    })?;
+    if let Some(user) = &input.user {
+        placement::validate_user("user", user)?;
+    }
+    if !gateway::windows_sign_in::refusal::ALL.contains(&input.reason.as_str()) {
+        return Err(ApiError::invalid(format!(
+            "reason: {:?} is not one of {}",
+            input.reason,
+            gateway::windows_sign_in::refusal::ALL.join(", ")
+        )));
+    }
+    let actor = caller
+        .map(|axum::Extension(c)| crate::audit::actor(&c))
+        .unwrap_or_else(|| "unknown".into());
+    b.audit()
+        .sign_in_refused(
+            b.now_ms(),
+            actor,
+            source,
+            input.user.as_deref(),
+            &input.reason,
+        )
+        .await;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Longest credential name read from a `POST /api/v1/credentials` body for

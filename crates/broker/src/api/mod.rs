@@ -206,6 +206,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/v1/signingKeys/rotate", post(keys::rotate))
         .route("/api/v1/signingKeys/revoke", post(keys::revoke))
         .route("/api/v1/auditLog", get(audit::list))
+        .route(audit::SIGN_IN_REFUSALS, post(audit::sign_in_refused))
         .route("/api/v1/whoami", get(audit::whoami))
         .route("/api/v1/users/{name}", get(users::show))
         .method_not_allowed_fallback(method_not_allowed)

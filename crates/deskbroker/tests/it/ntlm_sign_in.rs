@@ -288,3 +288,95 @@ async fn ntlm_inside_spnego_signs_in_beside_kerberos_on_one_gateway() {
         None
     );
 }
+
+/// A stand-alone `deskbroker gateway` writes its refused sign-ins to the
+/// broker's audit log as its own credential; the report takes only what a
+/// gateway would say, and only from a gateway (or the admin).
+#[tokio::test]
+async fn a_standalone_gateway_writes_refused_sign_ins_to_the_brokers_audit_log() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, _) = App::spawn_with(&dir.path().join("data"), "127.0.0.1:0", &[]);
+    let token = credential(&app, "rd-gateway-1", "gateway", &[]).await;
+    let tls = TlsFiles::make(&require("openssl", "openssl"), dir.path());
+    let mut child = Command::new(exe())
+        .args(["gateway", "--broker", &app.url, "--token", &token])
+        .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
+        .arg(&tls.certificate)
+        .arg("--gateway-tls-key")
+        .arg(&tls.key)
+        .args(["--gateway-ntlm-domain", "DESKBROKER=deskbroker.test"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start deskbroker gateway");
+    let started = crate::ready_line(&mut child, crate::SERVE_START);
+    let _gateway_process = Killed(child);
+    let gateway = started
+        .expect("deskbroker gateway starts")
+        .0
+        .gateway_addr()
+        .to_string();
+
+    // An NTLM answer where its first message belongs: refused before any
+    // helper or domain is asked.
+    use base64::Engine as _;
+    let answer_first = [&b"NTLMSSP\0"[..], &3u32.to_le_bytes(), &[0u8; 56]].concat();
+    let header = format!(
+        "Authorization: NTLM {}\r\n",
+        base64::engine::general_purpose::STANDARD.encode(answer_first)
+    );
+    let mut tls = crate::support::web::tls(&gateway).await.expect("TLS");
+    let answer = out_request(&mut tls, 1, &header).await;
+    assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
+
+    let entries = || async {
+        app.ok(
+            "GET",
+            "/api/v1/auditLog?actor=credential:rd-gateway-1",
+            None,
+            200,
+        )
+        .await
+        .to_string()
+    };
+    let written = eventually(PATIENCE, || async {
+        let text = entries().await;
+        text.contains("Windows sign-in refused: an NTLM sign-in refused")
+            && text.contains("127.0.0.1")
+    })
+    .await;
+    assert!(written, "{}", entries().await);
+    // The report itself is not recorded a second time.
+    assert!(
+        !entries().await.contains("POST /api/v1/auditLog"),
+        "{}",
+        entries().await
+    );
+
+    // What a gateway could not say is refused whole, and only a gateway (or
+    // the admin) may say it.
+    let url = format!("{}/api/v1/auditLog/signInRefusals", app.url);
+    let report = |token: String, body: serde_json::Value| {
+        let url = url.clone();
+        async move {
+            let client = reqwest::Client::new();
+            let sent = client.post(url).bearer_auth(token).json(&body).send();
+            sent.await.expect("report").status().as_u16()
+        }
+    };
+    for bad in [
+        json!({"source": "127.0.0.1", "reason": "anything I like"}),
+        json!({"source": "not an address", "reason": "a malformed token"}),
+        json!({"source": "127.0.0.1", "user": "a b", "reason": "a malformed token"}),
+        json!({"source": "127.0.0.1", "reason": "a malformed token", "extra": 1}),
+    ] {
+        assert_eq!(report(token.clone(), bad.clone()).await, 400, "{bad}");
+    }
+    let reader = credential(&app, "auditor", "reader", &[]).await;
+    let good = json!({"source": "127.0.0.1", "reason": "a malformed token"});
+    assert_eq!(report(reader, good.clone()).await, 403);
+    assert_eq!(report(token, good).await, 204);
+}

@@ -23,7 +23,7 @@ use crate::door::{Outcome, Report};
 use crate::https::{BoxIo, Head, HeadError, answer_status, read_head};
 use crate::placer::Placer;
 use crate::sources::SourceGuard;
-use crate::windows_sign_in::{SignInError, SignedIn, WindowsSignIn, ntlm};
+use crate::windows_sign_in::{SignInError, SignedIn, WindowsSignIn, ntlm, refusal};
 
 /// A request after its sign-in: the user (None: a ticket client, or a
 /// legacy IN channel that brought no sign-in), and the head the request
@@ -236,19 +236,18 @@ fn challenge(sign_in: &WindowsSignIn) -> String {
     status
 }
 
-/// The audit log's reason for a refused sign-in: its kind, not its
-/// details (which may vary per request and would defeat the fold).
+/// The audit log's reason for a refused sign-in (`refusal`): its kind,
+/// not its details.
 fn reason(e: &SignInError) -> &'static str {
     match e {
-        SignInError::Refused(why) if why.contains("is for") => "a ticket for another service",
-        SignInError::Refused(why) if why.contains("base64") || why.contains("long") => {
-            "a malformed token"
+        SignInError::Refused(why) if why.contains("is for") => refusal::FOREIGN_TICKET,
+        SignInError::Refused(why) if why.contains("base64") || why.contains("too long") => {
+            refusal::MALFORMED_TOKEN
         }
-        SignInError::Refused(why) if why.contains("NTLM") => "an NTLM sign-in refused",
-        SignInError::Refused(why) if why.contains("domain") => "an NTLM sign-in refused",
-        SignInError::Refused(_) => "a Kerberos ticket refused",
-        SignInError::Throttled(_) => "throttled",
-        SignInError::Unavailable(_) => "unavailable",
+        SignInError::Refused(why) if why.contains("NTLM") || why.contains("domain") => {
+            refusal::NTLM_REFUSED
+        }
+        _ => refusal::KERBEROS_REFUSED,
     }
 }
 

@@ -275,7 +275,7 @@ where
             if let Some(sign_in) = &config.windows_sign_in {
                 sign_in.user_refused(&user);
             }
-            let reason = "a pool that takes only tickets";
+            let reason = crate::windows_sign_in::refusal::TICKETS_ONLY_POOL;
             placer
                 .sign_in_refused(source.key(), Some(&user), reason)
                 .await;

@@ -78,6 +78,31 @@ pub const MAX_FAILURES_PER_MINUTE: u32 = 10;
 /// Sources and users counted in one minute.
 pub const MAX_TRACKED: usize = 10_000;
 
+/// Why a Windows sign-in was refused, as the audit log says it: a kind,
+/// never the details (which vary per request and would defeat the log's
+/// fold of refusals). A stand-alone gateway sends one of these to its
+/// broker, which takes no other.
+pub mod refusal {
+    /// A Kerberos ticket for another service than the gateway's.
+    pub const FOREIGN_TICKET: &str = "a ticket for another service";
+    /// A token that is not base64, or too long.
+    pub const MALFORMED_TOKEN: &str = "a malformed token";
+    /// An NTLM sign-in the domain (or the gateway) refused.
+    pub const NTLM_REFUSED: &str = "an NTLM sign-in refused";
+    /// A Kerberos ticket the gateway's keytab did not accept.
+    pub const KERBEROS_REFUSED: &str = "a Kerberos ticket refused";
+    /// A signed-in user asking for a pool whose `gatewaySignIn` is `Ticket`.
+    pub const TICKETS_ONLY_POOL: &str = "a pool that takes only tickets";
+    /// Every reason.
+    pub const ALL: &[&str] = &[
+        FOREIGN_TICKET,
+        MALFORMED_TOKEN,
+        NTLM_REFUSED,
+        KERBEROS_REFUSED,
+        TICKETS_ONLY_POOL,
+    ];
+}
+
 /// How the gateway signs Windows clients in: Kerberos, NTLM, or both.
 #[derive(Clone, Debug, Default)]
 pub struct SignInSettings {
