@@ -142,6 +142,18 @@ impl Client {
         if settings.urls.is_empty() {
             return Err("the directory needs at least one URL".into());
         }
+        if let Bind::Keytab(k) = &settings.bind
+            && let Some(host) = &k.service_host
+            && (host.is_empty()
+                || host.len() > 253
+                || !host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-'))
+        {
+            return Err(format!(
+                "the directory's service host {host:?} is not a DNS name"
+            ));
+        }
         for url in &settings.urls {
             let host = check_url(url)?;
             if let Bind::Keytab(k) = &settings.bind
@@ -150,8 +162,8 @@ impl Client {
             {
                 return Err(format!(
                     "directory URL {url:?} names an address: the Kerberos bind needs the \
-                     server's DNS name for its service principal ldap/<name> (give it as the \
-                     service host, or name the server by DNS in the URL)"
+                     server's DNS name for its service principal ldap/<name> (give it with \
+                     --directory-service-host, or name the server by DNS in the URL)"
                 ));
             }
         }

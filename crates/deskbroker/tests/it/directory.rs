@@ -399,6 +399,9 @@ fn serve_refuses_a_directory_it_cannot_bind_to_safely() {
     by_address[4] = "ldaps://10.0.0.1".into();
     let err = refused(&by_address);
     assert!(err.contains("names an address"), "{err}");
+    by_address.extend(["--directory-service-host".into(), "dc1/x@EVIL".into()]);
+    let err = refused(&by_address);
+    assert!(err.contains("is not a DNS name"), "{err}");
     // The same settings from the config file's [directory] table.
     let config = dir.path().join("deskbroker.toml");
     std::fs::write(
