@@ -426,4 +426,25 @@ fn serve_refuses_a_directory_it_cannot_bind_to_safely() {
         err.contains("\"ftp://dc2\"") && err.contains("only ldaps://"),
         "{err}"
     );
+    // The keytab's settings sit in the same table.
+    std::fs::write(
+        &config,
+        format!(
+            "[directory]\nurl = [\"ldaps://10.0.0.1\"]\nkeytab = \"{}\"\n\
+             service_host = \"dc1 x\"\nbase_dn = \"DC=x\"\n",
+            keytab.display()
+        ),
+    )
+    .expect("config");
+    let err = crate::config::refused(
+        &[
+            "serve",
+            "--data-dir",
+            data,
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+        &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
+    );
+    assert!(err.contains("\"dc1 x\" is not a DNS name"), "{err}");
 }
