@@ -80,8 +80,14 @@ pub fn check_environment(keytab: &Path) -> Result<(), String> {
 }
 
 /// Binds `ldap` (a connection over TLS) as `bind`'s principal to the
-/// service `ldap/<service_host>`.
-pub(super) async fn bind(ldap: &Ldap, bind: &KeytabBind, service_host: &str) -> Result<(), String> {
+/// service `ldap/<service_host>`, the LDAP exchange within `timeout` (so
+/// that a server that never answers holds no blocking thread for long).
+pub(super) async fn bind(
+    ldap: &Ldap,
+    bind: &KeytabBind,
+    service_host: &str,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
     check_environment(&bind.keytab)?;
     std::fs::File::open(&bind.keytab).map_err(|e| format!("the directory keytab: {e}"))?;
     let mut ldap = ldap.clone();
@@ -98,7 +104,10 @@ pub(super) async fn bind(ldap: &Ldap, bind: &KeytabBind, service_host: &str) -> 
         // The exchange's messages go through the connection's driver, a
         // task of the runtime; this thread only waits for them.
         runtime
-            .block_on(ldap.sasl_gssapi_cred_bind(cred, &service))
+            .block_on(async {
+                tokio::time::timeout(timeout, ldap.sasl_gssapi_cred_bind(cred, &service)).await
+            })
+            .map_err(|_| format!("no answer within {} s", timeout.as_secs_f64()))?
             .and_then(|r| r.success())
             .map(|_| ())
             .map_err(|e| e.to_string())

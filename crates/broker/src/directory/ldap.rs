@@ -304,7 +304,8 @@ impl Client {
                 .map_err(|e| format!("binding as {dn}: {e}"))?,
             Bind::Keytab(k) => {
                 let host = url_host(url);
-                super::keytab::bind(&ldap, k, k.service_host_for(host)).await?
+                let timeout = self.settings.query_timeout;
+                super::keytab::bind(&ldap, k, k.service_host_for(host), timeout).await?
             }
         }
         let search = match self.settings.group_search {
