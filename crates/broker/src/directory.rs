@@ -15,8 +15,10 @@
 //! Lookups are cached ([`DirectorySettings::cache_ttl`], at most
 //! [`DirectorySettings::cache_entries`] users), and concurrent lookups of
 //! one user share one query (a logon storm asks the directory once a user);
-//! a failure is never cached. The LDAP side is the module `ldap`.
+//! a failure is never cached. The LDAP side is the module `ldap`; the
+//! bind by Kerberos, the module `keytab`.
 
+mod keytab;
 mod ldap;
 
 use std::sync::Arc;
@@ -24,6 +26,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::BrokerError;
 
+pub use keytab::{
+    CCACHE, CCACHE_VARIABLE, CLIENT_KEYTAB_VARIABLE, KeytabBind, check_environment, environment,
+};
 pub use ldap::{GroupSearch, NameMap};
 
 /// Fewest seconds a user's groups are kept: below it, a storm of logons
@@ -49,9 +54,8 @@ pub struct DirectorySettings {
     pub urls: Vec<String>,
     /// Whom the directory's certificate must chain to.
     pub trust: api::Trust,
-    /// The account the broker binds as, and its password.
-    pub bind_dn: String,
-    pub bind_password: String,
+    /// Whom the broker binds as, and how it proves it.
+    pub bind: Bind,
     /// Where users and groups are searched (subtree).
     pub base_dn: String,
     /// How a user name becomes a search (UPN, `DOMAIN\sam`, `sam`).
@@ -70,14 +74,36 @@ impl std::fmt::Debug for DirectorySettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DirectorySettings")
             .field("urls", &self.urls)
-            .field("bind_dn", &self.bind_dn)
-            .field("bind_password", &"<redacted>")
+            .field("bind", &self.bind)
             .field("base_dn", &self.base_dn)
             .field("names", &self.names)
             .field("group_search", &self.group_search)
             .field("cache_ttl", &self.cache_ttl)
             .field("cache_entries", &self.cache_entries)
             .finish()
+    }
+}
+
+/// How the broker proves who it is to the directory.
+#[derive(Clone)]
+pub enum Bind {
+    /// A simple bind: the account (a DN, or a UPN for Active Directory)
+    /// and its password.
+    Password { dn: String, password: String },
+    /// SASL GSSAPI (Kerberos) with the service account's client keytab.
+    Keytab(KeytabBind),
+}
+
+impl std::fmt::Debug for Bind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bind::Password { dn, .. } => f
+                .debug_struct("Password")
+                .field("dn", dn)
+                .field("password", &"<redacted>")
+                .finish(),
+            Bind::Keytab(k) => k.fmt(f),
+        }
     }
 }
 

@@ -36,6 +36,7 @@ use listeners::{
 };
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    args.directory.name_keytab_for_kerberos()?;
     args.rd_gateway.name_keytab_for_kerberos()?;
     // Every file the broker makes (the store and its journal, the admin
     // token, certificates, backups) is its user's alone, as the packaged

@@ -13,7 +13,10 @@
 //!   the broker, the `ceiling` target of `rdp`;
 //! - `directory` ([`directory`]): a logon storm into a pool entitled to a
 //!   directory group, read from a real Samba AD domain controller, cold
-//!   and warm, against the same storm without a group.
+//!   and warm, against the same storm without a group;
+//! - `negotiate` ([`negotiate`]): one Windows sign-in's CPU at the gateway
+//!   (a Kerberos SPNEGO token accepted against a real Samba AD DC's keys)
+//!   against one connection ticket's check.
 //!
 //! They start a `deskbroker` binary (`serve`, `agent`) as children: by
 //! default the one beside this binary, as cargo builds them. What they
@@ -22,6 +25,7 @@
 
 mod ceiling;
 mod directory;
+mod negotiate;
 mod rdp;
 mod windows;
 
@@ -72,6 +76,14 @@ enum Command {
     /// the same storm without a group, then with the broker's group cache
     /// cold, then warm.
     Directory(directory::DirectoryArgs),
+    /// One Windows sign-in at the RD Gateway (rule AD2: a fresh Kerberos
+    /// SPNEGO token accepted with the gateway's keytab, from a real Samba
+    /// AD domain controller; needs root) against one connection ticket's
+    /// check (T3): CPU per operation and the ratio.
+    Negotiate(negotiate::NegotiateArgs),
+    /// `negotiate`'s measuring half, started by it with MIT's environment.
+    #[command(hide = true)]
+    NegotiateWorker(negotiate::WorkerArgs),
 }
 
 #[tokio::main]
@@ -103,6 +115,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         Command::CeilingServer(a) => ceiling::run(a).await,
         Command::RdpCeilingServer(a) => rdp::ceiling::run(a).await,
         Command::Directory(a) => directory::run(&deskbroker, a).await,
+        Command::Negotiate(a) => negotiate::run(a).await,
+        Command::NegotiateWorker(a) => negotiate::worker(a).await,
     }
 }
 

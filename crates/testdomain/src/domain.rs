@@ -70,6 +70,8 @@ pub const NETBIOS: &str = "DESKBROKER";
 pub const BASE_DN: &str = "DC=deskbroker,DC=test";
 /// Administrator's password (the DC is private to its test).
 const ADMIN_PASSWORD: &str = "Admin-Pass-4a7e1c";
+/// The DC's DNS name, in its LDAP service principal `ldap/<DC_HOST>`.
+const DC_HOST: &str = "dc.deskbroker.test";
 /// The ordinary account the broker binds as, made in the template.
 const BIND_USER: &str = "deskbroker-bind";
 const BIND_PASSWORD: &str = "Bind-Pass-93d5b0";
@@ -145,6 +147,15 @@ impl Domain {
                 "server services = ldap, kdc, winbindd\n",
             );
         }
+        // SASL (Kerberos) binds over TLS without a SASL security layer of
+        // their own, as Windows DCs and Samba from 4.20 take them; this
+        // Samba (4.17) would ask for signing on top of TLS. Simple binds
+        // still need TLS.
+        text = text.replacen(
+            "[global]\n",
+            "[global]\n\tldap server require strong auth = allow_sasl_over_tls\n",
+            1,
+        );
         std::fs::write(&conf, text).expect("write the DC's smb.conf");
 
         run(
@@ -289,22 +300,52 @@ impl Domain {
     /// `url` (its LDAPS or its StartTLS URL), keeping them `cache_seconds`.
     pub fn serve_flags(&self, url: &str, cache_seconds: u32) -> Vec<String> {
         let (bind_dn, password_file) = self.bind_account();
-        vec![
-            "--directory-url".into(),
-            url.into(),
-            "--directory-ca-file".into(),
-            self.ca_file().display().to_string(),
+        let bind = [
             "--directory-bind-dn".into(),
             bind_dn,
             "--directory-bind-password-file".into(),
             password_file.display().to_string(),
+        ];
+        self.directory_flags(url, cache_seconds, bind)
+    }
+
+    /// [`Domain::serve_flags`] binding with Kerberos as the bind account,
+    /// whose keys [`Domain::export_bind_keytab`] wrote to `keytab`, to the
+    /// DC's service principal `ldap/dc.deskbroker.test` (`url` names
+    /// 127.0.0.1). The broker needs `KRB5_CONFIG` from
+    /// [`Domain::krb5_conf`].
+    pub fn serve_flags_with_keytab(
+        &self,
+        url: &str,
+        cache_seconds: u32,
+        keytab: &Path,
+    ) -> Vec<String> {
+        let bind = [
+            "--directory-keytab".into(),
+            keytab.display().to_string(),
+            "--directory-service-host".into(),
+            DC_HOST.into(),
+        ];
+        self.directory_flags(url, cache_seconds, bind)
+    }
+
+    fn directory_flags(&self, url: &str, cache_seconds: u32, bind: [String; 4]) -> Vec<String> {
+        let mut flags: Vec<String> = vec![
+            "--directory-url".into(),
+            url.into(),
+            "--directory-ca-file".into(),
+            self.ca_file().display().to_string(),
+        ];
+        flags.extend(bind);
+        flags.extend([
             "--directory-base-dn".into(),
             self.base_dn().into(),
             "--directory-domain".into(),
             self.netbios().into(),
             "--directory-group-cache-seconds".into(),
             cache_seconds.to_string(),
-        ]
+        ]);
+        flags
     }
 
     /// Adds the user `name` (UPN `name@deskbroker.test`, in CN=Users). The
@@ -418,6 +459,31 @@ impl Domain {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .expect("chmod 600 the keytab");
+    }
+
+    /// Writes the bind account's keys (its client keytab, as an
+    /// administrator exports a service account's) to `path`, mode 0600;
+    /// answers its principal. Registers the DC's LDAP service principal
+    /// `ldap/dc.deskbroker.test` first (a Windows DC, or Samba's
+    /// `samba_spnupdate`, which this DC does not run, registers it
+    /// itself), so that a Kerberos bind finds it.
+    pub fn export_bind_keytab(&self, path: &Path) -> String {
+        self.tool(&["spn", "add", &format!("ldap/{DC_HOST}"), "DC$"]);
+        let principal = format!("{BIND_USER}@{REALM}");
+        let _ = std::fs::remove_file(path);
+        run(
+            Command::new("samba-tool")
+                .args(["domain", "exportkeytab"])
+                .arg(path)
+                .arg(format!("--principal={principal}"))
+                .arg("-s")
+                .arg(&self.conf),
+            "export the bind account's keytab",
+        );
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod 600 the keytab");
+        principal
     }
 
     /// Writes `dir/krb5.conf`, a client configuration for the realm whose

@@ -1,6 +1,7 @@
 //! The directory's LDAP: one connection over TLS (LDAPS, or StartTLS on an
-//! `ldap://` URL: never a plain bind), bound as the configured account,
-//! made again when it breaks; a user's entry found by name; their groups,
+//! `ldap://` URL: never a plain bind), bound as the configured account
+//! (with its password, or with Kerberos: `super::keytab`), made again when
+//! it breaks; a user's entry found by name; their groups,
 //! nested ones included.
 //!
 //! Nested groups are followed the way the server does best. Active
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use ldap3::adapters::{Adapter, EntriesOnly, PagedResults};
 use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, Scope, SearchEntry};
 
-use super::{DirectoryError, DirectorySettings, DirectoryUser, MAX_GROUPS};
+use super::{Bind, DirectoryError, DirectorySettings, DirectoryUser, MAX_GROUPS};
 
 /// The rule Active Directory follows `member` links with, to any depth.
 const IN_CHAIN: &str = "1.2.840.113556.1.4.1941";
@@ -141,8 +142,30 @@ impl Client {
         if settings.urls.is_empty() {
             return Err("the directory needs at least one URL".into());
         }
+        if let Bind::Keytab(k) = &settings.bind
+            && let Some(host) = &k.service_host
+            && (host.is_empty()
+                || host.len() > 253
+                || !host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-'))
+        {
+            return Err(format!(
+                "the directory's service host {host:?} is not a DNS name"
+            ));
+        }
         for url in &settings.urls {
-            check_url(url)?;
+            let host = check_url(url)?;
+            if let Bind::Keytab(k) = &settings.bind
+                && k.service_host.is_none()
+                && url_host_is_address(host)
+            {
+                return Err(format!(
+                    "directory URL {url:?} names an address: the Kerberos bind needs the \
+                     server's DNS name for its service principal ldap/<name> (give it with \
+                     --directory-service-host, or name the server by DNS in the URL)"
+                ));
+            }
         }
         let attribute = &settings.names.account_attribute;
         if !attribute.starts_with(|c: char| c.is_ascii_alphabetic())
@@ -272,10 +295,19 @@ impl Client {
                 tracing::debug!(error = %e, "directory connection ended");
             }
         });
-        ldap.simple_bind(&self.settings.bind_dn, &self.settings.bind_password)
-            .await
-            .and_then(|r| r.success())
-            .map_err(|e| format!("binding as {}: {e}", self.settings.bind_dn))?;
+        match &self.settings.bind {
+            Bind::Password { dn, password } => ldap
+                .simple_bind(dn, password)
+                .await
+                .and_then(|r| r.success())
+                .map(|_| ())
+                .map_err(|e| format!("binding as {dn}: {e}"))?,
+            Bind::Keytab(k) => {
+                let host = url_host(url);
+                let timeout = self.settings.query_timeout;
+                super::keytab::bind(&ldap, k, k.service_host_for(host), timeout).await?
+            }
+        }
         let search = match self.settings.group_search {
             GroupSearch::Auto if is_active_directory(&mut ldap).await? => GroupSearch::TokenGroups,
             GroupSearch::Auto => GroupSearch::Walk,
@@ -574,8 +606,25 @@ async fn is_active_directory(ldap: &mut Ldap) -> Result<bool, String> {
     }))
 }
 
-/// Refuses a URL the directory is not reached over TLS with.
-fn check_url(url: &str) -> Result<(), String> {
+/// The host of a URL [`check_url`] passed, without its port or brackets.
+fn url_host(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.trim_end_matches('/');
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or(v6);
+    }
+    authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+}
+
+/// Whether a URL's authority names an IP address rather than a DNS name.
+fn url_host_is_address(authority: &str) -> bool {
+    let host = url_host(authority);
+    host.parse::<std::net::IpAddr>().is_ok()
+}
+
+/// Refuses a URL the directory is not reached over TLS with; answers its
+/// authority (host and optional port).
+fn check_url(url: &str) -> Result<&str, String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(format!(
             "directory URL {url:?}: ldaps://host[:port] or ldap://host[:port]"
@@ -596,7 +645,7 @@ fn check_url(url: &str) -> Result<(), String> {
             "directory URL {url:?}: a host and an optional port, nothing else"
         ));
     }
-    Ok(())
+    Ok(host)
 }
 
 #[cfg(test)]
@@ -667,6 +716,17 @@ mod tests {
         ] {
             assert!(check_url(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_urls_host_is_read_without_its_port() {
+        assert_eq!(url_host("ldaps://dc1.contoso.com:636/"), "dc1.contoso.com");
+        assert_eq!(url_host("ldap://dc1.contoso.com"), "dc1.contoso.com");
+        assert_eq!(url_host("ldaps://[::1]:636"), "::1");
+        assert!(url_host_is_address("127.0.0.1:636"));
+        assert!(url_host_is_address("[::1]:636"));
+        assert!(url_host_is_address("10.0.0.1"));
+        assert!(!url_host_is_address("dc1.contoso.com:636"));
     }
 
     #[test]

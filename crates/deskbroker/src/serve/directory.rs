@@ -1,7 +1,7 @@
 //! The directory's flags of `serve` (rule AD1): where the organisation's
 //! directory is and how to read a user's groups from it. In the config
 //! file they sit in a `[directory]` table (`url`, `ca_file`, `bind_dn`,
-//! `bind_password_file`, `base_dn`, …).
+//! `bind_password_file` or `keytab`, `base_dn`, …).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,6 +50,33 @@ pub struct DirectoryFlags {
         value_name = "FILE"
     )]
     pub directory_bind_password_file: Option<PathBuf>,
+    /// Bind with Kerberos instead of a password: the client keytab of the
+    /// broker's service account (`samba-tool domain exportkeytab` or
+    /// `ktpass`); only this user may read it (mode 0600 or 0400), or serve
+    /// refuses it. The tickets it gets stay in this process's memory.
+    #[arg(
+        long = "directory-keytab",
+        env = "DESKBROKER_DIRECTORY_KEYTAB",
+        value_name = "FILE"
+    )]
+    pub directory_keytab: Option<PathBuf>,
+    /// With --directory-keytab: the keytab's principal to bind as
+    /// (`svc-deskbroker@EXAMPLE.COM`); default the keytab's first.
+    #[arg(
+        long = "directory-principal",
+        env = "DESKBROKER_DIRECTORY_PRINCIPAL",
+        value_name = "NAME"
+    )]
+    pub directory_principal: Option<String>,
+    /// With --directory-keytab: the DNS name in the LDAP servers' service
+    /// principal (`ldap/<name>`), for URLs that name an address; default
+    /// each URL's host.
+    #[arg(
+        long = "directory-service-host",
+        env = "DESKBROKER_DIRECTORY_SERVICE_HOST",
+        value_name = "DNS-NAME"
+    )]
+    pub directory_service_host: Option<String>,
     /// Where users and groups are searched (`DC=example,DC=com`).
     #[arg(
         long = "directory-base-dn",
@@ -138,17 +165,8 @@ impl DirectoryFlags {
                 .filter(|v| !v.trim().is_empty())
                 .with_context(|| format!("--directory-url needs {flag}"))
         };
-        let bind_dn = need(&self.directory_bind_dn, "--directory-bind-dn")?;
         let base_dn = need(&self.directory_base_dn, "--directory-base-dn")?;
-        let password_file = self
-            .directory_bind_password_file
-            .as_deref()
-            .context("--directory-url needs --directory-bind-password-file")?;
-        let bind_password = crate::secret_file::read(
-            password_file,
-            "--directory-bind-password-file",
-            "the directory bind account's password",
-        )?;
+        let bind = self.bind()?;
         let trust = match &self.directory_ca_file {
             Some(path) => api::Trust::ca_file(path)?,
             None => api::Trust::system(),
@@ -156,8 +174,7 @@ impl DirectoryFlags {
         let settings = broker::directory::DirectorySettings {
             urls: self.directory_url.clone(),
             trust,
-            bind_dn,
-            bind_password,
+            bind,
             base_dn,
             names: broker::directory::NameMap {
                 domains: self
@@ -175,5 +192,103 @@ impl DirectoryFlags {
         };
         let directory = broker::directory::Directory::new(settings).map_err(anyhow::Error::msg)?;
         Ok(Some(Arc::new(directory)))
+    }
+
+    /// Whom the broker binds as: exactly one of a password file (with its
+    /// bind DN) and a keytab (with its optional principal and service
+    /// host), the file's mode checked.
+    fn bind(&self) -> anyhow::Result<broker::directory::Bind> {
+        match (&self.directory_bind_password_file, &self.directory_keytab) {
+            (Some(_), Some(_)) => anyhow::bail!(
+                "--directory-bind-password-file and --directory-keytab: give one (a password, \
+                 or Kerberos with a keytab), not both"
+            ),
+            (None, None) => anyhow::bail!(
+                "--directory-url needs --directory-bind-password-file (with \
+                 --directory-bind-dn) or --directory-keytab"
+            ),
+            (Some(password_file), None) => {
+                for (set, flag) in [
+                    (self.directory_principal.is_some(), "--directory-principal"),
+                    (
+                        self.directory_service_host.is_some(),
+                        "--directory-service-host",
+                    ),
+                ] {
+                    anyhow::ensure!(!set, "{flag} goes with --directory-keytab");
+                }
+                let dn = self
+                    .directory_bind_dn
+                    .clone()
+                    .filter(|v| !v.trim().is_empty())
+                    .context("--directory-bind-password-file needs --directory-bind-dn")?;
+                let password = crate::secret_file::read(
+                    password_file,
+                    "--directory-bind-password-file",
+                    "the directory bind account's password",
+                )?;
+                Ok(broker::directory::Bind::Password { dn, password })
+            }
+            (None, Some(keytab)) => {
+                anyhow::ensure!(
+                    self.directory_bind_dn.is_none(),
+                    "--directory-bind-dn goes with --directory-bind-password-file; with \
+                     --directory-keytab the account is the keytab's principal \
+                     (--directory-principal)"
+                );
+                agent::config::check_secret_file(
+                    keytab,
+                    "--directory-keytab",
+                    "the directory service account's Kerberos keys",
+                )?;
+                let nonempty = |v: &Option<String>, flag: &str| match v {
+                    Some(v) if v.trim().is_empty() => anyhow::bail!("{flag} is empty"),
+                    v => Ok(v.as_ref().map(|v| v.trim().to_string())),
+                };
+                Ok(broker::directory::Bind::Keytab(
+                    broker::directory::KeytabBind {
+                        keytab: std::path::absolute(keytab)?,
+                        principal: nonempty(&self.directory_principal, "--directory-principal")?,
+                        service_host: nonempty(
+                            &self.directory_service_host,
+                            "--directory-service-host",
+                        )?
+                        .map(|h| h.to_ascii_lowercase()),
+                    },
+                ))
+            }
+        }
+    }
+
+    /// MIT Kerberos takes the client keytab and the credential cache from
+    /// the process's environment, and this workspace does not change its
+    /// own environment while it runs: with `--directory-keytab` and an
+    /// environment that does not name it (and the broker's memory cache)
+    /// yet, the process starts itself again, the same arguments, with them
+    /// named. Returns only when no start was needed (or the new start
+    /// failed: the error).
+    pub(super) fn name_keytab_for_kerberos(&self) -> anyhow::Result<()> {
+        use std::os::unix::process::CommandExt;
+        let Some(keytab) = &self.directory_keytab else {
+            return Ok(());
+        };
+        if self.directory_url.is_empty() {
+            return Ok(());
+        }
+        let wanted = broker::directory::environment(&std::path::absolute(keytab)?);
+        if wanted
+            .iter()
+            .all(|(var, value)| std::env::var_os(var).as_ref() == Some(value))
+        {
+            return Ok(());
+        }
+        let exe = std::env::current_exe()?;
+        let err = std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .envs(wanted)
+            .exec();
+        Err(anyhow::anyhow!(
+            "starting again with the directory's Kerberos environment: {err}"
+        ))
     }
 }

@@ -4,7 +4,8 @@
 //! included; they decide entitlements at the front door and the API; a
 //! caller's claimed groups no longer count; a change in the directory
 //! shows within the cache's bound; a directory that cannot be reached
-//! refuses decisions by group and ends no session.
+//! refuses decisions by group and ends no session; the broker binds with a
+//! password or with Kerberos (a keytab).
 
 use serde_json::{Value, json};
 
@@ -187,6 +188,55 @@ async fn a_nested_group_entitles_at_the_front_door_and_the_api_and_claims_do_not
     assert_eq!(walked, groups);
 }
 
+/// A broker binding with Kerberos (the bind account's keytab, the DC's
+/// KDC through its forwarder) reads the same nested groups; a principal
+/// the keytab does not hold binds nobody.
+#[tokio::test]
+async fn a_keytab_bind_reads_nested_groups() {
+    let dc = domain();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let krb5_conf = dc.krb5_conf(dir.path());
+    let keytab = dir.path().join("directory.keytab");
+    let principal = dc.export_bind_keytab(&keytab);
+    let spawn = |data: &str, url: &str, principal: Option<&str>| {
+        let mut flags = dc.serve_flags_with_keytab(url, 300, &keytab);
+        if let Some(p) = principal {
+            flags.extend(["--directory-principal".to_string(), p.to_string()]);
+        }
+        let mut command = std::process::Command::new(crate::support::exe());
+        command
+            .env("DESKBROKER_ADMIN_TOKEN", TOKEN)
+            .env("KRB5_CONFIG", &krb5_conf);
+        App::spawn_command(
+            command,
+            &dir.path().join(data),
+            "127.0.0.1:0",
+            &strs(&flags),
+        )
+        .0
+    };
+    // The keytab's first principal, over LDAPS.
+    let app = spawn("first", &dc.ldaps_url(), None);
+    let alice = app.ok("GET", "/api/v1/users/alice", None, 200).await;
+    let groups = groups_of(&alice);
+    for g in ["Domain Users", "RDS-Users", "Sales"] {
+        assert!(groups.iter().any(|x| x == g), "{g} not in {groups:?}");
+    }
+    // Named, over StartTLS.
+    let named = spawn("named", &dc.ldap_url(), Some(&principal));
+    let carol = named.ok("GET", "/api/v1/users/carol", None, 200).await;
+    assert!(
+        groups_of(&carol).iter().any(|g| g == "RDS-Users"),
+        "{carol}"
+    );
+    // Another principal: no bind, so no groups, and the refusal says why.
+    let other = spawn("other", &dc.ldaps_url(), Some("alice@DESKBROKER.TEST"));
+    let (status, body) = other.call("GET", "/api/v1/users/alice", None).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "DirectoryUnavailable", "{body}");
+    assert!(body.to_string().contains("Kerberos"), "{body}");
+}
+
 #[tokio::test]
 async fn a_user_taken_out_of_a_group_is_refused_within_the_cache_bound() {
     let dc = domain();
@@ -278,7 +328,8 @@ async fn a_directory_that_cannot_be_reached_refuses_decisions_by_group_and_ends_
 }
 
 /// What serve refuses to start with: a directory it would reach without
-/// TLS, a bind password others may read, missing settings.
+/// TLS, a bind password or keytab others may read, both or neither,
+/// missing settings.
 #[cfg(unix)]
 #[test]
 fn serve_refuses_a_directory_it_cannot_bind_to_safely() {
@@ -322,8 +373,42 @@ fn serve_refuses_a_directory_it_cannot_bind_to_safely() {
         err.contains("has mode 644") && err.contains("--directory-bind-password-file"),
         "{err}"
     );
-    // The same settings from the config file's [directory] table.
     std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // A keytab: alone, readable by its owner only; never beside a password.
+    let keytab = dir.path().join("directory.keytab");
+    write_secret(&keytab, "keys");
+    std::fs::set_permissions(&keytab, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let mut both = base("ldaps://dc1.example.com");
+    both.extend(["--directory-keytab".into(), keytab.display().to_string()]);
+    let refused =
+        |args: &[String]| crate::config::refused(&strs(args), &[("DESKBROKER_ADMIN_TOKEN", TOKEN)]);
+    let err = refused(&both);
+    assert!(err.contains("give one"), "{err}");
+    let by_keytab: Vec<String> = both
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !(5..=8).contains(i))
+        .map(|(_, a)| a.clone())
+        .collect();
+    let err = refused(&by_keytab);
+    assert!(
+        err.contains("has mode 640") && err.contains("--directory-keytab"),
+        "{err}"
+    );
+    let mut no_bind = by_keytab.clone();
+    no_bind.truncate(no_bind.len() - 2);
+    let err = refused(&no_bind);
+    assert!(err.contains("--directory-keytab"), "{err}");
+    // An address names no service principal: the DNS name is asked for.
+    std::fs::set_permissions(&keytab, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let mut by_address = by_keytab.clone();
+    by_address[4] = "ldaps://10.0.0.1".into();
+    let err = refused(&by_address);
+    assert!(err.contains("names an address"), "{err}");
+    by_address.extend(["--directory-service-host".into(), "dc1/x@EVIL".into()]);
+    let err = refused(&by_address);
+    assert!(err.contains("is not a DNS name"), "{err}");
+    // The same settings from the config file's [directory] table.
     let config = dir.path().join("deskbroker.toml");
     std::fs::write(
         &config,
@@ -347,4 +432,25 @@ fn serve_refuses_a_directory_it_cannot_bind_to_safely() {
         err.contains("\"ftp://dc2\"") && err.contains("only ldaps://"),
         "{err}"
     );
+    // The keytab's settings sit in the same table.
+    std::fs::write(
+        &config,
+        format!(
+            "[directory]\nurl = [\"ldaps://10.0.0.1\"]\nkeytab = \"{}\"\n\
+             service_host = \"dc1 x\"\nbase_dn = \"DC=x\"\n",
+            keytab.display()
+        ),
+    )
+    .expect("config");
+    let err = crate::config::refused(
+        &[
+            "serve",
+            "--data-dir",
+            data,
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+        &[("DESKBROKER_ADMIN_TOKEN", TOKEN)],
+    );
+    assert!(err.contains("\"dc1 x\" is not a DNS name"), "{err}");
 }

@@ -4,6 +4,7 @@
 
 mod directory;
 mod http_script;
+mod negotiate;
 mod rdp;
 
 use std::path::{Path, PathBuf};
