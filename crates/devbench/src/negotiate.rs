@@ -119,8 +119,11 @@ pub async fn run(args: NegotiateArgs) -> anyhow::Result<()> {
 pub async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let sign_in = std::sync::Arc::new(
         gateway::windows_sign_in::WindowsSignIn::new(gateway::windows_sign_in::SignInSettings {
-            keytab: args.keytab.clone(),
-            service_host: GATEWAY.into(),
+            kerberos: Some(gateway::windows_sign_in::KerberosSettings {
+                keytab: args.keytab.clone(),
+                service_host: GATEWAY.into(),
+            }),
+            ntlm: None,
         })
         .map_err(anyhow::Error::msg)?,
     );
