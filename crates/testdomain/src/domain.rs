@@ -47,15 +47,15 @@
 
 use std::fs::File;
 use std::io::Write as _;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::{PATIENCE, eventually_blocking, free_port, require, write_secret};
+use crate::forward::{Connector, Forward};
+use crate::{PATIENCE, eventually_blocking, require, write_secret};
 
 /// The version of the template's recipe, part of its directory's name:
 /// change it whenever the provisioning below changes, so that a build with
@@ -82,9 +82,6 @@ const NETNS_PREFIX: &str = "deskbroker-dc-";
 /// How long provisioning the template may take (a loaded machine), and how
 /// long a test waits for another test's provisioning.
 const PROVISIONING: Duration = Duration::from_secs(180);
-
-/// Live connections a forwarder relays at once; more are refused.
-const MAX_CONNECTIONS: usize = 64;
 
 /// A Samba AD domain controller of the test's own; see the module's
 /// documentation.
@@ -878,162 +875,4 @@ fn output_within(cmd: &mut Command, input: &str, limit: Duration) -> Result<Stri
             Err(format!("still running after {limit:?}\n{stdout}{stderr}"))
         }
     }
-}
-
-/// A thread that entered the DC's network namespace and opens TCP
-/// connections there, to the namespace's 127.0.0.1, for the forwarders
-/// (a socket stays in the namespace it was made in, whichever thread then
-/// uses it). It ends when the last forwarder is dropped.
-#[derive(Clone)]
-struct Connector {
-    requests: mpsc::Sender<(u16, mpsc::Sender<std::io::Result<TcpStream>>)>,
-}
-
-impl Connector {
-    fn enter(netns: &str) -> Connector {
-        let ns = File::open(format!("/run/netns/{netns}")).expect("open the DC's namespace");
-        let (requests, incoming) =
-            mpsc::channel::<(u16, mpsc::Sender<std::io::Result<TcpStream>>)>();
-        let (entered, entered_rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let joined = nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET);
-            let _ = entered.send(joined.map_err(|e| e.to_string()));
-            if joined.is_err() {
-                return;
-            }
-            for (port, reply) in incoming {
-                let stream =
-                    TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), PATIENCE);
-                let _ = reply.send(stream);
-            }
-        });
-        entered_rx
-            .recv_timeout(PATIENCE)
-            .expect("the connector thread answers")
-            .expect("enter the DC's network namespace (as root)");
-        Connector { requests }
-    }
-
-    fn connect(&self, port: u16) -> std::io::Result<TcpStream> {
-        let (reply, answer) = mpsc::channel();
-        self.requests
-            .send((port, reply))
-            .map_err(|_| std::io::Error::other("the connector thread is gone"))?;
-        answer
-            .recv_timeout(PATIENCE + PATIENCE)
-            .map_err(|_| std::io::Error::other("the connector thread did not answer"))?
-    }
-}
-
-/// A forwarder from 127.0.0.1:`port` in the main namespace to the DC's
-/// `target` port, which can be stopped and started again on the same port.
-struct Forward {
-    port: u16,
-    target: u16,
-    connector: Connector,
-    live: Option<Listening>,
-}
-
-struct Listening {
-    stop: Arc<AtomicBool>,
-    connections: Arc<Mutex<Vec<(u64, TcpStream)>>>,
-    accept: std::thread::JoinHandle<()>,
-}
-
-impl Forward {
-    fn start(connector: Connector, target: u16) -> Forward {
-        let mut forward = Forward {
-            port: free_port(),
-            target,
-            connector,
-            live: None,
-        };
-        forward.listen();
-        forward
-    }
-
-    /// Listens on the forwarder's port (again).
-    fn listen(&mut self) {
-        if self.live.is_some() {
-            return;
-        }
-        let port = self.port;
-        let listener = eventually_blocking(PATIENCE, || TcpListener::bind(("127.0.0.1", port)))
-            .unwrap_or_else(|e| panic!("listen on 127.0.0.1:{port} for the DC: {e}"));
-        let stop = Arc::new(AtomicBool::new(false));
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, connections2, connector, target) = (
-            stop.clone(),
-            connections.clone(),
-            self.connector.clone(),
-            self.target,
-        );
-        let accept = std::thread::spawn(move || {
-            let next = AtomicU64::new(0);
-            for inbound in listener.incoming() {
-                if stop2.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(inbound) = inbound else { continue };
-                // Both ends of each relayed connection are listed.
-                if connections2.lock().unwrap().len() >= 2 * MAX_CONNECTIONS {
-                    continue; // dropped: refused
-                }
-                let Ok(outbound) = connector.connect(target) else {
-                    continue;
-                };
-                let id = next.fetch_add(1, Ordering::SeqCst);
-                relay(id, inbound, outbound, &connections2);
-            }
-        });
-        self.live = Some(Listening {
-            stop,
-            connections,
-            accept,
-        });
-    }
-
-    /// Stops listening and closes every relayed connection.
-    fn stop(&mut self) {
-        let Some(live) = self.live.take() else { return };
-        live.stop.store(true, Ordering::SeqCst);
-        // Wakes the accept loop, which then sees `stop` and drops the
-        // listener.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        let _ = live.accept.join();
-        for (_, stream) in live.connections.lock().unwrap().drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-    }
-}
-
-/// Copies both ways between `inbound` and `outbound` on two threads,
-/// listed in `connections` (both ends, to be shut down by a stop) until
-/// either side closes.
-fn relay(
-    id: u64,
-    inbound: TcpStream,
-    outbound: TcpStream,
-    connections: &Arc<Mutex<Vec<(u64, TcpStream)>>>,
-) {
-    let (Ok(in2), Ok(out2), Ok(in3), Ok(out3)) = (
-        inbound.try_clone(),
-        outbound.try_clone(),
-        inbound.try_clone(),
-        outbound.try_clone(),
-    ) else {
-        return;
-    };
-    connections.lock().unwrap().extend([(id, in3), (id, out3)]);
-    let pump =
-        |mut from: TcpStream, mut to: TcpStream, connections: Arc<Mutex<Vec<(u64, TcpStream)>>>| {
-            move || {
-                let _ = std::io::copy(&mut from, &mut to);
-                let _ = to.shutdown(Shutdown::Both);
-                let _ = from.shutdown(Shutdown::Both);
-                connections.lock().unwrap().retain(|(i, _)| *i != id);
-            }
-        };
-    std::thread::spawn(pump(inbound, out2, connections.clone()));
-    std::thread::spawn(pump(outbound, in2, connections.clone()));
 }

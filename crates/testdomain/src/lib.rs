@@ -8,6 +8,7 @@
 //! `deskbroker-devbench directory` use it.
 
 pub mod domain;
+mod forward;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -246,7 +246,7 @@ impl fmt::Display for RdpProperty {
 }
 
 /// Why a list of RDP properties was refused: every bad entry, each with
-/// its reason (at most [`MAX_PROBLEMS_LISTED`], then how many more).
+/// its reason (at most 16, then how many more).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RdpPropertiesError {
     problems: Vec<String>,
