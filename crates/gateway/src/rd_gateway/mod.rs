@@ -67,16 +67,18 @@
 //! it, and a reconnect to a session live elsewhere is relayed, its state
 //! left alone.
 //!
-//! Windows sign-in (rule AD2, `crate::windows_sign_in`), on a gateway
-//! with a keytab: before its upgrade (or its 200), a tunnel's
-//! `RDG_OUT_DATA` that is not a ticket client's (`RDG-Auth-Scheme: PAA`)
-//! must carry `Authorization: Negotiate` with a Kerberos ticket for the
-//! gateway, or is answered 401 `WWW-Authenticate: Negotiate`; a refused
-//! one 401, a source or user over its failures 429. The signed-in tunnel
-//! needs no access token; its channel opens only a pool whose
-//! `gatewaySignIn` is `TicketOrWindows`, and the broker places the user
-//! by the pool's entitlements and the directory's groups. The sign-in is
-//! within the setup timeout.
+//! Windows sign-in (rule AD2, `crate::windows_sign_in`, `sign_in.rs`), on
+//! a gateway with a keytab or NTLM domains: before its upgrade (or its
+//! 200), a tunnel's `RDG_OUT_DATA` that is not a ticket client's
+//! (`RDG-Auth-Scheme: PAA`) must sign in, with Kerberos (`Negotiate`) or
+//! NTLM (two legs on the one connection), or is answered 401 with the
+//! schemes taken; a refused one 401, a source or user over its failures
+//! 429. A legacy `RDG_IN_DATA` may sign in too, and pairs only with an
+//! `RDG_OUT_DATA` of the same user. The signed-in tunnel needs no access
+//! token; its channel opens only a pool whose `gatewaySignIn` is
+//! `TicketOrWindows`, and the broker places the user by the pool's
+//! entitlements and the directory's groups. The sign-in is within the
+//! setup timeout.
 //!
 //! The modules, one job each: `head` (what a request head asks of the
 //! gateway, and the legacy chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
