@@ -83,7 +83,8 @@
 //! The modules, one job each: `head` (what a request head asks of the
 //! gateway, and the legacy chunked body), `link` (WebSocket or paired legacy channels), `tunnel`
 //! (MS-TSGU setup, placement through the door path shared with the front
-//! door, the session's states), `relay` (the channel's data).
+//! door, the session's states), `relay` (the channel's data), `sign_in`
+//! (a request's Windows sign-in).
 
 mod head;
 mod link;
