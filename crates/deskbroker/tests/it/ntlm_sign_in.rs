@@ -294,31 +294,12 @@ async fn ntlm_inside_spnego_signs_in_beside_kerberos_on_one_gateway() {
 /// gateway would say, and only from a gateway (or the admin).
 #[tokio::test]
 async fn a_standalone_gateway_writes_refused_sign_ins_to_the_brokers_audit_log() {
-    use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().expect("tempdir");
     let (app, _) = App::spawn_with(&dir.path().join("data"), "127.0.0.1:0", &[]);
     let token = credential(&app, "rd-gateway-1", "gateway", &[]).await;
     let tls = TlsFiles::make(&require("openssl", "openssl"), dir.path());
-    let mut child = Command::new(exe())
-        .args(["gateway", "--broker", &app.url, "--token", &token])
-        .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
-        .arg(&tls.certificate)
-        .arg("--gateway-tls-key")
-        .arg(&tls.key)
-        .args(["--gateway-ntlm-domain", "DESKBROKER=deskbroker.test"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start deskbroker gateway");
-    let started = crate::ready_line(&mut child, crate::SERVE_START);
-    let _gateway_process = Killed(child);
-    let gateway = started
-        .expect("deskbroker gateway starts")
-        .0
-        .gateway_addr()
-        .to_string();
+    let extra = ["--gateway-ntlm-domain", "DESKBROKER=deskbroker.test"];
+    let (_gateway_process, gateway) = standalone_gateway(&app.url, &token, &tls, &extra);
 
     // An NTLM answer where its first message belongs: refused before any
     // helper or domain is asked.

@@ -15,8 +15,8 @@ use serde_json::json;
 use std::process::{Command, Stdio};
 
 use crate::{
-    App, Client, Display, Killed, PATIENCE, TlsFiles, Xrdp, eventually, exe, gave_up, metrics_when,
-    require, session_of, wait_session, wait_tls,
+    App, Client, Display, PATIENCE, TlsFiles, Xrdp, eventually, exe, gave_up, metrics_when,
+    require, session_of, standalone_gateway, wait_session, wait_tls,
 };
 
 /// Pool `farm` (DepthFirst, reachable through the doors) with one host, h1
@@ -321,25 +321,7 @@ async fn xfreerdp_through_a_standalone_rd_gateway_reaches_the_chosen_host() {
     let tls_dir = dir.path().join("gateway-tls");
     std::fs::create_dir_all(&tls_dir).expect("tls dir");
     let tls = TlsFiles::make(&openssl, &tls_dir);
-    let mut child = Command::new(exe())
-        .args(["gateway", "--broker", &app.url, "--token", &token])
-        .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
-        .arg(&tls.certificate)
-        .arg("--gateway-tls-key")
-        .arg(&tls.key)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start deskbroker gateway");
-    let started = crate::ready_line(&mut child, crate::SERVE_START);
-    let _gateway_process = Killed(child);
-    let gateway = started
-        .expect("deskbroker gateway starts")
-        .0
-        .gateway_addr()
-        .to_string();
+    let (_gateway_process, gateway) = standalone_gateway(&app.url, &token, &tls, &[]);
 
     alice_reaches_h1(
         &app,

@@ -527,25 +527,7 @@ async fn a_standalone_gateway_serves_the_browser_too() {
     let tls_dir = dir.path().join("gateway-tls");
     std::fs::create_dir_all(&tls_dir).expect("tls dir");
     let tls = crate::TlsFiles::make(&openssl, &tls_dir);
-    let mut child = std::process::Command::new(crate::exe())
-        .args(["gateway", "--broker", &app.url, "--token", &token])
-        .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
-        .arg(&tls.certificate)
-        .arg("--gateway-tls-key")
-        .arg(&tls.key)
-        .env("RUST_LOG", "warn")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start deskbroker gateway");
-    let started = crate::ready_line(&mut child, crate::SERVE_START);
-    let _gateway_process = crate::Killed(child);
-    let gateway = started
-        .expect("deskbroker gateway starts")
-        .0
-        .gateway_addr()
-        .to_string();
+    let (_gateway_process, gateway) = crate::standalone_gateway(&app.url, &token, &tls, &[]);
 
     let first = ticket(&app, "farm", "alice").await;
     let (mut connector, mut ws, answer) = start(&gateway, "alice", "h1", &first).await;

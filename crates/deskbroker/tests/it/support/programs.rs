@@ -304,3 +304,36 @@ pub fn xrdp_ini(port: u16, log: &Path, tls: &TlsFiles) -> String {
         key = tls.key.display(),
     )
 }
+
+/// Starts `deskbroker gateway` (a stand-alone RD Gateway) against the
+/// broker at `broker` with the credential `token`, its HTTPS listener on a
+/// free loopback port with the certificate `tls`, and `extra` flags:
+/// the process (killed when dropped) and the listener's `host:port`.
+pub fn standalone_gateway(
+    broker: &str,
+    token: &str,
+    tls: &TlsFiles,
+    extra: &[&str],
+) -> (Killed, String) {
+    let mut child = Command::new(crate::exe())
+        .args(["gateway", "--broker", broker, "--token", token])
+        .args(["--gateway-listen", "127.0.0.1:0", "--gateway-tls-cert"])
+        .arg(&tls.certificate)
+        .arg("--gateway-tls-key")
+        .arg(&tls.key)
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start deskbroker gateway");
+    let started = crate::ready_line(&mut child, crate::SERVE_START);
+    let process = Killed(child);
+    let gateway = started
+        .expect("deskbroker gateway starts")
+        .0
+        .gateway_addr()
+        .to_string();
+    (process, gateway)
+}
