@@ -80,7 +80,8 @@ pub(super) async fn sign_in<P: Placer>(
         return match second {
             Ok((signed_in, head, rest)) => signed(signed_in, head, rest, source, report),
             Err(Failed::Sign(e, claimed)) => {
-                Err(refused(sign_in, placer, e, claimed, stream, source, report).await)
+                let failed = (e, claimed, true);
+                Err(refused(sign_in, placer, failed, stream, source, report).await)
             }
             Err(Failed::Head(e)) => {
                 answer_status(stream, "400 Bad Request").await;
@@ -98,7 +99,10 @@ pub(super) async fn sign_in<P: Placer>(
     };
     match signed_in {
         Ok(signed_in) => signed(signed_in, head, rest, source, report),
-        Err(e) => Err(refused(sign_in, placer, e, None, stream, source, report).await),
+        Err(e) => {
+            let failed = (e, None, false);
+            Err(refused(sign_in, placer, failed, stream, source, report).await)
+        }
     }
 }
 
@@ -186,12 +190,12 @@ async fn ntlm_handshake(
     }
 }
 
-/// Answers a failed sign-in, audits a refusal, and says the outcome.
+/// Answers a failed sign-in (its error, the user it claimed, and whether
+/// it was NTLM), audits a refusal, and says the outcome.
 async fn refused<P: Placer>(
     sign_in: &WindowsSignIn,
     placer: &P,
-    e: SignInError,
-    claimed: Option<String>,
+    (e, claimed, ntlm): (SignInError, Option<String>, bool),
     stream: &mut BoxIo,
     source: &SourceGuard,
     report: &mut Report,
@@ -202,7 +206,7 @@ async fn refused<P: Placer>(
             answer_status(stream, &challenge(sign_in)).await;
             report.detail = Some(format!("Windows sign-in refused: {e}"));
             placer
-                .sign_in_refused(source.key(), claimed.as_deref(), reason(&e))
+                .sign_in_refused(source.key(), claimed.as_deref(), reason(&e, ntlm))
                 .await;
             Outcome::SignInRefused
         }
@@ -237,17 +241,19 @@ fn challenge(sign_in: &WindowsSignIn) -> String {
 }
 
 /// The audit log's reason for a refused sign-in (`refusal`): its kind,
-/// not its details.
-fn reason(e: &SignInError) -> &'static str {
-    match e {
-        SignInError::Refused(why) if why.contains("is for") => refusal::FOREIGN_TICKET,
-        SignInError::Refused(why) if why.contains("base64") || why.contains("too long") => {
-            refusal::MALFORMED_TOKEN
-        }
-        SignInError::Refused(why) if why.contains("NTLM") || why.contains("domain") => {
-            refusal::NTLM_REFUSED
-        }
-        _ => refusal::KERBEROS_REFUSED,
+/// not its details. `ntlm`: the sign-in was NTLM (else Kerberos).
+fn reason(e: &SignInError, ntlm: bool) -> &'static str {
+    let SignInError::Refused(why) = e else {
+        return refusal::MALFORMED_TOKEN;
+    };
+    if why.contains("not base64") || why.contains("too long") {
+        refusal::MALFORMED_TOKEN
+    } else if ntlm {
+        refusal::NTLM_REFUSED
+    } else if why.contains("is for") {
+        refusal::FOREIGN_TICKET
+    } else {
+        refusal::KERBEROS_REFUSED
     }
 }
 
@@ -262,4 +268,30 @@ pub(super) fn with_reply(mut response: String, reply: Option<&str>) -> String {
         response.push_str(&format!("WWW-Authenticate: Negotiate {reply}\r\n\r\n"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_audited_by_its_kind() {
+        let refused = |why: &str| SignInError::Refused(why.into());
+        let ntlm_type = refused("an NTLM message of type 3 where type 1 belongs");
+        assert_eq!(reason(&ntlm_type, true), refusal::NTLM_REFUSED);
+        let domain = refused("the domain refused the NTLM sign-in: NA NT_STATUS_LOGON_FAILURE");
+        assert_eq!(reason(&domain, true), refusal::NTLM_REFUSED);
+        let foreign = refused("the ticket is for HTTP/other@X, not for HTTP/gw");
+        assert_eq!(reason(&foreign, false), refusal::FOREIGN_TICKET);
+        let garbage = refused("the Negotiate token is not base64");
+        assert_eq!(reason(&garbage, false), refusal::MALFORMED_TOKEN);
+        assert_eq!(reason(&garbage, true), refusal::MALFORMED_TOKEN);
+        let replay = refused("the Kerberos ticket was refused: a replay");
+        assert_eq!(reason(&replay, false), refusal::KERBEROS_REFUSED);
+        for kind in [ntlm_type, domain, foreign, garbage, replay] {
+            for ntlm in [true, false] {
+                assert!(refusal::ALL.contains(&reason(&kind, ntlm)));
+            }
+        }
+    }
 }
