@@ -14,7 +14,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::directory::{directory_flags, people};
 use crate::support::domain::Domain;
-use crate::windows_sign_in::{GATEWAY_NAME, negotiate, out_request, pool, services, upgraded};
+use crate::windows_sign_in::{
+    GATEWAY_NAME, Tls, negotiate, out_request, pool, read_head, services, upgraded, websocket_head,
+};
 use crate::*;
 
 /// `serve`'s flags for NTLM sign-in through `dc`'s winbind.
@@ -213,28 +215,51 @@ impl Drop for SpnegoClient {
     }
 }
 
-/// Both legs of a SPNEGO-wrapped NTLM sign-in on one connection to
-/// `gateway`, as `user` with `password`: the gateway's last answer, and
-/// the tunnel when it opened.
+/// Both legs of `client`'s SPNEGO-wrapped NTLM sign-in on `tls`, each
+/// `head` (a request head's lines, each ending in CR LF, without its
+/// empty line) with the leg's `Authorization`: the last answer's head.
+async fn spnego_legs(client: &mut SpnegoClient, tls: &mut Tls, head: &str) -> String {
+    let first = client.ask("YR").await;
+    let request = |token: &str| format!("{head}{}\r\n", negotiate(token));
+    tls.write_all(request(&first).as_bytes())
+        .await
+        .expect("first leg");
+    let answer = read_head(tls).await;
+    assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
+    let challenge = answer
+        .lines()
+        .find_map(|l| l.strip_prefix("WWW-Authenticate: Negotiate "))
+        .unwrap_or_else(|| panic!("no Negotiate challenge in {answer}"))
+        .to_string();
+    let second = client.ask(&format!("TT {challenge}")).await;
+    tls.write_all(request(&second).as_bytes())
+        .await
+        .expect("second leg");
+    read_head(tls).await
+}
+
+/// The head of `method` (`RDG_OUT_DATA`, `RDG_IN_DATA`) of the legacy
+/// transport for the connection id `id`, with `headers`.
+fn legacy_head(method: &str, id: u64, headers: &str) -> String {
+    format!(
+        "{method} /remoteDesktopGateway/ HTTP/1.1\r\nHost: {GATEWAY_NAME}\r\n\
+         RDG-Connection-Id: {{ad2-{id}}}\r\n{headers}"
+    )
+}
+
+/// A SPNEGO-wrapped NTLM sign-in on a WebSocket tunnel to `gateway`, as
+/// `user` with `password`: the gateway's last answer, and the tunnel when
+/// it opened.
 async fn spnego_sign_in(
     dc: &Domain,
     gateway: &str,
     user: &str,
     password: &str,
 ) -> (String, Option<crate::windows_sign_in::Tunnel>) {
-    let mut client = SpnegoClient::start(dc, user, password).await;
-    let first = client.ask("YR").await;
     let mut tls = crate::support::web::tls(gateway).await.expect("TLS");
-    let id = 7_000 + u64::from(free_port());
-    let answer = out_request(&mut tls, id, &negotiate(&first)).await;
-    let challenge = answer
-        .lines()
-        .find_map(|l| l.strip_prefix("WWW-Authenticate: Negotiate "))
-        .unwrap_or_else(|| panic!("no Negotiate challenge in {answer}"))
-        .to_string();
-    assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
-    let second = client.ask(&format!("TT {challenge}")).await;
-    let answer = out_request(&mut tls, id, &negotiate(&second)).await;
+    let mut client = SpnegoClient::start(dc, user, password).await;
+    let head = websocket_head(7_000 + u64::from(free_port()), "");
+    let answer = spnego_legs(&mut client, &mut tls, &head).await;
     upgraded(answer, tls).await
 }
 
@@ -286,6 +311,48 @@ async fn ntlm_inside_spnego_signs_in_beside_kerberos_on_one_gateway() {
     assert_eq!(
         session_of(&app, "farm", "carol@deskbroker.test").await,
         None
+    );
+
+    // A legacy tunnel's OUT channel signed in as alice waits for its IN
+    // channel; another user who learns its connection id, signed in as
+    // herself, cannot be its IN channel, and nor can a client that signs
+    // in as no one: their packets would be alice's.
+    let id = 9_000 + u64::from(free_port());
+    let mut out = crate::support::web::tls(&gateway).await.expect("TLS");
+    let mut alice = SpnegoClient::start(&dc, "alice", PASSWORD).await;
+    let answer = spnego_legs(&mut alice, &mut out, &legacy_head("RDG_OUT_DATA", id, "")).await;
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    let chunked = "Transfer-Encoding: chunked\r\n";
+    let mut carol = SpnegoClient::start(&dc, "carol", PASSWORD).await;
+    let mut tls = crate::support::web::tls(&gateway).await.expect("TLS");
+    let first = carol.ask("YR").await;
+    let first_leg = legacy_head("RDG_IN_DATA", id, "Content-Length: 0\r\n");
+    let request = format!("{first_leg}{}\r\n", negotiate(&first));
+    tls.write_all(request.as_bytes()).await.expect("first leg");
+    let answer = read_head(&mut tls).await;
+    let challenge = answer
+        .lines()
+        .find_map(|l| l.strip_prefix("WWW-Authenticate: Negotiate "))
+        .unwrap_or_else(|| panic!("no Negotiate challenge in {answer}"))
+        .to_string();
+    let second = carol.ask(&format!("TT {challenge}")).await;
+    let second_leg = legacy_head("RDG_IN_DATA", id, chunked);
+    let request = format!("{second_leg}{}\r\n", negotiate(&second));
+    tls.write_all(request.as_bytes()).await.expect("second leg");
+    let answer = read_head(&mut tls).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 404 "),
+        "carol joined alice's tunnel: {answer}"
+    );
+    let mut tls = crate::support::web::tls(&gateway).await.expect("TLS");
+    let request = format!("{}\r\n", legacy_head("RDG_IN_DATA", id, chunked));
+    tls.write_all(request.as_bytes())
+        .await
+        .expect("unsigned IN");
+    let answer = read_head(&mut tls).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 404 "),
+        "a client of no one joined: {answer}"
     );
 }
 

@@ -122,14 +122,21 @@ pub(crate) async fn open(gateway: &str, headers: &str) -> (String, Option<Tunnel
 /// Sends `RDG_OUT_DATA` with the WebSocket upgrade, the connection id
 /// `id` and `headers` on `tls`; reads the answer's head.
 pub(crate) async fn out_request(tls: &mut Tls, id: u64, headers: &str) -> String {
-    let head = format!(
+    let head = format!("{}\r\n", websocket_head(id, headers));
+    tls.write_all(head.as_bytes()).await.expect("head");
+    read_head(tls).await
+}
+
+/// The lines of an `RDG_OUT_DATA` head with the WebSocket upgrade, the
+/// connection id `id` and `headers` (each line ending in CR LF), without
+/// the empty line that ends it.
+pub(crate) fn websocket_head(id: u64, headers: &str) -> String {
+    format!(
         "RDG_OUT_DATA /remoteDesktopGateway/ HTTP/1.1\r\nHost: {GATEWAY_NAME}\r\n\
          Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nRDG-Connection-Id: {{ad2-{id}}}\r\n\
-         {headers}\r\n"
-    );
-    tls.write_all(head.as_bytes()).await.expect("head");
-    read_head(tls).await
+         {headers}"
+    )
 }
 
 /// The tunnel on `tls`, when `answer` upgraded it.
