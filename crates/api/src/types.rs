@@ -149,6 +149,14 @@ pub struct HostPoolInput {
     /// properties clients honour, each value checked; the whole list is
     /// refused, naming each bad entry, if one is wrong. Empty: none.
     pub custom_rdp_properties: Option<String>,
+    /// Rule F1 (AVD's `preferredAppGroupType`): `Desktop` (the default) or
+    /// `RemoteApp`: which a user given both the pool's desktop and some of
+    /// its applications sees.
+    pub preferred_app_group_type: Option<placement::PreferredAppGroupType>,
+    /// Rule F2: `RemoteApp` (the default: published applications open in
+    /// windows of their own, Windows hosts) or `AlternateShell` (an
+    /// application is the session's only program: xrdp hosts).
+    pub application_mode: Option<placement::ApplicationMode>,
     pub name: Option<String>,
 }
 

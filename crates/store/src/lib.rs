@@ -151,6 +151,28 @@ pub enum Mutation {
         pool: String,
         memory: placement::autoscale::PlanMemory,
     },
+    /// Creates or replaces one of a pool's published applications (rule
+    /// F1), by pool and alias. Deleting the pool deletes its applications.
+    PutApplication {
+        pool: String,
+        alias: String,
+        application: placement::Application,
+    },
+    /// Removes one of a pool's published applications.
+    DeleteApplication {
+        pool: String,
+        alias: String,
+    },
+    /// Creates or replaces an application group (rule F1), by name. The
+    /// broker deletes a pool's groups in the batch that deletes the pool.
+    PutApplicationGroup {
+        name: String,
+        group: placement::ApplicationGroup,
+    },
+    /// Removes an application group.
+    DeleteApplicationGroup {
+        name: String,
+    },
     /// Replaces the broker's signing keys (connection tickets, redirection
     /// tokens) with this set: made once when a store has none, and again at
     /// each rotation.
@@ -511,6 +533,8 @@ pub struct PoolRecord {
     pub sessions: Vec<Session>,
     pub registration_tokens: Vec<RegistrationToken>,
     pub host_credentials: Vec<HostCredential>,
+    /// Its published applications (rule F1), by alias, in alias order.
+    pub applications: Vec<(String, placement::Application)>,
 }
 
 /// Everything a store keeps, pools in name order.
@@ -525,6 +549,8 @@ pub struct Snapshot {
     pub plan_memories: Vec<(String, placement::autoscale::PlanMemory)>,
     /// The signing keys; None in a store no broker has signed with yet.
     pub signing_keys: Option<SigningKeys>,
+    /// Application groups (rule F1), in name order.
+    pub application_groups: Vec<(String, placement::ApplicationGroup)>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -55,7 +55,9 @@ pub fn apply_pool_input(
             connection_target,
             kdc_proxy,
             gateway_sign_in,
-            custom_rdp_properties
+            custom_rdp_properties,
+            preferred_app_group_type,
+            application_mode
         ]
     );
     if let Some(ps) = input.power_settings {

@@ -249,6 +249,16 @@ struct PoolSettings {
     /// empty value clears them.
     #[arg(long, value_name = "NAME:TYPE:VALUE;…")]
     custom_rdp_properties: Option<String>,
+    /// Which a user given both the pool's desktop and some of its
+    /// published applications sees (AVD's preferredAppGroupType): Desktop
+    /// (the default) or RemoteApp.
+    #[arg(long, value_name = "Desktop|RemoteApp")]
+    preferred_app_group_type: Option<String>,
+    /// How the pool's hosts run a published application: RemoteApp (the
+    /// default: a window of its own, Windows hosts) or AlternateShell (the
+    /// session's only program: xrdp hosts).
+    #[arg(long, value_name = "RemoteApp|AlternateShell")]
+    application_mode: Option<String>,
     #[command(flatten)]
     power: PowerFlags,
     #[command(flatten)]
@@ -347,6 +357,8 @@ impl PoolSettings {
             .set("kdcProxy", self.kdc_proxy)
             .set("gatewaySignIn", self.gateway_sign_in)
             .set("customRdpProperties", self.custom_rdp_properties)
+            .set("preferredAppGroupType", self.preferred_app_group_type)
+            .set("applicationMode", self.application_mode)
             .set_object("powerSettings", self.power.into_body())
             .set_object("loadIndexSettings", self.load_index.into_body())
             .set_object("logonStormSettings", self.logon_storm.into_body());

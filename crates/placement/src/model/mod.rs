@@ -5,12 +5,14 @@
 //! of settings (rules P1–P7), which must be the same wherever a pool is
 //! created or changed.
 
+mod application;
 mod host;
 mod rdp_properties;
 
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+pub use application::*;
 pub use host::*;
 pub use rdp_properties::{
     MAX_RDP_PROPERTIES, MAX_RDP_PROPERTIES_BYTES, MAX_RDP_STRING_VALUE_CHARS, RdpPropertiesError,
@@ -277,6 +279,16 @@ pub struct PoolConfig {
     /// settings stored before it existed, hence the serde default.
     #[serde(default)]
     pub custom_rdp_properties: String,
+    /// Rule F1 (AVD's `preferredAppGroupType`): which a user given both
+    /// this pool's desktop and some of its applications sees. `Desktop`
+    /// by default.
+    #[serde(default)]
+    pub preferred_app_group_type: PreferredAppGroupType,
+    /// Rule F2: how the pool's hosts run a published application: as a
+    /// RemoteApp (the default, Windows hosts) or as the session's only
+    /// program (`AlternateShell`, hosts without RemoteApp such as xrdp).
+    #[serde(default)]
+    pub application_mode: ApplicationMode,
 }
 
 /// Rule AD4: what a pool's connection files and browser addresses name.
@@ -557,6 +569,8 @@ impl PoolConfig {
             kdc_proxy: false,
             gateway_sign_in: GatewaySignIn::Ticket,
             custom_rdp_properties: String::new(),
+            preferred_app_group_type: PreferredAppGroupType::Desktop,
+            application_mode: ApplicationMode::RemoteApp,
         }
     }
 
