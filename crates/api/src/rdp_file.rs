@@ -98,6 +98,73 @@ pub fn with_properties(file: &str, properties: &[placement::RdpProperty]) -> Str
     lines(settings)
 }
 
+/// A published application as its launch file opens it (rule F2).
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchedApplication<'a> {
+    /// How the pool's hosts run it.
+    pub mode: placement::ApplicationMode,
+    /// What the host runs: a path, or `||alias` (RemoteApp hosts only).
+    pub program: &'a str,
+    /// What the client shows as its name.
+    pub display_name: &'a str,
+    /// The arguments its command-line policy let through (empty: none).
+    pub command_line: &'a str,
+    /// Extensions the client may open with it (`.txt`).
+    pub file_extensions: &'a [String],
+}
+
+/// `file` (a desktop's file from above, with its pool's properties) made
+/// to open an application instead (rule F2). On a RemoteApp pool the
+/// client runs it in a window of its own (`remoteapplicationmode:i:1`,
+/// the program, its name, arguments and extensions); on an
+/// `AlternateShell` pool (xrdp) the session runs it as its only program
+/// (`alternate shell`), and the desktop's full-screen line is dropped so
+/// the program opens in a window of the client's size.
+pub fn with_application(file: &str, app: &LaunchedApplication<'_>) -> String {
+    let mut settings: Vec<String> = file
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .filter(|l| {
+            let name = l.split(':').next().unwrap_or_default();
+            !(name.eq_ignore_ascii_case("alternate shell")
+                || name.to_ascii_lowercase().starts_with("remoteapplication")
+                || (app.mode == placement::ApplicationMode::AlternateShell
+                    && name.eq_ignore_ascii_case("screen mode id")))
+        })
+        .map(str::to_string)
+        .collect();
+    match app.mode {
+        placement::ApplicationMode::RemoteApp => {
+            settings.push("remoteapplicationmode:i:1".to_string());
+            settings.push(format!("remoteapplicationprogram:s:{}", clean(app.program)));
+            settings.push(format!("remoteapplicationname:s:{}", clean(app.display_name)));
+            if !app.command_line.is_empty() {
+                settings.push(format!("remoteapplicationcmdline:s:{}", clean(app.command_line)));
+            }
+            if !app.file_extensions.is_empty() {
+                settings.push(format!(
+                    "remoteapplicationfileextensions:s:{}",
+                    clean(&app.file_extensions.join(","))
+                ));
+            }
+            // What RD Web Access writes: the host's RemoteApp launcher, and
+            // no refusal from a client that cannot tell whether the host
+            // takes RemoteApp.
+            settings.push("alternate shell:s:rdpinit.exe".to_string());
+            settings.push("disableremoteappcapscheck:i:1".to_string());
+        }
+        placement::ApplicationMode::AlternateShell => {
+            let shell = if app.command_line.is_empty() {
+                app.program.to_string()
+            } else {
+                format!("{} {}", app.program, app.command_line)
+            };
+            settings.push(format!("alternate shell:s:{}", clean(&shell)));
+        }
+    }
+    lines(settings)
+}
+
 /// What every file of ours asks for besides where to connect.
 fn common_settings() -> [String; 4] {
     [
@@ -283,5 +350,56 @@ mod tests {
         assert_eq!(file.matches("\r\n").count(), settings(&file).len());
         assert!(!file.contains("\r\nalternate shell"));
         assert!(!file.contains("\r\nx:s:y"));
+    }
+
+    #[test]
+    fn an_application_file_opens_the_application_in_its_mode() {
+        let desktop = with_properties(
+            &rdp_file("door.example:3389", "apps"),
+            &placement::parse_rdp_properties("audiomode:i:2").unwrap(),
+        );
+        let extensions = vec![".txt".to_string(), ".log".to_string()];
+        let app = LaunchedApplication {
+            mode: placement::ApplicationMode::RemoteApp,
+            program: "||notepad",
+            display_name: "Note\r\npad",
+            command_line: "",
+            file_extensions: &extensions,
+        };
+        let file = with_application(&desktop, &app);
+        let s = settings(&file);
+        let value = |name: &str| {
+            s.iter()
+                .find(|(n, _, _)| n == name)
+                .map(|(_, _, v)| v.clone())
+        };
+        assert_eq!(value("remoteapplicationmode").as_deref(), Some("1"));
+        assert_eq!(value("remoteapplicationprogram").as_deref(), Some("||notepad"));
+        // A name cannot add a line of its own.
+        assert_eq!(value("remoteapplicationname").as_deref(), Some("Notepad"));
+        assert_eq!(value("remoteapplicationcmdline"), None);
+        assert_eq!(
+            value("remoteapplicationfileextensions").as_deref(),
+            Some(".txt,.log")
+        );
+        assert_eq!(value("audiomode").as_deref(), Some("2"));
+        assert_eq!(
+            value("loadbalanceinfo").as_deref(),
+            Some("tsv://MS Terminal Services Plugin.1.apps")
+        );
+
+        let shell = LaunchedApplication {
+            mode: placement::ApplicationMode::AlternateShell,
+            program: "/usr/bin/xterm",
+            command_line: "",
+            ..app
+        };
+        let file = with_application(&desktop, &shell);
+        let s = settings(&file);
+        assert!(s.iter().all(|(n, _, _)| !n.starts_with("remoteapplication")));
+        assert!(s.iter().all(|(n, _, _)| n != "screen mode id"));
+        let shells: Vec<_> = s.iter().filter(|(n, _, _)| n == "alternate shell").collect();
+        assert_eq!(shells.len(), 1);
+        assert_eq!(shells[0].2, "/usr/bin/xterm");
     }
 }

@@ -277,9 +277,44 @@ pub const TABLE: &[Rule] = &[
         false,
         Scope::Global,
     ),
+    // Rule F1: the admin publishes applications and assigns groups;
+    // operators and readers read them. A group names its pool in its
+    // body, not its path, so a credential limited to some pools neither
+    // reads nor changes groups.
+    rule(
+        "GET",
+        "/api/v1/hostPools/{pool}/applications",
+        READERS,
+        false,
+        Scope::Pool,
+    ),
+    rule("GET", APP, READERS, false, Scope::Pool),
+    rule("PUT", APP, ADMIN, false, Scope::Pool),
+    rule("DELETE", APP, ADMIN, false, Scope::Pool),
+    // Rule F2: as the pool's rdpFile (a ticket for the admin and portals
+    // only, checked by the handler).
+    rule(
+        "GET",
+        "/api/v1/hostPools/{pool}/applications/{alias}/rdpFile",
+        ALL,
+        false,
+        Scope::Pool,
+    ),
+    rule(
+        "GET",
+        "/api/v1/applicationGroups",
+        READERS,
+        false,
+        Scope::Global,
+    ),
+    rule("GET", APP_GROUP, READERS, false, Scope::Global),
+    rule("PUT", APP_GROUP, ADMIN, false, Scope::Global),
+    rule("DELETE", APP_GROUP, ADMIN, false, Scope::Global),
 ];
 
 const PLAN: &str = "/api/v1/scalingPlans/{plan}";
+const APP: &str = "/api/v1/hostPools/{pool}/applications/{alias}";
+const APP_GROUP: &str = "/api/v1/applicationGroups/{name}";
 
 /// The entry for a method and route pattern, if there is one.
 pub fn lookup(method: &str, route: &str) -> Option<&'static Rule> {

@@ -363,12 +363,14 @@ impl Core {
 
     /// Removes a pool; with session hosts only when `force`. `forget` runs
     /// under the lock that removes it, for what services keep of the pool
-    /// that must go with it (its secrets).
+    /// that must go with it (its secrets, its application groups), and
+    /// answers the mutations that remove those, which go in the pool's
+    /// batch.
     pub async fn delete_pool(
         &self,
         name: &str,
         force: bool,
-        forget: impl FnOnce(),
+        forget: impl FnOnce() -> Vec<Mutation>,
     ) -> Result<(), BrokerError> {
         let reserved = self.writer.reserve().await?;
         let ticket = {
@@ -388,13 +390,11 @@ impl Core {
             }
             s.deleted = true;
             pools.remove(name);
-            forget();
-            self.writer.send(
-                Some(reserved),
-                vec![Mutation::DeletePool {
-                    pool: name.to_string(),
-                }],
-            )
+            let mut mutations = vec![Mutation::DeletePool {
+                pool: name.to_string(),
+            }];
+            mutations.extend(forget());
+            self.writer.send(Some(reserved), mutations)
         };
         self.writer.wait(ticket).await?;
         Ok(())

@@ -38,6 +38,7 @@ pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testkit;
 pub mod tls;
+pub mod workspace;
 pub mod writer;
 
 use std::future::Future;

@@ -19,7 +19,9 @@
 //!   its reads;
 //! - [`Connector`] (`connect.rs`): placing users, their connection
 //!   tickets, files and browser addresses, and the doors' marks of the
-//!   sessions they relay; starts hosts through power, signs with the keys.
+//!   sessions they relay; starts hosts through power, signs with the keys;
+//! - [`Workspace`] (`workspace.rs`): published applications, application
+//!   groups, and what each user is given.
 //!
 //! Callers reach a service through its accessor (`broker.messages()`),
 //! and the API's handlers extract just the service they use. Each service
@@ -45,6 +47,7 @@ use crate::heartbeat::Heartbeats;
 use crate::messages::Messages;
 use crate::power::Power;
 use crate::sync::MutexExt;
+use crate::workspace::Workspace;
 
 /// SHA-256 of a secret, in hex: what is stored and compared.
 pub fn secret_hash(secret: &str) -> String {
@@ -172,13 +175,16 @@ pub struct Broker {
     autoscale: Arc<Autoscale>,
     /// Placing users and their connection tickets (rules S1–S4, T3, A8).
     connector: Arc<Connector>,
+    /// Published applications and application groups (rule F1).
+    workspace: Arc<Workspace>,
 }
 
 impl Broker {
     /// Rebuilds every pool from the store's snapshot and starts the writer.
     pub fn new(store: Arc<dyn Store>, mut snapshot: Snapshot, settings: Settings) -> Broker {
-        let pools = std::mem::take(&mut snapshot.pools);
+        let mut pools = std::mem::take(&mut snapshot.pools);
         let secrets = Secrets::of_pools(&pools);
+        let published = Workspace::take_stored(&mut pools, &mut snapshot);
         let core = Arc::new(Core::new(
             store.clone(),
             pools,
@@ -219,8 +225,14 @@ impl Broker {
             keys.clone(),
             &settings,
         ));
+        let workspace = Arc::new(Workspace::new(
+            core.clone(),
+            settings.directory.clone(),
+            published,
+        ));
         Broker {
             core,
+            workspace,
             enrollment,
             keys,
             unsaved_key: Mutex::new(unsaved_key),
@@ -272,6 +284,12 @@ impl Broker {
         &self.connector
     }
 
+    /// Published applications, application groups, and what each user is
+    /// given (rules F1, F2).
+    pub fn workspace(&self) -> &Arc<Workspace> {
+        &self.workspace
+    }
+
     /// The audit log (rule T5).
     pub fn audit(&self) -> &Arc<Audit> {
         &self.audit
@@ -320,10 +338,14 @@ impl Broker {
     }
 
     /// Removes a pool (with session hosts only when `force`), its secrets,
-    /// and its place in a scaling plan.
+    /// its published applications and application groups, and its place
+    /// in a scaling plan.
     pub async fn delete_pool(&self, name: &str, force: bool) -> Result<(), BrokerError> {
         self.core
-            .delete_pool(name, force, || self.enrollment.forget_pool(name))
+            .delete_pool(name, force, || {
+                self.enrollment.forget_pool(name);
+                self.workspace.forget_pool(name)
+            })
             .await?;
         self.autoscale.forget_pool(name).await;
         Ok(())

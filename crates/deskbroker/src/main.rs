@@ -100,6 +100,12 @@ enum Command {
     Audit(cli::audit::AuditArgs),
     /// A user's directory groups, nested ones included (rule AD1).
     User(cli::user::UserArgs),
+    /// Published applications of a host pool (rules F1, F2): create, show,
+    /// list, delete, and the .rdp file that opens one.
+    App(cli::app::AppArgs),
+    /// Application groups (rule F1), which give a pool's desktop or some
+    /// of its applications to users and groups: create, show, list, delete.
+    Appgroup(cli::app::AppGroupArgs),
 }
 
 impl Command {
@@ -162,6 +168,8 @@ async fn main() -> ExitCode {
         Command::Scalingplan(a) => cli::scalingplan::run(a).await,
         Command::Audit(audit_args) => cli::audit::run(audit_args).await,
         Command::User(user_args) => cli::user::run(user_args).await,
+        Command::App(a) => cli::app::run(a).await,
+        Command::Appgroup(a) => cli::app::run_groups(a).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

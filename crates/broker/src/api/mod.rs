@@ -3,6 +3,7 @@
 //! extractors that turn every malformed request into the contract's error
 //! shape before a handler runs.
 
+mod applications;
 mod audit;
 mod console;
 mod credentials;
@@ -121,6 +122,12 @@ impl FromRef<ApiState> for Arc<Connector> {
     }
 }
 
+impl FromRef<ApiState> for Arc<crate::workspace::Workspace> {
+    fn from_ref(state: &ApiState) -> Arc<crate::workspace::Workspace> {
+        state.broker.workspace().clone()
+    }
+}
+
 impl FromRef<ApiState> for Arc<Heartbeats> {
     fn from_ref(state: &ApiState) -> Arc<Heartbeats> {
         state.broker.heartbeats().clone()
@@ -193,6 +200,27 @@ pub fn router(broker: Arc<Broker>) -> Router {
             post(sessions::send_message),
         )
         .route("/api/v1/hostPools/{pool}/rdpFile", get(pools::rdp_file))
+        .route(
+            "/api/v1/hostPools/{pool}/applications",
+            get(applications::list),
+        )
+        .route(
+            "/api/v1/hostPools/{pool}/applications/{alias}",
+            get(applications::show)
+                .put(applications::put)
+                .delete(applications::delete),
+        )
+        .route(
+            "/api/v1/hostPools/{pool}/applications/{alias}/rdpFile",
+            get(applications::rdp_file),
+        )
+        .route("/api/v1/applicationGroups", get(applications::list_groups))
+        .route(
+            "/api/v1/applicationGroups/{name}",
+            get(applications::show_group)
+                .put(applications::put_group)
+                .delete(applications::delete_group),
+        )
         .route("/api/v1/hostPools/{pool}/webUrl", get(web::web_url))
         .route(
             "/api/v1/hostPools/{pool}/registrationToken",

@@ -386,6 +386,12 @@ pub(crate) async fn placing<F: std::future::Future>(
 
 /// An `.rdp` file as a download named after its pool.
 pub(crate) fn rdp_answer(file: crate::connect::ConnectionFile) -> axum::response::Response {
+    rdp_download(&file.pool, file.body)
+}
+
+/// An `.rdp` file's `body` as a download named `name.rdp` (`name` is a
+/// valid pool or application name: nothing to escape).
+pub(crate) fn rdp_download(name: &str, body: String) -> axum::response::Response {
     axum::response::IntoResponse::into_response((
         [
             (
@@ -394,10 +400,10 @@ pub(crate) fn rdp_answer(file: crate::connect::ConnectionFile) -> axum::response
             ),
             (
                 axum::http::header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{}.rdp\"", file.pool),
+                format!("attachment; filename=\"{name}.rdp\""),
             ),
         ],
-        file.body,
+        body,
     ))
 }
 

@@ -12,7 +12,7 @@ use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
 use super::{
-    audit, credentials, hosts, keys, plans, pools, power, registration, sessions, users, web,
+    applications, audit, credentials, hosts, keys, plans, pools, power, registration, sessions, users, web,
 };
 use crate::core::Core;
 
@@ -30,6 +30,9 @@ use crate::core::Core;
         power::start, power::stop, power::list,
         sessions::send_message,
         plans::list, plans::show, plans::put, plans::patch, plans::delete, plans::status,
+        applications::list, applications::show, applications::put, applications::delete,
+        applications::rdp_file, applications::list_groups, applications::show_group,
+        applications::put_group, applications::delete_group,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorCode, types::HostPoolInput, types::HostPoolOutput,
         types::SessionHostInput, types::SessionHostPatch, types::SessionHostOutput,
@@ -40,7 +43,9 @@ use crate::core::Core;
         types::AuditEntryOutput, types::SignInRefusalInput, types::WhoAmIOutput, types::UserOutput, types::WebUrlOutput,
         types::PowerSettingsInput, types::ScalingActionOutput,
         types::HostMessage, types::LogoffOrder, types::SendMessageInput,
-        plans::ScalingPlanOutput, plans::ScalingPlanStatus, plans::PoolScalingStatus)),
+        plans::ScalingPlanOutput, plans::ScalingPlanStatus, plans::PoolScalingStatus,
+        applications::ApplicationOutput, applications::ApplicationGroupOutput,
+        placement::Application, placement::ApplicationGroup)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),
 )]

@@ -6,6 +6,7 @@
 //! per family of rules (docs/rules.md).
 
 mod access;
+mod applications;
 mod audit;
 mod audit_abuse;
 mod entitlements;

@@ -8,6 +8,7 @@
 //! lives in its own file with its flags and the request it makes; `client`
 //! speaks HTTP and `output` (also in the library) formats.
 
+pub mod app;
 pub mod audit;
 pub mod client;
 pub mod connect;
