@@ -9,6 +9,7 @@
 
 mod access;
 mod agent;
+mod applications;
 mod api;
 mod audit;
 mod audit_abuse;
