@@ -10,9 +10,10 @@
 //! them. What it promises, as every backend (the conformance suite checks
 //! it): a batch is applied in order, all or nothing (it is applied to a
 //! copy of the tables, which replaces them only once every mutation
-//! applied); a session on a missing host, or anything of a missing pool,
-//! fails the whole batch with [`StoreError::Missing`]; deleting a pool or
-//! a host deletes what belongs to it.
+//! applied); a session on a missing host, or anything of a missing pool
+//! (its published applications too), fails the whole batch with
+//! [`StoreError::Missing`]; deleting a pool or a host deletes what belongs
+//! to it.
 //!
 //! "Durable" here means: kept in the tables every clone of the store
 //! shares. A [`MemoryStore`] and its clones are one storage, so a broker
@@ -29,7 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use placement::autoscale::{PlanMemory, ScalingPlan};
-use placement::{Host, PoolConfig, PoolCounters, Session};
+use placement::{Application, ApplicationGroup, Host, PoolConfig, PoolCounters, Session};
 
 use crate::{
     AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, AuditQuery, AuditRow, HostCredential,
@@ -72,6 +73,8 @@ struct Tables {
     scaling_plans: BTreeMap<String, String>,
     /// The signing keys' JSON.
     signing_keys: Option<String>,
+    /// Application groups' JSON, by name.
+    application_groups: BTreeMap<String, String>,
 }
 
 /// One pool and everything that belongs to it (what SQLite's foreign keys
@@ -89,6 +92,8 @@ struct PoolRow {
     /// By host: the credential's hash.
     host_credentials: BTreeMap<String, String>,
     plan_memory: Option<String>,
+    /// Published applications' JSON, by alias.
+    applications: BTreeMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -177,6 +182,11 @@ impl MemoryStore {
                         hash: hash.clone(),
                     })
                     .collect(),
+                applications: p
+                    .applications
+                    .iter()
+                    .map(|(alias, a)| Ok((alias.clone(), from_json::<Application>(a)?)))
+                    .collect::<Result<_, StoreError>>()?,
             });
             if let Some(memory) = &p.plan_memory {
                 plan_memories.push((name.clone(), from_json::<PlanMemory>(memory)?));
@@ -205,6 +215,11 @@ impl MemoryStore {
                 .as_deref()
                 .map(from_json::<SigningKeys>)
                 .transpose()?,
+            application_groups: t
+                .application_groups
+                .iter()
+                .map(|(name, g)| Ok((name.clone(), from_json::<ApplicationGroup>(g)?)))
+                .collect::<Result<_, StoreError>>()?,
         })
     }
 
@@ -289,6 +304,7 @@ impl Tables {
                                 tokens: BTreeMap::new(),
                                 host_credentials: BTreeMap::new(),
                                 plan_memory: None,
+                                applications: BTreeMap::new(),
                             },
                         );
                     }
@@ -411,6 +427,26 @@ impl Tables {
             }
             Mutation::PutPlanMemory { pool, memory } => {
                 self.pool_mut(pool)?.plan_memory = Some(to_json(memory));
+            }
+            Mutation::PutApplication {
+                pool,
+                alias,
+                application,
+            } => {
+                self.pool_mut(pool)?
+                    .applications
+                    .insert(alias.clone(), to_json(application));
+            }
+            Mutation::DeleteApplication { pool, alias } => {
+                if let Some(p) = self.pools.get_mut(pool) {
+                    p.applications.remove(alias);
+                }
+            }
+            Mutation::PutApplicationGroup { name, group } => {
+                self.application_groups.insert(name.clone(), to_json(group));
+            }
+            Mutation::DeleteApplicationGroup { name } => {
+                self.application_groups.remove(name);
             }
             Mutation::PutSigningKeys { keys } => {
                 self.signing_keys = Some(to_json(keys));

@@ -61,7 +61,8 @@ fn tables_at(version: usize) -> Vec<String> {
 }
 
 /// Checks that `store`, migrated from `version`, holds what the fixture
-/// put in it, and takes a new session.
+/// put in it, and takes a new session, signing keys and a published
+/// application with its group (the newest migrations' tables).
 async fn check_migrated(store: &dyn Store, version: usize) {
     let what = format!("from version {version}");
     let snap: Snapshot = store.load().await.expect("load");
@@ -130,8 +131,12 @@ async fn check_migrated(store: &dyn Store, version: usize) {
         },
         "{what}"
     );
-    // And it serves: a new session on h1, and the broker's signing keys
-    // (the newest migration's table).
+    assert!(
+        snap.application_groups.is_empty() && pool.applications.is_empty(),
+        "{what}: no store before version 10 had applications"
+    );
+    // And it serves: a new session on h1, the broker's signing keys, and
+    // an application with its group (the newest migrations' tables).
     let mut session = pool.sessions[0].clone();
     session.id = "new-session".into();
     session.user = "carol@contoso.com".into();
@@ -149,12 +154,34 @@ async fn check_migrated(store: &dyn Store, version: usize) {
                 session,
             },
             Mutation::PutSigningKeys { keys: keys.clone() },
+            Mutation::PutApplication {
+                pool: "p".into(),
+                alias: "word".into(),
+                application: crate::conformance::application("Word"),
+            },
+            Mutation::PutApplicationGroup {
+                name: "p-apps".into(),
+                group: crate::conformance::application_group("p", &["word"]),
+            },
         ]))
         .await
         .expect("a write after the migration");
     let snap = store.load().await.expect("load again");
     assert_eq!(snap.pools[0].sessions.len(), 3, "{what}");
     assert_eq!(snap.signing_keys, Some(keys), "{what}");
+    assert_eq!(
+        snap.pools[0].applications,
+        [("word".to_string(), crate::conformance::application("Word"))],
+        "{what}"
+    );
+    assert_eq!(
+        snap.application_groups,
+        [(
+            "p-apps".to_string(),
+            crate::conformance::application_group("p", &["word"])
+        )],
+        "{what}"
+    );
 }
 
 #[tokio::test]

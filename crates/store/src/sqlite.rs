@@ -131,6 +131,20 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE audit_log ADD COLUMN fold_key TEXT;
      ALTER TABLE audit_log ADD COLUMN count INTEGER NOT NULL DEFAULT 1;
      CREATE UNIQUE INDEX audit_log_by_fold_key ON audit_log (fold_key);",
+    // 10: published applications (rule F1), JSON by pool and alias, which
+    // go with their pool; application groups, JSON by name. A group names
+    // its pool in its record only: the broker deletes a pool's groups in
+    // the batch that deletes the pool.
+    "CREATE TABLE applications (
+        pool TEXT NOT NULL REFERENCES pools(name) ON DELETE CASCADE,
+        alias TEXT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (pool, alias)
+     ) STRICT, WITHOUT ROWID;
+     CREATE TABLE application_groups (
+        name TEXT PRIMARY KEY,
+        record TEXT NOT NULL
+     ) STRICT;",
 ];
 
 /// The store's schema version (`user_version`: how many migrations it has
@@ -244,6 +258,7 @@ impl SqliteStore {
                 sessions: Vec::new(),
                 registration_tokens: Vec::new(),
                 host_credentials: Vec::new(),
+                applications: Vec::new(),
             });
         }
         for p in &mut pools {
@@ -282,6 +297,15 @@ impl SqliteStore {
             })? {
                 p.host_credentials.push(row?);
             }
+            let mut stmt = conn.prepare_cached(
+                "SELECT alias, record FROM applications WHERE pool = ?1 ORDER BY alias",
+            )?;
+            for row in stmt.query_map([&p.config.name], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })? {
+                let (alias, record) = row?;
+                p.applications.push((alias, from_json(&record)?));
+            }
         }
         let mut credentials = Vec::new();
         let mut stmt = conn.prepare_cached("SELECT record FROM api_credentials ORDER BY name")?;
@@ -310,12 +334,20 @@ impl SqliteStore {
             .optional()?
             .map(|record| from_json(&record))
             .transpose()?;
+        let mut application_groups = Vec::new();
+        let mut stmt =
+            conn.prepare_cached("SELECT name, record FROM application_groups ORDER BY name")?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+            let (name, record) = row?;
+            application_groups.push((name, from_json(&record)?));
+        }
         Ok(Snapshot {
             pools,
             credentials,
             scaling_plans,
             plan_memories,
             signing_keys,
+            application_groups,
         })
     }
 

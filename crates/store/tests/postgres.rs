@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use placement::PoolCounters;
-use store::conformance::{host, pool, session};
+use store::conformance::{application, application_group, host, pool, session};
 use store::postgres::{ScratchDatabase, test_server_url};
 use store::{Mutation, PostgresStore, SqliteStore, Store, StoreError};
 
@@ -125,6 +125,8 @@ async fn tokens_of_an_older_schema_get_a_bound_of_one_host() {
              DROP TABLE plan_memory;
              DROP TABLE scaling_plans;
              DROP TABLE broker_secrets;
+             DROP TABLE applications;
+             DROP TABLE application_groups;
              UPDATE schema_version SET version = 2;
              INSERT INTO registration_tokens (pool, hash, expires_ms) VALUES ('p', 'old', 7);",
         )
@@ -223,7 +225,8 @@ impl Lcg {
     }
 }
 
-/// Random batches of every kind of mutation, mostly valid (a model of which
+/// Random batches of every kind of mutation of pools, hosts, sessions,
+/// enrollment and published applications, mostly valid (a model of which
 /// pools and hosts exist keeps them so), sometimes not: PostgreSQL must
 /// accept and refuse exactly what SQLite does, and keep exactly what SQLite
 /// keeps. This is what checks that grouping runs of mutations into
@@ -237,6 +240,7 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
         .expect("open postgres");
     let lite = SqliteStore::open(dir.path()).expect("open sqlite");
     let mut rng = Lcg(7);
+    let mut apps = Lcg(11);
     let pools = ["a", "b", "c"];
     let mut accepted = 0;
     for round in 0..300 {
@@ -338,6 +342,31 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
                 },
             };
             batch.push(m);
+            // Published applications and groups now and then, drawn from
+            // a generator of their own so that the mix above stays as it
+            // was: mostly of a live pool, now and then of any (one of a
+            // missing pool is refused).
+            if apps.below(4) == 0 {
+                let p = pools[apps.below(3) as usize].to_string();
+                let alias = format!("app{}", apps.below(6));
+                let group = format!("g{}", apps.below(4));
+                batch.push(match apps.below(4) {
+                    0 if !live.is_empty() => Mutation::PutApplication {
+                        pool: match apps.below(10) {
+                            0 => p,
+                            _ => live[apps.below(live.len() as u64) as usize].clone(),
+                        },
+                        alias,
+                        application: application(&format!("round {round} \u{0} ünïcode")),
+                    },
+                    1 => Mutation::PutApplicationGroup {
+                        name: group,
+                        group: application_group(&p, &["app1"]),
+                    },
+                    2 => Mutation::DeleteApplicationGroup { name: group },
+                    _ => Mutation::DeleteApplication { pool: p, alias },
+                });
+            }
         }
         let want = lite.apply(batch.clone().into()).await;
         let got = pg.apply(batch.clone().into()).await;
@@ -366,6 +395,13 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
         .map(|p| p.sessions.len())
         .sum();
     assert!(sessions > 100, "the stores hold a fair amount: {sessions}");
+    let snap = pg.load().await.expect("load");
+    let applications: usize = snap.pools.iter().map(|p| p.applications.len()).sum();
+    assert!(
+        applications > 0 && !snap.application_groups.is_empty(),
+        "and applications and groups: {applications}, {}",
+        snap.application_groups.len()
+    );
 }
 
 fn put_pool(name: &str) -> std::sync::Arc<[Mutation]> {

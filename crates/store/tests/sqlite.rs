@@ -186,3 +186,71 @@ async fn the_wal_stays_bounded_under_steady_writes() {
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     steady.await.expect("steady writer");
 }
+
+/// A backup carries published applications and application groups: the
+/// copy passes the check, and a store restored from it loads them. A copy
+/// without either table is refused by the check, which names the table.
+#[tokio::test]
+async fn a_backup_carries_applications_and_their_groups() {
+    use store::conformance::{application, application_group};
+    use store::sqlite_backup;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let served = dir.path().join("served");
+    let live = SqliteStore::open(&served).expect("open");
+    live.apply(
+        vec![
+            store::Mutation::PutPool {
+                config: store::conformance::pool("p"),
+                counters: placement::PoolCounters::default(),
+            },
+            store::Mutation::PutApplication {
+                pool: "p".into(),
+                alias: "word".into(),
+                application: application("Word"),
+            },
+            store::Mutation::PutApplicationGroup {
+                name: "p-apps".into(),
+                group: application_group("p", &["word"]),
+            },
+        ]
+        .into(),
+    )
+    .await
+    .expect("apply");
+    let kept = live.load().await.expect("load");
+    let copy = dir.path().join("backup.sqlite3");
+    let summary = sqlite_backup::backup(&served, &copy, false).expect("backup");
+    assert_eq!(summary.schema_version, sqlite_backup::schema_version());
+
+    let restored = dir.path().join("restored");
+    std::fs::create_dir_all(&restored).expect("mkdir");
+    sqlite_backup::restore(&copy, &restored).expect("restore");
+    let snap = SqliteStore::open(&restored)
+        .expect("open the restored store")
+        .load()
+        .await
+        .expect("load");
+    assert_eq!(snap, kept, "the restored store holds what was served");
+    assert_eq!(
+        snap.pools[0].applications,
+        [("word".to_string(), application("Word"))]
+    );
+    assert_eq!(
+        snap.application_groups,
+        [("p-apps".to_string(), application_group("p", &["word"]))]
+    );
+
+    for table in ["applications", "application_groups"] {
+        let lacking = dir.path().join(format!("without-{table}.sqlite3"));
+        std::fs::copy(&copy, &lacking).expect("copy");
+        let conn = rusqlite::Connection::open(&lacking).expect("raw open");
+        conn.execute_batch(&format!("DROP TABLE {table}"))
+            .expect("drop");
+        drop(conn);
+        let refused = sqlite_backup::check(&lacking).expect_err("a copy without the table");
+        assert!(
+            refused.to_string().contains(&format!("lacks: {table}")),
+            "{table}: {refused}"
+        );
+    }
+}

@@ -11,14 +11,17 @@
 //!
 //! The cases live by topic: `pools` (pools, hosts, sessions, tokens),
 //! `credentials` (API credentials, signing keys), `audit` (the audit
-//! log) and `autoscale` (scaling actions, plans and plan memory); the
+//! log), `autoscale` (scaling actions, plans and plan memory) and
+//! `applications` (published applications and application groups); the
 //! fixtures they share are here, and other crates' tests use them too.
 
+mod applications;
 mod audit;
 mod autoscale;
 mod credentials;
 mod pools;
 
+pub use applications::*;
 pub use audit::*;
 pub use autoscale::*;
 pub use credentials::*;
@@ -75,6 +78,11 @@ macro_rules! conformance_tests {
             folded_audit_entries_count_their_requests,
             scaling_actions_are_put_replaced_queried_and_pruned,
             scaling_plans_and_plan_memory_are_kept,
+            applications_are_put_replaced_and_deleted,
+            application_groups_are_put_replaced_and_deleted,
+            a_pools_deletion_removes_its_applications,
+            applications_and_groups_come_back_after_reopen,
+            a_failing_batch_applies_none_of_its_applications,
         }
     };
     // The cases' names, as an array of strings.
@@ -281,6 +289,7 @@ mod tests {
             include_str!("credentials.rs"),
             include_str!("audit.rs"),
             include_str!("autoscale.rs"),
+            include_str!("applications.rs"),
         ]
         .iter()
         .flat_map(|source| source.lines())
@@ -294,5 +303,18 @@ mod tests {
             listed_sorted, written,
             "the cases conformance_tests! lists (left) and the cases written (right)"
         );
+    }
+
+    /// The application fixtures are what the broker could put: valid by
+    /// the model's rules.
+    #[test]
+    fn the_application_fixtures_are_valid() {
+        super::application("Word").validate().expect("application");
+        super::application_group("p", &["word"])
+            .validate()
+            .expect("RemoteApp group");
+        super::application_group("p", &[])
+            .validate()
+            .expect("Desktop group");
     }
 }

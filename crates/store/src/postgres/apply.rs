@@ -57,10 +57,14 @@ enum Kind {
     PutPlanMemory,
     PutSigningKeys,
     FoldAudit,
+    PutApplication,
+    DeleteApplication,
+    PutApplicationGroup,
+    DeleteApplicationGroup,
 }
 
 impl Kind {
-    const ALL: [Kind; 21] = [
+    const ALL: [Kind; 25] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -82,6 +86,10 @@ impl Kind {
         Kind::PutPlanMemory,
         Kind::PutSigningKeys,
         Kind::FoldAudit,
+        Kind::PutApplication,
+        Kind::DeleteApplication,
+        Kind::PutApplicationGroup,
+        Kind::DeleteApplicationGroup,
     ];
 
     fn of(m: &Mutation) -> Kind {
@@ -107,6 +115,10 @@ impl Kind {
             Mutation::DeleteScalingPlan { .. } => Kind::DeleteScalingPlan,
             Mutation::PutPlanMemory { .. } => Kind::PutPlanMemory,
             Mutation::PutSigningKeys { .. } => Kind::PutSigningKeys,
+            Mutation::PutApplication { .. } => Kind::PutApplication,
+            Mutation::DeleteApplication { .. } => Kind::DeleteApplication,
+            Mutation::PutApplicationGroup { .. } => Kind::PutApplicationGroup,
+            Mutation::DeleteApplicationGroup { .. } => Kind::DeleteApplicationGroup,
         }
     }
 
@@ -121,8 +133,9 @@ impl Kind {
                                                   counters = excluded.counters"
             }
             Kind::PutCounters => "SELECT put_counters($1::text[], $2::text[])",
-            // Hosts, sessions, tokens and credentials go with it (cascades;
-            // the sessions through their index by host).
+            // Hosts, sessions, tokens, credentials, plan memory and
+            // published applications go with it (cascades; the sessions
+            // through their index by host).
             // Its power and scaling actions (no foreign key) explicitly.
             Kind::DeletePool => {
                 "WITH actions AS (DELETE FROM scaling_actions WHERE pool = ANY($1::text[]))
@@ -245,6 +258,23 @@ impl Kind {
                  SELECT * FROM unnest($1::text[], $2::text[])
                  ON CONFLICT (name) DO UPDATE SET record = excluded.record"
             }
+            Kind::PutApplication => {
+                "INSERT INTO applications (pool, alias, record)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+                 ON CONFLICT (pool, alias) DO UPDATE SET record = excluded.record"
+            }
+            Kind::DeleteApplication => {
+                "DELETE FROM applications AS a USING unnest($1::text[], $2::text[]) AS d(pool, alias)
+                 WHERE a.pool = d.pool AND a.alias = d.alias"
+            }
+            Kind::PutApplicationGroup => {
+                "INSERT INTO application_groups (name, record)
+                 SELECT * FROM unnest($1::text[], $2::text[])
+                 ON CONFLICT (name) DO UPDATE SET record = excluded.record"
+            }
+            Kind::DeleteApplicationGroup => {
+                "DELETE FROM application_groups WHERE name = ANY($1::text[])"
+            }
         }
     }
 
@@ -257,13 +287,19 @@ impl Kind {
             | Kind::PutApiCredential
             | Kind::PutScalingPlan
             | Kind::PutPlanMemory
-            | Kind::PutSigningKeys => &[Key(0), Text(0)],
+            | Kind::PutSigningKeys
+            | Kind::PutApplicationGroup => &[Key(0), Text(0)],
             Kind::DeletePool
             | Kind::DeleteTokens
             | Kind::DeleteApiCredential
-            | Kind::DeleteScalingPlan => &[Key(0)],
+            | Kind::DeleteScalingPlan
+            | Kind::DeleteApplicationGroup => &[Key(0)],
             Kind::PutHost => &[Key(0), Key(1), Int(0), Text(0)],
-            Kind::DeleteHost | Kind::DeleteSession | Kind::DeleteToken => &[Key(0), Key(1)],
+            Kind::DeleteHost
+            | Kind::DeleteSession
+            | Kind::DeleteToken
+            | Kind::DeleteApplication => &[Key(0), Key(1)],
+            Kind::PutApplication => &[Key(0), Key(1), Text(0)],
             Kind::PutSession => &[Key(0), Key(1), Key(2), Text(0)],
             Kind::PutToken => &[Key(0), Key(1), Int(0), Int(1), Int(2)],
             Kind::PutCredential => &[Key(0), Key(1), Key(2)],
@@ -290,6 +326,8 @@ impl Kind {
                 | Kind::PutPlanMemory
                 | Kind::PutSigningKeys
                 | Kind::FoldAudit
+                | Kind::PutApplication
+                | Kind::PutApplicationGroup
         )
     }
 
@@ -326,7 +364,17 @@ fn values(m: &Mutation) -> Values<'_> {
         Mutation::DeletePool { pool }
         | Mutation::DeleteRegistrationTokens { pool }
         | Mutation::DeleteApiCredential { name: pool }
-        | Mutation::DeleteScalingPlan { name: pool } => v([pool, "", ""], [none(), none()], 0),
+        | Mutation::DeleteScalingPlan { name: pool }
+        | Mutation::DeleteApplicationGroup { name: pool } => v([pool, "", ""], [none(), none()], 0),
+        Mutation::PutApplication {
+            pool,
+            alias,
+            application,
+        } => v([pool, alias, ""], [to_json(application), none()], 0),
+        Mutation::DeleteApplication { pool, alias } => v([pool, alias, ""], [none(), none()], 0),
+        Mutation::PutApplicationGroup { name, group } => {
+            v([name, "", ""], [to_json(group), none()], 0)
+        }
         Mutation::PutScalingPlan { name, plan } => v([name, "", ""], [to_json(plan), none()], 0),
         Mutation::PutPlanMemory { pool, memory } => v([pool, "", ""], [to_json(memory), none()], 0),
         Mutation::PutSigningKeys { keys } => v(

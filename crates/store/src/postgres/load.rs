@@ -26,7 +26,8 @@ impl Connection {
 
     /// Reads everything in one consistent snapshot, each table in one
     /// query in the order SQLite gives (pools by name, hosts by query
-    /// order, sessions by id, tokens by hash, credentials by host).
+    /// order, sessions by id, tokens by hash, credentials by host,
+    /// applications by alias, application groups by name).
     async fn load_in_transaction(&self) -> Result<Snapshot, StoreError> {
         let c = &self.client;
         let q = |e| PostgresError::query("cannot load the store", e);
@@ -51,6 +52,7 @@ impl Connection {
                 sessions: Vec::new(),
                 registration_tokens: Vec::new(),
                 host_credentials: Vec::new(),
+                applications: Vec::new(),
             });
         }
         let pool_of = |row: &Row| -> Result<usize, StoreError> {
@@ -105,6 +107,18 @@ impl Connection {
                 hash: row.get(2),
             });
         }
+        for row in c
+            .query(
+                "SELECT pool, alias, record FROM applications ORDER BY pool, alias",
+                &[],
+            )
+            .await
+            .map_err(q)?
+        {
+            pools[pool_of(&row)?]
+                .applications
+                .push((row.get(1), from_json(row.get(2))?));
+        }
         let mut credentials = Vec::new();
         for row in c
             .query("SELECT record FROM api_credentials ORDER BY name", &[])
@@ -141,12 +155,24 @@ impl Connection {
             .map_err(q)?
             .map(|row| from_json(row.get(0)))
             .transpose()?;
+        let mut application_groups = Vec::new();
+        for row in c
+            .query(
+                "SELECT name, record FROM application_groups ORDER BY name",
+                &[],
+            )
+            .await
+            .map_err(q)?
+        {
+            application_groups.push((row.get(0), from_json(row.get(1))?));
+        }
         Ok(Snapshot {
             pools,
             credentials,
             scaling_plans,
             plan_memories,
             signing_keys,
+            application_groups,
         })
     }
 }

@@ -132,6 +132,20 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"ALTER TABLE audit_log ADD COLUMN fold_key text COLLATE "C";
      ALTER TABLE audit_log ADD COLUMN count bigint NOT NULL DEFAULT 1;
      CREATE UNIQUE INDEX audit_log_by_fold_key ON audit_log (fold_key);"#,
+    // 10: published applications (rule F1), JSON by pool and alias, which
+    // go with their pool; application groups, JSON by name. A group names
+    // its pool in its record only: the broker deletes a pool's groups in
+    // the batch that deletes the pool.
+    r#"CREATE TABLE applications (
+        pool text COLLATE "C" NOT NULL REFERENCES pools(name) ON DELETE CASCADE,
+        alias text COLLATE "C" NOT NULL,
+        record text NOT NULL,
+        PRIMARY KEY (pool, alias)
+     );
+     CREATE TABLE application_groups (
+        name text COLLATE "C" PRIMARY KEY,
+        record text NOT NULL
+     );"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under

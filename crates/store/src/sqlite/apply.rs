@@ -1,11 +1,12 @@
 //! Applying one mutation of a batch inside the batch's transaction:
 //! [`apply_one`] only dispatches, to one statement function per mutation,
 //! grouped by what they change (pools, hosts, sessions, enrollment, API
-//! credentials, the audit log, autoscale, the broker's secrets). Every
+//! credentials, the audit log, autoscale, published applications, the
+//! broker's secrets). Every
 //! statement is prepared once per connection (`prepare_cached`).
 
 use placement::autoscale::{PlanMemory, ScalingPlan};
-use placement::{Host, PoolConfig, PoolCounters, Session};
+use placement::{Application, ApplicationGroup, Host, PoolConfig, PoolCounters, Session};
 use rusqlite::{Transaction, params};
 
 use super::{missing_parent, outcome_text, to_json};
@@ -57,6 +58,14 @@ pub(super) fn apply_one(
         Mutation::PutScalingPlan { name, plan } => put_scaling_plan(tx, name, plan),
         Mutation::DeleteScalingPlan { name } => delete_scaling_plan(tx, name),
         Mutation::PutPlanMemory { pool, memory } => put_plan_memory(tx, pool, memory),
+        Mutation::PutApplication {
+            pool,
+            alias,
+            application,
+        } => put_application(tx, pool, alias, application),
+        Mutation::DeleteApplication { pool, alias } => delete_application(tx, pool, alias),
+        Mutation::PutApplicationGroup { name, group } => put_application_group(tx, name, group),
+        Mutation::DeleteApplicationGroup { name } => delete_application_group(tx, name),
         Mutation::PutSigningKeys { keys } => put_signing_keys(tx, keys),
     }
 }
@@ -85,7 +94,8 @@ fn put_counters(tx: &Transaction, pool: &str, counters: &PoolCounters) -> Result
 }
 
 /// The pool and everything of it: its scaling actions, host credentials
-/// and sessions explicitly, the rest through the schema's cascades.
+/// and sessions explicitly, the rest (hosts, tokens, plan memory,
+/// published applications) through the schema's cascades.
 fn delete_pool(tx: &Transaction, pool: &str) -> Result<(), StoreError> {
     tx.prepare_cached("DELETE FROM scaling_actions WHERE pool = ?1")?
         .execute([pool])?;
@@ -406,6 +416,49 @@ fn delete_scaling_plan(tx: &Transaction, name: &str) -> Result<(), StoreError> {
 fn put_plan_memory(tx: &Transaction, pool: &str, memory: &PlanMemory) -> Result<(), StoreError> {
     tx.prepare_cached("INSERT OR REPLACE INTO plan_memory (pool, record) VALUES (?1, ?2)")?
         .execute(params![pool, to_json(memory)])?;
+    Ok(())
+}
+
+// Published applications and application groups (rule F1).
+
+/// Refused as missing when the pool does not exist.
+fn put_application(
+    tx: &Transaction,
+    pool: &str,
+    alias: &str,
+    application: &Application,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO applications (pool, alias, record) VALUES (?1, ?2, ?3)
+         ON CONFLICT(pool, alias) DO UPDATE SET record = excluded.record",
+    )?
+    .execute(params![pool, alias, to_json(application)])
+    .map_err(|e| missing_parent(e, || format!("host pool {pool}")))?;
+    Ok(())
+}
+
+fn delete_application(tx: &Transaction, pool: &str, alias: &str) -> Result<(), StoreError> {
+    tx.prepare_cached("DELETE FROM applications WHERE pool = ?1 AND alias = ?2")?
+        .execute([pool, alias])?;
+    Ok(())
+}
+
+fn put_application_group(
+    tx: &Transaction,
+    name: &str,
+    group: &ApplicationGroup,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO application_groups (name, record) VALUES (?1, ?2)
+         ON CONFLICT(name) DO UPDATE SET record = excluded.record",
+    )?
+    .execute(params![name, to_json(group)])?;
+    Ok(())
+}
+
+fn delete_application_group(tx: &Transaction, name: &str) -> Result<(), StoreError> {
+    tx.prepare_cached("DELETE FROM application_groups WHERE name = ?1")?
+        .execute([name])?;
     Ok(())
 }
 
