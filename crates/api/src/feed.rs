@@ -22,8 +22,8 @@
 //! Where the specification leaves a choice, this module does what RD Web
 //! Access does, so that clients see what they were built against: the
 //! same attributes, `PrimaryHandler="True"`, a RemoteApp at the top level in
-//! the folder `/`, and a document of schema 1.1 for a client that asks for
-//! no version.
+//! the folder `/`. A client that asks for no version gets schema 1.1, as
+//! the specification requires.
 
 pub mod icons;
 mod render;
@@ -37,8 +37,8 @@ use sha1::{Digest, Sha1};
 
 pub use render::render;
 
-/// Where clients subscribe: RD Web Access's path, which users type and
-/// clients' e-mail discovery finds.
+/// Where clients subscribe: RD Web Access's path, the one users know and
+/// clients' documentation names.
 pub const FEED_PATH: &str = "/RDWeb/Feed/webfeed.aspx";
 /// The XML namespace of every element of the feed.
 pub const NAMESPACE: &str = "http://schemas.microsoft.com/ts/2007/05/tswf";
