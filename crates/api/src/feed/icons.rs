@@ -61,7 +61,7 @@ impl std::fmt::Display for IconFormat {
 }
 
 /// Why an icon is refused. The caller prefixes the field it came in
-/// (`iconPng: …`).
+/// (`iconPng: …`), which [`IconError::format`] tells.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IconError {
     #[error("the {format} is {bytes} bytes; an icon is at most {MAX_ICON_BYTES} bytes")]
@@ -73,6 +73,7 @@ pub enum IconError {
          {MAX_ICON_SIDE}×{MAX_ICON_SIDE}"
     )]
     TooLarge {
+        format: IconFormat,
         /// Which image: `the PNG`, or `the ICO's image 2`.
         what: String,
         width: u32,
@@ -80,6 +81,19 @@ pub enum IconError {
     },
     #[error("the {format} could not be written: {reason}")]
     Encode { format: IconFormat, reason: String },
+}
+
+impl IconError {
+    /// The kind of file refused, so that the caller can name the field it
+    /// came in (`iconPng`, `iconIco`).
+    pub fn format(&self) -> IconFormat {
+        match self {
+            IconError::TooManyBytes { format, .. }
+            | IconError::Malformed { format, .. }
+            | IconError::TooLarge { format, .. }
+            | IconError::Encode { format, .. } => *format,
+        }
+    }
 }
 
 fn malformed(format: IconFormat, reason: impl std::fmt::Display) -> IconError {
@@ -277,9 +291,10 @@ fn png_header_size(bytes: &[u8], format: IconFormat) -> Result<Size, IconError> 
     Ok(Size { width, height })
 }
 
-fn check_side(what: &str, size: Size) -> Result<(), IconError> {
+fn check_side(format: IconFormat, what: &str, size: Size) -> Result<(), IconError> {
     if size.width > MAX_ICON_SIDE || size.height > MAX_ICON_SIDE {
         return Err(IconError::TooLarge {
+            format,
             what: what.to_string(),
             width: size.width,
             height: size.height,
@@ -303,7 +318,7 @@ fn check_bytes(bytes: &[u8], format: IconFormat) -> Result<(), IconError> {
 fn decode_png(bytes: &[u8], format: IconFormat, what: &str) -> Result<Rgba, IconError> {
     check_bytes(bytes, format)?;
     let size = png_header_size(bytes, format)?;
-    check_side(what, size)?;
+    check_side(format, what, size)?;
     let mut decoder = png::Decoder::new_with_limits(
         Cursor::new(bytes),
         png::Limits {
@@ -402,9 +417,9 @@ fn decode_ico(bytes: &[u8]) -> Result<Vec<Rgba>, IconError> {
         };
         let data = &bytes[offset..end];
         if data.starts_with(&PNG_SIGNATURE) {
-            check_side(&what, png_header_size(data, format)?)?;
+            check_side(format, &what, png_header_size(data, format)?)?;
         } else {
-            check_side(&what, bmp_header_size(data, &what)?)?;
+            check_side(format, &what, bmp_header_size(data, &what)?)?;
         }
         images.push(data);
     }

@@ -153,6 +153,7 @@ fn a_png_claiming_60000_pixels_a_side_is_refused_from_its_header() {
     assert!(bomb.len() < 100, "a small file");
     match check_png(&bomb) {
         Err(IconError::TooLarge {
+            format: IconFormat::Png,
             what,
             width: 60_000,
             height: 60_000,
@@ -238,6 +239,7 @@ fn icos_that_claim_too_much_or_are_not_icons_are_refused() {
     assert_eq!(
         check_ico(&bomb),
         Err(IconError::TooLarge {
+            format: IconFormat::Ico,
             what: "the ICO's image 0".into(),
             width: 60_000,
             height: 60_000
@@ -354,15 +356,10 @@ fn both_given_are_both_checked() {
     assert_eq!(icons.ico, ico);
     assert_eq!(decode(&icons.png_32).0, size(32, 32));
 
-    assert!(matches!(
-        feed_icons(Some(&png), Some(b"not an icon")),
-        Err(IconError::Malformed {
-            format: IconFormat::Ico,
-            ..
-        })
-    ));
-    assert!(matches!(
-        feed_icons(Some(&claiming(60_000, 60_000)), Some(&ico)),
-        Err(IconError::TooLarge { .. })
-    ));
+    let err = feed_icons(Some(&png), Some(b"not an icon")).unwrap_err();
+    assert!(matches!(err, IconError::Malformed { .. }), "{err:?}");
+    assert_eq!(err.format(), IconFormat::Ico, "the caller names iconIco");
+    let err = feed_icons(Some(&claiming(60_000, 60_000)), Some(&ico)).unwrap_err();
+    assert!(matches!(err, IconError::TooLarge { .. }), "{err:?}");
+    assert_eq!(err.format(), IconFormat::Png, "the caller names iconPng");
 }
