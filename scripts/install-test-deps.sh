@@ -160,6 +160,7 @@ else
   command -v openssl >/dev/null 2>&1 || need+=(openssl)
   # The smoke run of scripts/bench-http.sh loads the broker with wrk.
   command -v wrk >/dev/null 2>&1 || need+=(wrk)
+  have xmllint || need+=(libxml2-utils) # the workspace feed's schema test (crates/api/tests/it/feed.rs)
   # Even with DESKBROKER_TEST_DATABASE_URL: the nemesis restarts a server of
   # its own.
   have_postgres_server || need+=(postgresql)

@@ -8,6 +8,8 @@
 //!   its HTTP status, and the error body `{"error": {"code", "message"}}`;
 //! - [`rdp_file`]: the `.rdp` connection file and the routing token that
 //!   names a pool (rule R1), written by the broker, parsed by the front door;
+//! - [`feed`]: the workspace feed (MS-TSWP) that Windows' "RemoteApp and
+//!   Desktop Connections" and Windows App subscribe to, and its icons;
 //! - [`ticket`]: signed connection tickets (rule T3), issued by the broker
 //!   into `.rdp` files, read by the front door, verified by the broker;
 //! - [`url`]: the one parser of a broker URL (`--broker`, `DESKBROKER_URL`);
@@ -23,6 +25,7 @@
 
 pub mod client;
 pub mod error;
+pub mod feed;
 pub mod rdp_file;
 pub mod ticket;
 pub mod tls;

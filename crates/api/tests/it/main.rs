@@ -1,6 +1,11 @@
 //! The client against a real HTTP server on loopback that answers as the
 //! broker does, as a proxy in front of it would, or not at all: every
-//! program that uses the client sees the same classification.
+//! program that uses the client sees the same classification. Besides: the
+//! workspace feed against the specification's schemas (`feed.rs`) and its
+//! icons (`icons.rs`).
+
+mod feed;
+mod icons;
 
 use std::net::SocketAddr;
 
