@@ -137,9 +137,15 @@ pub fn with_application(file: &str, app: &LaunchedApplication<'_>) -> String {
         placement::ApplicationMode::RemoteApp => {
             settings.push("remoteapplicationmode:i:1".to_string());
             settings.push(format!("remoteapplicationprogram:s:{}", clean(app.program)));
-            settings.push(format!("remoteapplicationname:s:{}", clean(app.display_name)));
+            settings.push(format!(
+                "remoteapplicationname:s:{}",
+                clean(app.display_name)
+            ));
             if !app.command_line.is_empty() {
-                settings.push(format!("remoteapplicationcmdline:s:{}", clean(app.command_line)));
+                settings.push(format!(
+                    "remoteapplicationcmdline:s:{}",
+                    clean(app.command_line)
+                ));
             }
             if !app.file_extensions.is_empty() {
                 settings.push(format!(
@@ -374,7 +380,10 @@ mod tests {
                 .map(|(_, _, v)| v.clone())
         };
         assert_eq!(value("remoteapplicationmode").as_deref(), Some("1"));
-        assert_eq!(value("remoteapplicationprogram").as_deref(), Some("||notepad"));
+        assert_eq!(
+            value("remoteapplicationprogram").as_deref(),
+            Some("||notepad")
+        );
         // A name cannot add a line of its own.
         assert_eq!(value("remoteapplicationname").as_deref(), Some("Notepad"));
         assert_eq!(value("remoteapplicationcmdline"), None);
@@ -396,9 +405,15 @@ mod tests {
         };
         let file = with_application(&desktop, &shell);
         let s = settings(&file);
-        assert!(s.iter().all(|(n, _, _)| !n.starts_with("remoteapplication")));
+        assert!(
+            s.iter()
+                .all(|(n, _, _)| !n.starts_with("remoteapplication"))
+        );
         assert!(s.iter().all(|(n, _, _)| n != "screen mode id"));
-        let shells: Vec<_> = s.iter().filter(|(n, _, _)| n == "alternate shell").collect();
+        let shells: Vec<_> = s
+            .iter()
+            .filter(|(n, _, _)| n == "alternate shell")
+            .collect();
         assert_eq!(shells.len(), 1);
         assert_eq!(shells[0].2, "/usr/bin/xterm");
     }

@@ -58,7 +58,10 @@ struct State {
 }
 
 impl State {
-    fn groups_of<'a>(&'a self, pool: &'a str) -> impl Iterator<Item = (&'a String, &'a ApplicationGroup)> {
+    fn groups_of<'a>(
+        &'a self,
+        pool: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a ApplicationGroup)> {
         self.groups.iter().filter(move |(_, g)| g.host_pool == pool)
     }
 }
@@ -99,16 +102,12 @@ fn check_icon(field: &str, base64_text: &str, png: bool) -> Result<(), BrokerErr
             "{field}: larger than {MAX_ICON_BYTES} bytes"
         )));
     }
-    let magic_ok = if png {
-        bytes.starts_with(b"\x89PNG\r\n\x1a\n")
+    let checked = if png {
+        api::feed::icons::check_png(&bytes).map(|_| ())
     } else {
-        bytes.starts_with(&[0, 0, 1, 0])
+        api::feed::icons::check_ico(&bytes).map(|_| ())
     };
-    if !magic_ok {
-        let kind = if png { "a PNG" } else { "an ICO" };
-        return Err(BrokerError::Invalid(format!("{field}: not {kind} image")));
-    }
-    Ok(())
+    checked.map_err(|e| BrokerError::Invalid(format!("{field}: {e}")))
 }
 
 impl Workspace {
@@ -367,7 +366,11 @@ impl Workspace {
     /// The groups that decide `user`'s assignments: the directory's (rule
     /// AD1) when one is configured and some group is assigned by a group,
     /// otherwise those the caller vouches for.
-    pub async fn groups_of(&self, user: &str, claimed: &[String]) -> Result<Vec<String>, BrokerError> {
+    pub async fn groups_of(
+        &self,
+        user: &str,
+        claimed: &[String],
+    ) -> Result<Vec<String>, BrokerError> {
         let Some(directory) = &self.directory else {
             return Ok(claimed.to_vec());
         };
@@ -482,7 +485,10 @@ impl Workspace {
 
 /// Rule F2: an `AlternateShell` pool runs a program by its path; the
 /// host's own aliases (`||name`) are a RemoteApp host's.
-pub(crate) fn check_mode(mode: ApplicationMode, application: &Application) -> Result<(), BrokerError> {
+pub(crate) fn check_mode(
+    mode: ApplicationMode,
+    application: &Application,
+) -> Result<(), BrokerError> {
     if mode == ApplicationMode::AlternateShell && application.program.starts_with("||") {
         return Err(BrokerError::Invalid(format!(
             "program: {:?} is an alias of a RemoteApp host; this pool's applicationMode is \

@@ -261,9 +261,7 @@ pub(crate) async fn application_file(
         None => b.workspace().application(pool, alias)?,
     };
     let args = app.launch_command_line(command_line)?;
-    let mode = b
-        .core()
-        .peek(pool, |p| Ok(p.config().application_mode))?;
+    let mode = b.core().peek(pool, |p| Ok(p.config().application_mode))?;
     crate::workspace::check_mode(mode, &app)?;
     let what = format!("applications/{alias}/rdpFile");
     let mut file = placing(

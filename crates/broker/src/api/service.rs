@@ -12,7 +12,8 @@ use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
 use super::{
-    applications, audit, credentials, hosts, keys, plans, pools, power, registration, sessions, users, web,
+    applications, audit, credentials, hosts, keys, plans, pools, power, registration, sessions,
+    users, web,
 };
 use crate::core::Core;
 

@@ -200,9 +200,8 @@ async fn groups_give_exactly_what_they_list_to_their_users_and_groups() {
     )
     .await;
 
-    let file = |user: &str, groups: &str| {
-        format!("{APPS}/notepad/rdpFile?user={user}&groups={groups}")
-    };
+    let file =
+        |user: &str, groups: &str| format!("{APPS}/notepad/rdpFile?user={user}&groups={groups}");
     // alice by name, carol by her group: given; bob (the desktop's) is not.
     let text = kit.text(&file("alice@contoso.com", "")).await;
     assert_eq!(line(&text, "remoteapplicationmode").as_deref(), Some("1"));
@@ -241,14 +240,8 @@ async fn groups_give_exactly_what_they_list_to_their_users_and_groups() {
         .ok("GET", "/api/v1/applicationGroups/office", None, 200)
         .await;
     assert_eq!(g["applications"], json!([]), "{g}");
-    kit.refused(
-        "GET",
-        &file("alice@contoso.com", ""),
-        None,
-        404,
-        "NotFound",
-    )
-    .await;
+    kit.refused("GET", &file("alice@contoso.com", ""), None, 404, "NotFound")
+        .await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -374,7 +367,7 @@ async fn applications_and_groups_survive_a_restart_and_go_with_their_pool() {
 #[tokio::test(start_paused = true)]
 async fn only_the_admin_changes_what_is_published() {
     let kit = kit_with_pool().await;
-    let reader = kit.credential("r", "Reader", &[]).await;
+    let reader = kit.credential("r", "reader", &[]).await;
     let (status, _) = kit
         .call_as(
             Some(&reader),

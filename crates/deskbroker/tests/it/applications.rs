@@ -49,13 +49,11 @@ fn programs_of_the_user() -> Vec<(u32, String)> {
 /// directories are not the user's to read) that waits, under a name the
 /// test looks for, with the argument it was given in its command line.
 fn published_program() -> PathBuf {
-    let home = PathBuf::from(
-        nix::unistd::User::from_name(USER)
-            .ok()
-            .flatten()
-            .expect("the test user")
-            .dir,
-    );
+    let home = nix::unistd::User::from_name(USER)
+        .ok()
+        .flatten()
+        .expect("the test user")
+        .dir;
     let path = home.join("deskbroker-published-app.sh");
     std::fs::write(&path, "#!/bin/sh\nexec sleep 600 \"$@\"\n").expect("write the program");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");

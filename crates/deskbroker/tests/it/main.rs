@@ -9,8 +9,8 @@
 
 mod access;
 mod agent;
-mod applications;
 mod api;
+mod applications;
 mod audit;
 mod audit_abuse;
 mod backup;
