@@ -363,28 +363,48 @@ impl Workspace {
             .collect()
     }
 
-    /// The groups that decide `user`'s assignments: the directory's (rule
-    /// AD1) when one is configured and some group is assigned by a group,
-    /// otherwise those the caller vouches for.
+    /// Whether what `user` is given in `pool` (in every pool, for None)
+    /// depends on their groups: its entitlements name groups and not the
+    /// user, or one of its application groups is assigned to groups. Only
+    /// then is a directory asked (rule AD1), so that what is given by name
+    /// stands while it is down.
+    pub fn needs_groups(&self, user: &str, pool: Option<&str>) -> bool {
+        let in_scope = |p: &str| pool.is_none_or(|only| only == p);
+        let by_group = self
+            .state()
+            .groups
+            .values()
+            .any(|g| in_scope(&g.host_pool) && !g.assigned_groups.is_empty());
+        by_group
+            || self
+                .core
+                .pool_names()
+                .into_iter()
+                .filter(|p| in_scope(p))
+                .any(|p| {
+                    self.core
+                        .peek(&p, |p| {
+                            Ok(!p.config().entitled_groups.is_empty()
+                                && p.check_entitled(user, &[], None).is_err())
+                        })
+                        .unwrap_or(false)
+                })
+    }
+
+    /// The groups that decide what `user` is given in `pool` (in every
+    /// pool, for None): the directory's (rule AD1) when one is configured
+    /// and [`Workspace::needs_groups`], none when it does not, and those
+    /// the caller vouches for (`claimed`) without a directory.
     pub async fn groups_of(
         &self,
         user: &str,
+        pool: Option<&str>,
         claimed: &[String],
     ) -> Result<Vec<String>, BrokerError> {
         let Some(directory) = &self.directory else {
             return Ok(claimed.to_vec());
         };
-        let by_group = self
-            .state()
-            .groups
-            .values()
-            .any(|g| !g.assigned_groups.is_empty());
-        let pools_by_group = self.core.pool_names().into_iter().any(|p| {
-            self.core
-                .peek(&p, |p| Ok(!p.config().entitled_groups.is_empty()))
-                .unwrap_or(false)
-        });
-        if !by_group && !pools_by_group {
+        if !self.needs_groups(user, pool) {
             return Ok(Vec::new());
         }
         Ok(directory.groups(user).await?.groups.clone())
@@ -454,6 +474,29 @@ impl Workspace {
             }
         }
         out
+    }
+
+    /// Refused with 403 `NotEntitled` unless `user` (of `groups`) is given
+    /// the desktop of `pool` (404 when there is no such pool).
+    pub fn published_desktop(
+        &self,
+        pool: &str,
+        user: &str,
+        groups: &[String],
+    ) -> Result<(), BrokerError> {
+        self.core.peek(pool, |_| Ok(()))?;
+        let given = self
+            .published_to(user, groups)
+            .into_iter()
+            .any(|p| p.pool == pool && p.desktop);
+        if !given {
+            return Err(placement::Error::NotEntitled(format!(
+                "user {user} is not given the desktop of host pool {pool}: its entitlements \
+                 or its application groups leave them out"
+            ))
+            .into());
+        }
+        Ok(())
     }
 
     /// The application `alias` of `pool` if `user` (of `groups`) is given

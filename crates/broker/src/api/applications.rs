@@ -223,7 +223,10 @@ pub async fn rdp_file(
             let what = "applications/{alias}/rdpFile?user=";
             let (user, claimed) = ticket_user(caller, &pool, user, q.groups.as_deref(), what)?;
             placement::validate_user("user", &user)?;
-            let groups = b.workspace().groups_of(&user, &claimed).await?;
+            let groups = b
+                .workspace()
+                .groups_of(&user, Some(&pool), &claimed)
+                .await?;
             Some((user, groups))
         }
         None => None,

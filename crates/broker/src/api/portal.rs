@@ -34,6 +34,7 @@ use super::error::ApiError;
 use crate::directory::DirectoryError;
 use crate::portal::{Portal, PortalError, UserSession};
 use crate::state::Broker;
+use crate::workspace::PublishedPool;
 
 /// The portal's policy: no script at all, styles and images from this
 /// origin only, forms only to this origin (sign-out), no framing.
@@ -97,6 +98,14 @@ pub fn routes() -> Router<super::ApiState> {
         .route("/portal/logout", post(logout))
         .route("/portal/pools/{pool}/rdpFile", get(rdp_file))
         .route("/portal/pools/{pool}/web", get(web))
+        .route(
+            "/portal/pools/{pool}/applications/{alias}/rdpFile",
+            get(application_file),
+        )
+        .route(
+            "/portal/pools/{pool}/applications/{alias}/icon",
+            get(application_icon),
+        )
         .route("/portal/portal.css", get(stylesheet))
         .layer(axum::middleware::map_response(with_security_headers))
 }
@@ -171,74 +180,58 @@ async fn page(State(b): State<Arc<Broker>>, headers: HeaderMap) -> Result<Respon
     ))
 }
 
-/// A pool as the page shows it.
-struct Offered {
-    name: String,
-    friendly_name: String,
+/// The groups that decide what `session`'s user is given: the ID token's,
+/// or the directory's where one is configured (AD1), asked only when a
+/// decision needs a group. When the directory cannot give them, what is
+/// given without a group (open to all, or naming the user) is still
+/// offered, as AD1 keeps those decisions standing; the second value then
+/// says, for the user, why what is given through a group is not listed.
+async fn deciding_groups(b: &Broker, session: &UserSession) -> (Vec<String>, Option<&'static str>) {
+    let Some(directory) = b.connector().directory() else {
+        return (session.groups.clone(), None);
+    };
+    if !b.workspace().needs_groups(&session.user, None) {
+        return (Vec::new(), None);
+    }
+    match directory.groups(&session.user).await {
+        Ok(user) => (user.groups.clone(), None),
+        // The directory's own words (its servers, an entry's name) are for
+        // the operator's log, where `groups` put them.
+        Err(DirectoryError::Unavailable(_)) => (
+            Vec::new(),
+            Some(
+                "Desktops and applications you get through a group are not listed: the \
+                 directory that holds your groups cannot be reached. Try again in a few minutes.",
+            ),
+        ),
+        Err(DirectoryError::Ambiguous(_)) => (
+            Vec::new(),
+            Some(
+                "Desktops and applications you get through a group are not listed: your groups \
+                 could not be read from the directory. Ask your administrator.",
+            ),
+        ),
+    }
 }
 
-/// The pools `session`'s user may get a desktop in (rule T2 with the ID
-/// token's groups, or the directory's where one is configured, AD1), that
-/// the RDP front door may reach (`allowFrontDoor`: the `.rdp` file goes
-/// through it, so another pool's file would be refused there), sorted by
-/// name. The directory is asked only when a pool's decision needs a group.
-///
-/// When the directory cannot give the user's groups, the pools decided
-/// without a group (open to all, or naming the user) are still offered, as
-/// AD1 keeps those decisions standing; the second value then says, for the
-/// user, why pools given through a group are not listed.
+/// What `session`'s user is given (rules T2, F1: `Workspace::published_to`)
+/// in the pools the RDP front door may reach (`allowFrontDoor`: the files
+/// go through it, so another pool's file would be refused there), by pool
+/// name, with why some could not be listed (see [`deciding_groups`]).
 async fn entitled_pools(
     b: &Broker,
     session: &UserSession,
-) -> Result<(Vec<Offered>, Option<&'static str>), ApiError> {
-    let directory = b.connector().directory();
-    let offered_with = |groups: &[String]| {
-        let mut offered = Vec::new();
-        let mut needs_groups = false;
-        b.core().for_each_pool(|p| {
-            if !p.config().allow_front_door {
-                return;
-            }
-            if p.check_entitled(&session.user, groups, None).is_ok() {
-                offered.push(Offered {
-                    name: p.name().to_string(),
-                    friendly_name: p.config().friendly_name.clone(),
-                });
-            } else if !p.config().entitled_groups.is_empty() {
-                needs_groups = true;
-            }
-        });
-        (offered, needs_groups)
-    };
-    let (mut offered, unlisted) = match directory {
-        None => (offered_with(&session.groups).0, None),
-        Some(directory) => match offered_with(&[]) {
-            (offered, false) => (offered, None),
-            (offered, true) => match directory.groups(&session.user).await {
-                Ok(user) => (offered_with(&user.groups).0, None),
-                // The directory's own words (its servers, an entry's name)
-                // are for the operator's log, where `groups` put them.
-                Err(DirectoryError::Unavailable(_)) => (
-                    offered,
-                    Some(
-                        "Desktops you get through a group are not listed: the directory that \
-                         holds your groups cannot be reached. Try again in a few minutes.",
-                    ),
-                ),
-                Err(DirectoryError::Ambiguous(_)) => (
-                    offered,
-                    Some(
-                        "Desktops you get through a group are not listed: your groups could \
-                         not be read from the directory. Ask your administrator.",
-                    ),
-                ),
-            },
-        },
-    };
+) -> Result<(Vec<PublishedPool>, Option<&'static str>), ApiError> {
+    let (groups, unlisted) = deciding_groups(b, session).await;
+    let mut pools = b.workspace().published_to(&session.user, &groups);
+    pools.retain(|p| {
+        b.core()
+            .peek(&p.pool, |p| Ok(p.config().allow_front_door))
+            .unwrap_or(false)
+    });
     // Nothing is shown that a crash could take back.
     b.core().writer().flush().await?;
-    offered.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok((offered, unlisted))
+    Ok((pools, unlisted))
 }
 
 #[derive(Deserialize)]
@@ -347,19 +340,12 @@ async fn rdp_file(
 ) -> Result<Response, ApiError> {
     let (session, issuer) = requester(&b, &headers, &extensions)?;
     let groups = b
-        .connector()
-        .deciding_groups(&pool, &session.user, &session.groups, None)
+        .workspace()
+        .groups_of(&session.user, Some(&pool), &session.groups)
         .await?;
-    b.core().read(&pool, |p| {
-        if !p.config().allow_front_door {
-            return Err(crate::BrokerError::Forbidden(format!(
-                "host pool {} is not reached through the RDP front door (allowFrontDoor is false)",
-                p.name()
-            )));
-        }
-        Ok(p.check_entitled(&session.user, &groups, None)?)
-    })
-    .await?;
+    front_door_reaches(&b, &pool)?;
+    b.workspace()
+        .published_desktop(&pool, &session.user, &groups)?;
     let file = super::pools::rdp_file_for(
         &b,
         &pool,
@@ -384,6 +370,12 @@ async fn web(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (session, issuer) = requester(&b, &headers, &extensions)?;
+    let groups = b
+        .workspace()
+        .groups_of(&session.user, Some(&pool), &session.groups)
+        .await?;
+    b.workspace()
+        .published_desktop(&pool, &session.user, &groups)?;
     let web = super::pools::placing(
         &b,
         &issuer,
@@ -410,6 +402,100 @@ async fn web(
         ],
     )
         .into_response())
+}
+
+/// `GET /portal/pools/{pool}/applications/{alias}/rdpFile`: the file that
+/// opens an application the signed-in user is given (rule F5), made as
+/// the API's (`applications::application_file`): with their connection
+/// ticket, through the front door or, with `?gateway=true`, the RD
+/// Gateway. 401 without a session, 403 `NotEntitled` for an application
+/// no group gives them, 403 `Forbidden` for a pool the front door may not
+/// reach.
+async fn application_file(
+    State(b): State<Arc<Broker>>,
+    Path((pool, alias)): Path<(String, String)>,
+    Query(q): Query<PortalFileQuery>,
+    extensions: axum::http::Extensions,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (session, issuer) = requester(&b, &headers, &extensions)?;
+    let groups = b
+        .workspace()
+        .groups_of(&session.user, Some(&pool), &session.groups)
+        .await?;
+    front_door_reaches(&b, &pool)?;
+    let file = super::applications::application_file(
+        &b,
+        &pool,
+        &alias,
+        Some((session.user.as_str(), groups.as_slice())),
+        q.gateway,
+        None,
+        &issuer,
+    )
+    .await?;
+    Ok(super::pools::rdp_download(&alias, file.body))
+}
+
+/// `GET /portal/pools/{pool}/applications/{alias}/icon`: the icon of an
+/// application the signed-in user is given, as a PNG (its own, or made
+/// from its ICO), with a fixed content type: whatever bytes an icon
+/// holds, a browser shows it as an image or not at all. 404 for an
+/// application without an icon.
+async fn application_icon(
+    State(b): State<Arc<Broker>>,
+    Path((pool, alias)): Path<(String, String)>,
+    extensions: axum::http::Extensions,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    use base64::Engine as _;
+    let (session, _) = requester(&b, &headers, &extensions)?;
+    let groups = b
+        .workspace()
+        .groups_of(&session.user, Some(&pool), &session.groups)
+        .await?;
+    let app = b
+        .workspace()
+        .published_application(&pool, &alias, &session.user, &groups)?;
+    let decode = |text: &Option<String>| {
+        text.as_deref()
+            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
+    };
+    let icons = api::feed::icons::feed_icons(
+        decode(&app.icon_png).as_deref(),
+        decode(&app.icon_ico).as_deref(),
+    )
+    .map_err(|e| ApiError::invalid(format!("the application's icon cannot be shown: {e}")))?
+    .ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!("application {alias} of host pool {pool} has no icon"),
+        )
+    })?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/png"),
+            (header::CACHE_CONTROL, "private, max-age=300"),
+        ],
+        icons.png_32,
+    )
+        .into_response())
+}
+
+/// Refused with 403 `Forbidden` when the front door may not reach `pool`
+/// (`allowFrontDoor` false): the portal's files go through it.
+fn front_door_reaches(b: &Broker, pool: &str) -> Result<(), ApiError> {
+    b.core().peek(pool, |p| {
+        if p.config().allow_front_door {
+            Ok(())
+        } else {
+            Err(crate::BrokerError::Forbidden(format!(
+                "host pool {} is not reached through the RDP front door (allowFrontDoor is false)",
+                p.name()
+            )))
+        }
+    })?;
+    Ok(())
 }
 
 /// `?gateway=true` of the portal's file.
@@ -439,7 +525,12 @@ li{display:flex;justify-content:space-between;align-items:center;padding:.75rem 
 border-bottom:1px solid #d0d7de}.pool-name{font-weight:600}.pool-id{color:#57606a;\
 font-size:.9em;margin-left:.5rem}a.download{padding:.35rem .8rem;border:1px solid #0969da;\
 border-radius:6px;color:#0969da;text-decoration:none}button{font:inherit;padding:.3rem .8rem}\
-.notice{padding:.5rem .75rem;border-left:4px solid #9a6700;background:#fff8c5}";
+.notice{padding:.5rem .75rem;border-left:4px solid #9a6700;background:#fff8c5}\
+ul.apps{display:grid;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr));gap:.75rem}\
+li.app{flex-direction:column;gap:.5rem;padding:.75rem;border:1px solid #d0d7de;\
+border-radius:8px;text-align:center}li.app>span{display:flex;flex-direction:column;\
+align-items:center;gap:.35rem}.app-name{font-weight:600}h3.folder{font-size:1rem;\
+color:#57606a;margin:1rem 0 .5rem}";
 
 /// `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted
 /// attributes.
@@ -488,14 +579,17 @@ fn document(title: &str, body: &str) -> String {
     )
 }
 
-/// The signed-in user's pools, each with its `.rdp` file, and with
-/// `gateway` (the broker knows of an RD Gateway) its file through the
-/// gateway too, for use outside the office, and a link that opens the
-/// desktop in a new browser tab (the page is the gateway's). `unlisted`
-/// says why pools given through a group could not be listed, if so.
+/// The signed-in user's desktops and applications (rule F5): each pool
+/// whose desktop they are given with its `.rdp` file, and with `gateway`
+/// (the broker knows of an RD Gateway) its file through the gateway too,
+/// for use outside the office, and a link that opens the desktop in a new
+/// browser tab (the page is the gateway's); then their applications as
+/// tiles with their icons, by folder (the top level first), each with the
+/// file that opens it. `unlisted` says why what a group gives could not
+/// be listed, if so.
 fn pools_page(
     session: &UserSession,
-    pools: &[Offered],
+    pools: &[PublishedPool],
     gateway: bool,
     unlisted: Option<&str>,
 ) -> String {
@@ -511,7 +605,9 @@ fn pools_page(
             escape(why)
         ));
     }
-    if pools.is_empty() {
+    let desktops: Vec<&PublishedPool> = pools.iter().filter(|p| p.desktop).collect();
+    let any_application = pools.iter().any(|p| !p.applications.is_empty());
+    if desktops.is_empty() && !any_application {
         // With a notice, it says why nothing is listed.
         if unlisted.is_none() {
             body.push_str(
@@ -519,45 +615,110 @@ fn pools_page(
                  entitle you to a host pool.</p>\n",
             );
         }
-    } else {
+        body.push_str("</main>\n");
+        return document("Your desktops", &body);
+    }
+    if !desktops.is_empty() {
         body.push_str("<ul id=\"pools\">\n");
-        for p in pools {
-            let shown = if p.friendly_name.is_empty() {
-                &p.name
-            } else {
-                &p.friendly_name
-            };
+        for p in desktops {
             body.push_str(&format!(
                 "<li class=\"pool\" data-pool=\"{name}\"><span><span class=\"pool-name\">{shown}\
                  </span><span class=\"pool-id\">{name}</span></span> <a class=\"download\" \
                  href=\"/portal/pools/{path}/rdpFile\" download=\"{name}.rdp\">Download .rdp</a>{via}\
                  </li>\n",
-                name = escape(&p.name),
-                shown = escape(shown),
-                path = escape(&path_segment(&p.name)),
+                name = escape(&p.pool),
+                shown = escape(&p.title),
+                path = escape(&path_segment(&p.pool)),
                 via = if gateway {
                     format!(
                         " <a class=\"download-gateway\" href=\"/portal/pools/{path}/rdpFile?gateway=true\" \
                          download=\"{name}-gateway.rdp\">Download .rdp through the gateway</a> \
                          <a class=\"browser\" href=\"/portal/pools/{path}/web\" target=\"_blank\" \
                          rel=\"noopener noreferrer\">Open in the browser</a>",
-                        name = escape(&p.name),
-                        path = escape(&path_segment(&p.name)),
+                        name = escape(&p.pool),
+                        path = escape(&path_segment(&p.pool)),
                     )
                 } else {
                     String::new()
                 },
             ));
         }
-        body.push_str("</ul>\n<p>Open the downloaded file with Remote Desktop Connection (mstsc) or another RDP client");
-        body.push_str(if gateway {
-            ", or open the desktop in this browser.</p>\n"
-        } else {
-            ".</p>\n"
-        });
+        body.push_str("</ul>\n");
     }
+    if any_application {
+        body.push_str(&applications_section(pools, gateway));
+    }
+    body.push_str(
+        "<p>Open the downloaded file with Remote Desktop Connection (mstsc) or another RDP client",
+    );
+    body.push_str(if gateway {
+        ", or open a desktop in this browser.</p>\n"
+    } else {
+        ".</p>\n"
+    });
     body.push_str("</main>\n");
     document("Your desktops", &body)
+}
+
+/// The applications of `pools` as tiles, one list a folder: the top
+/// level (no folder) first, then the folders by name.
+fn applications_section(pools: &[PublishedPool], gateway: bool) -> String {
+    let mut folders: std::collections::BTreeMap<&str, Vec<(&str, &str, &placement::Application)>> =
+        std::collections::BTreeMap::new();
+    for p in pools {
+        for (alias, app) in &p.applications {
+            folders.entry(app.folder.as_str()).or_default().push((
+                p.pool.as_str(),
+                alias.as_str(),
+                app,
+            ));
+        }
+    }
+    let mut html = String::from("<section id=\"applications\">\n<h2>Applications</h2>\n");
+    for (folder, mut apps) in folders {
+        apps.sort_by(|a, b| a.2.display_name.cmp(&b.2.display_name));
+        if !folder.is_empty() {
+            html.push_str(&format!("<h3 class=\"folder\">{}</h3>\n", escape(folder)));
+        }
+        html.push_str(&format!(
+            "<ul class=\"apps\" data-folder=\"{}\">\n",
+            escape(folder)
+        ));
+        for (pool, alias, app) in apps {
+            let base = format!(
+                "/portal/pools/{}/applications/{}",
+                escape(&path_segment(pool)),
+                escape(&path_segment(alias))
+            );
+            let icon = if app.icon_png.is_some() || app.icon_ico.is_some() {
+                format!(
+                    "<img class=\"icon\" src=\"{base}/icon\" alt=\"\" width=\"32\" height=\"32\"> "
+                )
+            } else {
+                String::new()
+            };
+            let via = if gateway {
+                format!(
+                    " <a class=\"download-gateway\" href=\"{base}/rdpFile?gateway=true\" \
+                     download=\"{alias}-gateway.rdp\">Through the gateway</a>",
+                    alias = escape(alias)
+                )
+            } else {
+                String::new()
+            };
+            html.push_str(&format!(
+                "<li class=\"app\" data-pool=\"{pool}\" data-app=\"{alias}\"><span>{icon}<span \
+                 class=\"app-name\">{name}</span></span> <a class=\"download\" href=\"{base}/rdpFile\" \
+                 download=\"{alias}.rdp\">Open</a>{via}</li>\n",
+                pool = escape(pool),
+                alias = escape(alias),
+                name = escape(&app.display_name),
+            ));
+        }
+        html.push_str("</ul>\n");
+    }
+    html.push_str("</section>\n");
+    html
 }
 
 fn signed_out_page() -> String {
@@ -571,6 +732,15 @@ fn signed_out_page() -> String {
 mod tests {
     use super::*;
 
+    fn desktop(pool: &str, title: &str) -> PublishedPool {
+        PublishedPool {
+            pool: pool.into(),
+            title: title.into(),
+            desktop: true,
+            applications: Vec::new(),
+        }
+    }
+
     #[test]
     fn every_value_on_a_page_is_escaped() {
         assert_eq!(
@@ -580,10 +750,7 @@ mod tests {
         let session = UserSession::for_test("<b>eve</b>", &[]);
         let page = pools_page(
             &session,
-            &[Offered {
-                name: "p1".into(),
-                friendly_name: "<img src=x onerror=alert(1)>".into(),
-            }],
+            &[desktop("p1", "<img src=x onerror=alert(1)>")],
             true,
             None,
         );
@@ -595,10 +762,7 @@ mod tests {
     #[test]
     fn the_gateway_file_and_the_browser_are_offered_only_with_a_gateway() {
         let session = UserSession::for_test("alice", &[]);
-        let pools = [Offered {
-            name: "p1".into(),
-            friendly_name: String::new(),
-        }];
+        let pools = [desktop("p1", "p1")];
         let link = "href=\"/portal/pools/p1/rdpFile?gateway=true\"";
         let with = pools_page(&session, &pools, true, None);
         assert!(with.contains(link), "{with}");
@@ -613,10 +777,7 @@ mod tests {
     fn pools_a_group_gives_that_could_not_be_decided_are_said_to_be_unlisted() {
         let session = UserSession::for_test("alice", &[]);
         let why = "not listed: <the directory> is away";
-        let pools = [Offered {
-            name: "p1".into(),
-            friendly_name: String::new(),
-        }];
+        let pools = [desktop("p1", "p1")];
         let page = pools_page(&session, &pools, false, Some(why));
         assert!(
             page.contains("id=\"unlisted\"") && page.contains("&lt;the directory&gt;"),
@@ -629,6 +790,50 @@ mod tests {
         assert!(!page.contains("id=\"none\""), "{page}");
         let page = pools_page(&session, &[], false, None);
         assert!(page.contains("id=\"none\"") && !page.contains("unlisted"));
+    }
+
+    #[test]
+    fn applications_are_tiles_by_folder_with_their_icons_and_files() {
+        let session = UserSession::for_test("alice", &[]);
+        let app = |name: &str, folder: &str, icon: bool| placement::Application {
+            display_name: name.into(),
+            program: "||x".into(),
+            command_line_policy: placement::CommandLinePolicy::None,
+            command_line: String::new(),
+            icon_png: icon.then(|| "iVBORw0KGgo=".to_string()),
+            icon_ico: None,
+            file_extensions: Vec::new(),
+            folder: folder.into(),
+            modified_ms: 0,
+        };
+        let pools = [PublishedPool {
+            pool: "apps".into(),
+            title: "Apps".into(),
+            desktop: false,
+            applications: vec![
+                ("calc".into(), app("Calculator", "", false)),
+                ("excel".into(), app("Excel <&>", "Office", true)),
+                ("word".into(), app("Word", "Office", true)),
+            ],
+        }];
+        let page = pools_page(&session, &pools, true, None);
+        // No desktop tile for a pool that gives applications only.
+        assert!(!page.contains("id=\"pools\""), "{page}");
+        assert!(!page.contains("id=\"none\""), "{page}");
+        // The top level first, then Office with its two, by name.
+        let top = page.find("data-folder=\"\"").expect("the top level");
+        let office = page.find("data-folder=\"Office\"").expect("Office");
+        assert!(top < office, "{page}");
+        let excel = page.find("data-app=\"excel\"").expect("excel");
+        let word = page.find("data-app=\"word\"").expect("word");
+        assert!(office < excel && excel < word, "{page}");
+        assert!(page.contains("Excel &lt;&amp;&gt;"), "{page}");
+        assert!(page.contains("src=\"/portal/pools/apps/applications/word/icon\""));
+        assert!(!page.contains("applications/calc/icon"), "{page}");
+        assert!(page.contains("href=\"/portal/pools/apps/applications/calc/rdpFile\""));
+        assert!(
+            page.contains("href=\"/portal/pools/apps/applications/calc/rdpFile?gateway=true\"")
+        );
     }
 
     #[test]

@@ -44,6 +44,7 @@ mod nemesis;
 mod ntlm_sign_in;
 mod observability;
 mod portal;
+mod portal_apps;
 mod portal_directory;
 mod postgres;
 mod power;
