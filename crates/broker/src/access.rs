@@ -230,6 +230,15 @@ pub const TABLE: &[Rule] = &[
     // Rule AD1: a user's directory groups, for those who read everything;
     // a user spans pools, so a credential limited to some does not.
     rule("GET", "/api/v1/users/{name}", READERS, false, Scope::Global),
+    // Rule F1: what a user is given, for those who read everything and
+    // for the doors that serve a user's workspace.
+    rule(
+        "GET",
+        "/api/v1/users/{name}/workspace",
+        &[Admin, Operator, Reader, Gateway],
+        false,
+        Scope::Global,
+    ),
     // Rule A9: operators start and stop hosts (T1); the record of what
     // was done is for every reader (A10).
     rule(

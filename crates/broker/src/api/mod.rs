@@ -237,6 +237,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route(audit::SIGN_IN_REFUSALS, post(audit::sign_in_refused))
         .route("/api/v1/whoami", get(audit::whoami))
         .route("/api/v1/users/{name}", get(users::show))
+        .route("/api/v1/users/{name}/workspace", get(users::workspace))
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(middleware::from_fn_with_state(gate.clone(), authenticate));
     // Registration carries its token in the body: no bearer token.

@@ -59,3 +59,90 @@ pub async fn show(
         cache_seconds: directory.cache_ttl().as_secs(),
     }))
 }
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceQuery {
+    /// The user's groups, comma-separated, when no directory is
+    /// configured (with one, the directory's are used).
+    pub groups: Option<String>,
+}
+
+/// One pool of a user's workspace.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishedPoolOutput {
+    pub host_pool: String,
+    /// The pool's friendly name, or its name.
+    pub title: String,
+    /// Whether the pool's desktop is given.
+    pub desktop: bool,
+    /// The applications given, without their icons.
+    pub applications: Vec<super::applications::ApplicationOutput>,
+}
+
+/// `GET /api/v1/users/{name}/workspace`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceOutput {
+    pub name: String,
+    /// The groups that decided it.
+    pub groups: Vec<String>,
+    /// Pool by pool, by name; pools that give the user nothing are left out.
+    pub value: Vec<PublishedPoolOutput>,
+}
+
+/// What a user is given (rules T2, F1): each pool's desktop and the
+/// applications its application groups give them, exactly what the
+/// portal shows them and what their launch files admit. For operators who
+/// need to know why a user sees, or does not see, a resource.
+#[utoipa::path(get, path = "/api/v1/users/{name}/workspace", tag = "users",
+    params(("name" = String, Path, description = "the user"), WorkspaceQuery),
+    responses((status = 200, body = WorkspaceOutput), (status = 400, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+pub async fn workspace(
+    State(workspace): State<Arc<crate::workspace::Workspace>>,
+    Path(name): Path<String>,
+    Query(q): Query<WorkspaceQuery>,
+) -> Result<axum::Json<WorkspaceOutput>, ApiError> {
+    placement::validate_user("name", &name).map_err(BrokerError::from)?;
+    let claimed: Vec<String> = q
+        .groups
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(|g| g.trim().to_string())
+        .filter(|g| !g.is_empty())
+        .collect();
+    for (i, group) in claimed.iter().enumerate() {
+        placement::validate_group(&format!("groups[{i}]"), group).map_err(BrokerError::from)?;
+    }
+    let groups = workspace.groups_of(&name, None, &claimed).await?;
+    let value = workspace
+        .published_to(&name, &groups)
+        .into_iter()
+        .map(|p| PublishedPoolOutput {
+            applications: p
+                .applications
+                .into_iter()
+                .map(|(alias, mut app)| {
+                    app.icon_png = None;
+                    app.icon_ico = None;
+                    super::applications::ApplicationOutput {
+                        alias,
+                        host_pool: p.pool.clone(),
+                        application: app,
+                    }
+                })
+                .collect(),
+            host_pool: p.pool,
+            title: p.title,
+            desktop: p.desktop,
+        })
+        .collect();
+    Ok(axum::Json(WorkspaceOutput {
+        name,
+        groups,
+        value,
+    }))
+}

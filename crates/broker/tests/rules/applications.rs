@@ -400,3 +400,97 @@ async fn only_the_admin_changes_what_is_published() {
         .await;
     assert_eq!(status, 403);
 }
+
+/// The pools of `user`'s workspace: (pool, desktop, aliases).
+async fn workspace(kit: &Kit, user: &str, groups: &str) -> Vec<(String, bool, Vec<String>)> {
+    let v = kit
+        .ok(
+            "GET",
+            &format!("/api/v1/users/{user}/workspace?groups={groups}"),
+            None,
+            200,
+        )
+        .await;
+    v["value"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| {
+            let aliases = p["applications"]
+                .as_array()
+                .expect("applications")
+                .iter()
+                .map(|a| a["alias"].as_str().unwrap_or_default().to_string())
+                .collect();
+            (
+                p["hostPool"].as_str().unwrap_or_default().to_string(),
+                p["desktop"].as_bool().unwrap_or_default(),
+                aliases,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_users_workspace_is_what_the_groups_give_and_the_pool_prefers() {
+    let kit = kit_with_pool().await;
+    kit.pool_with_hosts("desk", "BreadthFirst", 10, 1).await;
+    kit.patch_pool("desk", json!({"entitledUsers": ["alice@contoso.com"]}))
+        .await;
+    publish(&kit, "notepad", notepad()).await;
+    let ws = |v: &[(&str, bool, &[&str])]| -> Vec<(String, bool, Vec<String>)> {
+        v.iter()
+            .map(|(p, d, a)| (p.to_string(), *d, a.iter().map(|s| s.to_string()).collect()))
+            .collect()
+    };
+    // No application group yet: each pool's desktop to whom it entitles.
+    assert_eq!(
+        workspace(&kit, "alice@contoso.com", "").await,
+        ws(&[("apps", true, &[]), ("desk", true, &[])])
+    );
+    assert_eq!(
+        workspace(&kit, "bob@contoso.com", "").await,
+        ws(&[("apps", true, &[])])
+    );
+    group(
+        &kit,
+        "office",
+        json!({"hostPool": "apps", "kind": "RemoteApp", "applications": ["notepad"],
+               "assignedGroups": ["Finance"]}),
+    )
+    .await;
+    group(
+        &kit,
+        "apps-desktop",
+        json!({"hostPool": "apps", "kind": "Desktop", "assignedGroups": ["Finance", "Staff"]}),
+    )
+    .await;
+    // Given both in one pool: the pool's preference (Desktop by default).
+    assert_eq!(
+        workspace(&kit, "carol@contoso.com", "Finance").await,
+        ws(&[("apps", true, &[])])
+    );
+    kit.patch_pool("apps", json!({"preferredAppGroupType": "RemoteApp"}))
+        .await;
+    assert_eq!(
+        workspace(&kit, "carol@contoso.com", "finance").await,
+        ws(&[("apps", false, &["notepad"])])
+    );
+    assert_eq!(
+        workspace(&kit, "dave@contoso.com", "Staff").await,
+        ws(&[("apps", true, &[])])
+    );
+    // Someone no group names and no pool entitles: an empty workspace.
+    assert_eq!(workspace(&kit, "bob@contoso.com", "").await, ws(&[]));
+    // An assignment removed: the resource goes.
+    group(
+        &kit,
+        "office",
+        json!({"hostPool": "apps", "kind": "RemoteApp", "applications": ["notepad"]}),
+    )
+    .await;
+    assert_eq!(
+        workspace(&kit, "carol@contoso.com", "Finance").await,
+        ws(&[("apps", true, &[])])
+    );
+}

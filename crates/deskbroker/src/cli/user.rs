@@ -1,5 +1,6 @@
 //! `deskbroker user show NAME`: a user as the directory sees them (rule
-//! AD1), through `/api/v1/users/{name}`: whether it knows them, their
+//! AD1), through `/api/v1/users/{name}`, and `deskbroker user workspace
+//! NAME`: what they are given (rule F1). `show`: whether it knows them, their
 //! entry, and the groups (nested ones included) that decide which pools
 //! they may use. Needs a broker started with `--directory-url`.
 
@@ -23,7 +24,22 @@ pub struct UserArgs {
 enum UserCommand {
     /// Show a user's directory groups, nested ones included.
     Show(ShowArgs),
+    /// What a user is given: each pool's desktop and the published
+    /// applications their application groups give them.
+    Workspace(WorkspaceArgs),
 }
+
+#[derive(clap::Args)]
+struct WorkspaceArgs {
+    /// The user.
+    name: String,
+    /// The user's groups, comma-separated, when the broker has no directory.
+    #[arg(long, value_name = "GROUP,…", value_delimiter = ',')]
+    groups: Vec<String>,
+}
+
+/// Columns of a user's workspace, one row a pool.
+const WORKSPACE_COLUMNS: Columns = &["hostPool", "title", "desktop", "applications"];
 
 #[derive(clap::Args)]
 struct ShowArgs {
@@ -49,6 +65,31 @@ async fn execute(ctx: &Context, command: UserCommand) -> anyhow::Result<()> {
             };
             let user = ctx.client.get(&["users", &s.name], query).await?;
             ctx.print(&user, USER_COLUMNS)
+        }
+        UserCommand::Workspace(w) => {
+            let groups = w.groups.join(",");
+            let query: Vec<(&str, &str)> = if groups.is_empty() {
+                Vec::new()
+            } else {
+                vec![("groups", groups.as_str())]
+            };
+            let mut answer = ctx
+                .client
+                .get(&["users", &w.name, "workspace"], &query)
+                .await?;
+            // A table shows each pool's applications by alias.
+            if let Some(pools) = answer["value"].as_array_mut() {
+                for pool in pools {
+                    let aliases: Vec<serde_json::Value> = pool["applications"]
+                        .as_array()
+                        .map(|apps| apps.iter().map(|a| a["alias"].clone()).collect())
+                        .unwrap_or_default();
+                    if ctx.output != super::output::OutputFormat::Json {
+                        pool["applications"] = serde_json::Value::Array(aliases);
+                    }
+                }
+            }
+            ctx.print(&answer, WORKSPACE_COLUMNS)
         }
     }
 }

@@ -128,6 +128,9 @@ async fn an_xrdp_pools_application_opens_as_the_sessions_only_program() {
         USER,
     ]);
     assert!(ok, "appgroup create: {err}");
+    let (ok, out, err) = app.cli(&["user", "workspace", USER]);
+    assert!(ok, "user workspace: {err}");
+    assert!(out.contains("apps") && out.contains("timer"), "{out}");
 
     // Someone the group does not name gets no file.
     let (ok, _, err) = app.cli(&[
