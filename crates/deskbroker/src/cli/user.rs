@@ -77,19 +77,20 @@ async fn execute(ctx: &Context, command: UserCommand) -> anyhow::Result<()> {
                 .client
                 .get(&["users", &w.name, "workspace"], &query)
                 .await?;
-            // A table shows each pool's applications by alias.
+            if ctx.output == super::output::OutputFormat::Json {
+                return ctx.print(&answer, WORKSPACE_COLUMNS);
+            }
+            // A table: a row a pool, its applications by alias.
             if let Some(pools) = answer["value"].as_array_mut() {
                 for pool in pools {
                     let aliases: Vec<serde_json::Value> = pool["applications"]
                         .as_array()
                         .map(|apps| apps.iter().map(|a| a["alias"].clone()).collect())
                         .unwrap_or_default();
-                    if ctx.output != super::output::OutputFormat::Json {
-                        pool["applications"] = serde_json::Value::Array(aliases);
-                    }
+                    pool["applications"] = serde_json::Value::Array(aliases);
                 }
             }
-            ctx.print(&answer, WORKSPACE_COLUMNS)
+            ctx.print(&answer["value"].take(), WORKSPACE_COLUMNS)
         }
     }
 }
