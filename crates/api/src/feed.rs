@@ -475,14 +475,7 @@ fn check_url(field: &str, value: &str) -> Result<(), FeedError> {
 /// `.` and 1 to 16 letters, digits, `-` or `_`, as the model's file
 /// extensions are.
 fn check_file_extension(field: &str, extension: &str) -> Result<(), FeedError> {
-    let ok = extension.strip_prefix('.').is_some_and(|rest| {
-        !rest.is_empty()
-            && rest.len() <= 16
-            && rest
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-    });
-    if !ok {
+    if !placement::is_file_extension(extension) {
         return Err(FeedError::new(
             field,
             format!(

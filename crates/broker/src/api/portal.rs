@@ -326,6 +326,23 @@ fn requester(
     Ok((session, issuer))
 }
 
+/// [`requester`], with the groups that decide what they are given in
+/// `pool` (the directory's, where one is configured and the decision needs
+/// them, AD1; else the ID token's).
+async fn requester_in(
+    b: &Broker,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+    pool: &str,
+) -> Result<(UserSession, super::pools::Issuer, Vec<String>), ApiError> {
+    let (session, issuer) = requester(b, headers, extensions)?;
+    let groups = b
+        .workspace()
+        .groups_of(&session.user, Some(pool), &session.groups)
+        .await?;
+    Ok((session, issuer, groups))
+}
+
 /// `GET /portal/pools/{pool}/rdpFile`: the pool's `.rdp` file for the
 /// signed-in user; 401 without a session, 403 `NotEntitled` for a pool
 /// rule T2 keeps them out of, 403 `Forbidden` for a pool the front door
@@ -338,11 +355,7 @@ async fn rdp_file(
     extensions: axum::http::Extensions,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (session, issuer) = requester(&b, &headers, &extensions)?;
-    let groups = b
-        .workspace()
-        .groups_of(&session.user, Some(&pool), &session.groups)
-        .await?;
+    let (session, issuer, groups) = requester_in(&b, &headers, &extensions, &pool).await?;
     front_door_reaches(&b, &pool)?;
     b.workspace()
         .published_desktop(&pool, &session.user, &groups)?;
@@ -369,11 +382,7 @@ async fn web(
     extensions: axum::http::Extensions,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (session, issuer) = requester(&b, &headers, &extensions)?;
-    let groups = b
-        .workspace()
-        .groups_of(&session.user, Some(&pool), &session.groups)
-        .await?;
+    let (session, issuer, groups) = requester_in(&b, &headers, &extensions, &pool).await?;
     b.workspace()
         .published_desktop(&pool, &session.user, &groups)?;
     let web = super::pools::placing(
@@ -418,11 +427,7 @@ async fn application_file(
     extensions: axum::http::Extensions,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (session, issuer) = requester(&b, &headers, &extensions)?;
-    let groups = b
-        .workspace()
-        .groups_of(&session.user, Some(&pool), &session.groups)
-        .await?;
+    let (session, issuer, groups) = requester_in(&b, &headers, &extensions, &pool).await?;
     front_door_reaches(&b, &pool)?;
     let file = super::applications::application_file(
         &b,
@@ -449,11 +454,7 @@ async fn application_icon(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     use base64::Engine as _;
-    let (session, _) = requester(&b, &headers, &extensions)?;
-    let groups = b
-        .workspace()
-        .groups_of(&session.user, Some(&pool), &session.groups)
-        .await?;
+    let (session, _, groups) = requester_in(&b, &headers, &extensions, &pool).await?;
     let app = b
         .workspace()
         .published_application(&pool, &alias, &session.user, &groups)?;

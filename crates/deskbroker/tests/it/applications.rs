@@ -9,41 +9,8 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::desktop::{DesktopUser, Sesman, USER};
+use crate::desktop::{DesktopUser, Sesman, USER, programs_of};
 use crate::{App, Client, Display, PATIENCE, Xrdp, eventually, require, wait_session};
-
-/// The programs the test user runs now: (pid, command line).
-fn programs_of_the_user() -> Vec<(u32, String)> {
-    let uid = nix::unistd::User::from_name(USER)
-        .ok()
-        .flatten()
-        .expect("the test user")
-        .uid
-        .as_raw();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-        let owner = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<u32>().ok());
-        if owner != Some(uid) {
-            continue;
-        }
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        found.push((pid, cmdline.trim().to_string()));
-    }
-    found
-}
 
 /// The published program: a script in the user's home (the test's
 /// directories are not the user's to read) that waits, under a name the
@@ -178,7 +145,7 @@ async fn an_xrdp_pools_application_opens_as_the_sessions_only_program() {
         ],
     );
     let running = eventually(PATIENCE * 2, || async {
-        programs_of_the_user()
+        programs_of(USER)
             .iter()
             .any(|(_, c)| c.contains("sleep 600 61"))
     })
@@ -187,14 +154,14 @@ async fn an_xrdp_pools_application_opens_as_the_sessions_only_program() {
         running,
         "the application did not run in the session: {:?}\nclient's log:\n{}\nxrdp's log:\n{}\n\
          sesman's log:\n{}",
-        programs_of_the_user(),
+        programs_of(USER),
         client.log(),
         host.log(),
         sesman.log()
     );
     // The desktop's window manager (the user's startwm.sh runs twm) is
     // not there: the application is the session's only program.
-    let programs = programs_of_the_user();
+    let programs = programs_of(USER);
     assert!(
         programs.iter().all(|(_, c)| !c.contains("twm")),
         "{programs:?}"
@@ -203,7 +170,7 @@ async fn an_xrdp_pools_application_opens_as_the_sessions_only_program() {
     drop(client);
 
     // The user's programs end with the test: stopped by their own pids.
-    let pids: Vec<String> = programs_of_the_user()
+    let pids: Vec<String> = programs_of(USER)
         .iter()
         .filter(|(_, c)| c.contains("sleep 600 61"))
         .map(|(p, _)| p.to_string())

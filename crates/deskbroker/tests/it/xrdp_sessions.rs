@@ -54,33 +54,16 @@ fn agent(app: &App, token: &str, address: &str, dir: &Path) -> Agent {
 /// The pids of the test user's window managers: what ends the desktop
 /// when the user logs off.
 fn window_managers_of_the_user() -> Vec<u32> {
-    let uid = nix::unistd::User::from_name(USER)
-        .ok()
-        .flatten()
-        .expect("the test user")
-        .uid
-        .as_raw();
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-        let owner = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<u32>().ok());
-        if comm.trim() == "twm" && owner == Some(uid) {
-            pids.push(pid);
-        }
-    }
-    pids
+    crate::desktop::programs_of(USER)
+        .into_iter()
+        .filter(|(_, cmdline)| {
+            cmdline
+                .split_whitespace()
+                .next()
+                .is_some_and(|program| program.rsplit('/').next() == Some("twm"))
+        })
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 #[tokio::test]

@@ -184,16 +184,21 @@ fn validate_command_line(field: &str, line: &str) -> Result<(), Error> {
     check_text(field, line, MAX_COMMAND_LINE_BYTES)
 }
 
-/// A file extension: a dot and 1 to 16 letters, digits, `-` or `_`.
-fn validate_file_extension(field: &str, ext: &str) -> Result<(), Error> {
-    let ok = ext.strip_prefix('.').is_some_and(|rest| {
+/// Whether `ext` is a file extension: a dot and 1 to 16 letters, digits,
+/// `-` or `_` (`.txt`).
+pub fn is_file_extension(ext: &str) -> bool {
+    ext.strip_prefix('.').is_some_and(|rest| {
         !rest.is_empty()
             && rest.len() <= 16
             && rest
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-    });
-    if !ok {
+    })
+}
+
+/// A file extension ([`is_file_extension`]), or a refusal naming `field`.
+fn validate_file_extension(field: &str, ext: &str) -> Result<(), Error> {
+    if !is_file_extension(ext) {
         return Err(Error::InvalidParameter(format!(
             "{field}: {ext:?} is not a file extension; use a dot and 1 to 16 letters, digits, \
              '-' or '_' (.txt)"

@@ -321,6 +321,37 @@ fn sesman_ini(port: u16, log: &Path) -> String {
     )
 }
 
+/// The processes `user` runs now, read from /proc: (pid, command line,
+/// its arguments joined by spaces).
+pub fn programs_of(user: &str) -> Vec<(u32, String)> {
+    let Some((uid, _)) = ids_of(user) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let owner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u32>().ok());
+        if owner != Some(uid) {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        found.push((pid, cmdline.trim().to_string()));
+    }
+    found
+}
+
 /// Every process descended from `root`, read from /proc.
 fn descendants(root: u32) -> Vec<u32> {
     let mut parents = Vec::new();
