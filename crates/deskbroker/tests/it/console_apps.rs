@@ -337,6 +337,8 @@ async fn the_admin_publishes_applications_with_icons_and_gives_them_to_groups() 
         t == "Notepad"
     })
     .await;
+    let (shots, _keep) = screenshot_dir();
+    screenshot(c, &shots, "applications.png").await;
 
     // Application groups: one giving notepad, picked from the pool's.
     click(c, "#nav a[data-nav=appgroups]").await;
