@@ -1,7 +1,8 @@
 // app.js — the deskbroker web console: sign-in, host pools, a pool's session
 // hosts (with power start/stop), sessions (with messages to their users);
 // a pool's scaling actions and the audit log are in records.js, a user's
-// directory groups in users.js. Plain ES
+// directory groups in users.js, published applications and application
+// groups in workspace.js. Plain ES
 // modules, no build step, no third-party code.
 //
 // Every number on screen comes from the public API (api.js). The pages
@@ -15,6 +16,7 @@ import { CONFIRM_MS, DEFAULT_PAGE_SIZE, ago, bar, field, h, keyedRows, message, 
 import { auditView, scalingView } from './records.js';
 import { dayOneTools } from './dayone.js';
 import { usersView } from './users.js';
+import { applicationsView, groupsView, publishingFields } from './workspace.js';
 
 /** How often the page in view is refreshed. */
 const POLL_INTERVAL_MS = 2000;
@@ -199,7 +201,7 @@ function route() {
       });
     return;
   }
-  for (const a of nav.querySelectorAll('a[data-nav="sessions"], a[data-nav="audit"], a[data-nav="users"]')) a.hidden = !may.read();
+  for (const a of nav.querySelectorAll('a[data-nav]:not([data-nav="pools"])')) a.hidden = !may.read();
   setText(document.getElementById('whoami'), `${me.name} (${me.role})`);
   const { parts, params } = parseHash();
   if (parts[0] === 'pools' && parts.length === 1) show(poolsView(), 'pools');
@@ -208,6 +210,8 @@ function route() {
   else if (parts[0] === 'sessions' && may.read()) show(sessionsView(params), 'sessions');
   else if (parts[0] === 'audit' && may.read()) show(auditView(params), 'audit');
   else if (parts[0] === 'users' && may.read()) show(usersView(params), 'users');
+  else if (parts[0] === 'applications' && may.read()) show(applicationsView(params, { edit: may.edit(), changed: kick }), 'applications');
+  else if (parts[0] === 'appgroups' && may.read()) show(groupsView(params, { edit: may.edit(), changed: kick }), 'appgroups');
   else location.hash = '#/pools';
 }
 
@@ -351,6 +355,7 @@ function createPoolForm() {
   const lb = select('new-pool-lb', ALGORITHMS.map((t) => [t, t]), 'BreadthFirst');
   const limit = h('input', { id: 'new-pool-limit', type: 'text', inputmode: 'numeric', placeholder: '999999', autocomplete: 'off' });
   const assign = select('new-pool-assignment', [['', '(default)'], ['Automatic', 'Automatic'], ['Direct', 'Direct']], '');
+  const apps = publishingFields('new-pool');
   const out = message('new-pool-message');
   const button = h('button', { type: 'submit' }, 'Create host pool');
   const form = h(
@@ -365,6 +370,7 @@ function createPoolForm() {
       field('Load balancer (algorithm)', lb, 'Pooled: BreadthFirst, DepthFirst, LoadIndex. Personal: Persistent, MultiplePersistent.'),
       field('Max session limit', limit, '0..999999; empty for the default'),
       field('Personal assignment', assign, 'Personal pools only'),
+      apps.fields,
     ),
     button,
     out,
@@ -375,6 +381,7 @@ function createPoolForm() {
     const body = { hostPoolType: type.value, loadBalancerType: lb.value };
     if (limit.value.trim() !== '') body.maxSessionLimit = numberOrText(limit.value);
     if (assign.value) body.personalDesktopAssignmentType = assign.value;
+    apps.into(body);
     button.disabled = true;
     try {
       if (!n) throw new ApiError(400, 'InvalidParameter', 'name: a host pool needs a name');
@@ -429,15 +436,17 @@ function poolView(name, params) {
   let pool = null;
   lb.addEventListener('input', () => (dirty = true));
   limit.addEventListener('input', () => (dirty = true));
+  const apps = publishingFields('pool', () => (dirty = true));
   const saved = message('pool-settings-message');
   const save = h('button', { type: 'submit' }, 'Save');
-  const settings = h('form', { id: 'pool-settings', class: 'card inline', method: 'post', novalidate: true }, h('h2', {}, 'Settings'), field('Load balancer (algorithm)', lb), field('Max session limit', limit, '0..999999'), save, saved);
+  const settings = h('form', { id: 'pool-settings', class: 'card inline', method: 'post', novalidate: true }, h('h2', {}, 'Settings'), field('Load balancer (algorithm)', lb), field('Max session limit', limit, '0..999999'), apps.fields, save, saved);
   settings.addEventListener('submit', async (e) => {
     e.preventDefault();
     if (!pool) return;
     const body = {};
     if (lb.value !== pool.loadBalancerType) body.loadBalancerType = lb.value;
     if (limit.value.trim() !== String(pool.maxSessionLimit)) body.maxSessionLimit = numberOrText(limit.value);
+    apps.into(body, pool);
     if (Object.keys(body).length === 0) {
       say(saved, 'Nothing changed.', 'info');
       return;
@@ -447,7 +456,7 @@ function poolView(name, params) {
       const p = await api('PATCH', `/hostPools/${seg(name)}`, body);
       dirty = false;
       const warn = p.warnings.length ? ` Warning: ${p.warnings.join(' ')}` : '';
-      say(saved, `Saved: ${p.loadBalancerType}, limit ${limitText(p.maxSessionLimit)}.${warn}`, p.warnings.length ? 'warning' : 'ok');
+      say(saved, `Saved: ${p.loadBalancerType}, limit ${limitText(p.maxSessionLimit)}, ${p.preferredAppGroupType} preferred, applications as ${p.applicationMode}.${warn}`, p.warnings.length ? 'warning' : 'ok');
       kick();
     } catch (ex) {
       say(saved, ex.toString(), 'error');
@@ -485,6 +494,8 @@ function poolView(name, params) {
       h('a', { href: `#/sessions${query({ pool: name })}` }, 'its sessions'),
       ' · ',
       h('a', { id: 'scaling-link', href: `#/pools/${seg(name)}/scaling` }, 'scaling actions'),
+      ' · ',
+      h('a', { id: 'apps-link', href: `#/applications${query({ pool: name })}` }, 'applications'),
     ),
     h('h1', {}, name),
     notFound,
@@ -526,6 +537,7 @@ function poolView(name, params) {
     if (!dirty) {
       lb.value = p.loadBalancerType;
       limit.value = String(p.maxSessionLimit);
+      apps.set(p);
     }
 
     const list = hosts.value;

@@ -54,7 +54,7 @@ pub(crate) const fn security_headers(policy: &'static str) -> [(HeaderName, Head
 }
 
 /// The console's files, all of them: a name not listed here is a 404.
-const FILES: [(&str, &[u8]); 9] = [
+const FILES: [(&str, &[u8]); 10] = [
     ("index.html", include_bytes!("../../console/index.html")),
     ("console.css", include_bytes!("../../console/console.css")),
     ("app.js", include_bytes!("../../console/app.js")),
@@ -63,6 +63,7 @@ const FILES: [(&str, &[u8]); 9] = [
     ("records.js", include_bytes!("../../console/records.js")),
     ("dayone.js", include_bytes!("../../console/dayone.js")),
     ("users.js", include_bytes!("../../console/users.js")),
+    ("workspace.js", include_bytes!("../../console/workspace.js")),
     ("favicon.svg", include_bytes!("../../console/favicon.svg")),
 ];
 

@@ -18,6 +18,7 @@ mod bench;
 mod cli;
 mod config;
 mod console;
+mod console_apps;
 mod console_browser;
 mod console_day_one;
 mod console_power;
