@@ -205,6 +205,9 @@ fi
 
 echo "install-test-deps: installing ${need[*]} (Debian packages)"
 export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -q
-"${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}"
+# Another apt (an unattended upgrade, say) may hold dpkg's lock: wait for it
+# rather than fail.
+apt_wait=(-o DPkg::Lock::Timeout=600)
+"${sudo[@]}" apt-get "${apt_wait[@]}" update -q
+"${sudo[@]}" apt-get "${apt_wait[@]}" install -y -q --no-install-recommends "${need[@]}"
 $only_package || $only_build || make_desktop_user
