@@ -159,12 +159,12 @@ pub async fn record(
     audit: Arc<Audit>,
     caller: Caller,
     route: String,
-    params: [Option<String>; 4],
+    params: [Option<String>; 5],
     mut req: Request,
     authorized: Result<(), String>,
     next: Next,
 ) -> Response {
-    let [pool, host, id, name] = params.map(valid_name);
+    let [pool, host, id, name, alias] = params.map(valid_name);
     let mut resource = Resource::of(
         &route,
         pool.as_deref(),
@@ -212,6 +212,7 @@ pub async fn record(
             ("{host}", host.as_deref()),
             ("{id}", id.as_deref()),
             ("{name}", name.as_deref().or(credential)),
+            ("{alias}", alias.as_deref()),
         ],
     );
     let source = req

@@ -425,6 +425,7 @@ async fn authenticate(
                 host,
                 path_param(&r, &path, "{id}"),
                 path_param(&r, &path, "{name}"),
+                path_param(&r, &path, "{alias}"),
             ];
             // In a task of its own: the change and its entry run to the
             // end even if the client goes away and this request is

@@ -140,6 +140,20 @@ async fn applications_are_published_shown_and_refused_whole_when_wrong() {
     // Nothing of the refused ones was kept.
     let list = kit.ok("GET", APPS, None, 200).await;
     assert_eq!(list["value"].as_array().map(Vec::len), Some(1), "{list}");
+    // Each change is in the audit log, by its pool and its alias.
+    let log = kit
+        .ok("GET", "/api/v1/auditLog?hostPool=apps", None, 200)
+        .await;
+    let puts = log["value"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| {
+            e["action"] == "PUT /api/v1/hostPools/apps/applications/notepad"
+                && e["target"] == "hostPools/apps/applications/notepad"
+        })
+        .count();
+    assert_eq!(puts, 2, "{log}");
     kit.refused(
         "PUT",
         "/api/v1/hostPools/nowhere/applications/x",
