@@ -173,7 +173,12 @@ impl Times {
 /// `GET path` through the kit's router, asserting `status`: the body.
 async fn get(kit: &Kit, path: &str) -> Vec<u8> {
     let (status, body) = kit.request(Some(ADMIN_TOKEN), "GET", path, None).await;
-    assert_eq!(status, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        status,
+        200,
+        "GET {path}: {}",
+        String::from_utf8_lossy(&body)
+    );
     body
 }
 
@@ -242,7 +247,11 @@ fn workspace(c: &mut Criterion) {
     assert_eq!(feed.resources().len(), POOLS * APPLICATIONS_PER_POOL);
     let xml = api::feed::render(&feed, SchemaVersion::V2_0);
     let resources = xml.matches("<Icon32 ").count();
-    assert_eq!(resources, POOLS * APPLICATIONS_PER_POOL, "an Icon32 a resource");
+    assert_eq!(
+        resources,
+        POOLS * APPLICATIONS_PER_POOL,
+        "an Icon32 a resource"
+    );
     println!(
         "workspace: {} bytes of JSON for {USER}; the feed: {} bytes of XML",
         rt.block_on(get(&kit, &given)).len(),
