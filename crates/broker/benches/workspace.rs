@@ -170,7 +170,7 @@ impl Times {
     }
 }
 
-/// `GET path` through the kit's router, asserting `status`: the body.
+/// `GET path` through the kit's router as the admin, asserting a 200: the body.
 async fn get(kit: &Kit, path: &str) -> Vec<u8> {
     let (status, body) = kit.request(Some(ADMIN_TOKEN), "GET", path, None).await;
     assert_eq!(
