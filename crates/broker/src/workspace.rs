@@ -7,7 +7,7 @@
 //! every application group in memory, as the store does. A change is made
 //! under the lock of the pool it concerns (`Core::write_with`), so that it
 //! is ordered with the pool's deletion: a deleted pool's applications and
-//! groups go in the batch that deletes it ([`Workspace::forget_pool`]),
+//! groups go in the batch that deletes it (`Workspace::forget_pool`),
 //! and nothing can be put for a pool once it is gone.
 //!
 //! Who is given what:
