@@ -105,10 +105,10 @@ fn feed_of(published: &[PublishedPool]) -> api::feed::Workspace {
         .expect("a valid publisher");
     for pool in published {
         let desktop = pool.desktop.then(|| (None, pool.title.clone(), None));
-        let applications = pool
-            .applications
-            .iter()
-            .map(|(alias, app)| (Some(alias.as_str()), app.display_name.clone(), Some(app)));
+        let applications = pool.applications.iter().map(|a| {
+            let app = &a.application;
+            (Some(a.alias.as_str()), app.display_name.clone(), Some(app))
+        });
         for (alias, title, app) in desktop.into_iter().chain(applications) {
             let name = alias.unwrap_or("desktop");
             let base = format!("/RDWeb/Feed/{}/{name}", pool.pool);

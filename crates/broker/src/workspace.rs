@@ -45,8 +45,40 @@ pub struct PublishedPool {
     pub title: String,
     /// Whether the pool's desktop is given.
     pub desktop: bool,
-    /// The applications given, by alias, in alias order.
-    pub applications: Vec<(String, Application)>,
+    /// The applications given, in alias order.
+    pub applications: Vec<PublishedApp>,
+}
+
+/// An application as a user's workspace lists it: without its icons'
+/// data, which a list of hundreds would copy for nothing (they are served
+/// one at a time, `Workspace::application`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PublishedApp {
+    pub alias: String,
+    /// Its fields, `iconPng` and `iconIco` left out.
+    pub application: Application,
+    /// Whether it has an icon.
+    pub has_icon: bool,
+}
+
+impl PublishedApp {
+    fn of(alias: &str, app: &Application) -> PublishedApp {
+        PublishedApp {
+            alias: alias.to_string(),
+            application: Application {
+                display_name: app.display_name.clone(),
+                program: app.program.clone(),
+                command_line_policy: app.command_line_policy,
+                command_line: app.command_line.clone(),
+                icon_png: None,
+                icon_ico: None,
+                file_extensions: app.file_extensions.clone(),
+                folder: app.folder.clone(),
+                modified_ms: app.modified_ms,
+            },
+            has_icon: app.icon_png.is_some() || app.icon_ico.is_some(),
+        }
+    }
 }
 
 /// The applications and groups, as the store keeps them.
@@ -450,11 +482,11 @@ impl Workspace {
             if !any_group {
                 desktop = true;
             }
-            let mut applications: Vec<(String, Application)> = match state.applications.get(&pool) {
+            let mut applications: Vec<PublishedApp> = match state.applications.get(&pool) {
                 Some(apps) => apps
                     .iter()
                     .filter(|(alias, _)| aliases.contains(alias))
-                    .map(|(a, x)| (a.clone(), x.clone()))
+                    .map(|(a, x)| PublishedApp::of(a, x))
                     .collect(),
                 None => Vec::new(),
             };
@@ -513,7 +545,7 @@ impl Workspace {
         let given = self
             .published_to(user, groups)
             .into_iter()
-            .any(|p| p.pool == pool && p.applications.iter().any(|(a, _)| a == alias));
+            .any(|p| p.pool == pool && p.applications.iter().any(|a| a.alias == alias));
         if !given {
             return Err(placement::Error::NotEntitled(format!(
                 "user {user} is not given application {alias} of host pool {pool}: no \

@@ -34,7 +34,7 @@ use super::error::ApiError;
 use crate::directory::DirectoryError;
 use crate::portal::{Portal, PortalError, UserSession};
 use crate::state::Broker;
-use crate::workspace::PublishedPool;
+use crate::workspace::{PublishedApp, PublishedPool};
 
 /// The portal's policy: no script at all, styles and images from this
 /// origin only, forms only to this origin (sign-out), no framing.
@@ -664,20 +664,19 @@ fn pools_page(
 /// The applications of `pools` as tiles, one list a folder: the top
 /// level (no folder) first, then the folders by name.
 fn applications_section(pools: &[PublishedPool], gateway: bool) -> String {
-    let mut folders: std::collections::BTreeMap<&str, Vec<(&str, &str, &placement::Application)>> =
+    let mut folders: std::collections::BTreeMap<&str, Vec<(&str, &PublishedApp)>> =
         std::collections::BTreeMap::new();
     for p in pools {
-        for (alias, app) in &p.applications {
-            folders.entry(app.folder.as_str()).or_default().push((
-                p.pool.as_str(),
-                alias.as_str(),
-                app,
-            ));
+        for app in &p.applications {
+            folders
+                .entry(app.application.folder.as_str())
+                .or_default()
+                .push((p.pool.as_str(), app));
         }
     }
     let mut html = String::from("<section id=\"applications\">\n<h2>Applications</h2>\n");
     for (folder, mut apps) in folders {
-        apps.sort_by(|a, b| a.2.display_name.cmp(&b.2.display_name));
+        apps.sort_by(|a, b| (a.1.application.display_name).cmp(&b.1.application.display_name));
         if !folder.is_empty() {
             html.push_str(&format!("<h3 class=\"folder\">{}</h3>\n", escape(folder)));
         }
@@ -685,13 +684,14 @@ fn applications_section(pools: &[PublishedPool], gateway: bool) -> String {
             "<ul class=\"apps\" data-folder=\"{}\">\n",
             escape(folder)
         ));
-        for (pool, alias, app) in apps {
+        for (pool, app) in apps {
+            let alias = app.alias.as_str();
             let base = format!(
                 "/portal/pools/{}/applications/{}",
                 escape(&path_segment(pool)),
                 escape(&path_segment(alias))
             );
-            let icon = if app.icon_png.is_some() || app.icon_ico.is_some() {
+            let icon = if app.has_icon {
                 format!(
                     "<img class=\"icon\" src=\"{base}/icon\" alt=\"\" width=\"32\" height=\"32\"> "
                 )
@@ -713,7 +713,7 @@ fn applications_section(pools: &[PublishedPool], gateway: bool) -> String {
                  download=\"{alias}.rdp\">Open</a>{via}</li>\n",
                 pool = escape(pool),
                 alias = escape(alias),
-                name = escape(&app.display_name),
+                name = escape(&app.application.display_name),
             ));
         }
         html.push_str("</ul>\n");
@@ -796,25 +796,29 @@ mod tests {
     #[test]
     fn applications_are_tiles_by_folder_with_their_icons_and_files() {
         let session = UserSession::for_test("alice", &[]);
-        let app = |name: &str, folder: &str, icon: bool| placement::Application {
-            display_name: name.into(),
-            program: "||x".into(),
-            command_line_policy: placement::CommandLinePolicy::None,
-            command_line: String::new(),
-            icon_png: icon.then(|| "iVBORw0KGgo=".to_string()),
-            icon_ico: None,
-            file_extensions: Vec::new(),
-            folder: folder.into(),
-            modified_ms: 0,
+        let app = |alias: &str, name: &str, folder: &str, icon: bool| PublishedApp {
+            alias: alias.into(),
+            application: placement::Application {
+                display_name: name.into(),
+                program: "||x".into(),
+                command_line_policy: placement::CommandLinePolicy::None,
+                command_line: String::new(),
+                icon_png: None,
+                icon_ico: None,
+                file_extensions: Vec::new(),
+                folder: folder.into(),
+                modified_ms: 0,
+            },
+            has_icon: icon,
         };
         let pools = [PublishedPool {
             pool: "apps".into(),
             title: "Apps".into(),
             desktop: false,
             applications: vec![
-                ("calc".into(), app("Calculator", "", false)),
-                ("excel".into(), app("Excel <&>", "Office", true)),
-                ("word".into(), app("Word", "Office", true)),
+                app("calc", "Calculator", "", false),
+                app("excel", "Excel <&>", "Office", true),
+                app("word", "Word", "Office", true),
             ],
         }];
         let page = pools_page(&session, &pools, true, None);

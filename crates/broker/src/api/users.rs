@@ -125,14 +125,10 @@ pub async fn workspace(
             applications: p
                 .applications
                 .into_iter()
-                .map(|(alias, mut app)| {
-                    app.icon_png = None;
-                    app.icon_ico = None;
-                    super::applications::ApplicationOutput {
-                        alias,
-                        host_pool: p.pool.clone(),
-                        application: app,
-                    }
+                .map(|a| super::applications::ApplicationOutput {
+                    alias: a.alias,
+                    host_pool: p.pool.clone(),
+                    application: a.application,
                 })
                 .collect(),
             host_pool: p.pool,
