@@ -445,9 +445,21 @@ impl Workspace {
     /// What `user`, a member of `groups`, is given, pool by pool in name
     /// order (pools that give them nothing left out).
     pub fn published_to(&self, user: &str, groups: &[String]) -> Vec<PublishedPool> {
-        let mut out = Vec::new();
-        for pool in self.core.pool_names() {
-            let Ok((entitled, title, preferred)) = self.core.peek(&pool, |p| {
+        self.core
+            .pool_names()
+            .into_iter()
+            .filter_map(|pool| self.published_in(&pool, user, groups))
+            .collect()
+    }
+
+    /// What `user`, a member of `groups`, is given in `pool`; None when
+    /// nothing (or no such pool). The one place the rules of the module's
+    /// comment are applied: every check of one resource asks it of that
+    /// pool alone.
+    fn published_in(&self, pool: &str, user: &str, groups: &[String]) -> Option<PublishedPool> {
+        let (entitled, title, preferred) = self
+            .core
+            .peek(pool, |p| {
                 let c = p.config();
                 let title = if c.friendly_name.is_empty() {
                     c.name.clone()
@@ -459,53 +471,50 @@ impl Workspace {
                     title,
                     c.preferred_app_group_type,
                 ))
-            }) else {
+            })
+            .ok()?;
+        if !entitled {
+            return None;
+        }
+        let state = self.state();
+        let mut any_group = false;
+        let mut desktop = false;
+        let mut aliases: Vec<&String> = Vec::new();
+        for (_, g) in state.groups_of(pool) {
+            any_group = true;
+            if !g.is_assigned(user, groups) {
                 continue;
-            };
-            if !entitled {
-                continue;
             }
-            let state = self.state();
-            let mut any_group = false;
-            let mut desktop = false;
-            let mut aliases: Vec<&String> = Vec::new();
-            for (_, g) in state.groups_of(&pool) {
-                any_group = true;
-                if !g.is_assigned(user, groups) {
-                    continue;
-                }
-                match g.kind {
-                    AppGroupKind::Desktop => desktop = true,
-                    AppGroupKind::RemoteApp => aliases.extend(g.applications.iter()),
-                }
-            }
-            if !any_group {
-                desktop = true;
-            }
-            let mut applications: Vec<PublishedApp> = match state.applications.get(&pool) {
-                Some(apps) => apps
-                    .iter()
-                    .filter(|(alias, _)| aliases.contains(alias))
-                    .map(|(a, x)| PublishedApp::of(a, x))
-                    .collect(),
-                None => Vec::new(),
-            };
-            if desktop && !applications.is_empty() {
-                match preferred {
-                    PreferredAppGroupType::Desktop => applications.clear(),
-                    PreferredAppGroupType::RemoteApp => desktop = false,
-                }
-            }
-            if desktop || !applications.is_empty() {
-                out.push(PublishedPool {
-                    pool,
-                    title,
-                    desktop,
-                    applications,
-                });
+            match g.kind {
+                AppGroupKind::Desktop => desktop = true,
+                AppGroupKind::RemoteApp => aliases.extend(g.applications.iter()),
             }
         }
-        out
+        if !any_group {
+            desktop = true;
+        }
+        let mut applications: Vec<PublishedApp> = state
+            .applications
+            .get(pool)
+            .map(|apps| {
+                apps.iter()
+                    .filter(|(alias, _)| aliases.contains(alias))
+                    .map(|(a, x)| PublishedApp::of(a, x))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if desktop && !applications.is_empty() {
+            match preferred {
+                PreferredAppGroupType::Desktop => applications.clear(),
+                PreferredAppGroupType::RemoteApp => desktop = false,
+            }
+        }
+        (desktop || !applications.is_empty()).then(|| PublishedPool {
+            pool: pool.to_string(),
+            title,
+            desktop,
+            applications,
+        })
     }
 
     /// Refused with 403 `NotEntitled` unless `user` (of `groups`) is given
@@ -518,9 +527,8 @@ impl Workspace {
     ) -> Result<(), BrokerError> {
         self.core.peek(pool, |_| Ok(()))?;
         let given = self
-            .published_to(user, groups)
-            .into_iter()
-            .any(|p| p.pool == pool && p.desktop);
+            .published_in(pool, user, groups)
+            .is_some_and(|p| p.desktop);
         if !given {
             return Err(placement::Error::NotEntitled(format!(
                 "user {user} is not given the desktop of host pool {pool}: its entitlements \
@@ -543,9 +551,8 @@ impl Workspace {
     ) -> Result<Application, BrokerError> {
         let application = self.application(pool, alias)?;
         let given = self
-            .published_to(user, groups)
-            .into_iter()
-            .any(|p| p.pool == pool && p.applications.iter().any(|a| a.alias == alias));
+            .published_in(pool, user, groups)
+            .is_some_and(|p| p.applications.iter().any(|a| a.alias == alias));
         if !given {
             return Err(placement::Error::NotEntitled(format!(
                 "user {user} is not given application {alias} of host pool {pool}: no \

@@ -508,3 +508,98 @@ async fn a_users_workspace_is_what_the_groups_give_and_the_pool_prefers() {
         ws(&[("apps", true, &[])])
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_admin_of_one_pool_publishes_there_only_and_assigns_no_groups() {
+    let kit = kit_with_pool().await;
+    kit.pool_with_hosts("other", "BreadthFirst", 10, 1).await;
+    let limited = kit.credential("apps-admin", "admin", &["apps"]).await;
+    let call = |method: &'static str, path: String, body: Value| {
+        let limited = limited.clone();
+        let kit = &kit;
+        async move {
+            kit.call_as(Some(&limited), method, &path, Some(body))
+                .await
+                .0
+        }
+    };
+    assert_eq!(call("PUT", format!("{APPS}/notepad"), notepad()).await, 201);
+    assert_eq!(
+        call(
+            "PUT",
+            "/api/v1/hostPools/other/applications/notepad".into(),
+            notepad()
+        )
+        .await,
+        403
+    );
+    // A group names its pool in its body: only an admin of every pool.
+    assert_eq!(
+        call(
+            "PUT",
+            "/api/v1/applicationGroups/office".into(),
+            json!({"hostPool": "apps", "kind": "RemoteApp", "applications": ["notepad"],
+                   "assignedUsers": ["mallory@contoso.com"]}),
+        )
+        .await,
+        403
+    );
+    let groups = kit.ok("GET", "/api/v1/applicationGroups", None, 200).await;
+    assert_eq!(groups["value"], json!([]));
+    let other = kit
+        .ok("GET", "/api/v1/hostPools/other/applications", None, 200)
+        .await;
+    assert_eq!(other["value"], json!([]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_file_through_the_gateway_opens_the_application_there() {
+    let kit = Kit::open_with(|s| {
+        s.rdp_front_door = Some("door.example:3389".into());
+        s.rd_gateway = Some("gw.example:443".into());
+    })
+    .await;
+    kit.pool_with_hosts("apps", "BreadthFirst", 10, 2).await;
+    publish(&kit, "notepad", notepad()).await;
+    group(
+        &kit,
+        "office",
+        json!({"hostPool": "apps", "kind": "RemoteApp", "applications": ["notepad"],
+               "assignedUsers": ["alice@contoso.com"]}),
+    )
+    .await;
+    let text = kit
+        .text(&format!(
+            "{APPS}/notepad/rdpFile?user=alice@contoso.com&gateway=true"
+        ))
+        .await;
+    assert_eq!(
+        line(&text, "gatewayhostname").as_deref(),
+        Some("gw.example:443")
+    );
+    assert!(line(&text, "gatewayaccesstoken").is_some(), "{text}");
+    assert_eq!(line(&text, "remoteapplicationmode").as_deref(), Some("1"));
+    assert_eq!(
+        line(&text, "remoteapplicationprogram").as_deref(),
+        Some("||notepad")
+    );
+
+    // The pool turned to xrdp hosts: a host alias cannot be launched there.
+    kit.patch_pool("apps", json!({"applicationMode": "AlternateShell"}))
+        .await;
+    let v = kit
+        .refused(
+            "GET",
+            &format!("{APPS}/notepad/rdpFile?user=alice@contoso.com"),
+            None,
+            400,
+            "InvalidParameter",
+        )
+        .await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("program:")),
+        "{v}"
+    );
+}
