@@ -328,15 +328,8 @@ pub fn programs_of(user: &str) -> Vec<(u32, String)> {
         return Vec::new();
     };
     let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+    for (pid, dir) in processes() {
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
         let owner = status
             .lines()
             .find_map(|l| l.strip_prefix("Uid:"))
@@ -345,34 +338,38 @@ pub fn programs_of(user: &str) -> Vec<(u32, String)> {
         if owner != Some(uid) {
             continue;
         }
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         found.push((pid, cmdline.trim().to_string()));
     }
     found
 }
 
+/// Every process now: its pid and its directory under /proc.
+fn processes() -> Vec<(u32, PathBuf)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            Some((pid, entry.path()))
+        })
+        .collect()
+}
+
 /// Every process descended from `root`, read from /proc.
 fn descendants(root: u32) -> Vec<u32> {
     let mut parents = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            // The parent is the second field after the command's ")".
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            if let Some(ppid) = ppid {
-                parents.push((pid, ppid));
-            }
+    for (pid, dir) in processes() {
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        // The parent is the second field after the command's ")".
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parents.push((pid, ppid));
         }
     }
     let mut found = Vec::new();
