@@ -173,6 +173,15 @@ pub enum Mutation {
     DeleteApplicationGroup {
         name: String,
     },
+    /// Records what a user's workspace feed holds and since when (rule F4), by user.
+    PutFeedStamp {
+        user: String,
+        stamp: placement::FeedStamp,
+    },
+    /// Forgets a user's feed stamp.
+    DeleteFeedStamp {
+        user: String,
+    },
     /// Replaces the broker's signing keys (connection tickets, redirection
     /// tokens) with this set: made once when a store has none, and again at
     /// each rotation.
@@ -551,6 +560,8 @@ pub struct Snapshot {
     pub signing_keys: Option<SigningKeys>,
     /// Application groups (rule F1), in name order.
     pub application_groups: Vec<(String, placement::ApplicationGroup)>,
+    /// Each user's workspace feed stamp (rule F4), in user order.
+    pub feed_stamps: Vec<(String, placement::FeedStamp)>,
 }
 
 #[derive(Debug, thiserror::Error)]

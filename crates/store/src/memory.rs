@@ -30,7 +30,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use placement::autoscale::{PlanMemory, ScalingPlan};
-use placement::{Application, ApplicationGroup, Host, PoolConfig, PoolCounters, Session};
+use placement::{
+    Application, ApplicationGroup, FeedStamp, Host, PoolConfig, PoolCounters, Session,
+};
 
 use crate::{
     AUDIT_PRUNE_CHUNK_ROWS, ApiCredential, AuditQuery, AuditRow, HostCredential,
@@ -75,6 +77,8 @@ struct Tables {
     signing_keys: Option<String>,
     /// Application groups' JSON, by name.
     application_groups: BTreeMap<String, String>,
+    /// Workspace feed stamps' JSON, by user.
+    feed_stamps: BTreeMap<String, String>,
 }
 
 /// One pool and everything that belongs to it (what SQLite's foreign keys
@@ -219,6 +223,11 @@ impl MemoryStore {
                 .application_groups
                 .iter()
                 .map(|(name, g)| Ok((name.clone(), from_json::<ApplicationGroup>(g)?)))
+                .collect::<Result<_, StoreError>>()?,
+            feed_stamps: t
+                .feed_stamps
+                .iter()
+                .map(|(user, f)| Ok((user.clone(), from_json::<FeedStamp>(f)?)))
                 .collect::<Result<_, StoreError>>()?,
         })
     }
@@ -447,6 +456,12 @@ impl Tables {
             }
             Mutation::DeleteApplicationGroup { name } => {
                 self.application_groups.remove(name);
+            }
+            Mutation::PutFeedStamp { user, stamp } => {
+                self.feed_stamps.insert(user.clone(), to_json(stamp));
+            }
+            Mutation::DeleteFeedStamp { user } => {
+                self.feed_stamps.remove(user);
             }
             Mutation::PutSigningKeys { keys } => {
                 self.signing_keys = Some(to_json(keys));

@@ -61,8 +61,9 @@ fn tables_at(version: usize) -> Vec<String> {
 }
 
 /// Checks that `store`, migrated from `version`, holds what the fixture
-/// put in it, and takes a new session, signing keys and a published
-/// application with its group (the newest migrations' tables).
+/// put in it, and takes a new session, signing keys, a published
+/// application with its group and a user's feed stamp (the newest
+/// migrations' tables).
 async fn check_migrated(store: &dyn Store, version: usize) {
     let what = format!("from version {version}");
     let snap: Snapshot = store.load().await.expect("load");
@@ -135,8 +136,13 @@ async fn check_migrated(store: &dyn Store, version: usize) {
         snap.application_groups.is_empty() && pool.applications.is_empty(),
         "{what}: no store before version 10 had applications"
     );
-    // And it serves: a new session on h1, the broker's signing keys, and
-    // an application with its group (the newest migrations' tables).
+    assert!(
+        snap.feed_stamps.is_empty(),
+        "{what}: no store before version 11 had feed stamps"
+    );
+    // And it serves: a new session on h1, the broker's signing keys, an
+    // application with its group, and a user's feed stamp (the newest
+    // migrations' tables).
     let mut session = pool.sessions[0].clone();
     session.id = "new-session".into();
     session.user = "carol@contoso.com".into();
@@ -163,6 +169,10 @@ async fn check_migrated(store: &dyn Store, version: usize) {
                 name: "p-apps".into(),
                 group: crate::conformance::application_group("p", &["word"]),
             },
+            Mutation::PutFeedStamp {
+                user: "carol@contoso.com".into(),
+                stamp: crate::conformance::feed_stamp(1),
+            },
         ]))
         .await
         .expect("a write after the migration");
@@ -179,6 +189,14 @@ async fn check_migrated(store: &dyn Store, version: usize) {
         [(
             "p-apps".to_string(),
             crate::conformance::application_group("p", &["word"])
+        )],
+        "{what}"
+    );
+    assert_eq!(
+        snap.feed_stamps,
+        [(
+            "carol@contoso.com".to_string(),
+            crate::conformance::feed_stamp(1)
         )],
         "{what}"
     );

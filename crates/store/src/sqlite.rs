@@ -145,6 +145,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         name TEXT PRIMARY KEY,
         record TEXT NOT NULL
      ) STRICT;",
+    // 11: each user's workspace feed stamp (rule F4), JSON by user: which
+    // set of resources the feed last listed and since when, so that its
+    // `LastUpdated` is the same after a restart and on every replica.
+    "CREATE TABLE feed_stamps (
+        user TEXT PRIMARY KEY,
+        record TEXT NOT NULL
+     ) STRICT;",
 ];
 
 /// The store's schema version (`user_version`: how many migrations it has
@@ -341,6 +348,12 @@ impl SqliteStore {
             let (name, record) = row?;
             application_groups.push((name, from_json(&record)?));
         }
+        let mut feed_stamps = Vec::new();
+        let mut stmt = conn.prepare_cached("SELECT user, record FROM feed_stamps ORDER BY user")?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+            let (user, record) = row?;
+            feed_stamps.push((user, from_json(&record)?));
+        }
         Ok(Snapshot {
             pools,
             credentials,
@@ -348,6 +361,7 @@ impl SqliteStore {
             plan_memories,
             signing_keys,
             application_groups,
+            feed_stamps,
         })
     }
 

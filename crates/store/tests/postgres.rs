@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use placement::PoolCounters;
-use store::conformance::{application, application_group, host, pool, session};
+use store::conformance::{application, application_group, feed_stamp, host, pool, session};
 use store::postgres::{ScratchDatabase, test_server_url};
 use store::{Mutation, PostgresStore, SqliteStore, Store, StoreError};
 
@@ -127,6 +127,7 @@ async fn tokens_of_an_older_schema_get_a_bound_of_one_host() {
              DROP TABLE broker_secrets;
              DROP TABLE applications;
              DROP TABLE application_groups;
+             DROP TABLE feed_stamps;
              UPDATE schema_version SET version = 2;
              INSERT INTO registration_tokens (pool, hash, expires_ms) VALUES ('p', 'old', 7);",
         )
@@ -226,7 +227,7 @@ impl Lcg {
 }
 
 /// Random batches of every kind of mutation of pools, hosts, sessions,
-/// enrollment and published applications, mostly valid (a model of which
+/// enrollment, published applications and feed stamps, mostly valid (a model of which
 /// pools and hosts exist keeps them so), sometimes not: PostgreSQL must
 /// accept and refuse exactly what SQLite does, and keep exactly what SQLite
 /// keeps. This is what checks that grouping runs of mutations into
@@ -241,6 +242,7 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
     let lite = SqliteStore::open(dir.path()).expect("open sqlite");
     let mut rng = Lcg(7);
     let mut apps = Lcg(11);
+    let mut feeds = Lcg(13);
     let pools = ["a", "b", "c"];
     let mut accepted = 0;
     for round in 0..300 {
@@ -367,6 +369,18 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
                     _ => Mutation::DeleteApplication { pool: p, alias },
                 });
             }
+            // Feed stamps now and then, from a generator of their own too:
+            // a few users, so that a batch often puts one user twice.
+            if feeds.below(4) == 0 {
+                let user = ["alice", "Alice", "bob", "ünïcode", "carol"][feeds.below(5) as usize];
+                batch.push(match feeds.below(4) {
+                    0 => Mutation::DeleteFeedStamp { user: user.into() },
+                    _ => Mutation::PutFeedStamp {
+                        user: user.into(),
+                        stamp: feed_stamp(round * 100 + feeds.below(100) as u32),
+                    },
+                });
+            }
         }
         let want = lite.apply(batch.clone().into()).await;
         let got = pg.apply(batch.clone().into()).await;
@@ -402,6 +416,7 @@ async fn postgres_keeps_exactly_what_sqlite_keeps() {
         "and applications and groups: {applications}, {}",
         snap.application_groups.len()
     );
+    assert!(!snap.feed_stamps.is_empty(), "and feed stamps");
 }
 
 fn put_pool(name: &str) -> std::sync::Arc<[Mutation]> {

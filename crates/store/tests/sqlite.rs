@@ -254,3 +254,61 @@ async fn a_backup_carries_applications_and_their_groups() {
         );
     }
 }
+
+/// A backup carries the workspace feed's stamps: a store restored from it
+/// loads each user's stamp, and a copy without their table is refused by
+/// the check, which names the table.
+#[tokio::test]
+async fn a_backup_carries_feed_stamps() {
+    use store::conformance::feed_stamp;
+    use store::sqlite_backup;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let served = dir.path().join("served");
+    let live = SqliteStore::open(&served).expect("open");
+    live.apply(
+        vec![
+            store::Mutation::PutFeedStamp {
+                user: "bob@contoso.com".into(),
+                stamp: feed_stamp(2),
+            },
+            store::Mutation::PutFeedStamp {
+                user: "alice@contoso.com".into(),
+                stamp: feed_stamp(1),
+            },
+        ]
+        .into(),
+    )
+    .await
+    .expect("apply");
+    let kept = live.load().await.expect("load");
+    let copy = dir.path().join("backup.sqlite3");
+    sqlite_backup::backup(&served, &copy, false).expect("backup");
+
+    let restored = dir.path().join("restored");
+    std::fs::create_dir_all(&restored).expect("mkdir");
+    sqlite_backup::restore(&copy, &restored).expect("restore");
+    let snap = SqliteStore::open(&restored)
+        .expect("open the restored store")
+        .load()
+        .await
+        .expect("load");
+    assert_eq!(snap, kept, "the restored store holds what was served");
+    assert_eq!(
+        snap.feed_stamps,
+        [
+            ("alice@contoso.com".to_string(), feed_stamp(1)),
+            ("bob@contoso.com".to_string(), feed_stamp(2)),
+        ]
+    );
+
+    let lacking = dir.path().join("without-feed_stamps.sqlite3");
+    std::fs::copy(&copy, &lacking).expect("copy");
+    let conn = rusqlite::Connection::open(&lacking).expect("raw open");
+    conn.execute_batch("DROP TABLE feed_stamps").expect("drop");
+    drop(conn);
+    let refused = sqlite_backup::check(&lacking).expect_err("a copy without the table");
+    assert!(
+        refused.to_string().contains("lacks: feed_stamps"),
+        "{refused}"
+    );
+}

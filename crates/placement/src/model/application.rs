@@ -14,6 +14,10 @@
 //! [`ApplicationGroup::validate`]); the icons' content (that they are
 //! images of a bounded size) is the broker's to check, since it needs
 //! their decoders.
+//!
+//! A user's workspace feed (rule F4) lists what the user is given; a
+//! [`FeedStamp`] records which set it last listed and since when, so that
+//! the feed's `LastUpdated` changes only when that set does.
 
 use serde::{Deserialize, Serialize};
 
@@ -340,6 +344,27 @@ impl ApplicationGroup {
     }
 }
 
+/// The most users whose workspace feed stamps ([`FeedStamp`]) a broker
+/// keeps, in memory and in its store: one stamp a user who fetched the
+/// feed, so that a stream of sign-ins by ever new names cannot make the
+/// broker hold without bound.
+pub const MAX_FEED_STAMPS: usize = 100_000;
+
+/// What a user's workspace feed last held, so that its `LastUpdated` moves
+/// exactly when that set changes (rule F4): the broker digests the
+/// resources it lists for the user, and keeps that digest with the time it
+/// first listed that set. A fetch that lists the same set answers the same
+/// `LastUpdated`, and a changed set starts a new one. Kept in the store,
+/// so that the time is the same after a restart and on every replica.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeedStamp {
+    /// A digest of the resources the feed listed (hex), as the broker computes it.
+    pub set_hash: String,
+    /// Since when (ms since the Unix epoch) the feed has held that set.
+    pub since_ms: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,5 +504,23 @@ mod tests {
             ..group
         };
         assert!(bad_alias.validate().is_err());
+    }
+
+    #[test]
+    fn a_feed_stamp_is_kept_as_camel_case_json_and_nothing_else() {
+        let stamp = FeedStamp {
+            set_hash: "9f86d081884c7d65".into(),
+            since_ms: 1_700_000_600_000,
+        };
+        let json = serde_json::to_value(&stamp).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"setHash": "9f86d081884c7d65", "sinceMs": 1_700_000_600_000i64})
+        );
+        assert_eq!(serde_json::from_value::<FeedStamp>(json).unwrap(), stamp);
+        let unknown = serde_json::json!({"setHash": "ab", "sinceMs": 1, "other": true});
+        assert!(serde_json::from_value::<FeedStamp>(unknown).is_err());
+        let lacking = serde_json::json!({"setHash": "ab"});
+        assert!(serde_json::from_value::<FeedStamp>(lacking).is_err());
     }
 }

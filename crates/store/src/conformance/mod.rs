@@ -11,20 +11,23 @@
 //!
 //! The cases live by topic: `pools` (pools, hosts, sessions, tokens),
 //! `credentials` (API credentials, signing keys), `audit` (the audit
-//! log), `autoscale` (scaling actions, plans and plan memory) and
-//! `applications` (published applications and application groups); the
-//! fixtures they share are here, and other crates' tests use them too.
+//! log), `autoscale` (scaling actions, plans and plan memory),
+//! `applications` (published applications and application groups) and
+//! `feed_stamps` (the workspace feed's stamps); the fixtures they share
+//! are here, and other crates' tests use them too.
 
 mod applications;
 mod audit;
 mod autoscale;
 mod credentials;
+mod feed_stamps;
 mod pools;
 
 pub use applications::*;
 pub use audit::*;
 pub use autoscale::*;
 pub use credentials::*;
+pub use feed_stamps::*;
 pub use pools::*;
 
 use placement::{
@@ -83,6 +86,10 @@ macro_rules! conformance_tests {
             a_pools_deletion_removes_its_applications,
             applications_and_groups_come_back_after_reopen,
             a_failing_batch_applies_none_of_its_applications,
+            feed_stamps_are_put_replaced_and_deleted,
+            a_feed_stamp_put_leaves_other_users_alone,
+            feed_stamps_of_many_users_come_back_after_reopen,
+            a_failing_batch_applies_none_of_its_feed_stamps,
         }
     };
     // The cases' names, as an array of strings.
@@ -290,6 +297,7 @@ mod tests {
             include_str!("audit.rs"),
             include_str!("autoscale.rs"),
             include_str!("applications.rs"),
+            include_str!("feed_stamps.rs"),
         ]
         .iter()
         .flat_map(|source| source.lines())

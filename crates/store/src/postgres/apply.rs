@@ -61,10 +61,12 @@ enum Kind {
     DeleteApplication,
     PutApplicationGroup,
     DeleteApplicationGroup,
+    PutFeedStamp,
+    DeleteFeedStamp,
 }
 
 impl Kind {
-    const ALL: [Kind; 25] = [
+    const ALL: [Kind; 27] = [
         Kind::PutPool,
         Kind::PutCounters,
         Kind::DeletePool,
@@ -90,6 +92,8 @@ impl Kind {
         Kind::DeleteApplication,
         Kind::PutApplicationGroup,
         Kind::DeleteApplicationGroup,
+        Kind::PutFeedStamp,
+        Kind::DeleteFeedStamp,
     ];
 
     fn of(m: &Mutation) -> Kind {
@@ -119,6 +123,8 @@ impl Kind {
             Mutation::DeleteApplication { .. } => Kind::DeleteApplication,
             Mutation::PutApplicationGroup { .. } => Kind::PutApplicationGroup,
             Mutation::DeleteApplicationGroup { .. } => Kind::DeleteApplicationGroup,
+            Mutation::PutFeedStamp { .. } => Kind::PutFeedStamp,
+            Mutation::DeleteFeedStamp { .. } => Kind::DeleteFeedStamp,
         }
     }
 
@@ -275,6 +281,12 @@ impl Kind {
             Kind::DeleteApplicationGroup => {
                 "DELETE FROM application_groups WHERE name = ANY($1::text[])"
             }
+            Kind::PutFeedStamp => {
+                r#"INSERT INTO feed_stamps ("user", record)
+                 SELECT * FROM unnest($1::text[], $2::text[])
+                 ON CONFLICT ("user") DO UPDATE SET record = excluded.record"#
+            }
+            Kind::DeleteFeedStamp => r#"DELETE FROM feed_stamps WHERE "user" = ANY($1::text[])"#,
         }
     }
 
@@ -288,12 +300,14 @@ impl Kind {
             | Kind::PutScalingPlan
             | Kind::PutPlanMemory
             | Kind::PutSigningKeys
-            | Kind::PutApplicationGroup => &[Key(0), Text(0)],
+            | Kind::PutApplicationGroup
+            | Kind::PutFeedStamp => &[Key(0), Text(0)],
             Kind::DeletePool
             | Kind::DeleteTokens
             | Kind::DeleteApiCredential
             | Kind::DeleteScalingPlan
-            | Kind::DeleteApplicationGroup => &[Key(0)],
+            | Kind::DeleteApplicationGroup
+            | Kind::DeleteFeedStamp => &[Key(0)],
             Kind::PutHost => &[Key(0), Key(1), Int(0), Text(0)],
             Kind::DeleteHost
             | Kind::DeleteSession
@@ -328,6 +342,7 @@ impl Kind {
                 | Kind::FoldAudit
                 | Kind::PutApplication
                 | Kind::PutApplicationGroup
+                | Kind::PutFeedStamp
         )
     }
 
@@ -365,7 +380,8 @@ fn values(m: &Mutation) -> Values<'_> {
         | Mutation::DeleteRegistrationTokens { pool }
         | Mutation::DeleteApiCredential { name: pool }
         | Mutation::DeleteScalingPlan { name: pool }
-        | Mutation::DeleteApplicationGroup { name: pool } => v([pool, "", ""], [none(), none()], 0),
+        | Mutation::DeleteApplicationGroup { name: pool }
+        | Mutation::DeleteFeedStamp { user: pool } => v([pool, "", ""], [none(), none()], 0),
         Mutation::PutApplication {
             pool,
             alias,
@@ -375,6 +391,7 @@ fn values(m: &Mutation) -> Values<'_> {
         Mutation::PutApplicationGroup { name, group } => {
             v([name, "", ""], [to_json(group), none()], 0)
         }
+        Mutation::PutFeedStamp { user, stamp } => v([user, "", ""], [to_json(stamp), none()], 0),
         Mutation::PutScalingPlan { name, plan } => v([name, "", ""], [to_json(plan), none()], 0),
         Mutation::PutPlanMemory { pool, memory } => v([pool, "", ""], [to_json(memory), none()], 0),
         Mutation::PutSigningKeys { keys } => v(

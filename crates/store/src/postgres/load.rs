@@ -27,7 +27,8 @@ impl Connection {
     /// Reads everything in one consistent snapshot, each table in one
     /// query in the order SQLite gives (pools by name, hosts by query
     /// order, sessions by id, tokens by hash, credentials by host,
-    /// applications by alias, application groups by name).
+    /// applications by alias, application groups by name, feed stamps by
+    /// user).
     async fn load_in_transaction(&self) -> Result<Snapshot, StoreError> {
         let c = &self.client;
         let q = |e| PostgresError::query("cannot load the store", e);
@@ -166,6 +167,17 @@ impl Connection {
         {
             application_groups.push((row.get(0), from_json(row.get(1))?));
         }
+        let mut feed_stamps = Vec::new();
+        for row in c
+            .query(
+                r#"SELECT "user", record FROM feed_stamps ORDER BY "user""#,
+                &[],
+            )
+            .await
+            .map_err(q)?
+        {
+            feed_stamps.push((row.get(0), from_json(row.get(1))?));
+        }
         Ok(Snapshot {
             pools,
             credentials,
@@ -173,6 +185,7 @@ impl Connection {
             plan_memories,
             signing_keys,
             application_groups,
+            feed_stamps,
         })
     }
 }

@@ -146,6 +146,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         name text COLLATE "C" PRIMARY KEY,
         record text NOT NULL
      );"#,
+    // 11: each user's workspace feed stamp (rule F4), JSON by user: which
+    // set of resources the feed last listed and since when, so that its
+    // `LastUpdated` is the same after a restart and on every replica.
+    // `user` is a reserved word in PostgreSQL: the column is quoted.
+    r#"CREATE TABLE feed_stamps (
+        "user" text COLLATE "C" PRIMARY KEY,
+        record text NOT NULL
+     );"#,
 ];
 
 /// Applies the migrations this database lacks, all in one transaction, under

@@ -2,11 +2,13 @@
 //! [`apply_one`] only dispatches, to one statement function per mutation,
 //! grouped by what they change (pools, hosts, sessions, enrollment, API
 //! credentials, the audit log, autoscale, published applications, the
-//! broker's secrets). Every
+//! workspace feed's stamps, the broker's secrets). Every
 //! statement is prepared once per connection (`prepare_cached`).
 
 use placement::autoscale::{PlanMemory, ScalingPlan};
-use placement::{Application, ApplicationGroup, Host, PoolConfig, PoolCounters, Session};
+use placement::{
+    Application, ApplicationGroup, FeedStamp, Host, PoolConfig, PoolCounters, Session,
+};
 use rusqlite::{Transaction, params};
 
 use super::{missing_parent, outcome_text, to_json};
@@ -66,6 +68,8 @@ pub(super) fn apply_one(
         Mutation::DeleteApplication { pool, alias } => delete_application(tx, pool, alias),
         Mutation::PutApplicationGroup { name, group } => put_application_group(tx, name, group),
         Mutation::DeleteApplicationGroup { name } => delete_application_group(tx, name),
+        Mutation::PutFeedStamp { user, stamp } => put_feed_stamp(tx, user, stamp),
+        Mutation::DeleteFeedStamp { user } => delete_feed_stamp(tx, user),
         Mutation::PutSigningKeys { keys } => put_signing_keys(tx, keys),
     }
 }
@@ -459,6 +463,23 @@ fn put_application_group(
 fn delete_application_group(tx: &Transaction, name: &str) -> Result<(), StoreError> {
     tx.prepare_cached("DELETE FROM application_groups WHERE name = ?1")?
         .execute([name])?;
+    Ok(())
+}
+
+// The workspace feed's stamps (rule F4).
+
+fn put_feed_stamp(tx: &Transaction, user: &str, stamp: &FeedStamp) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO feed_stamps (user, record) VALUES (?1, ?2)
+         ON CONFLICT(user) DO UPDATE SET record = excluded.record",
+    )?
+    .execute(params![user, to_json(stamp)])?;
+    Ok(())
+}
+
+fn delete_feed_stamp(tx: &Transaction, user: &str) -> Result<(), StoreError> {
+    tx.prepare_cached("DELETE FROM feed_stamps WHERE user = ?1")?
+        .execute([user])?;
     Ok(())
 }
 
