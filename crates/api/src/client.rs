@@ -293,6 +293,58 @@ impl Client {
             .map(drop)
     }
 
+    /// What a user's workspace feed lists (rule F4): `GET
+    /// …/users/{name}/feed`.
+    pub async fn feed(&self, user: &str) -> Result<crate::types::FeedOutput, ClientError> {
+        let bytes = self
+            .call(Method::GET, &["users", user, "feed"], &[], None::<&()>)
+            .await?;
+        self.decode(&bytes)
+    }
+
+    /// The ticketless `.rdp` file a user's feed names for a pool's desktop
+    /// (`alias` None) or one of its applications: `GET
+    /// …/users/{name}/feed/{pool}/rdpFile` or
+    /// `…/feed/{pool}/applications/{alias}/rdpFile`.
+    pub async fn feed_file(
+        &self,
+        user: &str,
+        pool: &str,
+        alias: Option<&str>,
+    ) -> Result<String, ClientError> {
+        match alias {
+            None => {
+                self.get_text(&["users", user, "feed", pool, "rdpFile"], &[])
+                    .await
+            }
+            Some(alias) => {
+                let segments = [
+                    "users",
+                    user,
+                    "feed",
+                    pool,
+                    "applications",
+                    alias,
+                    "rdpFile",
+                ];
+                self.get_text(&segments, &[]).await
+            }
+        }
+    }
+
+    /// An application's icons as a user's feed serves them: `GET
+    /// …/users/{name}/feed/{pool}/applications/{alias}/icon`.
+    pub async fn feed_icon(
+        &self,
+        user: &str,
+        pool: &str,
+        alias: &str,
+    ) -> Result<crate::types::FeedIconOutput, ClientError> {
+        let segments = ["users", user, "feed", pool, "applications", alias, "icon"];
+        let bytes = self.call(Method::GET, &segments, &[], None::<&()>).await?;
+        self.decode(&bytes)
+    }
+
     /// Every session host of a pool, in query order.
     pub async fn session_hosts(&self, pool: &str) -> Result<Vec<SessionHostOutput>, ClientError> {
         let segments = ["hostPools", pool, "sessionHosts"];

@@ -56,6 +56,27 @@ pub fn gateway_rdp_file(gateway: &str, pool: &str, ticket: &str) -> String {
     lines(settings)
 }
 
+/// An `.rdp` file through the RD Gateway at `gateway` for `pool`, whose
+/// user signs in to the gateway as themselves (Windows sign-in: Kerberos,
+/// or NTLM with the name and password the client asks for once and uses
+/// for the host too) rather than with a ticket. It holds nothing that
+/// expires: what a subscribed client keeps (the workspace feed's files).
+pub fn gateway_windows_rdp_file(gateway: &str, pool: &str) -> String {
+    let mut settings = vec![
+        format!("full address:s:{}", clean(pool)),
+        format!("gatewayhostname:s:{}", clean(gateway)),
+        "gatewayusagemethod:i:1".to_string(),
+        // Ask for the user's credentials (or use the signed-in Windows
+        // user's), not a token.
+        "gatewaycredentialssource:i:0".to_string(),
+        "gatewayprofileusagemethod:i:1".to_string(),
+        // The same credentials for the gateway and the host.
+        "promptcredentialonce:i:1".to_string(),
+    ];
+    settings.extend(common_settings());
+    lines(settings)
+}
+
 /// The line that makes a gateway's `.rdp` file (from [`gateway_rdp_file`])
 /// name `gateway` as the client's KDC proxy too (rule AD3): mstsc then
 /// asks `https://<gateway>/KdcProxy` for its Kerberos tickets.

@@ -9,9 +9,13 @@
 //!   directory);
 //! - the same for a user given nothing (every pool is still looked at);
 //! - `Workspace::published_to` alone, the decision every door reads;
-//! - the MS-TSWP feed of that workspace (`api::feed`): the 500 resources
-//!   built and checked (each with icon URLs, a folder and a file
-//!   extension), then rendered in schema 2.0, as a feed endpoint would.
+//! - the same user's workspace feed as its RD Gateway gets it from a
+//!   broker (`GET /api/v1/users/alice@contoso.com/feed`: the 500
+//!   applications, each pool's route, the list's digest checked against
+//!   the user's stamp), and as the gateway serves it: that list made into
+//!   the MS-TSWP document (`gateway::feed::workspace_of`, every resource
+//!   checked) and rendered in schema 2.0, the whole of a feed request but
+//!   its sign-in.
 //!
 //! The broker runs in process on the memory store (`broker::testkit`),
 //! warm: everything is made through the API before anything is timed, and
@@ -28,10 +32,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use api::feed::{IconUrls, Resource, ResourceKind, SchemaVersion};
+use api::feed::SchemaVersion;
 use base64::Engine as _;
-use broker::testkit::{ADMIN_TOKEN, Kit, T0};
-use broker::workspace::PublishedPool;
+use broker::testkit::{ADMIN_TOKEN, Kit};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use tokio::runtime::Runtime;
@@ -65,11 +68,12 @@ fn icon_png() -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// A broker with [`POOLS`] pools of two hosts, each publishing
-/// [`APPLICATIONS_PER_POOL`] applications that one RemoteApp group gives
-/// to [`GROUP`], all made through the API.
+/// A broker with an RDP front door and [`POOLS`] pools of two hosts, each
+/// publishing [`APPLICATIONS_PER_POOL`] applications that one RemoteApp
+/// group gives to [`GROUP`] and to [`USER`] by name (the feed, without a
+/// directory, knows no groups), all made through the API.
 async fn farm() -> Kit {
-    let kit = Kit::open().await;
+    let kit = Kit::open_with(|s| s.rdp_front_door = Some("door.example:3389".into())).await;
     let icon = icon_png();
     for p in 0..POOLS {
         let pool = format!("pool{p:02}");
@@ -91,49 +95,11 @@ async fn farm() -> Kit {
             aliases.push(alias);
         }
         let group = json!({"hostPool": pool, "kind": "RemoteApp", "applications": aliases,
-                           "assignedGroups": [GROUP]});
+                           "assignedGroups": [GROUP], "assignedUsers": [USER]});
         let path = format!("/api/v1/applicationGroups/{pool}-apps");
         kit.ok("PUT", &path, Some(group), 201).await;
     }
     kit
-}
-
-/// The feed of `published`, as a feed endpoint would build it: every
-/// desktop and application a resource, each with its icon URLs.
-fn feed_of(published: &[PublishedPool]) -> api::feed::Workspace {
-    let mut feed = api::feed::Workspace::new("deskbroker", "broker.example", T0, T0)
-        .expect("a valid publisher");
-    for pool in published {
-        let desktop = pool.desktop.then(|| (None, pool.title.clone(), None));
-        let applications = pool.applications.iter().map(|a| {
-            let app = &a.application;
-            (Some(a.alias.as_str()), app.display_name.clone(), Some(app))
-        });
-        for (alias, title, app) in desktop.into_iter().chain(applications) {
-            let name = alias.unwrap_or("desktop");
-            let base = format!("/RDWeb/Feed/{}/{name}", pool.pool);
-            let resource = Resource {
-                id: api::feed::resource_id(&pool.pool, alias),
-                kind: match alias {
-                    None => ResourceKind::Desktop,
-                    Some(_) => ResourceKind::RemoteApp,
-                },
-                alias: format!("{}.{name}", pool.pool),
-                title,
-                last_updated_ms: app.map_or(T0, |a| a.modified_ms),
-                icons: Some(IconUrls {
-                    ico: format!("{base}/icon.ico"),
-                    png_32: format!("{base}/icon32.png"),
-                }),
-                file_extensions: app.map(|a| a.file_extensions.clone()).unwrap_or_default(),
-                folder: app.map(|a| a.folder.clone()).unwrap_or_default(),
-                rdp_file_url: format!("{base}/launch.rdp"),
-                terminal_server: "door.example".into(),
-            };
-            feed.add(resource).expect("a valid resource");
-        }
-    }
-    feed
 }
 
 /// Single-call times of one benchmark: the latest [`MAX_TIMES`].
@@ -242,15 +208,26 @@ fn workspace(c: &mut Criterion) {
     assert_eq!(answer["value"], json!([]), "{NOBODY} is given nothing");
     let workspace = kit.broker().workspace().clone();
     let groups = vec![GROUP.to_string()];
-    let published = workspace.published_to(USER, &groups);
-    let feed = feed_of(&published);
-    assert_eq!(feed.resources().len(), POOLS * APPLICATIONS_PER_POOL);
-    let xml = api::feed::render(&feed, SchemaVersion::V2_0);
-    let resources = xml.matches("<Icon32 ").count();
+    let feed_path = format!("/api/v1/users/{USER}/feed");
+    let listed: api::types::FeedOutput =
+        serde_json::from_slice(&rt.block_on(get(&kit, &feed_path))).expect("JSON");
+    assert_eq!(listed.resources.len(), POOLS * APPLICATIONS_PER_POOL);
+    let broker = kit.broker().clone();
+    let served = || async {
+        let listed = broker::feed::feed(&broker, USER).await.expect("a feed");
+        let feed = gateway::feed::workspace_of(&listed, "gw.example", listed.last_updated_ms)
+            .expect("a workspace");
+        api::feed::render(&feed, SchemaVersion::V2_0)
+    };
+    let xml = rt.block_on(served());
     assert_eq!(
-        resources,
-        POOLS * APPLICATIONS_PER_POOL,
-        "an Icon32 a resource"
+        xml.matches("<Icon32 ").count(),
+        POOLS * APPLICATIONS_PER_POOL / 2,
+        "an Icon32 for every application with an icon"
+    );
+    assert_eq!(
+        xml.matches("<Resource ").count(),
+        POOLS * APPLICATIONS_PER_POOL
     );
     println!(
         "workspace: {} bytes of JSON for {USER}; the feed: {} bytes of XML",
@@ -264,9 +241,15 @@ fn workspace(c: &mut Criterion) {
     bench_call(c, "published_to/500 applications", || {
         workspace.published_to(USER, &groups)
     });
-    bench_call(c, "feed/build 500 resources", || feed_of(&published));
-    bench_call(c, "feed/render 500 resources (2.0)", || {
-        api::feed::render(&feed, SchemaVersion::V2_0)
+    bench_get(
+        c,
+        &rt,
+        &kit,
+        "feed/listed for the gateway (API)",
+        &feed_path,
+    );
+    bench_call(c, "feed/served (2.0), but the sign-in", || {
+        rt.block_on(served())
     });
     bench_get(c, &rt, &kit, "healthz (baseline, last)", "/healthz");
 }

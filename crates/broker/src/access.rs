@@ -239,6 +239,37 @@ pub const TABLE: &[Rule] = &[
         false,
         Scope::Global,
     ),
+    // Rule F4: a user's feed, its files and icons, for the RD Gateway
+    // that signed the user in and serves the feed (and the admin): they
+    // answer for whoever the caller names.
+    rule(
+        "GET",
+        "/api/v1/users/{name}/feed",
+        &[Admin, Gateway],
+        false,
+        Scope::Global,
+    ),
+    rule(
+        "GET",
+        "/api/v1/users/{name}/feed/{pool}/rdpFile",
+        &[Admin, Gateway],
+        false,
+        Scope::Global,
+    ),
+    rule(
+        "GET",
+        "/api/v1/users/{name}/feed/{pool}/applications/{alias}/rdpFile",
+        &[Admin, Gateway],
+        false,
+        Scope::Global,
+    ),
+    rule(
+        "GET",
+        "/api/v1/users/{name}/feed/{pool}/applications/{alias}/icon",
+        &[Admin, Gateway],
+        false,
+        Scope::Global,
+    ),
     // Rule A9: operators start and stop hosts (T1); the record of what
     // was done is for every reader (A10).
     rule(

@@ -759,6 +759,12 @@ impl Connector {
         self.core.peek(pool, |p| Ok(p.config().connection_target))
     }
 
+    /// Where clients reach the RDP front door and the RD Gateway, where
+    /// this broker knows them.
+    pub fn doors(&self) -> (Option<&str>, Option<&str>) {
+        (self.rdp_front_door.as_deref(), self.rd_gateway.as_deref())
+    }
+
     /// Where clients reach the RD Gateway; refused with 400
     /// `InvalidParameter` when this broker knows of none (`serve
     /// --gateway-listen` or `--gateway-public-address`).

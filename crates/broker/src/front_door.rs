@@ -37,6 +37,18 @@ fn refused(e: BrokerError) -> PlacerError {
     }
 }
 
+/// A feed's refusal: what the broker could not do now (its store or
+/// directory unreachable, its queue full) is unreachable for the gateway,
+/// which answers 503; anything else is a refusal (404).
+fn feed_refused(e: BrokerError) -> PlacerError {
+    match e {
+        BrokerError::StoreUnavailable(_)
+        | BrokerError::Overloaded
+        | BrokerError::DirectoryUnavailable(_) => PlacerError::Unreachable(e.to_string()),
+        e => refused(e),
+    }
+}
+
 impl Placer for InProcess {
     /// A new placement is recorded in the audit log (T5) with its session,
     /// in the placement's own batch, as the API's connects are; the actor
@@ -116,6 +128,34 @@ impl Placer for InProcess {
             .audit()
             .sign_in_refused(now, "rd-gateway".into(), source, user, reason)
             .await;
+    }
+
+    async fn feed(&self, user: &str) -> Result<api::types::FeedOutput, PlacerError> {
+        crate::feed::feed(&self.broker, user)
+            .await
+            .map_err(feed_refused)
+    }
+
+    async fn feed_file(
+        &self,
+        user: &str,
+        pool: &str,
+        alias: Option<&str>,
+    ) -> Result<String, PlacerError> {
+        crate::feed::feed_file(&self.broker, user, pool, alias)
+            .await
+            .map_err(feed_refused)
+    }
+
+    async fn feed_icon(
+        &self,
+        user: &str,
+        pool: &str,
+        alias: &str,
+    ) -> Result<api::feed::icons::FeedIcons, PlacerError> {
+        crate::feed::feed_icon(&self.broker, user, pool, alias)
+            .await
+            .map_err(feed_refused)
     }
 
     /// The broker's own clock (a test's manual clock governs the doors).

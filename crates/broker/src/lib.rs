@@ -22,6 +22,7 @@ pub mod credentials;
 pub mod directory;
 pub mod enroll;
 pub mod error;
+pub mod feed;
 pub mod front_door;
 pub mod heartbeat;
 pub mod keys;

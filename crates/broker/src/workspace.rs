@@ -22,13 +22,14 @@
 //! - nothing is published to a user the pool's entitlements refuse, so a
 //!   workspace never lists what its user could not open.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use placement::{
-    AppGroupKind, Application, ApplicationGroup, ApplicationMode, MAX_APPLICATION_GROUPS,
-    MAX_APPLICATIONS_PER_POOL, MAX_ICON_BYTES, PreferredAppGroupType,
+    AppGroupKind, Application, ApplicationGroup, ApplicationMode, FeedStamp,
+    MAX_APPLICATION_GROUPS, MAX_APPLICATIONS_PER_POOL, MAX_FEED_STAMPS, MAX_ICON_BYTES,
+    PreferredAppGroupType,
 };
 use store::{Mutation, PoolRecord, Snapshot};
 
@@ -98,8 +99,9 @@ impl State {
     }
 }
 
-/// The applications and groups a store kept, for [`Workspace::new`].
-pub(crate) struct Stored(State);
+/// The applications, groups and feed stamps a store kept, for
+/// [`Workspace::new`].
+pub(crate) struct Stored(State, HashMap<String, FeedStamp>);
 
 /// The published applications and application groups (rule F1).
 pub struct Workspace {
@@ -107,6 +109,9 @@ pub struct Workspace {
     /// The directory whose groups assignments name (rule AD1), if any.
     directory: Option<Arc<Directory>>,
     state: Mutex<State>,
+    /// Each user's feed stamp (rule F4): what their feed last listed, and
+    /// since when; at most [`MAX_FEED_STAMPS`].
+    stamps: Mutex<HashMap<String, FeedStamp>>,
 }
 
 fn application_not_found(pool: &str, alias: &str) -> BrokerError {
@@ -158,7 +163,10 @@ impl Workspace {
         state.groups = std::mem::take(&mut snapshot.application_groups)
             .into_iter()
             .collect();
-        Stored(state)
+        let stamps = std::mem::take(&mut snapshot.feed_stamps)
+            .into_iter()
+            .collect();
+        Stored(state, stamps)
     }
 
     /// The service over `core`, with what the store kept.
@@ -171,7 +179,52 @@ impl Workspace {
             core,
             directory,
             state: Mutex::new(stored.0),
+            stamps: Mutex::new(stored.1),
         }
+    }
+
+    /// Since when `user`'s feed has listed the set whose digest is
+    /// `set_hash` (rule F4): the stamp's time while the set is the one it
+    /// records; else now, recorded durably before it is answered, so that
+    /// the feed's `LastUpdated` moves exactly when the set does and is the
+    /// same after a restart. Past [`MAX_FEED_STAMPS`] users, a new user's
+    /// is now, unrecorded.
+    pub async fn feed_since(&self, user: &str, set_hash: &str) -> Result<i64, BrokerError> {
+        if let Some(stamp) = self.stamps.lock_or_recover().get(user)
+            && stamp.set_hash == set_hash
+        {
+            return Ok(stamp.since_ms);
+        }
+        let now = self.core.now_ms();
+        self.core
+            .commit(|| {
+                let mut stamps = self.stamps.lock_or_recover();
+                // Another request may have recorded this very set meanwhile.
+                if let Some(stamp) = stamps.get(user)
+                    && stamp.set_hash == set_hash
+                {
+                    return Ok((stamp.since_ms, Vec::new()));
+                }
+                if !stamps.contains_key(user) && stamps.len() >= MAX_FEED_STAMPS {
+                    tracing::warn!(
+                        user,
+                        "workspace feed: {MAX_FEED_STAMPS} users' stamps are kept already; \
+                         this user's LastUpdated is not recorded"
+                    );
+                    return Ok((now, Vec::new()));
+                }
+                let stamp = FeedStamp {
+                    set_hash: set_hash.to_string(),
+                    since_ms: now,
+                };
+                stamps.insert(user.to_string(), stamp.clone());
+                let put = Mutation::PutFeedStamp {
+                    user: user.to_string(),
+                    stamp,
+                };
+                Ok((now, vec![put]))
+            })
+            .await
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

@@ -37,6 +37,7 @@
 //! as the HTTP API's `connect`.
 
 pub mod door;
+pub mod feed;
 pub mod front_door;
 mod hold;
 pub mod https;

@@ -8,6 +8,8 @@
 
 use std::future::Future;
 
+use base64::Engine as _;
+
 use api::types::ConnectOutput;
 use api::{BrokerUrl, Client, ClientError, ErrorCode};
 use placement::{Placement, SessionState};
@@ -128,10 +130,56 @@ pub trait Placer: Send + Sync + 'static {
         reason: &str,
     ) -> impl Future<Output = ()> + Send;
 
+    /// What `user`'s workspace feed lists (rule F4): the desktops and
+    /// applications they are given whose files open without a ticket,
+    /// and the feed's `LastUpdated`. A placer that serves no feed (the
+    /// test placers) refuses with `NotFound`.
+    fn feed(
+        &self,
+        user: &str,
+    ) -> impl Future<Output = Result<api::types::FeedOutput, PlacerError>> + Send {
+        let _ = user;
+        async { Err(no_feed()) }
+    }
+
+    /// The `.rdp` file the feed names for `pool`'s desktop (`alias` None)
+    /// or its application `alias`: no ticket inside, so that it keeps
+    /// working while the client caches it. Refused (`NotEntitled`) unless
+    /// `user` is given that resource.
+    fn feed_file(
+        &self,
+        user: &str,
+        pool: &str,
+        alias: Option<&str>,
+    ) -> impl Future<Output = Result<String, PlacerError>> + Send {
+        let _ = (user, pool, alias);
+        async { Err(no_feed()) }
+    }
+
+    /// The icons the feed names for application `alias` of `pool`,
+    /// refused (`NotEntitled`) unless `user` is given it.
+    fn feed_icon(
+        &self,
+        user: &str,
+        pool: &str,
+        alias: &str,
+    ) -> impl Future<Output = Result<api::feed::icons::FeedIcons, PlacerError>> + Send {
+        let _ = (user, pool, alias);
+        async { Err(no_feed()) }
+    }
+
     /// Now, in whole seconds since the Unix epoch, by the broker's clock:
     /// what the doors check the lifetimes of redirection tokens against
     /// (R3), so that the clock that governs the broker governs them too.
     fn now_unix_seconds(&self) -> u64;
+}
+
+/// The refusal of a placer that serves no workspace feed.
+fn no_feed() -> PlacerError {
+    PlacerError::Refused {
+        code: ErrorCode::NotFound,
+        message: "this broker serves no workspace feed".into(),
+    }
 }
 
 /// The system's time of day in seconds since the Unix epoch (0 if it
@@ -232,6 +280,37 @@ impl Placer for Http {
     /// this one's is the system's.
     fn now_unix_seconds(&self) -> u64 {
         system_unix_seconds()
+    }
+
+    async fn feed(&self, user: &str) -> Result<api::types::FeedOutput, PlacerError> {
+        Ok(self.client.feed(user).await?)
+    }
+
+    async fn feed_file(
+        &self,
+        user: &str,
+        pool: &str,
+        alias: Option<&str>,
+    ) -> Result<String, PlacerError> {
+        Ok(self.client.feed_file(user, pool, alias).await?)
+    }
+
+    async fn feed_icon(
+        &self,
+        user: &str,
+        pool: &str,
+        alias: &str,
+    ) -> Result<api::feed::icons::FeedIcons, PlacerError> {
+        let out = self.client.feed_icon(user, pool, alias).await?;
+        let decode = |field: &str, text: &str| {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| PlacerError::Unreachable(format!("the icon's {field}: {e}")))
+        };
+        Ok(api::feed::icons::FeedIcons {
+            ico: decode("ico", &out.ico)?,
+            png_32: decode("png32", &out.png32)?,
+        })
     }
 
     async fn host_at(&self, pool: &str, address: &str) -> Result<Option<String>, PlacerError> {

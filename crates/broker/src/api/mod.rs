@@ -8,6 +8,7 @@ mod audit;
 mod console;
 mod credentials;
 pub mod error;
+mod feed;
 mod hosts;
 mod keys;
 mod paging;
@@ -238,6 +239,19 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/v1/whoami", get(audit::whoami))
         .route("/api/v1/users/{name}", get(users::show))
         .route("/api/v1/users/{name}/workspace", get(users::workspace))
+        .route("/api/v1/users/{name}/feed", get(feed::feed))
+        .route(
+            "/api/v1/users/{name}/feed/{pool}/rdpFile",
+            get(feed::desktop_file),
+        )
+        .route(
+            "/api/v1/users/{name}/feed/{pool}/applications/{alias}/rdpFile",
+            get(feed::application_file),
+        )
+        .route(
+            "/api/v1/users/{name}/feed/{pool}/applications/{alias}/icon",
+            get(feed::icon),
+        )
         .method_not_allowed_fallback(method_not_allowed)
         .route_layer(middleware::from_fn_with_state(gate.clone(), authenticate));
     // Registration carries its token in the body: no bearer token.

@@ -12,8 +12,8 @@ use api::types;
 use api::{ErrorBody, ErrorCode, ErrorDetail};
 
 use super::{
-    applications, audit, credentials, hosts, keys, plans, pools, power, registration, sessions,
-    users, web,
+    applications, audit, credentials, feed, hosts, keys, plans, pools, power, registration,
+    sessions, users, web,
 };
 use crate::core::Core;
 
@@ -28,6 +28,7 @@ use crate::core::Core;
         registration::create_token, registration::revoke_tokens, registration::register,
         credentials::create, credentials::list, credentials::revoke, keys::rotate, keys::revoke,
         audit::list, audit::sign_in_refused, audit::whoami, users::show, users::workspace,
+        feed::feed, feed::desktop_file, feed::application_file, feed::icon,
         power::start, power::stop, power::list,
         sessions::send_message,
         plans::list, plans::show, plans::put, plans::patch, plans::delete, plans::status,
@@ -46,7 +47,8 @@ use crate::core::Core;
         types::HostMessage, types::LogoffOrder, types::SendMessageInput,
         plans::ScalingPlanOutput, plans::ScalingPlanStatus, plans::PoolScalingStatus,
         applications::ApplicationOutput, applications::ApplicationGroupOutput,
-        users::WorkspaceOutput, users::PublishedPoolOutput,
+        users::WorkspaceOutput, users::PublishedPoolOutput, types::FeedOutput,
+        types::FeedResourceOutput, types::FeedIconOutput,
         placement::Application, placement::ApplicationGroup)),
     modifiers(&BearerAuth, &Refusals),
     security(("bearer" = [])),

@@ -31,6 +31,7 @@ mod directory;
 mod domain;
 mod durability;
 mod entitlements;
+mod feed;
 mod first_desktop;
 mod front_door_trust;
 mod gateway;

@@ -20,7 +20,7 @@ use crate::windows_sign_in::{
 use crate::*;
 
 /// `serve`'s flags for NTLM sign-in through `dc`'s winbind.
-fn ntlm_flags(dc: &Domain) -> Vec<String> {
+pub(crate) fn ntlm_flags(dc: &Domain) -> Vec<String> {
     let (helper, helper_args) = dc.ntlm_helper();
     let mut flags = vec![
         "--gateway-ntlm-domain".to_string(),
@@ -34,7 +34,7 @@ fn ntlm_flags(dc: &Domain) -> Vec<String> {
     flags
 }
 
-const PASSWORD: &str = "Sesame-0pen!";
+pub(crate) const PASSWORD: &str = "Sesame-0pen!";
 
 /// xfreerdp's arguments to reach pool `farm` through `gateway` over
 /// `transport`, signing in to the gateway as `domain\user` with

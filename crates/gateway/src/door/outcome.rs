@@ -79,6 +79,9 @@ pub enum Outcome {
     Web,
     /// The browser's page or one of its files, served.
     WebPage,
+    /// Workspace feed requests (rule F4) of a signed-in connection,
+    /// answered.
+    Feed,
     /// KDC proxy requests (rule AD3), each counted by its own outcome in
     /// `deskbroker_kdc_proxy_messages_total`.
     KdcProxy,
@@ -133,6 +136,7 @@ impl Outcome {
             Outcome::HostTlsFailed => "host_tls_failed",
             Outcome::Web => "web",
             Outcome::WebPage => "web_page",
+            Outcome::Feed => "feed",
             Outcome::KdcProxy => "kdc_proxy",
             Outcome::SignInChallenged => "sign_in_challenged",
             Outcome::SignInRefused => "sign_in_refused",

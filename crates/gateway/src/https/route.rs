@@ -99,6 +99,17 @@ pub(crate) fn routes<P: Placer>(config: &GatewayConfig) -> Vec<Route<P>> {
             handler: |x| Box::pin(crate::web::page::serve_request(x)),
         },
     ];
+    // Without Windows sign-in there is no feed: its users sign in with
+    // their domain accounts.
+    if config.windows_sign_in.is_some() {
+        routes.push(Route {
+            name: "workspace feed",
+            methods: &["GET", "HEAD"],
+            path: Path::Where(crate::feed::is_feed_path),
+            upgrade: Upgrade::None,
+            handler: |x| Box::pin(crate::feed::serve_request(x)),
+        });
+    }
     // Without a realm there is no KDC proxy: `/KdcProxy` is refused as any
     // unknown path is.
     if config.kdc_proxy.serves_any() {

@@ -89,7 +89,7 @@
 mod head;
 mod link;
 mod relay;
-mod sign_in;
+pub(crate) mod sign_in;
 mod tunnel;
 
 use std::sync::Arc;

@@ -29,7 +29,7 @@ use crate::windows_sign_in::{SignInError, SignedIn, WindowsSignIn, ntlm, refusal
 /// legacy IN channel that brought no sign-in), and the head the request
 /// goes on with (an NTLM sign-in's second request) and what was read past
 /// it.
-pub(super) struct Signed {
+pub(crate) struct Signed {
     pub signed_in: Option<SignedIn>,
     pub head: Head,
     pub rest: Vec<u8>,
@@ -39,7 +39,7 @@ pub(super) struct Signed {
 /// without `Authorization` goes on unsigned rather than challenged (a
 /// legacy IN channel, which joins its OUT channel's tunnel).
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn sign_in<P: Placer>(
+pub(crate) async fn sign_in<P: Placer>(
     sign_in: &WindowsSignIn,
     placer: &P,
     (head, rest): (Head, Vec<u8>),

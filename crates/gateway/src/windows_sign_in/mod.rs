@@ -70,6 +70,9 @@ use tokio::sync::Semaphore;
 /// The largest `Negotiate` token taken, decoded (a Kerberos AP-REQ with
 /// a large PAC is a few KiB; the request head's bound comes first).
 pub const MAX_TOKEN_BYTES: usize = 6 * 1024;
+/// The longest HTTP Basic credentials taken, decoded (a name and a
+/// password).
+pub const MAX_BASIC_BYTES: usize = 1024;
 /// Sign-ins checked at once; more wait for a turn.
 pub const MAX_CONCURRENT_ACCEPTS: usize = 16;
 /// Failed sign-ins a source, or a user, may have in one minute; past it,
@@ -91,6 +94,8 @@ pub mod refusal {
     pub const NTLM_REFUSED: &str = "an NTLM sign-in refused";
     /// A Kerberos ticket the gateway's keytab did not accept.
     pub const KERBEROS_REFUSED: &str = "a Kerberos ticket refused";
+    /// A password (HTTP Basic, at the workspace feed) the domain refused.
+    pub const PASSWORD_REFUSED: &str = "a password refused";
     /// A signed-in user asking for a pool whose `gatewaySignIn` is `Ticket`.
     pub const TICKETS_ONLY_POOL: &str = "a pool that takes only tickets";
     /// Every reason.
@@ -99,6 +104,7 @@ pub mod refusal {
         MALFORMED_TOKEN,
         NTLM_REFUSED,
         KERBEROS_REFUSED,
+        PASSWORD_REFUSED,
         TICKETS_ONLY_POOL,
     ];
 }
@@ -311,6 +317,88 @@ impl WindowsSignIn {
             }
         }
         result
+    }
+
+    /// Whether a user's password (HTTP Basic, over TLS) can be checked:
+    /// the domain checks it through the NTLM helper.
+    pub fn takes_basic(&self) -> bool {
+        self.settings.ntlm.is_some()
+    }
+
+    /// Checks `Authorization: Basic <credentials>` (the part after the
+    /// scheme) from `source`: the name (`DOMAIN\name`, `name@domain` or
+    /// `name`) and password are the domain's to judge, as an NTLM answer
+    /// is. A source or user over its failures is refused before the domain
+    /// is asked. The password is never kept, logged or passed on.
+    pub async fn basic(&self, source: IpAddr, credentials: &str) -> Result<SignedIn, SignInError> {
+        let refused = |why: &str| SignInError::Refused(why.to_string());
+        let Some(settings) = &self.settings.ntlm else {
+            return Err(refused("passwords are not checked here"));
+        };
+        if self.throttled(&source_key(source)) {
+            return Err(SignInError::Throttled(source.to_string()));
+        }
+        let credentials = credentials.trim();
+        let decoded = (credentials.len() <= MAX_BASIC_BYTES * 4 / 3 + 4)
+            .then(|| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(credentials)
+                    .ok()
+            })
+            .flatten()
+            .filter(|d| d.len() <= MAX_BASIC_BYTES)
+            .and_then(|d| String::from_utf8(d).ok());
+        let Some((typed, password)) = decoded.as_deref().and_then(|d| d.split_once(':')) else {
+            self.failed(&source_key(source));
+            return Err(refused(
+                "Basic credentials that are not base64 of name:password",
+            ));
+        };
+        let account = settings.account_of(typed).map_err(|e| {
+            self.failed(&source_key(source));
+            SignInError::Refused(e)
+        })?;
+        let user = settings.user_name(&account).map_err(SignInError::Refused)?;
+        if self.throttled(&user_key(&user)) {
+            return Err(SignInError::Throttled(user));
+        }
+        if password.is_empty() || password.chars().any(char::is_control) {
+            self.failed(&source_key(source));
+            self.failed(&user_key(&user));
+            return Err(refused("an empty password, or one with control characters"));
+        }
+        let turn = self
+            .handshakes
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| SignInError::Unavailable("the gateway is stopping".into()))?;
+        match ntlm::Handshake::check_password(settings, turn, &account, password).await {
+            Ok(()) => Ok(SignedIn { user, reply: None }),
+            Err(e) => {
+                if let SignInError::Refused(_) = &e {
+                    self.failed(&source_key(source));
+                    self.failed(&user_key(&user));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The user HTTP Basic credentials name, by the gateway's naming (for
+    /// the audit of a refusal; not proof of anything).
+    pub fn basic_claimed_user(&self, credentials: &str) -> Option<String> {
+        let settings = self.settings.ntlm.as_ref()?;
+        let credentials = credentials.trim();
+        if credentials.len() > MAX_BASIC_BYTES * 4 / 3 + 4 {
+            return None;
+        }
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(credentials)
+            .ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        let (typed, _) = decoded.split_once(':')?;
+        settings.user_name(&settings.account_of(typed).ok()?).ok()
     }
 
     /// The user an NTLM AUTHENTICATE message claims, by the gateway's

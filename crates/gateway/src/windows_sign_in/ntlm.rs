@@ -53,6 +53,8 @@ pub const MAX_HELPER_LINE: u64 = 8 * 1024;
 pub const HELPER_PROTOCOL: &str = "--helper-protocol=squid-2.5-ntlmssp";
 /// The helper protocol for NTLM wrapped in SPNEGO.
 pub const SPNEGO_HELPER_PROTOCOL: &str = "--helper-protocol=gss-spnego";
+/// The helper protocol that checks a user's password (HTTP Basic).
+pub const BASIC_HELPER_PROTOCOL: &str = "--helper-protocol=squid-2.5-basic";
 
 /// How the gateway checks NTLM: the helper and the domains whose users it
 /// signs in.
@@ -81,6 +83,48 @@ impl NtlmSettings {
             .ok_or_else(|| format!("the domain {domain:?} is not one this gateway signs in"))?;
         super::user_name(&format!("{name}@{dns}"))
             .ok_or_else(|| format!("the account {account:?} is not a user's name"))
+    }
+}
+
+impl NtlmSettings {
+    /// The account `DOMAIN\name` a user typed as `DOMAIN\name`,
+    /// `name@dns-domain` or `name` alone (in the first of the
+    /// [`NtlmSettings::domains`]), when the domain is one of them.
+    pub fn account_of(&self, typed: &str) -> Result<String, String> {
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 256
+                && !s
+                    .chars()
+                    .any(|c| c.is_control() || matches!(c, '/' | '\\' | '@' | ':'))
+        };
+        let (netbios, name) = if let Some((domain, name)) = typed.split_once('\\') {
+            let netbios = self
+                .domains
+                .iter()
+                .find(|(netbios, _)| netbios.eq_ignore_ascii_case(domain))
+                .map(|(netbios, _)| netbios);
+            (netbios, name)
+        } else if let Some((name, dns)) = typed.rsplit_once('@') {
+            let netbios = self
+                .domains
+                .iter()
+                .find(|(_, d)| d.eq_ignore_ascii_case(dns))
+                .map(|(netbios, _)| netbios);
+            (netbios, name)
+        } else {
+            (self.domains.first().map(|(netbios, _)| netbios), typed)
+        };
+        let netbios =
+            netbios.ok_or_else(|| format!("{typed:?} is not in a domain this gateway signs in"))?;
+        if !plain(name) {
+            return Err(format!("{typed:?} is not a user's name"));
+        }
+        Ok(format!(
+            "{}\\{}",
+            netbios.to_uppercase(),
+            name.to_lowercase()
+        ))
     }
 }
 
@@ -214,6 +258,57 @@ impl Handshake {
             Wrapping::Plain => HELPER_PROTOCOL,
             Wrapping::Spnego => SPNEGO_HELPER_PROTOCOL,
         };
+        let mut handshake = Handshake::spawn(settings, turn, protocol, wrapping)?;
+        let answer = handshake.ask(&format!("YR {}", token.trim())).await?;
+        // `TT <challenge>` (the SPNEGO protocol may add a word after it).
+        let mut words = answer.split(' ');
+        match (words.next(), words.next()) {
+            (Some("TT"), Some(challenge)) if decode(challenge).is_ok() => {
+                Ok((handshake, challenge.to_string()))
+            }
+            _ => Err(SignInError::Refused(format!(
+                "the NTLM helper gave no challenge: {}",
+                verdict_reason(&answer)
+            ))),
+        }
+    }
+
+    /// Checks a password the client sent in the clear (HTTP Basic, over
+    /// TLS only) for `account` (`DOMAIN\name`, DOMAIN one of the
+    /// settings'): the helper's `squid-2.5-basic` protocol asks the domain,
+    /// as for an NTLM answer. Neither ever reaches a log.
+    pub(super) async fn check_password(
+        settings: &NtlmSettings,
+        turn: OwnedSemaphorePermit,
+        account: &str,
+        password: &str,
+    ) -> Result<(), SignInError> {
+        let mut helper = Handshake::spawn(settings, turn, BASIC_HELPER_PROTOCOL, Wrapping::Plain)?;
+        // The protocol's fields are URL-encoded (RFC 1738), so that a space
+        // or a line end in a password cannot end its field or its line.
+        let encode = |s: &str| {
+            percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+        };
+        let answer = helper
+            .ask(&format!("{} {}", encode(account), encode(password)))
+            .await?;
+        let _ = helper.helper.start_kill();
+        match answer.split(' ').next() {
+            Some("OK") => Ok(()),
+            _ => Err(SignInError::Refused(format!(
+                "the domain refused the password: {}",
+                verdict_reason(&answer)
+            ))),
+        }
+    }
+
+    /// Starts one helper speaking `protocol`.
+    fn spawn(
+        settings: &NtlmSettings,
+        turn: OwnedSemaphorePermit,
+        protocol: &str,
+        wrapping: Wrapping,
+    ) -> Result<Handshake, SignInError> {
         let unavailable = |e: String| {
             SignInError::Unavailable(format!("the NTLM helper could not be started: {e}"))
         };
@@ -237,25 +332,13 @@ impl Handshake {
         let (Some(input), Some(output)) = (helper.stdin.take(), helper.stdout.take()) else {
             return Err(unavailable("its pipes".into()));
         };
-        let mut handshake = Handshake {
+        Ok(Handshake {
             wrapping,
             helper,
             input,
             output: BufReader::new(output),
             _turn: turn,
-        };
-        let answer = handshake.ask(&format!("YR {}", token.trim())).await?;
-        // `TT <challenge>` (the SPNEGO protocol may add a word after it).
-        let mut words = answer.split(' ');
-        match (words.next(), words.next()) {
-            (Some("TT"), Some(challenge)) if decode(challenge).is_ok() => {
-                Ok((handshake, challenge.to_string()))
-            }
-            _ => Err(SignInError::Refused(format!(
-                "the NTLM helper gave no challenge: {}",
-                verdict_reason(&answer)
-            ))),
-        }
+        })
     }
 
     /// The verdict on the client's AUTHENTICATE message `token` (base64):
