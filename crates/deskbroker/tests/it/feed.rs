@@ -435,3 +435,106 @@ async fn a_domain_user_subscribes_to_their_workspace_and_opens_what_it_lists() {
     assert_eq!(ids(&got.text()), vec![desktop]);
     assert_eq!(last_updated(&got.text()), moved);
 }
+
+/// alice's feed through `gateway`: its IDs and its `LastUpdated`.
+fn alices_feed(gateway: &str) -> (Vec<String>, String) {
+    let feed = "/RDWeb/Feed/webfeed.aspx";
+    let got = get(
+        gateway,
+        feed,
+        As::Ntlm("DESKBROKER\\alice"),
+        PASSWORD,
+        &[RADC_2_0],
+    );
+    assert_eq!(got.status, 200, "{gateway}: {}\n{}", got.head, got.text());
+    assert_valid(&got.text(), "2.0");
+    (ids(&got.text()), last_updated(&got.text()))
+}
+
+/// Two replicas on PostgreSQL, each with its gateway, and a stand-alone
+/// gateway on the broker's API: one feed for alice from all three (the
+/// follower's and the stand-alone gateway's through the API, the latter
+/// with its own credential); the API's feed answers only gateways and the
+/// admin, since it answers for whoever the caller names.
+#[tokio::test]
+async fn every_replica_and_a_standalone_gateway_serve_one_feed() {
+    let openssl = require("openssl", "openssl");
+    let dc = Domain::start_with_winbind();
+    people(&dc);
+    let db = crate::pg::scratch("feed_replicas").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut flags = directory_flags(&dc, &dc.ldaps_url(), 300);
+    flags.extend(ntlm_flags(&dc));
+    flags.extend([
+        "--database-url".to_string(),
+        db.url().to_string(),
+        "--gateway-listen".into(),
+        "127.0.0.1:0".into(),
+    ]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (first, _) = App::spawn_with(&dir.path().join("r0"), "127.0.0.1:0", &flags);
+    crate::pg::leader_index(&[&first]).await;
+    let (second, _) = App::spawn_with(&dir.path().join("r1"), "127.0.0.1:0", &flags);
+    publish(&first, "127.0.0.1:9").await;
+
+    let from_first = alices_feed(&first.ready.gateway_addr().to_string());
+    let desktop = ::api::feed::resource_id("farm", None);
+    let notepad = ::api::feed::resource_id("office", Some("notepad"));
+    assert_eq!(from_first.0, vec![desktop, notepad]);
+    assert_eq!(
+        alices_feed(&second.ready.gateway_addr().to_string()),
+        from_first
+    );
+
+    let token = credential(&first, "rd-gateway-1", "gateway", &[]).await;
+    let tls = TlsFiles::make(&openssl, dir.path());
+    let extra = ntlm_flags(&dc);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let (_standalone, gateway) = standalone_gateway(&second.url, &token, &tls, &extra);
+    assert_eq!(alices_feed(&gateway), from_first);
+    let file = get(
+        &gateway,
+        "/RDWeb/Feed/rdp/office/notepad.rdp",
+        As::Ntlm("DESKBROKER\\alice"),
+        PASSWORD,
+        &[],
+    );
+    assert_eq!(file.status, 200, "{}", file.head);
+    assert!(
+        file.text().contains("remoteapplicationprogram:s:||notepad"),
+        "{}",
+        file.text()
+    );
+    let icon = get(
+        &gateway,
+        "/RDWeb/Feed/icon/office/notepad/1.ico",
+        As::Ntlm("DESKBROKER\\alice"),
+        PASSWORD,
+        &[],
+    );
+    assert_eq!(icon.status, 200, "{}", icon.head);
+    assert_eq!(icon.header("Content-Type").as_deref(), Some("image/x-icon"));
+    assert_eq!(
+        ::api::feed::icons::check_ico(&icon.body).map(|sizes| sizes.len()),
+        Ok(1)
+    );
+
+    // A reader (or a pool's operator) reads no one's feed through the API.
+    let reader = credential(&first, "auditor", "reader", &[]).await;
+    for path in [
+        "/api/v1/users/alice@deskbroker.test/feed",
+        "/api/v1/users/alice@deskbroker.test/feed/office/applications/notepad/rdpFile",
+        "/api/v1/users/alice@deskbroker.test/feed/office/applications/notepad/icon",
+        "/api/v1/users/alice@deskbroker.test/feed/farm/rdpFile",
+    ] {
+        let status = reqwest::Client::new()
+            .get(format!("{}{path}", first.url))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .expect("an answer")
+            .status()
+            .as_u16();
+        assert_eq!(status, 403, "{path}");
+    }
+}
