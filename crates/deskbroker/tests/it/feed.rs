@@ -1,7 +1,7 @@
 //! Rule F4 against a real Active Directory domain controller (Samba, its
 //! winbind running, `support::domain`): a domain user subscribes to
-//! `https://<gateway>/RDWeb/Feed/webfeed.aspx` with NTLM or with a password
-//! (HTTP Basic over TLS), as curl sends them; the feed validates against
+//! `https://<gateway>/RDWeb/Feed/webfeed.aspx` with Kerberos, NTLM or a
+//! password (HTTP Basic over TLS), as curl sends them; the feed validates against
 //! MS-TSWP's own schemas (2.0 and 2.1, with xmllint) and lists exactly what
 //! the user is given through the directory's nested groups; its files carry
 //! no ticket and its desktop file opens in xfreerdp through the gateway
@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::directory::{directory_flags, people};
 use crate::ntlm_sign_in::{PASSWORD, ntlm_flags};
 use crate::support::domain::Domain;
+use crate::windows_sign_in::{GATEWAY_NAME, services};
 use crate::*;
 
 /// A 1×1 PNG.
@@ -54,6 +55,9 @@ enum As<'a> {
     Nobody,
     Ntlm(&'a str),
     Basic(&'a str),
+    /// Kerberos (`Negotiate`), with MIT's configuration and the user's
+    /// credential cache, to the gateway by its service name.
+    Kerberos(&'a Path, &'a Path),
 }
 
 /// curl's `GET https://<gateway><path>`, signed in `how` with `password`,
@@ -67,8 +71,17 @@ fn get(gateway: &str, path: &str, how: As<'_>, password: &str, headers: &[&str])
         .arg(&head)
         .arg("-o")
         .arg(&body);
+    let mut url = format!("https://{gateway}{path}");
     match how {
         As::Nobody => {}
+        As::Kerberos(conf, ccache) => {
+            let port = gateway.rsplit_once(':').map_or("443", |(_, p)| p);
+            curl.args(["--negotiate", "-u", ":", "--resolve"])
+                .arg(format!("{GATEWAY_NAME}:{port}:127.0.0.1"))
+                .env("KRB5_CONFIG", conf)
+                .env("KRB5CCNAME", format!("FILE:{}", ccache.display()));
+            url = format!("https://{GATEWAY_NAME}:{port}{path}");
+        }
         As::Ntlm(user) => {
             curl.args(["--ntlm", "-u", &format!("{user}:{password}")]);
         }
@@ -80,7 +93,7 @@ fn get(gateway: &str, path: &str, how: As<'_>, password: &str, headers: &[&str])
         curl.args(["-H", header]);
     }
     let status = curl
-        .arg(format!("https://{gateway}{path}"))
+        .arg(url)
         .status()
         .expect("curl runs");
     assert!(status.success(), "curl failed on {path}: {status}");
@@ -232,17 +245,28 @@ async fn a_domain_user_subscribes_to_their_workspace_and_opens_what_it_lists() {
     let host = Xrdp::start(&xrdp, &openssl, &dir.path().join("xrdp"));
     let display = Display::start(&xvfb);
 
+    let keytab = services(&dc, dir.path());
+    let conf = dc.krb5_conf(dir.path());
+    let ccache = dir.path().join("alice.ccache");
+    dc.kinit(&conf, "alice", PASSWORD, &ccache).expect("kinit");
     let mut flags = directory_flags(&dc, &dc.ldaps_url(), 300);
     flags.extend(ntlm_flags(&dc));
+    flags.extend([
+        "--gateway-keytab".to_string(),
+        keytab.display().to_string(),
+        "--gateway-service-name".into(),
+        GATEWAY_NAME.into(),
+    ]);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let data = dir.path().join("data");
     let (app, gateway) = App::spawn_with_rd_gateway(&data, &flags);
     publish(&app, &host.address).await;
     let feed = "/RDWeb/Feed/webfeed.aspx";
 
-    // Nobody signed in: offered NTLM and, over TLS, a password.
+    // Nobody signed in: offered Kerberos, NTLM and, over TLS, a password.
     let nobody = get(&gateway, feed, As::Nobody, "", &[]);
     assert_eq!(nobody.status, 401, "{}", nobody.head);
+    assert!(nobody.head.contains("WWW-Authenticate: Negotiate"), "{}", nobody.head);
     assert!(
         nobody.head.contains("WWW-Authenticate: NTLM"),
         "{}",
@@ -287,6 +311,12 @@ async fn a_domain_user_subscribes_to_their_workspace_and_opens_what_it_lists() {
     assert_valid(&xml, "2.1");
     assert_eq!(ids(&xml), vec![desktop.clone(), notepad.clone()]);
     assert_eq!(last_updated(&xml), first);
+
+    // And with Kerberos (her ticket for the gateway's service name).
+    let got = get(&gateway, feed, As::Kerberos(&conf, &ccache), "", &[RADC_2_0]);
+    assert_eq!(got.status, 200, "{}", got.head);
+    assert_eq!(ids(&got.text()), vec![desktop.clone(), notepad.clone()]);
+    assert_eq!(last_updated(&got.text()), first);
 
     // bob is in no entitled group: an empty feed, valid all the same.
     let got = get(
