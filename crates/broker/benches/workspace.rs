@@ -17,6 +17,12 @@
 //!   checked) and rendered in schema 2.0, the whole of a feed request but
 //!   its sign-in.
 //!
+//! And a storm: [`SUBSCRIBERS`] users, each given the 500 applications by
+//! name, refreshing their feeds at once (every request spawned together on
+//! the runtime's two workers, as clients on the default schedule bunch),
+//! against a storm of as many `GET /healthz` through the same router in
+//! the same run; each storm's time is one sample.
+//!
 //! The broker runs in process on the memory store (`broker::testkit`),
 //! warm: everything is made through the API before anything is timed, and
 //! each answer is checked once before its benchmark. `/healthz` is
@@ -49,6 +55,8 @@ const USER: &str = "alice@contoso.com";
 const GROUP: &str = "Staff";
 /// A user no group names: given nothing.
 const NOBODY: &str = "bob@contoso.com";
+/// The users of the storm, each given every application by name.
+const SUBSCRIBERS: usize = 1000;
 /// The most single-call times kept a benchmark (the latest ones): 16 MiB.
 const MAX_TIMES: usize = 1 << 20;
 
@@ -73,6 +81,11 @@ fn icon_png() -> String {
 /// group gives to [`GROUP`] and to [`USER`] by name (the feed, without a
 /// directory, knows no groups), all made through the API.
 async fn farm() -> Kit {
+    farm_for(&[USER]).await
+}
+
+/// [`farm`], its groups naming `users`.
+async fn farm_for(users: &[&str]) -> Kit {
     let kit = Kit::open_with(|s| s.rdp_front_door = Some("door.example:3389".into())).await;
     let icon = icon_png();
     for p in 0..POOLS {
@@ -95,7 +108,7 @@ async fn farm() -> Kit {
             aliases.push(alias);
         }
         let group = json!({"hostPool": pool, "kind": "RemoteApp", "applications": aliases,
-                           "assignedGroups": [GROUP], "assignedUsers": [USER]});
+                           "assignedGroups": [GROUP], "assignedUsers": users});
         let path = format!("/api/v1/applicationGroups/{pool}-apps");
         kit.ok("PUT", &path, Some(group), 201).await;
     }
@@ -254,6 +267,76 @@ fn workspace(c: &mut Criterion) {
     bench_get(c, &rt, &kit, "healthz (baseline, last)", "/healthz");
 }
 
+/// The storm: every subscriber's feed served at once, against as many
+/// `/healthz` at once.
+fn storm(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let users: Vec<String> = (0..SUBSCRIBERS)
+        .map(|i| format!("user{i:04}@contoso.com"))
+        .collect();
+    let names: Vec<&str> = users.iter().map(String::as_str).collect();
+    let kit = std::sync::Arc::new(rt.block_on(farm_for(&names)));
+    let users = std::sync::Arc::new(users);
+    // One request of the storm: a feed served, or `/healthz`.
+    async fn one(kit: std::sync::Arc<Kit>, user: Option<String>) -> usize {
+        match user {
+            Some(user) => {
+                let broker = kit.broker();
+                let listed = broker::feed::feed(broker, &user).await.expect("a feed");
+                let feed = gateway::feed::workspace_of(&listed, "gw.example", 0)
+                    .expect("a workspace");
+                api::feed::render(&feed, SchemaVersion::V2_0).len()
+            }
+            None => get(&kit, "/healthz").await.len(),
+        }
+    }
+    let storm_of = |feeds: bool| {
+        let (kit, users) = (kit.clone(), users.clone());
+        rt.block_on(async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            for user in users.iter() {
+                tasks.spawn(one(kit.clone(), feeds.then(|| user.clone())));
+            }
+            let mut bytes = 0;
+            while let Some(done) = tasks.join_next().await {
+                bytes += done.expect("a request");
+            }
+            bytes
+        })
+    };
+    // Warm: every subscriber's stamp is recorded by the first storm, and
+    // each feed lists the 500 applications.
+    let bytes = storm_of(true);
+    assert!(bytes > SUBSCRIBERS * 400_000, "{bytes} bytes");
+    for (name, feeds) in [
+        ("storm/1000 healthz at once (baseline)", false),
+        ("storm/1000 feeds at once", true),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    black_box(storm_of(feeds));
+                }
+                start.elapsed()
+            })
+        });
+    }
+}
+
+criterion_group! {
+    name = storms;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(10));
+    targets = storm
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
@@ -262,4 +345,4 @@ criterion_group! {
         .measurement_time(Duration::from_secs(4));
     targets = workspace
 }
-criterion_main!(benches);
+criterion_main!(benches, storms);

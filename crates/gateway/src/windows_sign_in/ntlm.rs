@@ -445,6 +445,27 @@ mod tests {
         assert!(s.user_name("CONTOSO\\a/b").is_err());
     }
 
+    #[test]
+    fn a_typed_name_finds_its_domain_or_is_refused() {
+        let s = settings();
+        for typed in ["CONTOSO\\Alice", "contoso\\alice", "alice@Contoso.com", "Alice"] {
+            assert_eq!(s.account_of(typed).unwrap(), "CONTOSO\\alice", "{typed}");
+        }
+        for typed in [
+            "FABRIKAM\\alice",
+            "alice@fabrikam.com",
+            "",
+            "CONTOSO\\",
+            "@contoso.com",
+            "a:b",
+            "a/b",
+            "CONTOSO\\a\\b",
+            "al\nice",
+        ] {
+            assert!(s.account_of(typed).is_err(), "{typed:?}");
+        }
+    }
+
     /// An AUTHENTICATE message naming `domain\user` (UTF-16), with empty
     /// responses: enough for [`claimed_account`], nothing for a DC.
     fn authenticate(domain: &str, user: &str) -> String {

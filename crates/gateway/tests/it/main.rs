@@ -7,6 +7,7 @@
 
 mod front_door;
 mod front_door_bounds;
+mod feed;
 mod fuzz;
 mod https;
 mod kdc_proxy;
