@@ -287,8 +287,8 @@ fn storm(c: &mut Criterion) {
             Some(user) => {
                 let broker = kit.broker();
                 let listed = broker::feed::feed(broker, &user).await.expect("a feed");
-                let feed = gateway::feed::workspace_of(&listed, "gw.example", 0)
-                    .expect("a workspace");
+                let feed =
+                    gateway::feed::workspace_of(&listed, "gw.example", 0).expect("a workspace");
                 api::feed::render(&feed, SchemaVersion::V2_0).len()
             }
             None => get(&kit, "/healthz").await.len(),

@@ -1,6 +1,7 @@
 //! `deskbroker user show NAME`: a user as the directory sees them (rule
 //! AD1), through `/api/v1/users/{name}`, and `deskbroker user workspace
-//! NAME`: what they are given (rule F1). `show`: whether it knows them, their
+//! NAME`: what they are given (rule F1), and `deskbroker user feed NAME`:
+//! what their workspace feed lists (rule F4). `show`: whether it knows them, their
 //! entry, and the groups (nested ones included) that decide which pools
 //! they may use. Needs a broker started with `--directory-url`.
 
@@ -27,7 +28,20 @@ enum UserCommand {
     /// What a user is given: each pool's desktop and the published
     /// applications their application groups give them.
     Workspace(WorkspaceArgs),
+    /// What a user's workspace feed lists (the desktops and applications
+    /// whose files open without a ticket) and its LastUpdated, as the RD
+    /// Gateway serves it at /RDWeb/Feed/webfeed.aspx. Admin only.
+    Feed(FeedArgs),
 }
+
+#[derive(clap::Args)]
+struct FeedArgs {
+    /// The user, as the gateway names them once signed in (`name@domain`).
+    name: String,
+}
+
+/// Columns of a user's feed, one row a resource.
+const FEED_COLUMNS: Columns = &["hostPool", "alias", "title", "folder", "terminalServer"];
 
 #[derive(clap::Args)]
 struct WorkspaceArgs {
@@ -91,6 +105,13 @@ async fn execute(ctx: &Context, command: UserCommand) -> anyhow::Result<()> {
                 }
             }
             ctx.print(&answer["value"].take(), WORKSPACE_COLUMNS)
+        }
+        UserCommand::Feed(f) => {
+            let mut answer = ctx.client.get(&["users", &f.name, "feed"], &[]).await?;
+            if ctx.output == super::output::OutputFormat::Json {
+                return ctx.print(&answer, FEED_COLUMNS);
+            }
+            ctx.print(&answer["resources"].take(), FEED_COLUMNS)
         }
     }
 }

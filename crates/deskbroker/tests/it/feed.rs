@@ -92,10 +92,7 @@ fn get(gateway: &str, path: &str, how: As<'_>, password: &str, headers: &[&str])
     for header in headers {
         curl.args(["-H", header]);
     }
-    let status = curl
-        .arg(url)
-        .status()
-        .expect("curl runs");
+    let status = curl.arg(url).status().expect("curl runs");
     assert!(status.success(), "curl failed on {path}: {status}");
     let head = std::fs::read_to_string(&head).unwrap_or_default();
     // With NTLM, curl writes each leg's head: the last is the answer's.
@@ -266,7 +263,11 @@ async fn a_domain_user_subscribes_to_their_workspace_and_opens_what_it_lists() {
     // Nobody signed in: offered Kerberos, NTLM and, over TLS, a password.
     let nobody = get(&gateway, feed, As::Nobody, "", &[]);
     assert_eq!(nobody.status, 401, "{}", nobody.head);
-    assert!(nobody.head.contains("WWW-Authenticate: Negotiate"), "{}", nobody.head);
+    assert!(
+        nobody.head.contains("WWW-Authenticate: Negotiate"),
+        "{}",
+        nobody.head
+    );
     assert!(
         nobody.head.contains("WWW-Authenticate: NTLM"),
         "{}",
@@ -313,7 +314,13 @@ async fn a_domain_user_subscribes_to_their_workspace_and_opens_what_it_lists() {
     assert_eq!(last_updated(&xml), first);
 
     // And with Kerberos (her ticket for the gateway's service name).
-    let got = get(&gateway, feed, As::Kerberos(&conf, &ccache), "", &[RADC_2_0]);
+    let got = get(
+        &gateway,
+        feed,
+        As::Kerberos(&conf, &ccache),
+        "",
+        &[RADC_2_0],
+    );
     assert_eq!(got.status, 200, "{}", got.head);
     assert_eq!(ids(&got.text()), vec![desktop.clone(), notepad.clone()]);
     assert_eq!(last_updated(&got.text()), first);
@@ -547,6 +554,21 @@ async fn every_replica_and_a_standalone_gateway_serve_one_feed() {
     assert_eq!(
         ::api::feed::icons::check_ico(&icon.body).map(|sizes| sizes.len()),
         Ok(1)
+    );
+
+    // The admin's view of it, from the CLI: her two resources.
+    let (ok, out, err) = first.cli(&["user", "feed", "alice@deskbroker.test", "--output", "json"]);
+    assert!(ok, "{err}");
+    let shown: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        shown["resources"].as_array().map(Vec::len),
+        Some(2),
+        "{out}"
+    );
+    let (ok, out, err) = first.cli(&["user", "feed", "alice@deskbroker.test"]);
+    assert!(
+        ok && out.contains("notepad") && out.contains("office"),
+        "{out}{err}"
     );
 
     // A reader (or a pool's operator) reads no one's feed through the API.

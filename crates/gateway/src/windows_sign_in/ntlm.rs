@@ -448,7 +448,12 @@ mod tests {
     #[test]
     fn a_typed_name_finds_its_domain_or_is_refused() {
         let s = settings();
-        for typed in ["CONTOSO\\Alice", "contoso\\alice", "alice@Contoso.com", "Alice"] {
+        for typed in [
+            "CONTOSO\\Alice",
+            "contoso\\alice",
+            "alice@Contoso.com",
+            "Alice",
+        ] {
             assert_eq!(s.account_of(typed).unwrap(), "CONTOSO\\alice", "{typed}");
         }
         for typed in [

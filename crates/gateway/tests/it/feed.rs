@@ -32,8 +32,7 @@ fn config() -> GatewayConfig {
 
 async fn ask(gateway: &str, headers: &str) -> String {
     let mut tcp = TcpStream::connect(gateway).await.expect("connect");
-    let request =
-        format!("GET /RDWeb/Feed/webfeed.aspx HTTP/1.1\r\nHost: gw\r\n{headers}\r\n");
+    let request = format!("GET /RDWeb/Feed/webfeed.aspx HTTP/1.1\r\nHost: gw\r\n{headers}\r\n");
     tcp.write_all(request.as_bytes()).await.expect("write");
     read_head(&mut tcp).await
 }
@@ -43,7 +42,10 @@ async fn a_plain_listener_neither_offers_nor_tries_a_password() {
     let farm = farm_with(vec![], config()).await;
     let challenged = ask(&farm.gateway, "").await;
     assert!(challenged.starts_with("HTTP/1.1 401 "), "{challenged}");
-    assert!(challenged.contains("WWW-Authenticate: NTLM"), "{challenged}");
+    assert!(
+        challenged.contains("WWW-Authenticate: NTLM"),
+        "{challenged}"
+    );
     assert!(!challenged.contains("Basic"), "{challenged}");
     // alice:secret
     let sent = ask(&farm.gateway, "Authorization: Basic YWxpY2U6c2VjcmV0\r\n").await;
@@ -52,7 +54,11 @@ async fn a_plain_listener_neither_offers_nor_tries_a_password() {
     // An NTLM sign-in is tried: the helper is missing, so it cannot be
     // checked (503), which shows the password above was not.
     let negotiate = "TlRMTVNTUAABAAAAB4IIogAAAAAAAAAAAAAAAAAAAAAKAGFKAAAADw==";
-    let ntlm = ask(&farm.gateway, &format!("Authorization: NTLM {negotiate}\r\n")).await;
+    let ntlm = ask(
+        &farm.gateway,
+        &format!("Authorization: NTLM {negotiate}\r\n"),
+    )
+    .await;
     assert!(ntlm.starts_with("HTTP/1.1 503 "), "{ntlm}");
     // Nothing of the feed without a sign-in, whatever the path.
     let mut tcp = TcpStream::connect(&farm.gateway).await.expect("connect");

@@ -5,9 +5,9 @@
 //! placers against a real broker, and the RD Gateway protocol (MS-TSGU)
 //! on bytes captured from a real client and on random ones.
 
+mod feed;
 mod front_door;
 mod front_door_bounds;
-mod feed;
 mod fuzz;
 mod https;
 mod kdc_proxy;
