@@ -556,6 +556,18 @@ async fn every_replica_and_a_standalone_gateway_serve_one_feed() {
         Ok(1)
     );
 
+    // Guessing carol's password: ten refusals a minute, then 429 untried,
+    // her right password too.
+    let feed = "/RDWeb/Feed/webfeed.aspx";
+    let carol = "carol@deskbroker.test";
+    for guess in 0..10 {
+        let got = get(&gateway, feed, As::Basic(carol), &format!("Guess-{guess}"), &[]);
+        assert_eq!(got.status, 401, "guess {guess}: {}", got.head);
+    }
+    let got = get(&gateway, feed, As::Basic(carol), PASSWORD, &[]);
+    assert_eq!(got.status, 429, "{}", got.head);
+    assert_eq!(got.header("Retry-After").as_deref(), Some("60"));
+
     // The admin's view of it, from the CLI: her two resources.
     let (ok, out, err) = first.cli(&["user", "feed", "alice@deskbroker.test", "--output", "json"]);
     assert!(ok, "{err}");
