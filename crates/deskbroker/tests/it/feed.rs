@@ -325,6 +325,36 @@ async fn a_domain_user_subscribes_to_their_workspace_and_opens_what_it_lists() {
     assert_eq!(ids(&got.text()), vec![desktop.clone(), notepad.clone()]);
     assert_eq!(last_updated(&got.text()), first);
 
+    // The login-token exchange: signed in once at WebFeedLogin.aspx, her
+    // cookie signs the feed's requests in; a forged one does not.
+    let login = get(
+        &gateway,
+        "/RDWeb/FeedLogin/WebFeedLogin.aspx",
+        As::Ntlm("DESKBROKER\\alice"),
+        PASSWORD,
+        &[],
+    );
+    assert_eq!(login.status, 200, "{}", login.head);
+    let cookie = login.header("Set-Cookie").expect("a login token");
+    assert!(
+        cookie.contains("Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+    let token = cookie.split(';').next().expect("the cookie").to_string();
+    let with_token = format!("Cookie: {token}");
+    let got = get(&gateway, feed, As::Nobody, "", &[RADC_2_0, &with_token]);
+    assert_eq!(got.status, 200, "{}", got.head);
+    assert_eq!(ids(&got.text()), vec![desktop.clone(), notepad.clone()]);
+    let bob = ::base64::Engine::encode(
+        &::base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        "bob@deskbroker.test",
+    );
+    let value = token.strip_prefix(".ASPXAUTH=").expect("the feed's cookie");
+    let (_, signed) = value.split_once('.').expect("a token");
+    let forged = format!("Cookie: .ASPXAUTH={bob}.{signed}");
+    let got = get(&gateway, feed, As::Nobody, "", &[&forged]);
+    assert_eq!(got.status, 401, "{}", got.head);
+
     // bob is in no entitled group: an empty feed, valid all the same.
     let got = get(
         &gateway,
@@ -561,7 +591,13 @@ async fn every_replica_and_a_standalone_gateway_serve_one_feed() {
     let feed = "/RDWeb/Feed/webfeed.aspx";
     let carol = "carol@deskbroker.test";
     for guess in 0..10 {
-        let got = get(&gateway, feed, As::Basic(carol), &format!("Guess-{guess}"), &[]);
+        let got = get(
+            &gateway,
+            feed,
+            As::Basic(carol),
+            &format!("Guess-{guess}"),
+            &[],
+        );
         assert_eq!(got.status, 401, "guess {guess}: {}", got.head);
     }
     let got = get(&gateway, feed, As::Basic(carol), PASSWORD, &[]);

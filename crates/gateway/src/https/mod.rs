@@ -170,6 +170,8 @@ pub(crate) struct Front<P> {
     pub web: crate::web::Web,
     /// The KDC proxy (`POST /KdcProxy`).
     pub kdc: crate::kdc_proxy::KdcProxy,
+    /// The workspace feed's key for its login tokens.
+    pub feed_login: crate::feed::login::LoginKey,
     routes: Vec<Route<P>>,
 }
 
@@ -183,6 +185,7 @@ impl<P: Placer> Front<P> {
             pairing: Pairing::default(),
             web: crate::web::Web::new(crate::web::WebConfig::of(&config)),
             kdc: crate::kdc_proxy::KdcProxy::new(config.kdc_proxy.clone()),
+            feed_login: crate::feed::login::LoginKey::random(),
             routes: route::routes(&config),
             config,
         }

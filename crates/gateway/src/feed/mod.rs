@@ -7,7 +7,9 @@
 //! password the domain checks, taken over TLS only and never offered on a
 //! plain listener), through the gateway's Windows sign-in
 //! ([`crate::windows_sign_in`]) with its bounds and its throttles per
-//! source and per user. A connection stays signed in as that user for the
+//! source and per user; or with the login token a client got from
+//! `/RDWeb/FeedLogin/WebFeedLogin.aspx` after signing in there
+//! ([`login`]). A connection stays signed in as that user for the
 //! requests that follow on it (at most [`MAX_REQUESTS_PER_CONNECTION`]),
 //! as IIS does for NTLM, so that a client refreshing hundreds of
 //! resources signs in once.
@@ -16,6 +18,7 @@
 //! it, [`Placer::feed`]):
 //!
 //! ```text
+//! GET /RDWeb/FeedLogin/WebFeedLogin.aspx          a login token (a cookie) for the feed
 //! GET /RDWeb/Feed/webfeed.aspx                    the feed (MS-TSWP 1.1, 2.0 or 2.1, as asked)
 //! GET /RDWeb/Feed/rdp/{pool}.rdp                  a desktop's .rdp file
 //! GET /RDWeb/Feed/rdp/{pool}/{alias}.rdp          an application's .rdp file
@@ -31,6 +34,8 @@
 //! `nosniff`; an icon's address carries its digest, so a changed icon is a
 //! new address and an unchanged one is cached.
 
+pub mod login;
+
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -45,6 +50,8 @@ use crate::windows_sign_in::{SignInError, WindowsSignIn, refusal};
 
 /// Where every address of the feed begins (any case, as IIS takes it).
 pub const PREFIX: &str = "/RDWeb/Feed/";
+/// Where a client exchanges its sign-in for a login token (any case).
+pub const LOGIN_PATH: &str = "/RDWeb/FeedLogin/WebFeedLogin.aspx";
 /// The requests one signed-in connection serves before it is closed: a
 /// feed of a few hundred resources, their files and icons.
 pub const MAX_REQUESTS_PER_CONNECTION: usize = 2048;
@@ -57,13 +64,16 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Whether `path` is one of the feed's (the front's route).
 pub fn is_feed_path(path: &str) -> bool {
-    path.len() > PREFIX.len()
-        && path.as_bytes()[..PREFIX.len()].eq_ignore_ascii_case(PREFIX.as_bytes())
+    path.eq_ignore_ascii_case(LOGIN_PATH)
+        || (path.len() > PREFIX.len()
+            && path.as_bytes()[..PREFIX.len()].eq_ignore_ascii_case(PREFIX.as_bytes()))
 }
 
 /// One request of the feed, read from its head.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FeedRequest {
+    /// A login token for the signed-in user.
+    Login,
     /// The feed itself, in this schema version.
     Feed(SchemaVersion),
     /// A resource's `.rdp` file: a pool's desktop (`alias` None) or one of
@@ -83,6 +93,9 @@ impl FeedRequest {
     /// what the `Accept` header asks for.
     pub fn of(head: &Head) -> Option<FeedRequest> {
         let path = head.path();
+        if path.eq_ignore_ascii_case(LOGIN_PATH) {
+            return Some(FeedRequest::Login);
+        }
         if !is_feed_path(path) {
             return None;
         }
@@ -223,6 +236,7 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
     let https = front.https;
     let signed = signed_in(
         &sign_in,
+        &front.feed_login,
         &*front.placer,
         (head, rest),
         &mut stream,
@@ -242,7 +256,12 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
         let request = FeedRequest::of(&head);
         let kept = match request {
             Some(request) => {
-                let answer = answer_for(&*front.placer, &user, &request, &publisher_id).await;
+                let mut answer = answer_for(&*front.placer, &user, &request, &publisher_id).await;
+                if request == FeedRequest::Login {
+                    let now = front.placer.now_unix_seconds();
+                    let token = front.feed_login.issue(&user, now);
+                    answer.set_cookie = Some(login::LoginKey::set_cookie(&token));
+                }
                 write_answer(&mut stream, &answer, head.method == "HEAD", keep, https).await
             }
             None => {
@@ -300,6 +319,8 @@ struct Answer {
     cache: &'static str,
     /// `Content-Disposition`, for a file.
     disposition: Option<String>,
+    /// A `Set-Cookie` line: the login token.
+    set_cookie: Option<String>,
     body: Vec<u8>,
 }
 
@@ -310,6 +331,7 @@ impl Answer {
             content_type: "text/plain; charset=utf-8",
             cache: "no-store",
             disposition: None,
+            set_cookie: None,
             body: Vec::new(),
         }
     }
@@ -323,6 +345,16 @@ async fn answer_for<P: Placer>(
     publisher_id: &str,
 ) -> Answer {
     let result = match request {
+        // The token is the caller's to add: the answer says the sign-in
+        // worked, RD Web Access's way.
+        FeedRequest::Login => Ok(Answer {
+            status: "200 OK",
+            content_type: "application/x-msts-webfeed-login; charset=utf-8",
+            cache: "no-store",
+            disposition: None,
+            set_cookie: None,
+            body: Vec::new(),
+        }),
         FeedRequest::Feed(version) => placer.feed(user).await.map(|out| {
             let now_ms = i64::try_from(placer.now_unix_seconds())
                 .unwrap_or(0)
@@ -340,6 +372,7 @@ async fn answer_for<P: Placer>(
                         content_type: version.content_type(),
                         cache: "private, no-cache",
                         disposition: None,
+                        set_cookie: None,
                         body: api::feed::render(&workspace, *version).into_bytes(),
                     }
                 }
@@ -360,6 +393,7 @@ async fn answer_for<P: Placer>(
                     "attachment; filename=\"{}.rdp\"",
                     alias.as_deref().unwrap_or(pool)
                 )),
+                set_cookie: None,
                 body: file.into_bytes(),
             }),
         FeedRequest::Icon { pool, alias, png } => {
@@ -372,6 +406,7 @@ async fn answer_for<P: Placer>(
                     // The address names the icon's digest: it never changes.
                     cache: "private, max-age=86400",
                     disposition: None,
+                    set_cookie: None,
                     body: if *png { icons.png_32 } else { icons.ico },
                 })
         }
@@ -409,6 +444,10 @@ async fn write_answer(
     if let Some(disposition) = &answer.disposition {
         text.push_str(&format!("Content-Disposition: {disposition}\r\n"));
     }
+    if let Some(cookie) = &answer.set_cookie {
+        text.push_str(cookie);
+        text.push_str("\r\n");
+    }
     if https {
         text.push_str(&format!(
             "Strict-Transport-Security: {}\r\n",
@@ -435,12 +474,13 @@ async fn write_answer(
     written && keep
 }
 
-/// Signs the connection's first request in: Basic here, Windows sign-in
-/// (`Negotiate`, `NTLM`) as the RD Gateway does. The user, and the request
-/// to answer (an NTLM sign-in's second).
+/// Signs the connection's first request in: a login token, Basic here,
+/// Windows sign-in (`Negotiate`, `NTLM`) as the RD Gateway does. The user,
+/// and the request to answer (an NTLM sign-in's second).
 #[allow(clippy::too_many_arguments)]
 async fn signed_in<P: Placer>(
     sign_in: &WindowsSignIn,
+    login: &login::LoginKey,
     placer: &P,
     (head, rest): (Head, Vec<u8>),
     stream: &mut BoxIo,
@@ -453,7 +493,14 @@ async fn signed_in<P: Placer>(
         .header("Authorization")
         .and_then(|a| a.trim().split_once(' '))
         .map(|(scheme, token)| (scheme.to_string(), token.to_string()));
+    let token = head.header("Cookie").and_then(login::token_of);
     match scheme {
+        // A login token, when it is this gateway's and current; a request
+        // that also signs in is judged by its sign-in.
+        None if let Some(user) = token.and_then(|t| login.verify(t, placer.now_unix_seconds())) => {
+            report.user = Some(user.clone());
+            Ok((user, head, rest))
+        }
         None => {
             answer_status(stream, &challenge(sign_in, https)).await;
             report.detail = Some("the workspace feed, without a sign-in: challenged".into());
@@ -584,6 +631,10 @@ mod tests {
             Some(R::Feed(SchemaVersion::V2_1))
         );
         assert_eq!(
+            request("/rdweb/feedlogin/webfeedlogin.aspx?ReturnUrl=/x", None),
+            Some(R::Login)
+        );
+        assert_eq!(
             request("/RDWeb/Feed/rdp/finance.rdp", None),
             Some(R::File {
                 pool: "finance".into(),
@@ -615,6 +666,8 @@ mod tests {
             "/RDWeb/Feed/icon/finance/notepad/0a.svg",
             "/RDWeb/Feed/icon/finance/notepad.png",
             "/RDWeb/Pages/webfeed.aspx",
+            "/RDWeb/FeedLogin/",
+            "/RDWeb/FeedLogin/x.aspx",
         ] {
             assert_eq!(request(refused, None), None, "{refused}");
         }
