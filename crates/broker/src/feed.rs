@@ -199,16 +199,7 @@ pub async fn feed_file(
     if let Some(app) = application {
         crate::workspace::check_mode(mode, &app)?;
         let args = app.launch_command_line(None)?;
-        file = api::rdp_file::with_application(
-            &file,
-            &api::rdp_file::LaunchedApplication {
-                mode,
-                program: &app.program,
-                display_name: &app.display_name,
-                command_line: &args,
-                file_extensions: &app.file_extensions,
-            },
-        );
+        file = crate::workspace::launch_file(&file, mode, &app, &args);
     }
     Ok(file)
 }

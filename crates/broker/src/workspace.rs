@@ -618,6 +618,27 @@ impl Workspace {
     }
 }
 
+/// `file` (a pool's `.rdp` file) made to open `app` with `args` on a pool
+/// of `mode` (rule F2): the one way the API, the portal and the feed
+/// write an application's file.
+pub(crate) fn launch_file(
+    file: &str,
+    mode: ApplicationMode,
+    app: &Application,
+    args: &str,
+) -> String {
+    api::rdp_file::with_application(
+        file,
+        &api::rdp_file::LaunchedApplication {
+            mode,
+            program: &app.program,
+            display_name: &app.display_name,
+            command_line: args,
+            file_extensions: &app.file_extensions,
+        },
+    )
+}
+
 /// Rule F2: an `AlternateShell` pool runs a program by its path; the
 /// host's own aliases (`||name`) are a RemoteApp host's.
 pub(crate) fn check_mode(

@@ -275,16 +275,7 @@ pub(crate) async fn application_file(
         b.connector().connection_file(pool, user, gateway),
     )
     .await?;
-    file.body = api::rdp_file::with_application(
-        &file.body,
-        &api::rdp_file::LaunchedApplication {
-            mode,
-            program: &app.program,
-            display_name: &app.display_name,
-            command_line: &args,
-            file_extensions: &app.file_extensions,
-        },
-    );
+    file.body = crate::workspace::launch_file(&file.body, mode, &app, &args);
     if let (Some((user, _)), Some(expires_s)) = (user, file.ticket_expires_s) {
         audit_ticket(b, issuer, &what, &file.pool, user, expires_s, Some(gateway)).await;
     }

@@ -338,23 +338,13 @@ impl WindowsSignIn {
         if self.throttled(&source_key(source)) {
             return Err(SignInError::Throttled(source.to_string()));
         }
-        let credentials = credentials.trim();
-        let decoded = (credentials.len() <= MAX_BASIC_BYTES * 4 / 3 + 4)
-            .then(|| {
-                base64::engine::general_purpose::STANDARD
-                    .decode(credentials)
-                    .ok()
-            })
-            .flatten()
-            .filter(|d| d.len() <= MAX_BASIC_BYTES)
-            .and_then(|d| String::from_utf8(d).ok());
-        let Some((typed, password)) = decoded.as_deref().and_then(|d| d.split_once(':')) else {
+        let Some((typed, password)) = basic_parts(credentials) else {
             self.failed(&source_key(source));
             return Err(refused(
                 "Basic credentials that are not base64 of name:password",
             ));
         };
-        let account = settings.account_of(typed).map_err(|e| {
+        let account = settings.account_of(&typed).map_err(|e| {
             self.failed(&source_key(source));
             SignInError::Refused(e)
         })?;
@@ -373,7 +363,7 @@ impl WindowsSignIn {
             .acquire_owned()
             .await
             .map_err(|_| SignInError::Unavailable("the gateway is stopping".into()))?;
-        match ntlm::Handshake::check_password(settings, turn, &account, password).await {
+        match ntlm::Handshake::check_password(settings, turn, &account, &password).await {
             Ok(()) => Ok(SignedIn { user, reply: None }),
             Err(e) => {
                 if let SignInError::Refused(_) = &e {
@@ -389,16 +379,8 @@ impl WindowsSignIn {
     /// the audit of a refusal; not proof of anything).
     pub fn basic_claimed_user(&self, credentials: &str) -> Option<String> {
         let settings = self.settings.ntlm.as_ref()?;
-        let credentials = credentials.trim();
-        if credentials.len() > MAX_BASIC_BYTES * 4 / 3 + 4 {
-            return None;
-        }
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(credentials)
-            .ok()?;
-        let decoded = String::from_utf8(decoded).ok()?;
-        let (typed, _) = decoded.split_once(':')?;
-        settings.user_name(&settings.account_of(typed).ok()?).ok()
+        let (typed, _) = basic_parts(credentials)?;
+        settings.user_name(&settings.account_of(&typed).ok()?).ok()
     }
 
     /// The user an NTLM AUTHENTICATE message claims, by the gateway's
@@ -490,6 +472,22 @@ impl WindowsSignIn {
             f.counts.insert(key.to_string(), 1);
         }
     }
+}
+
+/// The name and password of HTTP Basic credentials (base64 of
+/// `name:password`, at most [`MAX_BASIC_BYTES`] decoded).
+fn basic_parts(credentials: &str) -> Option<(String, String)> {
+    let credentials = credentials.trim();
+    if credentials.len() > MAX_BASIC_BYTES * 4 / 3 + 4 {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(credentials)
+        .ok()
+        .filter(|d| d.len() <= MAX_BASIC_BYTES)?;
+    let decoded = String::from_utf8(decoded).ok()?;
+    let (typed, password) = decoded.split_once(':')?;
+    Some((typed.to_string(), password.to_string()))
 }
 
 fn source_key(source: IpAddr) -> String {
