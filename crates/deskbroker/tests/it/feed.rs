@@ -336,6 +336,16 @@ async fn a_domain_user_subscribes_to_their_workspace_and_opens_what_it_lists() {
     let got = get(&gateway, feed, As::Nobody, "", &[RADC_2_0, &with_token]);
     assert_eq!(got.status, 200, "{}", got.head);
     assert_eq!(ids(&got.text()), vec![desktop.clone(), notepad.clone()]);
+    // A token renews no token: signed in by one, the login page sets none.
+    let again = get(
+        &gateway,
+        "/RDWeb/FeedLogin/WebFeedLogin.aspx",
+        As::Nobody,
+        "",
+        &[&with_token],
+    );
+    assert_eq!(again.status, 200, "{}", again.head);
+    assert_eq!(again.header("Set-Cookie"), None, "{}", again.head);
     let bob = ::base64::Engine::encode(
         &::base64::engine::general_purpose::URL_SAFE_NO_PAD,
         "bob@deskbroker.test",

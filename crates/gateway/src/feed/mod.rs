@@ -246,7 +246,7 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
         report,
     )
     .await;
-    let (user, mut head, mut rest) = match signed {
+    let (user, by_token, mut head, mut rest) = match signed {
         Ok(signed) => signed,
         Err(outcome) => return Served::Closed(outcome),
     };
@@ -257,7 +257,9 @@ pub(crate) async fn serve_request<P: Placer>(x: Exchange<'_, P>) -> Served {
         let kept = match request {
             Some(request) => {
                 let mut answer = answer_for(&*front.placer, &user, &request, &publisher_id).await;
-                if request == FeedRequest::Login {
+                // A token is made from a sign-in, never from a token: one
+                // stolen cannot be renewed past its expiry.
+                if request == FeedRequest::Login && !by_token {
                     let now = front.placer.now_unix_seconds();
                     let token = front.feed_login.issue(&user, now);
                     answer.set_cookie = Some(login::LoginKey::set_cookie(&token));
@@ -476,7 +478,8 @@ async fn write_answer(
 
 /// Signs the connection's first request in: a login token, Basic here,
 /// Windows sign-in (`Negotiate`, `NTLM`) as the RD Gateway does. The user,
-/// and the request to answer (an NTLM sign-in's second).
+/// whether it was by a login token, and the request to answer (an NTLM
+/// sign-in's second).
 #[allow(clippy::too_many_arguments)]
 async fn signed_in<P: Placer>(
     sign_in: &WindowsSignIn,
@@ -488,7 +491,7 @@ async fn signed_in<P: Placer>(
     (deadline, idle): (Instant, Duration),
     https: bool,
     report: &mut Report,
-) -> Result<(String, Head, Vec<u8>), Outcome> {
+) -> Result<(String, bool, Head, Vec<u8>), Outcome> {
     let scheme = head
         .header("Authorization")
         .and_then(|a| a.trim().split_once(' '))
@@ -499,7 +502,7 @@ async fn signed_in<P: Placer>(
         // that also signs in is judged by its sign-in.
         None if let Some(user) = token.and_then(|t| login.verify(t, placer.now_unix_seconds())) => {
             report.user = Some(user.clone());
-            Ok((user, head, rest))
+            Ok((user, true, head, rest))
         }
         None => {
             answer_status(stream, &challenge(sign_in, https)).await;
@@ -518,7 +521,7 @@ async fn signed_in<P: Placer>(
                 Ok(signed) => {
                     tracing::info!(user = %signed.user, source = %source.key(), "workspace feed: signed in with a password");
                     report.user = Some(signed.user.clone());
-                    Ok((signed.user, head, rest))
+                    Ok((signed.user, false, head, rest))
                 }
                 Err(e) => {
                     report.user = sign_in.basic_claimed_user(&credentials);
@@ -542,7 +545,7 @@ async fn signed_in<P: Placer>(
             )
             .await?;
             match signed.signed_in {
-                Some(user) => Ok((user.user, signed.head, signed.rest)),
+                Some(user) => Ok((user.user, false, signed.head, signed.rest)),
                 // A ticket client's header; the feed takes no ticket.
                 None => {
                     answer_status(stream, &challenge(sign_in, https)).await;
