@@ -133,6 +133,17 @@ pub struct AgentArgs {
     /// 0..=150 (rule H6; 0 disables it) [default: the pool's].
     #[arg(long, value_name = "N")]
     pub connecting_session_threshold: Option<u32>,
+    /// A file whose content is the image this host runs (rule U1), sent in
+    /// every heartbeat as its imageVersion: a version file the image build
+    /// writes (its first line), or an os-release file such as
+    /// /etc/os-release (its IMAGE_VERSION, else BUILD_ID, else VERSION_ID)
+    /// [default: none].
+    #[arg(long, value_name = "FILE", conflicts_with = "image_version_command")]
+    pub image_version_file: Option<PathBuf>,
+    /// A command run through `sh -c` whose first line of output is the
+    /// image this host runs (rule U1) [default: none].
+    #[arg(long, value_name = "CMD")]
+    pub image_version_command: Option<String>,
     /// Domain added to logind user names that have none, so that `alice`
     /// is reported as `alice@DOMAIN`, the name users connect with.
     #[arg(long, value_name = "DOMAIN")]
@@ -179,6 +190,8 @@ pub struct FileConfig {
     #[serde(alias = "interval_seconds")]
     pub interval: Option<u64>,
     pub load_script: Option<String>,
+    pub image_version_file: Option<PathBuf>,
+    pub image_version_command: Option<String>,
     pub sessions_command: Option<String>,
     pub capabilities: Option<Vec<String>>,
     pub load_index_threshold: Option<u32>,
@@ -268,6 +281,8 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub interval: Duration,
     pub load_script: Option<String>,
+    /// Where the host's image version comes from (rule U1), if anywhere.
+    pub image_version: Option<crate::image_version::ImageVersionSource>,
     pub sessions: SessionsSource,
     /// `None` lets the broker apply its default (`["rdp"]`).
     pub capabilities: Option<Vec<String>>,
@@ -501,6 +516,22 @@ impl Config {
         }
 
         let load_script = given(args.load_script.or(file.load_script));
+        let image_version_file = args.image_version_file.or(file.image_version_file);
+        let image_version_command =
+            given(args.image_version_command.or(file.image_version_command));
+        let image_version = match (image_version_file, image_version_command) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "image_version_file and image_version_command",
+                    "give one or the other: both say which image the host runs".to_string(),
+                ));
+            }
+            (Some(path), None) => Some(crate::image_version::ImageVersionSource::File(path)),
+            (None, Some(command)) => {
+                Some(crate::image_version::ImageVersionSource::Command(command))
+            }
+            (None, None) => None,
+        };
         let sessions = match given(args.sessions_command.or(file.sessions_command)) {
             Some(command) => SessionsSource::Command(command),
             None => SessionsSource::Loginctl {
@@ -558,6 +589,7 @@ impl Config {
             state_dir,
             interval: Duration::from_secs(interval_seconds),
             load_script,
+            image_version,
             sessions,
             capabilities,
             policy,

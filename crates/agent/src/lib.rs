@@ -27,6 +27,7 @@ pub mod backoff;
 pub mod config;
 pub mod diskstats;
 pub mod exposition;
+pub mod image_version;
 pub mod load_script;
 pub mod messages;
 pub mod metrics;

@@ -37,6 +37,7 @@ const FIRST_SAMPLE_WINDOW: Duration = Duration::from_secs(1);
 pub struct Sampler {
     system: SystemSampler,
     load_script: Option<LoadScript>,
+    image_version: Option<crate::image_version::ImageVersion>,
     sessions: SessionsProbe,
     policy: Option<HostPolicy>,
 }
@@ -46,6 +47,10 @@ impl Sampler {
         Sampler {
             system: SystemSampler::new(),
             load_script: config.load_script.clone().map(LoadScript::new),
+            image_version: config
+                .image_version
+                .clone()
+                .map(crate::image_version::ImageVersion::new),
             sessions: SessionsProbe::new(config.sessions.clone()),
             policy: (!policy_is_empty(&config.policy)).then(|| config.policy.clone()),
         }
@@ -62,7 +67,14 @@ impl Sampler {
                 None => None,
             }
         };
-        let (custom_load_index, sessions) = tokio::join!(load, self.sessions.sample());
+        let image = async {
+            match &mut self.image_version {
+                Some(version) => version.sample().await,
+                None => None,
+            }
+        };
+        let (custom_load_index, sessions, image_version) =
+            tokio::join!(load, self.sessions.sample(), image);
         let disk = system.disk;
         HeartbeatInput {
             metrics: HostMetrics {
@@ -76,6 +88,7 @@ impl Sampler {
             sessions,
             policy: self.policy.clone(),
             source: Some(HeartbeatSource::Agent),
+            image_version,
             ..HeartbeatInput::default()
         }
     }

@@ -288,6 +288,9 @@ pub struct SessionHostInput {
     /// The host's fully qualified DNS name (rule AD4), e.g.
     /// `host1.contoso.com`: what host-named connection files name.
     pub dns_name: Option<String>,
+    /// The image the host runs (rule U1), e.g. `2026.12.1`; its agent's
+    /// heartbeats replace it when they report one.
+    pub image_version: Option<String>,
     /// Accepted for symmetry with the output; must match the path.
     pub name: Option<String>,
 }
@@ -316,6 +319,10 @@ pub struct SessionHostPatch {
     #[serde(default, with = "double_option")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub dns_name: Option<Option<String>>,
+    /// Absent: unchanged; `null`: unknown; a version: set (rule U1).
+    #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub image_version: Option<Option<String>>,
 }
 
 /// Distinguishes a field that is absent (`None`) from one set to `null`
@@ -371,6 +378,10 @@ pub struct SessionHostOutput {
     /// The host's fully qualified DNS name (rule AD4), if it has one.
     #[serde(default)]
     pub dns_name: Option<String>,
+    /// The image the host runs (rule U1), as its agent last reported it or
+    /// an operator set it; null: not known.
+    #[serde(default)]
+    pub image_version: Option<String>,
     /// Read-only (rule A9): set by power actions, never by the host. A
     /// `Stopped` or `Stopping` host's `status` is `Shutdown`.
     #[serde(default)]
@@ -413,6 +424,7 @@ impl From<&Host> for SessionHostOutput {
             tags: h.spec.tags.clone(),
             mac_address: h.spec.mac_address.clone(),
             dns_name: h.spec.dns_name.clone(),
+            image_version: h.spec.image_version.clone(),
             power_state: h.power_state,
             drained_by: h.spec.drained_by,
             heartbeat_source: h.heartbeat_source,
@@ -461,6 +473,13 @@ pub struct HeartbeatInput {
     /// no list and no policy, and its answer hands out no message or order.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub scrape_failed: bool,
+    /// The image the host runs (rule U1), from its agent's
+    /// `image_version_file` or `image_version_command`: it replaces the
+    /// host's `imageVersion`. Absent: the agent does not say (the host's
+    /// stays as it is). A value that is not one (blank, over 128 bytes,
+    /// control characters) refuses the heartbeat whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_version: Option<String>,
 }
 
 /// A heartbeat's `source`, or None when it is a string this broker does

@@ -503,12 +503,13 @@ pub fn operator_may_patch_host(patch: &api::types::SessionHostPatch) -> Result<(
         || patch.assigned_user.is_some()
         || patch.tags.is_some()
         || patch.mac_address.is_some()
-        || patch.dns_name.is_some();
+        || patch.dns_name.is_some()
+        || patch.image_version.is_some();
     if others {
         Err(
             "an operator may only change allowNewSession (drain and undrain); changing \
-             address, capabilities, policy, assignedUser, tags, macAddress or dnsName needs the \
-             admin role"
+             address, capabilities, policy, assignedUser, tags, macAddress, dnsName or \
+             imageVersion needs the admin role"
                 .into(),
         )
     } else {

@@ -199,6 +199,9 @@ impl Heartbeats {
             placement::validate_user("sessions.user", &s.user).map_err(BrokerError::from)?;
         }
         check_scrape_report(&input)?;
+        if let Some(v) = &input.image_version {
+            placement::validate_image_version("imageVersion", v).map_err(BrokerError::from)?;
+        }
         if input.scrape_failed {
             return self.scrape_failed(pool, host, input).await;
         }
@@ -216,15 +219,20 @@ impl Heartbeats {
             .write(pool, |p, now| {
                 // Refused whole: nothing changes before the metrics pass.
                 input.metrics.validate()?;
-                if let Some(policy) = input.policy {
-                    let current = p.find_host(host)?;
-                    if current.spec.policy != policy {
-                        let spec = HostSpec {
-                            policy,
-                            ..current.spec.clone()
-                        };
-                        p.upsert_host(spec, now)?;
-                    }
+                // The host's own thresholds (H6) and image (U1), where they
+                // changed: the host is stored again only then.
+                let current = p.find_host(host)?;
+                let policy = input.policy.unwrap_or_else(|| current.spec.policy.clone());
+                let image_version = input
+                    .image_version
+                    .or_else(|| current.spec.image_version.clone());
+                if current.spec.policy != policy || current.spec.image_version != image_version {
+                    let spec = HostSpec {
+                        policy,
+                        image_version,
+                        ..current.spec.clone()
+                    };
+                    p.upsert_host(spec, now)?;
                 }
                 p.heartbeat(host, input.metrics, now)?;
                 p.note_report(host, source, scrape_error)?;

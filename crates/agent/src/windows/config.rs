@@ -58,6 +58,10 @@ pub struct WindowsHostFile {
     /// `rdsh1.contoso.com`: what host-named connections send users to.
     #[serde(default)]
     pub dns_name: Option<String>,
+    /// The image the host runs (rule U1), as its build names it: sent in
+    /// its heartbeats as `imageVersion` (the exporter does not say it).
+    #[serde(default)]
+    pub image_version: Option<String>,
     pub metrics_url: String,
     pub username: Option<String>,
     pub password_file: Option<PathBuf>,
@@ -89,6 +93,8 @@ pub struct WindowsHost {
     pub address: String,
     /// The host's DNS name, checked (rule AD4).
     pub dns_name: Option<String>,
+    /// The image it runs (rule U1), checked.
+    pub image_version: Option<String>,
     pub exporter: Exporter,
     pub capabilities: Option<Vec<String>>,
     pub policy: HostPolicy,
@@ -378,10 +384,15 @@ fn resolve_host(
         ));
     }
     let dns_name = crate::config::dns_name(entry.dns_name, "windows_host.dns_name")?;
+    if let Some(v) = &entry.image_version {
+        placement::validate_image_version("windows_host.image_version", v)
+            .map_err(|e| invalid("windows_host", format!("host {name}: {e}")))?;
+    }
     Ok(WindowsHost {
         name,
         address,
         dns_name,
+        image_version: entry.image_version,
         exporter: Exporter {
             url,
             basic_auth,

@@ -48,6 +48,8 @@ pub struct WatchedHost {
     target: Target,
     names: Arc<Names>,
     policy: Option<HostPolicy>,
+    /// The image it runs, from the configuration (rule U1).
+    image_version: Option<String>,
     counters: Counters,
     /// Lower-case users of the last list, for logons in progress (W2).
     previously_listed: HashSet<String>,
@@ -151,6 +153,7 @@ impl Source for WatchedHost {
                     source: Some(HeartbeatSource::WindowsExporter),
                     scrape_error: error,
                     scrape_failed: false,
+                    image_version: self.image_version.clone(),
                 }
             }
         }
@@ -242,6 +245,7 @@ pub async fn run(
             target,
             names: names.clone(),
             policy: (!policy_is_empty(&host.policy)).then(|| host.policy.clone()),
+            image_version: host.image_version.clone(),
             counters: Counters::default(),
             previously_listed: HashSet::new(),
             listed: Vec::new(),

@@ -39,6 +39,9 @@ fn config(broker: &str, state_dir: &Path) -> Config {
         // Below the 5 s users may set: tests build the Config directly.
         interval: Duration::from_millis(200),
         load_script: Some("echo 42".into()),
+        image_version: Some(agent::image_version::ImageVersionSource::Command(
+            "echo farm-2026.12; echo ignored".into(),
+        )),
         sessions: SessionsSource::Command(
             r#"printf '%s\n' '{"user": "alice@contoso.com", "state": "Active"}' 'junk'"#.into(),
         ),
@@ -131,6 +134,7 @@ async fn registers_saves_the_credential_and_sends_heartbeats() {
         assert!(v.is_some_and(|v| v >= 0.0), "{metric} in {body}");
     }
     assert_eq!(body["customLoadIndex"], json!(42));
+    assert_eq!(body["imageVersion"], json!("farm-2026.12"));
     assert_eq!(
         body["sessions"],
         json!([{"user": "alice@contoso.com", "state": "Active"}])

@@ -25,21 +25,44 @@ fn host_output(p: &placement::Pool, host: &str) -> Result<SessionHostOutput, Bro
     Ok(SessionHostOutput::from(p.find_host(host)?))
 }
 
-/// Session hosts in query order; paged with `?pageSize=&initialSkip=`.
+/// `?pageSize=&initialSkip=&imageVersion=` of the list of hosts.
+#[derive(serde::Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostListQuery {
+    pub page_size: Option<u32>,
+    pub initial_skip: Option<usize>,
+    /// Only the hosts running this image (rule U1).
+    pub image_version: Option<String>,
+}
+
+/// Session hosts in query order; paged with `?pageSize=&initialSkip=`,
+/// only those of one image with `?imageVersion=`.
 #[utoipa::path(get, path = "/api/v1/hostPools/{pool}/sessionHosts", tag = "sessionHosts",
     params(("pageSize" = Option<u32>, Query, description = "at most this many hosts (1..=1000), with a nextLink while more remain; absent: all"),
-           ("initialSkip" = Option<usize>, Query, description = "skip this many hosts first (in query order)")),
+           ("initialSkip" = Option<usize>, Query, description = "skip this many hosts first (in query order)"),
+           ("imageVersion" = Option<String>, Query, description = "only the hosts whose imageVersion is this (rule U1)")),
     responses((status = 200, body = Page<SessionHostOutput>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
     State(core): State<Arc<Core>>,
     Path(pool): Path<String>,
     OriginalUri(uri): OriginalUri,
-    Query(q): Query<PageQuery>,
+    Query(q): Query<HostListQuery>,
 ) -> Result<axum::Json<Page<SessionHostOutput>>, ApiError> {
-    q.validate()?;
+    let page = PageQuery {
+        page_size: q.page_size,
+        initial_skip: q.initial_skip,
+    };
+    page.validate()?;
+    if let Some(v) = &q.image_version {
+        placement::validate_image_version("imageVersion", v).map_err(BrokerError::from)?;
+    }
+    let version = q.image_version.as_deref();
     let out = core
         .read(&pool, |p| {
-            Ok(paging::page(p.hosts(), q, SessionHostOutput::from, &uri))
+            let hosts = p
+                .hosts()
+                .filter(|h| version.is_none_or(|v| h.spec.image_version.as_deref() == Some(v)));
+            Ok(paging::page(hosts, page, SessionHostOutput::from, &uri))
         })
         .await?;
     Ok(axum::Json(out))
@@ -90,6 +113,7 @@ pub async fn put(
         tags: input.tags.unwrap_or_default(),
         mac_address: input.mac_address,
         dns_name: input.dns_name,
+        image_version: input.image_version,
         // A6: a drain through the API is an operator's (or admin's).
         drained_by: (input.allow_new_session == Some(false)).then_some(DrainedBy::Operator),
         ..defaults
@@ -163,6 +187,9 @@ pub async fn patch(
             }
             if let Some(d) = input.dns_name {
                 spec.dns_name = d;
+            }
+            if let Some(v) = input.image_version {
+                spec.image_version = v;
             }
             if let Some(c) = input.capabilities {
                 spec.capabilities = c;

@@ -13,6 +13,7 @@ mod entitlements;
 mod heartbeat_authority;
 mod heartbeat_loss;
 mod host_named;
+mod image_versions;
 mod kit;
 mod lifetimes;
 mod messages;

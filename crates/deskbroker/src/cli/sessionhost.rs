@@ -18,6 +18,7 @@ const HOST_COLUMNS: Columns = &[
     "connectingSessions",
     "loadIndex",
     "assignedUser",
+    "imageVersion",
 ];
 
 /// Columns of a power action's record (rule A10).
@@ -60,7 +61,7 @@ enum SessionhostCommand {
     /// Show one session host.
     Show(HostArg),
     /// List the session hosts of a pool, in query order.
-    List(PoolArg),
+    List(ListArgs),
     /// Remove a session host (refused while it has sessions, unless --force).
     Remove(RemoveArgs),
     /// Power a session host on through its pool's power driver (rule A9);
@@ -86,6 +87,16 @@ struct PoolArg {
     /// Name of the host pool.
     #[arg(long, value_name = "POOL")]
     host_pool: String,
+}
+
+#[derive(clap::Args)]
+struct ListArgs {
+    /// Name of the host pool.
+    #[arg(long, value_name = "POOL")]
+    host_pool: String,
+    /// Only the hosts running this image (rule U1).
+    #[arg(long, value_name = "VERSION")]
+    image_version: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -121,6 +132,10 @@ struct AddArgs {
     /// host-named connection file names (rule AD4).
     #[arg(long, value_name = "FQDN")]
     dns_name: Option<String>,
+    /// The image the host runs, e.g. 2026.12.1 (rule U1); its agent's
+    /// heartbeats replace it when they report one.
+    #[arg(long, value_name = "VERSION")]
+    image_version: Option<String>,
     #[command(flatten)]
     policy: PolicyFlags,
 }
@@ -191,6 +206,9 @@ struct UpdateArgs {
     /// The host's fully qualified DNS name (rule AD4; "" clears it).
     #[arg(long, value_name = "FQDN")]
     dns_name: Option<String>,
+    /// The image the host runs (rule U1; "" clears it).
+    #[arg(long, value_name = "VERSION")]
+    image_version: Option<String>,
     // A threshold not given keeps its current value: the host is read first,
     // since the broker's PATCH replaces the whole policy object.
     #[command(flatten)]
@@ -213,6 +231,7 @@ impl AddArgs {
             .set("tags", self.tags.clone())
             .set("macAddress", self.mac_address.clone())
             .set("dnsName", self.dns_name.clone())
+            .set("imageVersion", self.image_version.clone())
             .set(
                 "policy",
                 (!self.policy.is_empty()).then(|| self.policy.apply_to(Map::new())),
@@ -281,11 +300,21 @@ impl UpdateArgs {
                         d.clone().into()
                     }
                 }),
+            )
+            .set(
+                "imageVersion",
+                self.image_version.as_ref().map(|v| {
+                    if v.is_empty() {
+                        Value::Null
+                    } else {
+                        v.clone().into()
+                    }
+                }),
             );
         if body.is_empty() {
             anyhow::bail!(
                 "sessionhost update: nothing to change; give --allow-new-session, \
-                 --assigned-user, --unassign, --tags, --mac-address, --dns-name, \
+                 --assigned-user, --unassign, --tags, --mac-address, --dns-name, --image-version, \
                  --policy-load-index-threshold, --policy-connecting-session-threshold or \
                  --clear-policy"
             );
@@ -331,8 +360,14 @@ async fn execute(ctx: &Context, command: SessionhostCommand) -> anyhow::Result<(
             ctx.print(&host, HOST_COLUMNS)
         }
         SessionhostCommand::List(list) => {
+            let query: Vec<(&str, &str)> = list
+                .image_version
+                .as_deref()
+                .map(|v| ("imageVersion", v))
+                .into_iter()
+                .collect();
             let hosts = client
-                .list(&["hostPools", &list.host_pool, "sessionHosts"], &[])
+                .list(&["hostPools", &list.host_pool, "sessionHosts"], &query)
                 .await?;
             ctx.print(&hosts, HOST_COLUMNS)
         }
@@ -523,8 +558,8 @@ mod tests {
              "assignedUser": null}
         ]);
         let expected = "\
-Name    Address        Status       AllowNewSession    Sessions    ConnectingSessions    LoadIndex    AssignedUser
-------  -------------  -----------  -----------------  ----------  --------------------  -----------  --------------
+Name    Address        Status       AllowNewSession    Sessions    ConnectingSessions    LoadIndex    AssignedUser    ImageVersion
+------  -------------  -----------  -----------------  ----------  --------------------  -----------  --------------  --------------
 h1      10.0.0.5:3389  Available    true               3           1                     12
 h2      10.0.0.6:3389  Unavailable  true               0           0                     -1
 ";

@@ -425,10 +425,19 @@ async fn the_agent_reads_its_registration_token_from_the_file_its_help_names() {
     let token_file = dir.path().join("farm.token");
     write_mode(&token_file, &format!("{token}\n"), 0o600);
     let sessions = sessions_file(dir.path(), "h1", &[]);
+    // The image, as an image build writes it into os-release (rule U1).
+    let os_release = dir.path().join("os-release");
+    std::fs::write(
+        &os_release,
+        "ID=debian\nVERSION_ID=\"12\"\nIMAGE_VERSION=farm-1\n",
+    )
+    .unwrap();
     let child = Command::new(crate::exe())
         .args(["agent", "--broker", &app.url, "--host-pool", "farm"])
         .arg("--registration-token-file")
         .arg(&token_file)
+        .arg("--image-version-file")
+        .arg(&os_release)
         .args([
             "--name",
             "h1",
@@ -459,4 +468,38 @@ async fn the_agent_reads_its_registration_token_from_the_file_its_help_names() {
     // Its DNS name, as the agent was given it, for host-named connections
     // (rule AD4), in one case and without the root's dot.
     assert_eq!(host(&app, "h1").await["dnsName"], "h1.contoso.com");
+    // Its image, read from the file on each heartbeat: reimaged in place,
+    // it reports the new one, and is listed by it.
+    let reported = eventually(BEAT, || async {
+        host(&app, "h1").await["imageVersion"] == "farm-1"
+    })
+    .await;
+    assert!(reported, "{}", host(&app, "h1").await);
+    std::fs::write(&os_release, "ID=debian\nIMAGE_VERSION=farm-2\n").unwrap();
+    let reimaged = eventually(BEAT, || async {
+        host(&app, "h1").await["imageVersion"] == "farm-2"
+    })
+    .await;
+    assert!(reimaged, "{}", host(&app, "h1").await);
+    let (ok, out, err) = app.cli(&[
+        "sessionhost",
+        "list",
+        "--host-pool",
+        "farm",
+        "--image-version",
+        "farm-2",
+    ]);
+    assert!(
+        ok && out.contains("h1") && out.contains("farm-2"),
+        "{out}{err}"
+    );
+    let (ok, out, err) = app.cli(&[
+        "sessionhost",
+        "list",
+        "--host-pool",
+        "farm",
+        "--image-version",
+        "farm-1",
+    ]);
+    assert!(ok && !out.contains("h1"), "{out}{err}");
 }

@@ -150,6 +150,33 @@ pub struct HostSpec {
     /// existed, hence the serde default.
     #[serde(default)]
     pub dns_name: Option<String>,
+    /// The image the host runs (rule U1), as its agent reports it in its
+    /// heartbeats or an operator sets it: free text such as `2026.12.1`,
+    /// at most [`MAX_IMAGE_VERSION_BYTES`]. None: not known. Absent in
+    /// hosts stored before it existed, hence the serde default.
+    #[serde(default)]
+    pub image_version: Option<String>,
+}
+
+/// The longest image version, in bytes.
+pub const MAX_IMAGE_VERSION_BYTES: usize = 128;
+
+/// An image version (rule U1): one line of 1 to [`MAX_IMAGE_VERSION_BYTES`]
+/// bytes, not blank, without control characters. Refused with
+/// `InvalidParameter` naming `field`.
+pub fn validate_image_version(field: &str, version: &str) -> Result<(), Error> {
+    if version.trim().is_empty() || version.len() > MAX_IMAGE_VERSION_BYTES {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: {} bytes; an image version is 1 to {MAX_IMAGE_VERSION_BYTES} bytes, not blank",
+            version.len()
+        )));
+    }
+    if version.chars().any(char::is_control) {
+        return Err(Error::InvalidParameter(format!(
+            "{field}: holds control characters; an image version is one line of text"
+        )));
+    }
+    Ok(())
 }
 
 /// The longest DNS name, in bytes (RFC 1035: 255 octets on the wire, 253
@@ -266,6 +293,7 @@ impl HostSpec {
             mac_address: None,
             drained_by: None,
             dns_name: None,
+            image_version: None,
         }
     }
 
@@ -280,6 +308,9 @@ impl HostSpec {
         validate_tags("tags", &self.tags)?;
         if let Some(d) = &self.dns_name {
             validate_dns_name("dnsName", d)?;
+        }
+        if let Some(v) = &self.image_version {
+            validate_image_version("imageVersion", v)?;
         }
         if let Some(m) = &self.mac_address
             && parse_mac(m).is_none()
