@@ -616,7 +616,7 @@ function hostRow(pool, x, errorEl) {
   const tr = h(
     'tr',
     { dataset: { host: x.name } },
-    h('th', { scope: 'row' }, x.name, h('br'), h('small', { class: 'muted addr' })),
+    h('th', { scope: 'row' }, x.name, h('br'), h('small', { class: 'muted addr' }), h('br'), h('small', { class: 'muted image' })),
     h('td', { class: 'status' }),
     h('td', { class: 'allow' }, label),
     h('td', { class: 'sessions' }, sessions.el),
@@ -651,6 +651,8 @@ function hostRow(pool, x, errorEl) {
 function updateHostRow(tr, x, p, most) {
   const limited = p.maxSessionLimit < UNLIMITED;
   setText(tr.querySelector('.addr'), x.address);
+  // The image it runs (rule U1): the host's own word, shown as text.
+  setText(tr.querySelector('.image'), x.imageVersion ? `image ${x.imageVersion}` : '');
   const status = tr.querySelector('.status');
   setText(status, STATUS_MARK[x.status] || x.status);
   status.className = `status ${x.status.toLowerCase()}`;

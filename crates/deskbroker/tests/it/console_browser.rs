@@ -158,11 +158,19 @@ async fn console_in_a_real_browser() {
         app.ok(
             "POST",
             &format!("/api/v1/hostPools/contosohp01/sessionHosts/sh{i:02}/heartbeat"),
-            Some(json!({"cpuPercent": cpu, "memoryPercent": 40.0})),
+            Some(json!({"cpuPercent": cpu, "memoryPercent": 40.0, "imageVersion": "golden-12"})),
             200,
         )
         .await;
     }
+    // Each host's image (rule U1), under its address, as text.
+    wait_text(
+        c,
+        &format!("{} .image", hrow("sh01")),
+        "sh01's image",
+        |t| t == "image golden-12",
+    )
+    .await;
     let li = app
         .ok(
             "GET",
