@@ -240,6 +240,18 @@ impl AddArgs {
     }
 }
 
+/// A flag's value for a PATCH: absent, `null` for "" (clear it), or the
+/// value.
+fn or_cleared(flag: &Option<String>) -> Option<Value> {
+    flag.as_ref().map(|v| {
+        if v.is_empty() {
+            Value::Null
+        } else {
+            v.clone().into()
+        }
+    })
+}
+
 impl UpdateArgs {
     /// Whether the body needs the host's current policy: a PATCH replaces the
     /// whole `policy` object, so changing one threshold must resend the other.
@@ -281,36 +293,9 @@ impl UpdateArgs {
                         .collect::<Vec<_>>()
                 }),
             )
-            .set(
-                "macAddress",
-                self.mac_address.as_ref().map(|m| {
-                    if m.is_empty() {
-                        Value::Null
-                    } else {
-                        m.clone().into()
-                    }
-                }),
-            )
-            .set(
-                "dnsName",
-                self.dns_name.as_ref().map(|d| {
-                    if d.is_empty() {
-                        Value::Null
-                    } else {
-                        d.clone().into()
-                    }
-                }),
-            )
-            .set(
-                "imageVersion",
-                self.image_version.as_ref().map(|v| {
-                    if v.is_empty() {
-                        Value::Null
-                    } else {
-                        v.clone().into()
-                    }
-                }),
-            );
+            .set("macAddress", or_cleared(&self.mac_address))
+            .set("dnsName", or_cleared(&self.dns_name))
+            .set("imageVersion", or_cleared(&self.image_version));
         if body.is_empty() {
             anyhow::bail!(
                 "sessionhost update: nothing to change; give --allow-new-session, \
