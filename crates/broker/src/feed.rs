@@ -24,7 +24,6 @@
 //! does.
 
 use api::types::{FeedOutput, FeedResourceOutput};
-use base64::Engine as _;
 use placement::{ConnectionTarget, GatewaySignIn};
 use sha2::{Digest, Sha256};
 
@@ -217,14 +216,7 @@ pub async fn feed_icon(
     let app = b
         .workspace()
         .published_application(pool, alias, user, &groups)?;
-    let decode = |text: &Option<String>| {
-        text.as_deref()
-            .map(|t| base64::engine::general_purpose::STANDARD.decode(t.trim()))
-            .transpose()
-            .map_err(|e| BrokerError::NotFound(format!("a stored icon is not base64: {e}")))
-    };
-    let (png, ico) = (decode(&app.icon_png)?, decode(&app.icon_ico)?);
-    api::feed::icons::feed_icons(png.as_deref(), ico.as_deref())
+    crate::workspace::icons_of(&app)
         .map_err(|e| BrokerError::NotFound(format!("a stored icon: {e}")))?
         .ok_or_else(|| BrokerError::NotFound(format!("application {alias} of {pool} has no icon")))
 }

@@ -219,20 +219,25 @@ impl Heartbeats {
             .write(pool, |p, now| {
                 // Refused whole: nothing changes before the metrics pass.
                 input.metrics.validate()?;
-                // The host's own thresholds (H6) and image (U1), where they
-                // changed: the host is stored again only then.
-                let current = p.find_host(host)?;
-                let policy = input.policy.unwrap_or_else(|| current.spec.policy.clone());
-                let image_version = input
-                    .image_version
-                    .or_else(|| current.spec.image_version.clone());
-                if current.spec.policy != policy || current.spec.image_version != image_version {
-                    let spec = HostSpec {
-                        policy,
-                        image_version,
-                        ..current.spec.clone()
-                    };
-                    p.upsert_host(spec, now)?;
+                // The host's own thresholds (H6) and image (U1), when the
+                // heartbeat says them and they changed: the host is stored
+                // again only then, and a heartbeat that says neither does
+                // not look.
+                if input.policy.is_some() || input.image_version.is_some() {
+                    let current = p.find_host(host)?;
+                    let policy = input.policy.unwrap_or_else(|| current.spec.policy.clone());
+                    let image_version = input
+                        .image_version
+                        .or_else(|| current.spec.image_version.clone());
+                    if current.spec.policy != policy || current.spec.image_version != image_version
+                    {
+                        let spec = HostSpec {
+                            policy,
+                            image_version,
+                            ..current.spec.clone()
+                        };
+                        p.upsert_host(spec, now)?;
+                    }
                 }
                 p.heartbeat(host, input.metrics, now)?;
                 p.note_report(host, source, scrape_error)?;

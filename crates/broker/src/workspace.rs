@@ -639,6 +639,20 @@ pub(crate) fn launch_file(
     )
 }
 
+/// The icons the portal and the feed serve for `app` (a 32×32 PNG and an
+/// ICO, `api::feed::icons::feed_icons`), None when it has none; an error
+/// says why its stored icon cannot be read.
+pub(crate) fn icons_of(app: &Application) -> Result<Option<api::feed::icons::FeedIcons>, String> {
+    let decode = |text: &Option<String>| {
+        text.as_deref()
+            .map(|t| base64::engine::general_purpose::STANDARD.decode(t.trim()))
+            .transpose()
+            .map_err(|e| format!("a stored icon is not base64: {e}"))
+    };
+    let (png, ico) = (decode(&app.icon_png)?, decode(&app.icon_ico)?);
+    api::feed::icons::feed_icons(png.as_deref(), ico.as_deref()).map_err(|e| e.to_string())
+}
+
 /// Rule F2: an `AlternateShell` pool runs a program by its path; the
 /// host's own aliases (`||name`) are a RemoteApp host's.
 pub(crate) fn check_mode(

@@ -453,26 +453,18 @@ async fn application_icon(
     extensions: axum::http::Extensions,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    use base64::Engine as _;
     let (session, _, groups) = requester_in(&b, &headers, &extensions, &pool).await?;
     let app = b
         .workspace()
         .published_application(&pool, &alias, &session.user, &groups)?;
-    let decode = |text: &Option<String>| {
-        text.as_deref()
-            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
-    };
-    let icons = api::feed::icons::feed_icons(
-        decode(&app.icon_png).as_deref(),
-        decode(&app.icon_ico).as_deref(),
-    )
-    .map_err(|e| ApiError::invalid(format!("the application's icon cannot be shown: {e}")))?
-    .ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::NotFound,
-            format!("application {alias} of host pool {pool} has no icon"),
-        )
-    })?;
+    let icons = crate::workspace::icons_of(&app)
+        .map_err(|e| ApiError::invalid(format!("the application's icon cannot be shown: {e}")))?
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!("application {alias} of host pool {pool} has no icon"),
+            )
+        })?;
     Ok((
         [
             (header::CONTENT_TYPE, "image/png"),

@@ -589,11 +589,7 @@ async fn basic_refused<P: Placer>(
 /// The `401` status line and the schemes the feed takes: the Windows ones,
 /// and Basic over TLS when the domain can check passwords.
 fn challenge(sign_in: &WindowsSignIn, https: bool) -> String {
-    let mut status = "401 Unauthorized".to_string();
-    for scheme in sign_in.schemes() {
-        status.push_str("\r\nWWW-Authenticate: ");
-        status.push_str(scheme);
-    }
+    let mut status = crate::rd_gateway::sign_in::challenge(sign_in);
     if https && sign_in.takes_basic() {
         status.push_str("\r\nWWW-Authenticate: Basic realm=\"deskbroker\", charset=\"UTF-8\"");
     }

@@ -231,7 +231,7 @@ fn authorization(head: &Head) -> Option<(String, String)> {
 }
 
 /// The `401` status line and the schemes the gateway takes.
-fn challenge(sign_in: &WindowsSignIn) -> String {
+pub(crate) fn challenge(sign_in: &WindowsSignIn) -> String {
     let mut status = "401 Unauthorized".to_string();
     for scheme in sign_in.schemes() {
         status.push_str("\r\nWWW-Authenticate: ");
